@@ -1,0 +1,250 @@
+// ONNX backend-test-data runner (see runner.h).
+#include "conformance/runner.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/numerics.h"
+#include "onnx/importer.h"
+#include "runtime/interpreter.h"
+
+namespace fs = std::filesystem;
+
+namespace kiln::conformance {
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "pass";
+    case Verdict::kFail: return "fail";
+    case Verdict::kSkip: return "skip";
+  }
+  return "?";
+}
+
+std::string compare_tensors(const Tensor& a, const Tensor& e, double rtol, double atol) {
+  if (a.dtype() != e.dtype())
+    return std::string("dtype ") + dtype_name(a.dtype()) + ", expected " + dtype_name(e.dtype());
+  if (a.shape() != e.shape()) return "shape " + shape_str(a.shape()) + ", expected " + shape_str(e.shape());
+  const bool exact = !dtype_is_float(e.dtype());
+  int64_t bad = 0, first = -1;
+  double worst = 0;
+  for (int64_t i = 0; i < e.numel(); ++i) {
+    bool ok;
+    if (exact) {
+      ok = load_as_int64(a.dtype(), a.raw(), i) == load_as_int64(e.dtype(), e.raw(), i);
+    } else {
+      const double x = load_as_double(a.dtype(), a.raw(), i), y = load_as_double(e.dtype(), e.raw(), i);
+      if (std::isnan(y)) ok = std::isnan(x);
+      else if (std::isinf(y)) ok = x == y;
+      else ok = std::fabs(x - y) <= atol + rtol * std::fabs(y);
+      if (!ok) worst = std::max(worst, std::isnan(x) ? INFINITY : std::fabs(x - y));
+    }
+    if (!ok) {
+      if (first < 0) first = i;
+      ++bad;
+    }
+  }
+  if (!bad) return "";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%lld of %lld elements differ; first at %lld: got %g, expected %g; max |diff| %g",
+                static_cast<long long>(bad), static_cast<long long>(e.numel()), static_cast<long long>(first),
+                load_as_double(a.dtype(), a.raw(), first), load_as_double(e.dtype(), e.raw(), first), worst);
+  return buf;
+}
+
+namespace {
+
+std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<int, fs::path>> files;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    const std::string n = f.path().filename().string();
+    if (n.rfind(prefix, 0) == 0 && f.path().extension() == ".pb")
+      files.emplace_back(std::stoi(n.substr(prefix.size())), f.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<fs::path> r;
+  for (auto& [i, p] : files) r.push_back(p);
+  return r;
+}
+
+}  // namespace
+
+CaseResult run_case(const std::string& case_dir, const std::string& name, const Options& opts) {
+  CaseResult r;
+  r.name = name;
+  auto graph = onnx_import::import_model_file(case_dir + "/model.onnx");
+  if (!graph.ok()) {
+    r.verdict = graph.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
+    r.reason = graph.status().to_string();
+    return r;
+  }
+  std::vector<fs::path> sets;
+  for (const auto& d : fs::directory_iterator(case_dir))
+    if (d.is_directory() && d.path().filename().string().rfind("test_data_set_", 0) == 0) sets.push_back(d.path());
+  std::sort(sets.begin(), sets.end());
+  if (sets.empty()) {
+    r.reason = "no test_data_set_N directories";
+    return r;
+  }
+  for (const auto& set : sets) {
+    std::vector<Tensor> inputs;
+    for (const auto& f : sorted_files(set, "input_")) {
+      auto t = onnx_import::load_tensor_pb_file(f.string());
+      if (!t.ok()) {
+        r.verdict = t.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
+        r.reason = t.status().to_string();
+        return r;
+      }
+      inputs.push_back(std::move(t).value());
+    }
+    auto outs = interpret(*graph, inputs);
+    if (!outs.ok()) {
+      r.verdict = outs.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
+      r.reason = outs.status().to_string();
+      return r;
+    }
+    auto expected_files = sorted_files(set, "output_");
+    for (size_t k = 0; k < expected_files.size(); ++k) {
+      auto e = onnx_import::load_tensor_pb_file(expected_files[k].string());
+      if (!e.ok()) {
+        r.verdict = e.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
+        r.reason = e.status().to_string();
+        return r;
+      }
+      if (k >= outs->size()) {
+        r.reason = "model produced " + std::to_string(outs->size()) + " outputs, expected more";
+        return r;
+      }
+      std::string diff = compare_tensors((*outs)[k], *e, opts.rtol, opts.atol);
+      if (!diff.empty()) {
+        r.reason = set.filename().string() + " output " + std::to_string(k) + ": " + diff;
+        return r;
+      }
+    }
+  }
+  r.verdict = Verdict::kPass;
+  return r;
+}
+
+namespace {
+
+// Runs run_case in a child process; the verdict comes back through a pipe.
+CaseResult run_case_isolated(const std::string& dir, const std::string& name, const Options& opts) {
+  int fds[2];
+  if (pipe(fds) != 0) return run_case(dir, name, opts);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    CaseResult r = run_case(dir, name, opts);
+    std::string msg = std::to_string(static_cast<int>(r.verdict)) + "\n" + r.reason;
+    size_t off = 0;
+    while (off < msg.size()) {
+      ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  CaseResult r;
+  r.name = name;
+  auto start = std::chrono::steady_clock::now();
+  std::string buf;
+  char chunk[4096];
+  bool killed = false;
+  // Read until the child closes the pipe; kill it if it runs past the timeout.
+  for (;;) {
+    const double left = opts.timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (left <= 0) {
+      kill(pid, SIGKILL);
+      killed = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    int pr = poll(&pfd, 1, static_cast<int>(std::min(left, 1.0) * 1000) + 1);
+    if (pr <= 0) continue;
+    ssize_t n = read(fds[0], chunk, sizeof chunk);
+    if (n <= 0) break;
+    buf.append(chunk, static_cast<size_t>(n));
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(fds[0]);
+  if (killed) {
+    r.reason = "timed out after " + std::to_string(static_cast<int>(opts.timeout_s)) + " s";
+  } else if (WIFSIGNALED(status)) {
+    r.reason = std::string("crashed with signal ") + strsignal(WTERMSIG(status));
+  } else if (buf.empty()) {
+    r.reason = "the case's process exited without a verdict";
+  } else {
+    auto nl = buf.find('\n');
+    r.verdict = static_cast<Verdict>(std::stoi(buf.substr(0, nl)));
+    r.reason = nl == std::string::npos ? "" : buf.substr(nl + 1);
+  }
+  return r;
+}
+
+}  // namespace
+
+StatusOr<Report> run(const std::string& root, const Options& opts) {
+  if (!fs::is_directory(root)) return not_found("conformance directory '" + root + "' not found");
+  std::vector<std::pair<std::string, std::string>> cases;  // name, dir
+  auto add_suite = [&](const fs::path& suite, const std::string& prefix) {
+    for (const auto& c : fs::directory_iterator(suite))
+      if (fs::exists(c.path() / "model.onnx")) cases.emplace_back(prefix + c.path().filename().string(), c.path().string());
+  };
+  if (fs::exists(fs::path(root) / "model.onnx")) {
+    cases.emplace_back(fs::path(root).filename().string(), root);
+  } else {
+    bool nested = false;
+    for (const auto& s : fs::directory_iterator(root)) {
+      if (!s.is_directory()) continue;
+      if (fs::exists(s.path() / "model.onnx")) continue;
+      nested = true;
+      add_suite(s.path(), s.path().filename().string() + "/");
+    }
+    if (!nested) add_suite(root, fs::path(root).filename().string() + "/");
+  }
+  std::sort(cases.begin(), cases.end());
+  if (!opts.filter.empty())
+    cases.erase(std::remove_if(cases.begin(), cases.end(),
+                               [&](const auto& c) { return c.first.find(opts.filter) == std::string::npos; }),
+                cases.end());
+  Report rep;
+  int done = 0;
+  for (const auto& [name, dir] : cases) {
+    auto t0 = std::chrono::steady_clock::now();
+    CaseResult r = run_case_isolated(dir, name, opts);
+    r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r.verdict == Verdict::kPass) ++rep.passed;
+    else if (r.verdict == Verdict::kFail) ++rep.failed;
+    else ++rep.skipped;
+    rep.cases.push_back(r);
+    if (opts.progress) opts.progress(r, ++done, static_cast<int>(cases.size()));
+  }
+  return rep;
+}
+
+std::string Report::to_json() const {
+  nlohmann::json j;
+  j["passed"] = passed;
+  j["failed"] = failed;
+  j["skipped"] = skipped;
+  j["cases"] = nlohmann::json::array();
+  for (const auto& c : cases)
+    j["cases"].push_back({{"name", c.name}, {"verdict", verdict_name(c.verdict)}, {"reason", c.reason}, {"ms", c.ms}});
+  return j.dump(1);
+}
+
+}  // namespace kiln::conformance

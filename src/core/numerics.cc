@@ -1,0 +1,274 @@
+// Element format conversions (see numerics.h for the format sources).
+#include "core/numerics.h"
+
+#include "kiln/status.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace kiln {
+namespace {
+
+uint32_t f2u(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+float u2f(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+// A small binary float format: 1 sign bit, `ebits` exponent bits, `mbits` mantissa bits.
+struct MiniFloat {
+  int ebits, mbits, bias;
+  double max_finite;
+};
+
+// Decodes a minifloat code whose all-ones exponent is handled by the caller.
+double decode_minifloat(const MiniFloat& f, uint32_t code) {
+  const uint32_t sign = code >> (f.ebits + f.mbits);
+  const uint32_t exp = (code >> f.mbits) & ((1u << f.ebits) - 1);
+  const uint32_t man = code & ((1u << f.mbits) - 1);
+  double v = exp == 0 ? std::ldexp(static_cast<double>(man), 1 - f.bias - f.mbits)
+                      : std::ldexp(1.0 + man / static_cast<double>(1u << f.mbits), static_cast<int>(exp) - f.bias);
+  return sign ? -v : v;
+}
+
+// Rounds |a| (finite, > 0) to the format's grid with ties to even, ignoring the upper range limit.
+// Returns the magnitude code (exponent|mantissa) and the rounded value.
+uint32_t encode_magnitude(const MiniFloat& f, double a, double* rounded) {
+  const int emin = 1 - f.bias;
+  int e;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  e -= 1;             // a in [2^e, 2^(e+1))
+  if (e < emin) e = emin;
+  const double q = std::ldexp(1.0, e - f.mbits);
+  const double r = std::nearbyint(a / q) * q;  // default rounding mode: ties to even
+  *rounded = r;
+  if (r == 0) return 0;
+  int er;
+  std::frexp(r, &er);
+  er -= 1;
+  if (er < emin) {  // subnormal
+    return static_cast<uint32_t>(std::ldexp(r, f.mbits - emin));
+  }
+  const uint32_t man = static_cast<uint32_t>(std::ldexp(r, f.mbits - er)) - (1u << f.mbits);
+  return (static_cast<uint32_t>(er + f.bias) << f.mbits) | man;
+}
+
+constexpr MiniFloat kE4M3{4, 3, 7, 448.0};
+constexpr MiniFloat kE5M2{5, 2, 15, 57344.0};
+constexpr MiniFloat kE2M1{2, 1, 1, 6.0};
+
+constexpr float kNF4Codebook[16] = {
+    -1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+    -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+    0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
+    0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
+
+}  // namespace
+
+float fp16_to_float(uint16_t h) {
+  const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float v;
+  if (exp == 0x1f) v = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else if (exp == 0) v = std::ldexp(static_cast<float>(man), -24);
+  else v = std::ldexp(1.0f + man / 1024.0f, static_cast<int>(exp) - 15);
+  return sign ? -v : v;
+}
+
+uint16_t float_to_fp16(float f) {
+  const uint32_t u = f2u(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return sign | 0x7e00;
+  if (std::isinf(f)) return sign | 0x7c00;
+  if (a == 0) return sign;
+  const MiniFloat h{5, 10, 15, 65504.0};
+  double r;
+  uint32_t code = encode_magnitude(h, a, &r);
+  if (r > h.max_finite) return sign | 0x7c00;  // IEEE: overflow rounds to infinity
+  return sign | static_cast<uint16_t>(code);
+}
+
+float bf16_to_float(uint16_t b) { return u2f(static_cast<uint32_t>(b) << 16); }
+
+uint16_t float_to_bf16(float f) {
+  uint32_t u = f2u(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  const uint32_t lsb = (u >> 16) & 1;
+  u += 0x7fff + lsb;  // round to nearest even on the dropped 16 bits
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float fp8e4m3fn_to_float(uint8_t v) {
+  if ((v & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();
+  return static_cast<float>(decode_minifloat(kE4M3, v));
+}
+
+uint8_t float_to_fp8e4m3fn(float f, bool saturate) {
+  const uint8_t sign = (f2u(f) >> 24) & 0x80;
+  if (std::isnan(f)) return 0x7f | sign;
+  if (std::isinf(f)) return saturate ? (sign | 0x7e) : (sign | 0x7f);
+  const double a = std::fabs(static_cast<double>(f));
+  if (a == 0) return sign;
+  double r;
+  uint32_t code = encode_magnitude(kE4M3, a, &r);
+  if (r > kE4M3.max_finite) return saturate ? (sign | 0x7e) : (sign | 0x7f);
+  return sign | static_cast<uint8_t>(code);
+}
+
+float fp8e5m2_to_float(uint8_t v) {
+  if ((v & 0x7c) == 0x7c) {
+    if (v & 0x3) return std::numeric_limits<float>::quiet_NaN();
+    return (v & 0x80) ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  }
+  return static_cast<float>(decode_minifloat(kE5M2, v));
+}
+
+uint8_t float_to_fp8e5m2(float f, bool saturate) {
+  const uint8_t sign = (f2u(f) >> 24) & 0x80;
+  if (std::isnan(f)) return 0x7f | sign;
+  if (std::isinf(f)) return saturate ? (sign | 0x7b) : (sign | 0x7c);
+  const double a = std::fabs(static_cast<double>(f));
+  if (a == 0) return sign;
+  double r;
+  uint32_t code = encode_magnitude(kE5M2, a, &r);
+  if (r > kE5M2.max_finite) return saturate ? (sign | 0x7b) : (sign | 0x7c);
+  return sign | static_cast<uint8_t>(code);
+}
+
+float fp4e2m1_to_float(uint8_t code) { return static_cast<float>(decode_minifloat(kE2M1, code & 0xf)); }
+
+uint8_t float_to_fp4e2m1(float f) {
+  const uint8_t sign = (f2u(f) >> 28) & 0x8;
+  if (std::isnan(f)) return 0x7;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a == 0) return sign;
+  if (std::isinf(f)) return sign | 0x7;
+  double r;
+  uint32_t code = encode_magnitude(kE2M1, a, &r);
+  if (r > kE2M1.max_finite) return sign | 0x7;
+  return sign | static_cast<uint8_t>(code);
+}
+
+float nf4_to_float(uint8_t code) { return kNF4Codebook[code & 0xf]; }
+
+uint8_t float_to_nf4(float f) {
+  uint8_t best = 0;
+  float best_d = std::numeric_limits<float>::infinity();
+  for (uint8_t c = 0; c < 16; ++c) {
+    const float d = std::fabs(f - kNF4Codebook[c]);
+    if (d < best_d) { best_d = d; best = c; }
+  }
+  return best;
+}
+
+int int4_from_code(uint8_t code) { return (code & 0x8) ? static_cast<int>(code & 0xf) - 16 : code & 0xf; }
+
+namespace {
+
+uint8_t get_nibble(const void* data, int64_t i) {
+  const uint8_t b = static_cast<const uint8_t*>(data)[i / 2];
+  return (i & 1) ? (b >> 4) : (b & 0xf);
+}
+
+void set_nibble(void* data, int64_t i, uint8_t v) {
+  uint8_t& b = static_cast<uint8_t*>(data)[i / 2];
+  b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4)) : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
+}
+
+template <typename T>
+T at(const void* d, int64_t i) { return static_cast<const T*>(d)[i]; }
+template <typename T>
+void put(void* d, int64_t i, T v) { static_cast<T*>(d)[i] = v; }
+
+// Float -> integer as C++ would for in-range values; out-of-range and NaN follow x86's
+// cvttsd2si convention for int64 and wrap through int64 for narrower types.
+int64_t double_to_int64(double v) {
+  if (std::isnan(v) || v >= 9.2233720368547758e18 || v < -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+double load_as_double(DataType t, const void* d, int64_t i) {
+  switch (t) {
+    case DataType::kFloat32: return at<float>(d, i);
+    case DataType::kFloat64: return at<double>(d, i);
+    case DataType::kFloat16: return fp16_to_float(at<uint16_t>(d, i));
+    case DataType::kBFloat16: return bf16_to_float(at<uint16_t>(d, i));
+    case DataType::kFloat8E4M3FN: return fp8e4m3fn_to_float(at<uint8_t>(d, i));
+    case DataType::kFloat8E5M2: return fp8e5m2_to_float(at<uint8_t>(d, i));
+    case DataType::kInt8: return at<int8_t>(d, i);
+    case DataType::kInt16: return at<int16_t>(d, i);
+    case DataType::kInt32: return at<int32_t>(d, i);
+    case DataType::kInt64: return static_cast<double>(at<int64_t>(d, i));
+    case DataType::kUInt8: return at<uint8_t>(d, i);
+    case DataType::kUInt16: return at<uint16_t>(d, i);
+    case DataType::kUInt32: return at<uint32_t>(d, i);
+    case DataType::kUInt64: return static_cast<double>(at<uint64_t>(d, i));
+    case DataType::kBool: return at<uint8_t>(d, i) ? 1.0 : 0.0;
+    case DataType::kInt4: return int4_from_code(get_nibble(d, i));
+    case DataType::kUInt4: return get_nibble(d, i);
+    case DataType::kFloat4E2M1: return fp4e2m1_to_float(get_nibble(d, i));
+    case DataType::kNF4: return nf4_to_float(get_nibble(d, i));
+    case DataType::kString: case DataType::kUndefined: case DataType::kCount: break;
+  }
+  KILN_CHECK(false && "load_as_double: unsupported dtype");
+  return 0;
+}
+
+int64_t load_as_int64(DataType t, const void* d, int64_t i) {
+  switch (t) {
+    case DataType::kInt8: return at<int8_t>(d, i);
+    case DataType::kInt16: return at<int16_t>(d, i);
+    case DataType::kInt32: return at<int32_t>(d, i);
+    case DataType::kInt64: return at<int64_t>(d, i);
+    case DataType::kUInt8: return at<uint8_t>(d, i);
+    case DataType::kUInt16: return at<uint16_t>(d, i);
+    case DataType::kUInt32: return at<uint32_t>(d, i);
+    case DataType::kUInt64: return static_cast<int64_t>(at<uint64_t>(d, i));
+    case DataType::kBool: return at<uint8_t>(d, i) ? 1 : 0;
+    case DataType::kInt4: return int4_from_code(get_nibble(d, i));
+    case DataType::kUInt4: return get_nibble(d, i);
+    default: return double_to_int64(load_as_double(t, d, i));
+  }
+}
+
+void store_from_int64(DataType t, void* d, int64_t i, int64_t v) {
+  switch (t) {
+    case DataType::kInt8: put<int8_t>(d, i, static_cast<int8_t>(v)); return;
+    case DataType::kInt16: put<int16_t>(d, i, static_cast<int16_t>(v)); return;
+    case DataType::kInt32: put<int32_t>(d, i, static_cast<int32_t>(v)); return;
+    case DataType::kInt64: put<int64_t>(d, i, v); return;
+    case DataType::kUInt8: put<uint8_t>(d, i, static_cast<uint8_t>(v)); return;
+    case DataType::kUInt16: put<uint16_t>(d, i, static_cast<uint16_t>(v)); return;
+    case DataType::kUInt32: put<uint32_t>(d, i, static_cast<uint32_t>(v)); return;
+    case DataType::kUInt64: put<uint64_t>(d, i, static_cast<uint64_t>(v)); return;
+    case DataType::kBool: put<uint8_t>(d, i, v != 0); return;
+    case DataType::kInt4: set_nibble(d, i, static_cast<uint8_t>(v < -8 ? -8 : v > 7 ? 7 : v) & 0xf); return;
+    case DataType::kUInt4: set_nibble(d, i, static_cast<uint8_t>(v < 0 ? 0 : v > 15 ? 15 : v)); return;
+    default: store_from_double(t, d, i, static_cast<double>(v)); return;
+  }
+}
+
+void store_from_double(DataType t, void* d, int64_t i, double v, bool saturate) {
+  switch (t) {
+    case DataType::kFloat32: put<float>(d, i, static_cast<float>(v)); return;
+    case DataType::kFloat64: put<double>(d, i, v); return;
+    case DataType::kFloat16: put<uint16_t>(d, i, float_to_fp16(static_cast<float>(v))); return;
+    case DataType::kBFloat16: put<uint16_t>(d, i, float_to_bf16(static_cast<float>(v))); return;
+    case DataType::kFloat8E4M3FN: put<uint8_t>(d, i, float_to_fp8e4m3fn(static_cast<float>(v), saturate)); return;
+    case DataType::kFloat8E5M2: put<uint8_t>(d, i, float_to_fp8e5m2(static_cast<float>(v), saturate)); return;
+    case DataType::kBool: put<uint8_t>(d, i, v != 0); return;
+    case DataType::kFloat4E2M1: set_nibble(d, i, float_to_fp4e2m1(static_cast<float>(v))); return;
+    case DataType::kNF4: set_nibble(d, i, float_to_nf4(static_cast<float>(v))); return;
+    case DataType::kInt4: case DataType::kUInt4: {
+      double r = std::nearbyint(v);
+      store_from_int64(t, d, i, std::isnan(r) ? 0 : static_cast<int64_t>(r));
+      return;
+    }
+    case DataType::kString: case DataType::kUndefined: case DataType::kCount:
+      KILN_CHECK(false && "store_from_double: unsupported dtype");
+      return;
+    default: store_from_int64(t, d, i, double_to_int64(v)); return;
+  }
+}
+
+}  // namespace kiln

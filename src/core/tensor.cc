@@ -1,0 +1,94 @@
+// Tensor storage and whole-tensor conversions.
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/numerics.h"
+
+namespace kiln {
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) r += ",";
+    r += std::to_string(s[i]);
+  }
+  return r + "]";
+}
+
+std::vector<int64_t> shape_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  for (int64_t d : shape_) KILN_CHECK(d >= 0);
+  size_t bytes = nbytes();
+  size_t alloc = ((bytes + 63) / 64) * 64;
+  if (alloc == 0) alloc = 64;
+  void* p = std::aligned_alloc(64, alloc);
+  KILN_CHECK(p != nullptr);
+  std::memset(p, 0, alloc);
+  storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  data_ = p;
+}
+
+Tensor Tensor::wrap(DataType dtype, Shape shape, std::shared_ptr<void> owner, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.storage_ = std::move(owner);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  KILN_CHECK(shape_numel(shape) == numel());
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(dtype_, shape_);
+  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  return t;
+}
+
+bool Tensor::bit_equal(const Tensor& o) const {
+  if (dtype_ != o.dtype_ || shape_ != o.shape_) return false;
+  return nbytes() == 0 || std::memcmp(data_, o.data_, nbytes()) == 0;
+}
+
+std::vector<double> tensor_to_doubles(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = load_as_double(t.dtype(), t.raw(), i);
+  return out;
+}
+
+StatusOr<Tensor> cast_tensor(const Tensor& t, DataType to, bool saturate) {
+  if (t.dtype() == DataType::kString || to == DataType::kString)
+    return unsupported("cast between string and numeric tensors is not supported");
+  Tensor out(to, t.shape());
+  const int64_t n = t.numel();
+  if (t.dtype() == to) return t.clone();
+  const bool src_int = dtype_is_integer(t.dtype()) || t.dtype() == DataType::kBool;
+  const bool dst_int = dtype_is_integer(to) || to == DataType::kBool;
+  if (src_int && dst_int) {
+    // Integer to integer: wrap modulo 2^bits like C++ conversions (ONNX Cast semantics).
+    for (int64_t i = 0; i < n; ++i) store_from_int64(to, out.raw(), i, load_as_int64(t.dtype(), t.raw(), i));
+    return out;
+  }
+  for (int64_t i = 0; i < n; ++i) store_from_double(to, out.raw(), i, load_as_double(t.dtype(), t.raw(), i), saturate);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,75 @@
+// Tensor: a host-memory, dense, row-major (C-order) array with shared storage. Copies are
+// cheap (they share storage); clone() deep-copies. Packed 4-bit types store two elements
+// per byte (element 0 in the low nibble). Storage is 64-byte aligned.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+// Product of dims (1 for a scalar, rank 0).
+int64_t shape_numel(const Shape& s);
+// "[1,3,224,224]"
+std::string shape_str(const Shape& s);
+// Row-major element strides of a shape.
+std::vector<int64_t> shape_strides(const Shape& s);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-filled storage for shape_numel(shape) elements.
+  Tensor(DataType dtype, Shape shape);
+  // Wraps external storage (not copied); `owner` keeps it alive.
+  static Tensor wrap(DataType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
+  // A rank-0 tensor holding one value (T must match dtype's C type).
+  template <typename T>
+  static Tensor scalar(DataType dtype, T v) {
+    Tensor t(dtype, {});
+    *t.data<T>() = v;
+    return t;
+  }
+
+  bool defined() const { return dtype_ != DataType::kUndefined; }
+  DataType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const { return shape_[i < 0 ? i + rank() : i]; }
+  int64_t numel() const { return shape_numel(shape_); }
+  size_t nbytes() const { return dtype_storage_bytes(dtype_, numel()); }
+
+  void* raw() { return data_; }
+  const void* raw() const { return data_; }
+  template <typename T>
+  T* data() { return static_cast<T*>(data_); }
+  template <typename T>
+  const T* data() const { return static_cast<const T*>(data_); }
+
+  // Same storage, new shape (numel must match; checked).
+  Tensor reshaped(Shape shape) const;
+  // Deep copy.
+  Tensor clone() const;
+  // Bitwise equality of dtype, shape and bytes.
+  bool bit_equal(const Tensor& other) const;
+
+ private:
+  DataType dtype_ = DataType::kUndefined;
+  Shape shape_;
+  std::shared_ptr<void> storage_;
+  void* data_ = nullptr;
+};
+
+// Converts every element to double (any dtype but string); for comparisons and printing.
+std::vector<double> tensor_to_doubles(const Tensor& t);
+// Converts `t` to dtype `to` with ONNX Cast semantics (float->int truncates toward zero,
+// float->fp8/fp16 rounds to nearest even, saturating for fp8 when `saturate`).
+StatusOr<Tensor> cast_tensor(const Tensor& t, DataType to, bool saturate = true);
+
+}  // namespace kiln

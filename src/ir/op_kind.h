@@ -1,0 +1,28 @@
+// OpKind: the closed enum of ops, generated from ops.def. Switches over OpKind have no
+// `default:` so that a new op fails to compile where it is not handled.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace kiln::ir {
+
+enum class OpKind : int {
+#define KILN_OP(name) k##name,
+#define KILN_INTERNAL_OP(name) k##name,
+#include "ir/ops.def"
+#undef KILN_OP
+#undef KILN_INTERNAL_OP
+  kCount,
+};
+
+constexpr int kNumOps = static_cast<int>(OpKind::kCount);
+
+// The ONNX op_type (or internal name) of an op: "Conv".
+const char* op_name(OpKind op);
+// Maps an ONNX op_type of the default domain to an OpKind; nullopt if Kiln has no such op.
+std::optional<OpKind> op_from_onnx(std::string_view op_type);
+// True for ops created only by Kiln's passes.
+bool op_is_internal(OpKind op);
+
+}  // namespace kiln::ir

@@ -1,0 +1,262 @@
+// ModelProto -> ir::Graph: values, initializers, Constant folding, subgraphs (outer-scope
+// names become Graph::outer_refs), and one error listing every unsupported op.
+#include "onnx/importer.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>
+
+namespace kiln::onnx_import {
+namespace {
+
+struct Unsupported {
+  std::vector<std::string> items;  // "node 'x' (Foo, domain 'ai.onnx', opset 13)"
+};
+
+class GraphImporter {
+ public:
+  GraphImporter(const std::string& base_dir, const std::map<std::string, int64_t>& opsets, Unsupported* unsup)
+      : base_dir_(base_dir), opsets_(opsets), unsup_(unsup) {}
+
+  // `outer` lists names visible from enclosing graphs (for subgraphs); empty at top level.
+  Status import(const onnx::GraphProto& gp, const std::set<std::string>& outer, ir::Graph* g) {
+    g->name = gp.name();
+    g->opset_imports = opsets_;
+    for (const auto& init : gp.initializer()) {
+      auto t = tensor_from_proto(init, base_dir_);
+      if (!t.ok()) return t.status().with_context("initializer '" + init.name() + "'");
+      if (g->find_value(init.name()) != ir::kNoValue) continue;
+      ir::ValueId v = g->add_value(init.name(), t->dtype());
+      g->value(v).constant = std::make_shared<Tensor>(std::move(t).value());
+      g->value(v).shape = known_shape(g->value(v).constant->shape());
+    }
+    if (gp.sparse_initializer_size() > 0) return unsupported("graph '" + gp.name() + "': sparse initializers are not supported");
+    for (const auto& in : gp.input()) {
+      if (g->find_value(in.name()) != ir::kNoValue) continue;  // an initializer with a default value
+      ir::ValueId v = g->add_value(in.name());
+      KILN_RETURN_IF_ERROR(read_type(in, &g->value(v)));
+      g->inputs.push_back(v);
+    }
+    std::map<std::string, const onnx::ValueInfoProto*> infos;
+    for (const auto& vi : gp.value_info()) infos[vi.name()] = &vi;
+    for (const auto& vi : gp.output()) infos[vi.name()] = &vi;
+
+    int index = 0;
+    for (const auto& np : gp.node()) {
+      KILN_RETURN_IF_ERROR(import_node(np, index++, outer, infos, g));
+    }
+    for (const auto& out : gp.output()) {
+      ir::ValueId v = g->find_value(out.name());
+      if (v == ir::kNoValue) {
+        if (outer.count(out.name())) {
+          v = outer_ref(out.name(), g);
+        } else {
+          return invalid_model("graph '" + gp.name() + "': output '" + out.name() + "' is not produced by any node");
+        }
+      }
+      if (g->value(v).dtype == DataType::kUndefined || !g->value(v).shape) {
+        KILN_RETURN_IF_ERROR(read_type(out, &g->value(v)));
+      }
+      g->outputs.push_back(v);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  static ir::SymShape known_shape(const Shape& s) {
+    ir::SymShape r;
+    for (int64_t d : s) r.push_back(ir::Dim::known(d));
+    return r;
+  }
+
+  static Status read_type(const onnx::ValueInfoProto& vi, ir::Value* v) {
+    if (!vi.has_type()) return Status::Ok();
+    const auto& tp = vi.type();
+    if (!tp.has_tensor_type()) {
+      return unsupported("value '" + vi.name() + "': only tensor values are supported (sequence/map/optional types are not)");
+    }
+    const auto& tt = tp.tensor_type();
+    DataType dt = dtype_from_onnx(tt.elem_type());
+    if (dt == DataType::kUndefined && tt.elem_type() != 0)
+      return unsupported("value '" + vi.name() + "': ONNX element type " + std::to_string(tt.elem_type()) + " is not supported");
+    if (dt != DataType::kUndefined) v->dtype = dt;
+    if (tt.has_shape()) {
+      ir::SymShape s;
+      for (const auto& d : tt.shape().dim()) {
+        if (d.has_dim_value()) s.push_back(ir::Dim::known(d.dim_value()));
+        else if (d.has_dim_param()) s.push_back(ir::Dim::sym(d.dim_param()));
+        else s.push_back(ir::Dim{});
+      }
+      v->shape = std::move(s);
+    }
+    return Status::Ok();
+  }
+
+  ir::ValueId outer_ref(const std::string& name, ir::Graph* g) {
+    ir::ValueId v = g->add_value(name);
+    g->outer_refs.push_back(v);
+    return v;
+  }
+
+  Status fold_constant(const onnx::NodeProto& np, const std::string& nname, ir::Graph* g) {
+    if (np.output_size() != 1) return invalid_model("node '" + nname + "' (Constant): expected 1 output");
+    Tensor t;
+    for (const auto& a : np.attribute()) {
+      const std::string& k = a.name();
+      if (k == "value") {
+        auto r = tensor_from_proto(a.t(), base_dir_);
+        if (!r.ok()) return r.status().with_context("node '" + nname + "' (Constant)");
+        t = std::move(r).value();
+      } else if (k == "value_float") {
+        t = Tensor::scalar<float>(DataType::kFloat32, a.f());
+      } else if (k == "value_int") {
+        t = Tensor::scalar<int64_t>(DataType::kInt64, a.i());
+      } else if (k == "value_floats") {
+        t = Tensor(DataType::kFloat32, {a.floats_size()});
+        for (int i = 0; i < a.floats_size(); ++i) t.data<float>()[i] = a.floats(i);
+      } else if (k == "value_ints") {
+        t = Tensor(DataType::kInt64, {a.ints_size()});
+        for (int i = 0; i < a.ints_size(); ++i) t.data<int64_t>()[i] = a.ints(i);
+      } else {
+        return unsupported("node '" + nname + "' (Constant): attribute '" + k + "' is not supported");
+      }
+    }
+    if (!t.defined()) return invalid_model("node '" + nname + "' (Constant): no value attribute");
+    ir::ValueId v = g->add_value(np.output(0), t.dtype());
+    g->value(v).shape = known_shape(t.shape());
+    g->value(v).constant = std::make_shared<Tensor>(std::move(t));
+    return Status::Ok();
+  }
+
+  Status import_node(const onnx::NodeProto& np, int index, const std::set<std::string>& outer,
+                     const std::map<std::string, const onnx::ValueInfoProto*>& infos, ir::Graph* g) {
+    const std::string nname = np.name().empty() ? np.op_type() + "_" + std::to_string(index) : np.name();
+    const std::string domain = (np.domain() == "ai.onnx") ? "" : np.domain();
+    auto opset_it = opsets_.find(domain);
+    const int64_t opset = opset_it == opsets_.end() ? -1 : opset_it->second;
+    if (domain.empty() && np.op_type() == "Constant") return fold_constant(np, nname, g);
+
+    std::optional<ir::OpKind> op;
+    if (domain.empty()) op = ir::op_from_onnx(np.op_type());
+    if (!op) {
+      unsup_->items.push_back("node '" + nname + "' (" + np.op_type() + ", domain '" +
+                              (domain.empty() ? "ai.onnx" : domain) + "', opset " + std::to_string(opset) + ")");
+    }
+    ir::Node n;
+    n.name = nname;
+    n.op = op.value_or(ir::OpKind::kIdentity);
+    n.opset = static_cast<int>(opset);
+    for (const auto& in : np.input()) {
+      if (in.empty()) { n.inputs.push_back(ir::kNoValue); continue; }
+      ir::ValueId v = g->find_value(in);
+      if (v == ir::kNoValue) {
+        if (!outer.count(in))
+          return invalid_model("node '" + nname + "' (" + np.op_type() + "): input '" + in + "' is not defined before use");
+        v = outer_ref(in, g);
+      }
+      n.inputs.push_back(v);
+    }
+    for (const auto& a : np.attribute()) {
+      ir::Attribute attr;
+      switch (a.type()) {
+        case onnx::AttributeProto::INT: attr.kind = ir::Attribute::Kind::kInt; attr.i = a.i(); break;
+        case onnx::AttributeProto::FLOAT: attr.kind = ir::Attribute::Kind::kFloat; attr.f = a.f(); break;
+        case onnx::AttributeProto::STRING: attr.kind = ir::Attribute::Kind::kString; attr.s = a.s(); break;
+        case onnx::AttributeProto::INTS:
+          attr.kind = ir::Attribute::Kind::kInts;
+          attr.ints.assign(a.ints().begin(), a.ints().end());
+          break;
+        case onnx::AttributeProto::FLOATS:
+          attr.kind = ir::Attribute::Kind::kFloats;
+          attr.floats.assign(a.floats().begin(), a.floats().end());
+          break;
+        case onnx::AttributeProto::STRINGS:
+          attr.kind = ir::Attribute::Kind::kStrings;
+          attr.strings.assign(a.strings().begin(), a.strings().end());
+          break;
+        case onnx::AttributeProto::TENSOR: {
+          auto t = tensor_from_proto(a.t(), base_dir_);
+          if (!t.ok()) return t.status().with_context("node '" + nname + "' attribute '" + a.name() + "'");
+          attr.kind = ir::Attribute::Kind::kTensor;
+          attr.t = std::make_shared<Tensor>(std::move(t).value());
+          break;
+        }
+        case onnx::AttributeProto::GRAPH: {
+          std::set<std::string> visible = outer;
+          for (const auto& v : g->values) visible.insert(v.name);
+          auto sub = std::make_shared<ir::Graph>();
+          GraphImporter child(base_dir_, opsets_, unsup_);
+          KILN_RETURN_IF_ERROR(child.import(a.g(), visible, sub.get()).with_context("node '" + nname + "' attribute '" + a.name() + "'"));
+          attr.kind = ir::Attribute::Kind::kGraph;
+          attr.g = sub;
+          break;
+        }
+        default:
+          return unsupported("node '" + nname + "' (" + np.op_type() + "): attribute '" + a.name() + "' has an unsupported type");
+      }
+      n.attrs[a.name()] = std::move(attr);
+    }
+    for (const auto& out : np.output()) {
+      if (out.empty()) { n.outputs.push_back(ir::kNoValue); continue; }
+      if (g->find_value(out) != ir::kNoValue && g->value(g->find_value(out)).producer >= 0)
+        return invalid_model("node '" + nname + "': output '" + out + "' is produced twice");
+      ir::ValueId v = g->add_value(out);
+      auto it = infos.find(out);
+      if (it != infos.end()) KILN_RETURN_IF_ERROR(read_type(*it->second, &g->value(v)));
+      n.outputs.push_back(v);
+    }
+    g->add_node(std::move(n));
+    return Status::Ok();
+  }
+
+  std::string base_dir_;
+  std::map<std::string, int64_t> opsets_;
+  Unsupported* unsup_;
+};
+
+}  // namespace
+
+StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::string& base_dir) {
+  onnx::ModelProto model;
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
+  google::protobuf::io::CodedInputStream coded(&raw);
+  coded.SetTotalBytesLimit(INT32_MAX);
+  if (bytes.empty()) return invalid_model("the file is empty, not an ONNX model");
+  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+    return invalid_model("cannot parse the ONNX ModelProto: the file is truncated, corrupt or not an ONNX model");
+  if (!model.has_graph()) return invalid_model("the ModelProto has no graph (truncated or not an ONNX model)");
+  if (model.ir_version() < 3) return invalid_model("ONNX IR version " + std::to_string(model.ir_version()) + " is too old (need >= 3)");
+  std::map<std::string, int64_t> opsets;
+  for (const auto& o : model.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
+  if (opsets.count("") && opsets[""] < 1) return invalid_model("invalid ai.onnx opset version " + std::to_string(opsets[""]));
+  if (model.functions_size() > 0) return unsupported("model-local functions are not supported");
+
+  Unsupported unsup;
+  ir::Graph g;
+  GraphImporter imp(base_dir, opsets, &unsup);
+  KILN_RETURN_IF_ERROR(imp.import(model.graph(), {}, &g));
+  if (!unsup.items.empty()) {
+    std::string msg = std::to_string(unsup.items.size()) + " unsupported op" + (unsup.items.size() > 1 ? "s" : "") + ":";
+    for (const auto& s : unsup.items) msg += "\n  " + s;
+    return unsupported(msg);
+  }
+  return g;
+}
+
+StatusOr<ir::Graph> import_model_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("ONNX model '" + path + "' not found or not readable");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  auto g = import_model_bytes(ss.str(), dir);
+  if (!g.ok()) return g.status().with_context("'" + path + "'");
+  return g;
+}
+
+}  // namespace kiln::onnx_import

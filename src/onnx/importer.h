@@ -1,0 +1,35 @@
+// ONNX ModelProto -> ir::Graph. Reads onnx.proto with Debian's libonnx (ONNX 1.12 schema);
+// newer dtypes (FP8 = 17..20, UINT4/INT4 = 21/22, FP4E2M1 = 23) are read by their numeric
+// codes. Weights may live in external data files (ONNX IR spec, "External Tensor Data").
+// Constant nodes are folded into constant Values at import.
+#pragma once
+
+#include <string>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "kiln/status.h"
+
+namespace onnx {
+class TensorProto;
+}
+
+namespace kiln::onnx_import {
+
+// Loads and imports a model file. Errors: kNotFound (no file), kInvalidModel (not parseable,
+// truncated, dangling names, bad initializers), kUnsupported (lists every unknown op at once:
+// node name, op type, domain, opset).
+StatusOr<ir::Graph> import_model_file(const std::string& path);
+// Same, from bytes; `base_dir` resolves external-data locations.
+StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::string& base_dir);
+
+// ONNX TensorProto.DataType code -> DataType (kUndefined if unknown) and back.
+DataType dtype_from_onnx(int code);
+int dtype_to_onnx(DataType t);
+
+// Decodes a TensorProto (typed fields, raw_data or external data relative to base_dir).
+StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);
+// Reads a serialized TensorProto file (ONNX test data's input_N.pb / output_N.pb).
+StatusOr<Tensor> load_tensor_pb_file(const std::string& path, std::string* name = nullptr);
+
+}  // namespace kiln::onnx_import

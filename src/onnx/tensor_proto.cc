@@ -1,0 +1,205 @@
+// TensorProto decoding, including external data (location/offset/length keys, memory-mapped).
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <onnx/onnx_pb.h>
+
+#include "core/numerics.h"
+#include "onnx/importer.h"
+
+namespace kiln::onnx_import {
+
+DataType dtype_from_onnx(int code) {
+  switch (code) {
+    case 1: return DataType::kFloat32;
+    case 2: return DataType::kUInt8;
+    case 3: return DataType::kInt8;
+    case 4: return DataType::kUInt16;
+    case 5: return DataType::kInt16;
+    case 6: return DataType::kInt32;
+    case 7: return DataType::kInt64;
+    case 8: return DataType::kString;
+    case 9: return DataType::kBool;
+    case 10: return DataType::kFloat16;
+    case 11: return DataType::kFloat64;
+    case 12: return DataType::kUInt32;
+    case 13: return DataType::kUInt64;
+    case 16: return DataType::kBFloat16;
+    case 17: return DataType::kFloat8E4M3FN;
+    case 19: return DataType::kFloat8E5M2;
+    case 21: return DataType::kUInt4;
+    case 22: return DataType::kInt4;
+    case 23: return DataType::kFloat4E2M1;
+    default: return DataType::kUndefined;  // complex, FNUZ fp8 variants: not supported
+  }
+}
+
+int dtype_to_onnx(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return 1;
+    case DataType::kUInt8: return 2;
+    case DataType::kInt8: return 3;
+    case DataType::kUInt16: return 4;
+    case DataType::kInt16: return 5;
+    case DataType::kInt32: return 6;
+    case DataType::kInt64: return 7;
+    case DataType::kString: return 8;
+    case DataType::kBool: return 9;
+    case DataType::kFloat16: return 10;
+    case DataType::kFloat64: return 11;
+    case DataType::kUInt32: return 12;
+    case DataType::kUInt64: return 13;
+    case DataType::kBFloat16: return 16;
+    case DataType::kFloat8E4M3FN: return 17;
+    case DataType::kFloat8E5M2: return 19;
+    case DataType::kUInt4: return 21;
+    case DataType::kInt4: return 22;
+    case DataType::kFloat4E2M1: return 23;
+    case DataType::kNF4: case DataType::kUndefined: case DataType::kCount: return 0;
+  }
+  return 0;
+}
+
+namespace {
+
+struct MappedFile {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~MappedFile() {
+    if (addr) munmap(addr, size);
+  }
+};
+
+StatusOr<Tensor> load_external(const onnx::TensorProto& p, DataType dt, Shape shape, const std::string& base_dir) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : p.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    else if (kv.key() == "offset") offset = std::stoll(kv.value());
+    else if (kv.key() == "length") length = std::stoll(kv.value());
+  }
+  const std::string where = "tensor '" + p.name() + "'";
+  if (location.empty()) return invalid_model(where + ": external data without a 'location' key");
+  if (location.find("..") != std::string::npos || (!location.empty() && location[0] == '/'))
+    return invalid_model(where + ": external data location '" + location + "' escapes the model directory");
+  const std::string path = base_dir.empty() ? location : base_dir + "/" + location;
+  const size_t need = dtype_storage_bytes(dt, shape_numel(shape));
+  if (length >= 0 && static_cast<size_t>(length) != need)
+    return invalid_model(where + ": external data length " + std::to_string(length) + " bytes, expected " + std::to_string(need));
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return not_found(where + ": external data file '" + path + "' not found");
+  struct stat st {};
+  fstat(fd, &st);
+  if (offset < 0 || static_cast<size_t>(offset) + need > static_cast<size_t>(st.st_size)) {
+    ::close(fd);
+    return invalid_model(where + ": external data file '" + path + "' holds " + std::to_string(st.st_size) +
+                         " bytes, need " + std::to_string(need) + " at offset " + std::to_string(offset));
+  }
+  if (need == 0) {
+    ::close(fd);
+    return Tensor(dt, shape);
+  }
+  auto mf = std::make_shared<MappedFile>();
+  mf->size = static_cast<size_t>(st.st_size);
+  mf->addr = mmap(nullptr, mf->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (mf->addr == MAP_FAILED) {
+    mf->addr = nullptr;
+    return internal_error(where + ": cannot map '" + path + "'");
+  }
+  void* data = static_cast<char*>(mf->addr) + offset;
+  // Misaligned data is copied so kernels can assume natural alignment.
+  if (reinterpret_cast<uintptr_t>(data) % 8 != 0) {
+    Tensor t(dt, shape);
+    std::memcpy(t.raw(), data, need);
+    return t;
+  }
+  return Tensor::wrap(dt, shape, mf, data);
+}
+
+}  // namespace
+
+StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string& base_dir) {
+  const std::string where = "tensor '" + p.name() + "'";
+  const DataType dt = dtype_from_onnx(p.data_type());
+  if (dt == DataType::kUndefined) return unsupported(where + ": ONNX data type " + std::to_string(p.data_type()) + " is not supported");
+  if (dt == DataType::kString) return unsupported(where + ": string tensors are not supported");
+  if (p.has_segment()) return unsupported(where + ": segmented tensors are not supported");
+  Shape shape;
+  for (int64_t d : p.dims()) {
+    if (d < 0) return invalid_model(where + ": negative dimension " + std::to_string(d));
+    shape.push_back(d);
+  }
+  const int64_t n = shape_numel(shape);
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) return load_external(p, dt, shape, base_dir);
+  Tensor t(dt, shape);
+  const size_t nbytes = t.nbytes();
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != nbytes)
+      return invalid_model(where + ": raw_data holds " + std::to_string(p.raw_data().size()) + " bytes, expected " + std::to_string(nbytes));
+    if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), nbytes);
+    return t;
+  }
+  auto count_err = [&](int64_t got) {
+    return invalid_model(where + ": holds " + std::to_string(got) + " values, shape " + shape_str(shape) + " needs " + std::to_string(n));
+  };
+  switch (dt) {
+    case DataType::kFloat32:
+      if (p.float_data_size() != n) return count_err(p.float_data_size());
+      if (n) std::memcpy(t.raw(), p.float_data().data(), nbytes);
+      return t;
+    case DataType::kFloat64:
+      if (p.double_data_size() != n) return count_err(p.double_data_size());
+      if (n) std::memcpy(t.raw(), p.double_data().data(), nbytes);
+      return t;
+    case DataType::kInt64:
+      if (p.int64_data_size() != n) return count_err(p.int64_data_size());
+      if (n) std::memcpy(t.raw(), p.int64_data().data(), nbytes);
+      return t;
+    case DataType::kUInt32: case DataType::kUInt64:
+      if (p.uint64_data_size() != n) return count_err(p.uint64_data_size());
+      for (int64_t i = 0; i < n; ++i) store_from_int64(dt, t.raw(), i, static_cast<int64_t>(p.uint64_data(i)));
+      return t;
+    case DataType::kFloat16: case DataType::kBFloat16:
+      if (p.int32_data_size() != n) return count_err(p.int32_data_size());
+      for (int64_t i = 0; i < n; ++i) t.data<uint16_t>()[i] = static_cast<uint16_t>(p.int32_data(i));
+      return t;
+    case DataType::kFloat8E4M3FN: case DataType::kFloat8E5M2:
+      if (p.int32_data_size() != n) return count_err(p.int32_data_size());
+      for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(p.int32_data(i));
+      return t;
+    case DataType::kInt4: case DataType::kUInt4: case DataType::kFloat4E2M1: {
+      // int32_data holds the packed bytes (two elements per value).
+      const int64_t packed = (n + 1) / 2;
+      if (p.int32_data_size() != packed) return count_err(p.int32_data_size() * 2);
+      for (int64_t i = 0; i < packed; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(p.int32_data(i));
+      return t;
+    }
+    default:  // int8/16/32, uint8/16, bool: int32_data
+      if (p.int32_data_size() != n) return count_err(p.int32_data_size());
+      for (int64_t i = 0; i < n; ++i) store_from_int64(dt, t.raw(), i, p.int32_data(i));
+      return t;
+  }
+}
+
+StatusOr<Tensor> load_tensor_pb_file(const std::string& path, std::string* name) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("tensor file '" + path + "' not found");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  onnx::TensorProto p;
+  if (!p.ParseFromString(ss.str())) return invalid_model("'" + path + "' is not a serialized ONNX TensorProto");
+  if (name) *name = p.name();
+  auto dir = path.substr(0, path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/'));
+  return tensor_from_proto(p, dir);
+}
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,114 @@
+// Reference interpreter (see interpreter.h).
+#include "runtime/interpreter.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "backends/cpu/cpu_kernel.h"
+
+namespace kiln {
+
+const Tensor* Scope::lookup(const std::string& name) const {
+  for (const Scope* s = this; s; s = s->parent) {
+    ir::ValueId v = s->graph->find_value(name);
+    if (v != ir::kNoValue && (*s->env)[v].defined()) return &(*s->env)[v];
+  }
+  return nullptr;
+}
+
+namespace {
+
+// Names a subgraph (and its nested subgraphs) read from enclosing scopes.
+std::vector<std::string> outer_names(const ir::Graph& g) {
+  std::vector<std::string> names;
+  for (ir::ValueId v : g.outer_refs) names.push_back(g.value(v).name);
+  for (const ir::Node& n : g.nodes)
+    for (const auto& [k, a] : n.attrs)
+      if (a.kind == ir::Attribute::Kind::kGraph)
+        for (auto& nm : outer_names(*a.g)) names.push_back(std::move(nm));
+  return names;
+}
+
+}  // namespace
+
+StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Tensor>& inputs, const Scope* outer,
+                                        const InterpreterOptions& opts) {
+  const auto& registry = cpu::KernelRegistry::get();
+  if (inputs.size() != g.inputs.size())
+    return invalid_argument("graph '" + g.name + "' takes " + std::to_string(g.inputs.size()) + " inputs, got " +
+                            std::to_string(inputs.size()));
+  std::vector<Tensor> env(g.values.size());
+  for (const ir::Value& v : g.values)
+    if (v.constant) env[v.id] = *v.constant;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ir::Value& v = g.value(g.inputs[i]);
+    if (v.dtype != DataType::kUndefined && inputs[i].dtype() != v.dtype)
+      return invalid_argument("input '" + v.name + "': dtype " + dtype_name(inputs[i].dtype()) + ", expected " +
+                              dtype_name(v.dtype));
+    env[g.inputs[i]] = inputs[i];
+  }
+  for (ir::ValueId v : g.outer_refs) {
+    const Tensor* t = outer ? outer->lookup(g.value(v).name) : nullptr;
+    if (!t) return invalid_argument("graph '" + g.name + "': outer-scope value '" + g.value(v).name + "' is not available");
+    env[v] = *t;
+  }
+  // Last use of each value, so intermediates are freed as soon as possible.
+  std::vector<int> last_use(g.values.size(), -1);
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (ir::ValueId v : g.nodes[i].inputs)
+      if (v != ir::kNoValue) last_use[v] = static_cast<int>(i);
+  for (ir::ValueId v : g.outputs) last_use[v] = static_cast<int>(g.nodes.size());
+  // Subgraphs read enclosing values by name: keep those alive until their node has run.
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& [k, a] : g.nodes[i].attrs) {
+      if (a.kind != ir::Attribute::Kind::kGraph) continue;
+      for (const std::string& name : outer_names(*a.g)) {
+        ir::ValueId v = g.find_value(name);
+        if (v != ir::kNoValue) last_use[v] = std::max(last_use[v], static_cast<int>(i));
+      }
+    }
+  }
+
+  Scope scope{&g, &env, outer};
+  SubgraphRunner runner = [&scope, &opts](const ir::Graph& sub, const std::vector<Tensor>& in) {
+    return interpret(sub, in, &scope, opts);
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (n.removed) continue;
+    cpu::KernelFn fn = registry.find(n.op);
+    if (!fn) return unsupported(n.describe() + ": no CPU kernel for op " + ir::op_name(n.op));
+    std::vector<const Tensor*> in;
+    for (ir::ValueId v : n.inputs) {
+      if (v == ir::kNoValue) { in.push_back(nullptr); continue; }
+      if (!env[v].defined()) return internal_error(n.describe() + ": input '" + g.value(v).name + "' was not computed");
+      in.push_back(&env[v]);
+    }
+    std::vector<Tensor> out(n.outputs.size());
+    cpu::KernelContext ctx(n, std::move(in), &out, runner);
+    auto t0 = std::chrono::steady_clock::now();
+    Status s = fn(ctx);
+    if (!s.ok()) {
+      if (s.message().rfind("node '", 0) == 0) return s;
+      return Status(s.code(), n.describe() + ": " + s.message());
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      if (n.outputs[k] == ir::kNoValue) continue;
+      if (!out[k].defined()) return internal_error(n.describe() + ": kernel did not produce output " + std::to_string(k));
+    }
+    if (opts.on_node) opts.on_node(n, out, ms);
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (n.outputs[k] != ir::kNoValue) env[n.outputs[k]] = std::move(out[k]);
+    for (ir::ValueId v : n.inputs)
+      if (v != ir::kNoValue && last_use[v] == static_cast<int>(i) && !g.value(v).constant) env[v] = Tensor();
+  }
+  std::vector<Tensor> results;
+  for (ir::ValueId v : g.outputs) {
+    if (!env[v].defined()) return internal_error("graph output '" + g.value(v).name + "' was not computed");
+    results.push_back(env[v]);
+  }
+  return results;
+}
+
+}  // namespace kiln

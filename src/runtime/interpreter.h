@@ -1,0 +1,33 @@
+// The CPU reference interpreter: runs an ir::Graph node by node on the CPU kernels,
+// freeing each intermediate after its last use. Used by the CPU engine, by constant
+// folding, and as the reference for `kiln compare` and backend tests.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "kiln/status.h"
+
+namespace kiln {
+
+// Values of enclosing graphs that a subgraph may read (by name).
+struct Scope {
+  const ir::Graph* graph = nullptr;
+  const std::vector<Tensor>* env = nullptr;  // indexed by ValueId of `graph`
+  const Scope* parent = nullptr;
+  const Tensor* lookup(const std::string& name) const;
+};
+
+struct InterpreterOptions {
+  // Called after each node with its outputs (for per-layer timing or debugging dumps).
+  std::function<void(const ir::Node&, const std::vector<Tensor>&, double ms)> on_node;
+};
+
+// Runs `g` with one tensor per g.inputs (in order); returns one tensor per g.outputs.
+// Errors name the failing node. Input dtypes must match the graph's declared input dtypes.
+StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Tensor>& inputs,
+                                        const Scope* outer = nullptr, const InterpreterOptions& opts = {});
+
+}  // namespace kiln
