@@ -1,0 +1,5 @@
+// placeholder
+#include "backends/cpu/ops_control.h"
+namespace kiln::cpu {
+void register_control_signal_kernels(KernelRegistry& r) {}
+}  // namespace kiln::cpu
