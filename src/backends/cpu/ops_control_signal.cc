@@ -13,6 +13,8 @@ namespace kiln::cpu {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
+// Transform/window lengths past this are rejected: the O(n^2) reference would never finish.
+constexpr int64_t kMaxLength = int64_t{1} << 24;
 
 Status read_int_scalar(const KernelContext& ctx, int i, const char* what, int64_t* v) {
   const Tensor& t = ctx.in(i);
@@ -37,6 +39,7 @@ Status cosine_window(KernelContext& ctx, double a0, double a1, double a2) {
   int64_t size = 0;
   KILN_RETURN_IF_ERROR(read_int_scalar(ctx, 0, "size", &size));
   if (size < 0) return ctx.fail("size must be non-negative, got " + std::to_string(size));
+  if (size > kMaxLength) return ctx.unsupported_here("window size " + std::to_string(size) + " is too large");
   DataType dt;
   KILN_RETURN_IF_ERROR(output_dtype(ctx, &dt));
   const bool periodic = ctx.attr_int("periodic", 1) != 0;
@@ -98,6 +101,7 @@ Status dft(KernelContext& ctx) {
   int64_t len = n_in;
   if (ctx.has_input(1) && ctx.in(1).numel() > 0) KILN_RETURN_IF_ERROR(read_int_scalar(ctx, 1, "dft_length", &len));
   if (len <= 0) return ctx.fail("dft_length must be positive, got " + std::to_string(len));
+  if (len > kMaxLength) return ctx.unsupported_here("dft_length " + std::to_string(len) + " is too large");
   const bool inverse = ctx.attr_int("inverse", 0) != 0;
   const bool onesided = ctx.attr_int("onesided", 0) != 0;
   const int64_t out_len = onesided ? len / 2 + 1 : len;
@@ -188,7 +192,8 @@ Status mel_weight_matrix(KernelContext& ctx) {
   const double lo_hz = load_as_double(ctx.in(3).dtype(), ctx.in(3).raw(), 0);
   const double hi_hz = load_as_double(ctx.in(4).dtype(), ctx.in(4).raw(), 0);
   if (n_mel <= 0 || dft_len <= 0 || rate <= 0) return ctx.fail("num_mel_bins, dft_length and sample_rate must be positive");
-  if (lo_hz < 0 || hi_hz < lo_hz) return ctx.fail("need 0 <= lower_edge_hertz <= upper_edge_hertz");
+  if (n_mel > kMaxLength || dft_len > kMaxLength) return ctx.unsupported_here("num_mel_bins or dft_length is too large");
+  if (!std::isfinite(lo_hz) || !std::isfinite(hi_hz) || lo_hz < 0 || hi_hz < lo_hz) return ctx.fail("need 0 <= lower_edge_hertz <= upper_edge_hertz");
   DataType dt;
   KILN_RETURN_IF_ERROR(output_dtype(ctx, &dt));
   const int64_t n_spec = dft_len / 2 + 1;
@@ -197,8 +202,9 @@ Status mel_weight_matrix(KernelContext& ctx) {
   std::vector<int64_t> edge(static_cast<size_t>(n_mel + 2));
   for (int64_t i = 0; i < n_mel + 2; ++i) {
     const double hz = 700 * (std::pow(10.0, (static_cast<double>(i) * mel_step + lo_mel) / 2595) - 1);
-    edge[i] = static_cast<int64_t>(std::floor(static_cast<double>(dft_len + 1) * hz / static_cast<double>(rate)));
-    if (edge[i] < 0 || edge[i] >= n_spec) return ctx.fail("upper_edge_hertz maps past the last spectrogram bin");
+    const double bin = std::floor(static_cast<double>(dft_len + 1) * hz / static_cast<double>(rate));
+    if (!(bin >= 0 && bin < static_cast<double>(n_spec))) return ctx.fail("upper_edge_hertz maps past the last spectrogram bin");
+    edge[i] = static_cast<int64_t>(bin);
   }
   std::vector<double> w(static_cast<size_t>(n_spec * n_mel), 0.0);
   for (int64_t m = 0; m < n_mel; ++m) {

@@ -108,11 +108,14 @@ Status grid_sample(KernelContext& ctx) {
   if (pad != "zeros" && pad != "border" && pad != "reflection") return ctx.fail("unknown padding_mode '" + pad + "'");
   const bool align = ctx.attr_int("align_corners", 0) != 0;
   const int64_t N = X.dim(0), C = X.dim(1), H = X.dim(2), W = X.dim(3), Ho = G.dim(1), Wo = G.dim(2);
+  if (H <= 0 || W <= 0) return ctx.fail("X has empty spatial dims " + shape_str(X.shape()));
   const std::vector<double> x = control_doubles(X), grid = control_doubles(G);
   std::vector<double> y(static_cast<size_t>(N * C * Ho * Wo));
 
+  // Coordinates are bounded so that far-outside (even infinite) grid values stay castable.
   const auto unnormalize = [&](double g, int64_t size) {
-    return align ? (g + 1) / 2 * static_cast<double>(size - 1) : ((g + 1) * static_cast<double>(size) - 1) / 2;
+    const double p = align ? (g + 1) / 2 * static_cast<double>(size - 1) : ((g + 1) * static_cast<double>(size) - 1) / 2;
+    return std::isnan(p) ? p : std::clamp(p, -1e15, 1e15);
   };
   // The value at integer tap (ix, iy) of plane `p` under the padding mode.
   const auto tap = [&](const double* p, int64_t ix, int64_t iy) {
@@ -194,8 +197,11 @@ Status roi_align(KernelContext& ctx) {
   const double scale = ctx.attr_float("spatial_scale", 1.0f);
   if (ph_n <= 0 || pw_n <= 0) return ctx.fail("output_height/output_width must be positive");
   const int64_t N = X.dim(0), C = X.dim(1), H = X.dim(2), W = X.dim(3), R = rois_t.dim(0);
+  if (H <= 0 || W <= 0) return ctx.fail("X has empty spatial dims " + shape_str(X.shape()));
   const std::vector<double> x = control_doubles(X), rois = control_doubles(rois_t);
   std::vector<double> y(static_cast<size_t>(R * C * ph_n * pw_n));
+  for (double v : rois)
+    if (!std::isfinite(v) || std::fabs(v) * scale > 1e9) return ctx.fail("rois must be finite coordinates within the feature map's scale");
 
   for (int64_t r = 0; r < R; ++r) {
     const int64_t b = load_as_int64(bi_t.dtype(), bi_t.raw(), r);
@@ -210,6 +216,7 @@ Status roi_align(KernelContext& ctx) {
     const double bin_h = rh / static_cast<double>(ph_n), bin_w = rw / static_cast<double>(pw_n);
     const int64_t gh = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / static_cast<double>(ph_n)));
     const int64_t gw = ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / static_cast<double>(pw_n)));
+    if (gh > (1 << 12) || gw > (1 << 12)) return ctx.unsupported_here("roi " + std::to_string(r) + " needs an adaptive sampling grid over 4096 per side");
     const double count = static_cast<double>(std::max<int64_t>(gh * gw, 1));
     for (int64_t c = 0; c < C; ++c) {
       const double* p = &x[(b * C + c) * H * W];
@@ -270,6 +277,8 @@ Status max_roi_pool(KernelContext& ctx) {
   const int64_t PH = pooled[0], PW = pooled[1];
   const std::vector<double> x = control_doubles(X), rois = control_doubles(rois_t);
   std::vector<double> y(static_cast<size_t>(R * C * PH * PW));
+  for (double v : rois)
+    if (!std::isfinite(v) || std::fabs(v) * scale > 1e15) return ctx.fail("rois must be finite coordinates");
   for (int64_t r = 0; r < R; ++r) {
     const double* roi = &rois[r * 5];
     const int64_t b = static_cast<int64_t>(roi[0]);
