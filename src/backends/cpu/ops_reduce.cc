@@ -105,6 +105,7 @@ using RealOf = std::conditional_t<std::is_floating_point_v<AccOf<T>>, AccOf<T>, 
 template <typename V>
 V abs_value(V x) {
   if constexpr (std::is_unsigned_v<V>) return x;
+  else if constexpr (std::is_integral_v<V>) return x < 0 ? acc_mul(x, V{-1}) : x;  // wraps for INT64_MIN
   else return x < 0 ? -x : x;
 }
 
@@ -120,7 +121,7 @@ template <typename T>
 struct SumOp {
   using Acc = AccOf<T>;
   Acc init() const { return 0; }
-  void step(Acc& a, Acc x) const { a += x; }
+  void step(Acc& a, Acc x) const { a = acc_add(a, x); }
   T finish(Acc a, int64_t) const { return store_result<T>(a); }
 };
 
@@ -128,7 +129,7 @@ template <typename T>
 struct MeanOp {
   using Acc = AccOf<T>;
   Acc init() const { return 0; }
-  void step(Acc& a, Acc x) const { a += x; }
+  void step(Acc& a, Acc x) const { a = acc_add(a, x); }
   T finish(Acc a, int64_t n) const {
     if constexpr (std::is_floating_point_v<Acc>) return store_result<T>(a / static_cast<Acc>(n));
     else return store_result<T>(n == 0 ? Acc{0} : static_cast<Acc>(a / static_cast<Acc>(n)));
@@ -166,7 +167,7 @@ template <typename T>
 struct ProdOp {
   using Acc = AccOf<T>;
   Acc init() const { return 1; }
-  void step(Acc& a, Acc x) const { a *= x; }
+  void step(Acc& a, Acc x) const { a = acc_mul(a, x); }
   T finish(Acc a, int64_t) const { return store_result<T>(a); }
 };
 
@@ -174,7 +175,7 @@ template <typename T>
 struct L1Op {
   using Acc = AccOf<T>;
   Acc init() const { return 0; }
-  void step(Acc& a, Acc x) const { a += abs_value(x); }
+  void step(Acc& a, Acc x) const { a = acc_add(a, abs_value(x)); }
   T finish(Acc a, int64_t) const { return store_result<T>(a); }
 };
 
@@ -182,7 +183,7 @@ template <typename T>
 struct L2Op {
   using Acc = AccOf<T>;
   Acc init() const { return 0; }
-  void step(Acc& a, Acc x) const { a += x * x; }
+  void step(Acc& a, Acc x) const { a = acc_add(a, acc_mul(x, x)); }
   T finish(Acc a, int64_t) const { return store_result<T>(std::sqrt(static_cast<RealOf<T>>(a))); }
 };
 
@@ -190,7 +191,7 @@ template <typename T>
 struct SumSquareOp {
   using Acc = AccOf<T>;
   Acc init() const { return 0; }
-  void step(Acc& a, Acc x) const { a += x * x; }
+  void step(Acc& a, Acc x) const { a = acc_add(a, acc_mul(x, x)); }
   T finish(Acc a, int64_t) const { return store_result<T>(a); }
 };
 
@@ -198,7 +199,7 @@ template <typename T>
 struct LogSumOp {
   using Acc = AccOf<T>;
   Acc init() const { return 0; }
-  void step(Acc& a, Acc x) const { a += x; }
+  void step(Acc& a, Acc x) const { a = acc_add(a, x); }
   T finish(Acc a, int64_t) const { return store_result<T>(std::log(static_cast<RealOf<T>>(a))); }
 };
 

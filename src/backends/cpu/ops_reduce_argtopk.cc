@@ -162,9 +162,9 @@ void cum_sum(const T* x, const AxisView& v, bool exclusive, bool reverse, T* y) 
         const V cur = load_as<V>(x[at]);
         if (exclusive) {
           y[at] = store_as<T>(acc);
-          acc += cur;
+          acc = acc_add(acc, cur);
         } else {
-          acc += cur;
+          acc = acc_add(acc, cur);
           y[at] = store_as<T>(acc);
         }
       }

@@ -40,6 +40,19 @@ inline T store_as(A v) {
   else return static_cast<T>(v);
 }
 
+// Integer accumulators wrap (two's complement, as the narrower storage types would) instead of
+// hitting signed-overflow UB on extreme data; float accumulators add and multiply normally.
+template <typename A>
+inline A acc_add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else return a + b;
+}
+template <typename A>
+inline A acc_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else return a * b;
+}
+
 // Maps axis from [-rank, rank) to [0, rank); false when out of range.
 inline bool normalize_axis(int64_t& axis, int64_t rank) {
   if (axis < -rank || axis >= rank) return false;
