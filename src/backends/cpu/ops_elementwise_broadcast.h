@@ -133,13 +133,14 @@ void for_each_run(const BroadcastPlan<N>& p, Body&& body) {
 }
 
 // o[i] = op(a[ia], b[ib]) over the broadcast output shape `os`; `op` sees storage values.
-// Fast paths: equal shapes, and one side a single element.
+// Fast paths: neither side broadcast (an input with the output's element count can differ
+// from it only by size-1 dims, so linear indices coincide), or one side a single element.
 template <typename TA, typename TB, typename TO, typename Op>
 void binary_loop(const TA* a, const Shape& as, const TB* b, const Shape& bs, TO* o, const Shape& os, Op&& op) {
   const int64_t n = shape_numel(os);
   if (n == 0) return;
   const int64_t na = shape_numel(as), nb = shape_numel(bs);
-  if (na == n && nb == n && as == bs) {
+  if (na == n && nb == n) {
     for (int64_t i = 0; i < n; ++i) o[i] = op(a[i], b[i]);
     return;
   }

@@ -58,7 +58,8 @@ Status variadic_kernel(KernelContext& ctx) {
     using T = decltype(tag);
     T* py = y.data<T>();
     const Tensor& first = ctx.in(0);
-    if (first.shape() == *out_shape) std::memcpy(py, first.data<T>(), first.nbytes());
+    if (y.numel() == 0) return Status::Ok();
+    if (first.numel() == y.numel()) std::memcpy(py, first.data<T>(), first.nbytes());
     else broadcast_copy(first.data<T>(), first.shape(), py, *out_shape);
     for (int i = 1; i < n; ++i) {
       const Tensor& t = ctx.in(i);
