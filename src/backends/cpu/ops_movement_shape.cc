@@ -87,7 +87,7 @@ Status squeeze(KernelContext& ctx) {
   auto axes = squeeze_axes(ctx, &given);
   if (!axes.ok()) return axes.status();
   std::vector<bool> drop(x.rank(), false);
-  if (!given) {
+  if (!given || axes->empty()) {
     for (int i = 0; i < x.rank(); ++i) drop[i] = x.dim(i) == 1;
   }
   for (int64_t a : *axes) {
@@ -174,6 +174,32 @@ Status dropout(KernelContext& ctx) {
   }
   ctx.set_output(0, y);
   if (ctx.output_wanted(1)) ctx.set_output(1, mask);
+  return Status::Ok();
+}
+
+// Operator Constant, since version 1 / 12 (value_float(s), value_int(s)). The importer folds
+// Constants into values; this kernel serves graphs built or rewritten without that step.
+Status constant(KernelContext& ctx) {
+  const auto& attrs = ctx.node().attrs;
+  if (auto it = attrs.find("value"); it != attrs.end() && it->second.t) {
+    ctx.set_output(0, *it->second.t);
+  } else if (ctx.has_attr("value_float")) {
+    ctx.set_output(0, Tensor::scalar<float>(DataType::kFloat32, ctx.attr_float("value_float", 0.f)));
+  } else if (ctx.has_attr("value_int")) {
+    ctx.set_output(0, Tensor::scalar<int64_t>(DataType::kInt64, ctx.attr_int("value_int", 0)));
+  } else if (ctx.has_attr("value_floats")) {
+    const std::vector<float> v = ctx.attr_floats("value_floats");
+    Tensor t(DataType::kFloat32, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), t.data<float>());
+    ctx.set_output(0, t);
+  } else if (ctx.has_attr("value_ints")) {
+    const std::vector<int64_t> v = ctx.attr_ints("value_ints");
+    Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), t.data<int64_t>());
+    ctx.set_output(0, t);
+  } else {
+    return ctx.unsupported_here("no supported value attribute");
+  }
   return Status::Ok();
 }
 
@@ -280,6 +306,7 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kUnsqueeze, unsqueeze);
   r.add(ir::OpKind::kIdentity, identity);
   r.add(ir::OpKind::kDropout, dropout);
+  r.add(ir::OpKind::kConstant, constant);
   r.add(ir::OpKind::kShape, shape_op);
   r.add(ir::OpKind::kSize, size_op);
   r.add(ir::OpKind::kConstantOfShape, constant_of_shape);
