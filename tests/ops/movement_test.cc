@@ -208,6 +208,10 @@ TEST(MovementKernels, BadInputsFailCleanly) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(run(ir::OpKind::kSplit, 13, {x, i64({1, 1})}, 2, {{"axis", int_attr(1)}}).status.code(),
             StatusCode::kInvalidArgument);
+  // A missing required input and a hostile output shape are errors, not crashes.
+  EXPECT_EQ(run(ir::OpKind::kGather, 13, {x}, 1).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(run(ir::OpKind::kExpand, 13, {x, i64({int64_t{1} << 40, 1 << 20, 3})}, 1).status.code(),
+            StatusCode::kInvalidArgument);
   // Packed 4-bit data cannot be moved by byte size: a clean "unsupported", not a crash.
   Tensor q(DataType::kInt4, {2, 2});
   EXPECT_EQ(run(ir::OpKind::kTranspose, 13, {q}, 1).status.code(), StatusCode::kUnsupported);

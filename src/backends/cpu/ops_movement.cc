@@ -23,6 +23,17 @@ StatusOr<int> norm_axis(const KernelContext& ctx, int64_t axis, int rank, const 
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+Status check_out_shape(const KernelContext& ctx, const Shape& s) {
+  constexpr int64_t kMaxElements = int64_t{1} << 34;
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) return ctx.fail("output shape " + shape_str(s) + " has a negative dim");
+    if (d != 0 && n > kMaxElements / d) return ctx.fail("output shape " + shape_str(s) + " is too large");
+    n *= d;
+  }
+  return Status::Ok();
+}
+
 namespace {
 
 template <int N>

@@ -34,6 +34,10 @@ StatusOr<std::vector<int64_t>> read_ints(const KernelContext& ctx, const Tensor&
 // Normalizes `axis` (negative counts from the back) against `rank`; fails when out of range.
 StatusOr<int> norm_axis(const KernelContext& ctx, int64_t axis, int rank, const char* what = "axis");
 
+// Fails unless every dim is >= 0 and the element count stays below a sane bound (2^34), so a
+// hostile shape input (Expand, Tile, ConstantOfShape, Resize sizes) cannot abort on allocation.
+Status check_out_shape(const KernelContext& ctx, const Shape& s);
+
 // Copies `esize`-byte elements: out[i] = src[offset + sum_k idx_k(i) * strides[k]] for every
 // output index i of `shape` (row-major). Strides are in elements and may be zero or negative;
 // this one routine implements Transpose, Slice, Expand, Tile and DepthToSpace.
@@ -43,6 +47,14 @@ void strided_copy(const void* src, int64_t offset, const std::vector<int64_t>& s
 // Copies element `si` of `src` to element `di` of `dst`.
 inline void copy_elem(const void* src, int64_t si, void* dst, int64_t di, int esize) {
   std::memcpy(static_cast<char*>(dst) + di * esize, static_cast<const char*>(src) + si * esize, esize);
+}
+
+// Registers `F` behind a check that inputs [0, N) are present, so kernels may call ctx.in(i)
+// for i < N without a null check.
+template <KernelFn F, int N>
+Status with_inputs(KernelContext& ctx) {
+  Status s = ctx.require_inputs(N);
+  return s.ok() ? F(ctx) : s;
 }
 
 // Internal per-sub-family registration (called from register_movement_kernels).

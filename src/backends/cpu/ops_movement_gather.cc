@@ -144,6 +144,7 @@ Status one_hot(KernelContext& ctx) {
   if (!axis.ok()) return axis.status();
   Shape out = it.shape();
   out.insert(out.begin() + *axis, depth);
+  if (Status st = check_out_shape(ctx, out); !st.ok()) return st;
   int64_t outer = 1;
   for (int k = 0; k < *axis; ++k) outer *= it.dim(k);
   const int64_t inner = outer == 0 ? 0 : it.numel() / outer;
@@ -162,10 +163,10 @@ Status one_hot(KernelContext& ctx) {
 }  // namespace
 
 void register_gather_kernels(KernelRegistry& r) {
-  r.add(ir::OpKind::kGather, gather);
-  r.add(ir::OpKind::kGatherElements, gather_elements);
-  r.add(ir::OpKind::kGatherND, gather_nd);
-  r.add(ir::OpKind::kOneHot, one_hot);
+  r.add(ir::OpKind::kGather, with_inputs<gather, 2>);
+  r.add(ir::OpKind::kGatherElements, with_inputs<gather_elements, 2>);
+  r.add(ir::OpKind::kGatherND, with_inputs<gather_nd, 2>);
+  r.add(ir::OpKind::kOneHot, with_inputs<one_hot, 3>);
 }
 
 }  // namespace kiln::cpu::movement

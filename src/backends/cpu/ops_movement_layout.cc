@@ -65,6 +65,7 @@ Status expand(KernelContext& ctx) {
     out[i] = a == 1 ? b : a;
     if (xi >= 0 && a != 1) strides[i] = xs[xi];
   }
+  if (Status st = check_out_shape(ctx, out); !st.ok()) return st;
   Tensor y(x.dtype(), out);
   strided_copy(x.raw(), 0, strides, out, y.raw(), *es);
   ctx.set_output(0, y);
@@ -90,6 +91,7 @@ Status tile(KernelContext& ctx) {
     strides.insert(strides.end(), {0, xs[i]});
     out.push_back((*rep)[i] * x.dim(i));
   }
+  if (Status st = check_out_shape(ctx, out); !st.ok()) return st;
   Tensor y(x.dtype(), out);
   strided_copy(x.raw(), 0, strides, view, y.raw(), *es);
   ctx.set_output(0, y);
@@ -195,13 +197,13 @@ Status reverse_sequence(KernelContext& ctx) {
 }  // namespace
 
 void register_layout_kernels(KernelRegistry& r) {
-  r.add(ir::OpKind::kTranspose, transpose);
-  r.add(ir::OpKind::kExpand, expand);
-  r.add(ir::OpKind::kTile, tile);
-  r.add(ir::OpKind::kDepthToSpace, depth_to_space);
-  r.add(ir::OpKind::kSpaceToDepth, space_to_depth);
-  r.add(ir::OpKind::kTrilu, trilu);
-  r.add(ir::OpKind::kReverseSequence, reverse_sequence);
+  r.add(ir::OpKind::kTranspose, with_inputs<transpose, 1>);
+  r.add(ir::OpKind::kExpand, with_inputs<expand, 2>);
+  r.add(ir::OpKind::kTile, with_inputs<tile, 2>);
+  r.add(ir::OpKind::kDepthToSpace, with_inputs<depth_to_space, 1>);
+  r.add(ir::OpKind::kSpaceToDepth, with_inputs<space_to_depth, 1>);
+  r.add(ir::OpKind::kTrilu, with_inputs<trilu, 1>);
+  r.add(ir::OpKind::kReverseSequence, with_inputs<reverse_sequence, 2>);
 }
 
 }  // namespace kiln::cpu::movement

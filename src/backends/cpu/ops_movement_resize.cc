@@ -216,6 +216,7 @@ Status run_resize(KernelContext& ctx, const Tensor& x, std::vector<AxisSpec>& ax
     out.push_back(a.out_len);
     taps.push_back(build_taps(a, p));
   }
+  if (Status st = check_out_shape(ctx, out); !st.ok()) return st;
   if (shape_numel(out) == 0) {
     ctx.set_output(0, Tensor(x.dtype(), out));
     return Status::Ok();
@@ -391,8 +392,8 @@ Status resize(KernelContext& ctx) {
 }  // namespace
 
 void register_resize_kernels(KernelRegistry& r) {
-  r.add(ir::OpKind::kResize, resize);
-  r.add(ir::OpKind::kUpsample, upsample);
+  r.add(ir::OpKind::kResize, with_inputs<resize, 1>);
+  r.add(ir::OpKind::kUpsample, with_inputs<upsample, 1>);
 }
 
 }  // namespace kiln::cpu::movement

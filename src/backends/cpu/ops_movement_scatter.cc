@@ -142,9 +142,9 @@ Status scatter_nd(KernelContext& ctx) {
 }  // namespace
 
 void register_scatter_kernels(KernelRegistry& r) {
-  r.add(ir::OpKind::kScatter, scatter_elements);
-  r.add(ir::OpKind::kScatterElements, scatter_elements);
-  r.add(ir::OpKind::kScatterND, scatter_nd);
+  r.add(ir::OpKind::kScatter, with_inputs<scatter_elements, 3>);
+  r.add(ir::OpKind::kScatterElements, with_inputs<scatter_elements, 3>);
+  r.add(ir::OpKind::kScatterND, with_inputs<scatter_nd, 3>);
 }
 
 }  // namespace kiln::cpu::movement

@@ -183,9 +183,9 @@ Status unique(KernelContext& ctx) {
 }  // namespace
 
 void register_select_kernels(KernelRegistry& r) {
-  r.add(ir::OpKind::kNonZero, non_zero);
-  r.add(ir::OpKind::kCompress, compress);
-  r.add(ir::OpKind::kUnique, unique);
+  r.add(ir::OpKind::kNonZero, with_inputs<non_zero, 1>);
+  r.add(ir::OpKind::kCompress, with_inputs<compress, 2>);
+  r.add(ir::OpKind::kUnique, with_inputs<unique, 1>);
 }
 
 }  // namespace kiln::cpu::movement

@@ -241,6 +241,7 @@ Status constant_of_shape(KernelContext& ctx) {
   }
   auto es = copy_elem_bytes(ctx, value);
   if (!es.ok()) return es.status();
+  if (Status st = check_out_shape(ctx, *dims); !st.ok()) return st;
   Tensor out(value.dtype(), *dims);
   for (int64_t i = 0; i < out.numel(); ++i) copy_elem(value.raw(), 0, out.raw(), i, *es);
   ctx.set_output(0, out);
@@ -260,6 +261,7 @@ Status range(KernelContext& ctx) {
       if (delta == 0) return ctx.fail("delta must not be zero");
       const double span = static_cast<double>(limit) - static_cast<double>(start);
       const int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil(span / static_cast<double>(delta))), 0);
+      if (Status st = check_out_shape(ctx, {n}); !st.ok()) return st;
       Tensor out(s.dtype(), {n});
       for (int64_t i = 0; i < n; ++i) out.data<T>()[i] = static_cast<T>(start + static_cast<T>(i) * delta);
       ctx.set_output(0, out);
@@ -269,6 +271,7 @@ Status range(KernelContext& ctx) {
       const double count = std::ceil((limit - start) / delta);
       if (!(count < 1e12)) return ctx.fail("range is too long or not finite");
       const int64_t n = std::max<int64_t>(static_cast<int64_t>(count), 0);
+      if (Status st = check_out_shape(ctx, {n}); !st.ok()) return st;
       Tensor out(s.dtype(), {n});
       for (int64_t i = 0; i < n; ++i) out.data<T>()[i] = from_double<T>(start + static_cast<double>(i) * delta);
       ctx.set_output(0, out);
@@ -300,18 +303,18 @@ Status eye_like(KernelContext& ctx) {
 }  // namespace
 
 void register_shape_kernels(KernelRegistry& r) {
-  r.add(ir::OpKind::kReshape, reshape);
-  r.add(ir::OpKind::kFlatten, flatten);
-  r.add(ir::OpKind::kSqueeze, squeeze);
-  r.add(ir::OpKind::kUnsqueeze, unsqueeze);
-  r.add(ir::OpKind::kIdentity, identity);
-  r.add(ir::OpKind::kDropout, dropout);
+  r.add(ir::OpKind::kReshape, with_inputs<reshape, 1>);
+  r.add(ir::OpKind::kFlatten, with_inputs<flatten, 1>);
+  r.add(ir::OpKind::kSqueeze, with_inputs<squeeze, 1>);
+  r.add(ir::OpKind::kUnsqueeze, with_inputs<unsqueeze, 1>);
+  r.add(ir::OpKind::kIdentity, with_inputs<identity, 1>);
+  r.add(ir::OpKind::kDropout, with_inputs<dropout, 1>);
   r.add(ir::OpKind::kConstant, constant);
-  r.add(ir::OpKind::kShape, shape_op);
-  r.add(ir::OpKind::kSize, size_op);
-  r.add(ir::OpKind::kConstantOfShape, constant_of_shape);
-  r.add(ir::OpKind::kRange, range);
-  r.add(ir::OpKind::kEyeLike, eye_like);
+  r.add(ir::OpKind::kShape, with_inputs<shape_op, 1>);
+  r.add(ir::OpKind::kSize, with_inputs<size_op, 1>);
+  r.add(ir::OpKind::kConstantOfShape, with_inputs<constant_of_shape, 1>);
+  r.add(ir::OpKind::kRange, with_inputs<range, 3>);
+  r.add(ir::OpKind::kEyeLike, with_inputs<eye_like, 1>);
 }
 
 }  // namespace kiln::cpu::movement

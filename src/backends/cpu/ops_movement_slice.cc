@@ -244,6 +244,7 @@ Status pad(KernelContext& ctx) {
     if (mode != 0 && x.dim(k) == 0 && out[k] > 0) return ctx.fail("cannot " + mode_name + "-pad an empty axis");
     for (int64_t o = 0; o < out[k]; ++o) src[k].push_back(pad_source(o, before[k], x.dim(k), mode));
   }
+  if (Status st = check_out_shape(ctx, out); !st.ok()) return st;
   Tensor y(x.dtype(), out);
   const std::vector<int64_t> xs = shape_strides(x.shape());
   const int64_t n = y.numel();
@@ -270,10 +271,10 @@ Status pad(KernelContext& ctx) {
 }  // namespace
 
 void register_slice_kernels(KernelRegistry& r) {
-  r.add(ir::OpKind::kConcat, concat);
-  r.add(ir::OpKind::kSplit, split);
-  r.add(ir::OpKind::kSlice, slice);
-  r.add(ir::OpKind::kPad, pad);
+  r.add(ir::OpKind::kConcat, with_inputs<concat, 1>);
+  r.add(ir::OpKind::kSplit, with_inputs<split, 1>);
+  r.add(ir::OpKind::kSlice, with_inputs<slice, 1>);
+  r.add(ir::OpKind::kPad, with_inputs<pad, 1>);
 }
 
 }  // namespace kiln::cpu::movement
