@@ -108,7 +108,8 @@ TEST(MovementKernels, SliceNegativeStepsAndClamping) {
   ASSERT_EQ(r.outputs[0].shape(), (Shape{2, 3}));
   const int rows[] = {3, 1}, cols[] = {6, 3, 0};
   for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 3; ++j) EXPECT_EQ(r.outputs[0].data<float>()[i * 3 + j], x.data<float>()[rows[i] * 7 + cols[j]]);
+    for (int j = 0; j < 3; ++j)
+      EXPECT_EQ(r.outputs[0].data<float>()[i * 3 + j], x.data<float>()[rows[i] * 7 + cols[j]]);
 }
 
 TEST(MovementKernels, PadReflectWrapsSeveralPeriods) {
@@ -162,7 +163,8 @@ TEST(MovementKernels, ResizeNearestAsymmetricFloorOnUint8) {
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   ASSERT_EQ(r.outputs[0].shape(), (Shape{1, 1, 4, 6}));
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 6; ++j) EXPECT_EQ(r.outputs[0].data<uint8_t>()[i * 6 + j], x.data<uint8_t>()[(i / 2) * 3 + j / 2]);
+    for (int j = 0; j < 6; ++j)
+      EXPECT_EQ(r.outputs[0].data<uint8_t>()[i * 6 + j], x.data<uint8_t>()[(i / 2) * 3 + j / 2]);
 }
 
 TEST(MovementKernels, UniqueSortedGivesAllFourOutputs) {
@@ -201,7 +203,8 @@ TEST(MovementKernels, BadInputsFailCleanly) {
   EXPECT_NE(g.status.message().find("node 'n0' (Gather)"), std::string::npos) << g.status.message();
 
   EXPECT_EQ(run(ir::OpKind::kReshape, 13, {x, i64({4, -1})}, 1).status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(run(ir::OpKind::kTranspose, 13, {x}, 1, {{"perm", ints({0, 0})}}).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(run(ir::OpKind::kTranspose, 13, {x}, 1, {{"perm", ints({0, 0})}}).status.code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(run(ir::OpKind::kSlice, 13, {x, i64({0}), i64({2}), i64({0}), i64({0})}, 1).status.code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(run(ir::OpKind::kConcat, 13, {x, random_f32({2}, 6)}, 1, {{"axis", int_attr(0)}}).status.code(),

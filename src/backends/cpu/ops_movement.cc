@@ -74,13 +74,17 @@ void strided_copy_n(const Elem<N>* src, int64_t offset, const std::vector<int64_
 
 }  // namespace
 
-void strided_copy(const void* src, int64_t offset, const std::vector<int64_t>& strides, const Shape& shape,
-                  void* dst, int esize) {
+void strided_copy(const void* src, int64_t offset, const std::vector<int64_t>& strides, const Shape& shape, void* dst,
+                  int esize) {
   switch (esize) {
-    case 1: return strided_copy_n(static_cast<const Elem<1>*>(src), offset, strides, shape, static_cast<Elem<1>*>(dst));
-    case 2: return strided_copy_n(static_cast<const Elem<2>*>(src), offset, strides, shape, static_cast<Elem<2>*>(dst));
-    case 4: return strided_copy_n(static_cast<const Elem<4>*>(src), offset, strides, shape, static_cast<Elem<4>*>(dst));
-    case 8: return strided_copy_n(static_cast<const Elem<8>*>(src), offset, strides, shape, static_cast<Elem<8>*>(dst));
+    case 1:
+      return strided_copy_n(static_cast<const Elem<1>*>(src), offset, strides, shape, static_cast<Elem<1>*>(dst));
+    case 2:
+      return strided_copy_n(static_cast<const Elem<2>*>(src), offset, strides, shape, static_cast<Elem<2>*>(dst));
+    case 4:
+      return strided_copy_n(static_cast<const Elem<4>*>(src), offset, strides, shape, static_cast<Elem<4>*>(dst));
+    case 8:
+      return strided_copy_n(static_cast<const Elem<8>*>(src), offset, strides, shape, static_cast<Elem<8>*>(dst));
     default: {
       // Any other whole-byte size: element by element.
       const int64_t n = shape_numel(shape);

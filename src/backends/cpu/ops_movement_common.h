@@ -41,8 +41,8 @@ Status check_out_shape(const KernelContext& ctx, const Shape& s);
 // Copies `esize`-byte elements: out[i] = src[offset + sum_k idx_k(i) * strides[k]] for every
 // output index i of `shape` (row-major). Strides are in elements and may be zero or negative;
 // this one routine implements Transpose, Slice, Expand, Tile and DepthToSpace.
-void strided_copy(const void* src, int64_t offset, const std::vector<int64_t>& strides, const Shape& shape,
-                  void* dst, int esize);
+void strided_copy(const void* src, int64_t offset, const std::vector<int64_t>& strides, const Shape& shape, void* dst,
+                  int esize);
 
 // Copies element `si` of `src` to element `di` of `dst`.
 inline void copy_elem(const void* src, int64_t si, void* dst, int64_t di, int esize) {

@@ -13,7 +13,15 @@ namespace kiln::cpu::movement {
 namespace {
 
 enum class Interp { kNearest, kLinear, kCubic };
-enum class Coord { kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCropAndResize, kTfHalfPixelForNn };
+enum class Coord {
+  kHalfPixel,
+  kHalfPixelSymmetric,
+  kPytorchHalfPixel,
+  kAlignCorners,
+  kAsymmetric,
+  kTfCropAndResize,
+  kTfHalfPixelForNn
+};
 // kLegacy: Upsample and Resize-10 (floor when upsampling, ceil when downsampling).
 enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
 
@@ -48,19 +56,24 @@ struct AxisTaps {
 double to_input_coord(double x, const AxisSpec& a, Coord c) {
   const double in = static_cast<double>(a.in_len), len = a.len_resized;
   switch (c) {
-    case Coord::kHalfPixel: return (x + 0.5) / a.scale - 0.5;
+    case Coord::kHalfPixel:
+      return (x + 0.5) / a.scale - 0.5;
     case Coord::kHalfPixelSymmetric: {
       const double adjustment = static_cast<double>(a.out_len) / len;
       const double offset = in / 2 * (1 - adjustment);
       return offset + (x + 0.5) / a.scale - 0.5;
     }
-    case Coord::kPytorchHalfPixel: return len > 1 ? (x + 0.5) / a.scale - 0.5 : 0.0;
-    case Coord::kAlignCorners: return len == 1 ? 0.0 : x * (in - 1) / (len - 1);
-    case Coord::kAsymmetric: return x / a.scale;
+    case Coord::kPytorchHalfPixel:
+      return len > 1 ? (x + 0.5) / a.scale - 0.5 : 0.0;
+    case Coord::kAlignCorners:
+      return len == 1 ? 0.0 : x * (in - 1) / (len - 1);
+    case Coord::kAsymmetric:
+      return x / a.scale;
     case Coord::kTfCropAndResize:
       return len > 1 ? a.roi_start * (in - 1) + x * (a.roi_end - a.roi_start) * (in - 1) / (len - 1)
                      : 0.5 * (a.roi_start + a.roi_end) * (in - 1);
-    case Coord::kTfHalfPixelForNn: return (x + 0.5) / a.scale;
+    case Coord::kTfHalfPixelForNn:
+      return (x + 0.5) / a.scale;
   }
   return x;
 }
@@ -68,11 +81,16 @@ double to_input_coord(double x, const AxisSpec& a, Coord c) {
 int64_t round_nearest(double x, NearestMode m, double scale) {
   if (x == std::floor(x)) return static_cast<int64_t>(x);
   switch (m) {
-    case NearestMode::kRoundPreferFloor: return static_cast<int64_t>(std::ceil(x - 0.5));
-    case NearestMode::kRoundPreferCeil: return static_cast<int64_t>(std::floor(x + 0.5));
-    case NearestMode::kFloor: return static_cast<int64_t>(std::floor(x));
-    case NearestMode::kCeil: return static_cast<int64_t>(std::ceil(x));
-    case NearestMode::kLegacy: return static_cast<int64_t>(scale < 1 ? std::ceil(x) : std::floor(x));
+    case NearestMode::kRoundPreferFloor:
+      return static_cast<int64_t>(std::ceil(x - 0.5));
+    case NearestMode::kRoundPreferCeil:
+      return static_cast<int64_t>(std::floor(x + 0.5));
+    case NearestMode::kFloor:
+      return static_cast<int64_t>(std::floor(x));
+    case NearestMode::kCeil:
+      return static_cast<int64_t>(std::ceil(x));
+    case NearestMode::kLegacy:
+      return static_cast<int64_t>(scale < 1 ? std::ceil(x) : std::floor(x));
   }
   return 0;
 }
@@ -140,18 +158,30 @@ Tensor resize_nearest(const Tensor& x, const std::vector<AxisTaps>& taps, const 
   store_from_double(x.dtype(), fill.data(), 0, p.extrapolation);
   const int r = x.rank();
   const std::vector<int64_t> xs = shape_strides(x.shape());
-  std::vector<int64_t> pos(r, 0);
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    int64_t s = 0;
+  char* dst = static_cast<char*>(y.raw());
+  if (r == 0) {
+    copy_elem(x.raw(), 0, y.raw(), 0, esize);
+    return y;
+  }
+  // Outer dims by counter; the last axis is a tight loop over its precomputed source indices.
+  const AxisTaps& lt = taps[r - 1];
+  const int64_t inner = out[r - 1], rows = y.numel() / inner;
+  std::vector<int64_t> pos(r - 1, 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t base = 0;
     bool inside = true;
-    for (int k = 0; k < r && inside; ++k) {
+    for (int k = 0; k < r - 1 && inside; ++k) {
       const AxisTaps& t = taps[k];
       inside = !t.outside[pos[k]];
-      if (inside) s += t.idx[t.begin[pos[k]]] * xs[k];
+      if (inside) base += t.idx[t.begin[pos[k]]] * xs[k];
     }
-    if (inside) copy_elem(x.raw(), s, y.raw(), i, esize);
-    else std::memcpy(static_cast<char*>(y.raw()) + i * esize, fill.data(), esize);
-    for (int k = r - 1; k >= 0; --k) {
+    for (int64_t j = 0; j < inner; ++j, dst += esize) {
+      if (inside && !lt.outside[j])
+        std::memcpy(dst, static_cast<const char*>(x.raw()) + (base + lt.idx[lt.begin[j]]) * esize, esize);
+      else
+        std::memcpy(dst, fill.data(), esize);
+    }
+    for (int k = r - 2; k >= 0; --k) {
       if (++pos[k] < out[k]) break;
       pos[k] = 0;
     }
@@ -221,7 +251,8 @@ Status run_resize(KernelContext& ctx, const Tensor& x, std::vector<AxisSpec>& ax
     ctx.set_output(0, Tensor(x.dtype(), out));
     return Status::Ok();
   }
-  ctx.set_output(0, p.interp == Interp::kNearest ? resize_nearest(x, taps, out, p, *es) : resize_filtered(x, taps, out, p));
+  ctx.set_output(
+      0, p.interp == Interp::kNearest ? resize_nearest(x, taps, out, p, *es) : resize_filtered(x, taps, out, p));
   return Status::Ok();
 }
 
@@ -357,7 +388,8 @@ Status resize(KernelContext& ctx) {
     if (!dtype_is_float(scales->dtype())) return ctx.fail("scales must be float");
     if (static_cast<size_t>(scales->numel()) != na) return ctx.fail("scales has the wrong number of entries");
     std::vector<double> all(r, 1.0);
-    for (size_t i = 0; i < na; ++i) all[which[i]] = load_as_double(scales->dtype(), scales->raw(), static_cast<int64_t>(i));
+    for (size_t i = 0; i < na; ++i)
+      all[which[i]] = load_as_double(scales->dtype(), scales->raw(), static_cast<int64_t>(i));
     Status st = axes_from_scales(ctx, x, all, axes, p.coord == Coord::kTfCropAndResize);
     if (!st.ok()) return st;
     return run_resize(ctx, x, axes, p);

@@ -26,11 +26,16 @@ StatusOr<Reduction> parse_reduction(const KernelContext& ctx) {
 template <typename T>
 T combine(T a, T b, Reduction r) {
   switch (r) {
-    case Reduction::kAdd: return static_cast<T>(a + b);
-    case Reduction::kMul: return static_cast<T>(a * b);
-    case Reduction::kMax: return std::max(a, b);
-    case Reduction::kMin: return std::min(a, b);
-    case Reduction::kNone: break;
+    case Reduction::kAdd:
+      return static_cast<T>(a + b);
+    case Reduction::kMul:
+      return static_cast<T>(a * b);
+    case Reduction::kMax:
+      return std::max(a, b);
+    case Reduction::kMin:
+      return std::min(a, b);
+    case Reduction::kNone:
+      break;
   }
   return b;
 }
@@ -54,8 +59,10 @@ Status apply(const KernelContext& ctx, DataType t, void* dst, int64_t di, const 
     T* d = static_cast<T*>(dst) + di;
     const T* s = static_cast<const T*>(src) + si;
     for (int64_t k = 0; k < count; ++k) {
-      if constexpr (std::is_arithmetic_v<T>) d[k] = combine(d[k], s[k], r);
-      else d[k] = from_double<T>(combine(to_double(d[k]), to_double(s[k]), r));
+      if constexpr (std::is_arithmetic_v<T>)
+        d[k] = combine(d[k], s[k], r);
+      else
+        d[k] = from_double<T>(combine(to_double(d[k]), to_double(s[k]), r));
     }
     return Status::Ok();
   });
@@ -87,7 +94,8 @@ Status scatter_elements(KernelContext& ctx) {
   for (int64_t i = 0; i < it.numel(); ++i) {
     int64_t j = (*idx)[i];
     if (j < 0) j += d;
-    if (j < 0 || j >= d) return ctx.fail("index " + std::to_string((*idx)[i]) + " is out of range for a dim of " + std::to_string(d));
+    if (j < 0 || j >= d)
+      return ctx.fail("index " + std::to_string((*idx)[i]) + " is out of range for a dim of " + std::to_string(d));
     int64_t off = 0;
     for (int k = 0; k < r; ++k) off += (k == *axis ? j : pos[k]) * xs[k];
     Status s = apply(ctx, x.dtype(), y.raw(), off, up.raw(), i, 1, *red, *es);
@@ -118,7 +126,8 @@ Status scatter_nd(KernelContext& ctx) {
   if (m < 1 || m > x.rank()) return ctx.fail("indices' last dim must be in [1, rank(data)]");
   Shape expect(it.shape().begin(), it.shape().end() - 1);
   expect.insert(expect.end(), x.shape().begin() + m, x.shape().end());
-  if (up.shape() != expect) return ctx.fail("updates shape " + shape_str(up.shape()) + ", expected " + shape_str(expect));
+  if (up.shape() != expect)
+    return ctx.fail("updates shape " + shape_str(up.shape()) + ", expected " + shape_str(expect));
   const std::vector<int64_t> xs = shape_strides(x.shape());
   const int64_t slice = xs[m - 1];
   const int64_t tuples = it.numel() / m;
@@ -129,7 +138,9 @@ Status scatter_nd(KernelContext& ctx) {
       const int64_t d = x.dim(static_cast<int>(j));
       int64_t v = (*idx)[t * m + j];
       if (v < 0) v += d;
-      if (v < 0 || v >= d) return ctx.fail("index " + std::to_string((*idx)[t * m + j]) + " is out of range for a dim of " + std::to_string(d));
+      if (v < 0 || v >= d)
+        return ctx.fail("index " + std::to_string((*idx)[t * m + j]) + " is out of range for a dim of " +
+                        std::to_string(d));
       off += v * xs[j];
     }
     Status s = apply(ctx, x.dtype(), y.raw(), off, up.raw(), t * slice, slice, *red, *es);

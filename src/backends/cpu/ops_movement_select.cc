@@ -2,6 +2,7 @@
 // on values (NonZero, Compress, Unique). Values are compared through exact keys (int64 for
 // signed ints and bool, uint64 for unsigned, double for every float format).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -48,7 +49,8 @@ Status compress(KernelContext& ctx) {
     in = x.reshaped({x.numel()});
   }
   const int64_t d = in.dim(axis);
-  if (c.numel() > d) return ctx.fail("condition has " + std::to_string(c.numel()) + " entries for a dim of " + std::to_string(d));
+  if (c.numel() > d)
+    return ctx.fail("condition has " + std::to_string(c.numel()) + " entries for a dim of " + std::to_string(d));
   std::vector<int64_t> keep;
   for (int64_t i = 0; i < c.numel(); ++i)
     if (load_as_double(c.dtype(), c.raw(), i) != 0.0) keep.push_back(i);
@@ -68,16 +70,34 @@ Status compress(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// A strict weak order on keys: NaNs sort last and equal one another (as numpy.unique does),
+// so a NaN input cannot break the sort.
+template <typename K>
+bool key_less(K a, K b) {
+  if constexpr (std::is_floating_point_v<K>) {
+    if (std::isnan(a)) return false;
+    if (std::isnan(b)) return true;
+  }
+  return a < b;
+}
+template <typename K>
+bool key_equal(K a, K b) {
+  if constexpr (std::is_floating_point_v<K>) {
+    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  }
+  return a == b;
+}
+
 // Unique over `n` slices of `len` keys each (keys[s * len + e]).
 template <typename K>
 void unique_groups(const std::vector<K>& keys, int64_t n, int64_t len, bool sorted, std::vector<int64_t>* first,
                    std::vector<int64_t>* inverse, std::vector<int64_t>* counts) {
   auto less = [&](int64_t a, int64_t b) {
     return std::lexicographical_compare(keys.begin() + a * len, keys.begin() + (a + 1) * len, keys.begin() + b * len,
-                                        keys.begin() + (b + 1) * len);
+                                        keys.begin() + (b + 1) * len, key_less<K>);
   };
   auto equal = [&](int64_t a, int64_t b) {
-    return std::equal(keys.begin() + a * len, keys.begin() + (a + 1) * len, keys.begin() + b * len);
+    return std::equal(keys.begin() + a * len, keys.begin() + (a + 1) * len, keys.begin() + b * len, key_equal<K>);
   };
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -114,12 +134,14 @@ void unique_groups(const std::vector<K>& keys, int64_t n, int64_t len, bool sort
 }
 
 template <typename K>
-std::vector<K> slice_keys(const Tensor& x, int64_t outer, int64_t n, int64_t inner, K (*load)(DataType, const void*, int64_t)) {
+std::vector<K> slice_keys(const Tensor& x, int64_t outer, int64_t n, int64_t inner,
+                          K (*load)(DataType, const void*, int64_t)) {
   std::vector<K> keys(static_cast<size_t>(x.numel()));
   const int64_t len = outer * inner;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t s = 0; s < n; ++s)
-      for (int64_t i = 0; i < inner; ++i) keys[s * len + o * inner + i] = load(x.dtype(), x.raw(), (o * n + s) * inner + i);
+      for (int64_t i = 0; i < inner; ++i)
+        keys[s * len + o * inner + i] = load(x.dtype(), x.raw(), (o * n + s) * inner + i);
   return keys;
 }
 

@@ -33,7 +33,8 @@ Status reshape(KernelContext& ctx) {
   for (size_t i = 0; i < spec.size(); ++i) {
     int64_t d = spec[i];
     if (d == 0 && !allow_zero) {
-      if (static_cast<int>(i) >= x.rank()) return ctx.fail("shape[" + std::to_string(i) + "] = 0 copies a dim the input lacks");
+      if (static_cast<int>(i) >= x.rank())
+        return ctx.fail("shape[" + std::to_string(i) + "] = 0 copies a dim the input lacks");
       d = x.dim(static_cast<int>(i));
     } else if (d == -1) {
       if (infer >= 0) return ctx.fail("shape has more than one -1");
@@ -93,7 +94,8 @@ Status squeeze(KernelContext& ctx) {
   for (int64_t a : *axes) {
     auto ax = norm_axis(ctx, a, x.rank(), "axes entry");
     if (!ax.ok()) return ax.status();
-    if (x.dim(*ax) != 1) return ctx.fail("cannot squeeze dim " + std::to_string(*ax) + " of size " + std::to_string(x.dim(*ax)));
+    if (x.dim(*ax) != 1)
+      return ctx.fail("cannot squeeze dim " + std::to_string(*ax) + " of size " + std::to_string(x.dim(*ax)));
     drop[*ax] = true;
   }
   Shape out;
@@ -266,7 +268,8 @@ Status range(KernelContext& ctx) {
       for (int64_t i = 0; i < n; ++i) out.data<T>()[i] = static_cast<T>(start + static_cast<T>(i) * delta);
       ctx.set_output(0, out);
     } else {
-      const double start = to_double(s.data<T>()[0]), limit = to_double(l.data<T>()[0]), delta = to_double(d.data<T>()[0]);
+      const double start = to_double(s.data<T>()[0]), limit = to_double(l.data<T>()[0]),
+                   delta = to_double(d.data<T>()[0]);
       if (delta == 0) return ctx.fail("delta must not be zero");
       const double count = std::ceil((limit - start) / delta);
       if (!(count < 1e12)) return ctx.fail("range is too long or not finite");

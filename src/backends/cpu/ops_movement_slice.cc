@@ -71,7 +71,8 @@ Status split(KernelContext& ctx) {
     const int64_t parts = ctx.opset() >= 18 && ctx.has_attr("num_outputs") ? ctx.attr_int("num_outputs", n) : n;
     if (parts != n || n <= 0) return ctx.fail("num_outputs does not match the node's outputs");
     const bool even = d % n == 0;
-    if (!even && ctx.opset() < 18) return ctx.fail("dim " + std::to_string(d) + " does not split evenly into " + std::to_string(n));
+    if (!even && ctx.opset() < 18)
+      return ctx.fail("dim " + std::to_string(d) + " does not split evenly into " + std::to_string(n));
     const int64_t chunk = (d + n - 1) / n;
     for (int i = 0; i < n; ++i) sizes.push_back(std::clamp<int64_t>(d - chunk * i, 0, chunk));
   }
@@ -173,21 +174,24 @@ Status slice(KernelContext& ctx) {
   return Status::Ok();
 }
 
+enum class PadMode { kConstant, kEdge, kReflect, kWrap };
+
 // Maps output coordinate o of a padded axis to an input coordinate (-1: the constant).
-int64_t pad_source(int64_t o, int64_t before, int64_t d, int mode) {
+int64_t pad_source(int64_t o, int64_t before, int64_t d, PadMode mode) {
   int64_t i = o - before;
   if (i >= 0 && i < d) return i;
   switch (mode) {
-    case 0: return -1;                                       // constant
-    case 1: return std::clamp<int64_t>(i, 0, d - 1);         // edge
-    case 2: {                                                // reflect (mirror without the edge)
+    case PadMode::kConstant: return -1;
+    case PadMode::kEdge: return std::clamp<int64_t>(i, 0, d - 1);
+    case PadMode::kReflect: {  // mirror without repeating the edge, as many periods as needed
       if (d == 1) return 0;
       const int64_t p = 2 * (d - 1);
       i = ((i % p) + p) % p;
       return i < d ? i : p - i;
     }
-    default: return ((i % d) + d) % d;                       // wrap
+    case PadMode::kWrap: return ((i % d) + d) % d;
   }
+  return -1;
 }
 
 // Operator Pad, since version 1 (`paddings`) / 2 (`pads`, `value` attributes) / 11 (pads and
@@ -221,7 +225,8 @@ Status pad(KernelContext& ctx) {
     for (int i = 0; i < r; ++i) axes.push_back(i);
   }
   if (pads.size() != 2 * axes.size())
-    return ctx.fail("pads has " + std::to_string(pads.size()) + " entries, expected " + std::to_string(2 * axes.size()));
+    return ctx.fail("pads has " + std::to_string(pads.size()) + " entries, expected " +
+                    std::to_string(2 * axes.size()));
   std::vector<int64_t> before(r, 0), after(r, 0);
   for (size_t i = 0; i < axes.size(); ++i) {
     auto ax = norm_axis(ctx, axes[i], r, "axes entry");
@@ -230,18 +235,19 @@ Status pad(KernelContext& ctx) {
     after[*ax] = pads[i + axes.size()];
   }
   const std::string mode_name = ctx.attr_string("mode", "constant");
-  int mode;
-  if (mode_name == "constant") mode = 0;
-  else if (mode_name == "edge") mode = 1;
-  else if (mode_name == "reflect") mode = 2;
-  else if (mode_name == "wrap") mode = 3;
+  PadMode mode;
+  if (mode_name == "constant") mode = PadMode::kConstant;
+  else if (mode_name == "edge") mode = PadMode::kEdge;
+  else if (mode_name == "reflect") mode = PadMode::kReflect;
+  else if (mode_name == "wrap") mode = PadMode::kWrap;
   else return ctx.fail("unknown mode '" + mode_name + "'");
   Shape out(r);
   std::vector<std::vector<int64_t>> src(r);
   for (int k = 0; k < r; ++k) {
     out[k] = x.dim(k) + before[k] + after[k];
     if (out[k] < 0) return ctx.fail("pads crop axis " + std::to_string(k) + " below zero");
-    if (mode != 0 && x.dim(k) == 0 && out[k] > 0) return ctx.fail("cannot " + mode_name + "-pad an empty axis");
+    if (mode != PadMode::kConstant && x.dim(k) == 0 && out[k] > 0)
+      return ctx.fail("cannot " + mode_name + "-pad an empty axis");
     for (int64_t o = 0; o < out[k]; ++o) src[k].push_back(pad_source(o, before[k], x.dim(k), mode));
   }
   if (Status st = check_out_shape(ctx, out); !st.ok()) return st;
@@ -257,8 +263,10 @@ Status pad(KernelContext& ctx) {
       inside = v >= 0;
       s += v * xs[k];
     }
-    if (inside) copy_elem(x.raw(), s, y.raw(), i, *es);
-    else std::memcpy(static_cast<char*>(y.raw()) + i * *es, value.data(), *es);
+    if (inside)
+      copy_elem(x.raw(), s, y.raw(), i, *es);
+    else
+      std::memcpy(static_cast<char*>(y.raw()) + i * *es, value.data(), *es);
     for (int k = r - 1; k >= 0; --k) {
       if (++idx[k] < out[k]) break;
       idx[k] = 0;
