@@ -47,6 +47,11 @@ template <>
 inline void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                         const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // BLAS rejects lda < 1; the product is empty, leaving beta * C
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? float(0) : beta * c[i * ldc + j];
+    return;
+  }
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
               lda, b, ldb, beta, c, ldc);
 }
@@ -54,6 +59,11 @@ template <>
 inline void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
                          int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // BLAS rejects lda < 1; the product is empty, leaving beta * C
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0 ? double(0) : beta * c[i * ldc + j];
+    return;
+  }
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
               lda, b, ldb, beta, c, ldc);
 }

@@ -281,6 +281,7 @@ Status einsum(KernelContext& ctx) {
     KILN_RETURN_IF_ERROR(parse_term(ctx, terms[i], ins[i].rank(), 0, &labels[i], &er));
     emax = std::max(emax, er);
   }
+  if (emax > 64) return ctx.unsupported_here("more than 64 ellipsis dims");
   std::vector<int> counts(kEllipsis + 64, 0);
   for (size_t i = 0; i < terms.size(); ++i) {
     int er;
