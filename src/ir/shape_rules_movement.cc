@@ -354,6 +354,39 @@ Status constant_of_shape_rule(ShapeContext& ctx) {
   return Status::Ok();
 }
 
+// Constant nodes are folded at import; one built by a pass still gets its type here.
+Status constant_rule(ShapeContext& ctx) {
+  const Node& n = ctx.node();
+  auto it = n.attrs.find("value");
+  if (it != n.attrs.end() && it->second.t) {
+    const Tensor& t = *it->second.t;
+    SymShape s;
+    for (int64_t d : t.shape()) s.push_back(Dim::known(d));
+    ctx.set_output(0, t.dtype(), s);
+    if (dtype_is_integer(t.dtype()) && t.rank() <= 1 && t.numel() <= 64) {
+      SymValues v;
+      for (int64_t i = 0; i < t.numel(); ++i) v.push_back(SymInt::constant(load_as_int64(t.dtype(), t.raw(), i)));
+      ctx.set_values(0, v);
+    }
+  } else if (n.has_attr("value_int")) {
+    ctx.set_output(0, DataType::kInt64, SymShape{});
+    ctx.set_values(0, {SymInt::constant(n.attr_int("value_int", 0))});
+  } else if (n.has_attr("value_float")) {
+    ctx.set_output(0, DataType::kFloat32, SymShape{});
+  } else if (n.has_attr("value_ints")) {
+    const auto v = n.attr_ints("value_ints");
+    ctx.set_output(0, DataType::kInt64, SymShape{Dim::known(static_cast<int64_t>(v.size()))});
+    SymValues sv;
+    for (int64_t e : v) sv.push_back(SymInt::constant(e));
+    ctx.set_values(0, sv);
+  } else if (n.has_attr("value_floats")) {
+    ctx.set_output(0, DataType::kFloat32, SymShape{Dim::known(static_cast<int64_t>(n.attr_floats("value_floats").size()))});
+  } else {
+    return ctx.fail("no supported value attribute");
+  }
+  return Status::Ok();
+}
+
 Status depth_space_rule(ShapeContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.expect_rank(0, 4, "input"));
   const auto& in = ctx.shape(0);
@@ -395,6 +428,7 @@ void register_movement_shape_rules(ShapeRuleTable& t) {
   t.add(OpKind::kShape, shape_rule);
   t.add(OpKind::kSize, size_rule);
   t.add(OpKind::kConstantOfShape, constant_of_shape_rule);
+  t.add(OpKind::kConstant, constant_rule);
   t.add(OpKind::kDepthToSpace, depth_space_rule);
   t.add(OpKind::kSpaceToDepth, depth_space_rule);
 }
