@@ -53,7 +53,7 @@ Arity arity(OpKind op) {
       return {2, 3, 1, 1};
     case OpKind::kConstant: return {0, 0, 1, 1};
     case OpKind::kConv: case OpKind::kConvTranspose: case OpKind::kGemm: return {2, 3, 1, 1};
-    case OpKind::kConvInteger: case OpKind::kMatMulInteger: return {2, 4, 1, 1};
+    case OpKind::kConvInteger: case OpKind::kMatMulInteger: case OpKind::kFusedConv: return {2, 4, 1, 1};
     case OpKind::kQLinearConv: return {8, 9, 1, 1};
     case OpKind::kQLinearMatMul: return {8, 8, 1, 1};
     case OpKind::kQuantizeLinear: case OpKind::kDequantizeLinear: return {2, 3, 1, 1};
