@@ -89,9 +89,17 @@ Status where_rule(ShapeContext& ctx) {
 }
 
 Status prelu_rule(ShapeContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(auto s, broadcast_inputs(ctx));
-  // Opset < 7 and slopes of a per-channel form are not numpy-aligned; the output is X's shape.
-  ctx.set_output(0, ctx.dtype(0), ctx.shape(0) ? ctx.shape(0) : s);
+  // PRelu-7+: slope broadcasts unidirectionally (numpy) onto X. Before opset 7 a 1-D slope was
+  // per channel (axis 1), not trailing-aligned, so only X's shape is used there.
+  if (ctx.opset() >= 7) {
+    KILN_ASSIGN_OR_RETURN(auto s, broadcast_inputs(ctx));
+    if (ctx.shape(0) && s && *s != *ctx.shape(0)) {
+      bool differs = s->size() != ctx.shape(0)->size();
+      for (size_t i = 0; !differs && i < s->size(); ++i) differs = dims_conflict((*s)[i], (*ctx.shape(0))[i]);
+      if (differs) return ctx.fail("slope " + sym_shape_str(*ctx.shape(1)) + " does not broadcast to X " + sym_shape_str(*ctx.shape(0)));
+    }
+  }
+  ctx.set_output(0, ctx.dtype(0), ctx.shape(0));
   return Status::Ok();
 }
 

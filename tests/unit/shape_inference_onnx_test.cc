@@ -48,11 +48,11 @@ bool shape_like_input(const Tensor& t) {
 
 // `values_known`: small shape-like inputs become constants, which exercises the rules' use of
 // shape-tensor values; otherwise every input is a runtime input with a concrete shape.
-Sweep run_sweep(bool values_known) {
+Sweep run_sweep(const char* root, bool values_known) {
   Sweep r;
   const bool verbose = std::getenv("KILN_SHAPE_SWEEP_VERBOSE") != nullptr;
   std::vector<fs::path> dirs;
-  for (const auto& e : fs::directory_iterator(kNodeDir)) dirs.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(root)) dirs.push_back(e.path());
   std::sort(dirs.begin(), dirs.end());
   for (const fs::path& dir : dirs) {
     ++r.models;
@@ -110,7 +110,7 @@ Sweep run_sweep(bool values_known) {
 TEST(ShapeInferenceOnnxNodeTests, InferredOutputShapesMatchTestData) {
   if (!fs::exists(kNodeDir)) GTEST_SKIP() << "no ONNX test data at " << kNodeDir;
   for (bool values_known : {false, true}) {
-    const Sweep r = run_sweep(values_known);
+    const Sweep r = run_sweep(kNodeDir, values_known);
     for (const std::string& d : r.disagreements) std::printf("  %s\n", d.c_str());
     std::printf("shape inference on ONNX node tests (%s): %d models, %d imported, %d with test data, %d errors, "
                 "%d shapes agree, %d dtypes agree\n",
@@ -120,6 +120,27 @@ TEST(ShapeInferenceOnnxNodeTests, InferredOutputShapesMatchTestData) {
     // (NonZero, Unique, NonMaxSuppression, Loop trip counts) and bfloat16 data stored as uint16.
     EXPECT_GE(r.agree, values_known ? 855 : 750);
     EXPECT_EQ(r.errors, 0);
+  }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// The PyTorch-exported models (whole small networks: conv stacks, RNNs, view/reshape chains).
+TEST(ShapeInferenceOnnxNodeTests, PyTorchExportedModels) {
+  for (const char* root : {"/usr/share/libonnx-testdata/data/pytorch-converted",
+                           "/usr/share/libonnx-testdata/data/pytorch-operator",
+                           "/usr/share/libonnx-testdata/data/simple"}) {
+    if (!fs::exists(root)) continue;
+    const Sweep r = run_sweep(root, false);
+    for (const std::string& d : r.disagreements) std::printf("  %s\n", d.c_str());
+    std::printf("shape inference on %s: %d models, %d with test data, %d errors, %d shapes agree\n", root,
+                r.models, r.with_data, r.errors, r.agree);
+    EXPECT_EQ(r.errors, 0);
+    if (std::string(root).find("pytorch") != std::string::npos) EXPECT_EQ(r.agree, r.with_data) << root;
   }
 }
 
