@@ -64,6 +64,30 @@ std::string compare_tensors(const Tensor& a, const Tensor& e, double rtol, doubl
 
 namespace {
 
+// Test data for a sequence- or optional-typed graph value is a serialized SequenceProto /
+// OptionalProto rather than a TensorProto; the declared type picks the reader.
+StatusOr<Tensor> load_case_value(const fs::path& file, const ir::Graph& g, const std::vector<ir::ValueId>& values, size_t k) {
+  if (k >= values.size() || g.value(values[k]).kind == ir::ValueKind::kTensor)
+    return onnx_import::load_tensor_pb_file(file.string());
+  const ir::Value& v = g.value(values[k]);
+  return onnx_import::load_value_pb_file(file.string(), v.kind, v.dtype);
+}
+
+// compare_tensors, extended element-wise to sequences and to empty optionals.
+std::string compare_values(const Tensor& a, const Tensor& e, double rtol, double atol) {
+  auto kind = [](const Tensor& t) { return t.is_sequence() ? "a sequence" : t.is_none() ? "an empty optional" : "a tensor"; };
+  if (a.kind() != e.kind()) return std::string("got ") + kind(a) + ", expected " + kind(e);
+  if (e.is_none()) return "";
+  if (e.is_tensor()) return compare_tensors(a, e, rtol, atol);
+  if (a.items().size() != e.items().size())
+    return "sequence of " + std::to_string(a.items().size()) + " tensors, expected " + std::to_string(e.items().size());
+  for (size_t i = 0; i < e.items().size(); ++i) {
+    std::string d = compare_tensors(a.items()[i], e.items()[i], rtol, atol);
+    if (!d.empty()) return "sequence element " + std::to_string(i) + ": " + d;
+  }
+  return "";
+}
+
 std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
   std::vector<std::pair<int, fs::path>> files;
   for (const auto& f : fs::directory_iterator(dir)) {
@@ -99,7 +123,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
   for (const auto& set : sets) {
     std::vector<Tensor> inputs;
     for (const auto& f : sorted_files(set, "input_")) {
-      auto t = onnx_import::load_tensor_pb_file(f.string());
+      auto t = load_case_value(f, *graph, graph->inputs, inputs.size());
       if (!t.ok()) {
         r.verdict = t.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
         r.reason = t.status().to_string();
@@ -115,7 +139,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
     }
     auto expected_files = sorted_files(set, "output_");
     for (size_t k = 0; k < expected_files.size(); ++k) {
-      auto e = onnx_import::load_tensor_pb_file(expected_files[k].string());
+      auto e = load_case_value(expected_files[k], *graph, graph->outputs, k);
       if (!e.ok()) {
         r.verdict = e.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
         r.reason = e.status().to_string();
@@ -125,7 +149,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
         r.reason = "model produced " + std::to_string(outs->size()) + " outputs, expected more";
         return r;
       }
-      std::string diff = compare_tensors((*outs)[k], *e, opts.rtol, opts.atol);
+      std::string diff = compare_values((*outs)[k], *e, opts.rtol, opts.atol);
       if (!diff.empty()) {
         r.reason = set.filename().string() + " output " + std::to_string(k) + ": " + diff;
         return r;
