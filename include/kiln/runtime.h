@@ -79,7 +79,9 @@ class ExecutionContext {
   // Fixes the shape of input `name` for the next execute(). Errors name the input, the dim
   // and the profile's bounds when `shape` lies outside the range.
   Status set_input_shape(const std::string& name, const Shape& shape);
-  // Binds input `name` (checked: dtype, and shape against set_input_shape or the profile).
+  // Binds input `name` (checked: dtype; shape equal to the one given to set_input_shape, if
+  // any, and inside the profile's range). Rebinding with another shape is allowed when no
+  // shape was set explicitly.
   Status set_input(const std::string& name, Tensor tensor);
   // Runs the engine on the bound inputs. Errors name the missing input or the failing layer.
   Status execute();
@@ -96,8 +98,8 @@ class ExecutionContext {
 
   std::shared_ptr<const Engine> engine_;
   int profile_ = 0;
-  std::vector<Shape> shapes_;        // per engine input; empty until set
-  std::vector<bool> shape_set_;
+  std::vector<Shape> shapes_;        // per engine input: the shape given to set_input_shape
+  std::vector<bool> shape_set_;      // whether set_input_shape was called for that input
   std::vector<Tensor> inputs_;       // per engine input
   std::vector<Tensor> outputs_;      // per engine output
   bool profiling_ = false;

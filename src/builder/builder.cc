@@ -1,6 +1,6 @@
 // Builder: ONNX -> checked, profiled layer graph -> serialized plan. The steps, in order:
-//   import -> resolve profiles -> verify kernels -> optimize (pass pipeline: the seam where
-//   src/passes plugs in) -> select tactics (today: "cpu.ref" for every layer) -> serialize.
+//   import -> resolve profiles -> verify kernels -> optimize (src/passes pipeline) -> select
+//   tactics (the seam for timed CUDA tactics; today "cpu.ref" for every layer) -> serialize.
 // Each step reports progress and returns a Status naming what is wrong.
 #include <chrono>
 
@@ -8,6 +8,7 @@
 #include "ir/graph.h"
 #include "kiln/builder.h"
 #include "onnx/importer.h"
+#include "passes/passes.h"
 #include "plan/plan_format.h"
 
 namespace kiln {
@@ -101,10 +102,16 @@ Status verify_kernels(const ir::Graph& g, const char* target) {
   return unsupported(msg);
 }
 
-// The optimization seam: src/passes/pipelines.cc will rewrite the graph here (fusion,
-// constant folding, layout), gated by opt_level. Today the graph is kept as imported.
+// The pass pipeline (src/passes/pipelines.cc) at the config's opt_level; fused layers keep
+// the ONNX nodes they absorbed in Node::origin, which the plan records.
 Status optimize(ir::Graph* g, const BuilderConfig& c) {
-  (void)c;
+  passes::PassOptions opts;
+  opts.opt_level = c.opt_level;
+  const int total = static_cast<int>(passes::default_pipeline().size());
+  int done = 0;
+  opts.log = [&](const std::string&) { report(c, "passes", ++done, total); };
+  KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
+  g->compact();
   return g->topo_sort();
 }
 
@@ -132,9 +139,9 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
 
   plan::Plan p;
   p.graph = graph;
-  report(config, "passes", 0, 1);
   KILN_RETURN_IF_ERROR(optimize(&p.graph, config));
-  report(config, "passes", 1, 1);
+  // Passes create internal ops (FusedConv); they too must run on the target.
+  KILN_RETURN_IF_ERROR(verify_kernels(p.graph, "cpu"));
 
   const int layers = static_cast<int>(p.graph.nodes.size());
   report(config, "tactics", 0, layers);

@@ -85,8 +85,6 @@ Status ExecutionContext::set_input(const std::string& name, Tensor tensor) {
     return invalid_argument("input '" + name + "': tensor shape " + shape_str(tensor.shape()) +
                             " differs from the shape set with set_input_shape " + shape_str(shapes_[i]));
   KILN_RETURN_IF_ERROR(check_shape(name, tensor.shape()));
-  shapes_[i] = tensor.shape();
-  shape_set_[i] = true;
   inputs_[i] = std::move(tensor);
   return Status::Ok();
 }
