@@ -6,6 +6,9 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "runtime/engine_impl.h"
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/device.h"
+#endif
 
 namespace kiln {
 namespace {
@@ -30,8 +33,18 @@ TensorDesc describe_value(const ir::Graph& g, ir::ValueId id) {
 
 Status check_target(const PlanTarget& t) {
   if (t.backend == PlanBackend::kCpu) return Status::Ok();
+#ifdef KILN_HAVE_CUDA
+  const cuda::DeviceInfo& d = cuda::device_info();
+  if (!d.available)
+    return invalid_plan("target mismatch: the plan targets " + t.to_string() + ", but this machine has no CUDA GPU");
+  if (static_cast<uint32_t>(d.cc_major) != t.cc_major || static_cast<uint32_t>(d.cc_minor) != t.cc_minor)
+    return invalid_plan("target mismatch: the plan targets " + t.to_string() + ", but this GPU is " + d.name + " (sm_" +
+                        std::to_string(d.cc_major) + std::to_string(d.cc_minor) + "); rebuild the plan here");
+  return unsupported("the plan targets " + t.to_string() + "; CUDA engines are not wired into the Runtime yet");
+#else
   return invalid_plan("target mismatch: the plan targets " + t.to_string() +
                       ", but this Kiln build has no CUDA backend; rebuild the plan here (kiln build --device cpu)");
+#endif
 }
 
 bool has_all_kernels(const ir::Graph& g, const cpu::KernelRegistry& reg, std::string* missing) {

@@ -85,7 +85,7 @@ int cmd_bench(const BenchOptions& o) {
               static_cast<long long>(batch));
   if (!o.json.empty()) {
     std::ofstream f(o.json);
-    f << j.dump(2) << "\n";
+    f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!f) return report_error("bench", not_found("cannot write '" + o.json + "'"));
   }
   return kExitOk;

@@ -78,7 +78,7 @@ int cmd_compare(const CompareOptions& o) {
   j["ok"] = all_ok;
   if (!o.json.empty()) {
     std::ofstream f(o.json);
-    f << j.dump(2) << "\n";
+    f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!f) return report_error("compare", not_found("cannot write '" + o.json + "'"));
   }
   std::printf("%s (atol %g, rtol %g)\n", all_ok ? "PASS" : "FAIL", o.atol, o.rtol);

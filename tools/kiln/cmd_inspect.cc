@@ -68,7 +68,7 @@ int cmd_inspect(const InspectOptions& o) {
   if (!engine.ok()) return report_error("inspect", engine.status());
   const Engine& e = **engine;
   if (o.json) {
-    std::printf("%s\n", engine_json(e).dump(2).c_str());
+    std::printf("%s\n", engine_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   const PlanHeader& h = e.header();

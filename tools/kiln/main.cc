@@ -3,6 +3,9 @@
 // input error.
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <exception>
+
 #include "tools/kiln/commands.h"
 
 int main(int argc, char** argv) {
@@ -29,11 +32,17 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);  // prints help or the usage error
     return rc == 0 ? kExitOk : kExitError;
   }
-  if (app.got_subcommand("build")) return cmd_build(build);
-  if (app.got_subcommand("run")) return cmd_run(run);
-  if (app.got_subcommand("bench")) return cmd_bench(bench);
-  if (app.got_subcommand("inspect")) return cmd_inspect(inspect);
-  if (app.got_subcommand("compare")) return cmd_compare(compare);
-  if (app.got_subcommand("conformance")) return cmd_conformance(conformance);
+  // The library reports errors as Status; this only keeps a stray exception (bad_alloc, a
+  // filesystem error) from ending in a bare "terminate called".
+  try {
+    if (app.got_subcommand("build")) return cmd_build(build);
+    if (app.got_subcommand("run")) return cmd_run(run);
+    if (app.got_subcommand("bench")) return cmd_bench(bench);
+    if (app.got_subcommand("inspect")) return cmd_inspect(inspect);
+    if (app.got_subcommand("compare")) return cmd_compare(compare);
+    if (app.got_subcommand("conformance")) return cmd_conformance(conformance);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+  }
   return kExitError;
 }
