@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "ir/graph.h"
+#include "ir/shape_inference.h"
 #include "kiln/builder.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
@@ -112,7 +113,10 @@ Status optimize(ir::Graph* g, const BuilderConfig& c) {
   opts.log = [&](const std::string&) { report(c, "passes", ++done, total); };
   KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
   g->compact();
-  return g->topo_sort();
+  KILN_RETURN_IF_ERROR(g->topo_sort());
+  // Symbolic shapes and dtypes of every layer's tensors, recorded in the plan for inspection
+  // (and, later, for the memory planner at the profile's max shapes).
+  return ir::infer_shapes(*g);
 }
 
 // Tactic selection seam: on CUDA the builder will time every supporting factory at the
