@@ -16,7 +16,8 @@
 
 #include "core/numerics.h"
 #include "onnx/importer.h"
-#include "runtime/interpreter.h"
+#include "kiln/builder.h"
+#include "kiln/runtime.h"
 
 namespace fs = std::filesystem;
 
@@ -101,6 +102,34 @@ std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefi
   return r;
 }
 
+// The real deployment path: Builder (the data set's input shapes as the optimization
+// profile) -> serialized plan bytes -> Runtime -> ExecutionContext -> execute.
+StatusOr<std::vector<Tensor>> run_through_plan(const ir::Graph& graph, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != graph.inputs.size())
+    return invalid_argument("the data set has " + std::to_string(inputs.size()) + " inputs, the model takes " +
+                            std::to_string(graph.inputs.size()));
+  BuilderConfig config;
+  config.target = TargetDevice::kCpu;
+  OptimizationProfile profile;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Shape& s = inputs[i].shape();
+    KILN_RETURN_IF_ERROR(profile.set_dimensions(graph.value(graph.inputs[i]).name, s, s, s));
+  }
+  config.profiles.push_back(std::move(profile));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, Builder::build_from_graph(graph, config));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Engine> engine, Runtime::deserialize_engine(plan));
+  auto ctx = engine->create_execution_context();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    KILN_RETURN_IF_ERROR(ctx->set_input(graph.value(graph.inputs[i]).name, inputs[i]));
+  KILN_RETURN_IF_ERROR(ctx->execute());
+  std::vector<Tensor> outs;
+  for (ir::ValueId v : graph.outputs) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, ctx->output(graph.value(v).name));
+    outs.push_back(std::move(t));
+  }
+  return outs;
+}
+
 }  // namespace
 
 CaseResult run_case(const std::string& case_dir, const std::string& name, const Options& opts) {
@@ -131,7 +160,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
       }
       inputs.push_back(std::move(t).value());
     }
-    auto outs = interpret(*graph, inputs);
+    auto outs = run_through_plan(*graph, inputs);
     if (!outs.ok()) {
       r.verdict = outs.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
       r.reason = outs.status().to_string();
