@@ -19,6 +19,9 @@
 namespace kiln {
 
 class ExecutionContext;
+namespace gpu {
+struct ContextState;
+}
 
 // An input or output of the engine.
 struct IOTensor {
@@ -104,6 +107,7 @@ class ExecutionContext {
   std::vector<Tensor> outputs_;      // per engine output
   bool profiling_ = false;
   std::vector<LayerTiming> timings_;
+  std::shared_ptr<gpu::ContextState> gpu_;  // CUDA engines: the device context for the current shapes
 };
 
 class Runtime {

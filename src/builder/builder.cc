@@ -10,6 +10,7 @@
 #include "kiln/builder.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
+#include "runtime/gpu_engine.h"
 #include "plan/plan_format.h"
 
 namespace kiln {
@@ -130,8 +131,15 @@ std::vector<std::string> select_tactics(const ir::Graph& g) {
 StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
-  if (config.target == TargetDevice::kCuda)
-    return unsupported("builder config: target cuda: this Kiln build has no CUDA backend (use target cpu or auto)");
+  if (config.target == TargetDevice::kCuda && !gpu::available())
+    return unsupported(std::string("builder config: target cuda: ") +
+#ifdef KILN_HAVE_CUDA
+                       "this machine has no CUDA GPU"
+#else
+                       "this Kiln build has no CUDA backend"
+#endif
+                       + " (use target cpu or auto)");
+  const bool want_gpu = config.target == TargetDevice::kCuda || (config.target == TargetDevice::kAuto && gpu::available());
 
   report(config, "profiles", 0, 1);
   KILN_ASSIGN_OR_RETURN(std::vector<OptimizationProfile> profiles, resolve_profiles(graph, config));
@@ -150,11 +158,23 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
   const int layers = static_cast<int>(p.graph.nodes.size());
   report(config, "tactics", 0, layers);
   p.tactics = select_tactics(p.graph);
+  if (want_gpu) {
+    // The CUDA tactics are timed at profile 0's opt shapes. Under target auto, a graph the GPU
+    // cannot run yet stays a CPU plan.
+    std::vector<Shape> opt;
+    for (ir::ValueId v : p.graph.inputs) opt.push_back(profiles[0].find(p.graph.value(v).name)->opt);
+    auto cuda_tactics = gpu::select_tactics(p.graph, opt, config.fp16, config.tf32, config.workspace_limit);
+    if (cuda_tactics.ok()) {
+      p.tactics = std::move(cuda_tactics).value();
+      p.header.target = gpu::target();
+    } else if (config.target == TargetDevice::kCuda) {
+      return cuda_tactics.status().with_context("target cuda");
+    }
+  }
   report(config, "tactics", layers, layers);
 
   report(config, "serialize", 0, 1);
   p.header.kiln_version = KILN_VERSION_STRING;
-  p.header.target.backend = PlanBackend::kCpu;
   p.profiles = std::move(profiles);
   p.build.fp16 = config.fp16;
   p.build.bf16 = config.bf16;

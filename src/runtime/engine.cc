@@ -40,7 +40,10 @@ Status check_target(const PlanTarget& t) {
   if (static_cast<uint32_t>(d.cc_major) != t.cc_major || static_cast<uint32_t>(d.cc_minor) != t.cc_minor)
     return invalid_plan("target mismatch: the plan targets " + t.to_string() + ", but this GPU is " + d.name + " (sm_" +
                         std::to_string(d.cc_major) + std::to_string(d.cc_minor) + "); rebuild the plan here");
-  return unsupported("the plan targets " + t.to_string() + "; CUDA engines are not wired into the Runtime yet");
+  if (t.cudnn_version / 100 != d.cudnn_version / 100)
+    return invalid_plan("target mismatch: the plan was built with cuDNN " + std::to_string(t.cudnn_version) +
+                        ", this machine has " + std::to_string(d.cudnn_version) + "; rebuild the plan here");
+  return Status::Ok();
 #else
   return invalid_plan("target mismatch: the plan targets " + t.to_string() +
                       ", but this Kiln build has no CUDA backend; rebuild the plan here (kiln build --device cpu)");
@@ -99,11 +102,24 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* dat
   impl->weights_bytes = p.weights_bytes;
   const ir::Graph& g = impl->graph;
   std::string missing;
+  // CUDA engines also need the CPU kernels: shapes are discovered by one reference run.
   if (!has_all_kernels(g, cpu::KernelRegistry::get(), &missing))
     return unsupported(missing + ": the plan's tactic '" + kCpuReferenceTactic + "' has no kernel in this build");
+  const bool cuda = p.header.target.backend == PlanBackend::kCuda;
+  if (cuda) {
+    if (impl->profiles.empty()) return invalid_plan("a CUDA plan needs an optimization profile");
+    std::vector<Shape> opt;
+    for (ir::ValueId v : g.inputs) {
+      const ShapeRange* r = impl->profiles[0].find(g.value(v).name);
+      if (!r) return invalid_plan("profile 0 has no range for input '" + g.value(v).name + "'");
+      opt.push_back(r->opt);
+    }
+    KILN_ASSIGN_OR_RETURN(impl->gpu, gpu::create_engine(g, opt, p.tactics, p.build.fp16, p.build.tf32,
+                                                        p.build.workspace_limit));
+  }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    if (p.tactics[i] != kCpuReferenceTactic)
+    if (!cuda && p.tactics[i] != kCpuReferenceTactic)
       return invalid_plan("layer " + std::to_string(i) + ", " + n.describe() + ": unknown tactic '" + p.tactics[i] +
                           "' (this build runs only '" + kCpuReferenceTactic + "')");
     LayerInfo l;

@@ -7,6 +7,7 @@
 #include "ir/graph.h"
 #include "kiln/runtime.h"
 #include "plan/plan_format.h"
+#include "runtime/gpu_engine.h"
 
 namespace kiln {
 
@@ -18,6 +19,7 @@ struct Engine::Impl {
   std::vector<LayerInfo> layers;            // one per graph node
   plan::BuildSettings build;
   uint64_t weights_bytes = 0;
+  std::shared_ptr<gpu::EngineState> gpu;    // set for CUDA plans
 };
 
 }  // namespace kiln

@@ -96,6 +96,12 @@ Status ExecutionContext::execute() {
       return invalid_argument("input '" + g.value(g.inputs[i]).name + "' is not set (call set_input before execute)");
   outputs_.clear();
   timings_.clear();
+  if (engine_->impl_->gpu) {
+    std::vector<std::pair<std::string, double>> layer_ms;
+    KILN_RETURN_IF_ERROR(gpu::execute(*engine_->impl_->gpu, gpu_, inputs_, &outputs_, profiling_ ? &layer_ms : nullptr));
+    for (auto& [name, ms] : layer_ms) timings_.push_back(LayerTiming{name, ms});
+    return Status::Ok();
+  }
   InterpreterOptions opts;
   if (profiling_) {
     // Only top-level layers are timed; subgraph nodes count toward their If/Loop/Scan layer.

@@ -5,6 +5,7 @@
 #include "backends/cuda/gpu_layers.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 #include "backends/cuda/cuda_check.h"
@@ -78,6 +79,17 @@ class ConvLayer : public Layer {
       tuned_ms = perf[i].time;
       break;
     }
+    KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
+    return describe();
+  }
+
+  Status use_tactic(const std::string& t, ExecState& s) override {
+    const auto at = t.find("algo=");
+    if (at == std::string::npos) return invalid_plan("layer '" + name + "': tactic '" + t + "' names no cuDNN algorithm");
+    const int algo = std::atoi(t.c_str() + at + 5);
+    if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
+      return invalid_plan("layer '" + name + "': tactic '" + t + "' names cuDNN algorithm " + std::to_string(algo));
+    if (fused_relu_) algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
     KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
     return describe();
   }
@@ -210,6 +222,12 @@ class GemmLayer : public Layer {
   }
   size_t workspace() const override { return kGemmWorkspace; }
 
+  Status use_tactic(const std::string& t, ExecState& s) override {
+    const auto at = t.find("heuristic#");
+    pinned_ = at == std::string::npos ? 0 : std::atoi(t.c_str() + at + 10);
+    return tune(s);
+  }
+
   Status tune(ExecState& s) override {
     cublasLtMatmulPreference_t pref;
     KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -221,6 +239,13 @@ class GemmLayer : public Layer {
     cublasLtMatmulPreferenceDestroy(pref);
     KILN_CUBLAS_CHECK(st);
     if (returned == 0) return internal_error("layer '" + name + "': cuBLASLt found no algorithm");
+    if (pinned_ >= 0) {  // a plan's choice: same library version, same heuristic order
+      best_index_ = std::min(pinned_, returned - 1);
+      algo_ = res[best_index_].algo;
+      has_algo_ = true;
+      describe(best_index_);
+      return Status::Ok();
+    }
     cudaEvent_t e0, e1;
     KILN_CUDA_CHECK(cudaEventCreate(&e0));
     KILN_CUDA_CHECK(cudaEventCreate(&e1));
@@ -276,6 +301,7 @@ class GemmLayer : public Layer {
   cublasLtMatmulAlgo_t algo_{};
   bool has_algo_ = false;
   int best_index_ = -1;
+  int pinned_ = -1;  // heuristic index fixed by a plan (-1: tune)
 };
 
 // ---------------------------------------------------------------- own kernels

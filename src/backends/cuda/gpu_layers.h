@@ -49,6 +49,8 @@ class Layer {
   virtual size_t workspace() const { return 0; }
   // Build time: time the candidate tactics and keep the fastest (state has scratch buffers).
   virtual Status tune(ExecState& s) { return Status::Ok(); }
+  // Load time: re-applies a tactic string this layer reported at build time.
+  virtual Status use_tactic(const std::string& tactic, ExecState& s) { return Status::Ok(); }
   virtual Status enqueue(ExecState& s) = 0;
 };
 

@@ -614,14 +614,16 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
                                                     " bytes of workspace, the limit is " +
                                                     std::to_string(opts.workspace_limit));
   }
-  if (opts.tune) {
+  if (opts.tune || !opts.preset_tactics.empty()) {
     KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
     ExecState st = ctx->impl_->state(s);
     KILN_CUDA_CHECK(cudaMemsetAsync(ctx->impl_->arena, 0, std::max<size_t>(m->arena, 1), s));
     for (auto& layer : m->layers) {
-      Status ts = layer->tune(st);
+      auto preset = opts.preset_tactics.find(layer->name);
+      Status ts = preset != opts.preset_tactics.end() ? layer->use_tactic(preset->second, st)
+                                                      : (opts.tune ? layer->tune(st) : Status::Ok());
       if (!ts.ok()) {
         cudaStreamDestroy(s);
         return ts.with_context("tuning layer '" + layer->name + "'");

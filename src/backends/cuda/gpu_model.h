@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,8 @@ struct GpuBuildOptions {
   bool tf32 = true;                   // allow TF32 tensor cores for FP32 convolutions/GEMMs
   size_t workspace_limit = 1ull << 30;  // bytes of tactic scratch memory
   bool tune = true;                   // time the candidate tactics on the device (else: heuristics)
+  // Tactics chosen at build time, by layer name (from a plan): used instead of tuning.
+  std::map<std::string, std::string> preset_tactics;
 };
 
 // Concrete dtype and shape of every value of a graph (indexed by ValueId), e.g. from one CPU

@@ -1,0 +1,167 @@
+// Glue between the Builder/Engine and the CUDA path (see gpu_engine.h).
+#include "runtime/gpu_engine.h"
+
+#include <map>
+#include <mutex>
+
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/device.h"
+#include "backends/cuda/gpu_model.h"
+#endif
+
+namespace kiln::gpu {
+
+#ifdef KILN_HAVE_CUDA
+
+bool available() { return cuda::device_info().available; }
+
+PlanTarget target() {
+  const auto& d = cuda::device_info();
+  PlanTarget t;
+  t.backend = PlanBackend::kCuda;
+  t.cc_major = static_cast<uint32_t>(d.cc_major);
+  t.cc_minor = static_cast<uint32_t>(d.cc_minor);
+  t.cudnn_version = static_cast<uint32_t>(d.cudnn_version);
+  t.cublaslt_version = static_cast<uint32_t>(d.cublaslt_version);
+  return t;
+}
+
+namespace {
+
+cuda::GpuBuildOptions options(bool fp16, bool tf32, size_t workspace_limit) {
+  cuda::GpuBuildOptions o;
+  o.fp16 = fp16;
+  o.tf32 = tf32;
+  if (workspace_limit) o.workspace_limit = workspace_limit;
+  return o;
+}
+
+}  // namespace
+
+StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes, bool fp16,
+                                                  bool tf32, size_t workspace_limit) {
+  if (!available()) return unsupported("no CUDA GPU on this machine");
+  KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
+  KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, options(fp16, tf32, workspace_limit)));
+  std::map<std::string, std::string> by_name;
+  for (const auto& l : model->layers()) by_name[l.name] = l.tactic;
+  std::vector<std::string> tactics;
+  for (const ir::Node& n : g.nodes) {
+    auto it = by_name.find(n.name);
+    tactics.push_back(it == by_name.end() ? "cuda.view" : it->second);
+  }
+  return tactics;
+}
+
+struct EngineState {
+  ir::Graph graph;
+  std::vector<Shape> opt_shapes;
+  cuda::GpuBuildOptions opts;
+  mutable std::mutex mu;
+  mutable std::map<std::vector<Shape>, std::shared_ptr<cuda::GpuModel>> models;
+
+  StatusOr<std::shared_ptr<cuda::GpuModel>> model_for(const std::vector<Shape>& shapes) const {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = models.find(shapes);
+    if (it != models.end()) return it->second;
+    KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(graph, shapes));
+    cuda::GpuBuildOptions o = opts;
+    o.preset_tactics.clear();  // the plan's tactics were chosen for the opt shapes
+    o.tune = false;
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, o));
+    models[shapes] = m;
+    return m;
+  }
+};
+
+struct ContextState {
+  std::vector<Shape> shapes;
+  std::shared_ptr<cuda::GpuModel> model;
+  std::unique_ptr<cuda::GpuContext> ctx;
+};
+
+StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
+                                                     const std::vector<std::string>& tactics, bool fp16, bool tf32,
+                                                     size_t workspace_limit) {
+  auto e = std::make_shared<EngineState>();
+  e->graph = g;
+  e->opt_shapes = opt_shapes;
+  e->opts = options(fp16, tf32, workspace_limit);
+  e->opts.tune = false;
+  for (size_t i = 0; i < g.nodes.size() && i < tactics.size(); ++i)
+    if (tactics[i] != "cuda.view") e->opts.preset_tactics[g.nodes[i].name] = tactics[i];
+  KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(g, vs, e->opts));
+  e->models[opt_shapes] = m;
+  return e;
+}
+
+Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,
+               std::vector<Tensor>* outputs, std::vector<std::pair<std::string, double>>* layer_ms) {
+  std::vector<Shape> shapes;
+  for (const Tensor& t : inputs) {
+    if (t.dtype() != DataType::kFloat32)
+      return unsupported(std::string("CUDA engines take float32 inputs in this version, got ") + dtype_name(t.dtype()));
+    shapes.push_back(t.shape());
+  }
+  if (!ctx || ctx->shapes != shapes) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, e.model_for(shapes));
+    auto c = std::make_shared<ContextState>();
+    c->shapes = shapes;
+    c->model = m;
+    KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
+    ctx = c;
+  }
+  KILN_RETURN_IF_ERROR(ctx->ctx->run(inputs, outputs));
+  if (layer_ms) {
+    cudaStream_t s;
+    if (cudaStreamCreate(&s) != cudaSuccess) return internal_error("cudaStreamCreate failed");
+    auto ms = ctx->ctx->profile_layers(inputs, s);
+    cudaStreamDestroy(s);
+    if (!ms.ok()) return ms.status();
+    layer_ms->clear();
+    const auto& layers = ctx->model->layers();
+    for (size_t i = 0; i < layers.size(); ++i) layer_ms->emplace_back(layers[i].name, (*ms)[i]);
+  }
+  return Status::Ok();
+}
+
+std::vector<std::vector<std::string>> describe_layers(const EngineState& e) {
+  std::lock_guard<std::mutex> lock(e.mu);
+  std::vector<std::vector<std::string>> r;
+  auto it = e.models.find(e.opt_shapes);
+  if (it == e.models.end()) return r;
+  for (const auto& l : it->second->layers()) r.push_back({l.name, l.op, l.tactic});
+  return r;
+}
+
+std::pair<size_t, size_t> memory(const EngineState& e) {
+  std::lock_guard<std::mutex> lock(e.mu);
+  auto it = e.models.find(e.opt_shapes);
+  if (it == e.models.end()) return {0, 0};
+  return {it->second->arena_bytes(), it->second->activation_bytes_sum()};
+}
+
+#else  // no CUDA backend in this build
+
+bool available() { return false; }
+PlanTarget target() { return PlanTarget{}; }
+StatusOr<std::vector<std::string>> select_tactics(const ir::Graph&, const std::vector<Shape>&, bool, bool, size_t) {
+  return unsupported("this Kiln build has no CUDA backend");
+}
+struct EngineState {};
+struct ContextState {};
+StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph&, const std::vector<Shape>&,
+                                                     const std::vector<std::string>&, bool, bool, size_t) {
+  return unsupported("this Kiln build has no CUDA backend");
+}
+Status execute(const EngineState&, std::shared_ptr<ContextState>&, const std::vector<Tensor>&, std::vector<Tensor>*,
+               std::vector<std::pair<std::string, double>>*) {
+  return unsupported("this Kiln build has no CUDA backend");
+}
+std::vector<std::vector<std::string>> describe_layers(const EngineState&) { return {}; }
+std::pair<size_t, size_t> memory(const EngineState&) { return {0, 0}; }
+
+#endif
+
+}  // namespace kiln::gpu

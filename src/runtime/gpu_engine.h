@@ -1,0 +1,44 @@
+// The CUDA side of Builder and Engine (compiled in every build; without the CUDA backend every
+// entry point reports that the GPU is unavailable). A CUDA engine keeps one GpuModel per set of
+// input shapes: the profile's opt shapes are lowered at load with the plan's tactics; other
+// shapes inside the profile are lowered on first use with heuristic tactics.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "kiln/plan.h"
+#include "kiln/status.h"
+
+namespace kiln::gpu {
+
+// True when this build has the CUDA backend and a GPU is present.
+bool available();
+// The plan target of this machine's GPU (backend cuda, compute capability, library versions).
+PlanTarget target();
+
+// Build time: lowers the optimized graph at `opt_shapes` (one per graph input), times the
+// tactics, and returns one tactic string per graph node ("cuda.view" for layers that are views).
+// Errors list every layer the GPU cannot run.
+StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes, bool fp16,
+                                                  bool tf32, size_t workspace_limit);
+
+struct EngineState;  // GpuModels by input shapes (thread-safe)
+struct ContextState; // one GpuContext for the current shapes
+
+StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
+                                                     const std::vector<std::string>& tactics, bool fp16, bool tf32,
+                                                     size_t workspace_limit);
+// Runs float32 inputs through the model for their shapes; `ctx` holds the context between calls.
+// With `layer_ms`, also fills per-layer device times (layer name, ms).
+Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,
+               std::vector<Tensor>* outputs, std::vector<std::pair<std::string, double>>* layer_ms);
+// Engine layers as the GPU runs them (reformats included), for `kiln inspect`.
+std::vector<std::vector<std::string>> describe_layers(const EngineState& e);  // {name, op, tactic}
+// Arena bytes of the opt-shape model and the sum of its activations (what no reuse would need).
+std::pair<size_t, size_t> memory(const EngineState& e);
+
+}  // namespace kiln::gpu
