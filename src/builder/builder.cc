@@ -112,6 +112,8 @@ Status optimize(ir::Graph* g, const BuilderConfig& c) {
   const int total = static_cast<int>(passes::default_pipeline().size());
   int done = 0;
   opts.log = [&](const std::string&) { report(c, "passes", ++done, total); };
+  // Fusion patterns check shapes (a residual Add fuses only without broadcasting).
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g));
   KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
   g->compact();
   KILN_RETURN_IF_ERROR(g->topo_sort());

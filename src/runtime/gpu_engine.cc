@@ -110,6 +110,8 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
     c->shapes = shapes;
     c->model = m;
     KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
+    // Layers are replayed as one CUDA graph: launch overhead dominates small batches.
+    c->ctx->use_cuda_graph(true);
     ctx = c;
   }
   KILN_RETURN_IF_ERROR(ctx->ctx->run(inputs, outputs));

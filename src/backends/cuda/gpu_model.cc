@@ -72,8 +72,9 @@ struct GpuContext::Impl {
   cublasLtHandle_t lt = nullptr;
   bool graph_on = false;
   cudaGraphExec_t graph = nullptr;
-  cudaStream_t graph_stream = nullptr;
+  cudaStream_t own_stream = nullptr;  // the stream of run()
   ~Impl() {
+    if (own_stream) cudaStreamDestroy(own_stream);
     if (graph) cudaGraphExecDestroy(graph);
     if (cudnn) cudnnDestroy(cudnn);
     if (lt) cublasLtDestroy(lt);
@@ -699,9 +700,19 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
   return Status::Ok();
 }
 
+Status GpuContext::replay(cudaStream_t stream) {
+  if (impl_->graph_on && impl_->graph) {
+    KILN_CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
+    return Status::Ok();
+  }
+  ExecState st = impl_->state(stream);
+  for (const auto& layer : impl_->m->layers) KILN_RETURN_IF_ERROR(layer->enqueue(st));
+  return Status::Ok();
+}
+
 Status GpuContext::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
-  cudaStream_t s;
-  KILN_CUDA_CHECK(cudaStreamCreate(&s));
+  if (!impl_->own_stream) KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->own_stream, cudaStreamNonBlocking));
+  cudaStream_t s = impl_->own_stream;
   std::vector<const Tensor*> in;
   for (const auto& t : inputs) in.push_back(&t);
   outputs->resize(impl_->m->output_vals.size());
@@ -709,7 +720,6 @@ Status GpuContext::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* o
   for (auto& t : *outputs) out.push_back(&t);
   Status st = enqueue(in, out, s);
   cudaError_t e = cudaStreamSynchronize(s);
-  cudaStreamDestroy(s);
   KILN_RETURN_IF_ERROR(st);
   KILN_CUDA_CHECK(e);
   return Status::Ok();

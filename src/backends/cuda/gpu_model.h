@@ -81,6 +81,9 @@ class GpuContext {
   // Copies inputs in, runs every layer, copies outputs out, all on `stream` (no allocation,
   // no synchronization). Host buffers must stay valid until the stream reaches this point.
   Status enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream);
+  // Runs the layers only (inputs already on the device from an earlier enqueue; no copies):
+  // the GPU compute time benchmarks compare against peers that keep data on the device.
+  Status replay(cudaStream_t stream);
   // Captures the layer sequence into a CUDA graph on first use and replays it afterwards.
   void use_cuda_graph(bool on);
   // Per-layer device times (ms) of one run, in layer order (synchronizes; for --dump-profile).

@@ -1,0 +1,128 @@
+// GPU compute benchmark of Kiln's CUDA path on an ONNX model, in the form the peers are
+// measured (data resident on the device, CUDA-graph replay, CUDA-event timing, median of
+// repeated runs). Builds exactly as `kiln build` does: import -> passes -> shape inference ->
+// tactics timed on the device. Prints one JSON object per line.
+//   kiln_gpu_bench MODEL.onnx --batch 1,8,64 --precision fp32,tf32,fp16 [--iters 200]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <sstream>
+
+#include "backends/cuda/gpu_model.h"
+#include "ir/shape_inference.h"
+#include "onnx/importer.h"
+#include "passes/passes.h"
+#include "runtime/interpreter.h"
+
+using namespace kiln;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> r;
+  std::stringstream ss(s);
+  for (std::string t; std::getline(ss, t, ',');) r.push_back(t);
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: kiln_gpu_bench MODEL.onnx [--batch 1,8] [--precision fp32,tf32,fp16] [--iters N]\n");
+    return 2;
+  }
+  std::vector<std::string> batches = {"1"}, precisions = {"fp16"};
+  int iters = 200;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--batch") batches = split(v);
+    else if (k == "--precision") precisions = split(v);
+    else if (k == "--iters") iters = std::atoi(v.c_str());
+  }
+  auto imported = onnx_import::import_model_file(argv[1]);
+  if (!imported.ok()) {
+    std::fprintf(stderr, "%s\n", imported.status().to_string().c_str());
+    return 2;
+  }
+  for (const std::string& b : batches) {
+    const int64_t batch = std::atoll(b.c_str());
+    ir::Graph g = *imported;
+    const std::string in_name = g.value(g.inputs[0]).name;
+    std::map<std::string, Shape> concrete = {{in_name, {batch, 3, 224, 224}}};
+    if (Status s = ir::infer_shapes(g, &concrete); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
+    if (Status s = passes::run_pipeline(g, passes::PassOptions{}); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
+    g.compact();
+    Tensor x(DataType::kFloat32, {batch, 3, 224, 224});
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd;
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = nd(rng);
+    auto ref = interpret(g, {x});  // FP32 CPU reference for the error columns
+    auto shapes = cuda::infer_value_shapes_by_reference(g, {x.shape()});
+    if (!ref.ok() || !shapes.ok()) return 1;
+    for (const std::string& prec : precisions) {
+      cuda::GpuBuildOptions o;
+      o.fp16 = prec == "fp16";
+      o.tf32 = prec != "fp32";
+      const auto t0 = std::chrono::steady_clock::now();
+      auto model = cuda::GpuModel::create(g, *shapes, o);
+      const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!model.ok()) {
+        std::printf("{\"batch\": %lld, \"precision\": \"%s\", \"error\": \"%s\"}\n", static_cast<long long>(batch),
+                    prec.c_str(), model.status().message().c_str());
+        continue;
+      }
+      auto ctx = (*model)->create_context();
+      (*ctx)->use_cuda_graph(true);
+      std::vector<Tensor> out;
+      if (!(*ctx)->run({x}, &out).ok()) return 1;
+      double num = 0, den = 0, dot = 0, na = 0, nb = 0;
+      int top1 = 0;
+      const int64_t classes = out[0].dim(-1);
+      for (int64_t r = 0; r < batch; ++r) {
+        const float* a = (*ref)[0].data<float>() + r * classes;
+        const float* q = out[0].data<float>() + r * classes;
+        top1 += std::max_element(a, a + classes) - a == std::max_element(q, q + classes) - q;
+        for (int64_t i = 0; i < classes; ++i) {
+          num = std::max(num, static_cast<double>(std::fabs(a[i] - q[i])));
+          den = std::max(den, static_cast<double>(std::fabs(a[i])));
+          dot += a[i] * q[i];
+          na += a[i] * a[i];
+          nb += q[i] * q[i];
+        }
+      }
+      cudaStream_t s;
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+      cudaEvent_t e0, e1;
+      cudaEventCreate(&e0);
+      cudaEventCreate(&e1);
+      std::vector<Tensor*> outs = {&out[0]};
+      std::vector<const Tensor*> ins = {&x};
+      (void)(*ctx)->enqueue(ins, outs, s);  // inputs to the device once
+      for (int i = 0; i < 20; ++i) (void)(*ctx)->replay(s);
+      std::vector<float> ms;
+      for (int i = 0; i < iters; ++i) {
+        cudaEventRecord(e0, s);
+        (void)(*ctx)->replay(s);
+        cudaEventRecord(e1, s);
+        cudaEventSynchronize(e1);
+        float t = 0;
+        cudaEventElapsedTime(&t, e0, e1);
+        ms.push_back(t);
+      }
+      std::sort(ms.begin(), ms.end());
+      const double median = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
+      std::printf("{\"peer\": \"kiln\", \"batch\": %lld, \"precision\": \"%s\", \"median_ms\": %.4f, \"p99_ms\": %.4f, "
+                  "\"throughput_per_s\": %.1f, \"build_s\": %.2f, \"layers\": %zu, \"arena_bytes\": %zu, "
+                  "\"activation_bytes_sum\": %zu, \"max_abs_err_rel\": %.3g, \"cosine\": %.7f, \"top1_agree\": %d}\n",
+                  static_cast<long long>(batch), prec.c_str(), median, p99, batch * 1000.0 / median, build_s,
+                  (*model)->layers().size(), (*model)->arena_bytes(), (*model)->activation_bytes_sum(), num / den,
+                  dot / std::sqrt(na * nb), top1);
+      std::fflush(stdout);
+      cudaStreamDestroy(s);
+    }
+  }
+  return 0;
+}
