@@ -27,6 +27,12 @@ std::vector<std::string> split(const std::string& s) {
   return r;
 }
 
+std::string fmt_num(double v, const char* f) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,7 +65,9 @@ int main(int argc, char** argv) {
     std::mt19937 rng(7);
     std::normal_distribution<float> nd;
     for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = nd(rng);
-    auto ref = interpret(g, {x});  // FP32 CPU reference for the error columns
+    // FP32 CPU reference for the error columns (skipped above batch 64: minutes on the CPU).
+    const bool check = batch <= 64;
+    auto ref = check ? interpret(g, {x}) : StatusOr<std::vector<Tensor>>(std::vector<Tensor>{});
     auto shapes = cuda::infer_value_shapes_by_reference(g, {x.shape()});
     if (!ref.ok() || !shapes.ok()) return 1;
     for (const std::string& prec : precisions) {
@@ -81,7 +89,7 @@ int main(int argc, char** argv) {
       double num = 0, den = 0, dot = 0, na = 0, nb = 0;
       int top1 = 0;
       const int64_t classes = out[0].dim(-1);
-      for (int64_t r = 0; r < batch; ++r) {
+      for (int64_t r = 0; check && r < batch; ++r) {
         const float* a = (*ref)[0].data<float>() + r * classes;
         const float* q = out[0].data<float>() + r * classes;
         top1 += std::max_element(a, a + classes) - a == std::max_element(q, q + classes) - q;
@@ -116,10 +124,12 @@ int main(int argc, char** argv) {
       const double median = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
       std::printf("{\"peer\": \"kiln\", \"batch\": %lld, \"precision\": \"%s\", \"median_ms\": %.4f, \"p99_ms\": %.4f, "
                   "\"throughput_per_s\": %.1f, \"build_s\": %.2f, \"layers\": %zu, \"arena_bytes\": %zu, "
-                  "\"activation_bytes_sum\": %zu, \"max_abs_err_rel\": %.3g, \"cosine\": %.7f, \"top1_agree\": %d}\n",
+                  "\"activation_bytes_sum\": %zu, \"max_abs_err_rel\": %s, \"cosine\": %s, \"top1_agree\": %s}\n",
                   static_cast<long long>(batch), prec.c_str(), median, p99, batch * 1000.0 / median, build_s,
-                  (*model)->layers().size(), (*model)->arena_bytes(), (*model)->activation_bytes_sum(), num / den,
-                  dot / std::sqrt(na * nb), top1);
+                  (*model)->layers().size(), (*model)->arena_bytes(), (*model)->activation_bytes_sum(),
+                  check ? fmt_num(num / den, "%.3g").c_str() : "null",
+                  check ? fmt_num(dot / std::sqrt(na * nb), "%.7f").c_str() : "null",
+                  check ? std::to_string(top1).c_str() : "null");
       std::fflush(stdout);
       cudaStreamDestroy(s);
     }

@@ -11,11 +11,39 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
 #include "core/numerics.h"
+#include "ir/shape_inference.h"
 #include "runtime/interpreter.h"
 
 namespace kiln::cuda {
 
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes) {
+  // Static shape inference with the concrete input shapes answers without running the model;
+  // the reference run is the fallback for data-dependent shapes.
+  {
+    ir::Graph c = g;
+    std::map<std::string, Shape> concrete;
+    for (size_t i = 0; i < g.inputs.size() && i < input_shapes.size(); ++i)
+      concrete[g.value(g.inputs[i]).name] = input_shapes[i];
+    if (ir::infer_shapes(c, &concrete).ok()) {
+      ValueShapes st;
+      bool complete = true;
+      for (const ir::Value& v : c.values) {
+        Shape s;
+        if (v.shape)
+          for (const ir::Dim& d : *v.shape) {
+            if (!d.is_known()) complete = false;
+            s.push_back(d.value);
+          }
+        else
+          complete = false;
+        if (v.dtype == DataType::kUndefined) complete = false;
+        st.shapes.push_back(s);
+        st.dtypes.push_back(v.dtype);
+        if (!complete) break;
+      }
+      if (complete) return st;
+    }
+  }
   ValueShapes vs;
   vs.shapes.resize(g.values.size());
   vs.dtypes.resize(g.values.size(), DataType::kUndefined);

@@ -34,8 +34,8 @@ struct ValueShapes {
   std::vector<Shape> shapes;
   std::vector<DataType> dtypes;
 };
-// Runs the CPU reference once on seeded random inputs of `input_shapes` (one per graph input)
-// and records every value's shape and dtype.
+// Every value's shape and dtype at `input_shapes` (one per graph input): from static shape
+// inference when it determines them all, else from one CPU reference run on seeded random inputs.
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes);
 
 // Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once.

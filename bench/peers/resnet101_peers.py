@@ -1,0 +1,87 @@
+"""PyTorch peers for the ResNet-101 benchmark, measured like kiln_gpu_bench: inputs resident on
+the GPU, CUDA-event timing, median and p99 over repeated runs. One JSON object per line.
+
+  python bench/peers/resnet101_peers.py --batch 1,8,64,256 [--compile-batch 1,64] [--iters 100]
+
+Peers: eager FP32 (TF32 off), eager FP16 channels_last, FP16 channels_last replayed as a CUDA
+graph, torch.compile(mode="reduce-overhead") FP16 channels_last.
+"""
+import argparse
+import json
+import time
+
+import torch
+import torchvision
+
+
+def timed(fn, iters):
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    ms = []
+    for _ in range(iters):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        ms.append(e0.elapsed_time(e1))
+    ms.sort()
+    return ms[len(ms) // 2], ms[min(len(ms) - 1, len(ms) * 99 // 100)]
+
+
+def emit(peer, batch, precision, med, p99, **extra):
+    print(json.dumps(dict(peer=peer, batch=batch, precision=precision, median_ms=round(med, 4), p99_ms=round(p99, 4),
+                          throughput_per_s=round(batch * 1000.0 / med, 1), **extra)), flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", default="1,8,64,256")
+    ap.add_argument("--compile-batch", default="1,64")
+    ap.add_argument("--iters", type=int, default=100)
+    a = ap.parse_args()
+    batches = [int(b) for b in a.batch.split(",")]
+    torch.manual_seed(0)
+    model = torchvision.models.resnet101().cuda().eval()
+    torch.backends.cudnn.benchmark = True
+    with torch.inference_mode():
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        x = torch.randn(1, 3, 224, 224, device="cuda")
+        med, p99 = timed(lambda: model(x), a.iters)
+        emit("pytorch_eager", 1, "fp32", med, p99)
+        half = model.half().to(memory_format=torch.channels_last)
+        for b in batches:
+            x = torch.randn(b, 3, 224, 224, device="cuda").half().to(memory_format=torch.channels_last)
+            med, p99 = timed(lambda: half(x), a.iters)
+            emit("pytorch_eager", b, "fp16", med, p99)
+            if b <= 64:
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(3):
+                        half(x)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    half(x)
+                med, p99 = timed(g.replay, a.iters)
+                emit("pytorch_cuda_graph", b, "fp16", med, p99)
+    for b in [int(v) for v in a.compile_batch.split(",") if v]:
+        compiled = torch.compile(half, mode="reduce-overhead")
+        x = torch.randn(b, 3, 224, 224, device="cuda").half().to(memory_format=torch.channels_last)
+        t0 = time.time()
+        with torch.inference_mode():
+            for _ in range(3):
+                compiled(x)
+            torch.cuda.synchronize()
+            compile_s = time.time() - t0
+            med, p99 = timed(lambda: compiled(x), a.iters)
+        emit("torch_compile_reduce_overhead", b, "fp16", med, p99, compile_s=round(compile_s, 1))
+    print(json.dumps(dict(peer="versions", torch=torch.__version__, torchvision=torchvision.__version__,
+                          gpu=torch.cuda.get_device_name(0))), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Prepares .gpu-carry/ (git-ignored) for the GPU machine, which has no Debian protobuf/onnx/
+# OpenBLAS (see ../shared/docs/GPU.md): builds Kiln here with CUDA for sm_90 (H100/H200) and
+# copies the binaries plus the Debian shared libraries they need. Then, with the device tool:
+#   run(command="scripts/gpu_session.sh", carry=[".gpu-carry"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+ninja -C build-cuda kiln_cli kiln_tests kiln_gpu_bench
+rm -rf .gpu-carry && mkdir -p .gpu-carry/lib
+cp build-cuda/kiln build-cuda/kiln_tests build-cuda/kiln_gpu_bench .gpu-carry/
+strip .gpu-carry/kiln .gpu-carry/kiln_tests .gpu-carry/kiln_gpu_bench
+for lib in libprotobuf.so.32 libonnx_proto.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9; do
+  cp -L "/lib/x86_64-linux-gnu/$lib" .gpu-carry/lib/ 2>/dev/null || cp -L "/usr/lib/x86_64-linux-gnu/$lib" .gpu-carry/lib/
+done
+du -sh .gpu-carry

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One command for the GPU machine (run from the repo root there, with .gpu-carry/ from
+# scripts/gpu_carry.sh): GPU tests, a ResNet-101 export with the machine's torch, the CLI on a
+# CUDA plan (build, inspect, run, compare), and the benchmark beside the PyTorch peers.
+# Results go to $OUT (the device tool brings them back).
+set -uo pipefail
+OUT=${OUT:-/tmp/kiln-out}
+mkdir -p "$OUT"
+C=.gpu-carry
+CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
+export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+PY=/opt/torch/.venv/bin/python
+[ -x "$PY" ] || PY=python3
+BATCHES=${KILN_BENCH_BATCHES:-1,8,64,256}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+echo "== GPU tests"
+$C/kiln_tests --gtest_filter='Gpu*:CudaPlan*' 2>&1 | tail -n 25 | tee "$OUT/gpu_tests.txt"
+
+echo "== export ResNet-101 (BatchNorm-calibrated random weights)"
+mkdir -p models
+$PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx --calib noise 2>&1 | tail -n 3
+
+echo "== kiln CLI on a CUDA plan"
+{
+  $C/kiln build models/resnet101.onnx -o /tmp/r101_fp16.plan --device gpu --fp16 --shapes input:1x3x224x224
+  $C/kiln inspect /tmp/r101_fp16.plan | head -n 30
+  $PY -c "import numpy as np; np.save('/tmp/x.npy', np.random.RandomState(0).randn(1,3,224,224).astype(np.float32))"
+  $C/kiln run /tmp/r101_fp16.plan --input input=/tmp/x.npy --output-dir /tmp/out
+  $C/kiln compare /tmp/r101_fp16.plan models/resnet101.onnx --input input=/tmp/x.npy --atol 0.05 --rtol 0.05
+  $C/kiln bench /tmp/r101_fp16.plan --iterations 200
+} 2>&1 | tee "$OUT/cli.txt"
+
+echo "== benchmark: Kiln"
+$C/kiln_gpu_bench models/resnet101.onnx --batch "$BATCHES" --precision fp32,tf32,fp16 | tee "$OUT/kiln.jsonl"
+echo "== benchmark: PyTorch peers"
+$PY bench/peers/resnet101_peers.py --batch "$BATCHES" --compile-batch 1,64 2>&1 | grep '^{' | tee "$OUT/peers.jsonl"
