@@ -57,6 +57,13 @@ NodeId Graph::add_node(Node n) {
   return nodes.back().id;
 }
 
+void Graph::rename_value(ValueId id, const std::string& name) {
+  auto it = by_name_.find(value(id).name);
+  if (it != by_name_.end() && it->second == id) by_name_.erase(it);
+  value(id).name = name;
+  if (!name.empty()) by_name_[name] = id;
+}
+
 ValueId Graph::find_value(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? kNoValue : it->second;

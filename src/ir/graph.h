@@ -97,6 +97,8 @@ class Graph {
   const Value& value(ValueId id) const { return values.at(static_cast<size_t>(id)); }
   Node& node(NodeId id) { return nodes.at(static_cast<size_t>(id)); }
   const Node& node(NodeId id) const { return nodes.at(static_cast<size_t>(id)); }
+  // Renames a value and keeps the name index in step.
+  void rename_value(ValueId id, const std::string& name);
   // kNoValue if no value has that name.
   ValueId find_value(const std::string& name) const;
   // Consumers of each value (node ids), for passes.

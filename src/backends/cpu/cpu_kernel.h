@@ -88,6 +88,7 @@ void register_nn_kernels(KernelRegistry& r);           // ops_nn.cc: Conv, Gemm,
 void register_movement_kernels(KernelRegistry& r);     // ops_movement.cc: Reshape, Transpose, Gather, Slice, Pad, Resize...
 void register_reduce_kernels(KernelRegistry& r);       // ops_reduce.cc: reductions, ArgMax, TopK, CumSum, Q/DQ, Einsum
 void register_control_kernels(KernelRegistry& r);      // ops_control.cc: If/Loop/Scan, RNNs, NMS, signal ops
+void register_fused_kernels(KernelRegistry& r);        // ops_fused.cc: internal ops made by fusion passes
 
 }  // namespace cpu
 }  // namespace kiln

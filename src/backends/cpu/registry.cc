@@ -27,6 +27,7 @@ const KernelRegistry& KernelRegistry::get() {
     register_movement_kernels(r);
     register_reduce_kernels(r);
     register_control_kernels(r);
+    register_fused_kernels(r);
     return r;
   }();
   return registry;

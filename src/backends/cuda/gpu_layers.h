@@ -1,0 +1,87 @@
+// Engine layers of the CUDA path. Each layer holds its descriptors and chosen tactic; enqueue
+// reads/writes device memory through the value table (arena offsets or weight pointers).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernels.h"
+#include "core/tensor.h"
+#include "kiln/status.h"
+
+namespace kiln::cuda {
+
+// One tensor of the engine: an activation in the arena or a weight on the device.
+struct GVal {
+  std::string name;
+  Shape shape;            // logical (ONNX) shape
+  bool half = false;      // __half storage, else float
+  bool nhwc = false;      // rank-4 stored as N,H,W,C
+  int64_t offset = -1;    // bytes into the arena (activations)
+  void* weight = nullptr; // device pointer (weights)
+  int alias_of = -1;      // shares the storage of another value (reshape views)
+  size_t bytes() const { return static_cast<size_t>(shape_numel(shape)) * (half ? 2 : 4); }
+};
+
+struct ExecState {
+  char* arena = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cudaStream_t stream = nullptr;
+  const std::vector<GVal>* vals = nullptr;
+  void* ptr(int v) const;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  std::string name, op, tactic;
+  std::vector<std::string> origin;
+  std::vector<int> ins, outs;  // value indices; -1 for an omitted optional input
+  double tuned_ms = 0;
+  virtual size_t workspace() const { return 0; }
+  // Build time: time the candidate tactics and keep the fastest (state has scratch buffers).
+  virtual Status tune(ExecState& s) { return Status::Ok(); }
+  virtual Status enqueue(ExecState& s) = 0;
+};
+
+struct ConvParams {
+  int64_t n, c, h, w, k, r, sk, oh, ow;  // input NCHW, K filters of r x sk, output oh x ow
+  int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups;
+  bool has_residual;
+  std::string activation;  // "", Relu, or another (applied by a pointwise pass after the conv)
+  float act_alpha, act_beta;
+};
+// cuDNN convolution with fused bias (+ residual z) (+ ReLU); other activations run after it.
+StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, bool half, bool nhwc, bool tf32);
+
+struct PoolParams {
+  bool max;  // else average
+  bool count_include_pad;
+  int64_t n, c, h, w, kh, kw, pad_h, pad_w, stride_h, stride_w, oh, ow;
+};
+StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, bool half, bool nhwc);
+
+struct GemmParams {
+  int64_t m, n, k;
+  bool weight_is_nk;  // weight stored [N, K] (Gemm transB=1); else [K, N]
+  bool has_bias;
+  bool relu;
+};
+// cuBLASLt matmul Y[M,N] = X[M,K] · W (+ bias[N]) (ReLU epilogue optional), tuned over algorithms.
+StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, bool half, bool tf32);
+
+std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc& d, bool half, float alpha, float beta);
+std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, bool src_half, bool src_nhwc, bool dst_half, bool dst_nhwc);
+std::unique_ptr<Layer> make_softmax_layer(int64_t rows, int64_t cols, bool half, bool log);
+// Concat of row-major inputs along an axis: outer = prod(dims before axis), inner_out = prod(axis..).
+std::unique_ptr<Layer> make_concat_layer(int64_t outer, std::vector<int64_t> inner_ins, int elem_bytes);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,740 @@
+// Lowering an optimized ir::Graph to CUDA layers, layout assignment, the activation memory
+// plan (first-fit offsets from live ranges), weight upload and the execution context.
+#include "backends/cuda/gpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gpu_layers.h"
+#include "core/numerics.h"
+#include "runtime/interpreter.h"
+
+namespace kiln::cuda {
+
+StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes) {
+  ValueShapes vs;
+  vs.shapes.resize(g.values.size());
+  vs.dtypes.resize(g.values.size(), DataType::kUndefined);
+  std::vector<Tensor> inputs;
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const ir::Value& v = g.value(g.inputs[i]);
+    DataType dt = v.dtype == DataType::kUndefined ? DataType::kFloat32 : v.dtype;
+    Tensor t(dt, input_shapes.at(i));
+    for (int64_t k = 0; k < t.numel(); ++k) store_from_double(dt, t.raw(), k, dist(rng));
+    vs.shapes[v.id] = t.shape();
+    vs.dtypes[v.id] = dt;
+    inputs.push_back(std::move(t));
+  }
+  for (const ir::Value& v : g.values)
+    if (v.constant) {
+      vs.shapes[v.id] = v.constant->shape();
+      vs.dtypes[v.id] = v.constant->dtype();
+    }
+  InterpreterOptions opts;
+  opts.on_node = [&](const ir::Node& n, const std::vector<Tensor>& outs, double) {
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      if (n.outputs[k] == ir::kNoValue) continue;
+      vs.shapes[n.outputs[k]] = outs[k].shape();
+      vs.dtypes[n.outputs[k]] = outs[k].dtype();
+    }
+  };
+  auto r = interpret(g, inputs, nullptr, opts);
+  if (!r.ok()) return r.status().with_context("shape discovery on the CPU reference");
+  return vs;
+}
+
+// ------------------------------------------------------------------ model internals
+struct GpuModel::Impl {
+  std::vector<GVal> vals;
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<GpuLayerInfo> infos;
+  std::vector<int> input_vals, output_vals;  // staging values (float32 row-major)
+  std::vector<void*> weight_allocs;
+  size_t arena = 0, act_sum = 0, weights = 0, workspace = 0;
+  GpuBuildOptions opts;
+  ~Impl() {
+    for (void* p : weight_allocs) cudaFree(p);
+  }
+};
+
+struct GpuContext::Impl {
+  const GpuModel::Impl* m = nullptr;
+  std::shared_ptr<const GpuModel> keep;
+  void* arena = nullptr;
+  void* workspace = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  bool graph_on = false;
+  cudaGraphExec_t graph = nullptr;
+  cudaStream_t graph_stream = nullptr;
+  ~Impl() {
+    if (graph) cudaGraphExecDestroy(graph);
+    if (cudnn) cudnnDestroy(cudnn);
+    if (lt) cublasLtDestroy(lt);
+    cudaFree(arena);
+    cudaFree(workspace);
+  }
+  ExecState state(cudaStream_t s) const {
+    ExecState st;
+    st.arena = static_cast<char*>(arena);
+    st.workspace = workspace;
+    st.workspace_bytes = m->workspace;
+    st.cudnn = cudnn;
+    st.lt = lt;
+    st.stream = s;
+    st.vals = &m->vals;
+    return st;
+  }
+};
+
+namespace {
+
+bool is_float(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16; }
+
+bool layout_free(const Shape& s) { return s.size() != 4 || s[2] * s[3] == 1 || s[1] == 1; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Symmetric 2-D pads of a conv/pool node (auto_pad resolved); false if asymmetric.
+bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
+                    const std::vector<int64_t>& d, int64_t* ph, int64_t* pw) {
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0});
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    pads.assign(4, 0);
+    for (int i = 0; i < 2; ++i) {
+      const int64_t out = ceil_div(in[2 + i], s[i]);
+      const int64_t total = std::max<int64_t>(0, (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[2 + i]);
+      pads[i] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + 2] = total - pads[i];
+    }
+  } else if (ap == "VALID") {
+    pads.assign(4, 0);
+  }
+  if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) return false;
+  *ph = pads[0];
+  *pw = pads[1];
+  return true;
+}
+
+class Lowering {
+ public:
+  Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
+      : g_(g), vs_(vs), o_(o), m_(m) {}
+
+  Status run() {
+    for (ir::ValueId v : g_.inputs) {
+      const int staging = new_val(g_.value(v).name, vs_.shapes[v], false, false);
+      m_->input_vals.push_back(staging);
+      const Shape& s = vs_.shapes[v];
+      const bool nhwc = o_.fp16 && s.size() == 4;
+      if (!o_.fp16) {
+        act_[v] = staging;
+      } else {
+        const int internal = new_val(g_.value(v).name + ":internal", s, true, nhwc);
+        add_layer(make_reformat_layer(s, false, false, true, nhwc), "input_reformat:" + g_.value(v).name, {staging},
+                  {internal}, {});
+        act_[v] = internal;
+      }
+    }
+    std::vector<std::string> errors;
+    for (const ir::Node& n : g_.nodes) {
+      if (n.removed) continue;
+      Status s = lower(n);
+      if (!s.ok()) errors.push_back(s.message());
+    }
+    if (!errors.empty()) {
+      std::string msg = std::to_string(errors.size()) + " layer(s) cannot run on the GPU:";
+      for (const auto& e : errors) msg += "\n  " + e;
+      return unsupported(msg);
+    }
+    for (ir::ValueId v : g_.outputs) {
+      KILN_ASSIGN_OR_RETURN(int a, activation(v));
+      const GVal& gv = m_->vals[a];
+      if (!gv.half && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
+        m_->output_vals.push_back(a);
+        continue;
+      }
+      const int out = new_val(g_.value(v).name, vs_.shapes[v], false, false);
+      if (gv.weight) return unsupported("graph output '" + g_.value(v).name + "' is a constant");
+      add_layer(make_reformat_layer(gv.shape, gv.half, gv.nhwc && !layout_free(gv.shape), false, false),
+                "output_reformat:" + g_.value(v).name, {a}, {out}, {});
+      m_->output_vals.push_back(out);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int new_val(const std::string& name, const Shape& s, bool half, bool nhwc) {
+    GVal v;
+    v.name = name;
+    v.shape = s;
+    v.half = half;
+    v.nhwc = nhwc && s.size() == 4;
+    m_->vals.push_back(v);
+    return static_cast<int>(m_->vals.size()) - 1;
+  }
+
+  void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
+                 std::vector<std::string> origin) {
+    l->name = name;
+    l->ins = std::move(ins);
+    l->outs = std::move(outs);
+    l->origin = std::move(origin);
+    m_->layers.push_back(std::move(l));
+  }
+
+  StatusOr<int> activation(ir::ValueId v) {
+    auto it = act_.find(v);
+    if (it == act_.end()) return unsupported("value '" + g_.value(v).name + "' is not available on the GPU");
+    return it->second;
+  }
+
+  // The value in the wanted layout (a reformat layer is added once per value and layout).
+  int as_layout(int gv, bool nhwc) {
+    const GVal& v = m_->vals[gv];
+    if (v.shape.size() != 4) return gv;
+    if (layout_free(v.shape) || v.nhwc == nhwc) return gv;
+    auto key = std::make_pair(gv, nhwc);
+    auto it = reformatted_.find(key);
+    if (it != reformatted_.end()) return it->second;
+    const int out = new_val(v.name + (nhwc ? ":nhwc" : ":nchw"), v.shape, v.half, nhwc);
+    add_layer(make_reformat_layer(v.shape, v.half, v.nhwc, v.half, nhwc), "reformat:" + v.name, {gv}, {out}, {});
+    reformatted_[key] = out;
+    return out;
+  }
+
+  // Uploads host floats (already in the wanted element order) as a weight in the internal dtype.
+  StatusOr<int> upload(const std::string& name, const std::vector<float>& data, const Shape& logical, bool nhwc) {
+    const bool half = o_.fp16;
+    const int id = new_val(name, logical, half, nhwc);
+    const size_t bytes = data.size() * (half ? 2 : 4);
+    void* p = nullptr;
+    KILN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    m_->weight_allocs.push_back(p);
+    if (half) {
+      std::vector<uint16_t> h(data.size());
+      for (size_t i = 0; i < data.size(); ++i) h[i] = float_to_fp16(data[i]);
+      KILN_CUDA_CHECK(cudaMemcpy(p, h.data(), bytes, cudaMemcpyHostToDevice));
+    } else {
+      KILN_CUDA_CHECK(cudaMemcpy(p, data.data(), bytes, cudaMemcpyHostToDevice));
+    }
+    m_->vals[id].weight = p;
+    m_->weights += bytes;
+    return id;
+  }
+
+  static std::vector<float> floats_of(const Tensor& t) {
+    std::vector<float> f(static_cast<size_t>(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) f[i] = static_cast<float>(load_as_double(t.dtype(), t.raw(), i));
+    return f;
+  }
+
+  // An operand of a pointwise layer: an activation in the output's layout or a constant
+  // uploaded in the output's physical order, broadcast-padded to the output rank.
+  StatusOr<int> pointwise_operand(ir::ValueId v, const Shape& out, bool out_nhwc, Shape* phys) {
+    Shape s = vs_.shapes[v];
+    while (s.size() < out.size()) s.insert(s.begin(), 1);
+    *phys = (out_nhwc && s.size() == 4) ? Shape{s[0], s[2], s[3], s[1]} : s;
+    if (const auto& c = g_.value(v).constant) {
+      std::vector<float> f = floats_of(*c);
+      if (out_nhwc && s.size() == 4 && !layout_free(s)) {
+        std::vector<float> t(f.size());
+        for (int64_t n = 0; n < s[0]; ++n)
+          for (int64_t ch = 0; ch < s[1]; ++ch)
+            for (int64_t h = 0; h < s[2]; ++h)
+              for (int64_t w = 0; w < s[3]; ++w)
+                t[((n * s[2] + h) * s[3] + w) * s[1] + ch] = f[((n * s[1] + ch) * s[2] + h) * s[3] + w];
+        f = std::move(t);
+      }
+      return upload(g_.value(v).name, f, s, out_nhwc);
+    }
+    KILN_ASSIGN_OR_RETURN(int a, activation(v));
+    if (vs_.shapes[v].size() != out.size() && out_nhwc && !layout_free(out) && vs_.shapes[v].size() > 1)
+      return unsupported("broadcasting a rank-" + std::to_string(vs_.shapes[v].size()) + " activation onto NHWC");
+    return vs_.shapes[v].size() == 4 ? as_layout(a, out_nhwc) : a;
+  }
+
+  Status lower(const ir::Node& n) {
+    const std::string where = n.describe() + ": ";
+    for (ir::ValueId v : n.outputs)
+      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]))
+        return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
+    switch (n.op) {
+      case ir::OpKind::kConv:
+      case ir::OpKind::kFusedConv: return lower_conv(n, where);
+      case ir::OpKind::kMaxPool:
+      case ir::OpKind::kAveragePool:
+      case ir::OpKind::kGlobalAveragePool:
+      case ir::OpKind::kGlobalMaxPool: return lower_pool(n, where);
+      case ir::OpKind::kGemm:
+      case ir::OpKind::kMatMul: return lower_gemm(n, where);
+      case ir::OpKind::kReshape:
+      case ir::OpKind::kFlatten:
+      case ir::OpKind::kSqueeze:
+      case ir::OpKind::kUnsqueeze:
+      case ir::OpKind::kIdentity:
+      case ir::OpKind::kDropout: {
+        KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
+        a = as_layout(a, false);
+        const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], m_->vals[a].half, false);
+        m_->vals[out].alias_of = a;
+        act_[n.outputs[0]] = out;
+        return Status::Ok();
+      }
+      case ir::OpKind::kSoftmax:
+      case ir::OpKind::kLogSoftmax: {
+        const Shape& s = vs_.shapes[n.inputs[0]];
+        const int r = static_cast<int>(s.size());
+        int64_t axis = n.attr_int("axis", n.opset >= 13 ? -1 : 1);
+        if (axis < 0) axis += r;
+        if (n.opset >= 13 && axis != r - 1) return unsupported(where + "softmax over a non-innermost axis");
+        int64_t rows = 1;
+        for (int i = 0; i < axis; ++i) rows *= s[i];
+        const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
+        KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
+        a = as_layout(a, false);
+        const int out = new_val(g_.value(n.outputs[0]).name, s, o_.fp16, false);
+        add_layer(make_softmax_layer(rows, cols, o_.fp16, n.op == ir::OpKind::kLogSoftmax), n.name, {a}, {out}, n.origin);
+        act_[n.outputs[0]] = out;
+        return Status::Ok();
+      }
+      case ir::OpKind::kConcat: {
+        const Shape& out_s = vs_.shapes[n.outputs[0]];
+        int64_t axis = n.attr_int("axis", 1);
+        if (axis < 0) axis += static_cast<int64_t>(out_s.size());
+        int64_t outer = 1;
+        for (int64_t i = 0; i < axis; ++i) outer *= out_s[i];
+        std::vector<int> ins;
+        std::vector<int64_t> inner;
+        for (ir::ValueId v : n.inputs) {
+          if (g_.value(v).constant) return unsupported(where + "concat of a constant");
+          KILN_ASSIGN_OR_RETURN(int a, activation(v));
+          ins.push_back(as_layout(a, false));
+          inner.push_back(shape_numel(vs_.shapes[v]) / std::max<int64_t>(outer, 1));
+        }
+        const int out = new_val(g_.value(n.outputs[0]).name, out_s, o_.fp16, false);
+        add_layer(make_concat_layer(outer, inner, o_.fp16 ? 2 : 4), n.name, ins, {out}, n.origin);
+        act_[n.outputs[0]] = out;
+        return Status::Ok();
+      }
+      default: return lower_pointwise(n, where);
+    }
+  }
+
+  Status lower_conv(const ir::Node& n, const std::string& where) {
+    const Shape& x = vs_.shapes[n.inputs[0]];
+    const auto& wc = g_.value(n.inputs[1]).constant;
+    if (x.size() != 4 || !wc || wc->rank() != 4) return unsupported(where + "only 2-D convolutions with constant weights");
+    const std::vector<int64_t> k = {wc->dim(2), wc->dim(3)};
+    const std::vector<int64_t> s = n.attr_ints("strides", {1, 1}), d = n.attr_ints("dilations", {1, 1});
+    ConvParams p{};
+    if (!symmetric_pads(n, x, k, s, d, &p.pad_h, &p.pad_w)) return unsupported(where + "asymmetric padding");
+    const Shape& y = vs_.shapes[n.outputs[0]];
+    p.n = x[0]; p.c = x[1]; p.h = x[2]; p.w = x[3];
+    p.k = wc->dim(0); p.r = k[0]; p.sk = k[1]; p.oh = y[2]; p.ow = y[3];
+    p.stride_h = s[0]; p.stride_w = s[1]; p.dil_h = d[0]; p.dil_w = d[1];
+    p.groups = n.attr_int("group", 1);
+    p.has_residual = n.op == ir::OpKind::kFusedConv && n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue;
+    p.activation = n.op == ir::OpKind::kFusedConv ? n.attr_string("activation", "") : "";
+    p.act_alpha = n.attr_float("act_alpha", 0);
+    p.act_beta = n.attr_float("act_beta", 0);
+    const bool nhwc = o_.fp16;
+    KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
+    xa = as_layout(xa, nhwc);
+    std::vector<float> w = floats_of(*wc);
+    if (nhwc) {  // KCRS -> KRSC
+      const int64_t K = wc->dim(0), C = wc->dim(1), R = k[0], S = k[1];
+      std::vector<float> t(w.size());
+      for (int64_t a = 0; a < K; ++a)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t q = 0; q < S; ++q) t[((a * R + r) * S + q) * C + c] = w[((a * C + c) * R + r) * S + q];
+      w = std::move(t);
+    }
+    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, w, wc->shape(), nhwc));
+    std::vector<float> b(static_cast<size_t>(p.k), 0.f);
+    if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
+      const auto& bc = g_.value(n.inputs[2]).constant;
+      if (!bc || bc->numel() != p.k) return unsupported(where + "non-constant bias");
+      b = floats_of(*bc);
+    }
+    KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", b, {p.k}, false));
+    std::vector<int> ins = {xa, wa, ba};
+    if (p.has_residual) {
+      KILN_ASSIGN_OR_RETURN(int ra, activation(n.inputs[3]));
+      ins.push_back(as_layout(ra, nhwc));
+    }
+    const int out = new_val(g_.value(n.outputs[0]).name, y, o_.fp16, nhwc);
+    KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, o_.fp16, nhwc, o_.tf32));
+    add_layer(std::move(layer), n.name, ins, {out}, n.origin);
+    act_[n.outputs[0]] = out;
+    return Status::Ok();
+  }
+
+  Status lower_pool(const ir::Node& n, const std::string& where) {
+    const Shape& x = vs_.shapes[n.inputs[0]];
+    const Shape& y = vs_.shapes[n.outputs[0]];
+    if (x.size() != 4) return unsupported(where + "only 2-D pooling");
+    if (n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue) return unsupported(where + "MaxPool Indices output");
+    PoolParams p{};
+    p.max = n.op == ir::OpKind::kMaxPool || n.op == ir::OpKind::kGlobalMaxPool;
+    p.n = x[0]; p.c = x[1]; p.h = x[2]; p.w = x[3]; p.oh = y[2]; p.ow = y[3];
+    if (n.op == ir::OpKind::kGlobalAveragePool || n.op == ir::OpKind::kGlobalMaxPool) {
+      p.kh = x[2]; p.kw = x[3]; p.stride_h = p.stride_w = 1;
+    } else {
+      const auto k = n.attr_ints("kernel_shape");
+      const auto s = n.attr_ints("strides", {1, 1});
+      const auto d = n.attr_ints("dilations", {1, 1});
+      if (k.size() != 2 || d != std::vector<int64_t>{1, 1}) return unsupported(where + "pooling window/dilations");
+      if (!symmetric_pads(n, x, k, s, d, &p.pad_h, &p.pad_w)) return unsupported(where + "asymmetric padding");
+      p.kh = k[0]; p.kw = k[1]; p.stride_h = s[0]; p.stride_w = s[1];
+      p.count_include_pad = n.attr_int("count_include_pad", 0) != 0;
+      // cuDNN floors the output size; ceil_mode is fine when it gives the same size.
+      const int64_t fh = (x[2] + 2 * p.pad_h - k[0]) / s[0] + 1, fw = (x[3] + 2 * p.pad_w - k[1]) / s[1] + 1;
+      if (fh != y[2] || fw != y[3]) return unsupported(where + "ceil_mode changes the output size");
+    }
+    const bool nhwc = o_.fp16;
+    KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
+    xa = as_layout(xa, nhwc);
+    const int out = new_val(g_.value(n.outputs[0]).name, y, o_.fp16, nhwc);
+    KILN_ASSIGN_OR_RETURN(auto layer, make_pool_layer(p, o_.fp16, nhwc));
+    add_layer(std::move(layer), n.name, {xa}, {out}, n.origin);
+    act_[n.outputs[0]] = out;
+    return Status::Ok();
+  }
+
+  Status lower_gemm(const ir::Node& n, const std::string& where) {
+    const Shape& a = vs_.shapes[n.inputs[0]];
+    const auto& wc = g_.value(n.inputs[1]).constant;
+    if (!wc || wc->rank() != 2 || a.size() < 2) return unsupported(where + "GEMM needs a constant 2-D weight");
+    GemmParams p{};
+    const bool gemm = n.op == ir::OpKind::kGemm;
+    if (gemm && (n.attr_int("transA", 0) != 0 || a.size() != 2)) return unsupported(where + "transA");
+    p.weight_is_nk = gemm && n.attr_int("transB", 0) != 0;
+    p.k = a.back();
+    p.m = shape_numel(a) / p.k;
+    p.n = p.weight_is_nk ? wc->dim(0) : wc->dim(1);
+    std::vector<float> w = floats_of(*wc);
+    const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
+    for (float& v : w) v *= alpha;
+    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, w, wc->shape(), false));
+    std::vector<int> ins;
+    KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
+    ins = {as_layout(xa, false), wa};
+    if (gemm && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
+      const auto& bc = g_.value(n.inputs[2]).constant;
+      if (!bc || bc->numel() != p.n) return unsupported(where + "bias must be a constant vector of N");
+      std::vector<float> b = floats_of(*bc);
+      for (float& v : b) v *= n.attr_float("beta", 1.f);
+      KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", b, {p.n}, false));
+      ins.push_back(ba);
+      p.has_bias = true;
+    }
+    const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], o_.fp16, false);
+    KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, o_.fp16, o_.tf32));
+    add_layer(std::move(layer), n.name, ins, {out}, n.origin);
+    act_[n.outputs[0]] = out;
+    return Status::Ok();
+  }
+
+  Status lower_pointwise(const ir::Node& n, const std::string& where) {
+    PointwiseOp op;
+    float alpha = 0, beta = 0;
+    bool binary = false;
+    switch (n.op) {
+      case ir::OpKind::kAdd: op = PointwiseOp::kAdd; binary = true; break;
+      case ir::OpKind::kSub: op = PointwiseOp::kSub; binary = true; break;
+      case ir::OpKind::kMul: op = PointwiseOp::kMul; binary = true; break;
+      case ir::OpKind::kDiv: op = PointwiseOp::kDiv; binary = true; break;
+      case ir::OpKind::kPow: op = PointwiseOp::kPow; binary = true; break;
+      case ir::OpKind::kRelu: op = PointwiseOp::kRelu; break;
+      case ir::OpKind::kSigmoid: op = PointwiseOp::kSigmoid; break;
+      case ir::OpKind::kTanh: op = PointwiseOp::kTanh; break;
+      case ir::OpKind::kErf: op = PointwiseOp::kErf; break;
+      case ir::OpKind::kExp: op = PointwiseOp::kExp; break;
+      case ir::OpKind::kSqrt: op = PointwiseOp::kSqrt; break;
+      case ir::OpKind::kNeg: op = PointwiseOp::kNeg; break;
+      case ir::OpKind::kAbs: op = PointwiseOp::kAbs; break;
+      case ir::OpKind::kReciprocal: op = PointwiseOp::kReciprocal; break;
+      case ir::OpKind::kLog: op = PointwiseOp::kLog; break;
+      case ir::OpKind::kHardSwish: op = PointwiseOp::kHardSwish; break;
+      case ir::OpKind::kLeakyRelu: op = PointwiseOp::kLeakyRelu; alpha = n.attr_float("alpha", 0.01f); break;
+      case ir::OpKind::kElu: op = PointwiseOp::kElu; alpha = n.attr_float("alpha", 1.f); break;
+      case ir::OpKind::kHardSigmoid:
+        op = PointwiseOp::kHardSigmoid;
+        alpha = n.attr_float("alpha", 0.2f);
+        beta = n.attr_float("beta", 0.5f);
+        break;
+      case ir::OpKind::kClip: {
+        op = PointwiseOp::kClip;
+        alpha = -INFINITY;
+        beta = INFINITY;
+        if (n.opset < 11) {
+          alpha = n.attr_float("min", alpha);
+          beta = n.attr_float("max", beta);
+        } else {
+          for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {
+            if (n.inputs[k] == ir::kNoValue) continue;
+            const auto& c = g_.value(n.inputs[k]).constant;
+            if (!c) return unsupported(where + "Clip bounds must be constants");
+            (k == 1 ? alpha : beta) = static_cast<float>(load_as_double(c->dtype(), c->raw(), 0));
+          }
+        }
+        break;
+      }
+      default: return unsupported(where + "no CUDA tactic for this op");
+    }
+    const Shape& out_s = vs_.shapes[n.outputs[0]];
+    if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
+    // NHWC when any 4-D activation input is NHWC.
+    bool out_nhwc = false;
+    for (size_t k = 0; k < (binary ? 2u : 1u); ++k) {
+      const ir::ValueId v = n.inputs[k];
+      if (g_.value(v).constant || act_.find(v) == act_.end()) continue;
+      const GVal& gv = m_->vals[act_[v]];
+      out_nhwc |= gv.nhwc && out_s.size() == 4 && gv.shape.size() == 4 && !layout_free(gv.shape);
+    }
+    BroadcastDesc d;
+    d.rank = static_cast<int>(out_s.size());
+    const Shape phys_out = (out_nhwc && out_s.size() == 4) ? Shape{out_s[0], out_s[2], out_s[3], out_s[1]} : out_s;
+    for (int i = 0; i < d.rank; ++i) d.out_dims[i] = phys_out[i];
+    std::vector<int> ins;
+    for (size_t k = 0; k < (binary ? 2u : 1u); ++k) {
+      Shape phys;
+      KILN_ASSIGN_OR_RETURN(int a, pointwise_operand(n.inputs[k], out_s, out_nhwc, &phys));
+      ins.push_back(a);
+      int64_t stride = 1;
+      int64_t* strides = k == 0 ? d.a_strides : d.b_strides;
+      for (int i = d.rank - 1; i >= 0; --i) {
+        strides[i] = phys[i] == 1 ? 0 : stride;
+        stride *= phys[i];
+      }
+    }
+    if (d.rank == 0) {  // scalar: one element
+      d.rank = 1;
+      d.out_dims[0] = 1;
+    }
+    const int out = new_val(g_.value(n.outputs[0]).name, out_s, o_.fp16, out_nhwc);
+    add_layer(make_pointwise_layer(op, d, o_.fp16, alpha, beta), n.name, ins, {out}, n.origin);
+    m_->layers.back()->op = ir::op_name(n.op);
+    act_[n.outputs[0]] = out;
+    return Status::Ok();
+  }
+
+  const ir::Graph& g_;
+  const ValueShapes& vs_;
+  GpuBuildOptions o_;
+  GpuModel::Impl* m_;
+  std::map<ir::ValueId, int> act_;
+  std::map<std::pair<int, bool>, int> reformatted_;
+};
+
+// First-fit offsets from live ranges: values whose lifetimes overlap get disjoint bytes.
+void plan_memory(GpuModel::Impl* m) {
+  const int nv = static_cast<int>(m->vals.size());
+  auto root = [&](int v) {
+    while (m->vals[v].alias_of >= 0) v = m->vals[v].alias_of;
+    return v;
+  };
+  std::vector<int> first(nv, INT32_MAX), last(nv, -1);
+  for (int v : m->input_vals) first[root(v)] = -1;
+  const int nl = static_cast<int>(m->layers.size());
+  for (int i = 0; i < nl; ++i) {
+    for (int v : m->layers[i]->ins)
+      if (v >= 0) last[root(v)] = std::max(last[root(v)], i);
+    for (int v : m->layers[i]->outs) {
+      first[root(v)] = std::min(first[root(v)], i);
+      last[root(v)] = std::max(last[root(v)], i);
+    }
+  }
+  for (int v : m->output_vals) last[root(v)] = nl;
+  for (int v : m->input_vals) last[root(v)] = std::max(last[root(v)], 0);
+  struct Block { int64_t off; size_t size; int first, last; };
+  std::vector<Block> placed;
+  std::vector<int> order;
+  for (int v = 0; v < nv; ++v)
+    if (m->vals[v].alias_of < 0 && !m->vals[v].weight && last[v] >= -1 && first[v] != INT32_MAX) order.push_back(v);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return m->vals[a].bytes() > m->vals[b].bytes(); });
+  m->act_sum = 0;
+  m->arena = 0;
+  for (int v : order) {
+    const size_t size = (m->vals[v].bytes() + 255) / 256 * 256;
+    m->act_sum += size;
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const Block& b : placed)
+      if (!(b.last < first[v] || last[v] < b.first)) busy.emplace_back(b.off, b.off + static_cast<int64_t>(b.size));
+    std::sort(busy.begin(), busy.end());
+    int64_t off = 0;
+    for (auto& [s, e] : busy) {
+      if (off + static_cast<int64_t>(size) <= s) break;
+      off = std::max(off, e);
+    }
+    m->vals[v].offset = off;
+    placed.push_back({off, size, first[v], last[v]});
+    m->arena = std::max(m->arena, static_cast<size_t>(off) + size);
+  }
+}
+
+}  // namespace
+
+Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes) {
+  GpuModel::Impl scratch;
+  GpuBuildOptions o;
+  o.tune = false;
+  Lowering l(g, shapes, o, &scratch);
+  return l.run();
+}
+
+GpuModel::~GpuModel() = default;
+GpuContext::~GpuContext() = default;
+
+StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const ValueShapes& shapes,
+                                                     const GpuBuildOptions& opts) {
+  auto model = std::shared_ptr<GpuModel>(new GpuModel());
+  model->impl_ = std::make_unique<Impl>();
+  Impl* m = model->impl_.get();
+  m->opts = opts;
+  Lowering l(g, shapes, opts, m);
+  KILN_RETURN_IF_ERROR(l.run());
+  plan_memory(m);
+  size_t ws = 0;
+  for (const auto& layer : m->layers) ws = std::max(ws, layer->workspace());
+  m->workspace = std::min(std::max<size_t>(ws, 32u << 20), opts.workspace_limit);
+  if (ws > opts.workspace_limit) {
+    for (const auto& layer : m->layers)
+      if (layer->workspace() > opts.workspace_limit)
+        return Status(StatusCode::kOutOfMemory, "layer '" + layer->name + "' needs " + std::to_string(layer->workspace()) +
+                                                    " bytes of workspace, the limit is " +
+                                                    std::to_string(opts.workspace_limit));
+  }
+  if (opts.tune) {
+    KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
+    cudaStream_t s;
+    KILN_CUDA_CHECK(cudaStreamCreate(&s));
+    ExecState st = ctx->impl_->state(s);
+    KILN_CUDA_CHECK(cudaMemsetAsync(ctx->impl_->arena, 0, std::max<size_t>(m->arena, 1), s));
+    for (auto& layer : m->layers) {
+      Status ts = layer->tune(st);
+      if (!ts.ok()) {
+        cudaStreamDestroy(s);
+        return ts.with_context("tuning layer '" + layer->name + "'");
+      }
+    }
+    KILN_CUDA_CHECK(cudaStreamSynchronize(s));
+    cudaStreamDestroy(s);
+  }
+  for (const auto& layer : m->layers)
+    m->infos.push_back({layer->name, layer->op, layer->tactic, layer->origin, layer->tuned_ms});
+  return model;
+}
+
+const std::vector<GpuLayerInfo>& GpuModel::layers() const { return impl_->infos; }
+size_t GpuModel::arena_bytes() const { return impl_->arena; }
+size_t GpuModel::activation_bytes_sum() const { return impl_->act_sum; }
+size_t GpuModel::weight_bytes() const { return impl_->weights; }
+size_t GpuModel::workspace_bytes() const { return impl_->workspace; }
+
+StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
+  auto ctx = std::unique_ptr<GpuContext>(new GpuContext());
+  ctx->impl_ = std::make_unique<GpuContext::Impl>();
+  auto* c = ctx->impl_.get();
+  c->m = impl_.get();
+  cudaError_t e = cudaMalloc(&c->arena, std::max<size_t>(impl_->arena, 256));
+  if (e != cudaSuccess)
+    return Status(StatusCode::kOutOfMemory, "activation arena of " + std::to_string(impl_->arena) + " bytes: " + cudaGetErrorString(e));
+  e = cudaMalloc(&c->workspace, std::max<size_t>(impl_->workspace, 256));
+  if (e != cudaSuccess)
+    return Status(StatusCode::kOutOfMemory, "workspace of " + std::to_string(impl_->workspace) + " bytes: " + cudaGetErrorString(e));
+  KILN_CUDNN_CHECK(cudnnCreate(&c->cudnn));
+  KILN_CUBLAS_CHECK(cublasLtCreate(&c->lt));
+  return ctx;
+}
+
+void GpuContext::use_cuda_graph(bool on) { impl_->graph_on = on; }
+
+Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream) {
+  const auto* m = impl_->m;
+  if (inputs.size() != m->input_vals.size()) return invalid_argument("wrong number of inputs");
+  ExecState st = impl_->state(stream);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const GVal& v = m->vals[m->input_vals[i]];
+    if (inputs[i]->dtype() != DataType::kFloat32 || inputs[i]->shape() != v.shape)
+      return invalid_argument("input '" + v.name + "': expected float32 " + shape_str(v.shape) + ", got " +
+                              dtype_name(inputs[i]->dtype()) + " " + shape_str(inputs[i]->shape()));
+    KILN_CUDA_CHECK(cudaMemcpyAsync(st.ptr(m->input_vals[i]), inputs[i]->raw(), v.bytes(), cudaMemcpyHostToDevice, stream));
+  }
+  if (impl_->graph_on) {
+    if (!impl_->graph) {
+      cudaGraph_t graph;
+      KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      Status s = Status::Ok();
+      for (const auto& layer : m->layers) {
+        s = layer->enqueue(st);
+        if (!s.ok()) break;
+      }
+      cudaError_t e = cudaStreamEndCapture(stream, &graph);
+      KILN_RETURN_IF_ERROR(s);
+      KILN_CUDA_CHECK(e);
+      KILN_CUDA_CHECK(cudaGraphInstantiate(&impl_->graph, graph, 0));
+      cudaGraphDestroy(graph);
+    }
+    KILN_CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
+  } else {
+    for (const auto& layer : m->layers) KILN_RETURN_IF_ERROR(layer->enqueue(st).with_context("layer '" + layer->name + "'"));
+  }
+  for (size_t i = 0; i < outputs.size() && i < m->output_vals.size(); ++i) {
+    const GVal& v = m->vals[m->output_vals[i]];
+    if (outputs[i]->shape() != v.shape || outputs[i]->dtype() != DataType::kFloat32) *outputs[i] = Tensor(DataType::kFloat32, v.shape);
+    KILN_CUDA_CHECK(cudaMemcpyAsync(outputs[i]->raw(), st.ptr(m->output_vals[i]), v.bytes(), cudaMemcpyDeviceToHost, stream));
+  }
+  return Status::Ok();
+}
+
+Status GpuContext::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {
+  cudaStream_t s;
+  KILN_CUDA_CHECK(cudaStreamCreate(&s));
+  std::vector<const Tensor*> in;
+  for (const auto& t : inputs) in.push_back(&t);
+  outputs->resize(impl_->m->output_vals.size());
+  std::vector<Tensor*> out;
+  for (auto& t : *outputs) out.push_back(&t);
+  Status st = enqueue(in, out, s);
+  cudaError_t e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  KILN_RETURN_IF_ERROR(st);
+  KILN_CUDA_CHECK(e);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<double>> GpuContext::profile_layers(const std::vector<Tensor>& inputs, cudaStream_t stream) {
+  const auto* m = impl_->m;
+  ExecState st = impl_->state(stream);
+  for (size_t i = 0; i < inputs.size() && i < m->input_vals.size(); ++i)
+    KILN_CUDA_CHECK(cudaMemcpyAsync(st.ptr(m->input_vals[i]), inputs[i].raw(), m->vals[m->input_vals[i]].bytes(),
+                                    cudaMemcpyHostToDevice, stream));
+  std::vector<cudaEvent_t> ev(m->layers.size() + 1);
+  for (auto& e : ev) KILN_CUDA_CHECK(cudaEventCreate(&e));
+  KILN_CUDA_CHECK(cudaEventRecord(ev[0], stream));
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    KILN_RETURN_IF_ERROR(m->layers[i]->enqueue(st));
+    KILN_CUDA_CHECK(cudaEventRecord(ev[i + 1], stream));
+  }
+  KILN_CUDA_CHECK(cudaEventSynchronize(ev.back()));
+  std::vector<double> ms(m->layers.size());
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    float t = 0;
+    cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
+    ms[i] = t;
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  return ms;
+}
+
+}  // namespace kiln::cuda

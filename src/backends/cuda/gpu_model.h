@@ -1,0 +1,93 @@
+// The CUDA execution path: an optimized ir::Graph with concrete shapes becomes a GpuModel
+// (immutable: layers with their chosen tactics, weights on the device, the activation memory
+// plan) and runs in GpuContexts (one activation arena + library handles each, on the caller's
+// stream, optionally replayed as a CUDA graph).
+// Layouts: in FP16 mode 4-D activations are NHWC (tensor cores), everything else row-major;
+// explicit reformat layers appear in the layer list where layouts change.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "kiln/status.h"
+
+namespace kiln::cuda {
+
+struct GpuBuildOptions {
+  bool fp16 = false;                  // FP16 activations and weights (FP32 accumulation)
+  bool tf32 = true;                   // allow TF32 tensor cores for FP32 convolutions/GEMMs
+  size_t workspace_limit = 1ull << 30;  // bytes of tactic scratch memory
+  bool tune = true;                   // time the candidate tactics on the device (else: heuristics)
+};
+
+// Concrete dtype and shape of every value of a graph (indexed by ValueId), e.g. from one CPU
+// reference run at the profile's opt shapes.
+struct ValueShapes {
+  std::vector<Shape> shapes;
+  std::vector<DataType> dtypes;
+};
+// Runs the CPU reference once on seeded random inputs of `input_shapes` (one per graph input)
+// and records every value's shape and dtype.
+StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes);
+
+// Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once.
+Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes);
+
+struct GpuLayerInfo {
+  std::string name;    // engine layer name
+  std::string op;      // "FusedConv", "Reformat", ...
+  std::string tactic;  // "cudnn.fused_conv_bias_act algo=1", "cublaslt.matmul algo#3", ...
+  std::vector<std::string> origin;
+  double tuned_ms = 0;  // measured time of the chosen tactic during tuning (0 if not timed)
+};
+
+class GpuContext;
+
+class GpuModel {
+ public:
+  ~GpuModel();
+  // Builds layers, uploads weights, picks tactics (timed on the device when opts.tune).
+  static StatusOr<std::shared_ptr<GpuModel>> create(const ir::Graph& g, const ValueShapes& shapes,
+                                                    const GpuBuildOptions& opts);
+  StatusOr<std::unique_ptr<GpuContext>> create_context() const;
+
+  const std::vector<GpuLayerInfo>& layers() const;
+  size_t arena_bytes() const;            // activation arena per context
+  size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
+  size_t weight_bytes() const;
+  size_t workspace_bytes() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+class GpuContext {
+ public:
+  ~GpuContext();
+  // Host inputs (float32, logical NCHW, one per graph input, exact build shapes) ->
+  // host outputs (float32). Synchronous convenience wrapper over enqueue.
+  Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs);
+  // Copies inputs in, runs every layer, copies outputs out, all on `stream` (no allocation,
+  // no synchronization). Host buffers must stay valid until the stream reaches this point.
+  Status enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream);
+  // Captures the layer sequence into a CUDA graph on first use and replays it afterwards.
+  void use_cuda_graph(bool on);
+  // Per-layer device times (ms) of one run, in layer order (synchronizes; for --dump-profile).
+  StatusOr<std::vector<double>> profile_layers(const std::vector<Tensor>& inputs, cudaStream_t stream);
+
+  struct Impl;
+
+ private:
+  friend class GpuModel;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::cuda

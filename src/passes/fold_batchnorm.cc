@@ -1,0 +1,88 @@
+// BatchNormalization folded into the preceding Conv/ConvTranspose (inference mode):
+//   BN(Conv(x, W, b)) with s = γ / sqrt(σ² + ε)
+//     -> Conv(x, W · s[c_out], (b - μ) · s + β)
+// (ONNX BatchNormalization: y = (x - mean) / sqrt(var + epsilon) * scale + B.)
+// W's output-channel axis is 0 for Conv and 1 (per group) for ConvTranspose.
+// Applies when the conv output feeds only the BN, all parameters are float32 constants and
+// the BN produces only its first output.
+#include <cmath>
+
+#include "passes/passes.h"
+
+namespace kiln::passes {
+
+namespace {
+
+const Tensor* const_f32(const ir::Graph& g, ir::ValueId v) {
+  if (v == ir::kNoValue) return nullptr;
+  const auto& t = g.value(v).constant;
+  return (t && t->dtype() == DataType::kFloat32) ? t.get() : nullptr;
+}
+
+}  // namespace
+
+Status fold_batchnorm(ir::Graph& g, const PassOptions&) {
+  auto consumers = g.consumers();
+  for (auto& bn : g.nodes) {
+    if (bn.removed || bn.op != ir::OpKind::kBatchNormalization || bn.inputs.size() < 5) continue;
+    if (bn.attr_int("training_mode", 0) != 0) continue;
+    bool extra_outputs = false;
+    for (size_t k = 1; k < bn.outputs.size(); ++k) extra_outputs |= bn.outputs[k] != ir::kNoValue;
+    if (extra_outputs) continue;
+    const ir::ValueId x = bn.inputs[0];
+    const ir::NodeId p = g.value(x).producer;
+    if (p < 0 || consumers[x].size() != 1) continue;
+    if (std::count(g.outputs.begin(), g.outputs.end(), x)) continue;
+    ir::Node& conv = g.node(p);
+    if (conv.removed || (conv.op != ir::OpKind::kConv && conv.op != ir::OpKind::kConvTranspose)) continue;
+    const Tensor* w = const_f32(g, conv.inputs[1]);
+    const Tensor* b = conv.inputs.size() > 2 ? const_f32(g, conv.inputs[2]) : nullptr;
+    if (conv.inputs.size() > 2 && conv.inputs[2] != ir::kNoValue && !b) continue;
+    const Tensor *gamma = const_f32(g, bn.inputs[1]), *beta = const_f32(g, bn.inputs[2]),
+                 *mean = const_f32(g, bn.inputs[3]), *var = const_f32(g, bn.inputs[4]);
+    if (!w || !gamma || !beta || !mean || !var || w->rank() < 3) continue;
+    const int64_t groups = conv.attr_int("group", 1);
+    const bool transpose = conv.op == ir::OpKind::kConvTranspose;
+    const int64_t cout = transpose ? w->dim(1) * groups : w->dim(0);
+    if (gamma->numel() != cout || beta->numel() != cout || mean->numel() != cout || var->numel() != cout) continue;
+    if (b && b->numel() != cout) continue;
+    const float eps = bn.attr_float("epsilon", 1e-5f);
+
+    std::vector<float> scale(cout);
+    for (int64_t c = 0; c < cout; ++c) scale[c] = gamma->data<float>()[c] / std::sqrt(var->data<float>()[c] + eps);
+    Tensor nw = w->clone();
+    const int64_t inner = w->numel() / (w->dim(0) * w->dim(1));  // kernel spatial size
+    for (int64_t i = 0; i < w->dim(0); ++i)
+      for (int64_t j = 0; j < w->dim(1); ++j) {
+        // Conv: W[cout, cin/g, k...]; ConvTranspose: W[cin, cout/g, k...], group of row i = i / (cin/g).
+        const int64_t c = transpose ? (i / (w->dim(0) / groups)) * w->dim(1) + j : i;
+        float* row = nw.data<float>() + (i * w->dim(1) + j) * inner;
+        for (int64_t k = 0; k < inner; ++k) row[k] *= scale[c];
+      }
+    Tensor nb(DataType::kFloat32, {cout});
+    for (int64_t c = 0; c < cout; ++c) {
+      const float b0 = b ? b->data<float>()[c] : 0.f;
+      nb.data<float>()[c] = (b0 - mean->data<float>()[c]) * scale[c] + beta->data<float>()[c];
+    }
+    const ir::ValueId wv = g.add_value(g.value(conv.inputs[1]).name + "_bnfolded", DataType::kFloat32);
+    g.value(wv).constant = std::make_shared<Tensor>(std::move(nw));
+    g.value(wv).shape = g.value(conv.inputs[1]).shape;
+    const ir::ValueId bv = g.add_value(bn.name + "_bias_bnfolded", DataType::kFloat32);
+    g.value(bv).shape = ir::SymShape{ir::Dim::known(cout)};
+    g.value(bv).constant = std::make_shared<Tensor>(std::move(nb));
+    ir::Node& c2 = g.node(p);  // add_value may not move nodes, but re-fetch for clarity
+    c2.inputs.resize(3);
+    c2.inputs[1] = wv;
+    c2.inputs[2] = bv;
+    // The conv now produces the BN's output directly.
+    const ir::ValueId y = bn.outputs[0];
+    c2.outputs[0] = y;
+    g.value(y).producer = c2.id;
+    c2.origin.insert(c2.origin.end(), bn.origin.begin(), bn.origin.end());
+    bn.removed = true;
+    consumers = g.consumers();
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::passes

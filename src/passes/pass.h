@@ -1,0 +1,41 @@
+// The pass interface. A pass rewrites an ir::Graph in place; its file's header comment states
+// the rewrite as a formula. Passes run in the one ordered list in pipelines.cc.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "kiln/status.h"
+
+namespace kiln::passes {
+
+struct PassOptions {
+  int opt_level = 2;                      // 0: none, 1: cleanups, 2: + fusions, 3: + aggressive
+  std::set<std::string> disabled;         // pass names to skip (`kiln build --disable-pass`)
+  bool verify_each = false;               // run the verifier after every pass (--verify-passes)
+  std::string dump_after;                 // print the graph after this pass (--dump-after)
+  // Receives one line per pass ("fold_batchnorm: 339 -> 310 layers, 1.2 ms") and dumps.
+  std::function<void(const std::string&)> log;
+};
+
+struct Pass {
+  const char* name;
+  int min_level;  // runs when PassOptions::opt_level >= min_level
+  Status (*run)(ir::Graph& g, const PassOptions& opts);
+};
+
+// Live (not removed) node count.
+int live_layers(const ir::Graph& g);
+
+// Rewires every use of `from` (node inputs, graph outputs) to `to`; keeps graph output names:
+// when `from` is a graph output, `to` takes over its name if `to` is an intermediate.
+// Returns false (and changes nothing) when that is impossible (both are graph inputs/outputs).
+bool replace_all_uses(ir::Graph& g, ir::ValueId from, ir::ValueId to);
+
+// Marks nodes whose outputs nobody reads (and are not graph outputs) removed, repeatedly.
+int remove_dead_nodes(ir::Graph& g);
+
+}  // namespace kiln::passes

@@ -1,0 +1,103 @@
+// Helpers for differential pass tests: build a tiny graph, run it unoptimized and optimized on
+// the CPU reference, compare, then let the test assert the rewritten structure.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "ir/graph.h"
+#include "passes/passes.h"
+#include "runtime/interpreter.h"
+
+namespace kiln::testing {
+
+inline Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  Tensor t(DataType::kFloat32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+inline ir::SymShape sym(const Shape& s) {
+  ir::SymShape r;
+  for (int64_t d : s) r.push_back(ir::Dim::known(d));
+  return r;
+}
+
+// A graph under construction with float32 values of known shape.
+struct TinyGraph {
+  ir::Graph g;
+  TinyGraph() { g.opset_imports[""] = 17; }
+  ir::ValueId input(const std::string& name, const Shape& s) {
+    ir::ValueId v = g.add_value(name, DataType::kFloat32);
+    g.value(v).shape = sym(s);
+    g.inputs.push_back(v);
+    return v;
+  }
+  ir::ValueId constant(const std::string& name, Tensor t) {
+    ir::ValueId v = g.add_value(name, t.dtype());
+    g.value(v).shape = sym(t.shape());
+    g.value(v).constant = std::make_shared<Tensor>(std::move(t));
+    return v;
+  }
+  ir::ValueId node(ir::OpKind op, const std::string& name, std::vector<ir::ValueId> in, const Shape& out_shape,
+                   std::map<std::string, ir::Attribute> attrs = {}) {
+    ir::ValueId out = g.add_value(name + "_out", DataType::kFloat32);
+    g.value(out).shape = sym(out_shape);
+    ir::Node n;
+    n.name = name;
+    n.op = op;
+    n.opset = 17;
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    n.attrs = std::move(attrs);
+    g.add_node(std::move(n));
+    return out;
+  }
+};
+
+inline ir::Attribute ints_attr(std::vector<int64_t> v) {
+  ir::Attribute a;
+  a.kind = ir::Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+
+// Max |a - b| / max |a| over all outputs.
+inline double relative_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double num = 0, den = 0;
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k].shape(), b[k].shape());
+    for (int64_t i = 0; i < a[k].numel(); ++i) {
+      num = std::max(num, static_cast<double>(std::fabs(a[k].data<float>()[i] - b[k].data<float>()[i])));
+      den = std::max(den, static_cast<double>(std::fabs(a[k].data<float>()[i])));
+    }
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Runs `g` before and after `pass`; expects agreement within 1e-5 relative; returns the rewritten graph.
+inline ir::Graph check_pass(const ir::Graph& g, Status (*pass)(ir::Graph&, const passes::PassOptions&),
+                            const std::vector<Tensor>& inputs) {
+  auto before = interpret(g, inputs);
+  EXPECT_TRUE(before.ok()) << before.status().to_string();
+  ir::Graph opt = g;
+  Status s = pass(opt, passes::PassOptions{});
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  EXPECT_TRUE(opt.topo_sort().ok());
+  auto after = interpret(opt, inputs);
+  EXPECT_TRUE(after.ok()) << after.status().to_string();
+  if (before.ok() && after.ok()) EXPECT_LE(relative_diff(*before, *after), 1e-5);
+  return opt;
+}
+
+inline int count_op(const ir::Graph& g, ir::OpKind op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += !node.removed && node.op == op;
+  return n;
+}
+
+}  // namespace kiln::testing
