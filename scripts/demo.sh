@@ -53,7 +53,7 @@ scripts/fetch_npm_assets.sh
 step "Build Kiln (Release, CUDA=AUTO)"
 if [ "$SKIP_BUILD" = 0 ]; then
   export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=AUTO | grep -E "kiln:|Build files" || true
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA="${KILN_WITH_CUDA:-AUTO}" | grep -E "kiln:|Build files" || true
   ninja -C build -j"$(nproc)" kiln_cli
 else
   echo "skipped (--skip-build)"
