@@ -16,7 +16,8 @@
 
 #include "core/numerics.h"
 #include "onnx/importer.h"
-#include "runtime/interpreter.h"
+#include "kiln/builder.h"
+#include "kiln/runtime.h"
 
 namespace fs = std::filesystem;
 
@@ -64,6 +65,30 @@ std::string compare_tensors(const Tensor& a, const Tensor& e, double rtol, doubl
 
 namespace {
 
+// Test data for a sequence- or optional-typed graph value is a serialized SequenceProto /
+// OptionalProto rather than a TensorProto; the declared type picks the reader.
+StatusOr<Tensor> load_case_value(const fs::path& file, const ir::Graph& g, const std::vector<ir::ValueId>& values, size_t k) {
+  if (k >= values.size() || g.value(values[k]).kind == ir::ValueKind::kTensor)
+    return onnx_import::load_tensor_pb_file(file.string());
+  const ir::Value& v = g.value(values[k]);
+  return onnx_import::load_value_pb_file(file.string(), v.kind, v.dtype);
+}
+
+// compare_tensors, extended element-wise to sequences and to empty optionals.
+std::string compare_values(const Tensor& a, const Tensor& e, double rtol, double atol) {
+  auto kind = [](const Tensor& t) { return t.is_sequence() ? "a sequence" : t.is_none() ? "an empty optional" : "a tensor"; };
+  if (a.kind() != e.kind()) return std::string("got ") + kind(a) + ", expected " + kind(e);
+  if (e.is_none()) return "";
+  if (e.is_tensor()) return compare_tensors(a, e, rtol, atol);
+  if (a.items().size() != e.items().size())
+    return "sequence of " + std::to_string(a.items().size()) + " tensors, expected " + std::to_string(e.items().size());
+  for (size_t i = 0; i < e.items().size(); ++i) {
+    std::string d = compare_tensors(a.items()[i], e.items()[i], rtol, atol);
+    if (!d.empty()) return "sequence element " + std::to_string(i) + ": " + d;
+  }
+  return "";
+}
+
 std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
   std::vector<std::pair<int, fs::path>> files;
   for (const auto& f : fs::directory_iterator(dir)) {
@@ -75,6 +100,34 @@ std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefi
   std::vector<fs::path> r;
   for (auto& [i, p] : files) r.push_back(p);
   return r;
+}
+
+// The real deployment path: Builder (the data set's input shapes as the optimization
+// profile) -> serialized plan bytes -> Runtime -> ExecutionContext -> execute.
+StatusOr<std::vector<Tensor>> run_through_plan(const ir::Graph& graph, const std::vector<Tensor>& inputs) {
+  if (inputs.size() != graph.inputs.size())
+    return invalid_argument("the data set has " + std::to_string(inputs.size()) + " inputs, the model takes " +
+                            std::to_string(graph.inputs.size()));
+  BuilderConfig config;
+  config.target = TargetDevice::kCpu;
+  OptimizationProfile profile;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Shape& s = inputs[i].shape();
+    KILN_RETURN_IF_ERROR(profile.set_dimensions(graph.value(graph.inputs[i]).name, s, s, s));
+  }
+  config.profiles.push_back(std::move(profile));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, Builder::build_from_graph(graph, config));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Engine> engine, Runtime::deserialize_engine(plan));
+  auto ctx = engine->create_execution_context();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    KILN_RETURN_IF_ERROR(ctx->set_input(graph.value(graph.inputs[i]).name, inputs[i]));
+  KILN_RETURN_IF_ERROR(ctx->execute());
+  std::vector<Tensor> outs;
+  for (ir::ValueId v : graph.outputs) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, ctx->output(graph.value(v).name));
+    outs.push_back(std::move(t));
+  }
+  return outs;
 }
 
 }  // namespace
@@ -99,7 +152,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
   for (const auto& set : sets) {
     std::vector<Tensor> inputs;
     for (const auto& f : sorted_files(set, "input_")) {
-      auto t = onnx_import::load_tensor_pb_file(f.string());
+      auto t = load_case_value(f, *graph, graph->inputs, inputs.size());
       if (!t.ok()) {
         r.verdict = t.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
         r.reason = t.status().to_string();
@@ -107,7 +160,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
       }
       inputs.push_back(std::move(t).value());
     }
-    auto outs = interpret(*graph, inputs);
+    auto outs = run_through_plan(*graph, inputs);
     if (!outs.ok()) {
       r.verdict = outs.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
       r.reason = outs.status().to_string();
@@ -115,7 +168,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
     }
     auto expected_files = sorted_files(set, "output_");
     for (size_t k = 0; k < expected_files.size(); ++k) {
-      auto e = onnx_import::load_tensor_pb_file(expected_files[k].string());
+      auto e = load_case_value(expected_files[k], *graph, graph->outputs, k);
       if (!e.ok()) {
         r.verdict = e.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
         r.reason = e.status().to_string();
@@ -125,7 +178,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
         r.reason = "model produced " + std::to_string(outs->size()) + " outputs, expected more";
         return r;
       }
-      std::string diff = compare_tensors((*outs)[k], *e, opts.rtol, opts.atol);
+      std::string diff = compare_values((*outs)[k], *e, opts.rtol, opts.atol);
       if (!diff.empty()) {
         r.reason = set.filename().string() + " output " + std::to_string(k) + ": " + diff;
         return r;

@@ -1,5 +1,6 @@
 // Runs ONNX's backend test cases (onnx/backend/test/data layout: CASE/model.onnx +
-// CASE/test_data_set_N/{input_K,output_K}.pb): builds a plan per case, runs every data set
+// CASE/test_data_set_N/{input_K,output_K}.pb): for every data set, builds a plan (Builder with the
+// data set's input shapes as the profile -> plan bytes -> Runtime -> ExecutionContext), runs it
 // and compares with the expected outputs, |actual - expected| <= atol + rtol * |expected|
 // (numpy.testing.assert_allclose, as ONNX's backend test runner uses; NaN matches NaN).
 // Each case runs in a forked child so a crash or a hang fails that case, not the run.

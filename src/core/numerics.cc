@@ -3,6 +3,7 @@
 
 #include "kiln/status.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -72,28 +73,44 @@ float fp16_to_float(uint16_t h) {
   return sign ? -v : v;
 }
 
-uint16_t float_to_fp16(float f) {
-  const uint32_t u = f2u(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
-  const float a = std::fabs(f);
+// The encoders take double so that float64 sources are rounded once, straight to the narrow
+// format; going through float first would round twice (wrong at near-midpoints).
+uint16_t double_to_fp16(double f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   if (std::isnan(f)) return sign | 0x7e00;
   if (std::isinf(f)) return sign | 0x7c00;
+  const double a = std::fabs(f);
   if (a == 0) return sign;
-  const MiniFloat h{5, 10, 15, 65504.0};
+  constexpr MiniFloat kHalf{5, 10, 15, 65504.0};
   double r;
-  uint32_t code = encode_magnitude(h, a, &r);
-  if (r > h.max_finite) return sign | 0x7c00;  // IEEE: overflow rounds to infinity
+  const uint32_t code = encode_magnitude(kHalf, a, &r);
+  if (r > kHalf.max_finite) return sign | 0x7c00;  // IEEE: overflow rounds to infinity
   return sign | static_cast<uint16_t>(code);
 }
+
+uint16_t float_to_fp16(float f) { return double_to_fp16(f); }
 
 float bf16_to_float(uint16_t b) { return u2f(static_cast<uint32_t>(b) << 16); }
 
 uint16_t float_to_bf16(float f) {
   uint32_t u = f2u(f);
-  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  if (std::isnan(f)) return static_cast<uint16_t>((u >> 16) | 0x40);  // quiet; never truncates to inf
   const uint32_t lsb = (u >> 16) & 1;
   u += 0x7fff + lsb;  // round to nearest even on the dropped 16 bits
   return static_cast<uint16_t>(u >> 16);
+}
+
+uint16_t double_to_bf16(double f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (std::isnan(f)) return sign | 0x7fc0;
+  if (std::isinf(f)) return sign | 0x7f80;
+  const double a = std::fabs(f);
+  if (a == 0) return sign;
+  constexpr MiniFloat kBF16{8, 7, 127, 3.3895313892515355e38};
+  double r;
+  const uint32_t code = encode_magnitude(kBF16, a, &r);
+  if (r > kBF16.max_finite) return sign | 0x7f80;
+  return sign | static_cast<uint16_t>(code);
 }
 
 float fp8e4m3fn_to_float(uint8_t v) {
@@ -101,17 +118,19 @@ float fp8e4m3fn_to_float(uint8_t v) {
   return static_cast<float>(decode_minifloat(kE4M3, v));
 }
 
-uint8_t float_to_fp8e4m3fn(float f, bool saturate) {
-  const uint8_t sign = (f2u(f) >> 24) & 0x80;
+uint8_t double_to_fp8e4m3fn(double f, bool saturate) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   if (std::isnan(f)) return 0x7f | sign;
   if (std::isinf(f)) return saturate ? (sign | 0x7e) : (sign | 0x7f);
-  const double a = std::fabs(static_cast<double>(f));
+  const double a = std::fabs(f);
   if (a == 0) return sign;
   double r;
-  uint32_t code = encode_magnitude(kE4M3, a, &r);
+  const uint32_t code = encode_magnitude(kE4M3, a, &r);
   if (r > kE4M3.max_finite) return saturate ? (sign | 0x7e) : (sign | 0x7f);
   return sign | static_cast<uint8_t>(code);
 }
+
+uint8_t float_to_fp8e4m3fn(float f, bool saturate) { return double_to_fp8e4m3fn(f, saturate); }
 
 float fp8e5m2_to_float(uint8_t v) {
   if ((v & 0x7c) == 0x7c) {
@@ -121,35 +140,40 @@ float fp8e5m2_to_float(uint8_t v) {
   return static_cast<float>(decode_minifloat(kE5M2, v));
 }
 
-uint8_t float_to_fp8e5m2(float f, bool saturate) {
-  const uint8_t sign = (f2u(f) >> 24) & 0x80;
+uint8_t double_to_fp8e5m2(double f, bool saturate) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
   if (std::isnan(f)) return 0x7f | sign;
   if (std::isinf(f)) return saturate ? (sign | 0x7b) : (sign | 0x7c);
-  const double a = std::fabs(static_cast<double>(f));
+  const double a = std::fabs(f);
   if (a == 0) return sign;
   double r;
-  uint32_t code = encode_magnitude(kE5M2, a, &r);
+  const uint32_t code = encode_magnitude(kE5M2, a, &r);
   if (r > kE5M2.max_finite) return saturate ? (sign | 0x7b) : (sign | 0x7c);
   return sign | static_cast<uint8_t>(code);
 }
 
+uint8_t float_to_fp8e5m2(float f, bool saturate) { return double_to_fp8e5m2(f, saturate); }
+
 float fp4e2m1_to_float(uint8_t code) { return static_cast<float>(decode_minifloat(kE2M1, code & 0xf)); }
 
-uint8_t float_to_fp4e2m1(float f) {
-  const uint8_t sign = (f2u(f) >> 28) & 0x8;
+uint8_t double_to_fp4e2m1(double f) {
+  const uint8_t sign = std::signbit(f) ? 0x8 : 0;
   if (std::isnan(f)) return 0x7;
-  const double a = std::fabs(static_cast<double>(f));
+  const double a = std::fabs(f);
   if (a == 0) return sign;
   if (std::isinf(f)) return sign | 0x7;
   double r;
-  uint32_t code = encode_magnitude(kE2M1, a, &r);
+  const uint32_t code = encode_magnitude(kE2M1, a, &r);
   if (r > kE2M1.max_finite) return sign | 0x7;
   return sign | static_cast<uint8_t>(code);
 }
 
+uint8_t float_to_fp4e2m1(float f) { return double_to_fp4e2m1(f); }
+
 float nf4_to_float(uint8_t code) { return kNF4Codebook[code & 0xf]; }
 
 uint8_t float_to_nf4(float f) {
+  if (std::isnan(f)) return 7;  // the 0.0 code: NF4 has no NaN
   uint8_t best = 0;
   float best_d = std::numeric_limits<float>::infinity();
   for (uint8_t c = 0; c < 16; ++c) {
@@ -252,16 +276,18 @@ void store_from_double(DataType t, void* d, int64_t i, double v, bool saturate) 
   switch (t) {
     case DataType::kFloat32: put<float>(d, i, static_cast<float>(v)); return;
     case DataType::kFloat64: put<double>(d, i, v); return;
-    case DataType::kFloat16: put<uint16_t>(d, i, float_to_fp16(static_cast<float>(v))); return;
-    case DataType::kBFloat16: put<uint16_t>(d, i, float_to_bf16(static_cast<float>(v))); return;
-    case DataType::kFloat8E4M3FN: put<uint8_t>(d, i, float_to_fp8e4m3fn(static_cast<float>(v), saturate)); return;
-    case DataType::kFloat8E5M2: put<uint8_t>(d, i, float_to_fp8e5m2(static_cast<float>(v), saturate)); return;
+    case DataType::kFloat16: put<uint16_t>(d, i, double_to_fp16(v)); return;
+    case DataType::kBFloat16: put<uint16_t>(d, i, double_to_bf16(v)); return;
+    case DataType::kFloat8E4M3FN: put<uint8_t>(d, i, double_to_fp8e4m3fn(v, saturate)); return;
+    case DataType::kFloat8E5M2: put<uint8_t>(d, i, double_to_fp8e5m2(v, saturate)); return;
     case DataType::kBool: put<uint8_t>(d, i, v != 0); return;
-    case DataType::kFloat4E2M1: set_nibble(d, i, float_to_fp4e2m1(static_cast<float>(v))); return;
+    case DataType::kFloat4E2M1: set_nibble(d, i, double_to_fp4e2m1(v)); return;
     case DataType::kNF4: set_nibble(d, i, float_to_nf4(static_cast<float>(v))); return;
     case DataType::kInt4: case DataType::kUInt4: {
-      double r = std::nearbyint(v);
-      store_from_int64(t, d, i, std::isnan(r) ? 0 : static_cast<int64_t>(r));
+      // Round to nearest even, then clamp; clamping before the conversion keeps huge values
+      // (and infinities) out of the undefined float->int64 range. NaN stores 0.
+      const double r = std::isnan(v) ? 0.0 : std::clamp(std::nearbyint(v), -16.0, 16.0);
+      store_from_int64(t, d, i, static_cast<int64_t>(r));
       return;
     }
     case DataType::kString: case DataType::kUndefined: case DataType::kCount:

@@ -25,19 +25,27 @@ float fp16_to_float(uint16_t h);
 uint16_t float_to_fp16(float f);
 float bf16_to_float(uint16_t b);
 uint16_t float_to_bf16(float f);
+// From double, rounded once (a float64 -> float32 -> fp16 path would round twice).
+uint16_t double_to_fp16(double f);
+uint16_t double_to_bf16(double f);
 
 // FP8: `saturate` clamps finite overflow (and E4M3FN's +-inf) to the largest finite value;
 // otherwise overflow gives NaN (E4M3FN) or +-inf (E5M2).
 float fp8e4m3fn_to_float(uint8_t v);
 uint8_t float_to_fp8e4m3fn(float f, bool saturate = true);
+uint8_t double_to_fp8e4m3fn(double f, bool saturate = true);
 float fp8e5m2_to_float(uint8_t v);
 uint8_t float_to_fp8e5m2(float f, bool saturate = true);
+uint8_t double_to_fp8e5m2(double f, bool saturate = true);
 
 // 4-bit codes (0..15, low nibble).
 float fp4e2m1_to_float(uint8_t code);
 uint8_t float_to_fp4e2m1(float f);  // saturates to +-6; NaN -> +6 (no NaN code exists)
+uint8_t double_to_fp4e2m1(double f);
 float nf4_to_float(uint8_t code);
-uint8_t float_to_nf4(float f);      // nearest codebook value; input expected in [-1, 1]
+// Nearest codebook value (the lower code on an exact tie); input expected in [-1, 1], values
+// outside clamp to +-1; NaN -> code 7 (0.0).
+uint8_t float_to_nf4(float f);
 int int4_from_code(uint8_t code);   // sign-extends a nibble: 0..15 -> -8..7
 
 inline float half_to_float(Float16 h) { return fp16_to_float(h.bits); }

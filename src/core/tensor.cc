@@ -50,6 +50,28 @@ Tensor Tensor::wrap(DataType dtype, Shape shape, std::shared_ptr<void> owner, vo
   return t;
 }
 
+Tensor Tensor::sequence(DataType elem, std::vector<Tensor> items) {
+  Tensor t;
+  t.dtype_ = elem;
+  t.shape_ = {0};
+  t.kind_ = Kind::kSequence;
+  t.items_ = std::make_shared<const std::vector<Tensor>>(std::move(items));
+  return t;
+}
+
+Tensor Tensor::none(DataType elem) {
+  Tensor t;
+  t.dtype_ = elem;
+  t.shape_ = {0};
+  t.kind_ = Kind::kNone;
+  return t;
+}
+
+const std::vector<Tensor>& Tensor::items() const {
+  static const std::vector<Tensor> kEmpty;
+  return items_ ? *items_ : kEmpty;
+}
+
 Tensor Tensor::reshaped(Shape shape) const {
   KILN_CHECK(shape_numel(shape) == numel());
   Tensor t = *this;
@@ -58,13 +80,20 @@ Tensor Tensor::reshaped(Shape shape) const {
 }
 
 Tensor Tensor::clone() const {
+  if (!is_tensor()) return *this;  // sequence elements are immutable and shared
   Tensor t(dtype_, shape_);
   if (nbytes()) std::memcpy(t.data_, data_, nbytes());
   return t;
 }
 
 bool Tensor::bit_equal(const Tensor& o) const {
-  if (dtype_ != o.dtype_ || shape_ != o.shape_) return false;
+  if (dtype_ != o.dtype_ || shape_ != o.shape_ || kind_ != o.kind_) return false;
+  if (is_sequence()) {
+    if (items().size() != o.items().size()) return false;
+    for (size_t i = 0; i < items().size(); ++i)
+      if (!items()[i].bit_equal(o.items()[i])) return false;
+    return true;
+  }
   return nbytes() == 0 || std::memcmp(data_, o.data_, nbytes()) == 0;
 }
 

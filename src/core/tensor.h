@@ -37,7 +37,21 @@ class Tensor {
     return t;
   }
 
-  bool defined() const { return dtype_ != DataType::kUndefined; }
+  // ONNX sequence and optional values ride in a Tensor so the interpreter, kernels and
+  // subgraph plumbing keep one value type (docs/decisions/0002-sequence-values.md). An optional
+  // holding a value is that value; an empty one is none(). To tensor-only code both kinds look
+  // like an empty 1-D tensor of the element dtype (no data to misread).
+  enum class Kind : uint8_t { kTensor, kSequence, kNone };
+  static Tensor sequence(DataType elem, std::vector<Tensor> items);
+  static Tensor none(DataType elem = DataType::kUndefined);
+  Kind kind() const { return kind_; }
+  bool is_tensor() const { return kind_ == Kind::kTensor; }
+  bool is_sequence() const { return kind_ == Kind::kSequence; }
+  bool is_none() const { return kind_ == Kind::kNone; }
+  // A sequence's elements (empty for other kinds); shared and immutable.
+  const std::vector<Tensor>& items() const;
+
+  bool defined() const { return dtype_ != DataType::kUndefined || kind_ != Kind::kTensor; }
   DataType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
@@ -64,6 +78,8 @@ class Tensor {
   Shape shape_;
   std::shared_ptr<void> storage_;
   void* data_ = nullptr;
+  Kind kind_ = Kind::kTensor;
+  std::shared_ptr<const std::vector<Tensor>> items_;
 };
 
 // Converts every element to double (any dtype but string); for comparisons and printing.

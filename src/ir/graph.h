@@ -36,8 +36,13 @@ std::string sym_shape_str(const SymShape& s);  // "[batch,3,224,224]", "?" for u
 
 class Graph;
 
+// The ONNX type of a value: a tensor (the default), a sequence of tensors, or an optional
+// of either. Value::dtype is the (element) tensor dtype for every kind; Value::shape is only
+// recorded for tensors.
+enum class ValueKind : uint8_t { kTensor, kSequence, kOptionalTensor, kOptionalSequence };
+
 struct Attribute {
-  enum class Kind : uint8_t { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kGraph };
+  enum class Kind : uint8_t { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kGraph, kType };
   Kind kind = Kind::kInt;
   int64_t i = 0;
   float f = 0;
@@ -47,12 +52,16 @@ struct Attribute {
   std::vector<std::string> strings;
   std::shared_ptr<const Tensor> t;
   std::shared_ptr<const Graph> g;
+  // kType (a TypeProto, e.g. Optional's `type`): the value kind and its element dtype.
+  ValueKind type_kind = ValueKind::kTensor;
+  DataType type_dtype = DataType::kUndefined;
 };
 
 struct Value {
   ValueId id = kNoValue;
   std::string name;
   DataType dtype = DataType::kUndefined;
+  ValueKind kind = ValueKind::kTensor;
   std::optional<SymShape> shape;            // nullopt: rank unknown
   std::shared_ptr<const Tensor> constant;   // set for initializers / folded constants
   NodeId producer = -1;                     // -1: graph input, initializer or outer-scope value

@@ -8,6 +8,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
 namespace kiln::onnx_import {
@@ -73,18 +74,31 @@ class GraphImporter {
     return r;
   }
 
-  static Status read_type(const onnx::ValueInfoProto& vi, ir::Value* v) {
-    if (!vi.has_type()) return Status::Ok();
-    const auto& tp = vi.type();
-    if (!tp.has_tensor_type()) {
-      return unsupported("value '" + vi.name() + "': only tensor values are supported (sequence/map/optional types are not)");
+  // Reads a TypeProto: a tensor, a sequence of tensors, or an optional of either. Shapes are
+  // kept for tensors only (a sequence's elements may differ in shape).
+  static Status read_type_proto(const onnx::TypeProto& tp, const std::string& what, ir::Value* v) {
+    const onnx::TypeProto* t = &tp;
+    bool optional = false, sequence = false;
+    if (t->has_optional_type()) {
+      optional = true;
+      t = &t->optional_type().elem_type();
     }
-    const auto& tt = tp.tensor_type();
+    if (t->has_sequence_type()) {
+      sequence = true;
+      t = &t->sequence_type().elem_type();
+    }
+    if (!t->has_tensor_type()) {
+      return unsupported(what + ": only tensors and sequences/optionals of tensors are supported (maps, sparse "
+                         "tensors and nested sequences are not)");
+    }
+    v->kind = optional ? (sequence ? ir::ValueKind::kOptionalSequence : ir::ValueKind::kOptionalTensor)
+                       : (sequence ? ir::ValueKind::kSequence : ir::ValueKind::kTensor);
+    const auto& tt = t->tensor_type();
     DataType dt = dtype_from_onnx(tt.elem_type());
     if (dt == DataType::kUndefined && tt.elem_type() != 0)
-      return unsupported("value '" + vi.name() + "': ONNX element type " + std::to_string(tt.elem_type()) + " is not supported");
+      return unsupported(what + ": ONNX element type " + std::to_string(tt.elem_type()) + " is not supported");
     if (dt != DataType::kUndefined) v->dtype = dt;
-    if (tt.has_shape()) {
+    if (tt.has_shape() && v->kind == ir::ValueKind::kTensor) {
       ir::SymShape s;
       for (const auto& d : tt.shape().dim()) {
         if (d.has_dim_value()) s.push_back(ir::Dim::known(d.dim_value()));
@@ -94,6 +108,11 @@ class GraphImporter {
       v->shape = std::move(s);
     }
     return Status::Ok();
+  }
+
+  static Status read_type(const onnx::ValueInfoProto& vi, ir::Value* v) {
+    if (!vi.has_type()) return Status::Ok();
+    return read_type_proto(vi.type(), "value '" + vi.name() + "'", v);
   }
 
   ir::ValueId outer_ref(const std::string& name, ir::Graph* g) {
@@ -195,6 +214,14 @@ class GraphImporter {
           attr.g = sub;
           break;
         }
+        case onnx::AttributeProto::TYPE_PROTO: {
+          ir::Value tv;
+          KILN_RETURN_IF_ERROR(read_type_proto(a.tp(), "node '" + nname + "' attribute '" + a.name() + "'", &tv));
+          attr.kind = ir::Attribute::Kind::kType;
+          attr.type_kind = tv.kind;
+          attr.type_dtype = tv.dtype;
+          break;
+        }
         default:
           return unsupported("node '" + nname + "' (" + np.op_type() + "): attribute '" + a.name() + "' has an unsupported type");
       }
@@ -219,6 +246,49 @@ class GraphImporter {
 };
 
 }  // namespace
+
+namespace {
+
+// SequenceProto / OptionalProto element kinds (onnx-data.proto).
+constexpr int kProtoTensor = 1;
+constexpr int kProtoSequence = 3;
+
+StatusOr<Tensor> sequence_from_proto(const onnx::SequenceProto& p, const std::string& dir, DataType elem) {
+  if (p.elem_type() != kProtoTensor && !(p.elem_type() == 0 && p.tensor_values_size() == 0))
+    return unsupported("only sequences of tensors are supported (SequenceProto elem_type " + std::to_string(p.elem_type()) + ")");
+  std::vector<Tensor> items;
+  for (const auto& tp : p.tensor_values()) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, tensor_from_proto(tp, dir));
+    items.push_back(std::move(t));
+  }
+  const DataType dt = items.empty() ? elem : items[0].dtype();
+  return Tensor::sequence(dt == DataType::kUndefined ? DataType::kFloat32 : dt, std::move(items));
+}
+
+}  // namespace
+
+StatusOr<Tensor> load_value_pb_file(const std::string& path, ir::ValueKind kind, DataType elem) {
+  if (kind == ir::ValueKind::kTensor) return load_tensor_pb_file(path);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("value file '" + path + "' not found");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (kind == ir::ValueKind::kSequence) {
+    onnx::SequenceProto p;
+    if (!p.ParseFromString(ss.str())) return invalid_model("'" + path + "' is not a serialized ONNX SequenceProto");
+    return sequence_from_proto(p, dir, elem);
+  }
+  onnx::OptionalProto p;
+  if (!p.ParseFromString(ss.str())) return invalid_model("'" + path + "' is not a serialized ONNX OptionalProto");
+  if (p.has_tensor_value()) return tensor_from_proto(p.tensor_value(), dir);
+  if (p.has_sequence_value()) return sequence_from_proto(p.sequence_value(), dir, elem);
+  if (p.elem_type() != 0 && p.elem_type() != kProtoTensor && p.elem_type() != kProtoSequence)
+    return unsupported("only optionals of tensors or sequences are supported (OptionalProto elem_type " +
+                       std::to_string(p.elem_type()) + ")");
+  return Tensor::none(elem);
+}
 
 StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::string& base_dir) {
   onnx::ModelProto model;

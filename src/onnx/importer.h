@@ -31,5 +31,9 @@ int dtype_to_onnx(DataType t);
 StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);
 // Reads a serialized TensorProto file (ONNX test data's input_N.pb / output_N.pb).
 StatusOr<Tensor> load_tensor_pb_file(const std::string& path, std::string* name = nullptr);
+// Reads a serialized test-data value of the given kind: a TensorProto, a SequenceProto of
+// tensors or an OptionalProto (of a tensor or a sequence), as Tensor::sequence / none()
+// values. `elem` is the declared element dtype, used for empty sequences and empty optionals.
+StatusOr<Tensor> load_value_pb_file(const std::string& path, ir::ValueKind kind, DataType elem);
 
 }  // namespace kiln::onnx_import

@@ -50,7 +50,12 @@ Status fold_constants(ir::Graph& g, const PassOptions&) {
     auto outs = interpret(mini, {});
     if (!outs.ok()) continue;  // leave it to run time, where the error names the layer
     size_t bytes = 0;
-    for (const auto& t : *outs) bytes += t.nbytes();
+    bool tensors_only = true;  // sequence/optional values stay run-time values
+    for (const auto& t : *outs) {
+      bytes += t.nbytes();
+      tensors_only = tensors_only && t.is_tensor();
+    }
+    if (!tensors_only) continue;
     if (bytes > kMaxFoldedBytes) continue;
     size_t k = 0;
     for (ir::ValueId v : n.outputs) {

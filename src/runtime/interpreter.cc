@@ -29,6 +29,49 @@ std::vector<std::string> outer_names(const ir::Graph& g) {
   return names;
 }
 
+// Ops whose kernels handle sequence and optional values (Tensor::kind() other than kTensor);
+// every other kernel gets a clean error instead of a value it would misread.
+bool takes_non_tensors(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::kIdentity:
+    case ir::OpKind::kIf:
+    case ir::OpKind::kLoop:
+    case ir::OpKind::kSequenceAt:
+    case ir::OpKind::kSequenceConstruct:
+    case ir::OpKind::kSequenceErase:
+    case ir::OpKind::kSequenceInsert:
+    case ir::OpKind::kSequenceLength:
+    case ir::OpKind::kSequenceMap:
+    case ir::OpKind::kConcatFromSequence:
+    case ir::OpKind::kOptional:
+    case ir::OpKind::kOptionalGetElement:
+    case ir::OpKind::kOptionalHasElement:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Checks a runtime value against a graph input's declared type.
+Status check_input_type(const ir::Value& v, const Tensor& t) {
+  const char* got = t.is_sequence() ? "a sequence" : t.is_none() ? "an empty optional" : "a tensor";
+  switch (v.kind) {
+    case ir::ValueKind::kTensor:
+      if (!t.is_tensor() && v.dtype != DataType::kUndefined)
+        return invalid_argument("input '" + v.name + "': expected a tensor, got " + got);
+      break;
+    case ir::ValueKind::kSequence:
+      if (!t.is_sequence()) return invalid_argument("input '" + v.name + "': expected a sequence, got " + got);
+      break;
+    case ir::ValueKind::kOptionalTensor:
+    case ir::ValueKind::kOptionalSequence:
+      return Status::Ok();
+  }
+  if (v.dtype != DataType::kUndefined && t.dtype() != v.dtype && !(t.is_sequence() && t.items().empty()))
+    return invalid_argument("input '" + v.name + "': dtype " + dtype_name(t.dtype()) + ", expected " + dtype_name(v.dtype));
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Tensor>& inputs, const Scope* outer,
@@ -41,10 +84,7 @@ StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Te
   for (const ir::Value& v : g.values)
     if (v.constant) env[v.id] = *v.constant;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const ir::Value& v = g.value(g.inputs[i]);
-    if (v.dtype != DataType::kUndefined && inputs[i].dtype() != v.dtype)
-      return invalid_argument("input '" + v.name + "': dtype " + dtype_name(inputs[i].dtype()) + ", expected " +
-                              dtype_name(v.dtype));
+    KILN_RETURN_IF_ERROR(check_input_type(g.value(g.inputs[i]), inputs[i]));
     env[g.inputs[i]] = inputs[i];
   }
   for (ir::ValueId v : g.outer_refs) {
@@ -82,6 +122,9 @@ StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Te
     for (ir::ValueId v : n.inputs) {
       if (v == ir::kNoValue) { in.push_back(nullptr); continue; }
       if (!env[v].defined()) return internal_error(n.describe() + ": input '" + g.value(v).name + "' was not computed");
+      if (!env[v].is_tensor() && !takes_non_tensors(n.op))
+        return invalid_argument(n.describe() + ": input '" + g.value(v).name + "' is " +
+                                (env[v].is_sequence() ? "a sequence" : "an empty optional") + ", the op takes tensors");
       in.push_back(&env[v]);
     }
     std::vector<Tensor> out(n.outputs.size());

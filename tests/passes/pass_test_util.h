@@ -90,7 +90,9 @@ inline ir::Graph check_pass(const ir::Graph& g, Status (*pass)(ir::Graph&, const
   EXPECT_TRUE(opt.topo_sort().ok());
   auto after = interpret(opt, inputs);
   EXPECT_TRUE(after.ok()) << after.status().to_string();
-  if (before.ok() && after.ok()) EXPECT_LE(relative_diff(*before, *after), 1e-5);
+  if (before.ok() && after.ok()) {
+    EXPECT_LE(relative_diff(*before, *after), 1e-5);
+  }
   return opt;
 }
 

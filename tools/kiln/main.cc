@@ -1,52 +1,48 @@
-// `kiln`: the command-line tool (build, run, bench, inspect, compare, conformance).
+// `kiln`: the command-line tool. Subcommands: build, run, bench, inspect, compare, conformance
+// (one file each, cmd_*.cc; options in options.h). Exit codes: 0 ok, 1 mismatch, 2 usage or
+// input error.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <fstream>
-#include <iostream>
+#include <exception>
 
-#include "conformance/runner.h"
-
-namespace {
-
-int cmd_conformance(const std::string& dir, const std::string& json, const std::string& filter, bool verbose) {
-  kiln::conformance::Options opts;
-  opts.filter = filter;
-  opts.progress = [verbose](const kiln::conformance::CaseResult& r, int done, int total) {
-    if (verbose || r.verdict == kiln::conformance::Verdict::kFail)
-      std::fprintf(stderr, "[%d/%d] %s %s %s\n", done, total, kiln::conformance::verdict_name(r.verdict), r.name.c_str(),
-                   r.reason.substr(0, 300).c_str());
-    else if (done % 50 == 0 || done == total)
-      std::fprintf(stderr, "[%d/%d]\n", done, total);
-  };
-  auto rep = kiln::conformance::run(dir, opts);
-  if (!rep.ok()) {
-    std::fprintf(stderr, "kiln conformance: %s\n", rep.status().to_string().c_str());
-    return 2;
-  }
-  if (!json.empty()) {
-    std::ofstream f(json);
-    f << rep->to_json();
-  }
-  std::printf("%d passed, %d failed, %d skipped\n", rep->passed, rep->failed, rep->skipped);
-  return 0;
-}
-
-}  // namespace
+#include "tools/kiln/commands.h"
 
 int main(int argc, char** argv) {
+  using namespace kiln::cli;
   CLI::App app{"kiln: ONNX -> optimized plan -> run"};
   app.require_subcommand(1);
 
-  auto* conf = app.add_subcommand("conformance", "Run ONNX backend test data (model.onnx + test_data_set_N)");
-  std::string conf_dir, conf_json, conf_filter;
-  bool conf_verbose = false;
-  conf->add_option("dir", conf_dir, "Case, suite or data directory")->required();
-  conf->add_option("--json", conf_json, "Write a per-case JSON report here");
-  conf->add_option("--filter", conf_filter, "Only cases whose name contains this");
-  conf->add_flag("-v,--verbose", conf_verbose, "Print every case");
+  BuildOptions build;
+  build.add_to(app.add_subcommand("build", "Build a plan from an ONNX model"));
+  RunOptions run;
+  run.add_to(app.add_subcommand("run", "Run a plan once and print its outputs"));
+  BenchOptions bench;
+  bench.add_to(app.add_subcommand("bench", "Measure a plan's latency and throughput"));
+  InspectOptions inspect;
+  inspect.add_to(app.add_subcommand("inspect", "Print a plan's header, io tensors, profiles and layers"));
+  CompareOptions compare;
+  compare.add_to(app.add_subcommand("compare", "Compare a plan's outputs with the reference on the ONNX model"));
+  ConformanceOptions conformance;
+  conformance.add_to(app.add_subcommand("conformance", "Run ONNX backend test data (model.onnx + test_data_set_N)"));
 
-  CLI11_PARSE(app, argc, argv);
-  if (conf->parsed()) return cmd_conformance(conf_dir, conf_json, conf_filter, conf_verbose);
-  return 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help or the usage error
+    return rc == 0 ? kExitOk : kExitError;
+  }
+  // The library reports errors as Status; this only keeps a stray exception (bad_alloc, a
+  // filesystem error) from ending in a bare "terminate called".
+  try {
+    if (app.got_subcommand("build")) return cmd_build(build);
+    if (app.got_subcommand("run")) return cmd_run(run);
+    if (app.got_subcommand("bench")) return cmd_bench(bench);
+    if (app.got_subcommand("inspect")) return cmd_inspect(inspect);
+    if (app.got_subcommand("compare")) return cmd_compare(compare);
+    if (app.got_subcommand("conformance")) return cmd_conformance(conformance);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: error: %s\n", e.what());
+  }
+  return kExitError;
 }

@@ -89,6 +89,7 @@ void register_movement_kernels(KernelRegistry& r);     // ops_movement.cc: Resha
 void register_reduce_kernels(KernelRegistry& r);       // ops_reduce.cc: reductions, ArgMax, TopK, CumSum, Q/DQ, Einsum
 void register_control_kernels(KernelRegistry& r);      // ops_control.cc: If/Loop/Scan, RNNs, NMS, signal ops
 void register_fused_kernels(KernelRegistry& r);        // ops_fused.cc: internal ops made by fusion passes
+void register_sequence_kernels(KernelRegistry& r);     // ops_sequence.cc: sequence/optional ops, TfIdfVectorizer
 
 }  // namespace cpu
 }  // namespace kiln

@@ -18,8 +18,8 @@ template <typename T> inline double to_double(T v) { return static_cast<double>(
 template <> inline double to_double(Float16 v) { return fp16_to_float(v.bits); }
 template <> inline double to_double(BFloat16 v) { return bf16_to_float(v.bits); }
 template <typename T> inline T from_double(double v) { return static_cast<T>(v); }
-template <> inline Float16 from_double(double v) { return Float16{float_to_fp16(static_cast<float>(v))}; }
-template <> inline BFloat16 from_double(double v) { return BFloat16{float_to_bf16(static_cast<float>(v))}; }
+template <> inline Float16 from_double(double v) { return Float16{double_to_fp16(v)}; }
+template <> inline BFloat16 from_double(double v) { return BFloat16{double_to_bf16(v)}; }
 
 template <typename T> constexpr DataType dtype_of();
 template <> constexpr DataType dtype_of<float>() { return DataType::kFloat32; }

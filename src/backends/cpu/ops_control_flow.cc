@@ -1,7 +1,8 @@
 // CPU reference kernels for the control-flow ops If, Loop and Scan. Bodies run through
 // ctx.run_subgraph (the interpreter resolves outer-scope names); these kernels only move
 // tensors in and out: slicing scan inputs, stacking scan outputs, threading loop state.
-// Sequence/optional-typed values are rejected by the importer, so only tensors flow here.
+// Sequence/optional values (Tensor::kind()) pass through If outputs and Loop state as they are;
+// scan inputs and outputs must be tensors.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -140,6 +141,7 @@ Status loop_op(KernelContext& ctx) {
     for (int i = 0; i < n_state; ++i) state[i] = outs[1 + i];
     for (int k = 0; k < n_scan; ++k) {
       const Tensor& t = outs[1 + n_state + k];
+      if (!t.is_tensor()) return ctx.unsupported_here("scan output " + std::to_string(k) + " is a sequence or optional");
       if (!elem_bytes(t.dtype())) return ctx.unsupported_here(std::string("scan output of dtype ") + dtype_name(t.dtype()));
       if (!scans[k].empty() && (t.shape() != scans[k][0].shape() || t.dtype() != scans[k][0].dtype()))
         return ctx.fail("scan output " + std::to_string(k) + " changes shape across iterations: " +
@@ -182,6 +184,7 @@ Status run_scan(const KernelContext& ctx, const ScanSpec& sp, std::vector<Tensor
     for (int i = 0; i < sp.n_state; ++i) state[i] = outs[i];
     for (int k = 0; k < sp.n_scan_out; ++k) {
       const Tensor& y = outs[sp.n_state + k];
+      if (!y.is_tensor()) return ctx.unsupported_here("scan output " + std::to_string(k) + " is a sequence or optional");
       if (!elem_bytes(y.dtype())) return ctx.unsupported_here(std::string("scan output of dtype ") + dtype_name(y.dtype()));
       if (!steps[k].empty() && (y.shape() != steps[k][0].shape() || y.dtype() != steps[k][0].dtype()))
         return ctx.fail("scan output " + std::to_string(k) + " changes shape across iterations");

@@ -28,6 +28,7 @@ const KernelRegistry& KernelRegistry::get() {
     register_reduce_kernels(r);
     register_control_kernels(r);
     register_fused_kernels(r);
+    register_sequence_kernels(r);
     return r;
   }();
   return registry;

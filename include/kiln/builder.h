@@ -1,0 +1,80 @@
+// The Builder turns an ONNX model into a serialized plan for one target (TensorRT's
+// IBuilder / IBuilderConfig / IOptimizationProfile, in Kiln's terms). Build = import ONNX ->
+// resolve input shapes from the optimization profiles -> check every layer has a kernel on
+// the target -> (passes, precision, tactic selection) -> serialize the plan.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;  // same alias as core/tensor.h
+
+namespace ir {
+class Graph;
+}
+
+// The range of shapes one input may take at run time. Memory is sized for `max`, tactics are
+// tuned at `opt` (TensorRT's kMIN/kOPT/kMAX).
+struct ShapeRange {
+  Shape min, opt, max;
+  bool contains(const Shape& s) const;  // same rank and min <= s <= max per dim
+};
+
+class OptimizationProfile {
+ public:
+  // Sets the range of input `name`. Errors (naming the input and the dim) unless min, opt and
+  // max have the same rank and min <= opt <= max per dim, all dims >= 0.
+  Status set_dimensions(const std::string& name, const Shape& min, const Shape& opt, const Shape& max);
+  // nullptr when the profile does not name `name`.
+  const ShapeRange* find(const std::string& name) const;
+  const std::map<std::string, ShapeRange>& ranges() const { return ranges_; }
+  bool empty() const { return ranges_.empty(); }
+
+ private:
+  std::map<std::string, ShapeRange> ranges_;  // input name -> range
+};
+
+enum class TargetDevice : uint8_t { kCpu = 0, kCuda = 1, kAuto = 2 };
+const char* target_device_name(TargetDevice d);  // "cpu", "cuda", "auto"
+
+// One step of a build, reported to BuilderConfig::progress.
+struct BuildProgress {
+  std::string step;  // "import", "profiles", "verify", "passes", "tactics", "serialize"
+  int done = 0;      // units of this step finished
+  int total = 0;     // units in this step (0: unknown)
+};
+
+struct BuilderConfig {
+  // Precisions the builder may choose for layers (the graph's own dtypes are always allowed).
+  bool fp16 = false;
+  bool bf16 = false;
+  bool tf32 = true;   // TF32 tensor-core math for fp32 GEMM/conv on CUDA (TensorRT's default)
+  bool fp8 = false;
+  bool int8 = false;
+  size_t workspace_limit = 0;  // bytes of scratch one layer may use; 0 = no limit
+  // Every input whose shape is not fully static needs a range in each profile. Static inputs
+  // need none. At least one profile is required when any input is dynamic.
+  std::vector<OptimizationProfile> profiles;
+  TargetDevice target = TargetDevice::kAuto;  // kAuto: CUDA when built with it and a GPU is present
+  int opt_level = 2;  // 0..3: how much the pass pipeline may rewrite (passes land later)
+  std::function<void(const BuildProgress&)> progress;
+};
+
+class Builder {
+ public:
+  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format).
+  static StatusOr<std::vector<uint8_t>> build(const std::string& onnx_path, const BuilderConfig& config);
+  // Same, from an already imported graph (tests, the conformance runner).
+  static StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config);
+};
+
+}  // namespace kiln

@@ -1,0 +1,80 @@
+// The plan: Kiln's versioned, self-describing file for one built model on one target.
+// Layout (all integers little-endian; byte offsets from the start of the file):
+//    0  char[8]  magic "KILNPLAN"
+//    8  u32      format version (kPlanFormatVersion)
+//   12  u32      header size: bytes before the first section (64-byte multiple)
+//   16  char[32] kiln version, NUL-padded ("0.1.0")
+//   48  u8       target backend (0 = cpu, 1 = cuda); u8[3] zero
+//   52  u32      CUDA compute capability major, minor; cuDNN version; cuBLASLt version (0 on CPU)
+//   68  u32      section count
+//   72  u64      payload length: file size - header size
+//   80  u64      checksum: FNV-1a 64 of every byte of the file except these 8
+//   88  section table, one 24-byte entry per section: u32 tag, u32 zero, u64 offset, u64 length
+// Sections ("graph", "profiles", "layers", "build", "weights") start at 64-byte aligned
+// offsets; the weights section holds every constant tensor at a 64-byte aligned offset.
+// FNV-1a: Fowler, Noll, Vo, "The FNV Non-Cryptographic Hash Algorithm" (IETF
+// draft-eastlake-fnv), 64-bit offset basis 0xcbf29ce484222325, prime 0x100000001b3.
+// docs/decisions/0001-plan-format.md says why this layout.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+constexpr uint32_t kPlanFormatVersion = 1;
+
+enum class PlanBackend : uint8_t { kCpu = 0, kCuda = 1 };
+
+// What a plan was built for; a plan runs only where its target matches.
+struct PlanTarget {
+  PlanBackend backend = PlanBackend::kCpu;
+  uint32_t cc_major = 0, cc_minor = 0;  // CUDA compute capability (0 on CPU)
+  uint32_t cudnn_version = 0;           // cudnnGetVersion() at build (0 on CPU)
+  uint32_t cublaslt_version = 0;        // cublasLtGetVersion() at build (0 on CPU)
+  std::string to_string() const;        // "cpu", "cuda sm_89 (cuDNN 90100, cuBLASLt 120400)"
+};
+
+struct PlanHeader {
+  uint32_t format_version = kPlanFormatVersion;
+  std::string kiln_version;   // the Kiln that wrote the plan
+  PlanTarget target;
+  uint64_t file_bytes = 0;
+  uint64_t checksum = 0;
+};
+
+// A tensor as the plan describes it: dims < 0 are dynamic, with their symbol when the model
+// named one ("batch").
+struct TensorDesc {
+  std::string name;
+  DataType dtype = DataType::kUndefined;
+  bool rank_known = true;
+  std::vector<int64_t> dims;         // -1: dynamic
+  std::vector<std::string> symbols;  // per dim; "" when static or unnamed
+  std::string shape_string() const;  // "[batch,3,224,224]", "?" when the rank is unknown
+};
+
+// One engine layer, for `kiln inspect` and profiling.
+struct LayerInfo {
+  std::string name;
+  std::string op;                    // "Conv" or an internal fused op name
+  std::vector<std::string> origin;   // ONNX nodes this layer absorbed (itself first)
+  std::vector<TensorDesc> inputs;    // omitted optional inputs have an empty name
+  std::vector<TensorDesc> outputs;
+  std::string tactic;                // "cpu.ref", "cuda.cudnn_conv", ...
+};
+
+// Reads and validates the header alone (magic, version, sizes, checksum, target fields);
+// the Runtime validates the rest. Never crashes on arbitrary bytes.
+StatusOr<PlanHeader> read_plan_header(const uint8_t* data, size_t size);
+
+// FNV-1a 64 of `size` bytes, continuing from `hash` (start with the offset basis).
+constexpr uint64_t kFnv1a64Basis = 0xcbf29ce484222325ull;
+uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash = kFnv1a64Basis);
+
+}  // namespace kiln

@@ -1,0 +1,179 @@
+// Builder: ONNX -> checked, profiled layer graph -> serialized plan. The steps, in order:
+//   import -> resolve profiles -> verify kernels -> optimize (src/passes pipeline) -> select
+//   tactics (the seam for timed CUDA tactics; today "cpu.ref" for every layer) -> serialize.
+// Each step reports progress and returns a Status naming what is wrong.
+#include <chrono>
+
+#include "backends/cpu/cpu_kernel.h"
+#include "ir/graph.h"
+#include "ir/shape_inference.h"
+#include "kiln/builder.h"
+#include "onnx/importer.h"
+#include "passes/passes.h"
+#include "plan/plan_format.h"
+
+namespace kiln {
+namespace {
+
+constexpr const char* kCpuReferenceTactic = "cpu.ref";
+
+void report(const BuilderConfig& c, const char* step, int done, int total) {
+  if (c.progress) c.progress(BuildProgress{step, done, total});
+}
+
+bool is_static(const ir::Value& v) {
+  if (!v.shape) return false;
+  for (const ir::Dim& d : *v.shape)
+    if (!d.is_known()) return false;
+  return true;
+}
+
+// Gives every profile a range for every input: static inputs get their fixed shape, dynamic
+// inputs must be named by the user. All problems are reported at once.
+StatusOr<std::vector<OptimizationProfile>> resolve_profiles(const ir::Graph& g, const BuilderConfig& c) {
+  std::vector<OptimizationProfile> profiles = c.profiles;
+  if (profiles.empty()) profiles.emplace_back();
+  std::vector<std::string> problems;
+  for (size_t p = 0; p < profiles.size(); ++p) {
+    const std::string where = profiles.size() > 1 ? "profile " + std::to_string(p) + ": " : "";
+    for (const auto& [name, range] : profiles[p].ranges()) {
+      bool found = false;
+      for (ir::ValueId v : g.inputs) found |= g.value(v).name == name;
+      if (!found) {
+        std::string known;
+        for (ir::ValueId v : g.inputs) known += (known.empty() ? "'" : ", '") + g.value(v).name + "'";
+        problems.push_back(where + "'" + name + "' is not an input of the model (inputs: " +
+                           (known.empty() ? "none" : known) + ")");
+      }
+    }
+    for (ir::ValueId vid : g.inputs) {
+      const ir::Value& v = g.value(vid);
+      const ShapeRange* r = profiles[p].find(v.name);
+      if (!r) {
+        if (!is_static(v)) {
+          problems.push_back(where + "input '" + v.name + "' has the dynamic shape " +
+                             (v.shape ? ir::sym_shape_str(*v.shape) : std::string("?")) +
+                             " and no range in the optimization profile (kiln build --shapes " + v.name + ":DIMS)");
+          continue;
+        }
+        Shape fixed;
+        for (const ir::Dim& d : *v.shape) fixed.push_back(d.value);
+        KILN_RETURN_IF_ERROR(profiles[p].set_dimensions(v.name, fixed, fixed, fixed));
+        continue;
+      }
+      if (!v.shape) continue;
+      if (v.shape->size() != r->min.size()) {
+        problems.push_back(where + "input '" + v.name + "' has rank " + std::to_string(v.shape->size()) + " " +
+                           ir::sym_shape_str(*v.shape) + ", but its range has rank " + std::to_string(r->min.size()));
+        continue;
+      }
+      for (size_t d = 0; d < r->min.size(); ++d) {
+        const ir::Dim& dim = (*v.shape)[d];
+        if (dim.is_known() && (r->min[d] != dim.value || r->max[d] != dim.value))
+          problems.push_back(where + "input '" + v.name + "' dim " + std::to_string(d) + " is fixed at " +
+                             std::to_string(dim.value) + " in the model, but the range gives " +
+                             std::to_string(r->min[d]) + ".." + std::to_string(r->max[d]));
+      }
+    }
+  }
+  if (problems.empty()) return profiles;
+  std::string msg = "cannot resolve input shapes:";
+  for (const auto& s : problems) msg += "\n  " + s;
+  return invalid_argument(msg);
+}
+
+// Every node (subgraphs included) must have a kernel on the target; lists all that do not.
+void collect_missing(const ir::Graph& g, const cpu::KernelRegistry& reg, std::vector<std::string>* missing) {
+  for (const ir::Node& n : g.nodes) {
+    if (!reg.find(n.op)) missing->push_back(n.describe() + ", opset " + std::to_string(n.opset));
+    for (const auto& [k, a] : n.attrs)
+      if (a.kind == ir::Attribute::Kind::kGraph && a.g) collect_missing(*a.g, reg, missing);
+  }
+}
+
+Status verify_kernels(const ir::Graph& g, const char* target) {
+  std::vector<std::string> missing;
+  collect_missing(g, cpu::KernelRegistry::get(), &missing);
+  if (missing.empty()) return Status::Ok();
+  constexpr size_t kShown = 25;
+  std::string msg = std::to_string(missing.size()) + " layer" + (missing.size() > 1 ? "s have" : " has") + " no " +
+                    target + " kernel:";
+  for (size_t i = 0; i < missing.size() && i < kShown; ++i) msg += "\n  " + missing[i];
+  if (missing.size() > kShown) msg += "\n  ... and " + std::to_string(missing.size() - kShown) + " more";
+  return unsupported(msg);
+}
+
+// The pass pipeline (src/passes/pipelines.cc) at the config's opt_level; fused layers keep
+// the ONNX nodes they absorbed in Node::origin, which the plan records.
+Status optimize(ir::Graph* g, const BuilderConfig& c) {
+  passes::PassOptions opts;
+  opts.opt_level = c.opt_level;
+  const int total = static_cast<int>(passes::default_pipeline().size());
+  int done = 0;
+  opts.log = [&](const std::string&) { report(c, "passes", ++done, total); };
+  KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
+  g->compact();
+  KILN_RETURN_IF_ERROR(g->topo_sort());
+  // Symbolic shapes and dtypes of every layer's tensors, recorded in the plan for inspection
+  // (and, later, for the memory planner at the profile's max shapes).
+  return ir::infer_shapes(*g);
+}
+
+// Tactic selection seam: on CUDA the builder will time every supporting factory at the
+// profile's opt shapes; on the CPU there is one reference tactic per layer.
+std::vector<std::string> select_tactics(const ir::Graph& g) {
+  return std::vector<std::string>(g.nodes.size(), kCpuReferenceTactic);
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
+  if (config.opt_level < 0 || config.opt_level > 3)
+    return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
+  if (config.target == TargetDevice::kCuda)
+    return unsupported("builder config: target cuda: this Kiln build has no CUDA backend (use target cpu or auto)");
+
+  report(config, "profiles", 0, 1);
+  KILN_ASSIGN_OR_RETURN(std::vector<OptimizationProfile> profiles, resolve_profiles(graph, config));
+  report(config, "profiles", 1, 1);
+
+  report(config, "verify", 0, 1);
+  KILN_RETURN_IF_ERROR(verify_kernels(graph, "cpu"));
+  report(config, "verify", 1, 1);
+
+  plan::Plan p;
+  p.graph = graph;
+  KILN_RETURN_IF_ERROR(optimize(&p.graph, config));
+  // Passes create internal ops (FusedConv); they too must run on the target.
+  KILN_RETURN_IF_ERROR(verify_kernels(p.graph, "cpu"));
+
+  const int layers = static_cast<int>(p.graph.nodes.size());
+  report(config, "tactics", 0, layers);
+  p.tactics = select_tactics(p.graph);
+  report(config, "tactics", layers, layers);
+
+  report(config, "serialize", 0, 1);
+  p.header.kiln_version = KILN_VERSION_STRING;
+  p.header.target.backend = PlanBackend::kCpu;
+  p.profiles = std::move(profiles);
+  p.build.fp16 = config.fp16;
+  p.build.bf16 = config.bf16;
+  p.build.tf32 = config.tf32;
+  p.build.fp8 = config.fp8;
+  p.build.int8 = config.int8;
+  p.build.opt_level = config.opt_level;
+  p.build.workspace_limit = config.workspace_limit;
+  std::vector<uint8_t> bytes = plan::write_plan(p);
+  report(config, "serialize", 1, 1);
+  return bytes;
+}
+
+StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, const BuilderConfig& config) {
+  report(config, "import", 0, 1);
+  auto graph = onnx_import::import_model_file(onnx_path);
+  if (!graph.ok()) return graph.status();
+  report(config, "import", 1, 1);
+  return build_from_graph(*graph, config);
+}
+
+}  // namespace kiln

@@ -1,0 +1,352 @@
+// Graph <-> bytes for the plan's "graph" section (see graph_codec.h). Every decoded id is
+// range-checked, every value must be defined before a node reads it, and no value is
+// produced twice, so the interpreter can trust a decoded graph as it trusts an imported one.
+#include "plan/graph_codec.h"
+
+#include <limits>
+#include <map>
+#include <string_view>
+
+#include "plan/plan_format.h"
+
+namespace kiln::plan {
+namespace {
+
+// Attribute kinds on disk (stable codes; the enum in graph.h may be reordered freely).
+uint8_t attr_code(ir::Attribute::Kind k) {
+  switch (k) {
+    case ir::Attribute::Kind::kInt: return 1;
+    case ir::Attribute::Kind::kFloat: return 2;
+    case ir::Attribute::Kind::kString: return 3;
+    case ir::Attribute::Kind::kInts: return 4;
+    case ir::Attribute::Kind::kFloats: return 5;
+    case ir::Attribute::Kind::kStrings: return 6;
+    case ir::Attribute::Kind::kTensor: return 7;
+    case ir::Attribute::Kind::kGraph: return 8;
+  }
+  return 0;
+}
+
+constexpr uint8_t kHasShape = 1, kHasConstant = 2;
+
+std::optional<ir::OpKind> op_by_name(std::string_view name) {
+  static const std::map<std::string, ir::OpKind, std::less<>> by_name = [] {
+    std::map<std::string, ir::OpKind, std::less<>> m;
+    for (int i = 0; i < ir::kNumOps; ++i) m[ir::op_name(static_cast<ir::OpKind>(i))] = static_cast<ir::OpKind>(i);
+    return m;
+  }();
+  auto it = by_name.find(name);
+  if (it == by_name.end()) return std::nullopt;
+  return it->second;
+}
+
+void encode_tensor(const Tensor& t, ByteWriter& w, WeightsWriter& weights) {
+  w.str(dtype_name(t.dtype()));
+  w.u32(static_cast<uint32_t>(t.rank()));
+  for (int64_t d : t.shape()) w.i64(d);
+  w.u64(weights.add(t));
+  w.u64(t.nbytes());
+}
+
+void encode_ids(const std::vector<ir::ValueId>& ids, ByteWriter& w) {
+  w.u32(static_cast<uint32_t>(ids.size()));
+  for (ir::ValueId v : ids) w.i32(v);
+}
+
+void encode_attr(const ir::Attribute& a, ByteWriter& w, WeightsWriter& weights) {
+  w.u8(attr_code(a.kind));
+  switch (a.kind) {
+    case ir::Attribute::Kind::kInt: w.i64(a.i); break;
+    case ir::Attribute::Kind::kFloat: w.f32(a.f); break;
+    case ir::Attribute::Kind::kString: w.str(a.s); break;
+    case ir::Attribute::Kind::kInts:
+      w.u32(static_cast<uint32_t>(a.ints.size()));
+      for (int64_t v : a.ints) w.i64(v);
+      break;
+    case ir::Attribute::Kind::kFloats:
+      w.u32(static_cast<uint32_t>(a.floats.size()));
+      for (float v : a.floats) w.f32(v);
+      break;
+    case ir::Attribute::Kind::kStrings:
+      w.u32(static_cast<uint32_t>(a.strings.size()));
+      for (const auto& s : a.strings) w.str(s);
+      break;
+    case ir::Attribute::Kind::kTensor:
+      KILN_CHECK(a.t != nullptr);
+      encode_tensor(*a.t, w, weights);
+      break;
+    case ir::Attribute::Kind::kGraph:
+      KILN_CHECK(a.g != nullptr);
+      encode_graph(*a.g, w, weights);
+      break;
+  }
+}
+
+// ---- decoding ----
+
+std::shared_ptr<const Tensor> decode_tensor(ByteReader& r, const WeightsView& wv) {
+  const std::string dname = r.str("tensor.dtype");
+  const uint32_t rank = r.count("tensor.rank", 8);
+  if (!r.ok()) return nullptr;
+  const DataType dt = dtype_from_name(dname);
+  if (dt == DataType::kUndefined || dt == DataType::kString) {
+    r.fail("tensor.dtype", "unknown or non-numeric dtype '" + dname + "'");
+    return nullptr;
+  }
+  if (rank > kMaxRank) {
+    r.fail("tensor.rank", "rank " + std::to_string(rank) + " exceeds " + std::to_string(kMaxRank));
+    return nullptr;
+  }
+  Shape shape(rank);
+  int64_t numel = 1;
+  constexpr int64_t kMaxNumel = int64_t{1} << 56;  // keeps numel * bits far from overflow
+  for (uint32_t i = 0; i < rank; ++i) {
+    shape[i] = r.i64("tensor.dims");
+    if (!r.ok()) return nullptr;
+    if (shape[i] < 0 || (shape[i] > 0 && numel > kMaxNumel / shape[i])) {
+      r.fail("tensor.dims", "dim " + std::to_string(i) + " is " + std::to_string(shape[i]) + " (negative or too large)");
+      return nullptr;
+    }
+    numel *= shape[i];
+  }
+  const uint64_t offset = r.u64("tensor.offset");
+  const uint64_t nbytes = r.u64("tensor.nbytes");
+  if (!r.ok()) return nullptr;
+  if (nbytes != dtype_storage_bytes(dt, numel)) {
+    r.fail("tensor.nbytes", std::to_string(nbytes) + " bytes, but " + dname + shape_str(shape) + " needs " +
+                                std::to_string(dtype_storage_bytes(dt, numel)));
+    return nullptr;
+  }
+  if (offset % kAlign != 0 || offset > wv.size || nbytes > wv.size - offset) {
+    r.fail("tensor.offset", "bytes [" + std::to_string(offset) + ", +" + std::to_string(nbytes) +
+                                ") are not a 64-byte aligned range of the " + std::to_string(wv.size) +
+                                "-byte weights section");
+    return nullptr;
+  }
+  return std::make_shared<Tensor>(Tensor::wrap(dt, std::move(shape), wv.owner, wv.data + offset));
+}
+
+// Reads a list of value ids, each in [0, num_values) (or kNoValue when `allow_none`).
+std::vector<ir::ValueId> decode_ids(ByteReader& r, const char* field, size_t num_values, bool allow_none) {
+  const uint32_t n = r.count(field, 4);
+  std::vector<ir::ValueId> ids;
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    const ir::ValueId v = r.i32(field);
+    if (!r.ok()) break;
+    if (v == ir::kNoValue && allow_none) {
+      ids.push_back(v);
+      continue;
+    }
+    if (v < 0 || static_cast<size_t>(v) >= num_values) {
+      r.fail(field, "value id " + std::to_string(v) + " is outside [0, " + std::to_string(num_values) + ")");
+      break;
+    }
+    ids.push_back(v);
+  }
+  return ids;
+}
+
+bool decode_attr(ByteReader& r, const WeightsView& wv, int depth, ir::Attribute* a) {
+  const uint8_t code = r.u8("attr.kind");
+  if (!r.ok()) return false;
+  switch (code) {
+    case 1: a->kind = ir::Attribute::Kind::kInt; a->i = r.i64("attr.i"); break;
+    case 2: a->kind = ir::Attribute::Kind::kFloat; a->f = r.f32("attr.f"); break;
+    case 3: a->kind = ir::Attribute::Kind::kString; a->s = r.str("attr.s"); break;
+    case 4: {
+      a->kind = ir::Attribute::Kind::kInts;
+      const uint32_t n = r.count("attr.ints", 8);
+      for (uint32_t i = 0; i < n && r.ok(); ++i) a->ints.push_back(r.i64("attr.ints"));
+      break;
+    }
+    case 5: {
+      a->kind = ir::Attribute::Kind::kFloats;
+      const uint32_t n = r.count("attr.floats", 4);
+      for (uint32_t i = 0; i < n && r.ok(); ++i) a->floats.push_back(r.f32("attr.floats"));
+      break;
+    }
+    case 6: {
+      a->kind = ir::Attribute::Kind::kStrings;
+      const uint32_t n = r.count("attr.strings", 4);
+      for (uint32_t i = 0; i < n && r.ok(); ++i) a->strings.push_back(r.str("attr.strings"));
+      break;
+    }
+    case 7:
+      a->kind = ir::Attribute::Kind::kTensor;
+      a->t = decode_tensor(r, wv);
+      break;
+    case 8:
+      a->kind = ir::Attribute::Kind::kGraph;
+      if (depth + 1 > kMaxSubgraphDepth) {
+        r.fail("attr.g", "subgraphs nested deeper than " + std::to_string(kMaxSubgraphDepth));
+        return false;
+      }
+      a->g = decode_graph(r, wv, depth + 1);
+      break;
+    default:
+      r.fail("attr.kind", "unknown attribute kind " + std::to_string(code));
+      return false;
+  }
+  return r.ok();
+}
+
+}  // namespace
+
+uint64_t WeightsWriter::add(const Tensor& t) {
+  const auto key = std::make_pair(t.raw(), t.nbytes());
+  auto it = seen_.find(key);
+  if (it != seen_.end()) return it->second;
+  bytes_.pad_to(kAlign);
+  const uint64_t offset = bytes_.size();
+  if (t.nbytes()) bytes_.raw(t.raw(), t.nbytes());
+  seen_[key] = offset;
+  return offset;
+}
+
+void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights) {
+  w.str(g.name);
+  w.u32(static_cast<uint32_t>(g.opset_imports.size()));
+  for (const auto& [domain, version] : g.opset_imports) {
+    w.str(domain);
+    w.i64(version);
+  }
+  w.u32(static_cast<uint32_t>(g.values.size()));
+  for (const ir::Value& v : g.values) {
+    w.str(v.name);
+    w.str(dtype_name(v.dtype));
+    w.u8(static_cast<uint8_t>((v.shape ? kHasShape : 0) | (v.constant ? kHasConstant : 0)));
+    if (v.shape) {
+      w.u32(static_cast<uint32_t>(v.shape->size()));
+      for (const ir::Dim& d : *v.shape) {
+        w.i64(d.value);
+        w.str(d.symbol);
+      }
+    }
+    if (v.constant) encode_tensor(*v.constant, w, weights);
+  }
+  encode_ids(g.inputs, w);
+  encode_ids(g.outputs, w);
+  encode_ids(g.outer_refs, w);
+  w.u32(static_cast<uint32_t>(g.nodes.size()));
+  for (const ir::Node& n : g.nodes) {
+    KILN_CHECK(!n.removed);  // the builder compacts before serializing
+    w.str(n.name);
+    w.str(ir::op_name(n.op));
+    w.i32(n.opset);
+    encode_ids(n.inputs, w);
+    encode_ids(n.outputs, w);
+    w.u32(static_cast<uint32_t>(n.attrs.size()));
+    for (const auto& [key, a] : n.attrs) {
+      w.str(key);
+      encode_attr(a, w, weights);
+    }
+    w.u32(static_cast<uint32_t>(n.origin.size()));
+    for (const auto& o : n.origin) w.str(o);
+  }
+}
+
+std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& wv, int depth) {
+  auto g = std::make_shared<ir::Graph>();
+  g->name = r.str("graph.name");
+  const std::string where = "graph '" + g->name + "'";
+  const uint32_t num_opsets = r.count("graph.opset_imports", 12);
+  for (uint32_t i = 0; i < num_opsets && r.ok(); ++i) {
+    std::string domain = r.str("opset_import.domain");
+    g->opset_imports[domain] = r.i64("opset_import.version");
+  }
+  // A value needs at least: two string lengths and a flags byte.
+  const uint32_t num_values = r.count("graph.values", 9);
+  for (uint32_t i = 0; i < num_values && r.ok(); ++i) {
+    const std::string name = r.str("value.name");
+    const std::string dname = r.str("value.dtype");
+    const uint8_t flags = r.u8("value.flags");
+    if (!r.ok()) break;
+    const DataType dt = dtype_from_name(dname);
+    if (dt == DataType::kUndefined && dname != dtype_name(DataType::kUndefined)) {
+      r.fail("value.dtype", where + " value '" + name + "': unknown dtype '" + dname + "'");
+      break;
+    }
+    if (flags & ~(kHasShape | kHasConstant)) {
+      r.fail("value.flags", where + " value '" + name + "': unknown flags " + std::to_string(flags));
+      break;
+    }
+    const ir::ValueId id = g->add_value(name, dt);
+    if (flags & kHasShape) {
+      const uint32_t rank = r.count("value.shape.rank", 12);
+      if (rank > kMaxRank) r.fail("value.shape.rank", where + " value '" + name + "': rank " + std::to_string(rank));
+      ir::SymShape shape;
+      for (uint32_t k = 0; k < rank && r.ok(); ++k) {
+        ir::Dim d;
+        d.value = r.i64("value.shape.dim");
+        d.symbol = r.str("value.shape.symbol");
+        if (r.ok() && d.value < -1) r.fail("value.shape.dim", where + " value '" + name + "': dim " + std::to_string(d.value));
+        shape.push_back(std::move(d));
+      }
+      g->value(id).shape = std::move(shape);
+    }
+    if (flags & kHasConstant) g->value(id).constant = decode_tensor(r, wv);
+  }
+  if (!r.ok()) return g;
+  g->inputs = decode_ids(r, "graph.inputs", num_values, false);
+  g->outputs = decode_ids(r, "graph.outputs", num_values, false);
+  g->outer_refs = decode_ids(r, "graph.outer_refs", num_values, false);
+  if (!r.ok()) return g;
+
+  // Values readable before any node runs: constants, graph inputs, outer-scope values.
+  std::vector<bool> defined(num_values, false);
+  for (const ir::Value& v : g->values) defined[v.id] = v.constant != nullptr;
+  for (ir::ValueId v : g->inputs) defined[v] = true;
+  for (ir::ValueId v : g->outer_refs) defined[v] = true;
+
+  // A node needs at least: two string lengths, opset, four counts.
+  const uint32_t num_nodes = r.count("graph.nodes", 28);
+  for (uint32_t i = 0; i < num_nodes && r.ok(); ++i) {
+    ir::Node n;
+    n.name = r.str("node.name");
+    const std::string op = r.str("node.op");
+    n.opset = r.i32("node.opset");
+    if (!r.ok()) break;
+    const std::string who = where + " node " + std::to_string(i) + " '" + n.name + "'";
+    auto kind = op_by_name(op);
+    if (!kind) {
+      r.fail("node.op", who + ": unknown op name '" + op + "' (written by a newer Kiln?)");
+      break;
+    }
+    n.op = *kind;
+    n.inputs = decode_ids(r, "node.inputs", num_values, true);
+    n.outputs = decode_ids(r, "node.outputs", num_values, true);
+    if (!r.ok()) break;
+    for (ir::ValueId v : n.inputs) {
+      if (v != ir::kNoValue && !defined[v]) {
+        r.fail("node.inputs", who + " reads value '" + g->value(v).name + "' before it is produced");
+        break;
+      }
+    }
+    for (ir::ValueId v : n.outputs) {
+      if (v == ir::kNoValue || !r.ok()) continue;
+      if (defined[v]) r.fail("node.outputs", who + ": value '" + g->value(v).name + "' is produced twice");
+      defined[v] = true;
+    }
+    const uint32_t num_attrs = r.count("node.attrs", 5);
+    for (uint32_t k = 0; k < num_attrs && r.ok(); ++k) {
+      std::string key = r.str("attr.name");
+      ir::Attribute a;
+      if (!decode_attr(r, wv, depth, &a)) break;
+      n.attrs[std::move(key)] = std::move(a);
+    }
+    const uint32_t num_origin = r.count("node.origin", 4);
+    for (uint32_t k = 0; k < num_origin && r.ok(); ++k) n.origin.push_back(r.str("node.origin"));
+    if (!r.ok()) break;
+    g->add_node(std::move(n));
+  }
+  if (!r.ok()) return g;
+  for (ir::ValueId v : g->outputs) {
+    if (!defined[v]) {
+      r.fail("graph.outputs", where + ": output '" + g->value(v).name + "' is never produced");
+      break;
+    }
+  }
+  return g;
+}
+
+}  // namespace kiln::plan

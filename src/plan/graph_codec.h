@@ -1,0 +1,42 @@
+// Encodes an ir::Graph (values, nodes, attributes, nested subgraphs) into the plan's "graph"
+// section, with constant tensors placed in the "weights" section. Ops and dtypes are written
+// by name, never by enum value, so reordering ops.def or DataType cannot corrupt old plans.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "plan/byte_io.h"
+
+namespace kiln::plan {
+
+// Collects constant tensors at 64-byte aligned offsets; a tensor shared by several values is
+// stored once.
+class WeightsWriter {
+ public:
+  uint64_t add(const Tensor& t);  // offset in the weights section
+  ByteWriter& bytes() { return bytes_; }
+
+ private:
+  ByteWriter bytes_;
+  std::map<std::pair<const void*, size_t>, uint64_t> seen_;
+};
+
+// The weights section after loading: one aligned buffer the constants wrap (no copies).
+struct WeightsView {
+  std::shared_ptr<void> owner;
+  uint8_t* data = nullptr;
+  uint64_t size = 0;
+};
+
+void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights);
+// Decodes and validates one graph; `depth` counts enclosing graphs (bounded, so a corrupt plan
+// cannot recurse without end). Errors go to `r` (sticky); the result is valid only if r.ok().
+std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& weights, int depth);
+
+}  // namespace kiln::plan

@@ -1,0 +1,82 @@
+// The in-memory form of a plan and its (de)serialization; the byte layout is documented in
+// include/kiln/plan.h. The writer trusts its input (it comes from the Builder); the reader
+// trusts nothing: every count, id, offset, name and enum is checked before use.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "kiln/builder.h"
+#include "kiln/plan.h"
+#include "kiln/status.h"
+
+namespace kiln::plan {
+
+// Byte offsets of the fixed header fields (kiln/plan.h).
+constexpr size_t kMagicBytes = 8;
+constexpr size_t kOffVersion = 8;
+constexpr size_t kOffHeaderSize = 12;
+constexpr size_t kOffKilnVersion = 16;
+constexpr size_t kKilnVersionBytes = 32;
+constexpr size_t kOffTarget = 48;
+constexpr size_t kOffSectionCount = 68;
+constexpr size_t kOffPayloadLength = 72;
+constexpr size_t kOffChecksum = 80;
+constexpr size_t kOffSectionTable = 88;
+constexpr size_t kSectionEntryBytes = 24;
+constexpr size_t kAlign = 64;  // sections and weights start at multiples of this
+constexpr uint32_t kMaxSections = 16;
+constexpr int kMaxSubgraphDepth = 32;
+constexpr uint32_t kMaxRank = 64;
+extern const char kMagic[kMagicBytes];  // "KILNPLAN", no NUL
+
+// Section tags: four ASCII bytes read as a little-endian u32.
+enum class SectionTag : uint32_t {
+  kGraph = 0x48505247,     // "GRPH"
+  kProfiles = 0x464F5250,  // "PROF"
+  kLayers = 0x5259414C,    // "LAYR"
+  kBuild = 0x444C4942,     // "BILD"
+  kWeights = 0x54484757,   // "WGHT"
+};
+const char* section_name(SectionTag tag);  // "graph", ...; nullptr for an unknown tag
+
+// Build settings recorded in the plan (section "build").
+struct BuildSettings {
+  bool fp16 = false, bf16 = false, tf32 = true, fp8 = false, int8 = false;
+  int opt_level = 2;
+  uint64_t workspace_limit = 0;  // bytes; 0 = no limit
+};
+
+// The "build" section's precision flags as a bit set.
+uint32_t build_flags(const BuildSettings& b);
+BuildSettings settings_from_flags(uint32_t flags);
+constexpr uint32_t kKnownBuildFlags = 31;
+
+struct SectionEntry {
+  SectionTag tag;
+  uint64_t offset = 0;  // from the start of the file
+  uint64_t length = 0;  // bytes
+};
+
+// Validates the fixed header, the section table, the file length and the checksum; fills
+// `header` and `sections` (one entry per known tag, each present exactly once).
+Status parse_header(const uint8_t* data, size_t size, PlanHeader* header, std::vector<SectionEntry>* sections);
+
+struct Plan {
+  PlanHeader header;  // format_version, kiln_version and target are written; sizes are outputs
+  ir::Graph graph;
+  std::vector<OptimizationProfile> profiles;  // each names every graph input
+  std::vector<std::string> tactics;           // one per node of `graph`, in node order
+  BuildSettings build;
+  uint64_t weights_bytes = 0;                 // filled by read_plan
+};
+
+// Serializes `p` (header.kiln_version and header.target are written as given).
+std::vector<uint8_t> write_plan(const Plan& p);
+// Parses and validates a plan. Weights are copied once into a 64-byte aligned buffer that the
+// returned graph's constants share.
+StatusOr<Plan> read_plan(const uint8_t* data, size_t size);
+
+}  // namespace kiln::plan

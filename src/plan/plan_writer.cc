@@ -1,0 +1,106 @@
+// Serializes a Plan (layout in kiln/plan.h): header, section table, then the graph, profiles,
+// layers, build and weights sections at 64-byte aligned offsets, then the checksum.
+// Deterministic: the same Plan always gives the same bytes.
+#include <cstring>
+
+#include "plan/graph_codec.h"
+#include "plan/plan_format.h"
+
+namespace kiln::plan {
+namespace {
+
+constexpr uint32_t kFlagFp16 = 1, kFlagBf16 = 2, kFlagTf32 = 4, kFlagFp8 = 8, kFlagInt8 = 16;
+
+void encode_profiles(const std::vector<OptimizationProfile>& profiles, ByteWriter& w) {
+  w.u32(static_cast<uint32_t>(profiles.size()));
+  for (const OptimizationProfile& p : profiles) {
+    w.u32(static_cast<uint32_t>(p.ranges().size()));
+    for (const auto& [name, r] : p.ranges()) {
+      w.str(name);
+      w.u32(static_cast<uint32_t>(r.min.size()));
+      for (const Shape* s : {&r.min, &r.opt, &r.max})
+        for (int64_t d : *s) w.i64(d);
+    }
+  }
+}
+
+void store_u64(std::vector<uint8_t>& b, size_t off, uint64_t v) {
+  for (int i = 0; i < 8; ++i) b[off + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+}  // namespace
+
+uint32_t build_flags(const BuildSettings& b) {
+  return (b.fp16 ? kFlagFp16 : 0) | (b.bf16 ? kFlagBf16 : 0) | (b.tf32 ? kFlagTf32 : 0) | (b.fp8 ? kFlagFp8 : 0) |
+         (b.int8 ? kFlagInt8 : 0);
+}
+
+BuildSettings settings_from_flags(uint32_t flags) {
+  BuildSettings b;
+  b.fp16 = flags & kFlagFp16;
+  b.bf16 = flags & kFlagBf16;
+  b.tf32 = flags & kFlagTf32;
+  b.fp8 = flags & kFlagFp8;
+  b.int8 = flags & kFlagInt8;
+  return b;
+}
+
+std::vector<uint8_t> write_plan(const Plan& p) {
+  KILN_CHECK(p.tactics.size() == p.graph.nodes.size());
+  WeightsWriter weights;
+  ByteWriter graph, profiles, layers, build;
+  encode_graph(p.graph, graph, weights);
+  encode_profiles(p.profiles, profiles);
+  layers.u32(static_cast<uint32_t>(p.tactics.size()));
+  for (const std::string& t : p.tactics) layers.str(t);
+  build.u32(build_flags(p.build));
+  build.i32(p.build.opt_level);
+  build.u64(p.build.workspace_limit);
+
+  const std::pair<SectionTag, ByteWriter*> sections[] = {{SectionTag::kGraph, &graph},
+                                                         {SectionTag::kProfiles, &profiles},
+                                                         {SectionTag::kLayers, &layers},
+                                                         {SectionTag::kBuild, &build},
+                                                         {SectionTag::kWeights, &weights.bytes()}};
+  constexpr uint32_t kCount = 5;
+  const size_t header_size = (kOffSectionTable + kCount * kSectionEntryBytes + kAlign - 1) / kAlign * kAlign;
+  ByteWriter out;
+  out.raw(kMagic, kMagicBytes);
+  out.u32(p.header.format_version);
+  out.u32(static_cast<uint32_t>(header_size));
+  char version[kKilnVersionBytes] = {};
+  std::memcpy(version, p.header.kiln_version.data(), std::min(p.header.kiln_version.size(), kKilnVersionBytes - 1));
+  out.raw(version, kKilnVersionBytes);
+  out.u8(static_cast<uint8_t>(p.header.target.backend));
+  out.u8(0);
+  out.u8(0);
+  out.u8(0);
+  out.u32(p.header.target.cc_major);
+  out.u32(p.header.target.cc_minor);
+  out.u32(p.header.target.cudnn_version);
+  out.u32(p.header.target.cublaslt_version);
+  out.u32(kCount);
+  out.u64(0);  // payload length, patched below
+  out.u64(0);  // checksum, patched below
+  // Section table: offsets follow from the aligned sizes.
+  uint64_t off = header_size;
+  for (const auto& [tag, w] : sections) {
+    out.u32(static_cast<uint32_t>(tag));
+    out.u32(0);
+    out.u64(off);
+    out.u64(w->size());
+    off = (off + w->size() + kAlign - 1) / kAlign * kAlign;
+  }
+  for (const auto& [tag, w] : sections) {
+    out.pad_to(kAlign);
+    out.raw(w->bytes().data(), w->size());
+  }
+  std::vector<uint8_t>& b = out.bytes();
+  store_u64(b, kOffPayloadLength, b.size() - header_size);
+  uint64_t hash = fnv1a64(b.data(), kOffChecksum);
+  hash = fnv1a64(b.data() + kOffChecksum + 8, b.size() - kOffChecksum - 8, hash);
+  store_u64(b, kOffChecksum, hash);
+  return std::move(b);
+}
+
+}  // namespace kiln::plan

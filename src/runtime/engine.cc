@@ -1,0 +1,136 @@
+// Runtime and Engine: a validated plan becomes an immutable Engine (graph, profiles, layer
+// table, weights shared by every execution context). Refuses plans for another target and
+// plans whose tactics this build cannot run.
+#include <fstream>
+#include <iterator>
+
+#include "backends/cpu/cpu_kernel.h"
+#include "runtime/engine_impl.h"
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/device.h"
+#endif
+
+namespace kiln {
+namespace {
+
+constexpr const char* kCpuReferenceTactic = "cpu.ref";
+
+TensorDesc describe_value(const ir::Graph& g, ir::ValueId id) {
+  TensorDesc d;
+  if (id == ir::kNoValue) return d;
+  const ir::Value& v = g.value(id);
+  d.name = v.name;
+  d.dtype = v.dtype;
+  d.rank_known = v.shape.has_value();
+  if (v.shape) {
+    for (const ir::Dim& dim : *v.shape) {
+      d.dims.push_back(dim.is_known() ? dim.value : -1);
+      d.symbols.push_back(dim.symbol);
+    }
+  }
+  return d;
+}
+
+Status check_target(const PlanTarget& t) {
+  if (t.backend == PlanBackend::kCpu) return Status::Ok();
+#ifdef KILN_HAVE_CUDA
+  const cuda::DeviceInfo& d = cuda::device_info();
+  if (!d.available)
+    return invalid_plan("target mismatch: the plan targets " + t.to_string() + ", but this machine has no CUDA GPU");
+  if (static_cast<uint32_t>(d.cc_major) != t.cc_major || static_cast<uint32_t>(d.cc_minor) != t.cc_minor)
+    return invalid_plan("target mismatch: the plan targets " + t.to_string() + ", but this GPU is " + d.name + " (sm_" +
+                        std::to_string(d.cc_major) + std::to_string(d.cc_minor) + "); rebuild the plan here");
+  return unsupported("the plan targets " + t.to_string() + "; CUDA engines are not wired into the Runtime yet");
+#else
+  return invalid_plan("target mismatch: the plan targets " + t.to_string() +
+                      ", but this Kiln build has no CUDA backend; rebuild the plan here (kiln build --device cpu)");
+#endif
+}
+
+bool has_all_kernels(const ir::Graph& g, const cpu::KernelRegistry& reg, std::string* missing) {
+  for (const ir::Node& n : g.nodes) {
+    if (!reg.find(n.op)) {
+      *missing = n.describe();
+      return false;
+    }
+    for (const auto& [k, a] : n.attrs)
+      if (a.kind == ir::Attribute::Kind::kGraph && a.g && !has_all_kernels(*a.g, reg, missing)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+const PlanHeader& Engine::header() const { return impl_->header; }
+const std::vector<IOTensor>& Engine::io_tensors() const { return impl_->io; }
+const std::vector<OptimizationProfile>& Engine::profiles() const { return impl_->profiles; }
+const std::vector<LayerInfo>& Engine::layers() const { return impl_->layers; }
+size_t Engine::weights_bytes() const { return impl_->weights_bytes; }
+bool Engine::fp16() const { return impl_->build.fp16; }
+bool Engine::bf16() const { return impl_->build.bf16; }
+bool Engine::tf32() const { return impl_->build.tf32; }
+bool Engine::fp8() const { return impl_->build.fp8; }
+bool Engine::int8() const { return impl_->build.int8; }
+int Engine::opt_level() const { return impl_->build.opt_level; }
+uint64_t Engine::workspace_limit() const { return impl_->build.workspace_limit; }
+const ir::Graph& Engine::graph() const { return impl_->graph; }
+
+const IOTensor* Engine::find_io(const std::string& name) const {
+  for (const IOTensor& t : impl_->io)
+    if (t.desc.name == name) return &t;
+  return nullptr;
+}
+
+std::unique_ptr<ExecutionContext> Engine::create_execution_context() const {
+  return std::unique_ptr<ExecutionContext>(new ExecutionContext(shared_from_this()));
+}
+
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* data, size_t size) {
+  KILN_ASSIGN_OR_RETURN(plan::Plan p, plan::read_plan(data, size));
+  KILN_RETURN_IF_ERROR(check_target(p.header.target));
+  auto impl = std::make_unique<Engine::Impl>();
+  impl->header = p.header;
+  impl->graph = std::move(p.graph);
+  impl->profiles = std::move(p.profiles);
+  impl->build = p.build;
+  impl->weights_bytes = p.weights_bytes;
+  const ir::Graph& g = impl->graph;
+  std::string missing;
+  if (!has_all_kernels(g, cpu::KernelRegistry::get(), &missing))
+    return unsupported(missing + ": the plan's tactic '" + kCpuReferenceTactic + "' has no kernel in this build");
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const ir::Node& n = g.nodes[i];
+    if (p.tactics[i] != kCpuReferenceTactic)
+      return invalid_plan("layer " + std::to_string(i) + ", " + n.describe() + ": unknown tactic '" + p.tactics[i] +
+                          "' (this build runs only '" + kCpuReferenceTactic + "')");
+    LayerInfo l;
+    l.name = n.name;
+    l.op = ir::op_name(n.op);
+    l.origin = n.origin;
+    for (ir::ValueId v : n.inputs) l.inputs.push_back(describe_value(g, v));
+    for (ir::ValueId v : n.outputs) l.outputs.push_back(describe_value(g, v));
+    l.tactic = p.tactics[i];
+    impl->layers.push_back(std::move(l));
+  }
+  for (ir::ValueId v : g.inputs) impl->io.push_back(IOTensor{describe_value(g, v), true});
+  for (ir::ValueId v : g.outputs) impl->io.push_back(IOTensor{describe_value(g, v), false});
+  return std::shared_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const std::vector<uint8_t>& plan) {
+  return deserialize_engine(plan.data(), plan.size());
+}
+
+StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found("plan file '" + path + "' not found or not readable");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto e = deserialize_engine(bytes);
+  if (!e.ok()) return e.status().with_context("plan '" + path + "'");
+  return e;
+}
+
+}  // namespace kiln

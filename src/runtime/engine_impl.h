@@ -1,0 +1,23 @@
+// The Engine's private state, shared by engine.cc and execution_context.cc.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "kiln/runtime.h"
+#include "plan/plan_format.h"
+
+namespace kiln {
+
+struct Engine::Impl {
+  PlanHeader header;
+  ir::Graph graph;                          // constants share the plan's weights buffer
+  std::vector<IOTensor> io;                 // inputs (graph order), then outputs
+  std::vector<OptimizationProfile> profiles;
+  std::vector<LayerInfo> layers;            // one per graph node
+  plan::BuildSettings build;
+  uint64_t weights_bytes = 0;
+};
+
+}  // namespace kiln

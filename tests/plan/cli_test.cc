@@ -1,0 +1,219 @@
+// The `kiln` binary end to end, each command in a new process (std::system): a plan written
+// by `kiln build` loads in another process and gives bit-identical outputs; every user error
+// exits 2 with a message naming the problem; a mismatch in `kiln compare` exits 1.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "io/npy.h"
+#include "kiln/runtime.h"
+#include "plan/plan_test_util.h"
+
+namespace kiln {
+namespace {
+
+class KilnCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::make_temp_dir("cli");
+    ASSERT_FALSE(dir_.empty());
+    model_ = testing::add_relu_model().save(dir_ + "/add_relu.onnx");
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  // Runs `kiln <args>`; returns the exit code, stdout+stderr in *out.
+  int kiln(const std::string& args, std::string* out = nullptr) {
+    const std::string log = dir_ + "/log.txt";
+    const std::string cmd = std::string(KILN_BINARY_DIR) + "/kiln " + args + " > " + log + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream f(log);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    last_ = ss.str();
+    if (out) *out = last_;
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+  std::string build_plan() {
+    const std::string plan = dir_ + "/add_relu.plan";
+    EXPECT_EQ(kiln("build " + model_ + " -o " + plan + " --min-shapes x:1x4 --opt-shapes x:2x4 --max-shapes x:8x4"), 0)
+        << last_;
+    return plan;
+  }
+  std::string write_input(const Tensor& t, const std::string& name) {
+    const std::string path = dir_ + "/" + name;
+    EXPECT_TRUE(io::write_npy(path, t).ok());
+    return path;
+  }
+  void expect_error(const std::string& args, int code, const std::string& part) {
+    std::string out;
+    EXPECT_EQ(kiln(args, &out), code) << out;
+    EXPECT_NE(out.find(part), std::string::npos) << "output: " << out << "\nmissing: " << part;
+    EXPECT_EQ(out.find("terminate called"), std::string::npos) << out;
+  }
+  std::string dir_, model_, last_;
+};
+
+Tensor sample_x(int64_t rows) {
+  Tensor x(DataType::kFloat32, {rows, 4});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 0.731f * static_cast<float>(i % 7) - 2.1f;
+  return x;
+}
+
+TEST_F(KilnCli, PlanFromBuildRunsBitExactInAnotherProcess) {
+  const std::string plan = build_plan();
+  EXPECT_NE(last_.find("input  x float32 [batch,4], profile [1,4]..[8,4] (opt [2,4])"), std::string::npos) << last_;
+  // The same build in this process gives the same bytes (builds are deterministic).
+  BuilderConfig c;
+  OptimizationProfile p;
+  ASSERT_TRUE(p.set_dimensions("x", {1, 4}, {2, 4}, {8, 4}).ok());
+  c.profiles.push_back(p);
+  auto bytes = Builder::build(model_, c);
+  ASSERT_TRUE(bytes.ok());
+  std::ifstream f(plan, std::ios::binary);
+  const std::vector<uint8_t> file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(file, *bytes);
+
+  const Tensor x = sample_x(3);
+  const std::string in = write_input(x, "x.npy");
+  std::string out;
+  ASSERT_EQ(kiln("run " + plan + " --input x=" + in + " --output-dir " + dir_ + "/out", &out), 0) << out;
+  EXPECT_NE(out.find("output y float32 [3,4]"), std::string::npos) << out;
+  EXPECT_NE(out.find("latency"), std::string::npos) << out;
+  auto y_file = io::read_npy(dir_ + "/out/y.npy");
+  ASSERT_TRUE(y_file.ok()) << y_file.status().to_string();
+
+  auto engine = Runtime::load_engine(plan);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto ctx = (*engine)->create_execution_context();
+  ASSERT_TRUE(ctx->set_input("x", x).ok());
+  ASSERT_TRUE(ctx->execute().ok());
+  EXPECT_TRUE(ctx->output("y")->bit_equal(*y_file));
+}
+
+TEST_F(KilnCli, RunGeneratesSeededInputsAndSanitizesNames) {
+  const std::string model = testing::static_model().save(dir_ + "/static.onnx");
+  const std::string plan = dir_ + "/static.plan";
+  ASSERT_EQ(kiln("build " + model + " -o " + plan), 0) << last_;
+  ASSERT_EQ(kiln("run " + plan + " --seed 5 --output-dir " + dir_ + "/a"), 0) << last_;
+  EXPECT_NE(last_.find("(random)"), std::string::npos) << last_;
+  ASSERT_EQ(kiln("run " + plan + " --seed 5 --output-dir " + dir_ + "/b"), 0) << last_;
+  auto a = io::read_npy(dir_ + "/a/out_0.npy");
+  auto b = io::read_npy(dir_ + "/b/out_0.npy");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string();
+  EXPECT_TRUE(a->bit_equal(*b));
+}
+
+TEST_F(KilnCli, InspectAndBench) {
+  const std::string plan = build_plan();
+  std::string out;
+  ASSERT_EQ(kiln("inspect " + plan + " --json", &out), 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  ASSERT_TRUE(j["layers"].is_array());
+  ASSERT_EQ(j["layers"].size(), 2u);
+  EXPECT_EQ(j["layers"][0]["tactic"], "cpu.ref");
+  EXPECT_EQ(j["layers"][0]["origin"][0], "add0");
+  EXPECT_EQ(j["format_version"], 1);
+  EXPECT_EQ(j["profiles"][0]["x"]["max"][0], 8);
+  ASSERT_EQ(kiln("inspect " + plan, &out), 0) << out;
+  EXPECT_NE(out.find("Layers (2)"), std::string::npos) << out;
+  const std::string json = dir_ + "/bench.json";
+  ASSERT_EQ(kiln("bench " + plan + " --warmup 1 --iterations 5 --shapes x:4x4 --json " + json, &out), 0) << out;
+  EXPECT_NE(out.find("percentile(99%)"), std::string::npos) << out;
+  std::ifstream f(json);
+  auto b = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_FALSE(b.is_discarded());
+  EXPECT_EQ(b["iterations"], 5);
+  EXPECT_EQ(b["throughput"]["batch"], 4);
+  EXPECT_GE(b["latency_ms"]["p99"].get<double>(), b["latency_ms"]["min"].get<double>());
+}
+
+TEST_F(KilnCli, CompareAgreesWithTheReferenceAndFlagsMismatch) {
+  const std::string plan = build_plan();
+  const std::string json = dir_ + "/cmp.json";
+  std::string out;
+  ASSERT_EQ(kiln("compare " + plan + " " + model_ + " --json " + json, &out), 0) << out;
+  EXPECT_NE(out.find("PASS"), std::string::npos) << out;
+  std::ifstream f(json);
+  auto j = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["outputs"][0]["max_abs_error"], 0.0);
+  EXPECT_NEAR(j["outputs"][0]["cosine"].get<double>(), 1.0, 1e-12);
+  // Same interface, different bias: the plan no longer matches this model.
+  testing::OnnxModel other;
+  other.input("x", testing::kF32, {std::string("batch"), int64_t{4}});
+  other.initializer("b", {4}, {0.5f, 0.75f, 1.0f, -2.0f});
+  other.node("Add", {"x", "b"}, {"sum"}, "add0");
+  other.node("Relu", {"sum"}, {"y"}, "relu0");
+  other.output("y", testing::kF32, {std::string("batch"), int64_t{4}});
+  const std::string other_path = other.save(dir_ + "/other.onnx");
+  EXPECT_EQ(kiln("compare " + plan + " " + other_path, &out), 1) << out;
+  EXPECT_NE(out.find("FAIL"), std::string::npos) << out;
+}
+
+TEST_F(KilnCli, PlanErrorsExit2) {
+  const std::string plan = build_plan();
+  std::ifstream f(plan, std::ios::binary);
+  const std::vector<uint8_t> good((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  auto write = [&](const std::string& name, std::vector<uint8_t> b) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream o(path, std::ios::binary);
+    o.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    return path;
+  };
+  expect_error("run " + write("trunc.plan", std::vector<uint8_t>(good.begin(), good.end() - 10)), 2,
+               "truncated at section 'weights': need");
+  auto v7 = good;
+  testing::store_le(v7, plan::kOffVersion, 7, 4);
+  testing::reseal(v7);
+  expect_error("inspect " + write("v7.plan", v7), 2, "plan format version 7, this build reads 1");
+  auto bad = good;
+  bad[good.size() / 2] ^= 0x10;
+  expect_error("run " + write("bad.plan", bad), 2, "checksum mismatch");
+  expect_error("run " + dir_ + "/missing.plan", 2, "not found");
+  expect_error("run " + model_, 2, "not a Kiln plan");
+}
+
+TEST_F(KilnCli, BuildErrorsExit2) {
+  expect_error("build " + model_ + " -o " + dir_ + "/p.plan", 2, "input 'x' has the dynamic shape [batch,4]");
+  const std::string bytes = testing::add_relu_model().bytes();
+  {
+    std::ofstream o(dir_ + "/trunc.onnx", std::ios::binary);
+    o << bytes.substr(0, bytes.size() / 2);
+  }
+  expect_error("build " + dir_ + "/trunc.onnx -o " + dir_ + "/p.plan", 2, "truncated");
+  testing::OnnxModel m;
+  m.input("x", testing::kF32, {int64_t{2}});
+  m.node("Frobnicate", {"x"}, {"y"}, "frob_7");
+  m.output("y", testing::kF32, {int64_t{2}});
+  const std::string unknown = m.save(dir_ + "/unknown.onnx");
+  expect_error("build " + unknown + " -o " + dir_ + "/p.plan", 2, "node 'frob_7' (Frobnicate, domain 'ai.onnx', opset 17)");
+  expect_error("build " + dir_ + "/none.onnx -o " + dir_ + "/p.plan", 2, "not found");
+  expect_error("build " + model_ + " -o " + dir_ + "/p.plan --shapes x:1x3", 2, "dim 1 is fixed at 4");
+  expect_error("build " + model_, 2, "required");
+  expect_error("run", 2, "required");
+  expect_error("frobnicate", 2, "");
+}
+
+TEST_F(KilnCli, InputErrorsExit2) {
+  const std::string plan = build_plan();
+  expect_error("run " + plan + " --input x=" + write_input(Tensor(DataType::kFloat32, {3, 5}), "wide.npy"), 2,
+               "input 'x': dim 1 is 5");
+  expect_error("run " + plan + " --input x=" + write_input(Tensor(DataType::kFloat64, {3, 4}), "f64.npy"), 2,
+               "input 'x': dtype float64, the engine expects float32");
+  expect_error("run " + plan + " --input x=" + write_input(sample_x(9), "big.npy"), 2,
+               "dim 0 is 9, outside the optimization profile's range 1..8");
+  expect_error("run " + plan + " --shapes x:9x4", 2, "outside the optimization profile's range 1..8");
+  expect_error("run " + plan + " --input y=" + write_input(sample_x(2), "y.npy"), 2, "'y' is not an input of the plan");
+  expect_error("run " + plan + " --input x=" + dir_ + "/nothing.npy", 2, "not found");
+  expect_error("run " + plan + " --input x.npy", 2, "expected name=FILE");
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,111 @@
+// Tiny ONNX models written with the onnx protobuf C++ API, for builder/plan/runtime/CLI tests.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln::testing {
+
+using OnnxDim = std::variant<int64_t, std::string>;  // fixed extent or a symbol ("batch")
+
+class OnnxModel {
+ public:
+  explicit OnnxModel(int opset = 17) {
+    m_.set_ir_version(8);
+    m_.set_producer_name("kiln-tests");
+    auto* o = m_.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m_.mutable_graph()->set_name("test");
+  }
+  void input(const std::string& name, int elem_type, const std::vector<OnnxDim>& dims) {
+    set_type(m_.mutable_graph()->add_input(), name, elem_type, dims);
+  }
+  void output(const std::string& name, int elem_type, const std::vector<OnnxDim>& dims) {
+    set_type(m_.mutable_graph()->add_output(), name, elem_type, dims);
+  }
+  void initializer(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& data) {
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float v : data) t->add_float_data(v);
+  }
+  onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
+                        const std::string& name, const std::string& domain = "") {
+    auto* n = m_.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    if (!domain.empty()) n->set_domain(domain);
+    for (const auto& s : in) n->add_input(s);
+    for (const auto& s : out) n->add_output(s);
+    return n;
+  }
+  void add_opset(const std::string& domain, int version) {
+    auto* o = m_.add_opset_import();
+    o->set_domain(domain);
+    o->set_version(version);
+  }
+  std::string bytes() const { return m_.SerializeAsString(); }
+  std::string save(const std::string& path) const {
+    std::ofstream f(path, std::ios::binary);
+    f << bytes();
+    return path;
+  }
+
+ private:
+  static void set_type(onnx::ValueInfoProto* vi, const std::string& name, int elem_type, const std::vector<OnnxDim>& dims) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(elem_type);
+    auto* shape = tt->mutable_shape();
+    for (const auto& d : dims) {
+      auto* dim = shape->add_dim();
+      if (std::holds_alternative<int64_t>(d)) dim->set_dim_value(std::get<int64_t>(d));
+      else dim->set_dim_param(std::get<std::string>(d));
+    }
+  }
+  onnx::ModelProto m_;
+};
+
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+
+// y = Relu(x + b): x float32 [batch, 4], b a [4] initializer.
+inline OnnxModel add_relu_model() {
+  OnnxModel m;
+  m.input("x", kF32, {std::string("batch"), int64_t{4}});
+  m.initializer("b", {4}, {0.5f, -0.25f, 1.0f, -2.0f});
+  m.node("Add", {"x", "b"}, {"sum"}, "add0");
+  m.node("Relu", {"sum"}, {"y"}, "relu0");
+  m.output("y", kF32, {std::string("batch"), int64_t{4}});
+  return m;
+}
+
+// out = Relu(x + b) * 2 with a fixed x [2, 3] (needs no profile).
+inline OnnxModel static_model() {
+  OnnxModel m;
+  m.input("x", kF32, {int64_t{2}, int64_t{3}});
+  m.initializer("b", {3}, {1.f, -1.f, 0.5f});
+  m.initializer("two", {1}, {2.f});
+  m.node("Add", {"x", "b"}, {"s"}, "add0");
+  m.node("Relu", {"s"}, {"r"}, "relu0");
+  m.node("Mul", {"r", "two"}, {"out:0"}, "mul0");  // ':' exercises output file-name sanitizing
+  m.output("out:0", kF32, {int64_t{2}, int64_t{3}});
+  return m;
+}
+
+// A fresh directory under the system temp dir, removed by the caller (or left for debugging).
+inline std::string make_temp_dir(const std::string& tag) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / ("kiln_" + tag + "_XXXXXX")).string();
+  char* p = mkdtemp(tmpl.data());
+  return p ? std::string(p) : std::string();
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,306 @@
+// The plan file: bit-exact round trips (nested subgraphs, tensor attributes, symbolic dims),
+// header fields, aligned weights, and refusal of every kind of damage with a clean message.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kiln/runtime.h"
+#include "plan/plan_test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::build_add_relu_plan;
+using testing::reseal;
+using testing::store_le;
+
+TEST(PlanFormat, RoundTripIsBitExact) {
+  const auto bytes = build_add_relu_plan();
+  ASSERT_FALSE(bytes.empty());
+  auto p = plan::read_plan(bytes.data(), bytes.size());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(plan::write_plan(*p), bytes);
+  EXPECT_EQ(p->tactics, std::vector<std::string>(p->graph.nodes.size(), "cpu.ref"));
+  ASSERT_EQ(p->profiles.size(), 1u);
+  const ShapeRange* r = p->profiles[0].find("x");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->min, (Shape{1, 4}));
+  EXPECT_EQ(r->opt, (Shape{2, 4}));
+  EXPECT_EQ(r->max, (Shape{8, 4}));
+}
+
+TEST(PlanFormat, HeaderFields) {
+  const auto bytes = build_add_relu_plan();
+  auto h = read_plan_header(bytes.data(), bytes.size());
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(h->format_version, kPlanFormatVersion);
+  EXPECT_EQ(h->kiln_version, KILN_VERSION_STRING);
+  EXPECT_EQ(h->target.backend, PlanBackend::kCpu);
+  EXPECT_EQ(h->target.cc_major, 0u);
+  EXPECT_EQ(h->file_bytes, bytes.size());
+  EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 8), "KILNPLAN");
+}
+
+TEST(PlanFormat, WeightsAreAlignedAndShared) {
+  const auto bytes = build_add_relu_plan();
+  auto p = plan::read_plan(bytes.data(), bytes.size());
+  ASSERT_TRUE(p.ok());
+  int constants = 0;
+  for (const ir::Value& v : p->graph.values) {
+    if (!v.constant) continue;
+    ++constants;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.constant->raw()) % 64, 0u) << v.name;
+  }
+  EXPECT_GE(constants, 1);
+  EXPECT_GE(p->weights_bytes, 16u);
+}
+
+// A graph with every attribute kind, a nested If with outer-scope references, symbolic dims
+// and an internal op survives write -> read -> write unchanged.
+TEST(PlanFormat, RoundTripsEveryAttributeKindAndSubgraphs) {
+  plan::Plan p;
+  p.header.kiln_version = "test";
+  ir::Graph& g = p.graph;
+  g.name = "main";
+  g.opset_imports[""] = 17;
+  const ir::ValueId x = g.add_value("x", DataType::kFloat32);
+  g.value(x).shape = ir::SymShape{ir::Dim::sym("batch"), ir::Dim::known(3), ir::Dim{}};
+  g.inputs.push_back(x);
+  const ir::ValueId cond = g.add_value("cond", DataType::kBool);
+  g.inputs.push_back(cond);
+  const ir::ValueId w = g.add_value("w", DataType::kFloat16);
+  Tensor wt(DataType::kFloat16, {2, 3});
+  for (int i = 0; i < 6; ++i) wt.data<uint16_t>()[i] = static_cast<uint16_t>(0x3c00 + i);
+  g.value(w).constant = std::make_shared<Tensor>(wt);
+  g.value(w).shape = ir::SymShape{ir::Dim::known(2), ir::Dim::known(3)};
+
+  auto then_g = std::make_shared<ir::Graph>();
+  then_g->name = "then";
+  const ir::ValueId outer_x = then_g->add_value("x", DataType::kFloat32);
+  then_g->outer_refs.push_back(outer_x);
+  const ir::ValueId t_out = then_g->add_value("t_out", DataType::kFloat32);
+  ir::Node relu;
+  relu.name = "inner_relu";
+  relu.op = ir::OpKind::kRelu;
+  relu.opset = 17;
+  relu.inputs = {outer_x};
+  relu.outputs = {t_out};
+  then_g->add_node(relu);
+  then_g->outputs.push_back(t_out);
+
+  const ir::ValueId y = g.add_value("y", DataType::kFloat32);
+  ir::Node n;
+  n.name = "if0";
+  n.op = ir::OpKind::kIf;
+  n.opset = 17;
+  n.inputs = {cond};
+  n.outputs = {y};
+  ir::Attribute a;
+  a.kind = ir::Attribute::Kind::kGraph;
+  a.g = then_g;
+  n.attrs["then_branch"] = a;
+  n.attrs["else_branch"] = a;
+  ir::Attribute ai;
+  ai.kind = ir::Attribute::Kind::kInt;
+  ai.i = -7;
+  n.attrs["i"] = ai;
+  ir::Attribute af;
+  af.kind = ir::Attribute::Kind::kFloats;
+  af.floats = {1.5f, -0.0f, 3e-30f};
+  n.attrs["fs"] = af;
+  ir::Attribute as;
+  as.kind = ir::Attribute::Kind::kStrings;
+  as.strings = {"a", "", "c"};
+  n.attrs["ss"] = as;
+  ir::Attribute at;
+  at.kind = ir::Attribute::Kind::kTensor;
+  Tensor tv(DataType::kInt64, {3});
+  tv.data<int64_t>()[0] = 1;
+  tv.data<int64_t>()[2] = -9;
+  at.t = std::make_shared<Tensor>(tv);
+  n.attrs["t"] = at;
+  n.origin = {"if0", "absorbed_a"};
+  g.add_node(n);
+  const ir::ValueId z = g.add_value("z", DataType::kFloat32);
+  ir::Node fused;
+  fused.name = "fused";
+  fused.op = ir::OpKind::kFusedConv;
+  fused.inputs = {y, w, ir::kNoValue};
+  fused.outputs = {z};
+  g.add_node(fused);
+  g.outputs = {z};
+  OptimizationProfile prof;
+  ASSERT_TRUE(prof.set_dimensions("x", {1, 3, 1}, {2, 3, 4}, {4, 3, 9}).ok());
+  ASSERT_TRUE(prof.set_dimensions("cond", {}, {}, {}).ok());
+  p.profiles = {prof};
+  p.tactics = {"cpu.ref", "cpu.ref"};
+  p.build.fp16 = true;
+  p.build.opt_level = 3;
+  p.build.workspace_limit = 1 << 20;
+
+  const auto bytes = plan::write_plan(p);
+  auto back = plan::read_plan(bytes.data(), bytes.size());
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(plan::write_plan(*back), bytes);
+  const ir::Graph& bg = back->graph;
+  ASSERT_EQ(bg.nodes.size(), 2u);
+  EXPECT_EQ(bg.nodes[1].op, ir::OpKind::kFusedConv);
+  EXPECT_EQ(bg.nodes[1].inputs[2], ir::kNoValue);
+  EXPECT_EQ(bg.nodes[0].origin, (std::vector<std::string>{"if0", "absorbed_a"}));
+  EXPECT_EQ(ir::sym_shape_str(*bg.value(bg.inputs[0]).shape), "[batch,3,?]");
+  const auto& sub = *bg.nodes[0].attrs.at("then_branch").g;
+  ASSERT_EQ(sub.outer_refs.size(), 1u);
+  EXPECT_EQ(sub.value(sub.outer_refs[0]).name, "x");
+  EXPECT_EQ(bg.nodes[0].attrs.at("i").i, -7);
+  EXPECT_EQ(bg.nodes[0].attrs.at("ss").strings, (std::vector<std::string>{"a", "", "c"}));
+  EXPECT_TRUE(bg.nodes[0].attrs.at("t").t->bit_equal(tv));
+  EXPECT_TRUE(bg.value(bg.find_value("w")).constant->bit_equal(wt));
+  EXPECT_TRUE(back->build.fp16);
+  EXPECT_FALSE(back->build.bf16);
+  EXPECT_EQ(back->build.opt_level, 3);
+  EXPECT_EQ(back->build.workspace_limit, 1u << 20);
+}
+
+TEST(PlanFormat, RefusesBadMagic) {
+  auto b = build_add_relu_plan();
+  b[0] = 'X';
+  auto p = plan::read_plan(b.data(), b.size());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidPlan);
+  EXPECT_NE(p.status().message().find("not a Kiln plan"), std::string::npos) << p.status().message();
+  const std::string onnx = testing::add_relu_model().bytes();
+  auto q = plan::read_plan(reinterpret_cast<const uint8_t*>(onnx.data()), onnx.size());
+  EXPECT_NE(q.status().message().find("not a Kiln plan"), std::string::npos);
+  auto e = plan::read_plan(nullptr, 0);
+  EXPECT_NE(e.status().message().find("empty"), std::string::npos);
+}
+
+TEST(PlanFormat, RefusesOtherFormatVersion) {
+  auto b = build_add_relu_plan();
+  store_le(b, plan::kOffVersion, 7, 4);
+  reseal(b);
+  auto p = plan::read_plan(b.data(), b.size());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("plan format version 7, this build reads 1"), std::string::npos)
+      << p.status().message();
+}
+
+TEST(PlanFormat, RefusesTruncation) {
+  const auto b = build_add_relu_plan();
+  auto p = plan::read_plan(b.data(), b.size() - 3);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("truncated at section 'weights': need"), std::string::npos)
+      << p.status().message();
+  auto h = plan::read_plan(b.data(), 40);
+  EXPECT_NE(h.status().message().find("truncated at section 'header': need"), std::string::npos)
+      << h.status().message();
+}
+
+TEST(PlanFormat, RefusesChecksumMismatch) {
+  auto b = build_add_relu_plan();
+  b[plan::kOffChecksum] ^= 0x01;
+  auto p = plan::read_plan(b.data(), b.size());
+  EXPECT_NE(p.status().message().find("checksum mismatch"), std::string::npos) << p.status().message();
+  auto c = build_add_relu_plan();
+  c[c.size() / 2] ^= 0x40;
+  auto q = plan::read_plan(c.data(), c.size());
+  EXPECT_NE(q.status().message().find("checksum mismatch"), std::string::npos) << q.status().message();
+}
+
+TEST(PlanFormat, RefusesUnknownOpName) {
+  auto b = build_add_relu_plan();
+  // Op names are stored by name: "Relu" behind its u32 length 4.
+  ASSERT_TRUE(testing::patch_bytes(b, std::string("\x04\0\0\0Relu", 8), std::string("\x04\0\0\0Rexu", 8)));
+  reseal(b);
+  auto p = plan::read_plan(b.data(), b.size());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("unknown op name 'Rexu'"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("section 'graph'"), std::string::npos) << p.status().message();
+}
+
+TEST(PlanFormat, RefusesPlanForAnotherTarget) {
+  auto b = build_add_relu_plan();
+  b[plan::kOffTarget] = static_cast<uint8_t>(PlanBackend::kCuda);
+  store_le(b, plan::kOffTarget + 4, 1, 4);  // sm_10: no machine has it
+  store_le(b, plan::kOffTarget + 8, 0, 4);
+  store_le(b, plan::kOffTarget + 12, 90100, 4);
+  reseal(b);
+  auto h = read_plan_header(b.data(), b.size());
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(h->target.to_string(), "cuda sm_10 (cuDNN 90100, cuBLASLt 0)");
+  auto e = Runtime::deserialize_engine(b);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("target mismatch"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("sm_10"), std::string::npos) << e.status().message();
+}
+
+TEST(PlanFormat, RefusesTrailingBytes) {
+  auto b = build_add_relu_plan();
+  b.push_back(0);
+  auto p = plan::read_plan(b.data(), b.size());
+  EXPECT_NE(p.status().message().find("unexpected bytes after the plan's end"), std::string::npos)
+      << p.status().message();
+}
+
+// Every single-byte change and every truncation is refused (FNV-1a detects any one-byte change
+// of a fixed-length message), never a crash.
+TEST(PlanFormat, EveryFlipAndTruncationIsRefused) {
+  const auto b = build_add_relu_plan();
+  for (size_t off = 0; off < b.size(); ++off) {
+    for (uint8_t mask : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
+      auto c = b;
+      c[off] ^= mask;
+      auto p = plan::read_plan(c.data(), c.size());
+      ASSERT_FALSE(p.ok()) << "flip at " << off;
+      ASSERT_EQ(p.status().code(), StatusCode::kInvalidPlan) << off;
+      ASSERT_FALSE(p.status().message().empty());
+    }
+  }
+  for (size_t len = 0; len < b.size(); ++len) {
+    auto p = plan::read_plan(b.data(), len);
+    ASSERT_FALSE(p.ok()) << "truncated to " << len;
+    ASSERT_EQ(p.status().code(), StatusCode::kInvalidPlan) << len;
+  }
+}
+
+// With the checksum re-sealed after the damage, the structural validation must catch what it
+// can and never crash; whatever still loads must also run or fail cleanly.
+TEST(PlanFormat, ResealedCorruptionNeverCrashes) {
+  const auto b = build_add_relu_plan();
+  std::mt19937 rng(1234);
+  Tensor x(DataType::kFloat32, {2, 4});
+  for (int i = 0; i < 8; ++i) x.data<float>()[i] = static_cast<float>(i) - 3.5f;
+  int refused = 0, loaded = 0;
+  auto try_plan = [&](std::vector<uint8_t>& c) {
+    reseal(c);
+    auto e = Runtime::deserialize_engine(c);
+    if (!e.ok()) {
+      EXPECT_FALSE(e.status().message().empty());
+      ++refused;
+      return;
+    }
+    ++loaded;
+    auto ctx = (*e)->create_execution_context();
+    if (ctx->set_input("x", x).ok()) (void)ctx->execute();
+  };
+  for (size_t off = 0; off < b.size(); ++off) {
+    if (off >= plan::kOffChecksum && off < plan::kOffChecksum + 8) continue;
+    auto c = b;
+    c[off] ^= static_cast<uint8_t>(1 + rng() % 255);
+    try_plan(c);
+  }
+  for (int iter = 0; iter < 3000; ++iter) {
+    auto c = b;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int k = 0; k < edits; ++k) {
+      const size_t off = plan::kOffSectionTable + rng() % (c.size() - plan::kOffSectionTable);
+      c[off] = static_cast<uint8_t>(rng());
+    }
+    try_plan(c);
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(loaded, 0);  // e.g. changed weight values or padding still load
+}
+
+}  // namespace
+}  // namespace kiln

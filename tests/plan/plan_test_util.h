@@ -1,0 +1,51 @@
+// Shared helpers of the plan tests: build a plan from a tiny model, patch plan bytes and
+// re-seal the checksum (so the structural validation behind it gets exercised).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kiln/builder.h"
+#include "kiln/plan.h"
+#include "onnx/importer.h"
+#include "plan/plan_format.h"
+#include "plan/onnx_test_models.h"
+
+namespace kiln::testing {
+
+// A plan of add_relu_model() with x in [1..8, 4] (opt [2, 4]).
+inline std::vector<uint8_t> build_add_relu_plan() {
+  auto g = onnx_import::import_model_bytes(add_relu_model().bytes(), ".");
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  BuilderConfig c;
+  OptimizationProfile p;
+  EXPECT_TRUE(p.set_dimensions("x", {1, 4}, {2, 4}, {8, 4}).ok());
+  c.profiles.push_back(p);
+  auto bytes = Builder::build_from_graph(*g, c);
+  EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
+  return bytes.ok() ? *bytes : std::vector<uint8_t>{};
+}
+
+inline void store_le(std::vector<uint8_t>& b, size_t off, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) b[off + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// Recomputes the checksum after a deliberate edit.
+inline void reseal(std::vector<uint8_t>& b) {
+  uint64_t h = fnv1a64(b.data(), plan::kOffChecksum);
+  h = fnv1a64(b.data() + plan::kOffChecksum + 8, b.size() - plan::kOffChecksum - 8, h);
+  store_le(b, plan::kOffChecksum, h, 8);
+}
+
+// Replaces the first occurrence of `from` with `to` (same length); false if absent.
+inline bool patch_bytes(std::vector<uint8_t>& b, const std::string& from, const std::string& to) {
+  auto it = std::search(b.begin(), b.end(), from.begin(), from.end());
+  if (it == b.end()) return false;
+  std::copy(to.begin(), to.end(), it);
+  return true;
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,34 @@
+// `kiln conformance DIR`: ONNX backend test data through build -> plan -> runtime, one forked
+// process per case (src/conformance/runner.cc). Exit 0 with a summary line; the floor check
+// (tests/conformance/check_floor.sh) reads that line.
+#include <cstdio>
+#include <fstream>
+
+#include "conformance/runner.h"
+#include "tools/kiln/commands.h"
+
+namespace kiln::cli {
+
+int cmd_conformance(const ConformanceOptions& o) {
+  conformance::Options opts;
+  opts.filter = o.filter;
+  const bool verbose = o.verbose;
+  opts.progress = [verbose](const conformance::CaseResult& r, int done, int total) {
+    if (verbose || r.verdict == conformance::Verdict::kFail)
+      std::fprintf(stderr, "[%d/%d] %s %s %s\n", done, total, conformance::verdict_name(r.verdict), r.name.c_str(),
+                   r.reason.substr(0, 300).c_str());
+    else if (done % 50 == 0 || done == total)
+      std::fprintf(stderr, "[%d/%d]\n", done, total);
+  };
+  auto rep = conformance::run(o.dir, opts);
+  if (!rep.ok()) return report_error("conformance", rep.status());
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << rep->to_json();
+    if (!f) return report_error("conformance", not_found("cannot write '" + o.json + "'"));
+  }
+  std::printf("%d passed, %d failed, %d skipped\n", rep->passed, rep->failed, rep->skipped);
+  return kExitOk;
+}
+
+}  // namespace kiln::cli

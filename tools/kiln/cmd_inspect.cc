@@ -1,0 +1,108 @@
+// `kiln inspect PLAN [--json]`: the plan's header, io tensors, profiles, every layer (op,
+// ONNX nodes absorbed, inputs/outputs with shapes and dtypes, tactic) and weight bytes.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/kiln/commands.h"
+
+namespace kiln::cli {
+namespace {
+
+nlohmann::json desc_json(const TensorDesc& d) {
+  nlohmann::json dims = nlohmann::json::array();
+  for (size_t i = 0; i < d.dims.size(); ++i) {
+    if (d.dims[i] >= 0) dims.push_back(d.dims[i]);
+    else if (i < d.symbols.size() && !d.symbols[i].empty()) dims.push_back(d.symbols[i]);
+    else dims.push_back(nullptr);
+  }
+  return {{"name", d.name}, {"dtype", dtype_name(d.dtype)}, {"shape", d.rank_known ? dims : nlohmann::json(nullptr)}};
+}
+
+nlohmann::json engine_json(const Engine& e) {
+  nlohmann::json j;
+  const PlanHeader& h = e.header();
+  char checksum[24];
+  std::snprintf(checksum, sizeof checksum, "0x%016llx", static_cast<unsigned long long>(h.checksum));
+  j["format_version"] = h.format_version;
+  j["kiln_version"] = h.kiln_version;
+  j["target"] = {{"backend", h.target.backend == PlanBackend::kCpu ? "cpu" : "cuda"},
+                 {"compute_capability", std::to_string(h.target.cc_major) + "." + std::to_string(h.target.cc_minor)},
+                 {"cudnn_version", h.target.cudnn_version},
+                 {"cublaslt_version", h.target.cublaslt_version}};
+  j["file_bytes"] = h.file_bytes;
+  j["checksum"] = checksum;
+  j["build"] = {{"fp16", e.fp16()}, {"bf16", e.bf16()}, {"tf32", e.tf32()}, {"fp8", e.fp8()}, {"int8", e.int8()},
+                {"opt_level", e.opt_level()}, {"workspace_limit_bytes", e.workspace_limit()}};
+  j["inputs"] = nlohmann::json::array();
+  j["outputs"] = nlohmann::json::array();
+  for (const IOTensor& io : e.io_tensors()) j[io.is_input ? "inputs" : "outputs"].push_back(desc_json(io.desc));
+  j["profiles"] = nlohmann::json::array();
+  for (const OptimizationProfile& p : e.profiles()) {
+    nlohmann::json pj = nlohmann::json::object();
+    for (const auto& [name, r] : p.ranges()) pj[name] = {{"min", r.min}, {"opt", r.opt}, {"max", r.max}};
+    j["profiles"].push_back(pj);
+  }
+  j["layers"] = nlohmann::json::array();
+  for (const LayerInfo& l : e.layers()) {
+    nlohmann::json lj = {{"name", l.name}, {"op", l.op}, {"origin", l.origin}, {"tactic", l.tactic}};
+    lj["inputs"] = nlohmann::json::array();
+    for (const TensorDesc& d : l.inputs) lj["inputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
+    lj["outputs"] = nlohmann::json::array();
+    for (const TensorDesc& d : l.outputs) lj["outputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
+    j["layers"].push_back(lj);
+  }
+  j["weights_bytes"] = e.weights_bytes();
+  return j;
+}
+
+std::string desc_text(const TensorDesc& d) {
+  if (d.name.empty()) return "(none)";
+  return d.name + " " + dtype_name(d.dtype) + " " + d.shape_string();
+}
+
+}  // namespace
+
+int cmd_inspect(const InspectOptions& o) {
+  auto engine = Runtime::load_engine(o.plan);
+  if (!engine.ok()) return report_error("inspect", engine.status());
+  const Engine& e = **engine;
+  if (o.json) {
+    std::printf("%s\n", engine_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return kExitOk;
+  }
+  const PlanHeader& h = e.header();
+  std::printf("Plan '%s': %llu bytes, format version %u, written by kiln %s, checksum 0x%016llx\n", o.plan.c_str(),
+              static_cast<unsigned long long>(h.file_bytes), h.format_version, h.kiln_version.c_str(),
+              static_cast<unsigned long long>(h.checksum));
+  std::printf("Target: %s\n", h.target.to_string().c_str());
+  std::printf("Build: fp32%s%s%s%s%s, opt level %d, workspace %s\n", e.tf32() ? " tf32" : "", e.fp16() ? " fp16" : "",
+              e.bf16() ? " bf16" : "", e.fp8() ? " fp8" : "", e.int8() ? " int8" : "", e.opt_level(),
+              e.workspace_limit() ? (std::to_string(e.workspace_limit()) + " bytes").c_str() : "unlimited");
+  std::printf("Inputs:\n");
+  for (const IOTensor& io : e.io_tensors())
+    if (io.is_input) std::printf("  %s\n", desc_text(io.desc).c_str());
+  std::printf("Outputs:\n");
+  for (const IOTensor& io : e.io_tensors())
+    if (!io.is_input) std::printf("  %s\n", desc_text(io.desc).c_str());
+  for (size_t p = 0; p < e.profiles().size(); ++p) {
+    std::printf("Profile %zu:\n", p);
+    for (const auto& [name, r] : e.profiles()[p].ranges())
+      std::printf("  %s: min %s opt %s max %s\n", name.c_str(), shape_str(r.min).c_str(), shape_str(r.opt).c_str(),
+                  shape_str(r.max).c_str());
+  }
+  std::printf("Layers (%zu):\n", e.layers().size());
+  for (size_t i = 0; i < e.layers().size(); ++i) {
+    const LayerInfo& l = e.layers()[i];
+    std::string origin;
+    for (const auto& n : l.origin) origin += (origin.empty() ? "" : ", ") + n;
+    std::printf("  [%zu] %s (%s) tactic %s, absorbs [%s]\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
+                origin.c_str());
+    for (const TensorDesc& d : l.inputs) std::printf("        in  %s\n", desc_text(d).c_str());
+    for (const TensorDesc& d : l.outputs) std::printf("        out %s\n", desc_text(d).c_str());
+  }
+  std::printf("Weights: %zu bytes\n", e.weights_bytes());
+  return kExitOk;
+}
+
+}  // namespace kiln::cli

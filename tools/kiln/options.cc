@@ -1,0 +1,201 @@
+// Option groups of the `kiln` CLI (see options.h).
+#include "tools/kiln/options.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace kiln::cli {
+
+StatusOr<Shape> parse_dims(const std::string& dims) {
+  Shape s;
+  if (dims.empty()) return s;
+  size_t start = 0;
+  for (;;) {
+    const size_t x = dims.find('x', start);
+    const std::string tok = dims.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos)
+      return invalid_argument("bad dims '" + dims + "': expected non-negative integers separated by 'x' (1x3x224x224)");
+    errno = 0;
+    const long long v = std::strtoll(tok.c_str(), nullptr, 10);
+    if (errno == ERANGE) return invalid_argument("bad dims '" + dims + "': '" + tok + "' is too large");
+    s.push_back(v);
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  return s;
+}
+
+StatusOr<std::map<std::string, Shape>> parse_shapes(const std::string& spec) {
+  std::map<std::string, Shape> out;
+  if (spec.empty()) return out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = spec.find(',', start);
+    const std::string item = spec.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0)
+      return invalid_argument("bad shape '" + item + "': expected name:dims, e.g. input:1x3x224x224");
+    const std::string name = item.substr(0, colon);
+    auto dims = parse_dims(item.substr(colon + 1));
+    if (!dims.ok()) return dims.status().with_context("input '" + name + "'");
+    if (out.count(name)) return invalid_argument("input '" + name + "' is given twice in '" + spec + "'");
+    out[name] = std::move(dims).value();
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+StatusOr<std::pair<std::string, std::string>> parse_input_spec(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+    return invalid_argument("bad input '" + spec + "': expected name=FILE (a .npy or ONNX TensorProto .pb file)");
+  return std::make_pair(spec.substr(0, eq), spec.substr(eq + 1));
+}
+
+StatusOr<std::map<std::string, std::string>> parse_input_specs(const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> out;
+  for (const auto& s : specs) {
+    KILN_ASSIGN_OR_RETURN(auto kv, parse_input_spec(s));
+    if (out.count(kv.first)) return invalid_argument("input '" + kv.first + "' is given twice");
+    out[kv.first] = kv.second;
+  }
+  return out;
+}
+
+void BuildOptions::add_to(CLI::App* app) {
+  app->add_option("model", model, "ONNX model")->required();
+  app->add_option("-o,--output", output, "Plan file to write")->required();
+  auto* shapes_group = app->add_option_group("Shapes", "Optimization profile (dynamic inputs)");
+  shapes_group->add_option("--shapes", shapes, "name:1x3x224x224[,name2:...]: min = opt = max");
+  shapes_group->add_option("--min-shapes", min_shapes, "Smallest shapes of dynamic inputs");
+  shapes_group->add_option("--opt-shapes", opt_shapes, "Shapes to tune for");
+  shapes_group->add_option("--max-shapes", max_shapes, "Largest shapes (memory is sized for these)");
+  auto* prec = app->add_option_group("Precision", "Precisions the builder may use");
+  prec->add_flag("--fp16", fp16, "Allow fp16 layers");
+  prec->add_flag("--bf16", bf16, "Allow bf16 layers");
+  prec->add_flag("--no-tf32", no_tf32, "Disallow TF32 math for fp32 layers");
+  app->add_option("--workspace", workspace_mib, "Scratch memory limit per layer, MiB (0 = no limit)");
+  app->add_option("--device", device, "Target: cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "cuda", "auto"}));
+}
+
+StatusOr<BuilderConfig> BuildOptions::to_config() const {
+  BuilderConfig c;
+  c.fp16 = fp16;
+  c.bf16 = bf16;
+  c.tf32 = !no_tf32;
+  if (workspace_mib < 0) return invalid_argument("--workspace must be >= 0 MiB");
+  c.workspace_limit = static_cast<size_t>(workspace_mib * 1024 * 1024);
+  if (device == "cpu") c.target = TargetDevice::kCpu;
+  else if (device == "gpu" || device == "cuda") c.target = TargetDevice::kCuda;
+  else if (device == "auto") c.target = TargetDevice::kAuto;
+  else return invalid_argument("--device '" + device + "': expected cpu, gpu or auto");
+
+  KILN_ASSIGN_OR_RETURN(auto fixed, parse_shapes(shapes));
+  std::map<std::string, Shape> ranges[3];
+  const char* flags[3] = {"--min-shapes", "--opt-shapes", "--max-shapes"};
+  const std::string* specs[3] = {&min_shapes, &opt_shapes, &max_shapes};
+  for (int i = 0; i < 3; ++i) {
+    auto r = parse_shapes(*specs[i]);
+    if (!r.ok()) return r.status().with_context(flags[i]);
+    ranges[i] = std::move(r).value();
+  }
+  OptimizationProfile profile;
+  for (const auto& [name, s] : fixed) {
+    for (int i = 0; i < 3; ++i)
+      if (ranges[i].count(name))
+        return invalid_argument("input '" + name + "' is in both --shapes and " + flags[i] + "; give one or the other");
+    KILN_RETURN_IF_ERROR(profile.set_dimensions(name, s, s, s));
+  }
+  std::map<std::string, bool> names;
+  for (auto& r : ranges)
+    for (const auto& [name, s] : r) names[name] = true;
+  for (const auto& [name, unused] : names) {
+    for (int i = 0; i < 3; ++i)
+      if (!ranges[i].count(name))
+        return invalid_argument("input '" + name + "' needs --min-shapes, --opt-shapes and --max-shapes; " + flags[i] +
+                                " is missing");
+    KILN_RETURN_IF_ERROR(profile.set_dimensions(name, ranges[0][name], ranges[1][name], ranges[2][name]));
+  }
+  if (!profile.empty()) c.profiles.push_back(std::move(profile));
+  return c;
+}
+
+void InferenceOptions::add_to(CLI::App* app, bool with_shapes) {
+  app->add_option("--input", inputs, "name=FILE (.npy or ONNX TensorProto .pb); other inputs are random");
+  if (with_shapes) app->add_option("--shapes", shapes, "name:dims for inputs with dynamic shapes (default: opt)");
+  app->add_option("--seed", seed, "Seed of the generated inputs");
+}
+
+StatusOr<InferenceOptions::Parsed> InferenceOptions::parse() const {
+  Parsed p;
+  KILN_ASSIGN_OR_RETURN(p.files, parse_input_specs(inputs));
+  auto s = parse_shapes(shapes);
+  if (!s.ok()) return s.status().with_context("--shapes");
+  p.shapes = std::move(s).value();
+  p.seed = seed;
+  return p;
+}
+
+void RunOptions::add_to(CLI::App* app) {
+  app->add_option("plan", plan, "Plan file")->required();
+  inference.add_to(app, true);
+  app->add_option("--output-dir", output_dir, "Write each output to DIR/<name>.npy");
+}
+
+void BenchOptions::add_to(CLI::App* app) {
+  app->add_option("plan", plan, "Plan file")->required();
+  app->add_option("--shapes", shapes, "name:dims for dynamic inputs (default: the profile's opt)");
+  app->add_option("--warmup", warmup, "Untimed runs first");
+  app->add_option("--iterations", iterations, "Timed runs (at least)");
+  app->add_option("--duration", duration_s, "Keep running for at least this many seconds");
+  app->add_option("--json", json, "Write the summary as JSON here");
+}
+
+Status BenchOptions::validate() const {
+  if (warmup < 0) return invalid_argument("--warmup must be >= 0");
+  if (iterations < 1) return invalid_argument("--iterations must be >= 1");
+  if (duration_s < 0) return invalid_argument("--duration must be >= 0");
+  return Status::Ok();
+}
+
+void InspectOptions::add_to(CLI::App* app) {
+  app->add_option("plan", plan, "Plan file")->required();
+  app->add_flag("--json", json, "Print JSON (an object with a `layers` array)");
+}
+
+void CompareOptions::add_to(CLI::App* app) {
+  app->add_option("plan", plan, "Plan file")->required();
+  app->add_option("model", model, "The ONNX model the plan was built from")->required();
+  inference.add_to(app, true);
+  app->add_option("--top-k", top_k, "k of the top-k agreement (last axis)");
+  app->add_option("--atol", atol, "Absolute tolerance");
+  app->add_option("--rtol", rtol, "Relative tolerance");
+  app->add_option("--json", json, "Write the per-output metrics as JSON here");
+}
+
+Status CompareOptions::validate() const {
+  if (top_k < 1) return invalid_argument("--top-k must be >= 1");
+  if (atol < 0 || rtol < 0) return invalid_argument("--atol and --rtol must be >= 0");
+  return Status::Ok();
+}
+
+void ConformanceOptions::add_to(CLI::App* app) {
+  app->add_option("dir", dir, "Case, suite or data directory")->required();
+  app->add_option("--json", json, "Write a per-case JSON report here");
+  app->add_option("--filter", filter, "Only cases whose name contains this");
+  app->add_flag("-v,--verbose", verbose, "Print every case");
+}
+
+std::string sanitize_file_name(const std::string& name) {
+  std::string s = name;
+  for (char& c : s) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+                    c == '-';
+    if (!ok) c = '_';
+  }
+  if (s.empty() || s == "." || s == "..") s = "_" + s;
+  return s;
+}
+
+}  // namespace kiln::cli

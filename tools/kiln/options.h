@@ -1,0 +1,104 @@
+// Command-line option groups of `kiln` (trtexec-style: build, inference, reporting). Each
+// group registers its flags on a CLI11 subcommand (add_to) and turns the raw strings into
+// checked values (parse / to_config), so parsing is unit-testable without running anything.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kiln/builder.h"
+#include "kiln/status.h"
+
+namespace kiln::cli {
+
+// "1x3x224x224" -> {1,3,224,224}; "" -> {} (a scalar).
+StatusOr<Shape> parse_dims(const std::string& dims);
+// "x:1x3x224x224,mask:1x128" -> {x: [1,3,224,224], mask: [1,128]}. The name ends at the last
+// ':' so names may contain ':'. Duplicate names are an error.
+StatusOr<std::map<std::string, Shape>> parse_shapes(const std::string& spec);
+// "name=path" -> {name, path}.
+StatusOr<std::pair<std::string, std::string>> parse_input_spec(const std::string& spec);
+// Every name=FILE of a list; duplicate names are an error.
+StatusOr<std::map<std::string, std::string>> parse_input_specs(const std::vector<std::string>& specs);
+
+// `kiln build` options.
+struct BuildOptions {
+  std::string model;   // MODEL.onnx
+  std::string output;  // -o PLAN
+  std::string shapes, min_shapes, opt_shapes, max_shapes;
+  bool fp16 = false, bf16 = false, no_tf32 = false;
+  double workspace_mib = 0;  // MiB; 0 = no limit
+  std::string device = "auto";
+
+  void add_to(CLI::App* app);
+  // --shapes gives min = opt = max; otherwise an input needs all of --min/--opt/--max-shapes.
+  StatusOr<BuilderConfig> to_config() const;
+};
+
+// Inputs of `kiln run` / `kiln compare`: files, shapes for generated inputs, seed.
+struct InferenceOptions {
+  std::vector<std::string> inputs;  // name=FILE (.npy or ONNX TensorProto .pb)
+  std::string shapes;               // name:dims for inputs with dynamic shapes
+  uint64_t seed = 1;
+
+  void add_to(CLI::App* app, bool with_shapes);
+  struct Parsed {
+    std::map<std::string, std::string> files;
+    std::map<std::string, Shape> shapes;
+    uint64_t seed = 1;
+  };
+  StatusOr<Parsed> parse() const;
+};
+
+struct RunOptions {
+  std::string plan;
+  InferenceOptions inference;
+  std::string output_dir;
+  void add_to(CLI::App* app);
+};
+
+struct BenchOptions {
+  std::string plan;
+  std::string shapes;
+  int warmup = 10;
+  int iterations = 100;
+  double duration_s = 0;  // keep running until this many seconds have passed too
+  std::string json;
+  void add_to(CLI::App* app);
+  Status validate() const;
+};
+
+struct InspectOptions {
+  std::string plan;
+  bool json = false;
+  void add_to(CLI::App* app);
+};
+
+struct CompareOptions {
+  std::string plan, model;
+  InferenceOptions inference;
+  int top_k = 5;
+  double atol = 1e-5;
+  double rtol = 1e-3;
+  std::string json;
+  void add_to(CLI::App* app);
+  Status validate() const;
+};
+
+struct ConformanceOptions {
+  std::string dir;
+  std::string json;
+  std::string filter;
+  bool verbose = false;
+  void add_to(CLI::App* app);
+};
+
+// Output file name for tensor `name`: characters outside [A-Za-z0-9_.-] become '_'.
+std::string sanitize_file_name(const std::string& name);
+
+}  // namespace kiln::cli
