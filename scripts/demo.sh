@@ -79,12 +79,14 @@ rm -rf "$WORK/out"
 
 step "Verify: Kiln vs PyTorch (max |Δ| <= 1e-3 x max |y|, identical top-5), cross-check ONNX Runtime"
 "$PY" scripts/verify_outputs.py "$WORK/out/logits.npy" "$WORK/photo_torch.npy" --label "kiln vs pytorch"
-node scripts/ort_run.js "$MODEL" --input "input=$WORK/photo.npy" --output-dir "$WORK/ort" --iterations 5
+node scripts/ort_run.js "$MODEL" --input "input=$WORK/photo.npy" --output-dir "$WORK/ort"
 "$PY" scripts/verify_outputs.py "$WORK/out/logits.npy" "$WORK/ort/logits.npy" --label "kiln vs onnxruntime" \
   --no-names | tail -n 1
 
-step "kiln bench: latency at batch 1"
+step "kiln bench: latency at batch 1, with ONNX Runtime (CPU) measured alongside"
+uptime
 "$KILN" bench "$WORK/resnet101.plan" --iterations 20 --json "$WORK/bench.json"
+node scripts/ort_run.js "$MODEL" --input "input=$WORK/photo.npy" --output-dir "$WORK/ort" --iterations 11 | tail -n 1
 
 step "OCR with real trained weights (PaddleOCR PP-OCRv4 recognition) on Kiln"
 if [ "$SKIP_OCR" = 0 ]; then
