@@ -53,7 +53,13 @@ scripts/fetch_npm_assets.sh
 step "Build Kiln (Release, CUDA=AUTO)"
 if [ "$SKIP_BUILD" = 0 ]; then
   export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=true
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA="${KILN_WITH_CUDA:-AUTO}" | grep -E "kiln:|Build files" || true
+  mkdir -p "$WORK"
+  if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA="${KILN_WITH_CUDA:-AUTO}" \
+      > "$WORK/cmake.log" 2>&1; then
+    cat "$WORK/cmake.log"
+    exit 1
+  fi
+  grep -E "kiln:|Build files" "$WORK/cmake.log"
   ninja -C build -j"$(nproc)" kiln_cli
 else
   echo "skipped (--skip-build)"
