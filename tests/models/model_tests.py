@@ -61,9 +61,8 @@ def classifier_test(model, args, photos):
     plan = os.path.join(work, f"{model}.plan")
     out = os.path.join(work, "kiln")
     verdict = os.path.join(work, "verdict.json")
-    for p in (verdict,):
-        if os.path.exists(p):
-            os.remove(p)
+    if os.path.exists(verdict):
+        os.remove(verdict)  # verify_outputs.py appends; keep only this run's verdict
     print(f"[{model}] export + PyTorch reference", flush=True)
     ok, r.times["export"], _ = sh([PY, "scripts/export_models.py", "--model", model, "-o", onnx_path,
                                    "--reference-input", photos, "--reference-output", ref], log)
