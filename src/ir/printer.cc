@@ -44,6 +44,10 @@ std::string attr_text(const Attribute& a) {
       return std::string("tensor<") + dtype_name(a.t->dtype()) + shape_str(s) + ">";
     }
     case Attribute::Kind::kGraph: return "@" + (a.g ? a.g->name : std::string("?"));
+    case Attribute::Kind::kType:
+      return std::string(a.type_kind == ValueKind::kTensor ? "type<tensor " : "type<") +
+             (a.type_kind == ValueKind::kSequence ? "seq " : a.type_kind == ValueKind::kOptionalTensor ? "opt " :
+              a.type_kind == ValueKind::kOptionalSequence ? "opt seq " : "") + dtype_name(a.type_dtype) + ">";
   }
   return "?";
 }

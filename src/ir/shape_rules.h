@@ -157,5 +157,6 @@ void register_indexing_shape_rules(ShapeRuleTable& t);     // Slice, Gather*, Sc
 void register_nn_shape_rules(ShapeRuleTable& t);           // Conv, pools, Gemm, MatMul, norms, RNNs
 void register_reduce_shape_rules(ShapeRuleTable& t);       // reductions, ArgMax, TopK, Q/DQ, Einsum, losses
 void register_control_shape_rules(ShapeRuleTable& t);      // If/Loop/Scan, NMS, signal ops
+void register_sequence_shape_rules(ShapeRuleTable& t);     // sequence/optional ops, TfIdfVectorizer
 
 }  // namespace kiln::ir

@@ -82,6 +82,15 @@ Arity arity(OpKind op) {
     case OpKind::kDFT: return {1, 3, 1, 1};
     case OpKind::kSTFT: return {2, 4, 1, 1};
     case OpKind::kMelWeightMatrix: return {5, 5, 1, 1};
+    case OpKind::kSequenceEmpty: return {0, 0, 1, 1};
+    case OpKind::kSequenceConstruct: return {1, kMany, 1, 1};
+    case OpKind::kSequenceAt: case OpKind::kConcatFromSequence: case OpKind::kSequenceLength:
+    case OpKind::kOptionalGetElement: case OpKind::kTfIdfVectorizer:
+      return {1, 2, 1, 1};
+    case OpKind::kSequenceErase: case OpKind::kSplitToSequence: return {1, 2, 1, 1};
+    case OpKind::kSequenceInsert: return {2, 3, 1, 1};
+    case OpKind::kSequenceMap: return {1, kMany, 1, kMany};
+    case OpKind::kOptional: case OpKind::kOptionalHasElement: return {0, 1, 1, 1};
     case OpKind::kCount: break;
   }
   return {0, kMany, 0, kMany};

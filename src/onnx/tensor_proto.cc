@@ -134,17 +134,27 @@ StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
   if (dt == DataType::kString) return unsupported(where + ": string tensors are not supported");
   if (p.has_segment()) return unsupported(where + ": segmented tensors are not supported");
   Shape shape;
+  int64_t n = 1;
+  constexpr int64_t kMaxElements = int64_t{1} << 40;  // far beyond any real tensor; keeps math in range
   for (int64_t d : p.dims()) {
     if (d < 0) return invalid_model(where + ": negative dimension " + std::to_string(d));
+    if (d > 0 && n > kMaxElements / d) return invalid_model(where + ": dimensions " + std::to_string(d) + "... are too large");
+    n *= d;
     shape.push_back(d);
   }
-  const int64_t n = shape_numel(shape);
   if (p.data_location() == onnx::TensorProto::EXTERNAL) return load_external(p, dt, shape, base_dir);
+  const size_t nbytes = dtype_storage_bytes(dt, n);
+  // Check the data present matches the shape before allocating (a corrupt shape must not
+  // turn into a huge allocation).
+  if (p.has_raw_data() && p.raw_data().size() != nbytes)
+    return invalid_model(where + ": raw_data holds " + std::to_string(p.raw_data().size()) + " bytes, expected " + std::to_string(nbytes));
+  const int64_t typed = p.float_data_size() + p.double_data_size() + p.int64_data_size() + p.uint64_data_size() +
+                        p.int32_data_size();
+  if (!p.has_raw_data() && typed < (dtype_bits(dt) == 4 ? (n + 1) / 2 : n))
+    return invalid_model(where + ": holds " + std::to_string(typed) + " values, shape " + shape_str(shape) + " needs " +
+                         std::to_string(n));
   Tensor t(dt, shape);
-  const size_t nbytes = t.nbytes();
   if (p.has_raw_data()) {
-    if (p.raw_data().size() != nbytes)
-      return invalid_model(where + ": raw_data holds " + std::to_string(p.raw_data().size()) + " bytes, expected " + std::to_string(nbytes));
     if (nbytes) std::memcpy(t.raw(), p.raw_data().data(), nbytes);
     return t;
   }

@@ -23,11 +23,28 @@ uint8_t attr_code(ir::Attribute::Kind k) {
     case ir::Attribute::Kind::kStrings: return 6;
     case ir::Attribute::Kind::kTensor: return 7;
     case ir::Attribute::Kind::kGraph: return 8;
+    case ir::Attribute::Kind::kType: return 9;
   }
   return 0;
 }
 
 constexpr uint8_t kHasShape = 1, kHasConstant = 2;
+// Value kinds other than a plain tensor (sequence/optional values), in flag bits 2..3.
+constexpr uint8_t kKindShift = 2, kKindMask = 3u << kKindShift;
+
+uint8_t kind_code(ir::ValueKind k) {
+  switch (k) {
+    case ir::ValueKind::kTensor: return 0;
+    case ir::ValueKind::kSequence: return 1;
+    case ir::ValueKind::kOptionalTensor: return 2;
+    case ir::ValueKind::kOptionalSequence: return 3;
+  }
+  return 0;
+}
+ir::ValueKind kind_from_code(uint8_t c) {
+  return c == 1 ? ir::ValueKind::kSequence : c == 2 ? ir::ValueKind::kOptionalTensor
+                                           : c == 3 ? ir::ValueKind::kOptionalSequence : ir::ValueKind::kTensor;
+}
 
 std::optional<ir::OpKind> op_by_name(std::string_view name) {
   static const std::map<std::string, ir::OpKind, std::less<>> by_name = [] {
@@ -78,6 +95,10 @@ void encode_attr(const ir::Attribute& a, ByteWriter& w, WeightsWriter& weights) 
     case ir::Attribute::Kind::kGraph:
       KILN_CHECK(a.g != nullptr);
       encode_graph(*a.g, w, weights);
+      break;
+    case ir::Attribute::Kind::kType:
+      w.u8(kind_code(a.type_kind));
+      w.str(dtype_name(a.type_dtype));
       break;
   }
 }
@@ -183,6 +204,19 @@ bool decode_attr(ByteReader& r, const WeightsView& wv, int depth, ir::Attribute*
       }
       a->g = decode_graph(r, wv, depth + 1);
       break;
+    case 9: {
+      a->kind = ir::Attribute::Kind::kType;
+      const uint8_t k = r.u8("attr.type.kind");
+      const std::string dn = r.str("attr.type.dtype");
+      if (!r.ok()) return false;
+      if (k > 3) {
+        r.fail("attr.type.kind", "unknown value kind " + std::to_string(k));
+        return false;
+      }
+      a->type_kind = kind_from_code(k);
+      a->type_dtype = dtype_from_name(dn);
+      break;
+    }
     default:
       r.fail("attr.kind", "unknown attribute kind " + std::to_string(code));
       return false;
@@ -214,7 +248,8 @@ void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights) {
   for (const ir::Value& v : g.values) {
     w.str(v.name);
     w.str(dtype_name(v.dtype));
-    w.u8(static_cast<uint8_t>((v.shape ? kHasShape : 0) | (v.constant ? kHasConstant : 0)));
+    w.u8(static_cast<uint8_t>((v.shape ? kHasShape : 0) | (v.constant ? kHasConstant : 0) |
+                              (kind_code(v.kind) << kKindShift)));
     if (v.shape) {
       w.u32(static_cast<uint32_t>(v.shape->size()));
       for (const ir::Dim& d : *v.shape) {
@@ -266,11 +301,12 @@ std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& wv, in
       r.fail("value.dtype", where + " value '" + name + "': unknown dtype '" + dname + "'");
       break;
     }
-    if (flags & ~(kHasShape | kHasConstant)) {
+    if (flags & ~(kHasShape | kHasConstant | kKindMask)) {
       r.fail("value.flags", where + " value '" + name + "': unknown flags " + std::to_string(flags));
       break;
     }
     const ir::ValueId id = g->add_value(name, dt);
+    g->value(id).kind = kind_from_code(static_cast<uint8_t>((flags & kKindMask) >> kKindShift));
     if (flags & kHasShape) {
       const uint32_t rank = r.count("value.shape.rank", 12);
       if (rank > kMaxRank) r.fail("value.shape.rank", where + " value '" + name + "': rank " + std::to_string(rank));
