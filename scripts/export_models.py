@@ -11,6 +11,7 @@ Run with /usr/bin/python3 (Debian's torch 1.13 + torchvision 0.14) or any torch 
       --reference-input x.npy --reference-output y.npy
 """
 import argparse
+import inspect
 import hashlib
 import os
 import sys
@@ -141,8 +142,10 @@ def write_sidecar(path, recipe):
 def export_onnx(model, path, opset, size):
     dummy = torch.zeros(1, 3, size, size)
     tmp = path + ".tmp"
+    # torch >= 2.9 defaults to the dynamo exporter (needs onnxscript); keep the TorchScript one.
+    extra = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, dummy, tmp, opset_version=opset, input_names=["input"], output_names=["logits"],
-                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, do_constant_folding=True)
+                      dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}}, do_constant_folding=True, **extra)
     os.replace(tmp, path)  # never leave a half-written model that a later run would take as cached
 
 
