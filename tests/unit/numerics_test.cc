@@ -335,7 +335,9 @@ TEST(NumericsBf16, RoundToNearestEvenAndNaN) {
       // The double path agrees with the float path for float inputs.
       ASSERT_EQ(double_to_bf16(f), got) << std::hex << u;
     }
-    if (!nan_or_inf) ASSERT_EQ(bits_of(bf16_to_float(static_cast<uint16_t>(hi))), hi << 16);
+    if (!nan_or_inf) {
+      ASSERT_EQ(bits_of(bf16_to_float(static_cast<uint16_t>(hi))), hi << 16);
+    }
   }
   EXPECT_EQ(float_to_bf16(std::numeric_limits<float>::max()), 0x7f80);  // rounds up to inf
   EXPECT_EQ(float_to_bf16(-0.0f), 0x8000);

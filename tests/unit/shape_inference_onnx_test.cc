@@ -140,7 +140,9 @@ TEST(ShapeInferenceOnnxNodeTests, PyTorchExportedModels) {
     std::printf("shape inference on %s: %d models, %d with test data, %d errors, %d shapes agree\n", root,
                 r.models, r.with_data, r.errors, r.agree);
     EXPECT_EQ(r.errors, 0);
-    if (std::string(root).find("pytorch") != std::string::npos) EXPECT_EQ(r.agree, r.with_data) << root;
+    if (std::string(root).find("pytorch") != std::string::npos) {
+      EXPECT_EQ(r.agree, r.with_data) << root;
+    }
   }
 }
 
