@@ -2,7 +2,7 @@
 // measured (data resident on the device, CUDA-graph replay, CUDA-event timing, median of
 // repeated runs). Builds exactly as `kiln build` does: import -> passes -> shape inference ->
 // tactics timed on the device. Prints one JSON object per line.
-//   kiln_gpu_bench MODEL.onnx --batch 1,8,64 --precision fp32,tf32,fp16 [--iters 200]
+//   kiln_gpu_bench MODEL.onnx --batch 1,8,64 --precision fp32,tf32,fp16 [--iters 200] [--profile 1]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,11 +42,13 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> batches = {"1"}, precisions = {"fp16"};
   int iters = 200;
+  bool profile = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batches = split(v);
     else if (k == "--precision") precisions = split(v);
     else if (k == "--iters") iters = std::atoi(v.c_str());
+    else if (k == "--profile") profile = v == "1";
   }
   auto imported = onnx_import::import_model_file(argv[1]);
   if (!imported.ok()) {
@@ -131,6 +133,21 @@ int main(int argc, char** argv) {
                   check ? fmt_num(dot / std::sqrt(na * nb), "%.7f").c_str() : "null",
                   check ? std::to_string(top1).c_str() : "null");
       std::fflush(stdout);
+      if (profile) {  // per-layer device times (no graph: one event pair per layer), slowest first
+        auto lm = (*ctx)->profile_layers({x}, s);
+        if (lm.ok()) {
+          const auto& L = (*model)->layers();
+          std::vector<size_t> idx(L.size());
+          for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+          std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return (*lm)[a] > (*lm)[b]; });
+          double total = 0;
+          for (double v : *lm) total += v;
+          std::printf("# profile batch %lld %s: %zu layers, sum %.3f ms\n", static_cast<long long>(batch), prec.c_str(),
+                      L.size(), total);
+          for (size_t i = 0; i < idx.size() && i < 12; ++i)
+            std::printf("#   %7.3f ms  %-48s %s\n", (*lm)[idx[i]], L[idx[i]].name.c_str(), L[idx[i]].tactic.c_str());
+        }
+      }
       cudaStreamDestroy(s);
     }
   }

@@ -51,7 +51,20 @@ def main():
         x = torch.randn(1, 3, 224, 224, device="cuda")
         med, p99 = timed(lambda: model(x), a.iters)
         emit("pytorch_eager", 1, "fp32", med, p99)
+        # PyTorch's own FP16 error against its FP32 on the same seeded input: the yardstick
+        # for Kiln's FP16 error (random weights can make a deep net sensitive to rounding).
+        import copy
+        ref32 = copy.deepcopy(model)
+        xs = torch.randn(8, 3, 224, 224, device="cuda", generator=torch.Generator("cuda").manual_seed(7))
+        y32 = ref32(xs).float()
         half = model.half().to(memory_format=torch.channels_last)
+        y16 = half(xs.half().to(memory_format=torch.channels_last)).float()
+        cos = torch.nn.functional.cosine_similarity(y32.flatten(), y16.flatten(), dim=0).item()
+        rel = ((y32 - y16).abs().max() / y32.abs().max()).item()
+        top1 = (y32.argmax(1) == y16.argmax(1)).sum().item()
+        print(json.dumps(dict(peer="pytorch_fp16_vs_fp32", batch=8, max_abs_err_rel=round(rel, 6), cosine=round(cos, 7),
+                              top1_agree=top1)), flush=True)
+        del ref32
         for b in batches:
             x = torch.randn(b, 3, 224, 224, device="cuda").half().to(memory_format=torch.channels_last)
             med, p99 = timed(lambda: half(x), a.iters)

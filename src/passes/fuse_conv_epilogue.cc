@@ -69,7 +69,10 @@ Status fuse_conv_epilogue(ir::Graph& g, const PassOptions&) {
   auto consumers = g.consumers();
   for (auto& conv : g.nodes) {
     if (conv.removed || conv.op != ir::OpKind::kConv) continue;
-    if (g.value(conv.inputs[0]).dtype != DataType::kFloat32) continue;
+    // X and W share one type (ONNX Conv's T); the weight is a constant, so its dtype is known
+    // even where shape inference left the activation's dtype open.
+    const auto& w = g.value(conv.inputs[1]).constant;
+    if (!w || w->dtype() != DataType::kFloat32) continue;
     ir::ValueId y = conv.outputs[0];
     ir::ValueId residual = ir::kNoValue;
     std::vector<ir::Node*> absorbed;
