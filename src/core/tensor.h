@@ -38,7 +38,7 @@ class Tensor {
   }
 
   // ONNX sequence and optional values ride in a Tensor so the interpreter, kernels and
-  // subgraph plumbing keep one value type (docs/decisions/0002-sequence-values.md). An optional
+  // subgraph plumbing keep one value type (docs/decisions/0003-sequence-values.md). An optional
   // holding a value is that value; an empty one is none(). To tensor-only code both kinds look
   // like an empty 1-D tensor of the element dtype (no data to misread).
   enum class Kind : uint8_t { kTensor, kSequence, kNone };

@@ -1,7 +1,7 @@
 // CPU reference kernels for ONNX sequence and optional ops (SequenceConstruct/Empty/At/Insert/
 // Erase/Length, SplitToSequence, ConcatFromSequence, SequenceMap, Optional, OptionalHasElement,
 // OptionalGetElement). Sequences are Tensor::sequence values (shared, immutable element lists;
-// see docs/decisions/0002-sequence-values.md), so these kernels never copy element data except
+// see docs/decisions/0003-sequence-values.md), so these kernels never copy element data except
 // to split or concatenate. Registers TfIdfVectorizer (ops_sequence_tfidf.cc) too.
 #include <cstring>
 #include <string>
