@@ -378,7 +378,7 @@ TEST(ShapeInference, IfBranchesAreMerged) {
     return g;
   };
   GraphBuilder b;
-  auto x = b.input("x", {S("batch"), K(3)});
+  b.input("x", {S("batch"), K(3)});  // read by the branches through the outer scope
   auto c = b.input("c", {}, DataType::kBool);
   Attribute then_a, else_a;
   then_a.kind = else_a.kind = Attribute::Kind::kGraph;
