@@ -25,7 +25,7 @@ using ir::OpKind;
 
 // conv(3x3, pad 1) -> +bias -> relu -> maxpool 2x2 -> conv(1x1) + residual -> global avg pool
 // -> flatten -> gemm -> softmax
-ir::Graph small_cnn() {
+[[maybe_unused]] ir::Graph small_cnn() {
   TinyGraph t;
   auto x = t.input("x", {2, 8, 16, 16});
   auto w1 = t.constant("w1", random_tensor({16, 8, 3, 3}, 21, -0.3f, 0.3f));

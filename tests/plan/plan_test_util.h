@@ -30,6 +30,10 @@ inline std::vector<uint8_t> build_add_relu_plan() {
 }
 
 inline void store_le(std::vector<uint8_t>& b, size_t off, uint64_t v, int n) {
+  if (off + static_cast<size_t>(n) > b.size()) {
+    ADD_FAILURE() << "store_le past the end of a " << b.size() << "-byte plan";
+    return;
+  }
   for (int i = 0; i < n; ++i) b[off + i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
