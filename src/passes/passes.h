@@ -10,6 +10,8 @@ Status fold_constants(ir::Graph& g, const PassOptions& opts);         // fold_co
 Status eliminate_dead_layers(ir::Graph& g, const PassOptions& opts);  // eliminate_dead_layers.cc
 Status fold_batchnorm(ir::Graph& g, const PassOptions& opts);         // fold_batchnorm.cc
 Status fuse_conv_epilogue(ir::Graph& g, const PassOptions& opts);     // fuse_conv_epilogue.cc
+Status fuse_layernorm(ir::Graph& g, const PassOptions& opts);         // fuse_layernorm.cc
+Status fuse_gelu(ir::Graph& g, const PassOptions& opts);              // fuse_gelu.cc
 
 // The ordered pipeline (pipelines.cc).
 const std::vector<Pass>& default_pipeline();

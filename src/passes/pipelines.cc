@@ -11,6 +11,10 @@ const std::vector<Pass>& default_pipeline() {
       {"eliminate_noops", 1, eliminate_noops},
       // Evaluate constant subgraphs (exporters' shape arithmetic) before matching patterns.
       {"fold_constants", 1, fold_constants},
+      // Decomposed LayerNorm -> one layer; needs eps and the axes input folded to constants.
+      {"fuse_layernorm", 2, fuse_layernorm},
+      // Decomposed GELU -> one layer; needs 0.5, 1 and sqrt 2 folded to constants.
+      {"fuse_gelu", 2, fuse_gelu},
       // BN must disappear into the conv weights before the conv epilogue is matched.
       {"fold_batchnorm", 2, fold_batchnorm},
       // Conv + bias + residual Add + activation become one layer.

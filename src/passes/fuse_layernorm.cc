@@ -1,0 +1,179 @@
+// LayerNorm as exporters decompose it, recognised as one LayerNormalization layer:
+//   d = x - ReduceMean(x, [-1]);  v = ReduceMean(d^2 | d*d, [-1])
+//   y = d / Sqrt(v + eps)  |  d * Reciprocal(Sqrt(v + eps))  |  d * (1 / Sqrt(v + eps))
+//   [y = y * gamma] [y = y + beta]
+//     -> LayerNormalization(x, gamma | ones[D], beta){axis=-1, epsilon=eps}
+// (ONNX "Operator LayerNormalization, since version 17".) The reductions must run over the last
+// axis only with keepdims=1 (axes as attribute below opset 18, as a constant input from 18);
+// gamma/beta are constants of x's dtype with D values on the last axis; every intermediate
+// feeds only the next layer of the pattern, except d, which feeds the square and the division.
+// RMSNorm is not matched: Kiln has no layer for it yet.
+#include <optional>
+
+#include "passes/passes.h"
+#include "passes/pattern.h"
+
+namespace kiln::passes {
+
+namespace {
+
+namespace pt = pattern;
+using ir::OpKind;
+
+// ReduceMean(·, axes=[-1] or [rank-1], keepdims=1).
+bool mean_over_last_axis(const ir::Graph& g, const ir::Node& rm, int rank) {
+  if (rank < 1 || rm.attr_int("keepdims", 1) != 1) return false;
+  std::vector<int64_t> axes;
+  if (rm.opset >= 18) {
+    if (rm.inputs.size() < 2 || rm.inputs[1] == ir::kNoValue) return false;  // reduces everything
+    const auto& t = g.value(rm.inputs[1]).constant;
+    if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32)) return false;
+    for (double a : tensor_to_doubles(*t)) axes.push_back(static_cast<int64_t>(a));
+  } else {
+    axes = rm.attr_ints("axes");
+  }
+  return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
+// A constant of dtype `dt` holding d values along the last axis (other dims 1, rank <= x's), so
+// multiplying/adding it leaves x's shape unchanged; returned as a [d] tensor.
+std::optional<Tensor> last_axis_param(const ir::Graph& g, ir::ValueId v, DataType dt, int rank, int64_t d) {
+  const auto& t = g.value(v).constant;
+  if (!t || !t->is_tensor() || t->dtype() != dt || t->rank() < 1 || t->rank() > rank || t->dim(-1) != d ||
+      t->numel() != d)
+    return std::nullopt;
+  return t->reshaped({d});
+}
+
+// The normalizer reading d: Div(d, s), Mul(d, Reciprocal(s)) or Mul(d, Div(1, s)); s = Sqrt(·)
+// output in *s, the layers between in *chain. False when `n` is none of these.
+bool normalizer_of(ir::Graph& g, const pt::Consumers& c, ir::Node& n, ir::ValueId d, ir::ValueId* s,
+                   std::vector<ir::Node*>* chain) {
+  if (n.op == OpKind::kDiv && n.inputs.size() == 2 && n.inputs[0] == d && n.inputs[1] != d) {
+    *s = n.inputs[1];
+    return true;
+  }
+  if (n.op != OpKind::kMul) return false;
+  const ir::ValueId r = pt::other_input(n, d);
+  if (r == ir::kNoValue || r == d || !pt::single_use(g, c, r)) return false;
+  if (ir::Node* rec = pt::producer(g, r, OpKind::kReciprocal)) {
+    *s = rec->inputs[0];
+    chain->push_back(rec);
+    return true;
+  }
+  ir::Node* div = pt::producer(g, r, OpKind::kDiv);
+  if (div && div->inputs.size() == 2 && pt::is_const_near(g, div->inputs[0], pt::rank_of(g, d), 1.0)) {
+    *s = div->inputs[1];
+    chain->push_back(div);
+    return true;
+  }
+  return false;
+}
+
+// Tries the pattern rooted at the first ReduceMean; rewrites it into LayerNormalization.
+bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm1) {
+  if (rm1.inputs.empty() || rm1.outputs.size() != 1) return false;
+  const ir::ValueId x = rm1.inputs[0];
+  const DataType dt = g.value(x).dtype;
+  const int rank = pt::rank_of(g, x);
+  if (!pt::is_float_dtype(dt) || rank < 1 || !(*g.value(x).shape)[rank - 1].is_known()) return false;
+  const int64_t dim = (*g.value(x).shape)[rank - 1].value;
+  if (!mean_over_last_axis(g, rm1, rank)) return false;
+  // d = x - mean
+  ir::Node* sub = pt::sole_consumer(g, c, rm1.outputs[0], OpKind::kSub);
+  if (!sub || sub->inputs.size() != 2 || sub->inputs[0] != x || sub->inputs[1] != rm1.outputs[0]) return false;
+  const ir::ValueId d = sub->outputs[0];
+  if (c[d].size() != 2 || std::count(g.outputs.begin(), g.outputs.end(), d)) return false;
+  // One reader of d squares it, the other divides by the standard deviation.
+  ir::Node* sq = nullptr;
+  ir::Node* norm = nullptr;
+  ir::ValueId s = ir::kNoValue;
+  std::vector<ir::Node*> norm_chain;
+  for (ir::NodeId id : c[d]) {
+    ir::Node& n = g.node(id);
+    const bool is_square = n.inputs.size() == 2 && n.inputs[0] == d &&
+                           ((n.op == OpKind::kMul && n.inputs[1] == d) ||
+                            (n.op == OpKind::kPow && pt::is_const_near(g, n.inputs[1], rank, 2.0)));
+    if (is_square && !sq) {
+      sq = &n;
+    } else if (!norm && normalizer_of(g, c, n, d, &s, &norm_chain)) {
+      norm = &n;
+    }
+  }
+  if (!sq || !norm) return false;
+  // var = ReduceMean(d^2); std = Sqrt(var + eps)
+  ir::Node* rm2 = pt::sole_consumer(g, c, sq->outputs[0], OpKind::kReduceMean);
+  if (!rm2 || !mean_over_last_axis(g, *rm2, rank)) return false;
+  ir::Node* add_eps = pt::sole_consumer(g, c, rm2->outputs[0], OpKind::kAdd);
+  if (!add_eps) return false;
+  double eps;
+  if (!pt::scalar_constant(g, pt::other_input(*add_eps, rm2->outputs[0]), rank, &eps) || eps < 0) return false;
+  ir::Node* sqrt = pt::sole_consumer(g, c, add_eps->outputs[0], OpKind::kSqrt);
+  if (!sqrt || sqrt->outputs[0] != s || !pt::single_use(g, c, s)) return false;
+  if (!norm_chain.empty() && pt::sole_consumer(g, c, s, norm_chain[0]->op) != norm_chain[0]) return false;
+
+  std::vector<ir::Node*> matched = {sub, sq, rm2, add_eps, sqrt};
+  matched.insert(matched.end(), norm_chain.begin(), norm_chain.end());
+  matched.push_back(norm);
+  ir::ValueId y = norm->outputs[0];
+  // Optional affine tail: * gamma, + beta.
+  std::optional<Tensor> gamma, beta;
+  if (ir::Node* mul = pt::sole_consumer(g, c, y, OpKind::kMul)) {
+    const ir::ValueId p = pt::other_input(*mul, y);
+    if (p != ir::kNoValue && p != y && (gamma = last_axis_param(g, p, dt, rank, dim))) {
+      matched.push_back(mul);
+      y = mul->outputs[0];
+    }
+  }
+  if (ir::Node* add = pt::sole_consumer(g, c, y, OpKind::kAdd)) {
+    const ir::ValueId p = pt::other_input(*add, y);
+    if (p != ir::kNoValue && p != y && (beta = last_axis_param(g, p, dt, rank, dim))) {
+      matched.push_back(add);
+      y = add->outputs[0];
+    }
+  }
+  if (!gamma) {
+    Tensor ones(DataType::kFloat64, {dim});
+    std::fill(ones.data<double>(), ones.data<double>() + dim, 1.0);
+    auto cast = cast_tensor(ones, dt);
+    if (!cast.ok()) return false;
+    gamma = std::move(*cast);
+  }
+  auto add_param = [&](const std::string& suffix, Tensor t) {
+    std::string name = rm1.name + suffix;
+    while (g.find_value(name) != ir::kNoValue) name += "_";
+    const ir::ValueId v = g.add_value(name, dt);
+    g.value(v).shape = ir::SymShape{ir::Dim::known(dim)};
+    g.value(v).constant = std::make_shared<Tensor>(std::move(t));
+    return v;
+  };
+  rm1.op = OpKind::kLayerNormalization;
+  rm1.opset = std::max(rm1.opset, 17);
+  rm1.inputs = {x, add_param("_ln_scale", std::move(*gamma))};
+  if (beta) rm1.inputs.push_back(add_param("_ln_bias", std::move(*beta)));
+  rm1.attrs.clear();
+  ir::Attribute a;
+  a.kind = ir::Attribute::Kind::kInt;
+  a.i = -1;
+  rm1.attrs["axis"] = a;
+  a.kind = ir::Attribute::Kind::kFloat;
+  a.f = static_cast<float>(eps);
+  rm1.attrs["epsilon"] = a;
+  rm1.outputs = {y};
+  g.value(y).producer = rm1.id;
+  pt::absorb(rm1, matched);
+  return true;
+}
+
+}  // namespace
+
+Status fuse_layernorm(ir::Graph& g, const PassOptions&) {
+  auto consumers = g.consumers();
+  for (auto& n : g.nodes) {
+    if (n.removed || n.op != OpKind::kReduceMean) continue;
+    if (try_fuse(g, consumers, n)) consumers = g.consumers();
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::passes

@@ -1,0 +1,86 @@
+// Small matchers shared by the pattern-recognition passes (fuse_layernorm, fuse_gelu): walking
+// single-use chains, reading scalar constants with a tolerance, and absorbing matched layers
+// into the fused one. Header-only; every function is a pure query except absorb().
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace kiln::passes::pattern {
+
+using Consumers = std::vector<std::vector<ir::NodeId>>;
+
+// Exporters print constants to about 8 significant digits; 1e-4 relative tells the intended
+// constant from any other.
+constexpr double kConstRtol = 1e-4;
+
+inline bool is_float_dtype(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+// v feeds exactly one layer and is not a graph output: the pattern may swallow it.
+inline bool single_use(const ir::Graph& g, const Consumers& c, ir::ValueId v) {
+  return v != ir::kNoValue && c[v].size() == 1 && std::count(g.outputs.begin(), g.outputs.end(), v) == 0;
+}
+
+// The one live layer reading v when v is single-use and that layer is `op`; else nullptr.
+inline ir::Node* sole_consumer(ir::Graph& g, const Consumers& c, ir::ValueId v, ir::OpKind op) {
+  if (!single_use(g, c, v)) return nullptr;
+  ir::Node& n = g.node(c[v][0]);
+  return (!n.removed && n.op == op) ? &n : nullptr;
+}
+
+// The live layer producing v when it is `op` with a single (first) output; else nullptr.
+inline ir::Node* producer(ir::Graph& g, ir::ValueId v, ir::OpKind op) {
+  if (v == ir::kNoValue || g.value(v).producer < 0) return nullptr;
+  ir::Node& n = g.node(g.value(v).producer);
+  if (n.removed || n.op != op || n.outputs.empty() || n.outputs[0] != v) return nullptr;
+  return &n;
+}
+
+// For a two-input layer reading v: the other input (v itself for op(v, v)); kNoValue otherwise.
+inline ir::ValueId other_input(const ir::Node& n, ir::ValueId v) {
+  if (n.inputs.size() != 2) return ir::kNoValue;
+  if (n.inputs[0] == v) return n.inputs[1];
+  if (n.inputs[1] == v) return n.inputs[0];
+  return ir::kNoValue;
+}
+
+// A one-element numeric constant whose rank does not exceed max_rank (so it broadcasts
+// without changing the other operand's shape); its value in *out.
+inline bool scalar_constant(const ir::Graph& g, ir::ValueId v, int max_rank, double* out) {
+  if (v == ir::kNoValue) return false;
+  const auto& t = g.value(v).constant;
+  if (!t || !t->is_tensor() || t->numel() != 1 || t->rank() > max_rank) return false;
+  if (t->dtype() == DataType::kString || t->dtype() == DataType::kBool) return false;
+  *out = tensor_to_doubles(*t)[0];
+  return std::isfinite(*out);
+}
+
+inline bool near(double v, double ref) { return std::fabs(v - ref) <= kConstRtol * std::fabs(ref); }
+
+// A scalar constant within kConstRtol of ref.
+inline bool is_const_near(const ir::Graph& g, ir::ValueId v, int max_rank, double ref) {
+  double c;
+  return scalar_constant(g, v, max_rank, &c) && near(c, ref);
+}
+
+// The value's rank when its shape is known, else -1.
+inline int rank_of(const ir::Graph& g, ir::ValueId v) {
+  const auto& s = g.value(v).shape;
+  return s ? static_cast<int>(s->size()) : -1;
+}
+
+// `fused` takes over the matched layers: their names join its origin, they are removed.
+inline void absorb(ir::Node& fused, const std::vector<ir::Node*>& matched) {
+  for (ir::Node* n : matched) {
+    if (n == &fused) continue;
+    fused.origin.insert(fused.origin.end(), n->origin.begin(), n->origin.end());
+    n->removed = true;
+  }
+}
+
+}  // namespace kiln::passes::pattern
