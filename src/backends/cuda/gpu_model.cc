@@ -494,6 +494,9 @@ class Lowering {
       case ir::OpKind::kReciprocal: op = PointwiseOp::kReciprocal; break;
       case ir::OpKind::kLog: op = PointwiseOp::kLog; break;
       case ir::OpKind::kHardSwish: op = PointwiseOp::kHardSwish; break;
+      case ir::OpKind::kGelu:
+        op = n.attr_string("approximate", "none") == "tanh" ? PointwiseOp::kGeluTanh : PointwiseOp::kGeluErf;
+        break;
       case ir::OpKind::kLeakyRelu: op = PointwiseOp::kLeakyRelu; alpha = n.attr_float("alpha", 0.01f); break;
       case ir::OpKind::kElu: op = PointwiseOp::kElu; alpha = n.attr_float("alpha", 1.f); break;
       case ir::OpKind::kHardSigmoid:
