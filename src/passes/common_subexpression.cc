@@ -13,6 +13,8 @@ namespace kiln::passes {
 
 namespace {
 
+constexpr size_t kMaxComparedBytes = 4096;  // bytes; larger constants are equal only to themselves
+
 void append_bytes(std::string* key, const void* p, size_t n) { key->append(static_cast<const char*>(p), n); }
 
 template <typename T>
@@ -84,7 +86,8 @@ Status common_subexpression(ir::Graph& g, const PassOptions&) {
   std::map<std::string, ir::ValueId> constants;
   for (const ir::Value& v : g.values) {
     canonical[v.id] = v.id;
-    if (!v.constant || v.kind != ir::ValueKind::kTensor) continue;
+    // Large weights are rarely duplicated and hashing them costs build time: they keep their id.
+    if (!v.constant || v.kind != ir::ValueKind::kTensor || v.constant->nbytes() > kMaxComparedBytes) continue;
     std::string key;
     append_tensor(&key, *v.constant);
     canonical[v.id] = constants.emplace(std::move(key), v.id).first->second;

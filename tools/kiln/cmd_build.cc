@@ -18,7 +18,10 @@ int cmd_build(const BuildOptions& o) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (p.done == 0 && s > 1.0) std::fprintf(stderr, "[%.1f s] %s...\n", s, p.step.c_str());
     // One line per pass (before -> after layers, ms) and any --dump-after IR.
-    if (!p.detail.empty()) std::printf("  %s\n", p.detail.c_str());
+    if (!p.detail.empty()) {
+      std::printf("  %s\n", p.detail.c_str());
+      std::fflush(stdout);  // keep the pass lines in order with the progress lines on stderr
+    }
   };
   std::fprintf(stderr, "Building '%s'\n", o.model.c_str());
   auto plan = Builder::build(o.model, *config);
