@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,7 @@ struct BuildProgress {
   std::string step;  // "import", "profiles", "verify", "passes", "tactics", "serialize"
   int done = 0;      // units of this step finished
   int total = 0;     // units in this step (0: unknown)
+  std::string detail;  // a log line of the step ("passes": one per pass, or an IR dump), else empty
 };
 
 struct BuilderConfig {
@@ -65,7 +67,10 @@ struct BuilderConfig {
   // need none. At least one profile is required when any input is dynamic.
   std::vector<OptimizationProfile> profiles;
   TargetDevice target = TargetDevice::kAuto;  // kAuto: CUDA when built with it and a GPU is present
-  int opt_level = 2;  // 0..3: how much the pass pipeline may rewrite (passes land later)
+  int opt_level = 2;  // 0..3: how much the pass pipeline may rewrite (0: none, 1: cleanups, 2: + fusions)
+  std::set<std::string> disabled_passes;  // pass names (src/passes/pipelines.cc) to skip
+  std::string dump_after_pass;            // log the IR after this pass ("" = none)
+  bool verify_passes = false;             // verify the IR after every pass; a failure names the pass
   std::function<void(const BuildProgress&)> progress;
 };
 

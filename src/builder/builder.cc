@@ -109,9 +109,16 @@ Status verify_kernels(const ir::Graph& g, const char* target) {
 Status optimize(ir::Graph* g, const BuilderConfig& c) {
   passes::PassOptions opts;
   opts.opt_level = c.opt_level;
+  opts.disabled = c.disabled_passes;
+  opts.dump_after = c.dump_after_pass;
+  opts.verify_each = c.verify_passes;
   const int total = static_cast<int>(passes::default_pipeline().size());
   int done = 0;
-  opts.log = [&](const std::string&) { report(c, "passes", ++done, total); };
+  opts.log = [&](const std::string& line) {
+    // An IR dump is extra output of the pass just logged, not another unit of work.
+    const bool dump = line.rfind("graph after ", 0) == 0 || line.rfind("dump-after ", 0) == 0;
+    if (c.progress) c.progress(BuildProgress{"passes", dump ? done : ++done, total, line});
+  };
   // Fusion patterns check shapes (a residual Add fuses only without broadcasting).
   KILN_RETURN_IF_ERROR(ir::infer_shapes(*g));
   KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));

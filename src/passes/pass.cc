@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/numerics.h"
+
 namespace kiln::passes {
 
 int live_layers(const ir::Graph& g) {
@@ -34,6 +36,38 @@ bool replace_all_uses(ir::Graph& g, ir::ValueId from, ir::ValueId to) {
   return true;
 }
 
+bool constant_ints(const ir::Graph& g, ir::ValueId v, std::vector<int64_t>* out) {
+  if (v == ir::kNoValue) return false;
+  const auto& t = g.value(v).constant;
+  if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32) || t->rank() > 1) return false;
+  out->clear();
+  for (int64_t i = 0; i < t->numel(); ++i) out->push_back(load_as_int64(t->dtype(), t->raw(), i));
+  return true;
+}
+
+bool known_shape(const ir::Graph& g, ir::ValueId v, std::vector<int64_t>* out) {
+  if (v == ir::kNoValue) return false;
+  const ir::Value& val = g.value(v);
+  if (val.kind != ir::ValueKind::kTensor || !val.shape) return false;
+  out->clear();
+  for (const ir::Dim& d : *val.shape) {
+    if (!d.is_known()) return false;
+    out->push_back(d.value);
+  }
+  return true;
+}
+
+std::set<std::string> subgraph_reads(const ir::Graph& g) {
+  std::set<std::string> names;
+  for (const auto& n : g.nodes)
+    for (const auto& [k, a] : n.attrs) {
+      if (a.kind != ir::Attribute::Kind::kGraph || !a.g) continue;
+      for (ir::ValueId v : a.g->outer_refs) names.insert(a.g->value(v).name);
+      for (const auto& inner : subgraph_reads(*a.g)) names.insert(inner);
+    }
+  return names;
+}
+
 int remove_dead_nodes(ir::Graph& g) {
   int removed = 0;
   bool changed = true;
@@ -46,6 +80,11 @@ int remove_dead_nodes(ir::Graph& g) {
         if (v != ir::kNoValue) ++uses[v];
     }
     for (auto v : g.outputs) ++uses[v];
+    // Subgraphs read enclosing values by name; those reads keep their producers alive.
+    for (const auto& name : subgraph_reads(g)) {
+      const ir::ValueId v = g.find_value(name);
+      if (v != ir::kNoValue) ++uses[v];
+    }
     for (auto& n : g.nodes) {
       if (n.removed) continue;
       bool used = false;

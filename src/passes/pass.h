@@ -35,6 +35,16 @@ int live_layers(const ir::Graph& g);
 // Returns false (and changes nothing) when that is impossible (both are graph inputs/outputs).
 bool replace_all_uses(ir::Graph& g, ir::ValueId from, ir::ValueId to);
 
+// The entries of a constant int32/int64 tensor (shapes, axes, pads); false if `v` is not one.
+bool constant_ints(const ir::Graph& g, ir::ValueId v, std::vector<int64_t>* out);
+
+// The dims of a value whose shape is fully known; false otherwise.
+bool known_shape(const ir::Graph& g, ir::ValueId v, std::vector<int64_t>* out);
+
+// Names of values that subgraphs (If/Loop/Scan bodies, nested) read from enclosing scopes.
+// They are referenced by name, not by id, so a pass must not rewire or drop them.
+std::set<std::string> subgraph_reads(const ir::Graph& g);
+
 // Marks nodes whose outputs nobody reads (and are not graph outputs) removed, repeatedly.
 int remove_dead_nodes(ir::Graph& g);
 

@@ -12,10 +12,18 @@ Status fold_batchnorm(ir::Graph& g, const PassOptions& opts);         // fold_ba
 Status fuse_conv_epilogue(ir::Graph& g, const PassOptions& opts);     // fuse_conv_epilogue.cc
 Status fuse_layernorm(ir::Graph& g, const PassOptions& opts);         // fuse_layernorm.cc
 Status fuse_gelu(ir::Graph& g, const PassOptions& opts);              // fuse_gelu.cc
+Status common_subexpression(ir::Graph& g, const PassOptions& opts);   // common_subexpression.cc
+Status cancel_transpose_reshape(ir::Graph& g, const PassOptions& opts);  // cancel_transpose_reshape.cc
+Status fuse_matmul_add(ir::Graph& g, const PassOptions& opts);           // fuse_matmul_add.cc
+Status fold_pad_into_conv(ir::Graph& g, const PassOptions& opts);        // fold_pad_into_conv.cc
+Status reduce_mean_to_global_pool(ir::Graph& g, const PassOptions& opts); // reduce_mean_to_global_pool.cc
 
 // The ordered pipeline (pipelines.cc).
 const std::vector<Pass>& default_pipeline();
-// Runs the pipeline at opts.opt_level, logging "name: before -> after layers, ms" per pass.
+// Runs the pipeline at opts.opt_level, logging "name: before -> after layers, ms" per pass;
+// with opts.verify_each, ir::verify after every pass (the error names the pass); with
+// opts.dump_after, logs ir::print_graph after that pass. Unknown pass names in opts.disabled
+// or opts.dump_after are an error.
 Status run_pipeline(ir::Graph& g, const PassOptions& opts);
 
 }  // namespace kiln::passes

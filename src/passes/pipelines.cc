@@ -1,6 +1,8 @@
 // The optimization pipeline: one ordered list, one line per pass with the reason for its place.
 #include <chrono>
 
+#include "ir/printer.h"
+#include "ir/verifier.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -11,10 +13,20 @@ const std::vector<Pass>& default_pipeline() {
       {"eliminate_noops", 1, eliminate_noops},
       // Evaluate constant subgraphs (exporters' shape arithmetic) before matching patterns.
       {"fold_constants", 1, fold_constants},
+      // After folding, equal constants compare by content: twins merge before any pattern is matched.
+      {"common_subexpression", 1, common_subexpression},
+      // Layout round trips go before the fusions so MatMul/Conv patterns see their real producers.
+      {"cancel_transpose_reshape", 1, cancel_transpose_reshape},
       // Decomposed LayerNorm -> one layer; needs eps and the axes input folded to constants.
       {"fuse_layernorm", 2, fuse_layernorm},
       // Decomposed GELU -> one layer; needs 0.5, 1 and sqrt 2 folded to constants.
       {"fuse_gelu", 2, fuse_gelu},
+      // Needs constant W and b (folded above); independent of the conv passes.
+      {"fuse_matmul_add", 2, fuse_matmul_add},
+      // Spatial ReduceMean becomes a pool before the conv passes, which do not look at it.
+      {"reduce_mean_to_global_pool", 2, reduce_mean_to_global_pool},
+      // Pad must join the Conv while it is still a plain Conv (before BN folding and epilogue fusion).
+      {"fold_pad_into_conv", 2, fold_pad_into_conv},
       // BN must disappear into the conv weights before the conv epilogue is matched.
       {"fold_batchnorm", 2, fold_batchnorm},
       // Conv + bias + residual Add + activation become one layer.
@@ -25,18 +37,46 @@ const std::vector<Pass>& default_pipeline() {
   return kPipeline;
 }
 
-Status run_pipeline(ir::Graph& g, const PassOptions& opts) {
+namespace {
+
+Status check_pass_names(const PassOptions& opts) {
+  std::set<std::string> known;
+  std::string list;
   for (const Pass& p : default_pipeline()) {
-    if (opts.opt_level < p.min_level || opts.disabled.count(p.name)) continue;
+    known.insert(p.name);
+    list += (list.empty() ? "" : ", ") + std::string(p.name);
+  }
+  for (const auto& name : opts.disabled)
+    if (!known.count(name)) return invalid_argument("disabled pass '" + name + "' does not exist (passes: " + list + ")");
+  if (!opts.dump_after.empty() && !known.count(opts.dump_after))
+    return invalid_argument("dump-after pass '" + opts.dump_after + "' does not exist (passes: " + list + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status run_pipeline(ir::Graph& g, const PassOptions& opts) {
+  KILN_RETURN_IF_ERROR(check_pass_names(opts));
+  for (const Pass& p : default_pipeline()) {
+    const bool skipped = opts.opt_level < p.min_level || opts.disabled.count(p.name);
+    if (skipped) {
+      if (opts.log && opts.dump_after == p.name)
+        opts.log(std::string("dump-after ") + p.name + ": the pass did not run (disabled or above the opt level)");
+      continue;
+    }
     const int before = live_layers(g);
     const auto t0 = std::chrono::steady_clock::now();
     KILN_RETURN_IF_ERROR(p.run(g, opts).with_context(std::string("pass ") + p.name));
     KILN_RETURN_IF_ERROR(g.topo_sort().with_context(std::string("after pass ") + p.name));
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // topo_sort has compacted the graph, so ids are dense again, as the verifier expects.
+    if (opts.verify_each)
+      KILN_RETURN_IF_ERROR(ir::verify(g).with_context(std::string("IR invalid after pass ") + p.name));
     if (opts.log) {
       char line[160];
-      std::snprintf(line, sizeof line, "%-22s %4d -> %4d layers  %7.2f ms", p.name, before, live_layers(g), ms);
+      std::snprintf(line, sizeof line, "%-26s %4d -> %4d layers  %7.2f ms", p.name, before, live_layers(g), ms);
       opts.log(line);
+      if (opts.dump_after == p.name) opts.log("graph after " + std::string(p.name) + ":\n" + ir::print_graph(g));
     }
   }
   return Status::Ok();

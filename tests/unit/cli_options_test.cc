@@ -81,6 +81,27 @@ TEST(CliOptions, BuildOptionErrors) {
   EXPECT_THROW(build_config("m.onnx"), CLI::RequiredError);
 }
 
+TEST(CliOptions, BuildOptimizerOptions) {
+  auto c = build_config("m.onnx -o p");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->opt_level, 2);
+  EXPECT_TRUE(c->disabled_passes.empty());
+  EXPECT_FALSE(c->verify_passes);
+  c = build_config("m.onnx -o p --opt-level 3 --disable-pass fold_batchnorm --disable-pass common_subexpression "
+                   "--dump-after fuse_conv_epilogue --verify-passes");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->opt_level, 3);
+  EXPECT_EQ(c->disabled_passes, (std::set<std::string>{"fold_batchnorm", "common_subexpression"}));
+  EXPECT_EQ(c->dump_after_pass, "fuse_conv_epilogue");
+  EXPECT_TRUE(c->verify_passes);
+  c = build_config("m.onnx -o p --opt-level 4");
+  EXPECT_NE(c.status().message().find("--opt-level 4"), std::string::npos) << c.status().message();
+  c = build_config("m.onnx -o p --disable-pass fold_everything");
+  EXPECT_NE(c.status().message().find("'fold_everything': no such pass"), std::string::npos) << c.status().message();
+  c = build_config("m.onnx -o p --dump-after nope");
+  EXPECT_NE(c.status().message().find("--dump-after 'nope'"), std::string::npos) << c.status().message();
+}
+
 TEST(CliOptions, OtherCommands) {
   CLI::App app;
   CompareOptions c;

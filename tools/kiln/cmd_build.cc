@@ -1,5 +1,6 @@
 // `kiln build MODEL.onnx -o PLAN`: builds a plan, reloads it to check it, writes it, and
-// prints a summary (layers, inputs with their profile ranges, weights, time).
+// prints a summary (a line per optimizer pass, layers, inputs with their profile ranges,
+// weights, time).
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -16,6 +17,11 @@ int cmd_build(const BuildOptions& o) {
     // Steps finish in milliseconds today; report the ones that run long.
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (p.done == 0 && s > 1.0) std::fprintf(stderr, "[%.1f s] %s...\n", s, p.step.c_str());
+    // One line per pass (before -> after layers, ms) and any --dump-after IR.
+    if (!p.detail.empty()) {
+      std::printf("  %s\n", p.detail.c_str());
+      std::fflush(stdout);  // keep the pass lines in order with the progress lines on stderr
+    }
   };
   std::fprintf(stderr, "Building '%s'\n", o.model.c_str());
   auto plan = Builder::build(o.model, *config);

@@ -3,6 +3,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <set>
+
+#include "passes/passes.h"
 
 namespace kiln::cli {
 
@@ -77,7 +80,34 @@ void BuildOptions::add_to(CLI::App* app) {
   prec->add_flag("--no-tf32", no_tf32, "Disallow TF32 math for fp32 layers");
   app->add_option("--workspace", workspace_mib, "Scratch memory limit per layer, MiB (0 = no limit)");
   app->add_option("--device", device, "Target: cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "cuda", "auto"}));
+  auto* opt = app->add_option_group("Optimizer", "Graph optimization passes (src/passes/pipelines.cc)");
+  opt->add_option("--opt-level", opt_level, "0: none, 1: cleanups, 2: + fusions (default), 3: + aggressive");
+  opt->add_option("--disable-pass", disabled_passes, "Skip this pass (repeatable)");
+  opt->add_option("--dump-after", dump_after, "Print the IR after this pass");
+  opt->add_flag("--verify-passes", verify_passes, "Verify the IR after every pass");
 }
+
+namespace {
+
+// --disable-pass / --dump-after name passes of the pipeline; a typo is an error, not a no-op.
+Status set_pass_options(const std::vector<std::string>& disabled, const std::string& dump_after, BuilderConfig* c) {
+  std::set<std::string> known;
+  std::string names;
+  for (const auto& p : passes::default_pipeline()) {
+    known.insert(p.name);
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
+  for (const auto& name : disabled) {
+    if (!known.count(name)) return invalid_argument("--disable-pass '" + name + "': no such pass (passes: " + names + ")");
+    c->disabled_passes.insert(name);
+  }
+  if (!dump_after.empty() && !known.count(dump_after))
+    return invalid_argument("--dump-after '" + dump_after + "': no such pass (passes: " + names + ")");
+  c->dump_after_pass = dump_after;
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<BuilderConfig> BuildOptions::to_config() const {
   BuilderConfig c;
@@ -90,6 +120,10 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   else if (device == "gpu" || device == "cuda") c.target = TargetDevice::kCuda;
   else if (device == "auto") c.target = TargetDevice::kAuto;
   else return invalid_argument("--device '" + device + "': expected cpu, gpu or auto");
+  if (opt_level < 0 || opt_level > 3) return invalid_argument("--opt-level " + std::to_string(opt_level) + ": expected 0..3");
+  c.opt_level = opt_level;
+  KILN_RETURN_IF_ERROR(set_pass_options(disabled_passes, dump_after, &c));
+  c.verify_passes = verify_passes;
 
   KILN_ASSIGN_OR_RETURN(auto fixed, parse_shapes(shapes));
   std::map<std::string, Shape> ranges[3];

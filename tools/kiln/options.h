@@ -34,6 +34,10 @@ struct BuildOptions {
   bool fp16 = false, bf16 = false, no_tf32 = false;
   double workspace_mib = 0;  // MiB; 0 = no limit
   std::string device = "auto";
+  int opt_level = 2;                          // --opt-level 0..3
+  std::vector<std::string> disabled_passes;   // --disable-pass NAME (repeatable)
+  std::string dump_after;                     // --dump-after PASS
+  bool verify_passes = false;                 // --verify-passes
 
   void add_to(CLI::App* app);
   // --shapes gives min = opt = max; otherwise an input needs all of --min/--opt/--max-shapes.
