@@ -11,16 +11,6 @@
 
 namespace kiln::passes {
 
-namespace {
-
-const Tensor* const_f32(const ir::Graph& g, ir::ValueId v) {
-  if (v == ir::kNoValue) return nullptr;
-  const auto& t = g.value(v).constant;
-  return (t && t->dtype() == DataType::kFloat32) ? t.get() : nullptr;
-}
-
-}  // namespace
-
 Status fold_batchnorm(ir::Graph& g, const PassOptions&) {
   auto consumers = g.consumers();
   for (auto& bn : g.nodes) {

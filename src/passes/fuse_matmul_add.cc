@@ -11,12 +11,6 @@ namespace kiln::passes {
 
 namespace {
 
-const Tensor* const_f32(const ir::Graph& g, ir::ValueId v) {
-  if (v == ir::kNoValue) return nullptr;
-  const auto& t = g.value(v).constant;
-  return (t && t->dtype() == DataType::kFloat32) ? t.get() : nullptr;
-}
-
 // b broadcasts to [M,N] without growing the rank of the Add's result.
 bool bias_fits(const Tensor& b, int64_t n) {
   if (b.rank() > 2) return false;

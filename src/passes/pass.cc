@@ -68,6 +68,12 @@ std::set<std::string> subgraph_reads(const ir::Graph& g) {
   return names;
 }
 
+const Tensor* const_f32(const ir::Graph& g, ir::ValueId v) {
+  if (v == ir::kNoValue) return nullptr;
+  const auto& t = g.value(v).constant;
+  return (t && t->dtype() == DataType::kFloat32) ? t.get() : nullptr;
+}
+
 int remove_dead_nodes(ir::Graph& g) {
   int removed = 0;
   bool changed = true;

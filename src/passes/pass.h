@@ -45,6 +45,9 @@ bool known_shape(const ir::Graph& g, ir::ValueId v, std::vector<int64_t>* out);
 // They are referenced by name, not by id, so a pass must not rewire or drop them.
 std::set<std::string> subgraph_reads(const ir::Graph& g);
 
+// The float32 constant behind `v`, or nullptr (omitted input, not constant, other dtype).
+const Tensor* const_f32(const ir::Graph& g, ir::ValueId v);
+
 // Marks nodes whose outputs nobody reads (and are not graph outputs) removed, repeatedly.
 int remove_dead_nodes(ir::Graph& g);
 
