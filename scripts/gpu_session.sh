@@ -28,6 +28,9 @@ echo "== kiln CLI on a CUDA plan"
   $PY -c "import numpy as np; np.save('/tmp/x.npy', np.random.RandomState(0).randn(1,3,224,224).astype(np.float32))"
   $C/kiln run /tmp/r101_fp16.plan --input input=/tmp/x.npy --output-dir /tmp/out
   $C/kiln compare /tmp/r101_fp16.plan models/resnet101.onnx --input input=/tmp/x.npy --atol 0.05 --rtol 0.05
+  $C/kiln build models/resnet101.onnx -o /tmp/r101_fp32.plan --device gpu --no-tf32 --min-shapes input:1x3x224x224 \
+    --opt-shapes input:4x3x224x224 --max-shapes input:8x3x224x224
+  $C/kiln compare /tmp/r101_fp32.plan models/resnet101.onnx --input input=/tmp/x.npy --atol 1e-4 --rtol 1e-3
   $C/kiln bench /tmp/r101_fp16.plan --iterations 200
 } 2>&1 | tee "$OUT/cli.txt"
 
