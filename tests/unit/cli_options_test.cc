@@ -165,3 +165,21 @@ TEST(CompareMetrics, TopKDisagreementNanAndShapes) {
 
 }  // namespace
 }  // namespace kiln::cli
+
+namespace kiln::cli {
+namespace {
+
+// Each --input takes one value, so positionals may follow it (`kiln compare --input x=a.npy PLAN MODEL`).
+TEST(CliOptions, InputFlagTakesOneValueAndRepeats) {
+  CLI::App app;
+  InferenceOptions o;
+  o.add_to(&app, true);
+  std::vector<std::string> positionals;
+  app.add_option("files", positionals);
+  app.parse("--input x=a.npy --input y=b.pb model.plan model.onnx", false);
+  EXPECT_EQ(o.inputs, (std::vector<std::string>{"x=a.npy", "y=b.pb"}));
+  EXPECT_EQ(positionals, (std::vector<std::string>{"model.plan", "model.onnx"}));
+}
+
+}  // namespace
+}  // namespace kiln::cli

@@ -156,7 +156,10 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
 }
 
 void InferenceOptions::add_to(CLI::App* app, bool with_shapes) {
-  app->add_option("--input", inputs, "name=FILE (.npy or ONNX TensorProto .pb); other inputs are random");
+  // One value per flag (repeat the flag for several inputs), so a positional may follow.
+  app->add_option("--input", inputs, "name=FILE (.npy or ONNX TensorProto .pb); other inputs are random; repeatable")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   if (with_shapes) app->add_option("--shapes", shapes, "name:dims for inputs with dynamic shapes (default: opt)");
   app->add_option("--seed", seed, "Seed of the generated inputs");
 }
