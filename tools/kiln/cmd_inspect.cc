@@ -1,10 +1,11 @@
-// `kiln inspect PLAN [--json]`: the plan's header, io tensors, profiles, every layer (op,
+// `kiln inspect PLAN [--json] [--graph FILE]`: the plan's header, io tensors, profiles, every layer (op,
 // ONNX nodes absorbed, inputs/outputs with shapes and dtypes, tactic) and weight bytes.
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "tools/kiln/commands.h"
+#include "tools/kiln/graph_dot.h"
 
 namespace kiln::cli {
 namespace {
@@ -67,6 +68,11 @@ int cmd_inspect(const InspectOptions& o) {
   auto engine = Runtime::load_engine(o.plan);
   if (!engine.ok()) return report_error("inspect", engine.status());
   const Engine& e = **engine;
+  if (!o.graph.empty()) {
+    Status s = write_graph(e, o.graph);
+    if (!s.ok()) return report_error("inspect", s);
+    std::fprintf(stderr, "wrote the layer graph to %s\n", o.graph.c_str());
+  }
   if (o.json) {
     std::printf("%s\n", engine_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;

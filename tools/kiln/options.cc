@@ -199,6 +199,7 @@ Status BenchOptions::validate() const {
 void InspectOptions::add_to(CLI::App* app) {
   app->add_option("plan", plan, "Plan file")->required();
   app->add_flag("--json", json, "Print JSON (an object with a `layers` array)");
+  app->add_option("--graph", graph, "Draw the optimized layer graph to FILE (.svg, .png, .pdf or .dot)");
 }
 
 void CompareOptions::add_to(CLI::App* app) {

@@ -80,6 +80,7 @@ struct BenchOptions {
 struct InspectOptions {
   std::string plan;
   bool json = false;
+  std::string graph;  // --graph FILE: draw the layer graph (.svg/.png/.pdf via Graphviz, or .dot)
   void add_to(CLI::App* app);
 };
 
