@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "passes/pass_test_util.h"
 
@@ -52,15 +53,20 @@ using ir::OpKind;
 }
 
 #ifdef KILN_HAVE_CUDA
-std::vector<Tensor> run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, bool fp16, bool tf32, bool graph) {
+std::vector<Tensor> run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, bool fp16, bool tf32, bool graph,
+                            std::map<std::string, std::string> preset = {}) {
   auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
   cuda::GpuBuildOptions o;
   o.fp16 = fp16;
   o.tf32 = tf32;
+  o.preset_tactics = std::move(preset);
   auto model = cuda::GpuModel::create(g, *shapes, o);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return {};
+  for (const auto& [layer, tactic] : o.preset_tactics)
+    for (const auto& info : (*model)->layers())
+      if (info.name == layer) EXPECT_EQ(info.tactic.substr(0, 8), tactic.substr(0, 8)) << layer;
   auto ctx = (*model)->create_context();
   EXPECT_TRUE(ctx.ok());
   (*ctx)->use_cuda_graph(graph);
@@ -102,6 +108,24 @@ TEST(GpuModel, Fp16NhwcWithCudaGraphMatchesCpuReference) {
   auto out = run_gpu(g, in, true, true, true);
   ASSERT_EQ(out.size(), ref->size());
   EXPECT_LE(relative_diff(*ref, out), 2e-2);
+#endif
+}
+
+// conv2 (1x1, residual, ReLU) forced onto each of its two tactics: cuDNN and the cuBLASLt GEMM
+// with the residual as C and a bias+ReLU epilogue.
+TEST(GpuModel, OneByOneConvTacticsAgree) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  ir::Graph g = small_cnn();
+  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 28)};
+  auto ref = interpret(g, in);
+  ASSERT_TRUE(ref.ok());
+  for (const char* t : {"cudnn.conv_bias_act algo=1", "cublaslt.matmul heuristic#0"}) {
+    auto out = run_gpu(g, in, true, true, false, {{"conv2", t}});
+    ASSERT_EQ(out.size(), ref->size()) << t;
+    EXPECT_LE(relative_diff(*ref, out), 2e-2) << t;
+  }
 #endif
 }
 

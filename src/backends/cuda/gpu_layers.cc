@@ -212,6 +212,7 @@ class GemmLayer : public Layer {
     cublasLtEpilogue_t epi = p.has_bias ? (p.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                         : (p.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (p.has_residual) beta_ = 1.f;
     if (p.weight_is_nk) KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.k, p.n, p.k));
     else KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.n, p.k, p.n));
     KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, dt, p.k, p.m, p.k));
@@ -276,13 +277,14 @@ class GemmLayer : public Layer {
   }
 
   Status enqueue(ExecState& s) override {
-    const float alpha = 1.f, beta = 0.f;
+    const float alpha = 1.f, beta = beta_;
     if (p_.has_bias) {
       const void* bias = s.ptr(ins[2]);
       KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     }
     void* y = s.ptr(outs[0]);
-    KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_, s.ptr(ins[0]), b_, &beta, y, c_, y, c_,
+    const void* c = p_.has_residual ? s.ptr(ins[3]) : y;
+    KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_, s.ptr(ins[0]), b_, &beta, c, c_, y, c_,
                                      has_algo_ ? &algo_ : nullptr, s.workspace,
                                      std::min(s.workspace_bytes, kGemmWorkspace), s.stream));
     return Status::Ok();
@@ -292,10 +294,12 @@ class GemmLayer : public Layer {
   static constexpr size_t kGemmWorkspace = 32u << 20;  // bytes
   void describe(int idx) {
     tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") +
-             (half_ ? " fp16" : " fp32") + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "");
+             (half_ ? " fp16" : " fp32") + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
+             (p_.has_residual ? " +residual" : "");
   }
   GemmParams p_{};
   bool half_ = false;
+  float beta_ = 0.f;  // 1 when the residual is cuBLASLt's C
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
@@ -384,7 +388,82 @@ class ConcatLayer : public Layer {
   int eb_;
 };
 
+class ChoiceLayer : public Layer {
+ public:
+  explicit ChoiceLayer(std::vector<std::unique_ptr<Layer>> c) : cands_(std::move(c)) {
+    op = cands_[0]->op;
+    tactic = cands_[0]->tactic;
+  }
+  size_t workspace() const override {
+    size_t w = 0;
+    for (const auto& c : cands_) w = std::max(w, c->workspace());
+    return w;
+  }
+  Status tune(ExecState& s) override {
+    sync();
+    cudaEvent_t e0, e1;
+    KILN_CUDA_CHECK(cudaEventCreate(&e0));
+    KILN_CUDA_CHECK(cudaEventCreate(&e1));
+    float best = std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      if (!cands_[i]->tune(s).ok() || !cands_[i]->enqueue(s).ok()) continue;
+      cudaEventRecord(e0, s.stream);
+      for (int r = 0; r < 10; ++r) (void)cands_[i]->enqueue(s);
+      cudaEventRecord(e1, s.stream);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      if (ms / 10 < best) {
+        best = ms / 10;
+        chosen_ = i;
+      }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (best == std::numeric_limits<float>::infinity()) return internal_error("layer '" + name + "': no candidate ran");
+    tuned_ms = best;
+    pick(chosen_);
+    return Status::Ok();
+  }
+  Status use_tactic(const std::string& t, ExecState& s) override {
+    sync();
+    for (size_t i = 0; i < cands_.size(); ++i) {
+      const std::string& ct = cands_[i]->tactic;
+      if (t.compare(0, t.find('.'), ct, 0, ct.find('.')) == 0) {
+        KILN_RETURN_IF_ERROR(cands_[i]->use_tactic(t, s));
+        pick(i);
+        return Status::Ok();
+      }
+    }
+    return invalid_plan("layer '" + name + "': tactic '" + t + "' matches no implementation");
+  }
+  Status enqueue(ExecState& s) override {
+    sync();
+    return cands_[chosen_]->enqueue(s);
+  }
+
+ private:
+  void sync() {
+    for (auto& c : cands_) {
+      c->name = name;
+      c->ins = ins;
+      c->outs = outs;
+    }
+  }
+  void pick(size_t i) {
+    chosen_ = i;
+    op = cands_[i]->op;
+    tactic = cands_[i]->tactic;
+  }
+  std::vector<std::unique_ptr<Layer>> cands_;
+  size_t chosen_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<Layer> make_choice_layer(std::vector<std::unique_ptr<Layer>> candidates) {
+  return std::make_unique<ChoiceLayer>(std::move(candidates));
+}
 
 StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, bool half, bool nhwc, bool tf32) {
   auto l = std::make_unique<ConvLayer>(p, half, nhwc);

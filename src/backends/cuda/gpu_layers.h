@@ -76,9 +76,14 @@ struct GemmParams {
   bool weight_is_nk;  // weight stored [N, K] (Gemm transB=1); else [K, N]
   bool has_bias;
   bool relu;
+  bool has_residual = false;  // Y = act(X·W + R + bias), R = input 3, Y's shape (cuBLASLt's C with beta 1)
 };
-// cuBLASLt matmul Y[M,N] = X[M,K] · W (+ bias[N]) (ReLU epilogue optional), tuned over algorithms.
+// cuBLASLt matmul Y[M,N] = X[M,K] · W (+ R) (+ bias[N]) (ReLU epilogue optional), tuned over algorithms.
 StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, bool half, bool tf32);
+
+// Several implementations of one layer (same inputs and outputs); tuning times each and keeps
+// the fastest, a plan's tactic string re-selects it by its prefix ("cudnn.", "cublaslt.").
+std::unique_ptr<Layer> make_choice_layer(std::vector<std::unique_ptr<Layer>> candidates);
 
 std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc& d, bool half, float alpha, float beta);
 std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, bool src_half, bool src_nhwc, bool dst_half, bool dst_nhwc);

@@ -402,6 +402,25 @@ class Lowering {
     }
     const int out = new_val(g_.value(n.outputs[0]).name, y, o_.fp16, nhwc);
     KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, o_.fp16, nhwc, o_.tf32));
+    // In NHWC a 1x1, stride-1, unpadded, ungrouped conv is the GEMM [N*H*W, C] x [C, K]: offer
+    // cuBLASLt (bias, residual as C, ReLU epilogue) beside cuDNN and let tuning choose.
+    const bool gemm_like = nhwc && p.r == 1 && p.sk == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
+                           p.pad_w == 0 && p.groups == 1 && (p.activation.empty() || p.activation == "Relu");
+    if (gemm_like) {
+      GemmParams gp{};
+      gp.m = p.n * p.h * p.w;
+      gp.k = p.c;
+      gp.n = p.k;
+      gp.weight_is_nk = true;  // KRSC with R = S = 1 is [K, C]
+      gp.has_bias = true;
+      gp.relu = p.activation == "Relu";
+      gp.has_residual = p.has_residual;
+      KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, o_.fp16, o_.tf32));
+      std::vector<std::unique_ptr<Layer>> cands;
+      cands.push_back(std::move(layer));
+      cands.push_back(std::move(gemm));
+      layer = make_choice_layer(std::move(cands));
+    }
     add_layer(std::move(layer), n.name, ins, {out}, n.origin);
     act_[n.outputs[0]] = out;
     return Status::Ok();
