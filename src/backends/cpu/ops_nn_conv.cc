@@ -54,17 +54,13 @@ Status check_bias(const KernelContext& ctx, const Tensor* b, int64_t m, DataType
   return Status::Ok();
 }
 
-Status conv(KernelContext& ctx) {
-  KILN_RETURN_IF_ERROR(ctx.require_inputs(2));
-  const Tensor& x0 = ctx.in(0);
-  const Tensor& w0 = ctx.in(1);
-  const int64_t group = ctx.attr_int("group", 1);
-  std::vector<int64_t> kernel;
-  if (x0.dtype() != w0.dtype()) return ctx.fail("X and W dtypes differ");
-  KILN_RETURN_IF_ERROR(check_conv_inputs(ctx, x0, w0, false, group, &kernel));
-  SpatialGeom g;
-  KILN_RETURN_IF_ERROR(make_geom(ctx, x0.shape(), kernel, false, true, &g));
-  const int64_t n = x0.dim(0), c = x0.dim(1), m = w0.dim(0);
+// The part Conv and ConvTranspose share once the geometry is known: bias check, compute dtype
+// (float32/float64; fp16/bf16 computed in float32), the forward pass, the bias, the cast back.
+// `forward(T{}, x, w, y)` fills y ([N, M, out...]) from x and w in the compute dtype.
+template <typename Forward>
+Status run_with_bias(KernelContext& ctx, const Tensor& x0, const Tensor& w0, const SpatialGeom& g, int64_t m,
+                     Forward&& forward) {
+  const int64_t n = x0.dim(0);
   KILN_RETURN_IF_ERROR(check_bias(ctx, ctx.input(2), m, x0.dtype()));
   KILN_ASSIGN_OR_RETURN(Tensor x, to_compute(ctx, x0));
   KILN_ASSIGN_OR_RETURN(Tensor w, to_compute(ctx, w0));
@@ -77,7 +73,7 @@ Status conv(KernelContext& ctx) {
   Tensor y(x.dtype(), out_shape);
   auto run = [&](auto tag) -> Status {
     using T = decltype(tag);
-    conv_forward<T>(g, n, c, m, group, x.data<T>(), w.data<T>(), y.data<T>());
+    forward(tag, x, w, y);
     if (bias.defined()) add_bias<T>(y.data<T>(), bias.data<T>(), n, m, g.out_size());
     return Status::Ok();
   };
@@ -85,6 +81,23 @@ Status conv(KernelContext& ctx) {
   KILN_ASSIGN_OR_RETURN(Tensor out, from_compute(y, x0.dtype()));
   ctx.set_output(0, out);
   return Status::Ok();
+}
+
+Status conv(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(ctx.require_inputs(2));
+  const Tensor& x0 = ctx.in(0);
+  const Tensor& w0 = ctx.in(1);
+  const int64_t group = ctx.attr_int("group", 1);
+  std::vector<int64_t> kernel;
+  if (x0.dtype() != w0.dtype()) return ctx.fail("X and W dtypes differ");
+  KILN_RETURN_IF_ERROR(check_conv_inputs(ctx, x0, w0, false, group, &kernel));
+  SpatialGeom g;
+  KILN_RETURN_IF_ERROR(make_geom(ctx, x0.shape(), kernel, false, true, &g));
+  return run_with_bias(ctx, x0, w0, g, w0.dim(0), [&](auto tag, const auto& x, const auto& w, auto& y) {
+    using T = decltype(tag);
+    conv_forward<T>(g, x0.dim(0), x0.dim(1), w0.dim(0), group, x.template data<T>(), w.template data<T>(),
+                    y.template data<T>());
+  });
 }
 
 // ConvTranspose geometry: output extent from pads (out = s*(in-1) + output_padding +
@@ -147,27 +160,12 @@ Status conv_transpose(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(check_conv_inputs(ctx, x0, w0, true, group, &kernel));
   SpatialGeom g;
   KILN_RETURN_IF_ERROR(conv_transpose_geom(ctx, x0, kernel, &g));
-  const int64_t n = x0.dim(0), c = x0.dim(1), m = w0.dim(1) * group;
-  KILN_RETURN_IF_ERROR(check_bias(ctx, ctx.input(2), m, x0.dtype()));
-  KILN_ASSIGN_OR_RETURN(Tensor x, to_compute(ctx, x0));
-  KILN_ASSIGN_OR_RETURN(Tensor w, to_compute(ctx, w0));
-  Tensor bias;
-  if (ctx.input(2)) {
-    KILN_ASSIGN_OR_RETURN(bias, to_compute(ctx, *ctx.input(2)));
-  }
-  Shape out_shape{n, m};
-  out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
-  Tensor y(x.dtype(), out_shape);
-  auto run = [&](auto tag) -> Status {
+  const int64_t m = w0.dim(1) * group;
+  return run_with_bias(ctx, x0, w0, g, m, [&](auto tag, const auto& x, const auto& w, auto& y) {
     using T = decltype(tag);
-    conv_transpose_forward<T>(g, n, c, m, group, x.data<T>(), w.data<T>(), y.data<T>());
-    if (bias.defined()) add_bias<T>(y.data<T>(), bias.data<T>(), n, m, g.out_size());
-    return Status::Ok();
-  };
-  KILN_RETURN_IF_ERROR(x.dtype() == DataType::kFloat32 ? run(float{}) : run(double{}));
-  KILN_ASSIGN_OR_RETURN(Tensor out, from_compute(y, x0.dtype()));
-  ctx.set_output(0, out);
-  return Status::Ok();
+    conv_transpose_forward<T>(g, x0.dim(0), x0.dim(1), m, group, x.template data<T>(), w.template data<T>(),
+                              y.template data<T>());
+  });
 }
 
 }  // namespace
