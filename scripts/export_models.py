@@ -64,15 +64,30 @@ def make_informative(model):
 CALIB_PHOTOS = ("chelsea", "coffee", "astronaut", "rocket", "immunohistochemistry", "hubble_deep_field")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
+# Set by --photos-npz: the same photos saved with save_photos_npz, for machines without skimage.
+PHOTOS_NPZ = None
+
+
+def load_photos():
+    """The calibration photos as HWC uint8 arrays, from skimage or from PHOTOS_NPZ."""
+    if PHOTOS_NPZ:
+        with np.load(PHOTOS_NPZ) as z:
+            return [z[p] for p in CALIB_PHOTOS]
+    from skimage import data
+    return [getattr(data, p)() for p in CALIB_PHOTOS]
+
+
+def save_photos_npz(path):
+    from skimage import data
+    np.savez_compressed(path, **{p: getattr(data, p)() for p in CALIB_PHOTOS})
 
 
 def photo_crops(gen, n, size):
     """n seeded random crops (25-100% of the area, random flips) of skimage photos, ImageNet-normalized."""
     import torch.nn.functional as F
-    from skimage import data
     mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
     std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
-    srcs = [torch.from_numpy(getattr(data, p)()).permute(2, 0, 1).float() / 255 for p in CALIB_PHOTOS]
+    srcs = [torch.from_numpy(np.ascontiguousarray(p)).permute(2, 0, 1).float() / 255 for p in load_photos()]
     out = []
     for _ in range(n):
         img = srcs[int(torch.randint(len(srcs), (1,), generator=gen))]
@@ -89,7 +104,7 @@ def photo_crops(gen, n, size):
 
 
 def calibration_source(requested):
-    if requested == "photos":
+    if requested == "photos" and not PHOTOS_NPZ:
         try:
             import skimage.data  # noqa: F401
         except ImportError:
@@ -163,7 +178,14 @@ def main():
     ap.add_argument("--force", action="store_true", help="re-export even if the ONNX file exists")
     ap.add_argument("--reference-input", help="NCHW float32 .npy to run through the PyTorch model")
     ap.add_argument("--reference-output", help="where to write the PyTorch output .npy")
+    ap.add_argument("--photos-npz", help="calibration photos saved by --save-photos-npz (no skimage needed)")
+    ap.add_argument("--save-photos-npz", help="write skimage's calibration photos to this .npz and exit")
     args = ap.parse_args()
+    if args.save_photos_npz:
+        save_photos_npz(args.save_photos_npz)
+        return
+    global PHOTOS_NPZ
+    PHOTOS_NPZ = args.photos_npz
     if bool(args.reference_input) != bool(args.reference_output):
         ap.error("--reference-input and --reference-output go together")
 

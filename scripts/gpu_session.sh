@@ -17,9 +17,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT
 echo "== GPU tests"
 $C/kiln_tests --gtest_filter='Gpu*:CudaPlan*' 2>&1 | tail -n 25 | tee "$OUT/gpu_tests.txt"
 
-echo "== export ResNet-101 (BatchNorm-calibrated random weights)"
+echo "== export ResNet-101 (random weights, BatchNorm calibrated on the carried photos)"
 mkdir -p models
-$PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx --calib noise 2>&1 | tail -n 3
+$PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx --photos-npz $C/calib_photos.npz 2>&1 | tail -n 3
 
 echo "== kiln CLI on a CUDA plan"
 {
@@ -39,4 +39,4 @@ $C/kiln_gpu_bench models/resnet101.onnx --batch "$BATCHES" --precision fp32,tf32
 echo "== per-layer profile (FP16, batch 1 and 64)"
 $C/kiln_gpu_bench models/resnet101.onnx --batch 1,64 --precision fp16 --iters 20 --profile 1 | grep '^#' | tee "$OUT/profile.txt"
 echo "== benchmark: PyTorch peers"
-$PY bench/peers/resnet101_peers.py --batch "$BATCHES" --compile-batch 1,64 2>&1 | grep '^{' | tee "$OUT/peers.jsonl"
+$PY bench/peers/resnet101_peers.py --batch "$BATCHES" --compile-batch 1,64 --photos-npz $C/calib_photos.npz 2>&1 | grep '^{' | tee "$OUT/peers.jsonl"

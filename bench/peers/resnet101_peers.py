@@ -8,6 +8,8 @@ graph, torch.compile(mode="reduce-overhead") FP16 channels_last.
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 import torch
@@ -40,10 +42,19 @@ def main():
     ap.add_argument("--batch", default="1,8,64,256")
     ap.add_argument("--compile-batch", default="1,64")
     ap.add_argument("--iters", type=int, default=100)
+    ap.add_argument("--photos-npz", help="calibrate BatchNorm exactly as scripts/export_models.py does (same model)")
     a = ap.parse_args()
     batches = [int(b) for b in a.batch.split(",")]
     torch.manual_seed(0)
-    model = torchvision.models.resnet101().cuda().eval()
+    if a.photos_npz:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+        import export_models as em
+        em.PHOTOS_NPZ = a.photos_npz
+        model = em.build_model("resnet101", 0)
+        em.calibrate_batchnorm(model, 0, "photos", 2, 4, 224)
+        model = model.cuda().eval()
+    else:
+        model = torchvision.models.resnet101().cuda().eval()
     torch.backends.cudnn.benchmark = True
     with torch.inference_mode():
         torch.backends.cuda.matmul.allow_tf32 = False
