@@ -55,6 +55,12 @@ struct Attribute {
   // kType (a TypeProto, e.g. Optional's `type`): the value kind and its element dtype.
   ValueKind type_kind = ValueKind::kTensor;
   DataType type_dtype = DataType::kUndefined;
+
+  static Attribute of_int(int64_t v) { Attribute a; a.kind = Kind::kInt; a.i = v; return a; }
+  static Attribute of_float(float v) { Attribute a; a.kind = Kind::kFloat; a.f = v; return a; }
+  static Attribute of_string(std::string v) { Attribute a; a.kind = Kind::kString; a.s = std::move(v); return a; }
+  static Attribute of_ints(std::vector<int64_t> v) { Attribute a; a.kind = Kind::kInts; a.ints = std::move(v); return a; }
+  static Attribute of_graph(std::shared_ptr<const Graph> g) { Attribute a; a.kind = Kind::kGraph; a.g = std::move(g); return a; }
 };
 
 struct Value {

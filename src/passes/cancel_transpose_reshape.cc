@@ -84,10 +84,7 @@ Status cancel_transpose_reshape(ir::Graph& g, const PassOptions&) {
         for (size_t i = 0; i < q.size(); ++i) q[i] = p1[p2[i]];
         absorb_if_sole_use(g, consumers, *inner, &n);
         n.inputs[0] = inner->inputs[0];
-        ir::Attribute a;
-        a.kind = ir::Attribute::Kind::kInts;
-        a.ints = q;
-        n.attrs["perm"] = a;
+        n.attrs["perm"] = ir::Attribute::of_ints(q);
         p2 = q;
       }
       if (is_identity(p2)) bypass(g, n, pinned);

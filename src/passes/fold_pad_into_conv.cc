@@ -79,10 +79,7 @@ Status fold_pad_into_conv(ir::Graph& g, const PassOptions&) {
       pads[i] += before[2 + i];
       pads[nd + i] += after[2 + i];
     }
-    ir::Attribute a;
-    a.kind = ir::Attribute::Kind::kInts;
-    a.ints = pads;
-    conv.attrs["pads"] = a;
+    conv.attrs["pads"] = ir::Attribute::of_ints(pads);
     conv.attrs.erase("auto_pad");
     conv.inputs[0] = pad.inputs[0];
     conv.origin.insert(conv.origin.end(), pad.origin.begin(), pad.origin.end());

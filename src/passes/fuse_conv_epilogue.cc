@@ -104,16 +104,9 @@ Status fuse_conv_epilogue(ir::Graph& g, const PassOptions&) {
     conv.op = ir::OpKind::kFusedConv;
     conv.inputs.resize(3, ir::kNoValue);
     if (residual != ir::kNoValue) conv.inputs.push_back(residual);
-    ir::Attribute s;
-    s.kind = ir::Attribute::Kind::kString;
-    s.s = act;
-    conv.attrs["activation"] = s;
-    ir::Attribute fa;
-    fa.kind = ir::Attribute::Kind::kFloat;
-    fa.f = alpha;
-    conv.attrs["act_alpha"] = fa;
-    fa.f = beta;
-    conv.attrs["act_beta"] = fa;
+    conv.attrs["activation"] = ir::Attribute::of_string(act);
+    conv.attrs["act_alpha"] = ir::Attribute::of_float(alpha);
+    conv.attrs["act_beta"] = ir::Attribute::of_float(beta);
     conv.outputs[0] = y;
     g.value(y).producer = conv.id;
     for (ir::Node* n : absorbed) {

@@ -139,10 +139,7 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& anchor) {
   anchor.inputs = {x};
   anchor.outputs = {y};
   anchor.attrs.clear();
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kString;
-  a.s = is_erf ? "none" : "tanh";
-  anchor.attrs["approximate"] = a;
+  anchor.attrs["approximate"] = ir::Attribute::of_string(is_erf ? "none" : "tanh");
   g.value(y).producer = anchor.id;
   pt::absorb(anchor, matched);
   return true;

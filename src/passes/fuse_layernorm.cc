@@ -152,13 +152,8 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm1) {
   rm1.inputs = {x, add_param("_ln_scale", std::move(*gamma))};
   if (beta) rm1.inputs.push_back(add_param("_ln_bias", std::move(*beta)));
   rm1.attrs.clear();
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInt;
-  a.i = -1;
-  rm1.attrs["axis"] = a;
-  a.kind = ir::Attribute::Kind::kFloat;
-  a.f = static_cast<float>(eps);
-  rm1.attrs["epsilon"] = a;
+  rm1.attrs["axis"] = ir::Attribute::of_int(-1);
+  rm1.attrs["epsilon"] = ir::Attribute::of_float(static_cast<float>(eps));
   rm1.outputs = {y};
   g.value(y).producer = rm1.id;
   pt::absorb(rm1, matched);

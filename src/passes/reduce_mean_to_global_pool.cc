@@ -66,10 +66,7 @@ Status reduce_mean_to_global_pool(ir::Graph& g, const PassOptions& opts) {
     flatten.inputs = {pooled};
     flatten.outputs = {y};
     flatten.origin = g.node(id).origin;
-    ir::Attribute axis;
-    axis.kind = ir::Attribute::Kind::kInt;
-    axis.i = 1;
-    flatten.attrs["axis"] = axis;
+    flatten.attrs["axis"] = ir::Attribute::of_int(1);
     ir::Node& n = g.node(id);
     n.op = ir::OpKind::kGlobalAveragePool;
     n.inputs.resize(1);

@@ -31,10 +31,10 @@ using ir::OpKind;
   auto x = t.input("x", {2, 8, 16, 16});
   auto w1 = t.constant("w1", random_tensor({16, 8, 3, 3}, 21, -0.3f, 0.3f));
   auto b1 = t.constant("b1", random_tensor({16}, 22));
-  auto c1 = t.node(OpKind::kConv, "conv1", {x, w1, b1}, {2, 16, 16, 16}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  auto c1 = t.node(OpKind::kConv, "conv1", {x, w1, b1}, {2, 16, 16, 16}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
   auto r1 = t.node(OpKind::kRelu, "relu1", {c1}, {2, 16, 16, 16});
   auto p1 = t.node(OpKind::kMaxPool, "pool1", {r1}, {2, 16, 8, 8},
-                   {{"kernel_shape", ints_attr({2, 2})}, {"strides", ints_attr({2, 2})}});
+                   {{"kernel_shape", ir::Attribute::of_ints({2, 2})}, {"strides", ir::Attribute::of_ints({2, 2})}});
   auto w2 = t.constant("w2", random_tensor({16, 16, 1, 1}, 23, -0.3f, 0.3f));
   auto c2 = t.node(OpKind::kConv, "conv2", {p1, w2}, {2, 16, 8, 8});
   auto a2 = t.node(OpKind::kAdd, "add2", {c2, p1}, {2, 16, 8, 8});

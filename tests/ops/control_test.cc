@@ -11,30 +11,6 @@
 namespace kiln {
 namespace {
 
-ir::Attribute graph_attr(std::shared_ptr<ir::Graph> g) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kGraph;
-  a.g = std::move(g);
-  return a;
-}
-ir::Attribute int_attr(int64_t v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute ints_attr(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-ir::Attribute string_attr(std::string s) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kString;
-  a.s = std::move(s);
-  return a;
-}
 
 // Runs one node of kind `op`; an undefined Tensor in `inputs` is an omitted optional input.
 StatusOr<std::vector<Tensor>> run_node(ir::OpKind op, int opset, const std::vector<Tensor>& inputs, int n_out,
@@ -93,7 +69,7 @@ TEST(ControlLoop, CarriesStateAndStacksIterationNumbersAndOuterValues) {
   Tensor m = Tensor::scalar<int64_t>(DataType::kInt64, 4);
   Tensor v = floats({2}, {1.5f, -2.5f});
   // The outer value "in0" is the Loop's own M input (named in0 by run_node).
-  auto r = run_node(ir::OpKind::kLoop, 13, {m, Tensor(), v}, 3, {{"body", graph_attr(body)}});
+  auto r = run_node(ir::OpKind::kLoop, 13, {m, Tensor(), v}, 3, {{"body", ir::Attribute::of_graph(body)}});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const auto& out = r.value();
   EXPECT_TRUE(out[0].bit_equal(v));
@@ -108,7 +84,7 @@ TEST(ControlLoop, FalseConditionRunsZeroIterations) {
   body->value(body->inputs[0]).shape = ir::SymShape{};
   Tensor cond = Tensor::scalar<uint8_t>(DataType::kBool, 0);
   Tensor v = floats({2}, {1.f, 2.f});
-  auto r = run_node(ir::OpKind::kLoop, 11, {Tensor::scalar<int64_t>(DataType::kInt64, 5), cond, v}, 2, {{"body", graph_attr(body)}});
+  auto r = run_node(ir::OpKind::kLoop, 11, {Tensor::scalar<int64_t>(DataType::kInt64, 5), cond, v}, 2, {{"body", ir::Attribute::of_graph(body)}});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r.value()[0].bit_equal(v));
   EXPECT_EQ(r.value()[1].shape(), (Shape{0}));
@@ -122,9 +98,9 @@ TEST(ControlScan, InputAndOutputAxesAndDirections) {
   Tensor st = floats({1}, {7.f});
   Tensor x = floats({2, 3}, {1, 2, 3, 4, 5, 6});
   auto attrs = [&](int64_t out_dir) {
-    return std::map<std::string, ir::Attribute>{{"body", graph_attr(body)},      {"num_scan_inputs", int_attr(1)},
-                                                {"scan_input_axes", ints_attr({-1})}, {"scan_input_directions", ints_attr({1})},
-                                                {"scan_output_axes", ints_attr({-1})}, {"scan_output_directions", ints_attr({out_dir})}};
+    return std::map<std::string, ir::Attribute>{{"body", ir::Attribute::of_graph(body)},      {"num_scan_inputs", ir::Attribute::of_int(1)},
+                                                {"scan_input_axes", ir::Attribute::of_ints({-1})}, {"scan_input_directions", ir::Attribute::of_ints({1})},
+                                                {"scan_output_axes", ir::Attribute::of_ints({-1})}, {"scan_output_directions", ir::Attribute::of_ints({out_dir})}};
   };
   auto rev = run_node(ir::OpKind::kScan, 11, {st, x}, 2, attrs(0));
   ASSERT_TRUE(rev.ok()) << rev.status().message();
@@ -141,7 +117,7 @@ TEST(ControlScan, Opset8BatchesAndPadsShortSequences) {
   Tensor st = floats({2, 2}, {0, 0, 0, 0});
   Tensor x = floats({2, 3, 2}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
   auto r = run_node(ir::OpKind::kScan, 8, {lens, st, x}, 2,
-                    {{"body", graph_attr(body)}, {"num_scan_inputs", int_attr(1)}, {"directions", ints_attr({1})}});
+                    {{"body", ir::Attribute::of_graph(body)}, {"num_scan_inputs", ir::Attribute::of_int(1)}, {"directions", ir::Attribute::of_ints({1})}});
   ASSERT_TRUE(r.ok()) << r.status().message();
   // Reverse scan: the last state is the first row; batch 1 only sees its first row.
   EXPECT_TRUE(r.value()[0].bit_equal(floats({2, 2}, {1, 2, 7, 8})));
@@ -160,8 +136,8 @@ TEST(ControlRnn, BidirectionalBatchMajorGruMatchesTorch) {
   Tensor X = wave({B, S, I}, 0.1), W = wave({2, 3 * H, I}, 0.7), R = wave({2, 3 * H, H}, 1.3);
   Tensor Bias = wave({2, 6 * H}, 2.1), h0 = wave({B, 2, H}, 2.9);
   auto r = run_node(ir::OpKind::kGRU, 14, {X, W, R, Bias, Tensor(), h0}, 2,
-                    {{"hidden_size", int_attr(H)}, {"direction", string_attr("bidirectional")},
-                     {"linear_before_reset", int_attr(1)}, {"layout", int_attr(1)}});
+                    {{"hidden_size", ir::Attribute::of_int(H)}, {"direction", ir::Attribute::of_string("bidirectional")},
+                     {"linear_before_reset", ir::Attribute::of_int(1)}, {"layout", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(r.ok()) << r.status().message();
   const std::vector<double> y = {
       -0.148030841, -0.208941521, -0.314278816, -0.610653846, -0.608156108, -0.597979517, -0.437768508, -0.310836286,
@@ -179,7 +155,7 @@ TEST(ControlRnn, BidirectionalBatchMajorGruMatchesTorch) {
 
 TEST(ControlSignal, OnesidedDftWithPaddingMatchesNumpyRfft) {
   Tensor x = floats({1, 5, 1}, {1, 2, 3, 4, 5});
-  auto r = run_node(ir::OpKind::kDFT, 17, {x, int64s({}, {8})}, 1, {{"onesided", int_attr(1)}, {"axis", int_attr(1)}});
+  auto r = run_node(ir::OpKind::kDFT, 17, {x, int64s({}, {8})}, 1, {{"onesided", ir::Attribute::of_int(1)}, {"axis", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(r.ok()) << r.status().message();
   // numpy.fft.rfft([1, 2, 3, 4, 5], 8)
   const std::vector<float> want = {15, 0, -5.41421356f, -7.24264069f, 3, 2, -2.58578644f, -1.24264069f, 3, 0};
@@ -193,7 +169,7 @@ TEST(ControlVision, MaxRoiPoolQuadrants) {
   Tensor x = floats({1, 1, 4, 4}, v);
   // The second roi, scaled by 0.5, is the bottom-right 2x2 block pooled into 2x2 single pixels.
   Tensor rois = floats({2, 5}, {0, 0, 0, 6, 6, 0, 4, 4, 6, 6});
-  auto r = run_node(ir::OpKind::kMaxRoiPool, 1, {x, rois}, 1, {{"pooled_shape", ints_attr({2, 2})}, {"spatial_scale", [] {
+  auto r = run_node(ir::OpKind::kMaxRoiPool, 1, {x, rois}, 1, {{"pooled_shape", ir::Attribute::of_ints({2, 2})}, {"spatial_scale", [] {
                                                                    ir::Attribute a;
                                                                    a.kind = ir::Attribute::Kind::kFloat;
                                                                    a.f = 0.5f;
@@ -211,18 +187,18 @@ TEST(ControlErrors, BadInputsGiveCleanErrors) {
 
   Tensor x = floats({1, 1, 2}, {1, 2});
   auto lstm = run_node(ir::OpKind::kLSTM, 14, {x, floats({1, 8, 3}, std::vector<float>(24, 0.1f)), floats({1, 8, 2}, std::vector<float>(16, 0.1f))},
-                       1, {{"hidden_size", int_attr(2)}});
+                       1, {{"hidden_size", ir::Attribute::of_int(2)}});
   ASSERT_FALSE(lstm.ok());
   EXPECT_NE(lstm.status().message().find("W has shape"), std::string::npos) << lstm.status().message();
 
   auto body = routing_body({DataType::kInt64, DataType::kBool}, {1});
-  auto loop = run_node(ir::OpKind::kLoop, 13, {Tensor::scalar<int64_t>(DataType::kInt64, 2), Tensor(), x}, 1, {{"body", graph_attr(body)}});
+  auto loop = run_node(ir::OpKind::kLoop, 13, {Tensor::scalar<int64_t>(DataType::kInt64, 2), Tensor(), x}, 1, {{"body", ir::Attribute::of_graph(body)}});
   ASSERT_FALSE(loop.ok());
   EXPECT_NE(loop.status().message().find("body takes 2 inputs"), std::string::npos) << loop.status().message();
 
   auto scan = run_node(ir::OpKind::kScan, 11, {x}, 1,
-                       {{"body", graph_attr(routing_body({DataType::kFloat32}, {0}))}, {"num_scan_inputs", int_attr(1)},
-                        {"scan_input_axes", ints_attr({3})}});
+                       {{"body", ir::Attribute::of_graph(routing_body({DataType::kFloat32}, {0}))}, {"num_scan_inputs", ir::Attribute::of_int(1)},
+                        {"scan_input_axes", ir::Attribute::of_ints({3})}});
   ASSERT_FALSE(scan.ok());
   EXPECT_NE(scan.status().message().find("out of range"), std::string::npos) << scan.status().message();
 }

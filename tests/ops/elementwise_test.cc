@@ -36,18 +36,6 @@ OpRun run_op(ir::OpKind op, int opset, const std::vector<const Tensor*>& inputs,
   return r;
 }
 
-ir::Attribute int_attr(int64_t v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute string_attr(const std::string& s) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kString;
-  a.s = s;
-  return a;
-}
 
 // Random values in [-4, 4) that are never exactly zero.
 Tensor random_float(const Shape& shape, uint32_t seed) {
@@ -123,7 +111,7 @@ TEST(ElementwiseKernels, WhereBroadcastsThreeWays) {
 
 TEST(ElementwiseKernels, LegacyBroadcastAlignsBAtAxis) {
   Tensor a = random_float({2, 3, 4, 5}, 21), b = random_float({3, 4}, 22);
-  OpRun r = run_op(ir::OpKind::kMul, 6, {&a, &b}, {{"broadcast", int_attr(1)}, {"axis", int_attr(1)}});
+  OpRun r = run_op(ir::OpKind::kMul, 6, {&a, &b}, {{"broadcast", ir::Attribute::of_int(1)}, {"axis", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   const Tensor& y = r.outputs[0];
   ASSERT_EQ(y.shape(), a.shape());
@@ -147,7 +135,7 @@ TEST(ElementwiseKernels, IntegerDivTruncatesAndModFollowsSignRules) {
   ASSERT_TRUE(py_mod.status.ok());
   EXPECT_EQ(std::vector<int32_t>(py_mod.outputs[0].data<int32_t>(), py_mod.outputs[0].data<int32_t>() + 6),
             (std::vector<int32_t>{1, 1, -1, -1, 0, 0}));
-  OpRun c_mod = run_op(ir::OpKind::kMod, 13, {&a, &b}, {{"fmod", int_attr(1)}});
+  OpRun c_mod = run_op(ir::OpKind::kMod, 13, {&a, &b}, {{"fmod", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(c_mod.status.ok());
   EXPECT_EQ(std::vector<int32_t>(c_mod.outputs[0].data<int32_t>(), c_mod.outputs[0].data<int32_t>() + 6),
             (std::vector<int32_t>{1, -1, 1, -1, 0, 0}));
@@ -163,7 +151,7 @@ TEST(ElementwiseKernels, PowWithMixedDtypesAndBitShift) {
             (std::vector<int32_t>{1024, -27, 2, 0}));  // sqrt(5) and 1/7 truncate
   Tensor x = make<uint8_t>(DataType::kUInt8, {3}, {1, 200, 16});
   Tensor s = make<uint8_t>(DataType::kUInt8, {3}, {3, 1, 9});
-  OpRun left = run_op(ir::OpKind::kBitShift, 11, {&x, &s}, {{"direction", string_attr("LEFT")}});
+  OpRun left = run_op(ir::OpKind::kBitShift, 11, {&x, &s}, {{"direction", ir::Attribute::of_string("LEFT")}});
   ASSERT_TRUE(left.status.ok());
   EXPECT_EQ(std::vector<uint8_t>(left.outputs[0].data<uint8_t>(), left.outputs[0].data<uint8_t>() + 3),
             (std::vector<uint8_t>{8, 144, 0}));
@@ -174,13 +162,13 @@ TEST(ElementwiseKernels, QuantizePerAxisRoundsHalfToEvenAndSaturates) {
   Tensor x = make<float>(DataType::kFloat32, {2, 3}, {2.5f, 3.0f, -1000.0f, -2.5f, 1.5f, 1000.0f});
   Tensor scale = make<float>(DataType::kFloat32, {3}, {1.0f, 2.0f, 0.5f});
   Tensor zp = make<int8_t>(DataType::kInt8, {3}, {0, 10, -3});
-  OpRun q = run_op(ir::OpKind::kQuantizeLinear, 13, {&x, &scale, &zp}, {{"axis", int_attr(1)}});
+  OpRun q = run_op(ir::OpKind::kQuantizeLinear, 13, {&x, &scale, &zp}, {{"axis", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(q.status.ok()) << q.status.to_string();
   ASSERT_EQ(q.outputs[0].dtype(), DataType::kInt8);
   // 2.5 -> 2; 3/2 = 1.5 -> 2, +10; -2000 saturates; -2.5 -> -2; 0.75 -> 1, +10; 2000 saturates.
   EXPECT_EQ(std::vector<int8_t>(q.outputs[0].data<int8_t>(), q.outputs[0].data<int8_t>() + 6),
             (std::vector<int8_t>{2, 12, -128, -2, 11, 127}));
-  OpRun dq = run_op(ir::OpKind::kDequantizeLinear, 13, {&q.outputs[0], &scale, &zp}, {{"axis", int_attr(1)}});
+  OpRun dq = run_op(ir::OpKind::kDequantizeLinear, 13, {&q.outputs[0], &scale, &zp}, {{"axis", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(dq.status.ok()) << dq.status.to_string();
   EXPECT_EQ(std::vector<float>(dq.outputs[0].data<float>(), dq.outputs[0].data<float>() + 6),
             (std::vector<float>{2.0f, 4.0f, -62.5f, -2.0f, 2.0f, 65.0f}));
@@ -188,13 +176,13 @@ TEST(ElementwiseKernels, QuantizePerAxisRoundsHalfToEvenAndSaturates) {
 
 TEST(ElementwiseKernels, Fp8CastAndQuantizeHonourSaturate) {
   Tensor x = make<float>(DataType::kFloat32, {3}, {1000.0f, -1.25f, 3.0f});
-  ir::Attribute to = int_attr(17);  // FLOAT8E4M3FN
+  ir::Attribute to = ir::Attribute::of_int(17);  // FLOAT8E4M3FN
   OpRun sat = run_op(ir::OpKind::kCast, 19, {&x}, {{"to", to}});
   ASSERT_TRUE(sat.status.ok()) << sat.status.to_string();
   ASSERT_EQ(sat.outputs[0].dtype(), DataType::kFloat8E4M3FN);
   EXPECT_EQ(fp8e4m3fn_to_float(sat.outputs[0].data<uint8_t>()[0]), 448.0f);
   EXPECT_EQ(fp8e4m3fn_to_float(sat.outputs[0].data<uint8_t>()[1]), -1.25f);
-  OpRun nosat = run_op(ir::OpKind::kCast, 19, {&x}, {{"to", to}, {"saturate", int_attr(0)}});
+  OpRun nosat = run_op(ir::OpKind::kCast, 19, {&x}, {{"to", to}, {"saturate", ir::Attribute::of_int(0)}});
   ASSERT_TRUE(nosat.status.ok());
   EXPECT_TRUE(std::isnan(fp8e4m3fn_to_float(nosat.outputs[0].data<uint8_t>()[0])));
   // QuantizeLinear to fp8 does not round to an integer: 3 / 2 = 1.5 is representable.
@@ -235,9 +223,9 @@ TEST(ElementwiseKernels, BadInputsGiveCleanErrors) {
   EXPECT_EQ(run_op(ir::OpKind::kSqrt, 13, {&i}).status.code(), StatusCode::kUnsupported);
   EXPECT_FALSE(run_op(ir::OpKind::kClip, 13, {&f, &f}).status.ok());         // non-scalar min
   Tensor scale = make<float>(DataType::kFloat32, {3}, {1, 1, 1});
-  EXPECT_FALSE(run_op(ir::OpKind::kQuantizeLinear, 13, {&a, &scale}, {{"axis", int_attr(5)}}).status.ok());
-  EXPECT_FALSE(run_op(ir::OpKind::kQuantizeLinear, 13, {&a, &scale}, {{"axis", int_attr(0)}}).status.ok());
-  ir::Attribute to = int_attr(8);  // STRING
+  EXPECT_FALSE(run_op(ir::OpKind::kQuantizeLinear, 13, {&a, &scale}, {{"axis", ir::Attribute::of_int(5)}}).status.ok());
+  EXPECT_FALSE(run_op(ir::OpKind::kQuantizeLinear, 13, {&a, &scale}, {{"axis", ir::Attribute::of_int(0)}}).status.ok());
+  ir::Attribute to = ir::Attribute::of_int(8);  // STRING
   EXPECT_EQ(run_op(ir::OpKind::kCast, 13, {&f}, {{"to", to}}).status.code(), StatusCode::kUnsupported);
   EXPECT_FALSE(run_op(ir::OpKind::kPRelu, 9, {&a, &b}).status.ok());
 }

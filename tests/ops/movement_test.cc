@@ -43,24 +43,6 @@ NodeRun run(ir::OpKind op, int opset, const std::vector<Tensor>& inputs, int num
   return r;
 }
 
-ir::Attribute ints(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-ir::Attribute int_attr(int64_t v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute str(std::string s) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kString;
-  a.s = std::move(s);
-  return a;
-}
 
 Tensor i64(std::vector<int64_t> v) {
   Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
@@ -79,7 +61,7 @@ Tensor random_f32(Shape s, uint32_t seed) {
 
 TEST(MovementKernels, TransposeMatchesNaiveIndexing) {
   const Tensor x = random_f32({2, 3, 4, 5}, 1);
-  NodeRun r = run(ir::OpKind::kTranspose, 13, {x}, 1, {{"perm", ints({2, 0, 3, 1})}});
+  NodeRun r = run(ir::OpKind::kTranspose, 13, {x}, 1, {{"perm", ir::Attribute::of_ints({2, 0, 3, 1})}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   const Tensor& y = r.outputs[0];
   ASSERT_EQ(y.shape(), (Shape{4, 2, 5, 3}));
@@ -115,7 +97,7 @@ TEST(MovementKernels, SliceNegativeStepsAndClamping) {
 TEST(MovementKernels, PadReflectWrapsSeveralPeriods) {
   Tensor x(DataType::kInt32, {3});
   for (int i = 0; i < 3; ++i) x.data<int32_t>()[i] = i + 1;
-  NodeRun r = run(ir::OpKind::kPad, 13, {x, i64({5, 1})}, 1, {{"mode", str("reflect")}});
+  NodeRun r = run(ir::OpKind::kPad, 13, {x, i64({5, 1})}, 1, {{"mode", ir::Attribute::of_string("reflect")}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   const std::vector<int32_t> want = {2, 1, 2, 3, 2, 1, 2, 3, 2};  // numpy.pad(..., 'reflect')
   ASSERT_EQ(r.outputs[0].numel(), 9);
@@ -124,7 +106,7 @@ TEST(MovementKernels, PadReflectWrapsSeveralPeriods) {
 
 TEST(MovementKernels, SplitNumOutputsGivesSmallerLastChunk) {
   const Tensor x = random_f32({2, 7}, 3);
-  NodeRun r = run(ir::OpKind::kSplit, 18, {x}, 3, {{"axis", int_attr(1)}, {"num_outputs", int_attr(3)}});
+  NodeRun r = run(ir::OpKind::kSplit, 18, {x}, 3, {{"axis", ir::Attribute::of_int(1)}, {"num_outputs", ir::Attribute::of_int(3)}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   EXPECT_EQ(r.outputs[0].shape(), (Shape{2, 3}));
   EXPECT_EQ(r.outputs[1].shape(), (Shape{2, 3}));
@@ -144,7 +126,7 @@ TEST(MovementKernels, ScatterNDReducesIntsInIndexOrder) {
   upd.data<int32_t>()[0] = 5;
   upd.data<int32_t>()[1] = 7;
   upd.data<int32_t>()[2] = -2;
-  NodeRun r = run(ir::OpKind::kScatterND, 16, {data, idx, upd}, 1, {{"reduction", str("mul")}});
+  NodeRun r = run(ir::OpKind::kScatterND, 16, {data, idx, upd}, 1, {{"reduction", ir::Attribute::of_string("mul")}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   const std::vector<int32_t> want = {10, 11 * 5 * -2, 12, 13 * 7};
   for (int i = 0; i < 4; ++i) EXPECT_EQ(r.outputs[0].data<int32_t>()[i], want[i]);
@@ -159,7 +141,7 @@ TEST(MovementKernels, ResizeNearestAsymmetricFloorOnUint8) {
   const float s[] = {1, 1, 2, 2};
   std::copy(s, s + 4, scales.data<float>());
   NodeRun r = run(ir::OpKind::kResize, 11, {x, roi, scales}, 1,
-                  {{"coordinate_transformation_mode", str("asymmetric")}, {"nearest_mode", str("floor")}});
+                  {{"coordinate_transformation_mode", ir::Attribute::of_string("asymmetric")}, {"nearest_mode", ir::Attribute::of_string("floor")}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   ASSERT_EQ(r.outputs[0].shape(), (Shape{1, 1, 4, 6}));
   for (int i = 0; i < 4; ++i)
@@ -185,7 +167,7 @@ TEST(MovementKernels, GatherNDWithBatchDims) {
   Tensor idx(DataType::kInt64, {2, 2, 1});
   const int64_t iv[] = {2, 0, 1, 2};
   std::copy(iv, iv + 4, idx.data<int64_t>());
-  NodeRun r = run(ir::OpKind::kGatherND, 13, {x, idx}, 1, {{"batch_dims", int_attr(1)}});
+  NodeRun r = run(ir::OpKind::kGatherND, 13, {x, idx}, 1, {{"batch_dims", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
   ASSERT_EQ(r.outputs[0].shape(), (Shape{2, 2, 4}));
   for (int b = 0; b < 2; ++b)
@@ -198,18 +180,18 @@ TEST(MovementKernels, BadInputsFailCleanly) {
   const Tensor x = random_f32({2, 3}, 5);
   Tensor idx(DataType::kInt64, {1});
   idx.data<int64_t>()[0] = 3;  // axis 1 has 3 entries: out of range
-  NodeRun g = run(ir::OpKind::kGather, 13, {x, idx}, 1, {{"axis", int_attr(1)}});
+  NodeRun g = run(ir::OpKind::kGather, 13, {x, idx}, 1, {{"axis", ir::Attribute::of_int(1)}});
   EXPECT_EQ(g.status.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(g.status.message().find("node 'n0' (Gather)"), std::string::npos) << g.status.message();
 
   EXPECT_EQ(run(ir::OpKind::kReshape, 13, {x, i64({4, -1})}, 1).status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(run(ir::OpKind::kTranspose, 13, {x}, 1, {{"perm", ints({0, 0})}}).status.code(),
+  EXPECT_EQ(run(ir::OpKind::kTranspose, 13, {x}, 1, {{"perm", ir::Attribute::of_ints({0, 0})}}).status.code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(run(ir::OpKind::kSlice, 13, {x, i64({0}), i64({2}), i64({0}), i64({0})}, 1).status.code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(run(ir::OpKind::kConcat, 13, {x, random_f32({2}, 6)}, 1, {{"axis", int_attr(0)}}).status.code(),
+  EXPECT_EQ(run(ir::OpKind::kConcat, 13, {x, random_f32({2}, 6)}, 1, {{"axis", ir::Attribute::of_int(0)}}).status.code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(run(ir::OpKind::kSplit, 13, {x, i64({1, 1})}, 2, {{"axis", int_attr(1)}}).status.code(),
+  EXPECT_EQ(run(ir::OpKind::kSplit, 13, {x, i64({1, 1})}, 2, {{"axis", ir::Attribute::of_int(1)}}).status.code(),
             StatusCode::kInvalidArgument);
   // A missing required input and a hostile output shape are errors, not crashes.
   EXPECT_EQ(run(ir::OpKind::kGather, 13, {x}, 1).status.code(), StatusCode::kInvalidArgument);

@@ -17,24 +17,6 @@ namespace {
 
 using Attrs = std::map<std::string, ir::Attribute>;
 
-ir::Attribute ints(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-ir::Attribute int1(int64_t v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute str(std::string s) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kString;
-  a.s = std::move(s);
-  return a;
-}
 
 StatusOr<std::vector<Tensor>> run_op(ir::OpKind op, int opset, const std::vector<Tensor>& inputs, Attrs attrs = {},
                                      int n_out = 1) {
@@ -107,7 +89,7 @@ std::vector<double> naive_conv2d(const Tensor& x, const Tensor& w, const Tensor*
 TEST(NnConv, GroupsDilationStridesAsymmetricPadsMatchNaive) {
   const Tensor x = random_tensor({2, 6, 9, 11}, 1), w = random_tensor({4, 3, 3, 2}, 2), b = random_tensor({4}, 3);
   auto r = run_op(ir::OpKind::kConv, 11, {x, w, b},
-                  {{"group", int1(2)}, {"strides", ints({2, 1})}, {"dilations", ints({1, 3})}, {"pads", ints({1, 0, 2, 2})}});
+                  {{"group", ir::Attribute::of_int(2)}, {"strides", ir::Attribute::of_ints({2, 1})}, {"dilations", ir::Attribute::of_ints({1, 3})}, {"pads", ir::Attribute::of_ints({1, 0, 2, 2})}});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const int64_t oh = (9 + 3 - 3) / 2 + 1, ow = (11 + 2 - 4) / 1 + 1;
   ASSERT_EQ((*r)[0].shape(), (Shape{2, 4, oh, ow}));
@@ -118,7 +100,7 @@ TEST(NnConv, DepthwiseAndPointwisePathsMatchNaive) {
   const Tensor x = random_tensor({1, 4, 7, 7}, 4);
   const Tensor wd = random_tensor({8, 1, 3, 3}, 5);  // depthwise, channel multiplier 2
   auto r = run_op(ir::OpKind::kConv, 11, {x, wd, Tensor()},
-                  {{"group", int1(4)}, {"auto_pad", str("SAME_UPPER")}, {"strides", ints({2, 2})}});
+                  {{"group", ir::Attribute::of_int(4)}, {"auto_pad", ir::Attribute::of_string("SAME_UPPER")}, {"strides", ir::Attribute::of_ints({2, 2})}});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   // SAME_UPPER, stride 2 on 7: out 4, total pad 2 -> 1 before, 1 after.
   expect_close((*r)[0], naive_conv2d(x, wd, nullptr, 4, 2, 2, 1, 1, 1, 1, 4, 4));
@@ -132,7 +114,7 @@ TEST(NnConv, Float16ComputesInFloat32) {
   const Tensor x = random_tensor({1, 2, 5, 5}, 7), w = random_tensor({3, 2, 3, 3}, 8);
   auto xh = cast_tensor(x, DataType::kFloat16), wh = cast_tensor(w, DataType::kFloat16);
   ASSERT_TRUE(xh.ok() && wh.ok());
-  auto r = run_op(ir::OpKind::kConv, 11, {*xh, *wh}, {{"pads", ints({1, 1, 1, 1})}});
+  auto r = run_op(ir::OpKind::kConv, 11, {*xh, *wh}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ((*r)[0].dtype(), DataType::kFloat16);
   auto xr = cast_tensor(*xh, DataType::kFloat32), wr = cast_tensor(*wh, DataType::kFloat32);
@@ -142,8 +124,8 @@ TEST(NnConv, Float16ComputesInFloat32) {
 TEST(NnConvTranspose, GroupsStridesDilationOutputPaddingMatchNaive) {
   const Tensor x = random_tensor({1, 4, 3, 4}, 9), w = random_tensor({4, 3, 2, 3}, 10);  // C=4, M/g=3, g=2
   auto r = run_op(ir::OpKind::kConvTranspose, 11, {x, w},
-                  {{"group", int1(2)}, {"strides", ints({2, 3})}, {"dilations", ints({2, 1})},
-                   {"pads", ints({1, 0, 0, 1})}, {"output_padding", ints({1, 0})}});
+                  {{"group", ir::Attribute::of_int(2)}, {"strides", ir::Attribute::of_ints({2, 3})}, {"dilations", ir::Attribute::of_ints({2, 1})},
+                   {"pads", ir::Attribute::of_ints({1, 0, 0, 1})}, {"output_padding", ir::Attribute::of_ints({1, 0})}});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const int64_t oh = 2 * 2 + 1 + (2 - 1) * 2 + 1 - 1, ow = 3 * 3 + 0 + 3 - 1;
   ASSERT_EQ((*r)[0].shape(), (Shape{1, 6, oh, ow}));
@@ -202,7 +184,7 @@ TEST(NnGemm, TransposesAlphaBetaAndRowBroadcastC) {
   alpha.f = 0.5f;
   beta.f = 2.0f;
   auto r = run_op(ir::OpKind::kGemm, 13, {a, b, c},
-                  {{"transA", int1(1)}, {"transB", int1(1)}, {"alpha", alpha}, {"beta", beta}});
+                  {{"transA", ir::Attribute::of_int(1)}, {"transB", ir::Attribute::of_int(1)}, {"alpha", alpha}, {"beta", beta}});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   std::vector<double> y;
   for (int i = 0; i < 3; ++i)
@@ -225,7 +207,7 @@ TEST(NnSoftmax, LegacyOpsetCoercesTo2D) {
     for (int i = 0; i < 12; ++i) want.push_back(std::exp(x.data<float>()[row * 12 + i]) / s);
   }
   expect_close((*r)[0], want);
-  auto r13 = run_op(ir::OpKind::kSoftmax, 13, {x}, {{"axis", int1(1)}});  // along dim 1 only
+  auto r13 = run_op(ir::OpKind::kSoftmax, 13, {x}, {{"axis", ir::Attribute::of_int(1)}});  // along dim 1 only
   ASSERT_TRUE(r13.ok());
   const std::vector<double> g = tensor_to_doubles((*r13)[0]);
   EXPECT_NEAR(g[0] + g[4] + g[8], 1.0, 1e-5);
@@ -233,7 +215,7 @@ TEST(NnSoftmax, LegacyOpsetCoercesTo2D) {
 
 TEST(NnEinsum, EllipsisBroadcastDiagonalAndImplicitOutput) {
   const Tensor a = random_tensor({2, 3, 4}, 18), b = random_tensor({1, 4, 2}, 19);
-  ir::Attribute eq = str("...ij,...jk->...ik");
+  ir::Attribute eq = ir::Attribute::of_string("...ij,...jk->...ik");
   auto r = run_op(ir::OpKind::kEinsum, 12, {a, b}, {{"equation", eq}});
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   ASSERT_EQ((*r)[0].shape(), (Shape{2, 3, 2}));
@@ -248,7 +230,7 @@ TEST(NnEinsum, EllipsisBroadcastDiagonalAndImplicitOutput) {
   expect_close((*r)[0], y);
   // Implicit output of "ii,ij" is "j": sum_i A[i,i] * B[i,j].
   const Tensor m = random_tensor({3, 3}, 20), n = random_tensor({3, 5}, 21);
-  auto d = run_op(ir::OpKind::kEinsum, 12, {m, n}, {{"equation", str("ii,ij")}});
+  auto d = run_op(ir::OpKind::kEinsum, 12, {m, n}, {{"equation", ir::Attribute::of_string("ii,ij")}});
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   ASSERT_EQ((*d)[0].shape(), (Shape{5}));
   std::vector<double> want(5, 0);
@@ -260,13 +242,13 @@ TEST(NnEinsum, EllipsisBroadcastDiagonalAndImplicitOutput) {
 TEST(NnPool, MaxPoolIndicesAndAveragePoolCountIncludePad) {
   Tensor x(DataType::kFloat32, {1, 1, 3, 3});
   for (int i = 0; i < 9; ++i) x.data<float>()[i] = static_cast<float>((i * 5) % 9);  // 0 5 1 / 6 2 7 / 3 8 4
-  auto mp = run_op(ir::OpKind::kMaxPool, 12, {x}, {{"kernel_shape", ints({2, 2})}, {"storage_order", int1(1)}}, 2);
+  auto mp = run_op(ir::OpKind::kMaxPool, 12, {x}, {{"kernel_shape", ir::Attribute::of_ints({2, 2})}, {"storage_order", ir::Attribute::of_int(1)}}, 2);
   ASSERT_TRUE(mp.ok()) << mp.status().to_string();
   expect_close((*mp)[0], {6, 7, 8, 8});
   // Column-major indices: (1,0) -> 1, (1,2) -> 7, (2,1) -> 5.
   EXPECT_EQ(tensor_to_doubles((*mp)[1]), (std::vector<double>{1, 7, 5, 5}));
   auto ap = run_op(ir::OpKind::kAveragePool, 11, {x},
-                   {{"kernel_shape", ints({2, 2})}, {"pads", ints({1, 1, 0, 0})}, {"count_include_pad", int1(1)}});
+                   {{"kernel_shape", ir::Attribute::of_ints({2, 2})}, {"pads", ir::Attribute::of_ints({1, 1, 0, 0})}, {"count_include_pad", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(ap.ok());
   expect_close((*ap)[0], {0 / 4.0, 5 / 4.0, 6 / 4.0, 6 / 4.0, 13 / 4.0, 15 / 4.0, 9 / 4.0, 19 / 4.0, 21 / 4.0});
 }
@@ -279,18 +261,18 @@ TEST(NnErrors, BadInputsGiveCleanErrors) {
   EXPECT_NE(r.status().message().find("node 't'"), std::string::npos);
   auto m = run_op(ir::OpKind::kMatMul, 13, {random_tensor({2, 3}, 24), random_tensor({4, 2}, 25)});
   EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument);
-  auto e = run_op(ir::OpKind::kEinsum, 12, {random_tensor({2, 3}, 26)}, {{"equation", str("ijk->i")}});
+  auto e = run_op(ir::OpKind::kEinsum, 12, {random_tensor({2, 3}, 26)}, {{"equation", ir::Attribute::of_string("ijk->i")}});
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
-  auto p = run_op(ir::OpKind::kMaxPool, 12, {random_tensor({1, 1, 2, 2}, 27)}, {{"kernel_shape", ints({5, 5})}});
+  auto p = run_op(ir::OpKind::kMaxPool, 12, {random_tensor({1, 1, 2, 2}, 27)}, {{"kernel_shape", ir::Attribute::of_ints({5, 5})}});
   EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
-  auto s = run_op(ir::OpKind::kSoftmax, 13, {random_tensor({2, 3}, 28)}, {{"axis", int1(2)}});
+  auto s = run_op(ir::OpKind::kSoftmax, 13, {random_tensor({2, 3}, 28)}, {{"axis", ir::Attribute::of_int(2)}});
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
 }
 
 // Timing check (run with --gtest_also_run_disabled_tests): ResNet's 1x64x56x56 3x3 -> 64 conv.
 TEST(NnPerf, DISABLED_Conv3x3Gflops) {
   const Tensor x = random_tensor({1, 64, 56, 56}, 29), w = random_tensor({64, 64, 3, 3}, 30);
-  const Attrs attrs{{"pads", ints({1, 1, 1, 1})}};
+  const Attrs attrs{{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}};
   ASSERT_TRUE(run_op(ir::OpKind::kConv, 11, {x, w}, attrs).ok());
   const int reps = 20;
   const auto t0 = std::chrono::steady_clock::now();
@@ -324,7 +306,7 @@ TEST(NnPerf, DISABLED_ResNet101Convs) {
   for (const Layer& l : layers) {
     const Tensor x = random_tensor({1, l.c, l.hw, l.hw}, 31), w = random_tensor({l.m, l.c, l.k, l.k}, 32);
     const int64_t p = l.k / 2;
-    const Attrs attrs{{"pads", ints({p, p, p, p})}, {"strides", ints({l.s, l.s})}};
+    const Attrs attrs{{"pads", ir::Attribute::of_ints({p, p, p, p})}, {"strides", ir::Attribute::of_ints({l.s, l.s})}};
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < l.count; ++i) {
       auto r = run_op(ir::OpKind::kConv, 11, {x, w}, attrs);

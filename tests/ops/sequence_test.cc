@@ -12,18 +12,6 @@
 namespace kiln {
 namespace {
 
-ir::Attribute int_attr(int64_t v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-ir::Attribute ints_attr(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
 
 // Runs one node; an undefined Tensor in `inputs` is an omitted optional input. Graph inputs
 // get the value kind of what is fed to them.
@@ -69,7 +57,7 @@ float first_value(const Tensor& t) { return t.data<float>()[0]; }
 
 TEST(Sequence, SplitThenConcatRoundTripsAndMatchesNaiveSlices) {
   const Tensor x = random_floats({2, 6, 3}, 7);
-  auto seq = run_node(ir::OpKind::kSplitToSequence, 11, {x, int64s({3}, {1, 3, 2})}, 1, {{"axis", int_attr(1)}});
+  auto seq = run_node(ir::OpKind::kSplitToSequence, 11, {x, int64s({3}, {1, 3, 2})}, 1, {{"axis", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(seq.ok()) << seq.status().to_string();
   const Tensor& s = (*seq)[0];
   ASSERT_TRUE(s.is_sequence());
@@ -83,22 +71,22 @@ TEST(Sequence, SplitThenConcatRoundTripsAndMatchesNaiveSlices) {
         for (int64_t c = 0; c < 3; ++c)
           EXPECT_EQ(piece.data<float>()[(a * lens[k] + b) * 3 + c], x.data<float>()[(a * 6 + begins[k] + b) * 3 + c]);
   }
-  auto back = run_node(ir::OpKind::kConcatFromSequence, 11, {s}, 1, {{"axis", int_attr(-2)}});
+  auto back = run_node(ir::OpKind::kConcatFromSequence, 11, {s}, 1, {{"axis", ir::Attribute::of_int(-2)}});
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_TRUE((*back)[0].bit_equal(x));
 }
 
 TEST(Sequence, SplitWithoutSplitDropsAxisAndConcatNewAxisStacks) {
   const Tensor x = random_floats({3, 4}, 11);
-  auto seq = run_node(ir::OpKind::kSplitToSequence, 11, {x}, 1, {{"axis", int_attr(1)}, {"keepdims", int_attr(0)}});
+  auto seq = run_node(ir::OpKind::kSplitToSequence, 11, {x}, 1, {{"axis", ir::Attribute::of_int(1)}, {"keepdims", ir::Attribute::of_int(0)}});
   ASSERT_TRUE(seq.ok()) << seq.status().to_string();
   ASSERT_EQ((*seq)[0].items().size(), 4u);
   EXPECT_EQ((*seq)[0].items()[2].shape(), (Shape{3}));
   // Stacking the columns along a new axis 1 rebuilds x; along axis 0 it gives x transposed.
-  auto same = run_node(ir::OpKind::kConcatFromSequence, 11, {(*seq)[0]}, 1, {{"axis", int_attr(1)}, {"new_axis", int_attr(1)}});
+  auto same = run_node(ir::OpKind::kConcatFromSequence, 11, {(*seq)[0]}, 1, {{"axis", ir::Attribute::of_int(1)}, {"new_axis", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(same.ok()) << same.status().to_string();
   EXPECT_TRUE((*same)[0].bit_equal(x));
-  auto tr = run_node(ir::OpKind::kConcatFromSequence, 11, {(*seq)[0]}, 1, {{"axis", int_attr(0)}, {"new_axis", int_attr(1)}});
+  auto tr = run_node(ir::OpKind::kConcatFromSequence, 11, {(*seq)[0]}, 1, {{"axis", ir::Attribute::of_int(0)}, {"new_axis", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(tr.ok()) << tr.status().to_string();
   ASSERT_EQ((*tr)[0].shape(), (Shape{4, 3}));
   for (int i = 0; i < 3; ++i)
@@ -174,9 +162,9 @@ TEST(Sequence, OptionalWrapsAndReportsEmptiness) {
 TEST(TfIdfVectorizer, WeightsAndSkipGrams) {
   // Pool: unigrams {2, 3} -> bins 0, 1; bigrams {(2,3), (3,5)} -> bins 2, 3.
   std::map<std::string, ir::Attribute> attrs = {
-      {"min_gram_length", int_attr(1)}, {"max_gram_length", int_attr(2)}, {"max_skip_count", int_attr(1)},
-      {"ngram_counts", ints_attr({0, 2})}, {"ngram_indexes", ints_attr({0, 1, 2, 3})},
-      {"pool_int64s", ints_attr({2, 3, 2, 3, 3, 5})}};
+      {"min_gram_length", ir::Attribute::of_int(1)}, {"max_gram_length", ir::Attribute::of_int(2)}, {"max_skip_count", ir::Attribute::of_int(1)},
+      {"ngram_counts", ir::Attribute::of_ints({0, 2})}, {"ngram_indexes", ir::Attribute::of_ints({0, 1, 2, 3})},
+      {"pool_int64s", ir::Attribute::of_ints({2, 3, 2, 3, 3, 5})}};
   ir::Attribute mode;
   mode.kind = ir::Attribute::Kind::kString;
   mode.s = "TF";
@@ -213,9 +201,9 @@ TEST(Sequence, BadInputsFailCleanly) {
   ASSERT_FALSE(at.ok());
   EXPECT_NE(at.status().message().find("out of range"), std::string::npos) << at.status().to_string();
   // Concatenation along axis 0 needs equal extents elsewhere (3 vs 4).
-  auto cat = run_node(ir::OpKind::kConcatFromSequence, 11, {seq}, 1, {{"axis", int_attr(0)}});
+  auto cat = run_node(ir::OpKind::kConcatFromSequence, 11, {seq}, 1, {{"axis", ir::Attribute::of_int(0)}});
   EXPECT_FALSE(cat.ok());
-  auto cat_ok = run_node(ir::OpKind::kConcatFromSequence, 11, {seq}, 1, {{"axis", int_attr(1)}});
+  auto cat_ok = run_node(ir::OpKind::kConcatFromSequence, 11, {seq}, 1, {{"axis", ir::Attribute::of_int(1)}});
   ASSERT_TRUE(cat_ok.ok()) << cat_ok.status().to_string();
   EXPECT_EQ((*cat_ok)[0].shape(), (Shape{2, 7}));
   // A sequence fed to a tensor op is rejected by the interpreter, not misread.

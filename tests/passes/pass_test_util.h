@@ -59,13 +59,6 @@ struct TinyGraph {
   }
 };
 
-inline ir::Attribute ints_attr(std::vector<int64_t> v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
 // Max |a - b| / max |a| over all outputs.
 inline double relative_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   double num = 0, den = 0;

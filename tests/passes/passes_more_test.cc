@@ -8,26 +8,8 @@ namespace {
 
 using ir::OpKind;
 
-ir::Attribute int_attr(int64_t v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
 
-ir::Attribute float_attr(float v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
 
-ir::Attribute string_attr(const std::string& v) {
-  ir::Attribute a;
-  a.kind = ir::Attribute::Kind::kString;
-  a.s = v;
-  return a;
-}
 
 Tensor int64_tensor(const std::vector<int64_t>& v) {
   Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
@@ -78,8 +60,8 @@ TEST(PassesMore, CseMergesTwinLayersAndEqualConstants) {
 TEST(PassesMore, CseKeepsLayersWithDifferentAttributesOrConstants) {
   TinyGraph t;
   auto x = t.input("x", {2, 3});
-  auto a = t.node(OpKind::kLeakyRelu, "lr_a", {x}, {2, 3}, {{"alpha", float_attr(0.1f)}});
-  auto b = t.node(OpKind::kLeakyRelu, "lr_b", {x}, {2, 3}, {{"alpha", float_attr(0.2f)}});
+  auto a = t.node(OpKind::kLeakyRelu, "lr_a", {x}, {2, 3}, {{"alpha", ir::Attribute::of_float(0.1f)}});
+  auto b = t.node(OpKind::kLeakyRelu, "lr_b", {x}, {2, 3}, {{"alpha", ir::Attribute::of_float(0.2f)}});
   auto c1 = t.constant("c1", random_tensor({3}, 3));
   auto c2 = t.constant("c2", random_tensor({3}, 4));
   auto m1 = t.node(OpKind::kMul, "mul_a", {a, c1}, {2, 3});
@@ -96,8 +78,8 @@ TEST(PassesMore, CseKeepsLayersWithDifferentAttributesOrConstants) {
 TEST(PassesMore, TransposePairCancels) {
   TinyGraph t;
   auto x = t.input("x", {1, 2, 3, 4});
-  auto a = t.node(OpKind::kTranspose, "to_nhwc", {x}, {1, 3, 4, 2}, {{"perm", ints_attr({0, 2, 3, 1})}});
-  auto b = t.node(OpKind::kTranspose, "to_nchw", {a}, {1, 2, 3, 4}, {{"perm", ints_attr({0, 3, 1, 2})}});
+  auto a = t.node(OpKind::kTranspose, "to_nhwc", {x}, {1, 3, 4, 2}, {{"perm", ir::Attribute::of_ints({0, 2, 3, 1})}});
+  auto b = t.node(OpKind::kTranspose, "to_nchw", {a}, {1, 2, 3, 4}, {{"perm", ir::Attribute::of_ints({0, 3, 1, 2})}});
   auto y = t.node(OpKind::kRelu, "relu", {b}, {1, 2, 3, 4});
   t.g.outputs = {y};
   ir::Graph opt = check_pass(t.g, then_clean<passes::cancel_transpose_reshape>, {random_tensor({1, 2, 3, 4}, 6)});
@@ -108,8 +90,8 @@ TEST(PassesMore, TransposePairCancels) {
 TEST(PassesMore, TransposePairComposesIntoOne) {
   TinyGraph t;
   auto x = t.input("x", {2, 3, 4});
-  auto a = t.node(OpKind::kTranspose, "t1", {x}, {3, 2, 4}, {{"perm", ints_attr({1, 0, 2})}});
-  auto y = t.node(OpKind::kTranspose, "t2", {a}, {3, 4, 2}, {{"perm", ints_attr({0, 2, 1})}});
+  auto a = t.node(OpKind::kTranspose, "t1", {x}, {3, 2, 4}, {{"perm", ir::Attribute::of_ints({1, 0, 2})}});
+  auto y = t.node(OpKind::kTranspose, "t2", {a}, {3, 4, 2}, {{"perm", ir::Attribute::of_ints({0, 2, 1})}});
   t.g.outputs = {y};
   ir::Graph opt = check_pass(t.g, then_clean<passes::cancel_transpose_reshape>, {random_tensor({2, 3, 4}, 7)});
   ASSERT_EQ(count_op(opt, OpKind::kTranspose), 1);
@@ -119,7 +101,7 @@ TEST(PassesMore, TransposePairComposesIntoOne) {
 TEST(PassesMore, ReshapeChainsCollapseAndNoOpReshapesGo) {
   TinyGraph t;
   auto x = t.input("x", {2, 3, 4});
-  auto f = t.node(OpKind::kFlatten, "flatten", {x}, {2, 12}, {{"axis", int_attr(1)}});
+  auto f = t.node(OpKind::kFlatten, "flatten", {x}, {2, 12}, {{"axis", ir::Attribute::of_int(1)}});
   auto s1 = t.constant("s1", int64_tensor({4, -1}));
   auto r = t.node(OpKind::kReshape, "reshape", {f, s1}, {4, 6});
   auto y = t.node(OpKind::kRelu, "relu", {r}, {4, 6});
@@ -189,7 +171,7 @@ TEST(PassesMore, ZeroPadFoldsIntoConvPads) {
   auto pads = t.constant("pads", int64_tensor({0, 0, 1, 2, 0, 0, 2, 1}));
   auto p = t.node(OpKind::kPad, "pad", {x, pads}, {1, 2, 8, 8});
   auto w = t.constant("w", random_tensor({3, 2, 3, 3}, 18));
-  auto y = t.node(OpKind::kConv, "conv", {p, w}, {1, 3, 8, 8}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  auto y = t.node(OpKind::kConv, "conv", {p, w}, {1, 3, 8, 8}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
   t.g.outputs = {y};
   ir::Graph opt = check_pass(t.g, passes::fold_pad_into_conv, {random_tensor({1, 2, 5, 5}, 19)});
   EXPECT_EQ(count_op(opt, OpKind::kPad), 0);
@@ -202,7 +184,7 @@ TEST(PassesMore, ZeroPadFoldsIntoConvPads) {
 TEST(PassesMore, ZeroPadAttributeFormFoldsIntoConv) {
   TinyGraph t;
   auto x = t.input("x", {1, 2, 5, 5});
-  auto p = t.node(OpKind::kPad, "pad", {x}, {1, 2, 7, 6}, {{"pads", ints_attr({0, 0, 1, 0, 0, 0, 1, 1})}});
+  auto p = t.node(OpKind::kPad, "pad", {x}, {1, 2, 7, 6}, {{"pads", ir::Attribute::of_ints({0, 0, 1, 0, 0, 0, 1, 1})}});
   producer(t.g, p).opset = 2;  // pads as an attribute (ONNX Pad before version 11)
   auto w = t.constant("w", random_tensor({3, 2, 3, 3}, 20));
   auto y = t.node(OpKind::kConv, "conv", {p, w}, {1, 3, 5, 4});
@@ -220,7 +202,7 @@ TEST(PassesMore, PadNotFoldedWhenReflectNonzeroOrOnChannels) {
   auto spatial = t.constant("spatial", int64_tensor({0, 0, 1, 1, 0, 0, 1, 1}));
   auto channels = t.constant("channels", int64_tensor({0, 1, 1, 1, 0, 1, 1, 1}));
   auto one = t.constant("one", Tensor::scalar<float>(DataType::kFloat32, 1.f));
-  auto p1 = t.node(OpKind::kPad, "reflect", {x, spatial}, {1, 2, 7, 7}, {{"mode", string_attr("reflect")}});
+  auto p1 = t.node(OpKind::kPad, "reflect", {x, spatial}, {1, 2, 7, 7}, {{"mode", ir::Attribute::of_string("reflect")}});
   auto y1 = t.node(OpKind::kConv, "conv1", {p1, w}, {1, 3, 5, 5});
   auto p2 = t.node(OpKind::kPad, "ones", {x, spatial, one}, {1, 2, 7, 7});
   auto y2 = t.node(OpKind::kConv, "conv2", {p2, w}, {1, 3, 5, 5});
@@ -236,7 +218,7 @@ TEST(PassesMore, PadNotFoldedWhenReflectNonzeroOrOnChannels) {
 TEST(PassesMore, SpatialReduceMeanBecomesGlobalAveragePool) {
   TinyGraph t;
   auto x = t.input("x", {2, 3, 4, 5});
-  auto y1 = t.node(OpKind::kReduceMean, "mean_attr", {x}, {2, 3, 1, 1}, {{"axes", ints_attr({2, 3})}});
+  auto y1 = t.node(OpKind::kReduceMean, "mean_attr", {x}, {2, 3, 1, 1}, {{"axes", ir::Attribute::of_ints({2, 3})}});
   auto axes = t.constant("axes", int64_tensor({-1, -2}));
   auto y2 = t.node(OpKind::kReduceMean, "mean_input", {x, axes}, {2, 3, 1, 1});
   producer(t.g, y2).opset = 18;  // axes as an input
@@ -255,7 +237,7 @@ Status reduce_mean_level3(ir::Graph& g, const passes::PassOptions&) {
 TEST(PassesMore, ReduceMeanWithoutKeepdimsNeedsLevel3) {
   TinyGraph t;
   auto x = t.input("x", {2, 3, 4, 5});
-  auto y = t.node(OpKind::kReduceMean, "mean", {x}, {2, 3}, {{"axes", ints_attr({2, 3})}, {"keepdims", int_attr(0)}});
+  auto y = t.node(OpKind::kReduceMean, "mean", {x}, {2, 3}, {{"axes", ir::Attribute::of_ints({2, 3})}, {"keepdims", ir::Attribute::of_int(0)}});
   t.g.outputs = {y};
   const std::string out_name = t.g.value(y).name;
   ir::Graph at2 = check_pass(t.g, passes::reduce_mean_to_global_pool, {random_tensor({2, 3, 4, 5}, 26)});
@@ -269,7 +251,7 @@ TEST(PassesMore, ReduceMeanWithoutKeepdimsNeedsLevel3) {
 TEST(PassesMore, ReduceMeanOverOtherAxesStays) {
   TinyGraph t;
   auto x = t.input("x", {2, 3, 4, 5});
-  auto y = t.node(OpKind::kReduceMean, "mean", {x}, {2, 1, 1, 5}, {{"axes", ints_attr({1, 2})}});
+  auto y = t.node(OpKind::kReduceMean, "mean", {x}, {2, 1, 1, 5}, {{"axes", ir::Attribute::of_ints({1, 2})}});
   t.g.outputs = {y};
   ir::Graph opt = check_pass(t.g, passes::reduce_mean_to_global_pool, {random_tensor({2, 3, 4, 5}, 27)});
   EXPECT_EQ(count_op(opt, OpKind::kReduceMean), 1);

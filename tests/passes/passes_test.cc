@@ -39,7 +39,7 @@ TEST(Passes, FoldBatchNormIntoConv) {
   auto x = t.input("x", {1, 3, 8, 8});
   auto w = t.constant("w", random_tensor({4, 3, 3, 3}, 5));
   auto b = t.constant("b", random_tensor({4}, 6));
-  auto conv = t.node(OpKind::kConv, "conv", {x, w, b}, {1, 4, 8, 8}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  auto conv = t.node(OpKind::kConv, "conv", {x, w, b}, {1, 4, 8, 8}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
   auto gamma = t.constant("gamma", random_tensor({4}, 7, 0.5f, 1.5f));
   auto beta = t.constant("beta", random_tensor({4}, 8));
   auto mean = t.constant("mean", random_tensor({4}, 9));
@@ -56,7 +56,7 @@ TEST(Passes, FuseConvResidualAddRelu) {
   TinyGraph t;
   auto x = t.input("x", {1, 4, 6, 6});
   auto w = t.constant("w", random_tensor({4, 4, 3, 3}, 12));
-  auto conv = t.node(OpKind::kConv, "conv", {x, w}, {1, 4, 6, 6}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  auto conv = t.node(OpKind::kConv, "conv", {x, w}, {1, 4, 6, 6}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
   auto add = t.node(OpKind::kAdd, "add", {conv, x}, {1, 4, 6, 6});
   auto y = t.node(OpKind::kRelu, "relu", {add}, {1, 4, 6, 6});
   t.g.outputs = {y};
@@ -72,7 +72,7 @@ TEST(Passes, ConvEpilogueNotFusedWhenResidualBroadcasts) {
   auto x = t.input("x", {1, 4, 6, 6});
   auto bias = t.input("bias", {1, 4, 1, 1});
   auto w = t.constant("w", random_tensor({4, 4, 3, 3}, 14));
-  auto conv = t.node(OpKind::kConv, "conv", {x, w}, {1, 4, 6, 6}, {{"pads", ints_attr({1, 1, 1, 1})}});
+  auto conv = t.node(OpKind::kConv, "conv", {x, w}, {1, 4, 6, 6}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
   auto add = t.node(OpKind::kAdd, "add", {conv, bias}, {1, 4, 6, 6});
   t.g.outputs = {add};
   ir::Graph opt = check_pass(t.g, passes::fuse_conv_epilogue,

@@ -20,10 +20,10 @@ struct LayerNormGraph {
     Shape rs = xs;
     rs[axis < 0 ? axis + 3 : axis] = 1;
     x = t.input("x", xs);
-    auto mean = t.node(OpKind::kReduceMean, "mean", {x}, rs, {{"axes", ints_attr({axis})}});
+    auto mean = t.node(OpKind::kReduceMean, "mean", {x}, rs, {{"axes", ir::Attribute::of_ints({axis})}});
     auto d = t.node(OpKind::kSub, "sub", {x, mean}, xs);
     auto sq = t.node(OpKind::kPow, "pow", {d, scalar(t, "two", 2.f)}, xs);
-    auto var = t.node(OpKind::kReduceMean, "var", {sq}, rs, {{"axes", ints_attr({axis})}});
+    auto var = t.node(OpKind::kReduceMean, "var", {sq}, rs, {{"axes", ir::Attribute::of_ints({axis})}});
     auto ve = t.node(OpKind::kAdd, "add_eps", {var, scalar(t, "eps", 1e-5f)}, rs);
     auto s = t.node(OpKind::kSqrt, "sqrt", {ve}, rs);
     y = t.node(OpKind::kDiv, "div", {d, s}, xs);
@@ -95,10 +95,10 @@ TEST(PatternPasses, LayerNormWithWrongSquareExponentNotFused) {
   TinyGraph t;
   const Shape xs = {3, 5}, rs = {3, 1};
   auto x = t.input("x", xs);
-  auto mean = t.node(OpKind::kReduceMean, "mean", {x}, rs, {{"axes", ints_attr({-1})}});
+  auto mean = t.node(OpKind::kReduceMean, "mean", {x}, rs, {{"axes", ir::Attribute::of_ints({-1})}});
   auto d = t.node(OpKind::kSub, "sub", {x, mean}, xs);
   auto sq = t.node(OpKind::kPow, "pow", {d, scalar(t, "three", 3.f)}, xs);
-  auto var = t.node(OpKind::kReduceMean, "var", {sq}, rs, {{"axes", ints_attr({-1})}});
+  auto var = t.node(OpKind::kReduceMean, "var", {sq}, rs, {{"axes", ir::Attribute::of_ints({-1})}});
   auto ve = t.node(OpKind::kAdd, "add_eps", {var, scalar(t, "eps", 1e-5f)}, rs);
   auto s = t.node(OpKind::kSqrt, "sqrt", {ve}, rs);
   t.g.outputs = {t.node(OpKind::kDiv, "div", {d, s}, xs)};

@@ -13,8 +13,6 @@
 namespace kiln::ir {
 namespace {
 
-Attribute ints_attr(std::vector<int64_t> v) { Attribute a; a.kind = Attribute::Kind::kInts; a.ints = std::move(v); return a; }
-Attribute float_attr(float f) { Attribute a; a.kind = Attribute::Kind::kFloat; a.f = f; return a; }
 
 // conv1 -> relu1 -> max pool (with an omitted Indices output), a symbolic batch.
 Graph small_graph() {
@@ -32,8 +30,8 @@ Graph small_graph() {
   conv.opset = 17;
   conv.inputs = {x, w, kNoValue};
   conv.outputs = {y};
-  conv.attrs["strides"] = ints_attr({2, 2});
-  conv.attrs["pads"] = ints_attr({3, 3, 3, 3});
+  conv.attrs["strides"] = Attribute::of_ints({2, 2});
+  conv.attrs["pads"] = Attribute::of_ints({3, 3, 3, 3});
   g.add_node(conv);
   Node relu;
   relu.name = "relu1";
@@ -41,7 +39,7 @@ Graph small_graph() {
   relu.opset = 17;
   relu.inputs = {y};
   relu.outputs = {r};
-  relu.attrs["alpha"] = float_attr(0.1f);
+  relu.attrs["alpha"] = Attribute::of_float(0.1f);
   g.add_node(relu);
   Node pool;
   pool.name = "pool1";
@@ -49,9 +47,9 @@ Graph small_graph() {
   pool.opset = 17;
   pool.inputs = {r};
   pool.outputs = {p, kNoValue};
-  pool.attrs["kernel_shape"] = ints_attr({3, 3});
-  pool.attrs["strides"] = ints_attr({2, 2});
-  pool.attrs["pads"] = ints_attr({1, 1, 1, 1});
+  pool.attrs["kernel_shape"] = Attribute::of_ints({3, 3});
+  pool.attrs["strides"] = Attribute::of_ints({2, 2});
+  pool.attrs["pads"] = Attribute::of_ints({1, 1, 1, 1});
   g.add_node(pool);
   g.outputs.push_back(p);
   return g;

@@ -63,9 +63,6 @@ class GraphBuilder {
   int opset_;
 };
 
-Attribute ai(int64_t v) { Attribute a; a.kind = Attribute::Kind::kInt; a.i = v; return a; }
-Attribute as(const std::string& v) { Attribute a; a.kind = Attribute::Kind::kString; a.s = v; return a; }
-Attribute ais(std::vector<int64_t> v) { Attribute a; a.kind = Attribute::Kind::kInts; a.ints = std::move(v); return a; }
 
 TEST(ShapeInference, EveryOpHasARule) {
   std::string missing;
@@ -110,7 +107,7 @@ TEST(ShapeInference, ReshapeZeroAndMinusOneWithSymbolicBatch) {
   auto r4 = b.op(OpKind::kReshape, "r4", {x, b.ints("s4", {0, 0, 20})});
   auto y = b.input("y", {K(4), K(6)});
   auto r5 = b.op(OpKind::kReshape, "r5", {y, b.ints("s5", {2, -1, 3})});
-  auto r6 = b.op(OpKind::kReshape, "r6", {y, b.ints("s6", {0, -1})}, {{"allowzero", ai(0)}}, 14);
+  auto r6 = b.op(OpKind::kReshape, "r6", {y, b.ints("s6", {0, -1})}, {{"allowzero", Attribute::of_int(0)}}, 14);
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(r1), "[batch,60]");
   EXPECT_EQ(b.shape(r2), "[batch,3,20]");
@@ -123,7 +120,7 @@ TEST(ShapeInference, ReshapeZeroAndMinusOneWithSymbolicBatch) {
 TEST(ShapeInference, ReshapeLegacyAttributeAndErrors) {
   GraphBuilder b(4);
   auto x = b.input("x", {K(2), K(6)});
-  auto r = b.op(OpKind::kReshape, "r", {x}, {{"shape", ais({3, -1})}});
+  auto r = b.op(OpKind::kReshape, "r", {x}, {{"shape", Attribute::of_ints({3, -1})}});
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(r), "[3,4]");
 
@@ -144,13 +141,13 @@ TEST(ShapeInference, ConvOutputSizes) {
   GraphBuilder b;
   auto x = b.input("x", {S("batch"), K(3), K(224), K(224)});
   auto w = b.floats("w", {64, 3, 7, 7});
-  auto c1 = b.op(OpKind::kConv, "conv1", {x, w}, {{"strides", ais({2, 2})}, {"pads", ais({3, 3, 3, 3})}});
-  auto c2 = b.op(OpKind::kConv, "conv2", {x, w}, {{"strides", ais({2, 2})}, {"auto_pad", as("SAME_UPPER")}});
-  auto c3 = b.op(OpKind::kConv, "conv3", {x, w}, {{"strides", ais({3, 3})}, {"auto_pad", as("VALID")}});
-  auto c4 = b.op(OpKind::kConv, "conv4", {x, w}, {{"dilations", ais({2, 2})}});
+  auto c1 = b.op(OpKind::kConv, "conv1", {x, w}, {{"strides", Attribute::of_ints({2, 2})}, {"pads", Attribute::of_ints({3, 3, 3, 3})}});
+  auto c2 = b.op(OpKind::kConv, "conv2", {x, w}, {{"strides", Attribute::of_ints({2, 2})}, {"auto_pad", Attribute::of_string("SAME_UPPER")}});
+  auto c3 = b.op(OpKind::kConv, "conv3", {x, w}, {{"strides", Attribute::of_ints({3, 3})}, {"auto_pad", Attribute::of_string("VALID")}});
+  auto c4 = b.op(OpKind::kConv, "conv4", {x, w}, {{"dilations", Attribute::of_ints({2, 2})}});
   auto y = b.input("y", {K(1), K(8), K(5), K(5)});
   auto wg = b.floats("wg", {16, 2, 3, 3});
-  auto c5 = b.op(OpKind::kConv, "conv5", {y, wg}, {{"group", ai(4)}, {"strides", ais({2, 2})}, {"auto_pad", as("SAME_LOWER")}});
+  auto c5 = b.op(OpKind::kConv, "conv5", {y, wg}, {{"group", Attribute::of_int(4)}, {"strides", Attribute::of_ints({2, 2})}, {"auto_pad", Attribute::of_string("SAME_LOWER")}});
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(c1), "[batch,64,112,112]");
   EXPECT_EQ(b.shape(c2), "[batch,64,112,112]");
@@ -178,12 +175,12 @@ TEST(ShapeInference, ConvWeightRankError) {
 TEST(ShapeInference, PoolCeilModeAndSymbolicSpatial) {
   GraphBuilder b;
   auto x = b.input("x", {K(1), K(1), K(4), K(4)});
-  auto p1 = b.node(OpKind::kMaxPool, "p1", {x}, {{"kernel_shape", ais({3, 3})}, {"strides", ais({2, 2})}, {"ceil_mode", ai(1)}}, 2);
-  auto p2 = b.op(OpKind::kMaxPool, "p2", {x}, {{"kernel_shape", ais({3, 3})}, {"strides", ais({2, 2})}});
+  auto p1 = b.node(OpKind::kMaxPool, "p1", {x}, {{"kernel_shape", Attribute::of_ints({3, 3})}, {"strides", Attribute::of_ints({2, 2})}, {"ceil_mode", Attribute::of_int(1)}}, 2);
+  auto p2 = b.op(OpKind::kMaxPool, "p2", {x}, {{"kernel_shape", Attribute::of_ints({3, 3})}, {"strides", Attribute::of_ints({2, 2})}});
   auto x5 = b.input("x5", {K(1), K(1), K(5), K(5)});
-  auto p3 = b.op(OpKind::kAveragePool, "p3", {x5}, {{"kernel_shape", ais({2, 2})}, {"strides", ais({2, 2})}, {"pads", ais({1, 1, 1, 1})}, {"ceil_mode", ai(1)}});
+  auto p3 = b.op(OpKind::kAveragePool, "p3", {x5}, {{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({2, 2})}, {"pads", Attribute::of_ints({1, 1, 1, 1})}, {"ceil_mode", Attribute::of_int(1)}});
   auto y = b.input("y", {K(1), K(16), S("h"), S("w")});
-  auto p4 = b.op(OpKind::kMaxPool, "p4", {y}, {{"kernel_shape", ais({1, 1})}});
+  auto p4 = b.op(OpKind::kMaxPool, "p4", {y}, {{"kernel_shape", Attribute::of_ints({1, 1})}});
   auto p5 = b.op(OpKind::kGlobalAveragePool, "p5", {y});
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(p1[0]), "[1,1,2,2]");
@@ -200,8 +197,8 @@ TEST(ShapeInference, ConvTransposeOutputSizes) {
   auto x = b.input("x", {K(1), K(1), K(3), K(3)});
   auto w = b.floats("w", {1, 2, 3, 3});
   auto t1 = b.op(OpKind::kConvTranspose, "t1", {x, w});
-  auto t2 = b.op(OpKind::kConvTranspose, "t2", {x, w}, {{"strides", ais({3, 2})}, {"output_padding", ais({1, 1})}});
-  auto t3 = b.op(OpKind::kConvTranspose, "t3", {x, w}, {{"strides", ais({2, 2})}, {"auto_pad", as("SAME_UPPER")}});
+  auto t2 = b.op(OpKind::kConvTranspose, "t2", {x, w}, {{"strides", Attribute::of_ints({3, 2})}, {"output_padding", Attribute::of_ints({1, 1})}});
+  auto t3 = b.op(OpKind::kConvTranspose, "t3", {x, w}, {{"strides", Attribute::of_ints({2, 2})}, {"auto_pad", Attribute::of_string("SAME_UPPER")}});
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(t1), "[1,2,5,5]");
   EXPECT_EQ(b.shape(t2), "[1,2,10,8]");
@@ -212,7 +209,7 @@ TEST(ShapeInference, GemmTransposeFlags) {
   GraphBuilder b;
   auto a = b.input("a", {K(4), S("m")});
   auto w = b.floats("w", {5, 4});
-  auto g1 = b.op(OpKind::kGemm, "g1", {a, w}, {{"transA", ai(1)}, {"transB", ai(1)}});
+  auto g1 = b.op(OpKind::kGemm, "g1", {a, w}, {{"transA", Attribute::of_int(1)}, {"transB", Attribute::of_int(1)}});
   auto a2 = b.input("a2", {S("m"), K(4)});
   auto g2 = b.op(OpKind::kGemm, "g2", {a2, b.floats("w2", {4, 7}), b.floats("c", {7})});
   ASSERT_TRUE(infer_shapes(b.g).ok());
@@ -246,7 +243,7 @@ TEST(ShapeInference, SliceNegativeStepsAndLegacyAttributes) {
   auto x = b.input("x", {K(20), K(10), K(5)});
   auto s1 = b.op(OpKind::kSlice, "s1", {x, b.ints("st", {20, 10, 4}), b.ints("en", {0, 0, 1}), b.ints("ax", {0, 1, 2}), b.ints("sp", {-1, -3, -2})});
   auto s2 = b.op(OpKind::kSlice, "s2", {x, b.ints("st2", {-3}), b.ints("en2", {INT64_MAX}), b.ints("ax2", {-1})});
-  auto s3 = b.op(OpKind::kSlice, "s3", {x}, {{"starts", ais({1, 0})}, {"ends", ais({1000, 3})}, {"axes", ais({0, 1})}}, 9);
+  auto s3 = b.op(OpKind::kSlice, "s3", {x}, {{"starts", Attribute::of_ints({1, 0})}, {"ends", Attribute::of_ints({1000, 3})}, {"axes", Attribute::of_ints({0, 1})}}, 9);
   auto y = b.input("y", {S("batch"), K(10)});
   auto s4 = b.op(OpKind::kSlice, "s4", {y, b.ints("st4", {0, 2}), b.ints("en4", {INT64_MAX, 8})});
   ASSERT_TRUE(infer_shapes(b.g).ok());
@@ -261,23 +258,23 @@ TEST(ShapeInference, ShapeGatherConcatReshapeChainWithSymbolicBatch) {
   GraphBuilder b;
   auto x = b.input("x", {S("batch"), K(16), K(8)});
   auto shp = b.op(OpKind::kShape, "shape", {x});
-  auto n = b.op(OpKind::kGather, "gather0", {shp, b.ints("i0", {0}, true)}, {{"axis", ai(0)}});
+  auto n = b.op(OpKind::kGather, "gather0", {shp, b.ints("i0", {0}, true)}, {{"axis", Attribute::of_int(0)}});
   auto nu = b.op(OpKind::kUnsqueeze, "unsq", {n, b.ints("axes", {0})});
-  auto cat = b.op(OpKind::kConcat, "concat", {nu, b.ints("m1", {-1})}, {{"axis", ai(0)}});
+  auto cat = b.op(OpKind::kConcat, "concat", {nu, b.ints("m1", {-1})}, {{"axis", Attribute::of_int(0)}});
   auto r1 = b.op(OpKind::kReshape, "view", {x, cat});
   // Without -1: the product of the other dims computed on the shape tensor.
   auto d1 = b.op(OpKind::kGather, "gather1", {shp, b.ints("i1", {1}, true)});
   auto d2 = b.op(OpKind::kGather, "gather2", {shp, b.ints("i2", {2}, true)});
   auto prod = b.op(OpKind::kMul, "mul", {d1, d2});
   auto pu = b.op(OpKind::kUnsqueeze, "unsq2", {prod, b.ints("axes2", {0})});
-  auto cat2 = b.op(OpKind::kConcat, "concat2", {nu, pu}, {{"axis", ai(0)}});
+  auto cat2 = b.op(OpKind::kConcat, "concat2", {nu, pu}, {{"axis", Attribute::of_int(0)}});
   auto r2 = b.op(OpKind::kReshape, "view2", {x, cat2});
   // The same target drives Expand and ConstantOfShape.
-  auto tgt = b.op(OpKind::kConcat, "concat3", {nu, b.ints("four", {4})}, {{"axis", ai(0)}});
+  auto tgt = b.op(OpKind::kConcat, "concat3", {nu, b.ints("four", {4})}, {{"axis", Attribute::of_int(0)}});
   auto e = b.op(OpKind::kExpand, "expand", {b.floats("one", {1}), tgt});
   auto cs = b.op(OpKind::kConstantOfShape, "cos", {tgt});
   auto sl = b.op(OpKind::kSlice, "slice", {shp, b.ints("a", {1}), b.ints("z", {3})});
-  auto r3 = b.op(OpKind::kReshape, "view3", {x, b.op(OpKind::kConcat, "concat4", {b.ints("m1b", {-1}), sl}, {{"axis", ai(0)}})});
+  auto r3 = b.op(OpKind::kReshape, "view3", {x, b.op(OpKind::kConcat, "concat4", {b.ints("m1b", {-1}), sl}, {{"axis", Attribute::of_int(0)}})});
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(shp), "[3]");
   EXPECT_EQ(b.shape(n), "[]");
@@ -291,13 +288,13 @@ TEST(ShapeInference, ShapeGatherConcatReshapeChainWithSymbolicBatch) {
 TEST(ShapeInference, SqueezeUnsqueezeReduceAxesAttributeVersusInput) {
   GraphBuilder b(11);
   auto x = b.input("x", {S("n"), K(1), K(5), K(1)});
-  auto s1 = b.op(OpKind::kSqueeze, "sq_attr", {x}, {{"axes", ais({1, -1})}});
+  auto s1 = b.op(OpKind::kSqueeze, "sq_attr", {x}, {{"axes", Attribute::of_ints({1, -1})}});
   auto s2 = b.op(OpKind::kSqueeze, "sq_all", {x});  // n may be 1: rank unknown
-  auto u1 = b.op(OpKind::kUnsqueeze, "unsq_attr", {x}, {{"axes", ais({0, -1})}});
+  auto u1 = b.op(OpKind::kUnsqueeze, "unsq_attr", {x}, {{"axes", Attribute::of_ints({0, -1})}});
   auto s3 = b.op(OpKind::kSqueeze, "sq_in", {x, b.ints("ax", {1})}, {}, 13);
-  auto r1 = b.op(OpKind::kReduceMean, "rm_attr", {x}, {{"axes", ais({2})}, {"keepdims", ai(0)}});
+  auto r1 = b.op(OpKind::kReduceMean, "rm_attr", {x}, {{"axes", Attribute::of_ints({2})}, {"keepdims", Attribute::of_int(0)}});
   auto r2 = b.op(OpKind::kReduceSum, "rs_in", {x, b.ints("ax2", {-2})}, {}, 13);
-  auto r3 = b.op(OpKind::kReduceSum, "rs_noop", {x, b.ints("ax3", {})}, {{"noop_with_empty_axes", ai(1)}}, 13);
+  auto r3 = b.op(OpKind::kReduceSum, "rs_noop", {x, b.ints("ax3", {})}, {{"noop_with_empty_axes", Attribute::of_int(1)}}, 13);
   auto r4 = b.op(OpKind::kReduceMax, "rmax_all", {x}, {}, 18);
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(s1), "[n,5]");
@@ -311,7 +308,7 @@ TEST(ShapeInference, SqueezeUnsqueezeReduceAxesAttributeVersusInput) {
 
   GraphBuilder bad(11);
   auto y = bad.input("y", {K(2), K(3)});
-  bad.op(OpKind::kSqueeze, "sq_bad", {y}, {{"axes", ais({2})}});
+  bad.op(OpKind::kSqueeze, "sq_bad", {y}, {{"axes", Attribute::of_ints({2})}});
   Status s = infer_shapes(bad.g);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(), "node 'sq_bad' (Squeeze): axis 2 out of range for rank 2");
@@ -320,7 +317,7 @@ TEST(ShapeInference, SqueezeUnsqueezeReduceAxesAttributeVersusInput) {
 TEST(ShapeInference, PadLegacyAttributesAndInputs) {
   GraphBuilder b(2);
   auto x = b.input("x", {K(1), K(3), K(4), K(5)});
-  auto p1 = b.op(OpKind::kPad, "pad_attr", {x}, {{"pads", ais({0, 0, 1, 2, 0, 0, 3, 4})}});
+  auto p1 = b.op(OpKind::kPad, "pad_attr", {x}, {{"pads", Attribute::of_ints({0, 0, 1, 2, 0, 0, 3, 4})}});
   auto p2 = b.op(OpKind::kPad, "pad_in", {x, b.ints("p", {0, 0, 1, 1, 0, 0, 1, 1})}, {}, 11);
   auto p3 = b.op(OpKind::kPad, "pad_axes", {x, b.ints("p3", {2, 2}), kNoValue, b.ints("ax", {-1})}, {}, 18);
   ASSERT_TRUE(infer_shapes(b.g).ok());
@@ -350,7 +347,7 @@ TEST(ShapeInference, DataDependentOpsGiveUnknownDims) {
   auto nz = b.op(OpKind::kNonZero, "nz", {x});
   auto u = b.node(OpKind::kUnique, "uq", {x}, {}, 4);
   auto k = b.input("k", {K(1)}, DataType::kInt64);
-  auto tk = b.node(OpKind::kTopK, "topk", {x, k}, {{"axis", ai(1)}}, 2);
+  auto tk = b.node(OpKind::kTopK, "topk", {x, k}, {{"axis", Attribute::of_int(1)}}, 2);
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(nz), "[2,?]");
   EXPECT_EQ(b.g.value(nz).dtype, DataType::kInt64);
@@ -396,7 +393,7 @@ TEST(ShapeInference, IfBranchesAreMerged) {
 TEST(ShapeInference, ConcreteInputsOverrideDeclaredShapes) {
   GraphBuilder b;
   auto x = b.input("x", {S("batch"), K(3)});
-  auto y = b.op(OpKind::kFlatten, "flat", {b.op(OpKind::kTranspose, "tr", {x})}, {{"axis", ai(1)}});
+  auto y = b.op(OpKind::kFlatten, "flat", {b.op(OpKind::kTranspose, "tr", {x})}, {{"axis", Attribute::of_int(1)}});
   std::map<std::string, Shape> concrete{{"x", {8, 3}}};
   ASSERT_TRUE(infer_shapes(b.g, &concrete).ok());
   EXPECT_EQ(b.shape(y), "[3,8]");
@@ -406,14 +403,14 @@ TEST(ShapeInference, ConcatUnifiesAndChecks) {
   GraphBuilder b;
   auto x = b.input("x", {S("batch"), K(3)});
   auto y = b.input("y", {K(2), K(5)});
-  auto c = b.op(OpKind::kConcat, "cat", {x, y}, {{"axis", ai(-1)}});
+  auto c = b.op(OpKind::kConcat, "cat", {x, y}, {{"axis", Attribute::of_int(-1)}});
   ASSERT_TRUE(infer_shapes(b.g).ok());
   EXPECT_EQ(b.shape(c), "[2,8]");
 
   GraphBuilder bad;
   auto p = bad.input("p", {K(4), K(3)});
   auto q = bad.input("q", {K(2), K(5)});
-  bad.op(OpKind::kConcat, "cat_bad", {p, q}, {{"axis", ai(1)}});
+  bad.op(OpKind::kConcat, "cat_bad", {p, q}, {{"axis", Attribute::of_int(1)}});
   Status s = infer_shapes(bad.g);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("node 'cat_bad' (Concat)"), std::string::npos);
