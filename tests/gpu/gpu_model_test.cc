@@ -9,6 +9,7 @@
 
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/device.h"
+#include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_model.h"
 #endif
 
@@ -123,6 +124,25 @@ TEST(GpuModel, OneByOneConvTacticsAgree) {
   ASSERT_TRUE(ref.ok());
   for (const char* t : {"cudnn.conv_bias_act algo=1", "cublaslt.matmul heuristic#0"}) {
     auto out = run_gpu(g, in, true, true, false, {{"conv2", t}});
+    ASSERT_EQ(out.size(), ref->size()) << t;
+    EXPECT_LE(relative_diff(*ref, out), 2e-2) << t;
+  }
+#endif
+}
+
+// Both convs forced onto cuDNN's graph API (conv1: 3x3 + bias + ReLU; conv2: 1x1 + bias +
+// residual + ReLU, each one operation graph), at heuristic ranks 0 and 1.
+TEST(GpuModel, CudnnGraphConvMatchesCpuReference) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  ir::Graph g = small_cnn();
+  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 29)};
+  auto ref = interpret(g, in);
+  ASSERT_TRUE(ref.ok());
+  for (const char* t : {"cudnn.graph heur#0", "cudnn.graph heur#1"}) {
+    cuda::reset_conv_graph_decisions();
+    auto out = run_gpu(g, in, true, true, false, {{"conv1", t}, {"conv2", t}});
     ASSERT_EQ(out.size(), ref->size()) << t;
     EXPECT_LE(relative_diff(*ref, out), 2e-2) << t;
   }

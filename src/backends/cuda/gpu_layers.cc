@@ -429,7 +429,8 @@ class ChoiceLayer : public Layer {
     sync();
     for (size_t i = 0; i < cands_.size(); ++i) {
       const std::string& ct = cands_[i]->tactic;
-      if (t.compare(0, t.find('.'), ct, 0, ct.find('.')) == 0) {
+      // Tactic families ("cudnn.conv_bias_act", "cudnn.graph", "cublaslt.matmul") end at the first space.
+      if (t.substr(0, t.find(' ')) == ct.substr(0, ct.find(' '))) {
         KILN_RETURN_IF_ERROR(cands_[i]->use_tactic(t, s));
         pick(i);
         return Status::Ok();

@@ -64,6 +64,14 @@ struct ConvParams {
 // cuDNN convolution with fused bias (+ residual z) (+ ReLU); other activations run after it.
 StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, bool half, bool nhwc, bool tf32);
 
+// cuDNN graph-API convolution (NHWC fp16/bf16, epilogue bias (+ residual z) (+ ReLU) fused in
+// one operation graph), tuned over cuDNN's engine configurations (conv_graph.cc). nullptr when
+// the activation or dtype is outside what the graph expresses (then use make_conv_layer alone)
+// or when the environment sets KILN_CUDNN_GRAPH=0 (A/B measurements).
+std::unique_ptr<Layer> make_conv_graph_layer(const ConvParams& p, cudnnDataType_t io);
+// Forgets the per-signature tuning results shared by the graph-API conv layers of this process.
+void reset_conv_graph_decisions();
+
 struct PoolParams {
   bool max;  // else average
   bool count_include_pad;

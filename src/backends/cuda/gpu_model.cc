@@ -406,6 +406,12 @@ class Lowering {
     // cuBLASLt (bias, residual as C, ReLU epilogue) beside cuDNN and let tuning choose.
     const bool gemm_like = nhwc && p.r == 1 && p.sk == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
                            p.pad_w == 0 && p.groups == 1 && (p.activation.empty() || p.activation == "Relu");
+    std::vector<std::unique_ptr<Layer>> cands;
+    // In NHWC fp16, cuDNN's graph API (engine configurations with the epilogue fused) competes
+    // with the legacy fused call; tuning keeps the faster per layer.
+    if (nhwc && o_.fp16) {
+      if (auto graph = make_conv_graph_layer(p, CUDNN_DATA_HALF)) cands.push_back(std::move(graph));
+    }
     if (gemm_like) {
       GemmParams gp{};
       gp.m = p.n * p.h * p.w;
@@ -416,9 +422,10 @@ class Lowering {
       gp.relu = p.activation == "Relu";
       gp.has_residual = p.has_residual;
       KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, o_.fp16, o_.tf32));
-      std::vector<std::unique_ptr<Layer>> cands;
-      cands.push_back(std::move(layer));
       cands.push_back(std::move(gemm));
+    }
+    if (!cands.empty()) {
+      cands.insert(cands.begin(), std::move(layer));
       layer = make_choice_layer(std::move(cands));
     }
     add_layer(std::move(layer), n.name, ins, {out}, n.origin);

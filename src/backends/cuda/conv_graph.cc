@@ -1,0 +1,410 @@
+// cuDNN graph-API (backend descriptor) convolution tactic:
+//   Y = act(conv(X, W) + b + Z)        X, Z, Y: NHWC fp16; W: KRSC fp16; b: [K] fp16;
+//                                      act = ReLU or identity; conv accumulates in fp32
+// as one cuDNN operation graph (CONVOLUTION_FORWARD -> POINTWISE ADD bias -> POINTWISE ADD Z ->
+// POINTWISE RELU_FWD, intermediates virtual fp32), so cuDNN's runtime-fusion and precompiled
+// engines compute the whole epilogue in the conv kernel. Tuning asks cuDNN's heuristics (mode A,
+// then FALLBACK) for engine configurations, finalizes an execution plan for each of the first
+// max_plans() (default 4) that finalize, times them with CUDA events and keeps the fastest. The tactic string
+// records the plan's heuristic rank ("cudnn.graph heur#2 eng=37 ..."); with the same GPU and
+// cuDNN version (the plan header checks both) the heuristic order is the same, so a plan's rank
+// re-selects its engine configuration at load time.
+// Layers of equal signature (ResNet repeats blocks) share one execution plan and one timing.
+// Source: cuDNN 9 Backend API reference (cudnn_graph library: backend descriptor types and
+// attributes), "Graph API" / "Supported Graph Patterns" (ConvBiasAct runtime fusion).
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gpu_layers.h"
+
+namespace kiln::cuda {
+namespace {
+
+// Engine configurations timed per signature (KILN_CUDNN_GRAPH_PLANS overrides; runtime-fusion
+// engines compile a kernel when their plan is finalized, so each one costs build time).
+int max_plans() {
+  const char* e = std::getenv("KILN_CUDNN_GRAPH_PLANS");
+  const int n = e ? std::atoi(e) : 4;
+  return n > 0 ? n : 4;
+}
+constexpr size_t kMaxGraphWorkspace = 256u << 20;    // bytes a single plan may use
+
+// Owns one backend descriptor.
+struct BackendDesc {
+  cudnnBackendDescriptor_t d = nullptr;
+  BackendDesc() = default;
+  BackendDesc(const BackendDesc&) = delete;
+  BackendDesc& operator=(const BackendDesc&) = delete;
+  ~BackendDesc() {
+    if (d) cudnnBackendDestroyDescriptor(d);
+  }
+};
+using Desc = std::shared_ptr<BackendDesc>;
+
+StatusOr<Desc> create(cudnnBackendDescriptorType_t type) {
+  auto d = std::make_shared<BackendDesc>();
+  KILN_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d->d));
+  return d;
+}
+
+Status set(const Desc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t n, const void* v) {
+  KILN_CUDNN_CHECK(cudnnBackendSetAttribute(d->d, a, t, n, v));
+  return Status::Ok();
+}
+Status set_desc(const Desc& d, cudnnBackendAttributeName_t a, const Desc& v) {
+  return set(d, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v->d);
+}
+
+// A 4-D tensor in logical N,C,H,W order with NHWC strides (cuDNN's convention for layouts).
+StatusOr<Desc> nhwc_tensor(int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, bool is_virtual) {
+  KILN_ASSIGN_OR_RETURN(Desc d, create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
+  const int64_t dims[4] = {n, c, h, w};
+  const int64_t strides[4] = {c * h * w, 1, w * c, c};
+  const int64_t align = 16;
+  const bool virt = is_virtual;
+  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims));
+  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides));
+  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(d->d));
+  return d;
+}
+
+// Pointwise op y = mode(x[, b]) with fp32 math.
+StatusOr<Desc> pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y) {
+  KILN_ASSIGN_OR_RETURN(Desc pw, create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
+  const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  KILN_RETURN_IF_ERROR(set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
+  KILN_RETURN_IF_ERROR(set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(pw->d));
+  KILN_ASSIGN_OR_RETURN(Desc op, create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
+  KILN_RETURN_IF_ERROR(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw));
+  KILN_RETURN_IF_ERROR(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x));
+  if (b) KILN_RETURN_IF_ERROR(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
+  KILN_RETURN_IF_ERROR(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(op->d));
+  return op;
+}
+
+enum Uid : int64_t { kX = 1, kW = 2, kB = 3, kZ = 4, kY = 5, kT1 = 6, kT2 = 7, kT3 = 8 };
+
+// One finalized execution plan with its workspace size and identity.
+struct GraphPlan {
+  Desc plan;
+  int64_t workspace = 0;
+  int heur_rank = -1;    // position in the heuristic list
+  int64_t engine = -1;   // cuDNN's global engine index (for the tactic string)
+};
+
+// The operation graph of one conv signature; engine configurations are listed once.
+struct ConvGraph {
+  Desc op_graph;
+  std::vector<Desc> configs;  // heuristic order (mode A, then FALLBACK)
+};
+
+StatusOr<ConvGraph> build_graph(cudnnHandle_t h, const ConvParams& p, cudnnDataType_t io) {
+  ConvGraph g;
+  KILN_ASSIGN_OR_RETURN(Desc x, nhwc_tensor(kX, io, p.n, p.c, p.h, p.w, false));
+  KILN_ASSIGN_OR_RETURN(Desc w, nhwc_tensor(kW, io, p.k, p.c / p.groups, p.r, p.sk, false));
+  KILN_ASSIGN_OR_RETURN(Desc b, nhwc_tensor(kB, io, 1, p.k, 1, 1, false));
+  KILN_ASSIGN_OR_RETURN(Desc y, nhwc_tensor(kY, io, p.n, p.k, p.oh, p.ow, false));
+  KILN_ASSIGN_OR_RETURN(Desc t1, nhwc_tensor(kT1, CUDNN_DATA_FLOAT, p.n, p.k, p.oh, p.ow, true));
+  const bool relu = p.activation == "Relu";
+  const bool z = p.has_residual;
+  // The last op writes Y; earlier results stay virtual.
+  Desc t2, t3;
+  if (z || relu) {
+    KILN_ASSIGN_OR_RETURN(t2, nhwc_tensor(kT2, CUDNN_DATA_FLOAT, p.n, p.k, p.oh, p.ow, true));
+  }
+  if (z && relu) {
+    KILN_ASSIGN_OR_RETURN(t3, nhwc_tensor(kT3, CUDNN_DATA_FLOAT, p.n, p.k, p.oh, p.ow, true));
+  }
+
+  KILN_ASSIGN_OR_RETURN(Desc conv, create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
+  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t dims = 2;
+  const int64_t pad[2] = {p.pad_h, p.pad_w}, stride[2] = {p.stride_h, p.stride_w}, dil[2] = {p.dil_h, p.dil_w};
+  // ConvParams carries symmetric padding (the lowering refuses asymmetric pads).
+  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
+  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
+  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims));
+  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad));
+  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad));
+  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride));
+  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(conv->d));
+
+  KILN_ASSIGN_OR_RETURN(Desc cop, create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
+  const float one = 1.f, zero = 0.f;
+  KILN_RETURN_IF_ERROR(set_desc(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x));
+  KILN_RETURN_IF_ERROR(set_desc(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w));
+  KILN_RETURN_IF_ERROR(set_desc(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, t1));
+  KILN_RETURN_IF_ERROR(set_desc(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv));
+  KILN_RETURN_IF_ERROR(set(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &one));
+  KILN_RETURN_IF_ERROR(set(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &zero));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(cop->d));
+
+  std::vector<Desc> ops = {cop};
+  // conv -> +b -> (+z) -> (relu): each step writes the next virtual tensor, the last one Y.
+  Desc zt;
+  if (z) {
+    KILN_ASSIGN_OR_RETURN(zt, nhwc_tensor(kZ, io, p.n, p.k, p.oh, p.ow, false));
+  }
+  const Desc& after_bias = (z || relu) ? t2 : y;
+  KILN_ASSIGN_OR_RETURN(Desc bias_op, pointwise(CUDNN_POINTWISE_ADD, t1, &b, after_bias));
+  ops.push_back(bias_op);
+  Desc cur = after_bias;
+  if (z) {
+    const Desc& after_z = relu ? t3 : y;
+    KILN_ASSIGN_OR_RETURN(Desc zop, pointwise(CUDNN_POINTWISE_ADD, cur, &zt, after_z));
+    ops.push_back(zop);
+    cur = after_z;
+  }
+  if (relu) {
+    KILN_ASSIGN_OR_RETURN(Desc rop, pointwise(CUDNN_POINTWISE_RELU_FWD, cur, nullptr, y));
+    ops.push_back(rop);
+  }
+
+  KILN_ASSIGN_OR_RETURN(g.op_graph, create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const Desc& o : ops) raw.push_back(o->d);
+  KILN_RETURN_IF_ERROR(set(g.op_graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                           static_cast<int64_t>(raw.size()), raw.data()));
+  KILN_RETURN_IF_ERROR(set(g.op_graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(g.op_graph->d));
+
+  for (cudnnBackendHeurMode_t hm : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    KILN_ASSIGN_OR_RETURN(Desc heur, create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
+    KILN_RETURN_IF_ERROR(set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, g.op_graph));
+    KILN_RETURN_IF_ERROR(set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm));
+    if (cudnnBackendFinalize(heur->d) != CUDNN_STATUS_SUCCESS) continue;
+    int64_t count = 0;
+    if (cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                 nullptr) != CUDNN_STATUS_SUCCESS || count <= 0)
+      continue;
+    std::vector<Desc> cfgs;
+    std::vector<cudnnBackendDescriptor_t> raw_cfgs;
+    for (int64_t i = 0; i < count; ++i) {
+      KILN_ASSIGN_OR_RETURN(Desc c, create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+      raw_cfgs.push_back(c->d);
+      cfgs.push_back(c);
+    }
+    int64_t got = 0;
+    KILN_CUDNN_CHECK(cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                              count, &got, raw_cfgs.data()));
+    for (int64_t i = 0; i < got; ++i) g.configs.push_back(cfgs[static_cast<size_t>(i)]);
+  }
+  return g;
+}
+
+// Finalizes an execution plan for configuration `rank`; an error when cuDNN refuses it.
+StatusOr<GraphPlan> make_plan(cudnnHandle_t h, const ConvGraph& g, int rank) {
+  GraphPlan gp;
+  gp.heur_rank = rank;
+  const Desc& cfg = g.configs[static_cast<size_t>(rank)];
+  KILN_ASSIGN_OR_RETURN(gp.plan, create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+  KILN_RETURN_IF_ERROR(set(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  KILN_RETURN_IF_ERROR(set_desc(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(gp.plan->d));
+  int64_t n = 0;
+  KILN_CUDNN_CHECK(cudnnBackendGetAttribute(gp.plan->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                            &n, &gp.workspace));
+  // The engine's global index, for the tactic string (informational).
+  KILN_ASSIGN_OR_RETURN(Desc eng, create(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
+  if (cudnnBackendGetAttribute(cfg->d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng->d) ==
+      CUDNN_STATUS_SUCCESS) {
+    int64_t idx = -1;
+    if (cudnnBackendGetAttribute(eng->d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &idx) ==
+        CUDNN_STATUS_SUCCESS)
+      gp.engine = idx;
+  }
+  return gp;
+}
+
+Status execute(cudnnHandle_t h, const GraphPlan& gp, const void* x, const void* w, const void* b, const void* z, void* y,
+               void* workspace) {
+  int64_t uids[5] = {kX, kW, kB, kY, kZ};
+  void* ptrs[5] = {const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(b), y, const_cast<void*>(z)};
+  const int64_t n = z ? 5 : 4;
+  BackendDesc vp;
+  KILN_CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp.d));
+  KILN_CUDNN_CHECK(cudnnBackendSetAttribute(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
+  KILN_CUDNN_CHECK(cudnnBackendSetAttribute(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
+  KILN_CUDNN_CHECK(cudnnBackendSetAttribute(vp.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(vp.d));
+  KILN_CUDNN_CHECK(cudnnBackendExecute(h, gp.plan->d, vp.d));
+  return Status::Ok();
+}
+
+// Graphs and plans are built with one process-wide handle that lives as long as the plans it
+// finalized (the tuning context's handle is destroyed after the build); execution uses the
+// calling context's handle on the same device.
+StatusOr<cudnnHandle_t> build_handle() {
+  static std::mutex mu;
+  static cudnnHandle_t h = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!h) KILN_CUDNN_CHECK(cudnnCreate(&h));
+  return h;
+}
+
+std::string signature(const ConvParams& p, cudnnDataType_t io) {
+  char s[320];
+  std::snprintf(s, sizeof s, "dt%d n%lld c%lld h%lld w%lld k%lld r%lld s%lld p%lld,%lld st%lld,%lld d%lld,%lld g%lld z%d a%s",
+                static_cast<int>(io), (long long)p.n, (long long)p.c, (long long)p.h, (long long)p.w, (long long)p.k,
+                (long long)p.r, (long long)p.sk, (long long)p.pad_h, (long long)p.pad_w, (long long)p.stride_h,
+                (long long)p.stride_w, (long long)p.dil_h, (long long)p.dil_w, (long long)p.groups, p.has_residual ? 1 : 0,
+                p.activation.c_str());
+  return s;
+}
+
+// What tuning decided for a signature; shared by the layers of one process.
+struct Decision {
+  std::shared_ptr<ConvGraph> graph;
+  GraphPlan plan;
+  float ms = 0;
+};
+std::mutex g_mu;
+std::map<std::string, Decision>& decisions() {
+  static std::map<std::string, Decision> m;
+  return m;
+}
+
+class ConvGraphLayer : public Layer {
+ public:
+  ConvGraphLayer(const ConvParams& p, cudnnDataType_t io) : p_(p), io_(io), sig_(signature(p, io)) {
+    op = "FusedConv";
+    describe();
+  }
+  size_t workspace() const override { return static_cast<size_t>(plan_.workspace); }
+
+  Status tune(ExecState& s) override {
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      auto it = decisions().find(sig_);
+      if (it != decisions().end() && it->second.plan.plan) {
+        graph_ = it->second.graph;
+        plan_ = it->second.plan;
+        tuned_ms = it->second.ms;
+        describe();
+        return Status::Ok();
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(cudnnHandle_t bh, build_handle());
+    KILN_ASSIGN_OR_RETURN(ConvGraph g, build_graph(bh, p_, io_));
+    graph_ = std::make_shared<ConvGraph>(std::move(g));
+    const size_t ws_limit = std::min(s.workspace_bytes, kMaxGraphWorkspace);
+    KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
+    cudaEvent_t e0, e1;
+    KILN_CUDA_CHECK(cudaEventCreate(&e0));
+    KILN_CUDA_CHECK(cudaEventCreate(&e1));
+    float best = std::numeric_limits<float>::infinity();
+    int tried = 0;
+    for (int rank = 0; rank < static_cast<int>(graph_->configs.size()) && tried < max_plans(); ++rank) {
+      StatusOr<GraphPlan> gp = make_plan(bh, *graph_, rank);
+      if (!gp.ok() || static_cast<size_t>(gp->workspace) > ws_limit) continue;
+      ++tried;
+      if (!run(s, *gp).ok()) continue;  // warm-up (and a check that it runs)
+      cudaEventRecord(e0, s.stream);
+      for (int r = 0; r < 5; ++r) (void)run(s, *gp);
+      cudaEventRecord(e1, s.stream);
+      if (cudaEventSynchronize(e1) != cudaSuccess) break;
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      if (ms / 5 < best) {
+        best = ms / 5;
+        plan_ = std::move(*gp);
+      }
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaGetLastError();  // a refused engine may leave a sticky launch error behind for this check only
+    if (!plan_.plan)
+      return unsupported("layer '" + name + "': no cuDNN graph engine runs this convolution (" +
+                           std::to_string(graph_->configs.size()) + " configurations listed)");
+    tuned_ms = best;
+    describe();
+    std::lock_guard<std::mutex> lock(g_mu);
+    decisions()[sig_] = Decision{graph_, plan_, best};
+    return Status::Ok();
+  }
+
+  Status use_tactic(const std::string& t, ExecState& s) override {
+    const auto at = t.find("heur#");
+    if (at == std::string::npos) return invalid_plan("layer '" + name + "': tactic '" + t + "' names no heuristic rank");
+    const int rank = std::atoi(t.c_str() + at + 5);
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      auto it = decisions().find(sig_);
+      if (it != decisions().end() && it->second.plan.heur_rank == rank) {
+        graph_ = it->second.graph;
+        plan_ = it->second.plan;
+        describe();
+        return Status::Ok();
+      }
+    }
+    KILN_ASSIGN_OR_RETURN(cudnnHandle_t bh, build_handle());
+    KILN_ASSIGN_OR_RETURN(ConvGraph g, build_graph(bh, p_, io_));
+    graph_ = std::make_shared<ConvGraph>(std::move(g));
+    if (rank < 0 || rank >= static_cast<int>(graph_->configs.size()))
+      return invalid_plan("layer '" + name + "': tactic '" + t + "' names heuristic rank " + std::to_string(rank) +
+                          " but cuDNN lists " + std::to_string(graph_->configs.size()) + " configurations");
+    KILN_ASSIGN_OR_RETURN(plan_, make_plan(bh, *graph_, rank));
+    describe();
+    std::lock_guard<std::mutex> lock(g_mu);
+    decisions()[sig_] = Decision{graph_, plan_, 0.f};
+    return Status::Ok();
+  }
+
+  Status enqueue(ExecState& s) override {
+    if (!plan_.plan) return internal_error("layer '" + name + "': cuDNN graph plan used before tuning");
+    KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
+    return run(s, plan_);
+  }
+
+ private:
+  Status run(ExecState& s, const GraphPlan& gp) {
+    const void* z = p_.has_residual ? s.ptr(ins[3]) : nullptr;
+    return execute(s.cudnn, gp, s.ptr(ins[0]), s.ptr(ins[1]), s.ptr(ins[2]), z, s.ptr(outs[0]), s.workspace);
+  }
+  void describe() {
+    tactic = "cudnn.graph" + (plan_.heur_rank >= 0 ? " heur#" + std::to_string(plan_.heur_rank) : std::string()) +
+             (plan_.engine >= 0 ? " eng=" + std::to_string(plan_.engine) : std::string()) +
+             (io_ == CUDNN_DATA_HALF ? " fp16" : io_ == CUDNN_DATA_BFLOAT16 ? " bf16" : " fp32") + " nhwc +bias" +
+             (p_.has_residual ? " +residual" : "") + (p_.activation == "Relu" ? " +relu" : "");
+  }
+
+  ConvParams p_;
+  cudnnDataType_t io_;
+  std::string sig_;
+  std::shared_ptr<ConvGraph> graph_;
+  GraphPlan plan_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_conv_graph_layer(const ConvParams& p, cudnnDataType_t io) {
+  if (const char* e = std::getenv("KILN_CUDNN_GRAPH"); e && std::string(e) == "0") return nullptr;
+  if (!(p.activation.empty() || p.activation == "Relu")) return nullptr;
+  if (io != CUDNN_DATA_HALF && io != CUDNN_DATA_BFLOAT16) return nullptr;
+  return std::make_unique<ConvGraphLayer>(p, io);
+}
+
+void reset_conv_graph_decisions() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  decisions().clear();
+}
+
+}  // namespace kiln::cuda
