@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# A/B on the GPU machine: the cuDNN graph-API conv tactic off vs on (KILN_CUDNN_GRAPH), FP16 ResNet-101.
+# Run from the repo root there with .gpu-carry (scripts/gpu_carry.sh): OUT=$OUT scripts/gpu_ab.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
+C=.gpu-carry
+CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
+export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+PY=/opt/torch/.venv/bin/python
+$C/kiln_tests --gtest_filter='Gpu*' 2>&1 | tail -n 30 | tee "$OUT/gpu_tests.txt"
+mkdir -p models
+$PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx --photos-npz $C/calib_photos.npz 2>&1 | tail -n 2
+for g in 0 1; do
+  KILN_CUDNN_GRAPH=$g $C/kiln_gpu_bench models/resnet101.onnx --batch 1,64,256 --precision fp16 --iters 100 | tee "$OUT/kiln_graph$g.jsonl"
+done
+KILN_CUDNN_GRAPH=1 $C/kiln_gpu_bench models/resnet101.onnx --batch 256 --precision fp16 --iters 10 --profile 1 | grep '^#' | head -60 | tee "$OUT/profile256.txt"
