@@ -172,8 +172,21 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
     // cannot run yet stays a CPU plan.
     std::vector<Shape> opt;
     for (ir::ValueId v : p.graph.inputs) opt.push_back(profiles[0].find(p.graph.value(v).name)->opt);
-    auto cuda_tactics = gpu::select_tactics(p.graph, opt, config.fp16, config.tf32, config.workspace_limit);
+    // Layouts for the CUDA target: NHWC around conv/pool in 16-bit storage, explicit Reformat
+    // layers where the layout changes (they are layers of the plan, with their own tactics).
+    ir::Graph laid = p.graph;
+    KILN_ASSIGN_OR_RETURN(int reformats, passes::assign_layouts(laid, config.fp16 || config.bf16
+                                                                          ? passes::tensor_core_layout_preference
+                                                                          : passes::row_major_layout_preference));
+    if (config.progress) {
+      const std::string line = "assign_layouts             " + std::to_string(passes::live_layers(p.graph)) + " -> " +
+                               std::to_string(passes::live_layers(laid)) + " layers  (" + std::to_string(reformats) +
+                               " reformat" + (reformats == 1 ? "" : "s") + ")";
+      config.progress(BuildProgress{"layouts", 1, 1, line});
+    }
+    auto cuda_tactics = gpu::select_tactics(laid, opt, config.fp16, config.tf32, config.workspace_limit);
     if (cuda_tactics.ok()) {
+      p.graph = std::move(laid);
       p.tactics = std::move(cuda_tactics).value();
       p.header.target = gpu::target();
     } else if (config.target == TargetDevice::kCuda) {

@@ -207,6 +207,7 @@ void register_elementwise_shape_rules(ShapeRuleTable& t) {
   for (OpKind op : {OpKind::kSoftmax, OpKind::kLogSoftmax, OpKind::kHardmax, OpKind::kLpNormalization, OpKind::kCumSum})
     t.add(op, unary_with_axis_rule);
   t.add(OpKind::kIdentity, identity_rule);
+  t.add(OpKind::kReformat, identity_rule);  // layout is storage, not shape
   t.add(OpKind::kNeg, neg_rule);
   t.add(OpKind::kIsInf, bool_like_input0);
   t.add(OpKind::kIsNaN, bool_like_input0);

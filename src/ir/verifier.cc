@@ -31,6 +31,7 @@ Arity arity(OpKind op) {
     case OpKind::kAveragePool: case OpKind::kLpPool: case OpKind::kNonZero: case OpKind::kEyeLike:
     case OpKind::kArgMax: case OpKind::kArgMin: case OpKind::kDet: case OpKind::kConstantOfShape:
     case OpKind::kBlackmanWindow: case OpKind::kHammingWindow: case OpKind::kHannWindow:
+    case OpKind::kReformat:
       return {1, 1, 1, 1};
     case OpKind::kAdd: case OpKind::kAnd: case OpKind::kBitShift: case OpKind::kBitwiseAnd: case OpKind::kBitwiseOr:
     case OpKind::kBitwiseXor: case OpKind::kDiv: case OpKind::kEqual: case OpKind::kGreater:

@@ -18,6 +18,20 @@ Status fuse_matmul_add(ir::Graph& g, const PassOptions& opts);           // fuse
 Status fold_pad_into_conv(ir::Graph& g, const PassOptions& opts);        // fold_pad_into_conv.cc
 Status reduce_mean_to_global_pool(ir::Graph& g, const PassOptions& opts); // reduce_mean_to_global_pool.cc
 
+// ---- layout assignment (assign_layouts.cc): run by the builder for a backend, after the pipeline.
+enum class Layout { kAny, kNCHW, kNHWC };
+// The storage layout a backend's tactics want for a node's 4-D activations (kAny: elementwise,
+// follows its inputs).
+using LayoutPreference = Layout (*)(const ir::Graph& g, const ir::Node& n);
+// CUDA with FP16/BF16 storage: conv and pooling NHWC (tensor cores), elementwise kAny, the rest NCHW.
+Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n);
+// Row-major everywhere (CPU, CUDA FP32): never inserts a Reformat.
+Layout row_major_layout_preference(const ir::Graph& g, const ir::Node& n);
+// Writes attribute "layout" ("NCHW"/"NHWC") on every node with a 4-D output and inserts Reformat
+// nodes where a node reads a 4-D activation stored in another layout; returns how many. Needs
+// inferred shapes (layout-free shapes, H*W = 1 or C = 1, never get a Reformat).
+StatusOr<int> assign_layouts(ir::Graph& g, LayoutPreference pref);
+
 // The ordered pipeline (pipelines.cc).
 const std::vector<Pass>& default_pipeline();
 // Runs the pipeline at opts.opt_level, logging "name: before -> after layers, ms" per pass;

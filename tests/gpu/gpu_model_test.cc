@@ -149,5 +149,46 @@ TEST(GpuModel, CudnnGraphConvMatchesCpuReference) {
 #endif
 }
 
+// A graph through assign_layouts (FP16 preference): conv NHWC, one Reformat layer of the plan
+// before the row-major Reshape; the GPU runs that Reformat under its plan name.
+TEST(GpuModel, LaidOutGraphMatchesCpuReference) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  TinyGraph t;
+  auto x = t.input("x", {2, 8, 6, 6});
+  auto w = t.constant("w", random_tensor({8, 8, 3, 3}, 31, -0.3f, 0.3f));
+  auto c = t.node(OpKind::kConv, "conv", {x, w}, {2, 8, 6, 6}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
+  auto r = t.node(OpKind::kRelu, "relu", {c}, {2, 8, 6, 6});
+  Tensor shape_t(DataType::kInt64, {2});
+  shape_t.data<int64_t>()[0] = 2;
+  shape_t.data<int64_t>()[1] = 288;
+  auto shape = t.constant("shape", shape_t);
+  auto flat = t.node(OpKind::kReshape, "reshape", {r, shape}, {2, 288});
+  auto sm = t.node(OpKind::kSoftmax, "softmax", {flat}, {2, 288}, {{"axis", ir::Attribute::of_int(-1)}});
+  t.g.outputs = {sm};
+  ir::Graph g = t.g;
+  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  g.compact();
+  auto n = passes::assign_layouts(g, passes::tensor_core_layout_preference);
+  ASSERT_TRUE(n.ok());
+  ASSERT_EQ(*n, 1);
+  std::vector<Tensor> in = {random_tensor({2, 8, 6, 6}, 32)};
+  auto ref = interpret(g, in);
+  ASSERT_TRUE(ref.ok());
+  auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
+  ASSERT_TRUE(shapes.ok());
+  cuda::GpuBuildOptions o;
+  o.fp16 = true;
+  auto model = cuda::GpuModel::create(g, *shapes, o);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  int reformats = 0;
+  for (const auto& info : (*model)->layers()) reformats += info.name.rfind("reformat:", 0) == 0;
+  EXPECT_EQ(reformats, 1);
+  auto out = run_gpu(g, in, true, true, false);
+  ASSERT_EQ(out.size(), ref->size());
+  EXPECT_LE(relative_diff(*ref, out), 2e-2);
+#endif
+}
+
 }  // namespace
 }  // namespace kiln::testing

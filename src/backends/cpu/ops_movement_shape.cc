@@ -311,6 +311,7 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kSqueeze, with_inputs<squeeze, 1>);
   r.add(ir::OpKind::kUnsqueeze, with_inputs<unsqueeze, 1>);
   r.add(ir::OpKind::kIdentity, with_inputs<identity, 1>);
+  r.add(ir::OpKind::kReformat, with_inputs<identity, 1>);  // logical tensors: a layout change is a copy
   r.add(ir::OpKind::kDropout, with_inputs<dropout, 1>);
   r.add(ir::OpKind::kConstant, constant);
   r.add(ir::OpKind::kShape, with_inputs<shape_op, 1>);

@@ -12,6 +12,7 @@
 #include "backends/cuda/gpu_layers.h"
 #include "core/numerics.h"
 #include "ir/shape_inference.h"
+#include "passes/passes.h"
 #include "runtime/interpreter.h"
 
 namespace kiln::cuda {
@@ -158,11 +159,22 @@ class Lowering {
       : g_(g), vs_(vs), o_(o), m_(m) {}
 
   Status run() {
+    // A graph through passes::assign_layouts carries each layer's layout ("layout" attribute)
+    // and explicit Reformat layers; the lowering follows them. Without it (tests lowering a
+    // graph directly), 16-bit storage means NHWC for conv/pool and elementwise layers follow.
+    for (const ir::Node& n : g_.nodes) laid_out_ |= !n.removed && n.has_attr("layout");
+    const auto consumers = g_.consumers();
     for (ir::ValueId v : g_.inputs) {
       const int staging = new_val(g_.value(v).name, vs_.shapes[v], false, false);
       m_->input_vals.push_back(staging);
       const Shape& s = vs_.shapes[v];
-      const bool nhwc = o_.fp16 && s.size() == 4;
+      // The boundary conversion writes the layout the input's consumers want (assign_layouts' rule).
+      bool nhwc = o_.fp16 && s.size() == 4;
+      if (laid_out_ && nhwc) {
+        nhwc = false;
+        for (ir::NodeId c : consumers[static_cast<size_t>(v)])
+          nhwc |= passes::tensor_core_layout_preference(g_, g_.node(c)) == passes::Layout::kNHWC;
+      }
       if (!o_.fp16) {
         act_[v] = staging;
       } else {
@@ -225,8 +237,21 @@ class Lowering {
     return it->second;
   }
 
+  // The layout a layer's 4-D activations use: the node's "layout" attribute when the graph went
+  // through assign_layouts, else `dflt`.
+  bool nhwc_of(const ir::Node& n, bool dflt) const {
+    return n.has_attr("layout") ? n.attr_string("layout", "NCHW") == "NHWC" : dflt;
+  }
+
+  // A Reformat layer of the plan: the value in the layout it names (a view when nothing changes).
+  Status lower_reformat(const ir::Node& n) {
+    KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
+    act_[n.outputs[0]] = as_layout(a, nhwc_of(n, false), n.name);
+    return Status::Ok();
+  }
+
   // The value in the wanted layout (a reformat layer is added once per value and layout).
-  int as_layout(int gv, bool nhwc) {
+  int as_layout(int gv, bool nhwc, const std::string& layer_name = "") {
     const GVal& v = m_->vals[gv];
     if (v.shape.size() != 4) return gv;
     if (layout_free(v.shape) || v.nhwc == nhwc) return gv;
@@ -234,7 +259,8 @@ class Lowering {
     auto it = reformatted_.find(key);
     if (it != reformatted_.end()) return it->second;
     const int out = new_val(v.name + (nhwc ? ":nhwc" : ":nchw"), v.shape, v.half, nhwc);
-    add_layer(make_reformat_layer(v.shape, v.half, v.nhwc, v.half, nhwc), "reformat:" + v.name, {gv}, {out}, {});
+    add_layer(make_reformat_layer(v.shape, v.half, v.nhwc, v.half, nhwc),
+              layer_name.empty() ? "reformat:" + v.name : layer_name, {gv}, {out}, {});
     reformatted_[key] = out;
     return out;
   }
@@ -304,6 +330,7 @@ class Lowering {
       case ir::OpKind::kGlobalMaxPool: return lower_pool(n, where);
       case ir::OpKind::kGemm:
       case ir::OpKind::kMatMul: return lower_gemm(n, where);
+      case ir::OpKind::kReformat: return lower_reformat(n);
       case ir::OpKind::kReshape:
       case ir::OpKind::kFlatten:
       case ir::OpKind::kSqueeze:
@@ -374,7 +401,7 @@ class Lowering {
     p.activation = n.op == ir::OpKind::kFusedConv ? n.attr_string("activation", "") : "";
     p.act_alpha = n.attr_float("act_alpha", 0);
     p.act_beta = n.attr_float("act_beta", 0);
-    const bool nhwc = o_.fp16;
+    const bool nhwc = nhwc_of(n, o_.fp16);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     xa = as_layout(xa, nhwc);
     std::vector<float> w = floats_of(*wc);
@@ -455,7 +482,7 @@ class Lowering {
       const int64_t fh = (x[2] + 2 * p.pad_h - k[0]) / s[0] + 1, fw = (x[3] + 2 * p.pad_w - k[1]) / s[1] + 1;
       if (fh != y[2] || fw != y[3]) return unsupported(where + "ceil_mode changes the output size");
     }
-    const bool nhwc = o_.fp16;
+    const bool nhwc = nhwc_of(n, o_.fp16);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     xa = as_layout(xa, nhwc);
     const int out = new_val(g_.value(n.outputs[0]).name, y, o_.fp16, nhwc);
@@ -559,6 +586,7 @@ class Lowering {
       const GVal& gv = m_->vals[act_[v]];
       out_nhwc |= gv.nhwc && out_s.size() == 4 && gv.shape.size() == 4 && !layout_free(gv.shape);
     }
+    if (laid_out_ && n.has_attr("layout")) out_nhwc = nhwc_of(n, false) && out_s.size() == 4 && !layout_free(out_s);
     BroadcastDesc d;
     d.rank = static_cast<int>(out_s.size());
     const Shape phys_out = (out_nhwc && out_s.size() == 4) ? Shape{out_s[0], out_s[2], out_s[3], out_s[1]} : out_s;
@@ -592,6 +620,7 @@ class Lowering {
   GpuModel::Impl* m_;
   std::map<ir::ValueId, int> act_;
   std::map<std::pair<int, bool>, int> reformatted_;
+  bool laid_out_ = false;  // the graph carries assign_layouts' decisions
 };
 
 // First-fit offsets from live ranges: values whose lifetimes overlap get disjoint bytes.
