@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
+#include "backends/cuda/gpu_ops.h"
 #include "core/numerics.h"
 #include "ir/shape_inference.h"
 #include "passes/passes.h"
@@ -328,8 +329,22 @@ class Lowering {
       case ir::OpKind::kAveragePool:
       case ir::OpKind::kGlobalAveragePool:
       case ir::OpKind::kGlobalMaxPool: return lower_pool(n, where);
-      case ir::OpKind::kGemm:
-      case ir::OpKind::kMatMul: return lower_gemm(n, where);
+      case ir::OpKind::kGemm: return lower_gemm(n, where);
+      case ir::OpKind::kMatMul: return has_2d_weight(n) ? lower_gemm(n, where) : lower_matmul(n, where);
+      case ir::OpKind::kLayerNormalization: return lower_layernorm(n, where);
+      case ir::OpKind::kTranspose:
+      case ir::OpKind::kSlice:
+      case ir::OpKind::kExpand: return lower_strided(n, where);
+      case ir::OpKind::kSplit: return lower_split(n, where);
+      case ir::OpKind::kGather: return lower_gather(n, where);
+      case ir::OpKind::kReduceSum:
+      case ir::OpKind::kReduceMean:
+      case ir::OpKind::kReduceMax:
+      case ir::OpKind::kReduceMin: return lower_reduce(n, where);
+      case ir::OpKind::kPad: return lower_pad(n, where);
+      case ir::OpKind::kResize: return lower_resize(n, where);
+      case ir::OpKind::kWhere: return lower_where(n, where);
+      case ir::OpKind::kCast: return lower_cast(n, where);
       case ir::OpKind::kReformat: return lower_reformat(n);
       case ir::OpKind::kReshape:
       case ir::OpKind::kFlatten:
@@ -611,6 +626,181 @@ class Lowering {
     add_layer(make_pointwise_layer(op, d, o_.fp16, alpha, beta), n.name, ins, {out}, n.origin);
     m_->layers.back()->op = ir::op_name(n.op);
     act_[n.outputs[0]] = out;
+    return Status::Ok();
+  }
+
+  // ---- transformer / data-movement ops (gpu_ops.h): row-major operands, outputs in storage dtype.
+  bool has_2d_weight(const ir::Node& n) const {
+    const auto& c = g_.value(n.inputs[1]).constant;
+    return c && c->rank() == 2 && vs_.shapes[n.inputs[0]].size() >= 2;
+  }
+
+  // An input in row-major order: a constant uploaded in the storage dtype, or the activation
+  // (reformatted out of NHWC first).
+  StatusOr<int> row_major_operand(ir::ValueId v) {
+    if (const auto& c = g_.value(v).constant) return upload(g_.value(v).name, floats_of(*c), c->shape(), false);
+    KILN_ASSIGN_OR_RETURN(int a, activation(v));
+    return as_layout(a, false);
+  }
+
+  int new_output(const ir::Node& n, size_t k = 0) {
+    const int out = new_val(g_.value(n.outputs[k]).name, vs_.shapes[n.outputs[k]], o_.fp16, false);
+    act_[n.outputs[k]] = out;
+    return out;
+  }
+
+  int elem_bytes() const { return o_.fp16 ? 2 : 4; }
+
+  Status lower_matmul(const ir::Node& n, const std::string& where) {
+    KILN_ASSIGN_OR_RETURN(BatchedMatMulParams p, plan_batched_matmul(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
+                                                                     vs_.shapes[n.outputs[0]]));
+    KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[0]));
+    KILN_ASSIGN_OR_RETURN(int b, row_major_operand(n.inputs[1]));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, o_.fp16, o_.tf32));
+    add_layer(std::move(layer), n.name, {a, b}, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
+  // LayerNormalization over the axes [axis, rank): rows x cols with scale (and bias) of cols elements.
+  Status lower_layernorm(const ir::Node& n, const std::string& where) {
+    const Shape& s = vs_.shapes[n.inputs[0]];
+    int64_t axis = n.attr_int("axis", -1);
+    if (axis < 0) axis += static_cast<int64_t>(s.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(s.size())) return invalid_argument(where + "axis out of range");
+    int64_t rows = 1;
+    for (int64_t i = 0; i < axis; ++i) rows *= s[i];
+    const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
+    std::vector<int> ins;
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    ins.push_back(x);
+    for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
+      if (n.inputs[k] == ir::kNoValue) continue;
+      if (shape_numel(vs_.shapes[n.inputs[k]]) != cols)
+        return unsupported(where + "scale/bias broadcast over the normalized axes (need " + std::to_string(cols) + " elements)");
+      KILN_ASSIGN_OR_RETURN(int v, row_major_operand(n.inputs[k]));
+      ins.push_back(v);
+    }
+    if (ins.size() < 2) return invalid_argument(where + "Scale is required");
+    add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), o_.fp16), n.name, ins, {new_output(n)},
+              n.origin);
+    return Status::Ok();
+  }
+
+  // Transpose, Slice and Expand: one strided copy.
+  Status lower_strided(const ir::Node& n, const std::string& where) {
+    const Shape& in = vs_.shapes[n.inputs[0]];
+    const Shape& out = vs_.shapes[n.outputs[0]];
+    StridedDesc d;
+    if (n.op == ir::OpKind::kTranspose) {
+      KILN_ASSIGN_OR_RETURN(d, plan_transpose(n, in));
+    } else if (n.op == ir::OpKind::kSlice) {
+      KILN_ASSIGN_OR_RETURN(d, plan_slice(n, g_, in, out));
+    } else {
+      KILN_ASSIGN_OR_RETURN(d, plan_expand(n, in, out));
+    }
+    if (in.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    add_layer(make_strided_copy_layer(ir::op_name(n.op), d, elem_bytes()), n.name, {x}, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
+  Status lower_split(const ir::Node& n, const std::string& where) {
+    std::vector<Shape> outs;
+    for (ir::ValueId v : n.outputs) {
+      if (v == ir::kNoValue) return unsupported(where + "Split with an omitted output");
+      outs.push_back(vs_.shapes[v]);
+    }
+    KILN_ASSIGN_OR_RETURN(auto descs, plan_split(n, vs_.shapes[n.inputs[0]], outs));
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    for (size_t k = 0; k < descs.size(); ++k)
+      add_layer(make_strided_copy_layer("Split", descs[k], elem_bytes()), n.name + ":" + std::to_string(k), {x},
+                {new_output(n, k)}, n.origin);
+    return Status::Ok();
+  }
+
+  Status lower_gather(const ir::Node& n, const std::string& where) {
+    KILN_ASSIGN_OR_RETURN(GatherPlan p, plan_gather(n, g_, vs_.shapes[n.inputs[0]]));
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    // The normalized indices as an int64 weight (the GVal's dtype fields do not describe it;
+    // only the gather layer reads it).
+    const int idx = new_val(n.name + ":indices", {static_cast<int64_t>(p.indices.size())}, false, false);
+    const size_t bytes = p.indices.size() * sizeof(int64_t);
+    void* dev = nullptr;
+    KILN_CUDA_CHECK(cudaMalloc(&dev, std::max<size_t>(bytes, 16)));
+    m_->weight_allocs.push_back(dev);
+    if (bytes) KILN_CUDA_CHECK(cudaMemcpy(dev, p.indices.data(), bytes, cudaMemcpyHostToDevice));
+    m_->vals[idx].weight = dev;
+    m_->weights += bytes;
+    add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
+  Status lower_reduce(const ir::Node& n, const std::string& where) {
+    KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, g_, vs_.shapes[n.inputs[0]]));
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    add_layer(make_reduce_layer(ir::op_name(n.op), p, o_.fp16), n.name, {x}, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
+  Status lower_pad(const ir::Node& n, const std::string& where) {
+    KILN_ASSIGN_OR_RETURN(PadPlan p, plan_pad(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    add_layer(make_pad_layer(p, o_.fp16), n.name, {x}, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
+  Status lower_resize(const ir::Node& n, const std::string& where) {
+    KILN_ASSIGN_OR_RETURN(ResizeDesc d, plan_resize(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    add_layer(make_resize_layer(d, o_.fp16), n.name, {x}, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
+  // Where(cond, a, b) with broadcasting; the bool condition must be a constant (uploaded as 0/1).
+  Status lower_where(const ir::Node& n, const std::string& where) {
+    if (!g_.value(n.inputs[0]).constant) return unsupported(where + "the condition must be a constant on the GPU path");
+    const Shape& out_s = vs_.shapes[n.outputs[0]];
+    if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
+    BroadcastDesc d;
+    d.rank = static_cast<int>(out_s.size());
+    for (int i = 0; i < d.rank; ++i) d.out_dims[i] = out_s[i];
+    std::vector<int> ins;
+    std::vector<int64_t> strides[3];
+    for (size_t k = 0; k < 3; ++k) {
+      Shape phys;
+      KILN_ASSIGN_OR_RETURN(int a, pointwise_operand(n.inputs[k], out_s, false, &phys));
+      ins.push_back(a);
+      strides[k].assign(kMaxRank, 0);
+      int64_t stride = 1;
+      for (int i = d.rank - 1; i >= 0; --i) {
+        strides[k][i] = phys[i] == 1 ? 0 : stride;
+        stride *= phys[i];
+      }
+    }
+    for (int i = 0; i < d.rank; ++i) {
+      d.a_strides[i] = strides[1][i];
+      d.b_strides[i] = strides[2][i];
+    }
+    if (d.rank == 0) {
+      d.rank = 1;
+      d.out_dims[0] = 1;
+    }
+    add_layer(make_where_layer(d, strides[0], o_.fp16), n.name, ins, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
+  // Cast between float types: a view, except float32 storage of a float16 result (rounded).
+  Status lower_cast(const ir::Node& n, const std::string& where) {
+    if (!is_float(vs_.dtypes[n.inputs[0]])) return unsupported(where + "Cast from " + std::string(dtype_name(vs_.dtypes[n.inputs[0]])));
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    const bool round = !o_.fp16 && vs_.dtypes[n.outputs[0]] == DataType::kFloat16 &&
+                       vs_.dtypes[n.inputs[0]] == DataType::kFloat32;
+    if (round) {
+      add_layer(make_round_to_half_layer(shape_numel(vs_.shapes[n.inputs[0]])), n.name, {x}, {new_output(n)}, n.origin);
+      return Status::Ok();
+    }
+    const int out = new_output(n);
+    m_->vals[out].alias_of = x;
     return Status::Ok();
   }
 

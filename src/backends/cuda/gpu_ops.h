@@ -1,0 +1,80 @@
+// The CUDA path's transformer / data-movement ops (issue 4): node -> kernel parameters
+// (attributes and constant inputs resolved at build time; errors name the node) and the layers
+// that run Kiln's own kernels (kernels_more.h) or cuBLASLt batched matmuls. All tensors here
+// are row-major (logical order); the lowering reformats NHWC activations before these layers.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/gpu_layers.h"
+#include "backends/cuda/kernels_more.h"
+#include "ir/graph.h"
+
+namespace kiln::cuda {
+
+// ---- planning (host side, build time). `in`/`out` are the concrete logical shapes.
+// Transpose (ONNX "Transpose"; perm default: reversed axes), rank <= 6.
+StatusOr<StridedDesc> plan_transpose(const ir::Node& n, const Shape& in);
+// Slice (ONNX "Slice", opset 1 attributes / 10+ constant inputs, negative steps): the output
+// dims come from `out`, the start of each sliced axis is clamped as the spec says.
+StatusOr<StridedDesc> plan_slice(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out);
+// Expand (ONNX "Expand"): numpy broadcast of `in` to `out` (stride 0 on broadcast dims).
+StatusOr<StridedDesc> plan_expand(const ir::Node& n, const Shape& in, const Shape& out);
+// Split (ONNX "Split"): one strided copy per output, sizes taken from the output shapes.
+StatusOr<std::vector<StridedDesc>> plan_split(const ir::Node& n, const Shape& in, const std::vector<Shape>& outs);
+
+// Reductions over a contiguous axis set as [outer, red, inner] (size-1 axes are ignored when
+// checking contiguity). ReduceSum axes: input 1 from opset 13; the others: input 1 from 18.
+struct ReducePlan {
+  ReduceKind kind = ReduceKind::kSum;
+  int64_t outer = 1, red = 1, inner = 1;
+};
+StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Shape& in);
+
+// Gather with constant int32/int64 indices (negative indices normalized; out-of-range is an error).
+struct GatherPlan {
+  int64_t outer = 1, axis_dim = 1, inner = 1;
+  std::vector<int64_t> indices;  // normalized, in [0, axis_dim)
+};
+StatusOr<GatherPlan> plan_gather(const ir::Node& n, const ir::Graph& g, const Shape& in);
+
+// Pad (ONNX "Pad", opset 2 attributes / 11+ inputs / 18 axes): modes constant, reflect, edge.
+struct PadPlan {
+  PadDesc desc;
+  PadMode mode = PadMode::kConstant;
+  float value = 0.f;
+};
+StatusOr<PadPlan> plan_pad(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out);
+
+// Resize of H and W of a 4-D NCHW tensor (ONNX "Resize" opset 11+, nearest or linear; the
+// coordinate modes half_pixel, asymmetric, pytorch_half_pixel, align_corners, tf_half_pixel_for_nn).
+StatusOr<ResizeDesc> plan_resize(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out);
+
+// MatMul (ONNX "MatMul", numpy semantics) with both operands of rank >= 2: Y[b] = A[b] · B[b]
+// over the broadcast batch; supported batch patterns: equal batches, B shared (2-D or batch 1:
+// folded into M), A shared (one cuBLASLt call per batch entry).
+struct BatchedMatMulParams {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;        // cuBLASLt strided-batch count
+  bool a_shared = false;    // A has one matrix for every batch entry of B
+};
+StatusOr<BatchedMatMulParams> plan_batched_matmul(const ir::Node& n, const Shape& a, const Shape& b, const Shape& y);
+
+// ---- layers (ins/outs set by the lowering)
+std::unique_ptr<Layer> make_strided_copy_layer(const std::string& op, const StridedDesc& d, int elem_bytes);
+// ins: x, scale, bias (-1 when absent).
+std::unique_ptr<Layer> make_layernorm_layer(int64_t rows, int64_t cols, float eps, bool half);
+std::unique_ptr<Layer> make_reduce_layer(const std::string& op, const ReducePlan& p, bool half);
+// ins: x, indices (int64 on the device).
+std::unique_ptr<Layer> make_gather_layer(const GatherPlan& p, int elem_bytes);
+std::unique_ptr<Layer> make_pad_layer(const PadPlan& p, bool half);
+std::unique_ptr<Layer> make_resize_layer(const ResizeDesc& d, bool half);
+// ins: condition (0/1 in the storage dtype), a, b; strides per operand as in BroadcastDesc.
+std::unique_ptr<Layer> make_where_layer(const BroadcastDesc& d, const std::vector<int64_t>& c_strides, bool half);
+// Cast to float16 while storage is float32: rounds each element to the nearest half.
+std::unique_ptr<Layer> make_round_to_half_layer(int64_t count);
+// ins: A, B (row-major, storage dtype); out: Y.
+StatusOr<std::unique_ptr<Layer>> make_batched_matmul_layer(const BatchedMatMulParams& p, bool half, bool tf32);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,317 @@
+// Kiln's own CUDA kernels for LayerNorm, reductions, strided copies, Gather, Pad, Resize, Where
+// and fp16 rounding. Formulas follow the ONNX operator definitions named in kernels_more.h and
+// match the CPU reference kernels (src/backends/cpu/ops_nn_norm.cc, ops_reduce.cc,
+// ops_movement_*.cc). Grid-stride loops over 64-bit indices throughout.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backends/cuda/kernels_more.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float ld(const void* p, int64_t i, bool half) {
+  return half ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
+}
+__device__ __forceinline__ void st(void* p, int64_t i, float v, bool half) {
+  if (half) static_cast<__half*>(p)[i] = __float2half_rn(v);
+  else static_cast<float*>(p)[i] = v;
+}
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, 65535LL * 32)));
+}
+
+// ---------------------------------------------------------------- strided copy
+template <typename T>
+__global__ void strided_copy_kernel(const T* __restrict__ src, T* __restrict__ dst, StridedDesc d, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rem = i, off = d.src_offset;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      const int64_t c = rem % d.out_dims[k];
+      rem /= d.out_dims[k];
+      off += c * d.src_strides[k];
+    }
+    dst[i] = src[off];
+  }
+}
+
+// ---------------------------------------------------------------- LayerNorm
+// One block of 256 threads per row; two passes over the row (mean, then centered variance) so
+// large means do not cancel; block reduction through shared memory.
+__device__ float block_sum(float v, float* shm) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // shm may still be read from a previous call
+  if (lane == 0) shm[warp] = v;
+  __syncthreads();
+  float s = 0.f;
+  const int nw = blockDim.x >> 5;
+  for (int w = 0; w < nw; ++w) s += shm[w];
+  return s;
+}
+
+__global__ void layernorm_kernel(const void* x, const void* scale, const void* bias, void* y, bool half, int64_t rows,
+                                 int64_t cols, float eps) {
+  __shared__ float shm[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * cols;
+    float s = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += ld(x, base + c, half);
+    const float mean = block_sum(s, shm) / static_cast<float>(cols);
+    float q = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float d = ld(x, base + c, half) - mean;
+      q += d * d;
+    }
+    const float var = block_sum(q, shm) / static_cast<float>(cols);
+    const float inv = rsqrtf(var + eps);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      float v = (ld(x, base + c, half) - mean) * inv * ld(scale, c, half);
+      if (bias) v += ld(bias, c, half);
+      st(y, base + c, v, half);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- reductions
+__device__ __forceinline__ float red_init(ReduceKind k) {
+  return k == ReduceKind::kMax ? -INFINITY : (k == ReduceKind::kMin ? INFINITY : 0.f);
+}
+__device__ __forceinline__ float red_op(ReduceKind k, float a, float b) {
+  return k == ReduceKind::kMax ? fmaxf(a, b) : (k == ReduceKind::kMin ? fminf(a, b) : a + b);
+}
+
+// inner == 1: one warp per output row.
+__global__ void reduce_rows_kernel(const void* x, void* y, bool half, ReduceKind k, int64_t outer, int64_t red) {
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  const int lane = threadIdx.x & 31;
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; o < outer; o += warps) {
+    float acc = red_init(k);
+    for (int64_t r = lane; r < red; r += 32) acc = red_op(k, acc, ld(x, o * red + r, half));
+    for (int s = 16; s > 0; s >>= 1) acc = red_op(k, acc, __shfl_xor_sync(0xffffffffu, acc, s));
+    if (lane == 0) st(y, o, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, half);
+  }
+}
+
+// General: one thread per (outer, inner) output, walking the reduced axis (coalesced over inner).
+__global__ void reduce_mid_kernel(const void* x, void* y, bool half, ReduceKind k, int64_t outer, int64_t red,
+                                  int64_t inner) {
+  const int64_t total = outer * inner;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = i / inner, in = i % inner;
+    float acc = red_init(k);
+    for (int64_t r = 0; r < red; ++r) acc = red_op(k, acc, ld(x, (o * red + r) * inner + in, half));
+    st(y, i, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, half);
+  }
+}
+
+// ---------------------------------------------------------------- Gather
+template <typename T>
+__global__ void gather_kernel(const T* __restrict__ x, const int64_t* __restrict__ idx, T* __restrict__ y,
+                              int64_t outer, int64_t axis_dim, int64_t nidx, int64_t inner) {
+  const int64_t total = outer * nidx * inner;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t in = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
+    y[i] = x[(o * axis_dim + idx[j]) * inner + in];
+  }
+}
+
+// ---------------------------------------------------------------- Pad
+__device__ __forceinline__ int64_t pad_coord(int64_t c, int64_t n, PadMode m) {
+  if (c >= 0 && c < n) return c;
+  if (m == PadMode::kEdge) return c < 0 ? 0 : n - 1;
+  if (m == PadMode::kReflect) {
+    if (n == 1) return 0;
+    const int64_t period = 2 * (n - 1);
+    int64_t t = c % period;
+    if (t < 0) t += period;
+    return t < n ? t : period - t;
+  }
+  return -1;
+}
+
+__global__ void pad_kernel(const void* x, void* y, bool half, PadMode m, float value, PadDesc d, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rem = i, off = 0, stride = 1;
+    bool outside = false;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      const int64_t c = rem % d.out_dims[k];
+      rem /= d.out_dims[k];
+      const int64_t s = pad_coord(c - d.begin[k], d.in_dims[k], m);
+      if (s < 0) outside = true;
+      off += s * stride;
+      stride *= d.in_dims[k];
+    }
+    st(y, i, outside ? value : ld(x, off, half), half);
+  }
+}
+
+// ---------------------------------------------------------------- Resize
+__device__ double resize_coord(double o, double scale, double len, int64_t in, int coord) {
+  switch (coord) {
+    case 0: return (o + 0.5) / scale - 0.5;
+    case 1: return o / scale;
+    case 2: return len > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
+    case 3: return len == 1 ? 0.0 : o * static_cast<double>(in - 1) / (len - 1);
+    default: return (o + 0.5) / scale;
+  }
+}
+__device__ int64_t resize_nearest(double x, int mode, int64_t in) {
+  int64_t i;
+  if (x == floor(x)) i = static_cast<int64_t>(x);
+  else if (mode == 0) i = static_cast<int64_t>(ceil(x - 0.5));
+  else if (mode == 1) i = static_cast<int64_t>(floor(x + 0.5));
+  else if (mode == 2) i = static_cast<int64_t>(floor(x));
+  else i = static_cast<int64_t>(ceil(x));
+  return i < 0 ? 0 : (i > in - 1 ? in - 1 : i);
+}
+
+__global__ void resize_kernel(const void* x, void* y, bool half, ResizeDesc d) {
+  const int64_t total = d.nc * d.oh * d.ow;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ox = i % d.ow, oy = (i / d.ow) % d.oh, p = i / (d.ow * d.oh);
+    const double fy = resize_coord(static_cast<double>(oy), d.scale_h, d.len_h, d.ih, d.coord);
+    const double fx = resize_coord(static_cast<double>(ox), d.scale_w, d.len_w, d.iw, d.coord);
+    const int64_t base = p * d.ih * d.iw;
+    float v;
+    if (!d.linear) {
+      v = ld(x, base + resize_nearest(fy, d.nearest, d.ih) * d.iw + resize_nearest(fx, d.nearest, d.iw), half);
+    } else {
+      // Two taps per axis at floor(f), floor(f) + 1 with weights 1 - r, r; indices clamped to
+      // the input (the CPU reference's edge handling, exclude_outside = 0).
+      const double y0 = floor(fy), x0 = floor(fx);
+      const float ry = static_cast<float>(fy - y0), rx = static_cast<float>(fx - x0);
+      auto cl = [](int64_t c, int64_t n) { return c < 0 ? 0 : (c > n - 1 ? n - 1 : c); };
+      const int64_t ya = cl(static_cast<int64_t>(y0), d.ih), yb = cl(static_cast<int64_t>(y0) + 1, d.ih);
+      const int64_t xa = cl(static_cast<int64_t>(x0), d.iw), xb = cl(static_cast<int64_t>(x0) + 1, d.iw);
+      const float top = (1.f - rx) * ld(x, base + ya * d.iw + xa, half) + rx * ld(x, base + ya * d.iw + xb, half);
+      const float bot = (1.f - rx) * ld(x, base + yb * d.iw + xa, half) + rx * ld(x, base + yb * d.iw + xb, half);
+      v = (1.f - ry) * top + ry * bot;
+    }
+    st(y, i, v, half);
+  }
+}
+
+// ---------------------------------------------------------------- Where, rounding
+struct Strides3 {
+  int64_t c[kMaxRank];
+};
+
+__global__ void where_kernel(const void* c, const void* a, const void* b, void* y, bool half, BroadcastDesc d,
+                             Strides3 cs, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rem = i, ia = 0, ib = 0, ic = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      const int64_t q = rem % d.out_dims[k];
+      rem /= d.out_dims[k];
+      ia += q * d.a_strides[k];
+      ib += q * d.b_strides[k];
+      ic += q * cs.c[k];
+    }
+    st(y, i, ld(c, ic, half) != 0.f ? ld(a, ia, half) : ld(b, ib, half), half);
+  }
+}
+
+__global__ void round_half_kernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = __half2float(__float2half_rn(x[i]));
+}
+
+}  // namespace
+
+cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, const StridedDesc& d, cudaStream_t stream) {
+  int64_t total = 1;
+  for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
+  if (total == 0) return cudaSuccess;
+  const unsigned g = blocks_for(total);
+  switch (elem_bytes) {
+    case 1: strided_copy_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), d, total); break;
+    case 2: strided_copy_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), d, total); break;
+    case 4: strided_copy_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), d, total); break;
+    case 8: strided_copy_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), d, total); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias, void* y, bool half, int64_t rows,
+                             int64_t cols, float eps, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  const unsigned g = static_cast<unsigned>(std::min<int64_t>(rows, 65535LL * 16));
+  layernorm_kernel<<<g, kThreads, 0, stream>>>(x, scale, bias, y, half, rows, cols, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_reduce(const void* x, void* y, bool half, ReduceKind kind, int64_t outer, int64_t red,
+                          int64_t inner, cudaStream_t stream) {
+  if (outer * inner == 0) return cudaSuccess;
+  if (inner == 1) {
+    const int64_t blocks = (outer + kThreads / 32 - 1) / (kThreads / 32);
+    const unsigned g = static_cast<unsigned>(std::min<int64_t>(blocks, 65535LL * 32));
+    reduce_rows_kernel<<<g, kThreads, 0, stream>>>(x, y, half, kind, outer, red);
+  } else {
+    reduce_mid_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, y, half, kind, outer, red, inner);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather(const void* x, const int64_t* idx, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
+                          int64_t nidx, int64_t inner, cudaStream_t stream) {
+  const int64_t total = outer * nidx * inner;
+  if (total == 0) return cudaSuccess;
+  const unsigned g = blocks_for(total);
+  switch (elem_bytes) {
+    case 2: gather_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), idx, static_cast<uint16_t*>(y), outer, axis_dim, nidx, inner); break;
+    case 4: gather_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), idx, static_cast<uint32_t*>(y), outer, axis_dim, nidx, inner); break;
+    case 8: gather_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), idx, static_cast<uint64_t*>(y), outer, axis_dim, nidx, inner); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pad(const void* x, void* y, bool half, PadMode mode, float value, const PadDesc& d,
+                       cudaStream_t stream) {
+  int64_t total = 1;
+  for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
+  if (total == 0) return cudaSuccess;
+  pad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, half, mode, value, d, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_resize(const void* x, void* y, bool half, const ResizeDesc& d, cudaStream_t stream) {
+  const int64_t total = d.nc * d.oh * d.ow;
+  if (total == 0) return cudaSuccess;
+  resize_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, half, d);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_where(const void* c, const void* a, const void* b, void* y, bool half, const BroadcastDesc& d,
+                         const int64_t* c_strides, cudaStream_t stream) {
+  int64_t total = 1;
+  for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
+  if (total == 0) return cudaSuccess;
+  Strides3 cs{};
+  for (int k = 0; k < d.rank; ++k) cs.c[k] = c_strides[k];
+  where_kernel<<<blocks_for(total), kThreads, 0, stream>>>(c, a, b, y, half, d, cs, total);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_round_to_half(const float* x, float* y, int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  round_half_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, y, count);
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda
