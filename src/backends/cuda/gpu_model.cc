@@ -158,6 +158,8 @@ class Lowering {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
       : g_(g), vs_(vs), o_(o), m_(m) {}
+  // Lower without touching the device (weights are not uploaded): for check_gpu_support.
+  void dry_run() { dry_run_ = true; }
 
   Status run() {
     // A graph through passes::assign_layouts carries each layer's layout ("layout" attribute)
@@ -271,6 +273,10 @@ class Lowering {
     const bool half = o_.fp16;
     const int id = new_val(name, logical, half, nhwc);
     const size_t bytes = data.size() * (half ? 2 : 4);
+    if (dry_run_) {  // check_gpu_support: no device memory, so it also answers without a GPU
+      m_->vals[id].weight = &dry_run_;
+      return id;
+    }
     void* p = nullptr;
     KILN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
     m_->weight_allocs.push_back(p);
@@ -725,6 +731,11 @@ class Lowering {
     // only the gather layer reads it).
     const int idx = new_val(n.name + ":indices", {static_cast<int64_t>(p.indices.size())}, false, false);
     const size_t bytes = p.indices.size() * sizeof(int64_t);
+    if (dry_run_) {
+      m_->vals[idx].weight = &dry_run_;
+      add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
+      return Status::Ok();
+    }
     void* dev = nullptr;
     KILN_CUDA_CHECK(cudaMalloc(&dev, std::max<size_t>(bytes, 16)));
     m_->weight_allocs.push_back(dev);
@@ -811,6 +822,7 @@ class Lowering {
   std::map<ir::ValueId, int> act_;
   std::map<std::pair<int, bool>, int> reformatted_;
   bool laid_out_ = false;  // the graph carries assign_layouts' decisions
+  bool dry_run_ = false;
 };
 
 // First-fit offsets from live ranges: values whose lifetimes overlap get disjoint bytes.
@@ -866,6 +878,7 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes) {
   GpuBuildOptions o;
   o.tune = false;
   Lowering l(g, shapes, o, &scratch);
+  l.dry_run();
   return l.run();
 }
 

@@ -38,7 +38,8 @@ struct ValueShapes {
 // inference when it determines them all, else from one CPU reference run on seeded random inputs.
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes);
 
-// Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once.
+// Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once. Lowers
+// with the FP32 rules and uploads nothing, so it also answers on a machine without a GPU.
 Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes);
 
 struct GpuLayerInfo {
