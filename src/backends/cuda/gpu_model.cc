@@ -382,7 +382,9 @@ class Lowering {
         act_[n.outputs[0]] = out;
         return Status::Ok();
       }
-      case ir::OpKind::kConcat: {
+      case ir::OpKind::kConcat:
+        if (has_constant_input(n)) return lower_concat_with_constants(n, where);
+        {
         const Shape& out_s = vs_.shapes[n.outputs[0]];
         int64_t axis = n.attr_int("axis", 1);
         if (axis < 0) axis += static_cast<int64_t>(out_s.size());
@@ -657,6 +659,32 @@ class Lowering {
 
   int elem_bytes() const { return o_.fp16 ? 2 : 4; }
 
+  bool has_constant_input(const ir::Node& n) const {
+    for (ir::ValueId v : n.inputs)
+      if (v != ir::kNoValue && g_.value(v).constant) return true;
+    return false;
+  }
+
+  // Concat with constant parts (the ViT class token once the batch is concrete): the
+  // constants are uploaded row-major and copied like any other part.
+  Status lower_concat_with_constants(const ir::Node& n, const std::string& where) {
+    const Shape& out_s = vs_.shapes[n.outputs[0]];
+    int64_t axis = n.attr_int("axis", 1);
+    if (axis < 0) axis += static_cast<int64_t>(out_s.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(out_s.size())) return invalid_argument(where + "axis out of range");
+    int64_t outer = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= out_s[i];
+    std::vector<int> ins;
+    std::vector<int64_t> inner;
+    for (ir::ValueId v : n.inputs) {
+      KILN_ASSIGN_OR_RETURN(int a, row_major_operand(v));
+      ins.push_back(a);
+      inner.push_back(shape_numel(vs_.shapes[v]) / std::max<int64_t>(outer, 1));
+    }
+    add_layer(make_concat_layer(outer, inner, elem_bytes()), n.name, ins, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
   Status lower_matmul(const ir::Node& n, const std::string& where) {
     KILN_ASSIGN_OR_RETURN(BatchedMatMulParams p, plan_batched_matmul(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
                                                                      vs_.shapes[n.outputs[0]]));
@@ -877,7 +905,9 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes) {
   GpuModel::Impl scratch;
   GpuBuildOptions o;
   o.tune = false;
-  Lowering l(g, shapes, o, &scratch);
+  ir::Graph folded = g;
+  KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
+  Lowering l(folded, shapes, o, &scratch);
   l.dry_run();
   return l.run();
 }
@@ -891,7 +921,9 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   model->impl_ = std::make_unique<Impl>();
   Impl* m = model->impl_.get();
   m->opts = opts;
-  Lowering l(g, shapes, opts, m);
+  ir::Graph folded = g;  // shape computations become constants at these concrete shapes
+  KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
+  Lowering l(folded, shapes, opts, m);
   KILN_RETURN_IF_ERROR(l.run());
   plan_memory(m);
   size_t ws = 0;

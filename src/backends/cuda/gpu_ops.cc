@@ -8,6 +8,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "core/numerics.h"
+#include "passes/passes.h"
 
 namespace kiln::cuda {
 namespace {
@@ -59,6 +60,44 @@ StatusOr<StridedDesc> desc_of(const ir::Node& n, const Shape& out) {
 }
 
 }  // namespace
+
+Status fold_shape_computations(ir::Graph& g, const ValueShapes& vs) {
+  bool any = false;
+  for (ir::Node& n : g.nodes) {
+    if (n.removed || (n.op != ir::OpKind::kShape && n.op != ir::OpKind::kSize)) continue;
+    if (n.inputs.empty() || n.outputs.empty() || n.outputs[0] == ir::kNoValue) continue;
+    const ir::ValueId in = n.inputs[0];
+    if (in == ir::kNoValue || static_cast<size_t>(in) >= vs.shapes.size()) continue;
+    const Shape& s = vs.shapes[in];
+    std::vector<int64_t> dims;
+    if (n.op == ir::OpKind::kSize) {
+      dims.push_back(shape_numel(s));
+    } else {  // opset 15: start/end (negative counts from the back, clamped)
+      const int64_t r = static_cast<int64_t>(s.size());
+      int64_t start = n.attr_int("start", 0), end = n.attr_int("end", r);
+      if (start < 0) start += r;
+      if (end < 0) end += r;
+      start = std::clamp<int64_t>(start, 0, r);
+      end = std::clamp<int64_t>(end, 0, r);
+      for (int64_t i = start; i < end; ++i) dims.push_back(s[i]);
+    }
+    const Shape out_shape = n.op == ir::OpKind::kSize ? Shape{} : Shape{static_cast<int64_t>(dims.size())};
+    auto t = std::make_shared<Tensor>(DataType::kInt64, out_shape);
+    for (size_t i = 0; i < dims.size(); ++i) t->data<int64_t>()[i] = dims[i];
+    ir::Value& val = g.value(n.outputs[0]);
+    val.constant = t;
+    val.dtype = DataType::kInt64;
+    ir::SymShape sym;
+    for (int64_t d : out_shape) sym.push_back(ir::Dim::known(d));
+    val.shape = sym;
+    val.producer = -1;
+    n.removed = true;
+    any = true;
+  }
+  if (!any) return Status::Ok();
+  // fold_constants visits nodes in order; the graph is topologically sorted.
+  return passes::fold_constants(g, passes::PassOptions{});
+}
 
 // ------------------------------------------------------------------ planning
 StatusOr<StridedDesc> plan_transpose(const ir::Node& n, const Shape& in) {

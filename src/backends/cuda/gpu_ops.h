@@ -8,10 +8,18 @@
 #include <vector>
 
 #include "backends/cuda/gpu_layers.h"
+#include "backends/cuda/gpu_model.h"
 #include "backends/cuda/kernels_more.h"
 #include "ir/graph.h"
 
 namespace kiln::cuda {
+
+// Shape computations at the concrete build shapes (a GpuModel is built per input-shape set):
+// Shape and Size nodes become int64 constants of the shapes in `vs`, then constant folding
+// (passes/fold_constants.cc) evaluates everything that depends only on them — Reshape targets,
+// Expand shapes, Slice bounds, dynamic-batch Where/Equal chains. Value ids stay stable, so
+// `vs` still describes the graph.
+Status fold_shape_computations(ir::Graph& g, const ValueShapes& vs);
 
 // ---- planning (host side, build time). `in`/`out` are the concrete logical shapes.
 // Transpose (ONNX "Transpose"; perm default: reversed axes), rank <= 6.
