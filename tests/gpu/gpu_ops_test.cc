@@ -556,6 +556,41 @@ TEST(GpuOps, TransformerBlockViTSizes) {
   expect_matches(g, nonzero_tensor({1, 197, 768}, 31), 1e-3, kArith16, "transformer block ViT-B sizes");
 }
 
+// A dynamic-batch export's shape arithmetic (as torch writes ViT's class token and reshapes):
+// Shape -> Gather -> Unsqueeze -> Concat feeding Expand and Reshape; the class token joins the
+// tokens by a Concat with a constant part once the batch is concrete; x[:, 0] is a Gather.
+ir::Graph class_token_head() {
+  TinyGraph t;
+  auto x = t.input("x", {2, 4, 8});
+  auto as_int = [&](ir::ValueId v) {
+    t.g.value(v).dtype = DataType::kInt64;
+    return v;
+  };
+  auto shape = as_int(t.node(OpKind::kShape, "shape", {x}, {3}));
+  auto batch = as_int(t.node(OpKind::kGather, "batch", {shape, t.constant("i0", scalar_index(0, DataType::kInt64))}, {}));
+  auto b1 = as_int(t.node(OpKind::kUnsqueeze, "batch1", {batch, t.constant("ax0", ints({0}))}, {1}));
+  auto eshape = as_int(t.node(OpKind::kConcat, "eshape", {b1, t.constant("rest", ints({1, 8}))}, {3},
+                              {{"axis", Attribute::of_int(0)}}));
+  auto cls = t.node(OpKind::kExpand, "expand_cls", {t.constant("cls", nonzero_tensor({1, 1, 8}, 50)), eshape}, {2, 1, 8});
+  auto cat = t.node(OpKind::kConcat, "cat", {cls, x}, {2, 5, 8}, {{"axis", Attribute::of_int(1)}});
+  auto ln = t.node(OpKind::kLayerNormalization, "ln", {cat, t.constant("g", nonzero_tensor({8}, 51))}, {2, 5, 8},
+                   {{"axis", Attribute::of_int(-1)}});
+  auto first = t.node(OpKind::kGather, "first", {ln, t.constant("i1", scalar_index(0, DataType::kInt64))}, {2, 8},
+                      {{"axis", Attribute::of_int(1)}});
+  auto head = t.node(OpKind::kMatMul, "head", {first, t.constant("w", nonzero_tensor({8, 3}, 52))}, {2, 3});
+  auto rshape = as_int(t.node(OpKind::kConcat, "rshape", {b1, t.constant("m1", ints({-1}))}, {2},
+                              {{"axis", Attribute::of_int(0)}}));
+  auto flat = t.node(OpKind::kReshape, "flat", {cat, rshape}, {2, 40});
+  t.g.outputs = {head, flat};
+  return t.g;
+}
+
+TEST(GpuOps, DynamicBatchShapeArithmeticFoldsAtBuildShapes) {
+  REQUIRE_CUDA_BUILD();
+  expect_matches(class_token_head(), nonzero_tensor({2, 4, 8}, 53), kArith32, kArith16, "class-token head");
+  SKIP_WITHOUT_GPU();
+}
+
 // The lowering itself (planning, layer construction) runs without a GPU: every op of the block
 // is supported, and unsupported cases are listed all at once with the node named.
 TEST(GpuSupportCheck, TransformerBlockLowersAndErrorsNameNodes) {

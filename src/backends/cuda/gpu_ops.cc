@@ -464,6 +464,14 @@ class BatchedMatMulLayer : public Layer {
     KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = std::min(s.workspace_bytes, kWorkspace);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    // Matrices after the first start at multiples of their size in bytes (batch strides or the
+    // per-call offsets): tell the heuristic so it picks no algorithm that needs more alignment.
+    const int64_t es = half_ ? 2 : 4;
+    const uint32_t al_a = alignment(p_.k * p_.n * es), al_b = alignment(p_.m * p_.k * es), al_c = alignment(p_.m * p_.n * es);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof al_c);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof al_c);
     cublasLtMatmulHeuristicResult_t res[1];
     int returned = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, la_, lb_, lc_, lc_, pref, 1, res, &returned);
@@ -474,6 +482,12 @@ class BatchedMatMulLayer : public Layer {
     has_algo_ = true;
     describe();
     return Status::Ok();
+  }
+  // Largest power of two (<= 256, the arena's alignment) dividing `bytes`.
+  static uint32_t alignment(int64_t bytes) {
+    uint32_t a = 256;
+    while (a > 1 && bytes % a != 0) a >>= 1;
+    return a;
   }
   void describe() {
     tactic = std::string("cublaslt.batched_matmul") + (has_algo_ ? " heuristic#0 " : " ") + dt_name(half_) +
