@@ -235,8 +235,10 @@ void expect_matches(const ir::Graph& g, const Tensor& x, double tol32, double to
   // Without a GPU too: the graph lowers, and the planned descriptors reproduce the reference.
   auto vs = cuda::infer_value_shapes_by_reference(g, {x.shape()});
   ASSERT_TRUE(vs.ok()) << label << ": " << vs.status().to_string();
-  Status support = cuda::check_gpu_support(g, *vs);
-  ASSERT_TRUE(support.ok()) << label << ": " << support.to_string();
+  for (bool fp16 : {false, true}) {
+    Status support = cuda::check_gpu_support(g, *vs, fp16);
+    ASSERT_TRUE(support.ok()) << label << (fp16 ? " [fp16]: " : " [fp32]: ") << support.to_string();
+  }
   auto emu = emulate(g, *vs, x);
   if (emu.ok()) {
     EXPECT_LE(relative_diff(*ref, *emu), std::max(tol32, 1e-6)) << label << " [host emulation of the plan]";

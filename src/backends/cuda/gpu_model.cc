@@ -901,10 +901,11 @@ void plan_memory(GpuModel::Impl* m) {
 
 }  // namespace
 
-Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes) {
+Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp16) {
   GpuModel::Impl scratch;
   GpuBuildOptions o;
   o.tune = false;
+  o.fp16 = fp16;
   ir::Graph folded = g;
   KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
   Lowering l(folded, shapes, o, &scratch);

@@ -39,8 +39,9 @@ struct ValueShapes {
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes);
 
 // Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once. Lowers
-// with the FP32 rules and uploads nothing, so it also answers on a machine without a GPU.
-Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes);
+// with the FP32 (or FP16: NHWC) rules and uploads nothing, so it also answers on a machine
+// without a GPU.
+Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp16 = false);
 
 struct GpuLayerInfo {
   std::string name;    // engine layer name
