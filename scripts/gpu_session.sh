@@ -34,6 +34,16 @@ echo "== kiln CLI on a CUDA plan"
   $C/kiln bench /tmp/r101_fp16.plan --iterations 200
 } 2>&1 | tee "$OUT/cli.txt"
 
+echo "== ViT-B/16 on the CUDA path (LayerNorm, Gelu, batched MatMul, Transpose, Gather; issue 4)"
+{
+  $PY scripts/export_models.py --model vit_b_16 -o models/vit_b_16.onnx 2>&1 | tail -n 2
+  $C/kiln build models/vit_b_16.onnx -o /tmp/vit_fp32.plan --device gpu --no-tf32 --shapes input:1x3x224x224
+  $C/kiln compare /tmp/vit_fp32.plan models/vit_b_16.onnx --input input=/tmp/x.npy --atol 1e-3 --rtol 1e-3
+  $C/kiln build models/vit_b_16.onnx -o /tmp/vit_fp16.plan --device gpu --fp16 --shapes input:1x3x224x224
+  $C/kiln compare /tmp/vit_fp16.plan models/vit_b_16.onnx --input input=/tmp/x.npy --atol 0.05 --rtol 0.05
+  $C/kiln bench /tmp/vit_fp16.plan --iterations 100
+} 2>&1 | tee "$OUT/vit.txt"
+
 echo "== benchmark: Kiln"
 $C/kiln_gpu_bench models/resnet101.onnx --batch "$BATCHES" --precision fp32,tf32,fp16 | tee "$OUT/kiln.jsonl"
 echo "== per-layer profile (FP16, batch 1 and 64)"
