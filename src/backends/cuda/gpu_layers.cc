@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 
 #include "backends/cuda/cuda_check.h"
+#include "builder/timing_cache.h"
 
 namespace kiln::cuda {
 
@@ -23,10 +25,50 @@ namespace {
 
 constexpr size_t kMaxConvWorkspace = 256u << 20;  // bytes a single conv tactic may use
 
+cudnnDataType_t cudnn_type(StorageType t) {
+  switch (t) {
+    case StorageType::kF16: return CUDNN_DATA_HALF;
+    case StorageType::kBF16: return CUDNN_DATA_BFLOAT16;
+    case StorageType::kF32: break;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+cudaDataType_t cuda_type(StorageType t) {
+  switch (t) {
+    case StorageType::kF16: return CUDA_R_16F;
+    case StorageType::kBF16: return CUDA_R_16BF;
+    case StorageType::kF32: break;
+  }
+  return CUDA_R_32F;
+}
+
+// Mean device time (ms) of `reps` back-to-back runs on s.stream after one untimed warm-up run.
+StatusOr<float> time_runs(ExecState& s, int reps, const std::function<Status()>& run) {
+  KILN_RETURN_IF_ERROR(run());
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  KILN_CUDA_CHECK(cudaEventCreate(&e0));
+  cudaError_t ce = cudaEventCreate(&e1);
+  if (ce != cudaSuccess) {
+    cudaEventDestroy(e0);
+    return cuda_status(ce, "cudaEventCreate", __FILE__, __LINE__);
+  }
+  Status st = cuda_status(cudaEventRecord(e0, s.stream), "cudaEventRecord", __FILE__, __LINE__);
+  for (int r = 0; r < reps && st.ok(); ++r) st = run();
+  if (st.ok()) st = cuda_status(cudaEventRecord(e1, s.stream), "cudaEventRecord", __FILE__, __LINE__);
+  if (st.ok()) st = cuda_status(cudaEventSynchronize(e1), "cudaEventSynchronize", __FILE__, __LINE__);
+  float ms = 0;
+  if (st.ok()) st = cuda_status(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime", __FILE__, __LINE__);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  KILN_RETURN_IF_ERROR(st);
+  return ms / static_cast<float>(std::max(reps, 1));
+}
+
 // ---------------------------------------------------------------- convolution (cuDNN)
 class ConvLayer : public Layer {
  public:
-  ConvLayer(const ConvParams& p, bool half, bool nhwc) : p_(p), half_(half), nhwc_(nhwc) {}
+  ConvLayer(const ConvParams& p, StorageType t, bool nhwc) : p_(p), t_(t), nhwc_(nhwc) {}
   ~ConvLayer() override {
     if (x_) cudnnDestroyTensorDescriptor(x_);
     if (y_) cudnnDestroyTensorDescriptor(y_);
@@ -37,7 +79,8 @@ class ConvLayer : public Layer {
   }
 
   Status init(bool tf32) {
-    const cudnnDataType_t dt = half_ ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    tf32_ = tf32;
+    const cudnnDataType_t dt = cudnn_type(t_);
     const cudnnTensorFormat_t fmt = nhwc_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
     KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
@@ -49,10 +92,12 @@ class ConvLayer : public Layer {
     KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_, fmt, dt, p_.n, p_.k, p_.oh, p_.ow));
     KILN_CUDNN_CHECK(cudnnSetTensor4dDescriptor(b_, fmt, dt, 1, p_.k, 1, 1));
     KILN_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_, dt, fmt, p_.k, p_.c / p_.groups, p_.r, p_.sk));
+    // Float accumulation for every storage type (cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configs).
     KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv_, p_.pad_h, p_.pad_w, p_.stride_h, p_.stride_w, p_.dil_h,
                                                      p_.dil_w, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     KILN_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, static_cast<int>(p_.groups)));
-    const cudnnMathType_t math = half_ ? CUDNN_TENSOR_OP_MATH : (tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+    const cudnnMathType_t math =
+        t_ != StorageType::kF32 ? CUDNN_TENSOR_OP_MATH : (tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
     KILN_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, math));
     fused_relu_ = p_.activation == "Relu";
     KILN_CUDNN_CHECK(cudnnSetActivationDescriptor(
@@ -66,53 +111,157 @@ class ConvLayer : public Layer {
 
   size_t workspace() const override { return ws_; }
 
+  // Runs the fused call once: a storage type or shape the legacy fused API has no kernel for
+  // (NOT_SUPPORTED, BAD_PARAM, ...) switches this layer to conv + Kiln epilogue.
+  Status prepare(ExecState& s) override {
+    if (!fused_) return describe();
+    KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
+    if (ws_ > s.workspace_bytes) return describe();  // sized again by tune; cannot probe here
+    KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
+    const cudnnStatus_t st = run_fused(s);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      fused_ = false;
+      fallback = std::string("cudnnConvolutionBiasActivationForward returned ") + cudnnGetErrorString(st) + " for " +
+                 storage_name(t_) + (nhwc_ ? " NHWC" : " NCHW") + "; runs cudnnConvolutionForward + Kiln epilogue";
+      KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
+    }
+    return describe();
+  }
+
   Status tune(ExecState& s) override {
-    if (!fused_relu_) return describe();  // identity activation pins the algorithm
+    KILN_RETURN_IF_ERROR(prepare(s));
+    const size_t cap = std::min(s.workspace_bytes, kMaxConvWorkspace);
+    cap_ = cap;
+    const std::string sig = sig_for(cap);
+    if (s.cache) {
+      double best = std::numeric_limits<double>::infinity();
+      int best_algo = -1;
+      for (const auto& [t, ms] : s.cache->lookup(sig)) {
+        const int a = parse_algo(t);
+        if (a >= 0 && ms < best && algo_allowed(a)) {
+          best = ms;
+          best_algo = a;
+        }
+      }
+      if (best_algo >= 0) {
+        algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(best_algo);
+        tuned_ms = best;
+        KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
+        if (ws_ <= cap) return describe();
+      }
+    }
+    if (fused_ && !fused_relu_) {  // identity activation pins the algorithm: time it alone
+      algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+      KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
+      if (ws_ > cap) return workspace_error(ws_, cap);
+      KILN_ASSIGN_OR_RETURN(float ms, time_runs(s, 5, [&] { return enqueue(s); }));
+      tuned_ms = ms;
+      if (s.cache) s.cache->record(sig, algo_id(algo_), ms);
+      return describe();
+    }
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
     KILN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(s.cudnn, x_, s.ptr(ins[0]), w_, s.ptr(ins[1]), conv_, y_,
                                                             s.ptr(outs[0]), CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                            &returned, perf, s.workspace, s.workspace_bytes));
+                                                            &returned, perf, s.workspace, cap));
+    // perf[] is sorted by time; the first that ran and fits the cap wins.
+    int chosen = -1;
+    size_t smallest_need = std::numeric_limits<size_t>::max();
     for (int i = 0; i < returned; ++i) {
-      if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > std::min(s.workspace_bytes, kMaxConvWorkspace)) continue;
-      algo_ = perf[i].algo;
-      tuned_ms = perf[i].time;
-      break;
+      if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+      smallest_need = std::min(smallest_need, perf[i].memory);
+      if (perf[i].memory > cap) continue;
+      if (s.cache) s.cache->record(sig, algo_id(perf[i].algo), perf[i].time);
+      if (chosen < 0) chosen = i;
     }
+    if (chosen < 0) {
+      if (smallest_need != std::numeric_limits<size_t>::max()) return workspace_error(smallest_need, cap);
+      return internal_error("layer '" + name + "': no cuDNN forward algorithm ran for " + sig_for(cap));
+    }
+    algo_ = perf[chosen].algo;
+    tuned_ms = perf[chosen].time;
     KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
     return describe();
   }
 
   Status use_tactic(const std::string& t, ExecState& s) override {
-    const auto at = t.find("algo=");
-    if (at == std::string::npos) return invalid_plan("layer '" + name + "': tactic '" + t + "' names no cuDNN algorithm");
-    const int algo = std::atoi(t.c_str() + at + 5);
-    if (algo < 0 || algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
-      return invalid_plan("layer '" + name + "': tactic '" + t + "' names cuDNN algorithm " + std::to_string(algo));
-    if (fused_relu_) algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
+    const int algo = parse_algo(t);
+    if (algo < 0) return invalid_plan("layer '" + name + "': tactic '" + t + "' names no valid cuDNN algorithm");
+    if (t.find("+epilogue") != std::string::npos) {
+      fused_ = false;
+      fallback = std::string("cuDNN's fused conv-bias-act had no ") + storage_name(t_) +
+                 " kernel at build time; runs cudnnConvolutionForward + Kiln epilogue";
+    }
+    if (!fused_ || fused_relu_) algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
     KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
     return describe();
   }
 
   Status enqueue(ExecState& s) override {
-    const float one = 1.f, zero = 0.f;
-    void* y = s.ptr(outs[0]);
-    const void* z = p_.has_residual ? s.ptr(ins[3]) : y;
     KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
-    KILN_CUDNN_CHECK(cudnnConvolutionBiasActivationForward(
-        s.cudnn, &one, x_, s.ptr(ins[0]), w_, s.ptr(ins[1]), conv_, algo_, s.workspace, ws_,
-        p_.has_residual ? &one : &zero, y_, z, b_, s.ptr(ins[2]), act_, y_, y));
+    void* y = s.ptr(outs[0]);
+    if (!fused_) {
+      const float one = 1.f, zero = 0.f;
+      KILN_CUDNN_CHECK(cudnnConvolutionForward(s.cudnn, &one, x_, s.ptr(ins[0]), w_, s.ptr(ins[1]), conv_, algo_,
+                                               s.workspace, ws_, &zero, y_, y));
+      const PointwiseOp act = fused_relu_ ? PointwiseOp::kRelu : post_op();
+      KILN_CUDA_CHECK(launch_bias_act(y, s.ptr(ins[2]), p_.has_residual ? s.ptr(ins[3]) : nullptr, t_,
+                                      p_.n * p_.k * p_.oh * p_.ow, p_.k, p_.oh * p_.ow, nhwc_, act, p_.act_alpha,
+                                      p_.act_beta, s.stream));
+      return Status::Ok();
+    }
+    KILN_RETURN_IF_ERROR(cudnn_status(run_fused(s), "cudnnConvolutionBiasActivationForward", __FILE__, __LINE__));
     if (post_act_) {
       BroadcastDesc d;
       d.rank = 1;
       d.out_dims[0] = p_.n * p_.k * p_.oh * p_.ow;
       d.a_strides[0] = 1;
-      KILN_CUDA_CHECK(launch_pointwise(post_op(), half_, y, nullptr, y, d, p_.act_alpha, p_.act_beta, s.stream));
+      KILN_CUDA_CHECK(launch_pointwise(post_op(), t_, y, nullptr, y, d, p_.act_alpha, p_.act_beta, s.stream));
     }
     return Status::Ok();
   }
 
+  // Everything the measured time depends on (timing-cache key), with the workspace cap.
+  std::string signature() const override { return sig_for(cap_); }
+  std::string sig_for(size_t cap) const {
+    std::string sig = std::string(fused_ ? "conv_bias_act" : "conv+epilogue") + " x=" + std::to_string(p_.n) + "x" +
+                      std::to_string(p_.c) + "x" + std::to_string(p_.h) + "x" + std::to_string(p_.w) +
+                      " w=" + std::to_string(p_.k) + "x" + std::to_string(p_.c / p_.groups) + "x" + std::to_string(p_.r) +
+                      "x" + std::to_string(p_.sk) + " y=" + std::to_string(p_.oh) + "x" + std::to_string(p_.ow) +
+                      " pad=" + std::to_string(p_.pad_h) + "," + std::to_string(p_.pad_w) +
+                      " stride=" + std::to_string(p_.stride_h) + "," + std::to_string(p_.stride_w) +
+                      " dil=" + std::to_string(p_.dil_h) + "," + std::to_string(p_.dil_w) +
+                      " groups=" + std::to_string(p_.groups) + " " + storage_name(t_) + (nhwc_ ? " nhwc" : " nchw");
+    if (t_ == StorageType::kF32) sig += tf32_ ? " tf32" : " fma";
+    sig += std::string(fused_relu_ ? " +relu" : "") + (p_.has_residual ? " +residual" : "") +
+           (post_act_ ? " +" + p_.activation : "") + " ws<=" + std::to_string(cap);
+    return sig;
+  }
+
  private:
+  cudnnStatus_t run_fused(ExecState& s) {
+    const float one = 1.f, zero = 0.f;
+    void* y = s.ptr(outs[0]);
+    const void* z = p_.has_residual ? s.ptr(ins[3]) : y;
+    return cudnnConvolutionBiasActivationForward(s.cudnn, &one, x_, s.ptr(ins[0]), w_, s.ptr(ins[1]), conv_, algo_,
+                                                 s.workspace, ws_, p_.has_residual ? &one : &zero, y_, z, b_,
+                                                 s.ptr(ins[2]), act_, y_, y);
+  }
+  bool algo_allowed(int a) const {
+    return !fused_ || fused_relu_ || a == static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  }
+  static std::string algo_id(cudnnConvolutionFwdAlgo_t a) { return "algo=" + std::to_string(static_cast<int>(a)); }
+  static int parse_algo(const std::string& t) {
+    const auto at = t.find("algo=");
+    if (at == std::string::npos) return -1;
+    const int a = std::atoi(t.c_str() + at + 5);
+    return a >= 0 && a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT ? a : -1;
+  }
+  Status workspace_error(size_t need, size_t cap) const {
+    return Status(StatusCode::kOutOfMemory, "layer '" + name + "': every cuDNN algorithm needs more workspace than allowed: " +
+                                                std::to_string(need) + " bytes needed, " + std::to_string(cap) +
+                                                " bytes allowed (raise kiln build --workspace)");
+  }
   PointwiseOp post_op() const {
     const std::string& a = p_.activation;
     if (a == "LeakyRelu") return PointwiseOp::kLeakyRelu;
@@ -128,7 +277,7 @@ class ConvLayer : public Layer {
       ws_ = 0;
       cudnnHandle_t tmp;
       if (cudnnCreate(&tmp) != CUDNN_STATUS_SUCCESS) return Status::Ok();  // sized at tune time
-      cudnnGetConvolutionForwardWorkspaceSize(tmp, x_, w_, conv_, y_, algo_, &ws_);
+      if (cudnnGetConvolutionForwardWorkspaceSize(tmp, x_, w_, conv_, y_, algo_, &ws_) != CUDNN_STATUS_SUCCESS) ws_ = 0;
       cudnnDestroy(tmp);
       return describe();
     }
@@ -136,23 +285,29 @@ class ConvLayer : public Layer {
     return Status::Ok();
   }
   Status describe() {
-    tactic = std::string("cudnn.conv_bias_act algo=") + std::to_string(static_cast<int>(algo_)) +
-             (half_ ? " fp16" : " fp32") + (nhwc_ ? " nhwc" : " nchw") + (fused_relu_ ? " +relu" : "") +
-             (p_.has_residual ? " +residual" : "") + (post_act_ ? " +" + p_.activation : "");
+    tactic = std::string(fused_ ? "cudnn.conv_bias_act" : "cudnn.conv+epilogue") +
+             " algo=" + std::to_string(static_cast<int>(algo_)) + " " + storage_name(t_) + (nhwc_ ? " nhwc" : " nchw") +
+             (p_.c_unpadded > 0 ? " cpad=" + std::to_string(p_.c_unpadded) + "->" + std::to_string(p_.c) : "") +
+             (fused_relu_ ? " +relu" : "") + (p_.has_residual ? " +residual" : "") +
+             (post_act_ ? " +" + p_.activation : "");
     return Status::Ok();
   }
 
   ConvParams p_;
-  bool half_, nhwc_, fused_relu_ = false, post_act_ = false;
+  StorageType t_;
+  bool nhwc_, tf32_ = true, fused_relu_ = false, post_act_ = false;
+  bool fused_ = true;  // cudnnConvolutionBiasActivationForward; false: conv + Kiln epilogue
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, b_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnActivationDescriptor_t act_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_{};
-  size_t ws_ = 0;
+  size_t ws_ = 0;   // bytes the chosen algorithm needs
+  size_t cap_ = 0;  // bytes of workspace it was tuned within
 };
 
 // ---------------------------------------------------------------- pooling (cuDNN)
+// cuDNN pooling; where cuDNN reports no kernel for the storage type, Kiln's own pool kernel.
 class PoolLayer : public Layer {
  public:
   ~PoolLayer() override {
@@ -160,8 +315,9 @@ class PoolLayer : public Layer {
     if (y_) cudnnDestroyTensorDescriptor(y_);
     if (pool_) cudnnDestroyPoolingDescriptor(pool_);
   }
-  Status init(const PoolParams& p, bool half, bool nhwc) {
-    const cudnnDataType_t dt = half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+  Status init(const PoolParams& p, StorageType t, bool nhwc) {
+    t_ = t;
+    const cudnnDataType_t dt = cudnn_type(t);
     const cudnnTensorFormat_t fmt = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
     KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_));
     KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_));
@@ -173,18 +329,62 @@ class PoolLayer : public Layer {
                                                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING);
     KILN_CUDNN_CHECK(cudnnSetPooling2dDescriptor(pool_, mode, CUDNN_PROPAGATE_NAN, p.kh, p.kw, p.pad_h, p.pad_w,
                                                  p.stride_h, p.stride_w));
+    d_.max = p.max;
+    d_.count_include_pad = p.count_include_pad;
+    d_.nhwc = nhwc;
+    d_.n = p.n; d_.c = p.c; d_.h = p.h; d_.w = p.w; d_.oh = p.oh; d_.ow = p.ow;
+    d_.kh = p.kh; d_.kw = p.kw; d_.pad_h = p.pad_h; d_.pad_w = p.pad_w; d_.stride_h = p.stride_h; d_.stride_w = p.stride_w;
     op = p.max ? "MaxPool" : "AveragePool";
-    tactic = std::string("cudnn.pooling ") + (half ? "fp16" : "fp32") + (nhwc ? " nhwc" : " nchw");
+    describe();
+    return Status::Ok();
+  }
+  Status prepare(ExecState& s) override {
+    if (own_) return Status::Ok();
+    KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
+    const cudnnStatus_t st = run_cudnn(s);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      own_ = true;
+      fallback = std::string("cudnnPoolingForward returned ") + cudnnGetErrorString(st) + " for " + storage_name(t_) +
+                 "; runs Kiln's pool kernel";
+      describe();
+    }
+    return Status::Ok();
+  }
+  Status tune(ExecState& s) override {
+    KILN_RETURN_IF_ERROR(prepare(s));
+    KILN_ASSIGN_OR_RETURN(float ms, time_runs(s, 5, [&] { return enqueue(s); }));
+    tuned_ms = ms;
+    return Status::Ok();
+  }
+  Status use_tactic(const std::string& t, ExecState& s) override {
+    if (t.rfind("kiln.pool", 0) == 0) {
+      own_ = true;
+      fallback = std::string("cuDNN pooling had no ") + storage_name(t_) + " kernel at build time; runs Kiln's pool kernel";
+    }
+    describe();
     return Status::Ok();
   }
   Status enqueue(ExecState& s) override {
-    const float one = 1.f, zero = 0.f;
+    if (own_) {
+      KILN_CUDA_CHECK(launch_pool(s.ptr(ins[0]), s.ptr(outs[0]), t_, d_, s.stream));
+      return Status::Ok();
+    }
     KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
-    KILN_CUDNN_CHECK(cudnnPoolingForward(s.cudnn, pool_, &one, x_, s.ptr(ins[0]), &zero, y_, s.ptr(outs[0])));
+    KILN_RETURN_IF_ERROR(cudnn_status(run_cudnn(s), "cudnnPoolingForward", __FILE__, __LINE__));
     return Status::Ok();
   }
 
  private:
+  cudnnStatus_t run_cudnn(ExecState& s) {
+    const float one = 1.f, zero = 0.f;
+    return cudnnPoolingForward(s.cudnn, pool_, &one, x_, s.ptr(ins[0]), &zero, y_, s.ptr(outs[0]));
+  }
+  void describe() {
+    tactic = std::string(own_ ? "kiln.pool " : "cudnn.pooling ") + storage_name(t_) + (d_.nhwc ? " nhwc" : " nchw");
+  }
+  StorageType t_ = StorageType::kF32;
+  PoolDesc d_;
+  bool own_ = false;  // Kiln's kernel instead of cuDNN
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnPoolingDescriptor_t pool_ = nullptr;
 };
@@ -200,11 +400,14 @@ class GemmLayer : public Layer {
   }
   // Row-major Y[M,N] = X[M,K] W is column-major Y^T[N,M] = W^T[N,K] X^T[K,M]:
   // A = W (transposed when stored [N,K]), B = X^T (ld K), C = Y^T (ld N); bias runs along N.
-  Status init(const GemmParams& p, bool half, bool tf32) {
+  Status init(const GemmParams& p, StorageType t, bool tf32) {
     p_ = p;
-    half_ = half;
-    const cudaDataType_t dt = half ? CUDA_R_16F : CUDA_R_32F;
-    const cublasComputeType_t ct = half ? CUBLAS_COMPUTE_32F : (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+    t_ = t;
+    tf32_ = tf32;
+    const cudaDataType_t dt = cuda_type(t);
+    // FP32 accumulation and FP32 alpha/beta for every storage type.
+    const cublasComputeType_t ct =
+        t != StorageType::kF32 ? CUBLAS_COMPUTE_32F : (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
     KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, ct, CUDA_R_32F));
     const cublasOperation_t ta = p.weight_is_nk ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
     KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -212,6 +415,11 @@ class GemmLayer : public Layer {
     cublasLtEpilogue_t epi = p.has_bias ? (p.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                         : (p.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (p.has_bias) {  // the bias vector is stored in D's type (cuBLASLt's default, stated explicitly)
+      const int32_t bias_type = static_cast<int32_t>(dt);
+      KILN_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+    }
     if (p.has_residual) beta_ = 1.f;
     if (p.weight_is_nk) KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.k, p.n, p.k));
     else KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.n, p.k, p.n));
@@ -221,7 +429,12 @@ class GemmLayer : public Layer {
     describe(-1);
     return Status::Ok();
   }
-  size_t workspace() const override { return kGemmWorkspace; }
+  size_t workspace() const override { return cap_; }
+  // No tuning: cuBLASLt's own heuristic at run time, within the workspace this build allows.
+  Status prepare(ExecState& s) override {
+    cap_ = std::min(s.workspace_bytes, kGemmWorkspace);
+    return Status::Ok();
+  }
 
   Status use_tactic(const std::string& t, ExecState& s) override {
     const auto at = t.find("heuristic#");
@@ -230,16 +443,20 @@ class GemmLayer : public Layer {
   }
 
   Status tune(ExecState& s) override {
+    cap_ = std::min(s.workspace_bytes, kGemmWorkspace);
     cublasLtMatmulPreference_t pref;
     KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = std::min(s.workspace_bytes, kGemmWorkspace);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasStatus_t st =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap_, sizeof cap_);
     cublasLtMatmulHeuristicResult_t res[8];
     int returned = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_, b_, c_, c_, pref, 8, res, &returned);
+    if (st == CUBLAS_STATUS_SUCCESS)
+      st = cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_, b_, c_, c_, pref, 8, res, &returned);
     cublasLtMatmulPreferenceDestroy(pref);
     KILN_CUBLAS_CHECK(st);
-    if (returned == 0) return internal_error("layer '" + name + "': cuBLASLt found no algorithm");
+    if (returned == 0)
+      return unsupported("layer '" + name + "': cuBLASLt has no " + storage_name(t_) + " algorithm within " +
+                         std::to_string(cap_) + " bytes of workspace for " + signature());
     if (pinned_ >= 0) {  // a plan's choice: same library version, same heuristic order
       best_index_ = std::min(pinned_, returned - 1);
       algo_ = res[best_index_].algo;
@@ -247,29 +464,38 @@ class GemmLayer : public Layer {
       describe(best_index_);
       return Status::Ok();
     }
-    cudaEvent_t e0, e1;
-    KILN_CUDA_CHECK(cudaEventCreate(&e0));
-    KILN_CUDA_CHECK(cudaEventCreate(&e1));
+    const std::string sig = signature();
+    if (s.cache) {
+      double best = std::numeric_limits<double>::infinity();
+      for (const auto& [t, ms] : s.cache->lookup(sig)) {
+        const auto at = t.find("heuristic#");
+        const int i = at == std::string::npos ? -1 : std::atoi(t.c_str() + at + 10);
+        if (i >= 0 && i < returned && ms < best) {
+          best = ms;
+          best_index_ = i;
+        }
+      }
+      if (best_index_ >= 0) {
+        algo_ = res[best_index_].algo;
+        has_algo_ = true;
+        tuned_ms = best;
+        describe(best_index_);
+        return Status::Ok();
+      }
+    }
     float best = std::numeric_limits<float>::infinity();
     for (int i = 0; i < returned; ++i) {
       algo_ = res[i].algo;
       has_algo_ = true;
-      Status ok = enqueue(s);  // warm-up
-      if (!ok.ok()) continue;
-      cudaEventRecord(e0, s.stream);
-      for (int r = 0; r < 5; ++r) (void)enqueue(s);
-      cudaEventRecord(e1, s.stream);
-      cudaEventSynchronize(e1);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (ms / 5 < best) {
-        best = ms / 5;
+      auto ms = time_runs(s, 5, [&] { return enqueue(s); });
+      if (!ms.ok()) continue;  // this algorithm does not run here; the next may
+      if (s.cache) s.cache->record(sig, "heuristic#" + std::to_string(i), *ms);
+      if (*ms < best) {
+        best = *ms;
         best_index_ = i;
       }
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (best_index_ < 0) return internal_error("layer '" + name + "': no cuBLASLt algorithm ran");
+    if (best_index_ < 0) return internal_error("layer '" + name + "': no cuBLASLt algorithm ran for " + sig);
     algo_ = res[best_index_].algo;
     tuned_ms = best;
     describe(best_index_);
@@ -285,21 +511,32 @@ class GemmLayer : public Layer {
     void* y = s.ptr(outs[0]);
     const void* c = p_.has_residual ? s.ptr(ins[3]) : y;
     KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_, s.ptr(ins[0]), b_, &beta, c, c_, y, c_,
-                                     has_algo_ ? &algo_ : nullptr, s.workspace,
-                                     std::min(s.workspace_bytes, kGemmWorkspace), s.stream));
+                                     has_algo_ ? &algo_ : nullptr, s.workspace, std::min(s.workspace_bytes, cap_),
+                                     s.stream));
     return Status::Ok();
+  }
+
+  // Everything the measured time depends on (timing-cache key), with the workspace cap.
+  std::string signature() const override {
+    std::string sig = "gemm m=" + std::to_string(p_.m) + " n=" + std::to_string(p_.n) + " k=" + std::to_string(p_.k) +
+                      (p_.weight_is_nk ? " w=nk " : " w=kn ") + storage_name(t_);
+    if (t_ == StorageType::kF32) sig += tf32_ ? " tf32" : " fma";
+    return sig + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") + (p_.has_residual ? " +residual" : "") +
+           " ws<=" + std::to_string(cap_);
   }
 
  private:
   static constexpr size_t kGemmWorkspace = 32u << 20;  // bytes
   void describe(int idx) {
-    tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") +
-             (half_ ? " fp16" : " fp32") + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
+    tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") + " " +
+             storage_name(t_) + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
              (p_.has_residual ? " +residual" : "");
   }
   GemmParams p_{};
-  bool half_ = false;
+  StorageType t_ = StorageType::kF32;
+  bool tf32_ = true;
   float beta_ = 0.f;  // 1 when the residual is cuBLASLt's C
+  size_t cap_ = kGemmWorkspace;  // bytes of workspace the algorithms were chosen for
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
@@ -311,10 +548,10 @@ class GemmLayer : public Layer {
 // ---------------------------------------------------------------- own kernels
 class PointwiseLayer : public Layer {
  public:
-  PointwiseLayer(PointwiseOp o, const BroadcastDesc& d, bool half, float a, float b)
-      : op_(o), d_(d), half_(half), alpha_(a), beta_(b) {
+  PointwiseLayer(PointwiseOp o, const BroadcastDesc& d, StorageType t, float a, float b)
+      : op_(o), d_(d), half_(t), alpha_(a), beta_(b) {
     op = "Pointwise";
-    tactic = std::string("kiln.pointwise ") + (half ? "fp16" : "fp32");
+    tactic = std::string("kiln.pointwise ") + storage_name(t);
   }
   Status enqueue(ExecState& s) override {
     const void* b = ins.size() > 1 ? s.ptr(ins[1]) : nullptr;
@@ -325,20 +562,23 @@ class PointwiseLayer : public Layer {
  private:
   PointwiseOp op_;
   BroadcastDesc d_;
-  bool half_;
+  StorageType half_;
   float alpha_, beta_;
 };
 
 class ReformatLayer : public Layer {
  public:
-  ReformatLayer(const Shape& s, bool sh, bool sn, bool dh, bool dn) : s_(s), sh_(sh), sn_(sn), dh_(dh), dn_(dn) {
+  ReformatLayer(const Shape& s, StorageType sh, bool sn, StorageType dh, bool dn, int64_t dc)
+      : s_(s), sh_(sh), sn_(sn), dh_(dh), dn_(dn), dc_(dc) {
     op = "Reformat";
-    tactic = std::string("kiln.reformat ") + (sh ? "fp16" : "fp32") + (sn ? "/nhwc" : "/nchw") + " -> " +
-             (dh ? "fp16" : "fp32") + (dn ? "/nhwc" : "/nchw");
+    tactic = std::string("kiln.reformat ") + storage_name(sh) + (sn ? "/nhwc" : "/nchw") + " -> " + storage_name(dh) +
+             (dn ? "/nhwc" : "/nchw");
+    if (s_.size() == 4 && dc_ > s_[1]) tactic += " cpad=" + std::to_string(s_[1]) + "->" + std::to_string(dc_);
   }
   Status enqueue(ExecState& s) override {
     if (s_.size() == 4) {
-      KILN_CUDA_CHECK(launch_reformat(s.ptr(ins[0]), sh_, sn_, s.ptr(outs[0]), dh_, dn_, s_[0], s_[1], s_[2], s_[3], s.stream));
+      KILN_CUDA_CHECK(launch_reformat(s.ptr(ins[0]), sh_, sn_, s.ptr(outs[0]), dh_, dn_, s_[0], s_[1], s_[2], s_[3],
+                                      std::max(dc_, s_[1]), s.stream));
     } else {
       KILN_CUDA_CHECK(launch_convert(s.ptr(ins[0]), sh_, s.ptr(outs[0]), dh_, shape_numel(s_), s.stream));
     }
@@ -347,14 +587,18 @@ class ReformatLayer : public Layer {
 
  private:
   Shape s_;
-  bool sh_, sn_, dh_, dn_;
+  StorageType sh_;
+  bool sn_;
+  StorageType dh_;
+  bool dn_;
+  int64_t dc_;  // destination channels (>= s_[1]; extra ones are zeros)
 };
 
 class SoftmaxLayer : public Layer {
  public:
-  SoftmaxLayer(int64_t rows, int64_t cols, bool half, bool log) : rows_(rows), cols_(cols), half_(half), log_(log) {
+  SoftmaxLayer(int64_t rows, int64_t cols, StorageType t, bool log) : rows_(rows), cols_(cols), half_(t), log_(log) {
     op = log ? "LogSoftmax" : "Softmax";
-    tactic = std::string("kiln.softmax ") + (half ? "fp16" : "fp32");
+    tactic = std::string("kiln.softmax ") + storage_name(t);
   }
   Status enqueue(ExecState& s) override {
     KILN_CUDA_CHECK(launch_softmax(s.ptr(ins[0]), s.ptr(outs[0]), half_, rows_, cols_, log_, s.stream));
@@ -363,7 +607,8 @@ class SoftmaxLayer : public Layer {
 
  private:
   int64_t rows_, cols_;
-  bool half_, log_;
+  StorageType half_;
+  bool log_;
 };
 
 class ConcatLayer : public Layer {
@@ -394,34 +639,67 @@ class ChoiceLayer : public Layer {
     op = cands_[0]->op;
     tactic = cands_[0]->tactic;
   }
+  // Before tuning: the most any candidate may need; after: the chosen one's.
   size_t workspace() const override {
+    if (decided_) return cands_[chosen_]->workspace();
     size_t w = 0;
     for (const auto& c : cands_) w = std::max(w, c->workspace());
     return w;
   }
+  Status prepare(ExecState& s) override {
+    sync();
+    for (auto& c : cands_) KILN_RETURN_IF_ERROR(c->prepare(s));
+    pick(chosen_);
+    return Status::Ok();
+  }
+  // Each candidate tunes itself (consulting the cache), then the candidates are timed against
+  // each other (10 runs each) unless the cache holds this choice's times. Key tactic: the
+  // candidate's family ("cudnn", "cublaslt").
   Status tune(ExecState& s) override {
     sync();
-    cudaEvent_t e0, e1;
-    KILN_CUDA_CHECK(cudaEventCreate(&e0));
-    KILN_CUDA_CHECK(cudaEventCreate(&e1));
-    float best = std::numeric_limits<float>::infinity();
+    std::vector<bool> ran(cands_.size(), false);
+    std::string sig = "choice{";
+    std::vector<std::string> errors;
     for (size_t i = 0; i < cands_.size(); ++i) {
-      if (!cands_[i]->tune(s).ok() || !cands_[i]->enqueue(s).ok()) continue;
-      cudaEventRecord(e0, s.stream);
-      for (int r = 0; r < 10; ++r) (void)cands_[i]->enqueue(s);
-      cudaEventRecord(e1, s.stream);
-      cudaEventSynchronize(e1);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (ms / 10 < best) {
-        best = ms / 10;
-        chosen_ = i;
+      Status st = cands_[i]->tune(s);
+      ran[i] = st.ok();
+      if (!st.ok()) errors.push_back(st.message());
+      sig += (i ? " ; " : "") + cands_[i]->signature() + " -> " + cands_[i]->tactic;
+    }
+    sig += "}";
+    float best = std::numeric_limits<float>::infinity();
+    if (s.cache) {
+      const auto cached = s.cache->lookup(sig);
+      for (size_t i = 0; i < cands_.size(); ++i) {
+        auto it = cached.find(family(i));
+        if (ran[i] && it != cached.end() && it->second < best) {
+          best = static_cast<float>(it->second);
+          chosen_ = i;
+        }
       }
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (best == std::numeric_limits<float>::infinity()) return internal_error("layer '" + name + "': no candidate ran");
+    if (best == std::numeric_limits<float>::infinity()) {
+      for (size_t i = 0; i < cands_.size(); ++i) {
+        if (!ran[i]) continue;
+        auto ms = time_runs(s, 10, [&] { return cands_[i]->enqueue(s); });
+        if (!ms.ok()) {
+          errors.push_back(ms.status().message());
+          continue;
+        }
+        if (s.cache) s.cache->record(sig, family(i), *ms);
+        if (*ms < best) {
+          best = *ms;
+          chosen_ = i;
+        }
+      }
+    }
+    if (best == std::numeric_limits<float>::infinity()) {
+      std::string msg = "layer '" + name + "': no candidate ran";
+      for (const auto& e : errors) msg += "\n    " + e;
+      return internal_error(msg);
+    }
     tuned_ms = best;
+    decided_ = true;
     pick(chosen_);
     return Status::Ok();
   }
@@ -432,6 +710,7 @@ class ChoiceLayer : public Layer {
       // Tactic families ("cudnn.conv_bias_act", "cudnn.graph", "cublaslt.matmul") end at the first space.
       if (t.substr(0, t.find(' ')) == ct.substr(0, ct.find(' '))) {
         KILN_RETURN_IF_ERROR(cands_[i]->use_tactic(t, s));
+        decided_ = true;
         pick(i);
         return Status::Ok();
       }
@@ -455,9 +734,12 @@ class ChoiceLayer : public Layer {
     chosen_ = i;
     op = cands_[i]->op;
     tactic = cands_[i]->tactic;
+    fallback = cands_[i]->fallback;
   }
+  std::string family(size_t i) const { return cands_[i]->tactic.substr(0, cands_[i]->tactic.find('.')); }
   std::vector<std::unique_ptr<Layer>> cands_;
   size_t chosen_ = 0;
+  bool decided_ = false;  // chosen by tuning or a plan
 };
 
 }  // namespace
@@ -466,32 +748,34 @@ std::unique_ptr<Layer> make_choice_layer(std::vector<std::unique_ptr<Layer>> can
   return std::make_unique<ChoiceLayer>(std::move(candidates));
 }
 
-StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, bool half, bool nhwc, bool tf32) {
-  auto l = std::make_unique<ConvLayer>(p, half, nhwc);
+StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, StorageType t, bool nhwc, bool tf32) {
+  auto l = std::make_unique<ConvLayer>(p, t, nhwc);
   KILN_RETURN_IF_ERROR(l->init(tf32));
   return std::unique_ptr<Layer>(std::move(l));
 }
 
-StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, bool half, bool nhwc) {
+StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, StorageType t, bool nhwc) {
   auto l = std::make_unique<PoolLayer>();
-  KILN_RETURN_IF_ERROR(l->init(p, half, nhwc));
+  KILN_RETURN_IF_ERROR(l->init(p, t, nhwc));
   return std::unique_ptr<Layer>(std::move(l));
 }
 
-StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, bool half, bool tf32) {
+StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, StorageType t, bool tf32) {
   auto l = std::make_unique<GemmLayer>();
-  KILN_RETURN_IF_ERROR(l->init(p, half, tf32));
+  KILN_RETURN_IF_ERROR(l->init(p, t, tf32));
   return std::unique_ptr<Layer>(std::move(l));
 }
 
-std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc& d, bool half, float alpha, float beta) {
-  return std::make_unique<PointwiseLayer>(op, d, half, alpha, beta);
+std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc& d, StorageType t, float alpha,
+                                            float beta) {
+  return std::make_unique<PointwiseLayer>(op, d, t, alpha, beta);
 }
-std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, bool sh, bool sn, bool dh, bool dn) {
-  return std::make_unique<ReformatLayer>(nchw, sh, sn, dh, dn);
+std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, StorageType sh, bool sn, StorageType dh, bool dn,
+                                           int64_t dst_c) {
+  return std::make_unique<ReformatLayer>(nchw, sh, sn, dh, dn, dst_c);
 }
-std::unique_ptr<Layer> make_softmax_layer(int64_t rows, int64_t cols, bool half, bool log) {
-  return std::make_unique<SoftmaxLayer>(rows, cols, half, log);
+std::unique_ptr<Layer> make_softmax_layer(int64_t rows, int64_t cols, StorageType t, bool log) {
+  return std::make_unique<SoftmaxLayer>(rows, cols, t, log);
 }
 std::unique_ptr<Layer> make_concat_layer(int64_t outer, std::vector<int64_t> inner_ins, int elem_bytes) {
   return std::make_unique<ConcatLayer>(outer, std::move(inner_ins), elem_bytes);

@@ -1,5 +1,7 @@
 // Engine layers of the CUDA path. Each layer holds its descriptors and chosen tactic; enqueue
 // reads/writes device memory through the value table (arena offsets or weight pointers).
+// Tuning may consult a TimingCache (ExecState::cache): a layer whose signature is cached
+// picks the fastest cached tactic without timing.
 #pragma once
 
 #include <cublasLt.h>
@@ -14,18 +16,22 @@
 #include "core/tensor.h"
 #include "kiln/status.h"
 
+namespace kiln {
+class TimingCache;
+}
+
 namespace kiln::cuda {
 
 // One tensor of the engine: an activation in the arena or a weight on the device.
 struct GVal {
   std::string name;
   Shape shape;            // logical (ONNX) shape
-  bool half = false;      // __half storage, else float
+  StorageType type = StorageType::kF32;  // element storage in device memory
   bool nhwc = false;      // rank-4 stored as N,H,W,C
   int64_t offset = -1;    // bytes into the arena (activations)
   void* weight = nullptr; // device pointer (weights)
   int alias_of = -1;      // shares the storage of another value (reshape views)
-  size_t bytes() const { return static_cast<size_t>(shape_numel(shape)) * (half ? 2 : 4); }
+  size_t bytes() const { return static_cast<size_t>(shape_numel(shape)) * storage_bytes(type); }
 };
 
 struct ExecState {
@@ -36,6 +42,7 @@ struct ExecState {
   cublasLtHandle_t lt = nullptr;
   cudaStream_t stream = nullptr;
   const std::vector<GVal>* vals = nullptr;
+  TimingCache* cache = nullptr;  // build time: measured tactic times to reuse / record (may be null)
   void* ptr(int v) const;
 };
 
@@ -46,9 +53,18 @@ class Layer {
   std::vector<std::string> origin;
   std::vector<int> ins, outs;  // value indices; -1 for an omitted optional input
   double tuned_ms = 0;
+  // Why this layer runs a slower path than its fast tactic ("" = none), for `kiln inspect`.
+  std::string fallback;
+  // What the layer's measured time depends on (op, shapes, dtypes/layouts, parameters,
+  // epilogue, workspace cap): the timing-cache signature.
+  virtual std::string signature() const { return op + " " + tactic; }
+  // Bytes of workspace the chosen tactic needs (at most the cap it was tuned with).
   virtual size_t workspace() const { return 0; }
   // Build time: time the candidate tactics and keep the fastest (state has scratch buffers).
   virtual Status tune(ExecState& s) { return Status::Ok(); }
+  // Build time without tuning: checks that the default tactic runs here (a layer may switch
+  // to its fallback path, see `fallback`).
+  virtual Status prepare(ExecState& s) { return Status::Ok(); }
   // Load time: re-applies a tactic string this layer reported at build time.
   virtual Status use_tactic(const std::string& tactic, ExecState& s) { return Status::Ok(); }
   virtual Status enqueue(ExecState& s) = 0;
@@ -60,9 +76,13 @@ struct ConvParams {
   bool has_residual;
   std::string activation;  // "", Relu, or another (applied by a pointwise pass after the conv)
   float act_alpha, act_beta;
+  int64_t c_unpadded = 0;  // > 0: c was zero-padded up from this many channels (input and weights)
 };
 // cuDNN convolution with fused bias (+ residual z) (+ ReLU); other activations run after it.
-StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, bool half, bool nhwc, bool tf32);
+// Where cuDNN's fused call has no kernel for the storage type (it reports NOT_SUPPORTED when
+// tuned), the layer falls back to cudnnConvolutionForward + Kiln's bias/residual/act epilogue
+// and says so in `fallback` and its tactic ("cudnn.conv+epilogue ...").
+StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, StorageType t, bool nhwc, bool tf32);
 
 // cuDNN graph-API convolution (NHWC fp16/bf16, epilogue bias (+ residual z) (+ ReLU) fused in
 // one operation graph), tuned over cuDNN's engine configurations (conv_graph.cc). nullptr when
@@ -77,7 +97,7 @@ struct PoolParams {
   bool count_include_pad;
   int64_t n, c, h, w, kh, kw, pad_h, pad_w, stride_h, stride_w, oh, ow;
 };
-StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, bool half, bool nhwc);
+StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, StorageType t, bool nhwc);
 
 struct GemmParams {
   int64_t m, n, k;
@@ -87,15 +107,19 @@ struct GemmParams {
   bool has_residual = false;  // Y = act(X·W + R + bias), R = input 3, Y's shape (cuBLASLt's C with beta 1)
 };
 // cuBLASLt matmul Y[M,N] = X[M,K] · W (+ R) (+ bias[N]) (ReLU epilogue optional), tuned over algorithms.
-StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, bool half, bool tf32);
+// All operands (bias included) in storage type t; FP32 accumulation (TF32 for fp32 when tf32).
+StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, StorageType t, bool tf32);
 
 // Several implementations of one layer (same inputs and outputs); tuning times each and keeps
 // the fastest, a plan's tactic string re-selects it by its prefix ("cudnn.", "cublaslt.").
 std::unique_ptr<Layer> make_choice_layer(std::vector<std::unique_ptr<Layer>> candidates);
 
-std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc& d, bool half, float alpha, float beta);
-std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, bool src_half, bool src_nhwc, bool dst_half, bool dst_nhwc);
-std::unique_ptr<Layer> make_softmax_layer(int64_t rows, int64_t cols, bool half, bool log);
+std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc& d, StorageType t, float alpha, float beta);
+// Layout/dtype change of a logical NCHW `nchw` tensor; dst_c > nchw[1] zero-pads the channels
+// (NHWC destination only; 0 = no padding).
+std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, StorageType src_t, bool src_nhwc, StorageType dst_t,
+                                           bool dst_nhwc, int64_t dst_c = 0);
+std::unique_ptr<Layer> make_softmax_layer(int64_t rows, int64_t cols, StorageType t, bool log);
 // Concat of row-major inputs along an axis: outer = prod(dims before axis), inner_out = prod(axis..).
 std::unique_ptr<Layer> make_concat_layer(int64_t outer, std::vector<int64_t> inner_ins, int elem_bytes);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -154,10 +155,25 @@ bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_
   return true;
 }
 
+// cudaMalloc whose error says what was being allocated, how many bytes, and the device's
+// free/total memory at that moment.
+Status device_alloc(void** p, size_t bytes, const std::string& what) {
+  const cudaError_t e = cudaMalloc(p, bytes);
+  if (e == cudaSuccess) return Status::Ok();
+  cudaGetLastError();  // clear the error so later calls do not report it again
+  size_t free_b = 0, total_b = 0;
+  const bool info = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess;
+  return Status(e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kInternal,
+                "cudaMalloc of " + std::to_string(bytes) + " bytes for " + what + " failed: " + cudaGetErrorString(e) +
+                    (info ? " (device memory: " + std::to_string(free_b) + " bytes free of " + std::to_string(total_b) +
+                                " total)"
+                          : ""));
+}
+
 class Lowering {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
-      : g_(g), vs_(vs), o_(o), m_(m) {}
+      : g_(g), vs_(vs), o_(o), m_(m), st_(o.storage()), low_(st_ != StorageType::kF32) {}
   // Lower without touching the device (weights are not uploaded): for check_gpu_support.
   void dry_run() { dry_run_ = true; }
 
@@ -168,22 +184,29 @@ class Lowering {
     for (const ir::Node& n : g_.nodes) laid_out_ |= !n.removed && n.has_attr("layout");
     const auto consumers = g_.consumers();
     for (ir::ValueId v : g_.inputs) {
-      const int staging = new_val(g_.value(v).name, vs_.shapes[v], false, false);
+      const int staging = new_val(g_.value(v).name, vs_.shapes[v], StorageType::kF32, false);
       m_->input_vals.push_back(staging);
       const Shape& s = vs_.shapes[v];
       // The boundary conversion writes the layout the input's consumers want (assign_layouts' rule).
-      bool nhwc = o_.fp16 && s.size() == 4;
+      bool nhwc = low_ && s.size() == 4;
       if (laid_out_ && nhwc) {
         nhwc = false;
         for (ir::NodeId c : consumers[static_cast<size_t>(v)])
           nhwc |= passes::tensor_core_layout_preference(g_, g_.node(c)) == passes::Layout::kNHWC;
       }
-      if (!o_.fp16) {
+      if (!low_) {
         act_[v] = staging;
       } else {
-        const int internal = new_val(g_.value(v).name + ":internal", s, true, nhwc);
-        add_layer(make_reformat_layer(s, false, false, true, nhwc), "input_reformat:" + g_.value(v).name, {staging},
-                  {internal}, {});
+        // Channel padding for tensor-core convs: the internal copy is [N, Cp, H, W] NHWC.
+        const int64_t cp = nhwc ? padded_channels(v) : 0;
+        Shape internal_shape = s;
+        if (cp > 0) {
+          internal_shape[1] = cp;
+          padded_from_[v] = s[1];
+        }
+        const int internal = new_val(g_.value(v).name + ":internal", internal_shape, st_, nhwc);
+        add_layer(make_reformat_layer(s, StorageType::kF32, false, st_, nhwc, cp), "input_reformat:" + g_.value(v).name,
+                  {staging}, {internal}, {});
         act_[v] = internal;
       }
     }
@@ -191,6 +214,9 @@ class Lowering {
     for (const ir::Node& n : g_.nodes) {
       if (n.removed) continue;
       Status s = lower(n);
+      // Device failures (out of memory, ...) stop the build; the rest is collected.
+      if (s.code() == StatusCode::kOutOfMemory || s.code() == StatusCode::kInternal)
+        return s.with_context("layer '" + n.name + "'");
       if (!s.ok()) errors.push_back(s.message());
     }
     if (!errors.empty()) {
@@ -201,13 +227,13 @@ class Lowering {
     for (ir::ValueId v : g_.outputs) {
       KILN_ASSIGN_OR_RETURN(int a, activation(v));
       const GVal& gv = m_->vals[a];
-      if (!gv.half && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
+      if (gv.type == StorageType::kF32 && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
         m_->output_vals.push_back(a);
         continue;
       }
-      const int out = new_val(g_.value(v).name, vs_.shapes[v], false, false);
+      const int out = new_val(g_.value(v).name, vs_.shapes[v], StorageType::kF32, false);
       if (gv.weight) return unsupported("graph output '" + g_.value(v).name + "' is a constant");
-      add_layer(make_reformat_layer(gv.shape, gv.half, gv.nhwc && !layout_free(gv.shape), false, false),
+      add_layer(make_reformat_layer(gv.shape, gv.type, gv.nhwc && !layout_free(gv.shape), StorageType::kF32, false),
                 "output_reformat:" + g_.value(v).name, {a}, {out}, {});
       m_->output_vals.push_back(out);
     }
@@ -215,11 +241,31 @@ class Lowering {
   }
 
  private:
-  int new_val(const std::string& name, const Shape& s, bool half, bool nhwc) {
+  // Channels to pad graph input `v` to (0 = none): fp16/bf16, rank 4, C % 8 != 0, and every
+  // consumer a 2-D convolution with one group reading it as its data input (not a graph output).
+  int64_t padded_channels(ir::ValueId v) const {
+    const Shape& s = vs_.shapes[v];
+    if (!o_.pad_input_channels || !low_ || s.size() != 4 || s[1] % 8 == 0) return 0;
+    for (ir::ValueId o : g_.outputs)
+      if (o == v) return 0;
+    int uses = 0;
+    for (const ir::Node& n : g_.nodes) {
+      if (n.removed) continue;
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        if (n.inputs[k] != v) continue;
+        const bool conv = n.op == ir::OpKind::kConv || n.op == ir::OpKind::kFusedConv;
+        if (!conv || k != 0 || n.attr_int("group", 1) != 1) return 0;
+        ++uses;
+      }
+    }
+    return uses > 0 ? (s[1] + 7) / 8 * 8 : 0;
+  }
+
+  int new_val(const std::string& name, const Shape& s, StorageType t, bool nhwc) {
     GVal v;
     v.name = name;
     v.shape = s;
-    v.half = half;
+    v.type = t;
     v.nhwc = nhwc && s.size() == 4;
     m_->vals.push_back(v);
     return static_cast<int>(m_->vals.size()) - 1;
@@ -261,28 +307,28 @@ class Lowering {
     auto key = std::make_pair(gv, nhwc);
     auto it = reformatted_.find(key);
     if (it != reformatted_.end()) return it->second;
-    const int out = new_val(v.name + (nhwc ? ":nhwc" : ":nchw"), v.shape, v.half, nhwc);
-    add_layer(make_reformat_layer(v.shape, v.half, v.nhwc, v.half, nhwc),
+    const int out = new_val(v.name + (nhwc ? ":nhwc" : ":nchw"), v.shape, v.type, nhwc);
+    add_layer(make_reformat_layer(v.shape, v.type, v.nhwc, v.type, nhwc),
               layer_name.empty() ? "reformat:" + v.name : layer_name, {gv}, {out}, {});
     reformatted_[key] = out;
     return out;
   }
 
-  // Uploads host floats (already in the wanted element order) as a weight in the internal dtype.
+  // Uploads host floats (already in the wanted element order) as a weight in the storage type.
   StatusOr<int> upload(const std::string& name, const std::vector<float>& data, const Shape& logical, bool nhwc) {
-    const bool half = o_.fp16;
-    const int id = new_val(name, logical, half, nhwc);
-    const size_t bytes = data.size() * (half ? 2 : 4);
+    const int id = new_val(name, logical, st_, nhwc);
+    const size_t bytes = data.size() * storage_bytes(st_);
     if (dry_run_) {  // check_gpu_support: no device memory, so it also answers without a GPU
       m_->vals[id].weight = &dry_run_;
       return id;
     }
     void* p = nullptr;
-    KILN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    KILN_RETURN_IF_ERROR(device_alloc(&p, std::max<size_t>(bytes, 16), "weight '" + name + "'"));
     m_->weight_allocs.push_back(p);
-    if (half) {
+    if (st_ != StorageType::kF32) {
       std::vector<uint16_t> h(data.size());
-      for (size_t i = 0; i < data.size(); ++i) h[i] = float_to_fp16(data[i]);
+      for (size_t i = 0; i < data.size(); ++i)
+        h[i] = st_ == StorageType::kF16 ? float_to_fp16(data[i]) : float_to_bf16(data[i]);
       KILN_CUDA_CHECK(cudaMemcpy(p, h.data(), bytes, cudaMemcpyHostToDevice));
     } else {
       KILN_CUDA_CHECK(cudaMemcpy(p, data.data(), bytes, cudaMemcpyHostToDevice));
@@ -360,7 +406,7 @@ class Lowering {
       case ir::OpKind::kDropout: {
         KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
         a = as_layout(a, false);
-        const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], m_->vals[a].half, false);
+        const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], m_->vals[a].type, false);
         m_->vals[out].alias_of = a;
         act_[n.outputs[0]] = out;
         return Status::Ok();
@@ -377,8 +423,8 @@ class Lowering {
         const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
         KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
         a = as_layout(a, false);
-        const int out = new_val(g_.value(n.outputs[0]).name, s, o_.fp16, false);
-        add_layer(make_softmax_layer(rows, cols, o_.fp16, n.op == ir::OpKind::kLogSoftmax), n.name, {a}, {out}, n.origin);
+        const int out = new_val(g_.value(n.outputs[0]).name, s, st_, false);
+        add_layer(make_softmax_layer(rows, cols, st_, n.op == ir::OpKind::kLogSoftmax), n.name, {a}, {out}, n.origin);
         act_[n.outputs[0]] = out;
         return Status::Ok();
       }
@@ -398,8 +444,8 @@ class Lowering {
           ins.push_back(as_layout(a, false));
           inner.push_back(shape_numel(vs_.shapes[v]) / std::max<int64_t>(outer, 1));
         }
-        const int out = new_val(g_.value(n.outputs[0]).name, out_s, o_.fp16, false);
-        add_layer(make_concat_layer(outer, inner, o_.fp16 ? 2 : 4), n.name, ins, {out}, n.origin);
+        const int out = new_val(g_.value(n.outputs[0]).name, out_s, st_, false);
+        add_layer(make_concat_layer(outer, inner, storage_bytes(st_)), n.name, ins, {out}, n.origin);
         act_[n.outputs[0]] = out;
         return Status::Ok();
       }
@@ -424,20 +470,29 @@ class Lowering {
     p.activation = n.op == ir::OpKind::kFusedConv ? n.attr_string("activation", "") : "";
     p.act_alpha = n.attr_float("act_alpha", 0);
     p.act_beta = n.attr_float("act_beta", 0);
-    const bool nhwc = nhwc_of(n, o_.fp16);
+    const bool nhwc = nhwc_of(n, low_);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     xa = as_layout(xa, nhwc);
     std::vector<float> w = floats_of(*wc);
-    if (nhwc) {  // KCRS -> KRSC
+    Shape w_shape = wc->shape();
+    // A channel-padded input (see padded_channels): C grows to Cp, the extra weights are zeros.
+    auto padded = padded_from_.find(n.inputs[0]);
+    const int64_t cp = padded != padded_from_.end() ? m_->vals[xa].shape[1] : p.c;
+    if (padded != padded_from_.end()) {
+      p.c_unpadded = p.c;
+      p.c = cp;
+      w_shape[1] = cp;
+    }
+    if (nhwc) {  // KCRS -> KRSC (C padded to cp with zeros)
       const int64_t K = wc->dim(0), C = wc->dim(1), R = k[0], S = k[1];
-      std::vector<float> t(w.size());
+      std::vector<float> t(static_cast<size_t>(K * R * S * cp), 0.f);
       for (int64_t a = 0; a < K; ++a)
         for (int64_t c = 0; c < C; ++c)
           for (int64_t r = 0; r < R; ++r)
-            for (int64_t q = 0; q < S; ++q) t[((a * R + r) * S + q) * C + c] = w[((a * C + c) * R + r) * S + q];
+            for (int64_t q = 0; q < S; ++q) t[((a * R + r) * S + q) * cp + c] = w[((a * C + c) * R + r) * S + q];
       w = std::move(t);
     }
-    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, w, wc->shape(), nhwc));
+    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, w, w_shape, nhwc));
     std::vector<float> b(static_cast<size_t>(p.k), 0.f);
     if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
       const auto& bc = g_.value(n.inputs[2]).constant;
@@ -450,17 +505,18 @@ class Lowering {
       KILN_ASSIGN_OR_RETURN(int ra, activation(n.inputs[3]));
       ins.push_back(as_layout(ra, nhwc));
     }
-    const int out = new_val(g_.value(n.outputs[0]).name, y, o_.fp16, nhwc);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, o_.fp16, nhwc, o_.tf32));
+    const int out = new_val(g_.value(n.outputs[0]).name, y, st_, nhwc);
+    KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, st_, nhwc, o_.tf32));
     // In NHWC a 1x1, stride-1, unpadded, ungrouped conv is the GEMM [N*H*W, C] x [C, K]: offer
     // cuBLASLt (bias, residual as C, ReLU epilogue) beside cuDNN and let tuning choose.
     const bool gemm_like = nhwc && p.r == 1 && p.sk == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
                            p.pad_w == 0 && p.groups == 1 && (p.activation.empty() || p.activation == "Relu");
     std::vector<std::unique_ptr<Layer>> cands;
-    // In NHWC fp16, cuDNN's graph API (engine configurations with the epilogue fused) competes
+    // In NHWC fp16/bf16, cuDNN's graph API (engine configurations with the epilogue fused) competes
     // with the legacy fused call; tuning keeps the faster per layer.
-    if (nhwc && o_.fp16) {
-      if (auto graph = make_conv_graph_layer(p, CUDNN_DATA_HALF)) cands.push_back(std::move(graph));
+    if (nhwc) {
+      if (auto graph = make_conv_graph_layer(p, st_ == StorageType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF))
+        cands.push_back(std::move(graph));
     }
     if (gemm_like) {
       GemmParams gp{};
@@ -471,7 +527,7 @@ class Lowering {
       gp.has_bias = true;
       gp.relu = p.activation == "Relu";
       gp.has_residual = p.has_residual;
-      KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, o_.fp16, o_.tf32));
+      KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st_, o_.tf32));
       cands.push_back(std::move(gemm));
     }
     if (!cands.empty()) {
@@ -505,11 +561,11 @@ class Lowering {
       const int64_t fh = (x[2] + 2 * p.pad_h - k[0]) / s[0] + 1, fw = (x[3] + 2 * p.pad_w - k[1]) / s[1] + 1;
       if (fh != y[2] || fw != y[3]) return unsupported(where + "ceil_mode changes the output size");
     }
-    const bool nhwc = nhwc_of(n, o_.fp16);
+    const bool nhwc = nhwc_of(n, low_);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     xa = as_layout(xa, nhwc);
-    const int out = new_val(g_.value(n.outputs[0]).name, y, o_.fp16, nhwc);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_pool_layer(p, o_.fp16, nhwc));
+    const int out = new_val(g_.value(n.outputs[0]).name, y, st_, nhwc);
+    KILN_ASSIGN_OR_RETURN(auto layer, make_pool_layer(p, st_, nhwc));
     add_layer(std::move(layer), n.name, {xa}, {out}, n.origin);
     act_[n.outputs[0]] = out;
     return Status::Ok();
@@ -542,8 +598,8 @@ class Lowering {
       ins.push_back(ba);
       p.has_bias = true;
     }
-    const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], o_.fp16, false);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, o_.fp16, o_.tf32));
+    const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], st_, false);
+    KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st_, o_.tf32));
     add_layer(std::move(layer), n.name, ins, {out}, n.origin);
     act_[n.outputs[0]] = out;
     return Status::Ok();
@@ -630,8 +686,8 @@ class Lowering {
       d.rank = 1;
       d.out_dims[0] = 1;
     }
-    const int out = new_val(g_.value(n.outputs[0]).name, out_s, o_.fp16, out_nhwc);
-    add_layer(make_pointwise_layer(op, d, o_.fp16, alpha, beta), n.name, ins, {out}, n.origin);
+    const int out = new_val(g_.value(n.outputs[0]).name, out_s, st_, out_nhwc);
+    add_layer(make_pointwise_layer(op, d, st_, alpha, beta), n.name, ins, {out}, n.origin);
     m_->layers.back()->op = ir::op_name(n.op);
     act_[n.outputs[0]] = out;
     return Status::Ok();
@@ -652,12 +708,17 @@ class Lowering {
   }
 
   int new_output(const ir::Node& n, size_t k = 0) {
-    const int out = new_val(g_.value(n.outputs[k]).name, vs_.shapes[n.outputs[k]], o_.fp16, false);
+    const int out = new_val(g_.value(n.outputs[k]).name, vs_.shapes[n.outputs[k]], st_, false);
     act_[n.outputs[k]] = out;
     return out;
   }
 
-  int elem_bytes() const { return o_.fp16 ? 2 : 4; }
+  int elem_bytes() const { return storage_bytes(st_); }
+  // The kernels of gpu_ops.h compute in fp16 or fp32 storage only: bf16 is refused, not misread.
+  Status no_bf16(const std::string& where) const {
+    return st_ == StorageType::kBF16 ? unsupported(where + "no bf16 kernel for this op yet (fp16/fp32 only)")
+                                     : Status::Ok();
+  }
 
   bool has_constant_input(const ir::Node& n) const {
     for (ir::ValueId v : n.inputs)
@@ -686,17 +747,19 @@ class Lowering {
   }
 
   Status lower_matmul(const ir::Node& n, const std::string& where) {
+    KILN_RETURN_IF_ERROR(no_bf16(where));
     KILN_ASSIGN_OR_RETURN(BatchedMatMulParams p, plan_batched_matmul(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
                                                                      vs_.shapes[n.outputs[0]]));
     KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[0]));
     KILN_ASSIGN_OR_RETURN(int b, row_major_operand(n.inputs[1]));
-    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, o_.fp16, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, (st_ == StorageType::kF16), o_.tf32));
     add_layer(std::move(layer), n.name, {a, b}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   // LayerNormalization over the axes [axis, rank): rows x cols with scale (and bias) of cols elements.
   Status lower_layernorm(const ir::Node& n, const std::string& where) {
+    KILN_RETURN_IF_ERROR(no_bf16(where));
     const Shape& s = vs_.shapes[n.inputs[0]];
     int64_t axis = n.attr_int("axis", -1);
     if (axis < 0) axis += static_cast<int64_t>(s.size());
@@ -715,7 +778,7 @@ class Lowering {
       ins.push_back(v);
     }
     if (ins.size() < 2) return invalid_argument(where + "Scale is required");
-    add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), o_.fp16), n.name, ins, {new_output(n)},
+    add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), (st_ == StorageType::kF16)), n.name, ins, {new_output(n)},
               n.origin);
     return Status::Ok();
   }
@@ -775,28 +838,32 @@ class Lowering {
   }
 
   Status lower_reduce(const ir::Node& n, const std::string& where) {
+    KILN_RETURN_IF_ERROR(no_bf16(where));
     KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, g_, vs_.shapes[n.inputs[0]]));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_reduce_layer(ir::op_name(n.op), p, o_.fp16), n.name, {x}, {new_output(n)}, n.origin);
+    add_layer(make_reduce_layer(ir::op_name(n.op), p, (st_ == StorageType::kF16)), n.name, {x}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   Status lower_pad(const ir::Node& n, const std::string& where) {
+    KILN_RETURN_IF_ERROR(no_bf16(where));
     KILN_ASSIGN_OR_RETURN(PadPlan p, plan_pad(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_pad_layer(p, o_.fp16), n.name, {x}, {new_output(n)}, n.origin);
+    add_layer(make_pad_layer(p, (st_ == StorageType::kF16)), n.name, {x}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   Status lower_resize(const ir::Node& n, const std::string& where) {
+    KILN_RETURN_IF_ERROR(no_bf16(where));
     KILN_ASSIGN_OR_RETURN(ResizeDesc d, plan_resize(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_resize_layer(d, o_.fp16), n.name, {x}, {new_output(n)}, n.origin);
+    add_layer(make_resize_layer(d, (st_ == StorageType::kF16)), n.name, {x}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   // Where(cond, a, b) with broadcasting; the bool condition must be a constant (uploaded as 0/1).
   Status lower_where(const ir::Node& n, const std::string& where) {
+    KILN_RETURN_IF_ERROR(no_bf16(where));
     if (!g_.value(n.inputs[0]).constant) return unsupported(where + "the condition must be a constant on the GPU path");
     const Shape& out_s = vs_.shapes[n.outputs[0]];
     if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
@@ -824,15 +891,16 @@ class Lowering {
       d.rank = 1;
       d.out_dims[0] = 1;
     }
-    add_layer(make_where_layer(d, strides[0], o_.fp16), n.name, ins, {new_output(n)}, n.origin);
+    add_layer(make_where_layer(d, strides[0], (st_ == StorageType::kF16)), n.name, ins, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   // Cast between float types: a view, except float32 storage of a float16 result (rounded).
   Status lower_cast(const ir::Node& n, const std::string& where) {
+    KILN_RETURN_IF_ERROR(no_bf16(where));
     if (!is_float(vs_.dtypes[n.inputs[0]])) return unsupported(where + "Cast from " + std::string(dtype_name(vs_.dtypes[n.inputs[0]])));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    const bool round = !o_.fp16 && vs_.dtypes[n.outputs[0]] == DataType::kFloat16 &&
+    const bool round = !(st_ == StorageType::kF16) && vs_.dtypes[n.outputs[0]] == DataType::kFloat16 &&
                        vs_.dtypes[n.inputs[0]] == DataType::kFloat32;
     if (round) {
       add_layer(make_round_to_half_layer(shape_numel(vs_.shapes[n.inputs[0]])), n.name, {x}, {new_output(n)}, n.origin);
@@ -847,6 +915,9 @@ class Lowering {
   const ValueShapes& vs_;
   GpuBuildOptions o_;
   GpuModel::Impl* m_;
+  StorageType st_;  // storage of activations and weights
+  bool low_;        // fp16/bf16: 4-D activations NHWC
+  std::map<ir::ValueId, int64_t> padded_from_;  // graph inputs stored channel-padded -> their real C
   std::map<ir::ValueId, int> act_;
   std::map<std::pair<int, bool>, int> reformatted_;
   bool laid_out_ = false;  // the graph carries assign_layouts' decisions
@@ -927,36 +998,56 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   Lowering l(folded, shapes, opts, m);
   KILN_RETURN_IF_ERROR(l.run());
   plan_memory(m);
-  size_t ws = 0;
+  // Tuning scratch: what the layers may use, at most the limit (conv tactics are capped at
+  // 256 MiB inside the layer). After tuning the workspace shrinks to what the chosen tactics need.
+  size_t ws = 256u << 20;
   for (const auto& layer : m->layers) ws = std::max(ws, layer->workspace());
-  m->workspace = std::min(std::max<size_t>(ws, 32u << 20), opts.workspace_limit);
-  if (ws > opts.workspace_limit) {
-    for (const auto& layer : m->layers)
-      if (layer->workspace() > opts.workspace_limit)
-        return Status(StatusCode::kOutOfMemory, "layer '" + layer->name + "' needs " + std::to_string(layer->workspace()) +
-                                                    " bytes of workspace, the limit is " +
-                                                    std::to_string(opts.workspace_limit));
-  }
-  if (opts.tune || !opts.preset_tactics.empty()) {
+  m->workspace = std::max<size_t>(std::min(ws, opts.workspace_limit), 256);
+  {
+    // Every layer is set up on the device: a plan's tactic, tuning, or (no tuning) a check that
+    // the default tactic runs here, which may switch a layer to its fallback path.
     KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
     ExecState st = ctx->impl_->state(s);
-    KILN_CUDA_CHECK(cudaMemsetAsync(ctx->impl_->arena, 0, std::max<size_t>(m->arena, 1), s));
-    for (auto& layer : m->layers) {
-      auto preset = opts.preset_tactics.find(layer->name);
-      Status ts = preset != opts.preset_tactics.end() ? layer->use_tactic(preset->second, st)
-                                                      : (opts.tune ? layer->tune(st) : Status::Ok());
-      if (!ts.ok()) {
-        cudaStreamDestroy(s);
-        return ts.with_context("tuning layer '" + layer->name + "'");
+    st.cache = opts.tune ? opts.timing_cache : nullptr;
+    Status ms = cuda_status(cudaMemsetAsync(ctx->impl_->arena, 0, std::max<size_t>(m->arena, 1), s), "cudaMemsetAsync",
+                            __FILE__, __LINE__);
+    const int total = static_cast<int>(m->layers.size());
+    for (int i = 0; i < total && ms.ok(); ++i) {
+      Layer& layer = *m->layers[i];
+      auto preset = opts.preset_tactics.find(layer.name);
+      if (preset != opts.preset_tactics.end()) {
+        ms = layer.use_tactic(preset->second, st);
+        // A plan records the tuned time after the tactic ("... tuned_ms=0.0123").
+        const auto at = preset->second.find(" tuned_ms=");
+        if (ms.ok() && at != std::string::npos) layer.tuned_ms = std::atof(preset->second.c_str() + at + 10);
+      } else if (opts.tune) {
+        if (opts.on_tune_progress) opts.on_tune_progress(i, total, layer.name);
+        ms = layer.tune(st);
+      } else {
+        ms = layer.prepare(st);
       }
+      if (!ms.ok()) ms = ms.with_context(std::string(opts.tune ? "tuning" : "setting up") + " layer '" + layer.name + "'");
     }
-    KILN_CUDA_CHECK(cudaStreamSynchronize(s));
+    if (ms.ok()) ms = cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize", __FILE__, __LINE__);
+    if (opts.on_tune_progress && opts.tune) opts.on_tune_progress(total, total, "");
     cudaStreamDestroy(s);
+    KILN_RETURN_IF_ERROR(ms);
   }
+  // The workspace limit holds for the chosen tactics (a plan's tactics included).
+  size_t need = 0;
+  for (const auto& layer : m->layers) {
+    if (layer->workspace() > opts.workspace_limit)
+      return Status(StatusCode::kOutOfMemory, "layer '" + layer->name + "': tactic '" + layer->tactic + "' needs " +
+                                                  std::to_string(layer->workspace()) + " bytes of workspace, " +
+                                                  std::to_string(opts.workspace_limit) + " bytes allowed");
+    need = std::max(need, layer->workspace());
+  }
+  m->workspace = std::max<size_t>(need, 256);
   for (const auto& layer : m->layers)
-    m->infos.push_back({layer->name, layer->op, layer->tactic, layer->origin, layer->tuned_ms});
+    m->infos.push_back(
+        {layer->name, layer->op, layer->tactic, layer->origin, layer->tuned_ms, layer->fallback, layer->workspace()});
   return model;
 }
 
@@ -971,12 +1062,9 @@ StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
   ctx->impl_ = std::make_unique<GpuContext::Impl>();
   auto* c = ctx->impl_.get();
   c->m = impl_.get();
-  cudaError_t e = cudaMalloc(&c->arena, std::max<size_t>(impl_->arena, 256));
-  if (e != cudaSuccess)
-    return Status(StatusCode::kOutOfMemory, "activation arena of " + std::to_string(impl_->arena) + " bytes: " + cudaGetErrorString(e));
-  e = cudaMalloc(&c->workspace, std::max<size_t>(impl_->workspace, 256));
-  if (e != cudaSuccess)
-    return Status(StatusCode::kOutOfMemory, "workspace of " + std::to_string(impl_->workspace) + " bytes: " + cudaGetErrorString(e));
+  KILN_RETURN_IF_ERROR(device_alloc(&c->arena, std::max<size_t>(impl_->arena, 256), "the activation arena"));
+  KILN_RETURN_IF_ERROR(
+      device_alloc(&c->workspace, std::max<size_t>(impl_->workspace, 256), "the tactic workspace"));
   KILN_CUDNN_CHECK(cudnnCreate(&c->cudnn));
   KILN_CUBLAS_CHECK(cublasLtCreate(&c->lt));
   return ctx;

@@ -2,12 +2,14 @@
 // (immutable: layers with their chosen tactics, weights on the device, the activation memory
 // plan) and runs in GpuContexts (one activation arena + library handles each, on the caller's
 // stream, optionally replayed as a CUDA graph).
-// Layouts: in FP16 mode 4-D activations are NHWC (tensor cores), everything else row-major;
-// explicit reformat layers appear in the layer list where layouts change.
+// Storage: fp32, or fp16 / bf16 for activations and weights (always float accumulation).
+// Layouts: in fp16/bf16 mode 4-D activations are NHWC (tensor cores), everything else
+// row-major; explicit reformat layers appear in the layer list where layouts change.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,17 +17,34 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "backends/cuda/kernels.h"
 #include "kiln/status.h"
+
+namespace kiln {
+class TimingCache;
+}
 
 namespace kiln::cuda {
 
 struct GpuBuildOptions {
   bool fp16 = false;                  // FP16 activations and weights (FP32 accumulation)
+  bool bf16 = false;                  // BF16 activations and weights (FP32 accumulation); fp16 wins if both
   bool tf32 = true;                   // allow TF32 tensor cores for FP32 convolutions/GEMMs
-  size_t workspace_limit = 1ull << 30;  // bytes of tactic scratch memory
+  size_t workspace_limit = 1ull << 30;  // bytes of tactic scratch memory one layer may use
   bool tune = true;                   // time the candidate tactics on the device (else: heuristics)
+  // fp16/bf16: a graph input whose only consumers are convolutions with C % 8 != 0 input
+  // channels is reformatted to NHWC with C zero-padded to a multiple of 8 (the conv weights
+  // too), so cuDNN can use tensor-core kernels (ResNet's first conv, C = 3).
+  bool pad_input_channels = true;
   // Tactics chosen at build time, by layer name (from a plan): used instead of tuning.
   std::map<std::string, std::string> preset_tactics;
+  // Measured tactic times to reuse and extend while tuning (not owned; may be null).
+  TimingCache* timing_cache = nullptr;
+  // Called before each layer is tuned (done = layers finished, total, layer name) and once at
+  // the end (done == total, empty name).
+  std::function<void(int done, int total, const std::string& layer)> on_tune_progress;
+
+  StorageType storage() const { return fp16 ? StorageType::kF16 : (bf16 ? StorageType::kBF16 : StorageType::kF32); }
 };
 
 // Concrete dtype and shape of every value of a graph (indexed by ValueId), e.g. from one CPU
@@ -48,7 +67,9 @@ struct GpuLayerInfo {
   std::string op;      // "FusedConv", "Reformat", ...
   std::string tactic;  // "cudnn.fused_conv_bias_act algo=1", "cublaslt.matmul algo#3", ...
   std::vector<std::string> origin;
-  double tuned_ms = 0;  // measured time of the chosen tactic during tuning (0 if not timed)
+  double tuned_ms = 0;  // measured time of the chosen tactic during tuning (0 if not timed), ms
+  std::string fallback;  // why a slower path than the fast tactic runs ("" = none)
+  size_t workspace_bytes = 0;  // scratch bytes the chosen tactic uses
 };
 
 class GpuContext;

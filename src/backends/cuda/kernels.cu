@@ -1,5 +1,7 @@
-// Kiln's own CUDA kernels: broadcast pointwise ops, layout/dtype reformat, softmax, concat.
-// Formulas follow the ONNX operator definitions of the corresponding ops.
+// Kiln's own CUDA kernels: broadcast pointwise ops, layout/dtype reformat (with channel
+// padding), softmax, concat, conv bias/residual/activation epilogue. Formulas follow the ONNX
+// operator definitions of the corresponding ops. Storage float/__half/__nv_bfloat16, math float.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "backends/cuda/kernels.h"
@@ -7,12 +9,21 @@
 namespace kiln::cuda {
 namespace {
 
-__device__ __forceinline__ float load(const void* p, int64_t i, bool half) {
-  return half ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
+__device__ __forceinline__ float load(const void* p, int64_t i, StorageType t) {
+  switch (t) {
+    case StorageType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case StorageType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case StorageType::kF32: break;
+  }
+  return static_cast<const float*>(p)[i];
 }
-__device__ __forceinline__ void store(void* p, int64_t i, float v, bool half) {
-  if (half) static_cast<__half*>(p)[i] = __float2half_rn(v);
-  else static_cast<float*>(p)[i] = v;
+__device__ __forceinline__ void store(void* p, int64_t i, float v, StorageType t) {
+  switch (t) {
+    case StorageType::kF16: static_cast<__half*>(p)[i] = __float2half_rn(v); return;
+    case StorageType::kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); return;
+    case StorageType::kF32: break;
+  }
+  static_cast<float*>(p)[i] = v;
 }
 
 __device__ __forceinline__ float apply(PointwiseOp op, float a, float b, float alpha, float beta) {
@@ -47,7 +58,7 @@ __device__ __forceinline__ float apply(PointwiseOp op, float a, float b, float a
   return a;
 }
 
-__global__ void pointwise_kernel(PointwiseOp op, bool half, const void* a, const void* b, void* y, BroadcastDesc d,
+__global__ void pointwise_kernel(PointwiseOp op, StorageType st, const void* a, const void* b, void* y, BroadcastDesc d,
                                  int64_t total, float alpha, float beta) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -58,39 +69,43 @@ __global__ void pointwise_kernel(PointwiseOp op, bool half, const void* a, const
       ia += idx * d.a_strides[k];
       ib += idx * d.b_strides[k];
     }
-    const float va = load(a, ia, half);
-    const float vb = b ? load(b, ib, half) : 0.f;
-    store(y, i, apply(op, va, vb, alpha, beta), half);
+    const float va = load(a, ia, st);
+    const float vb = b ? load(b, ib, st) : 0.f;
+    store(y, i, apply(op, va, vb, alpha, beta), st);
   }
 }
 
-__global__ void reformat_kernel(const void* src, bool sh, bool snhwc, void* dst, bool dh, bool dnhwc, int64_t n,
-                                int64_t c, int64_t h, int64_t w) {
-  const int64_t total = n * c * h * w;
+__global__ void reformat_kernel(const void* src, StorageType src_t, bool snhwc, void* dst, StorageType dst_t, bool dnhwc,
+                                int64_t n, int64_t c, int64_t h, int64_t w, int64_t dc) {
+  const int64_t total = n * dc * h * w;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     // i indexes the destination.
     int64_t nn, cc, hh, ww, r = i;
-    if (dnhwc) { cc = r % c; r /= c; ww = r % w; r /= w; hh = r % h; nn = r / h; }
-    else { ww = r % w; r /= w; hh = r % h; r /= h; cc = r % c; nn = r / c; }
+    if (dnhwc) { cc = r % dc; r /= dc; ww = r % w; r /= w; hh = r % h; nn = r / h; }
+    else { ww = r % w; r /= w; hh = r % h; r /= h; cc = r % dc; nn = r / dc; }
+    if (cc >= c) {  // padding channel
+      store(dst, i, 0.f, dst_t);
+      continue;
+    }
     const int64_t s = snhwc ? ((nn * h + hh) * w + ww) * c + cc : ((nn * c + cc) * h + hh) * w + ww;
-    store(dst, i, load(src, s, sh), dh);
+    store(dst, i, load(src, s, src_t), dst_t);
   }
 }
 
-__global__ void convert_kernel(const void* src, bool sh, void* dst, bool dh, int64_t count) {
+__global__ void convert_kernel(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    store(dst, i, load(src, i, sh), dh);
+    store(dst, i, load(src, i, src_t), dst_t);
 }
 
 // One block per row; the row is reduced in shared memory (max, then sum of exp).
-__global__ void softmax_kernel(const void* x, void* y, bool half, int64_t cols, bool log) {
+__global__ void softmax_kernel(const void* x, void* y, StorageType st, int64_t cols, bool log) {
   extern __shared__ float red[];
   const int64_t row = blockIdx.x;
   const int64_t base = row * cols;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, load(x, base + j, half));
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, load(x, base + j, st));
   red[threadIdx.x] = m;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -100,7 +115,7 @@ __global__ void softmax_kernel(const void* x, void* y, bool half, int64_t cols, 
   m = red[0];
   __syncthreads();
   float sum = 0.f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += __expf(load(x, base + j, half) - m);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) sum += __expf(load(x, base + j, st) - m);
   red[threadIdx.x] = sum;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -109,8 +124,8 @@ __global__ void softmax_kernel(const void* x, void* y, bool half, int64_t cols, 
   }
   sum = red[0];
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    const float v = load(x, base + j, half) - m;
-    store(y, base + j, log ? v - logf(sum) : __expf(v) / sum, half);
+    const float v = load(x, base + j, st) - m;
+    store(y, base + j, log ? v - logf(sum) : __expf(v) / sum, st);
   }
 }
 
@@ -126,6 +141,43 @@ __global__ void concat_kernel(const char* src, char* dst, int eb, int64_t outer,
   }
 }
 
+__global__ void bias_act_kernel(void* y, const void* bias, const void* z, StorageType t, int64_t count, int64_t channels,
+                                int64_t spatial, bool nhwc, PointwiseOp act, float alpha, float beta) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ch = nhwc ? i % channels : (i / spatial) % channels;
+    float v = load(y, i, t) + load(bias, ch, t);
+    if (z) v += load(z, i, t);
+    store(y, i, apply(act, v, 0.f, alpha, beta), t);
+  }
+}
+
+__global__ void pool_kernel(const void* x, void* y, StorageType t, PoolDesc d) {
+  const int64_t total = d.n * d.c * d.oh * d.ow;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t nn, cc, oy, ox, r = i;  // i indexes y in its storage order
+    if (d.nhwc) { cc = r % d.c; r /= d.c; ox = r % d.ow; r /= d.ow; oy = r % d.oh; nn = r / d.oh; }
+    else { ox = r % d.ow; r /= d.ow; oy = r % d.oh; r /= d.oh; cc = r % d.c; nn = r / d.c; }
+    float acc = d.max ? -INFINITY : 0.f;
+    int64_t count = 0;
+    for (int64_t ky = 0; ky < d.kh; ++ky) {
+      const int64_t iy = oy * d.stride_h - d.pad_h + ky;
+      if (iy < 0 || iy >= d.h) continue;
+      for (int64_t kx = 0; kx < d.kw; ++kx) {
+        const int64_t ix = ox * d.stride_w - d.pad_w + kx;
+        if (ix < 0 || ix >= d.w) continue;
+        const int64_t s = d.nhwc ? ((nn * d.h + iy) * d.w + ix) * d.c + cc : ((nn * d.c + cc) * d.h + iy) * d.w + ix;
+        const float v = load(x, s, t);
+        acc = d.max ? fmaxf(acc, v) : acc + v;
+        ++count;
+      }
+    }
+    if (!d.max) acc /= static_cast<float>(d.count_include_pad ? d.kh * d.kw : (count > 0 ? count : 1));
+    store(y, i, acc, t);
+  }
+}
+
 int grid_for(int64_t total, int block) {
   int64_t g = (total + block - 1) / block;
   return static_cast<int>(g < 1 ? 1 : (g > 65535 * 8 ? 65535 * 8 : g));
@@ -133,33 +185,36 @@ int grid_for(int64_t total, int block) {
 
 }  // namespace
 
-cudaError_t launch_pointwise(PointwiseOp op, bool half, const void* a, const void* b, void* y, const BroadcastDesc& d,
+cudaError_t launch_pointwise(PointwiseOp op, StorageType st, const void* a, const void* b, void* y, const BroadcastDesc& d,
                              float alpha, float beta, cudaStream_t stream) {
   int64_t total = 1;
   for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
   if (total == 0) return cudaSuccess;
-  pointwise_kernel<<<grid_for(total, 256), 256, 0, stream>>>(op, half, a, b, y, d, total, alpha, beta);
+  pointwise_kernel<<<grid_for(total, 256), 256, 0, stream>>>(op, st, a, b, y, d, total, alpha, beta);
   return cudaGetLastError();
 }
 
-cudaError_t launch_reformat(const void* src, bool src_half, bool src_nhwc, void* dst, bool dst_half, bool dst_nhwc,
-                            int64_t n, int64_t c, int64_t h, int64_t w, cudaStream_t stream) {
-  const int64_t total = n * c * h * w;
+cudaError_t launch_reformat(const void* src, StorageType src_t, bool src_nhwc, void* dst, StorageType dst_t,
+                            bool dst_nhwc, int64_t n, int64_t c, int64_t h, int64_t w, int64_t dst_c, cudaStream_t stream) {
+  if (dst_c < c) return cudaErrorInvalidValue;
+  const int64_t total = n * dst_c * h * w;
   if (total == 0) return cudaSuccess;
-  reformat_kernel<<<grid_for(total, 256), 256, 0, stream>>>(src, src_half, src_nhwc, dst, dst_half, dst_nhwc, n, c, h, w);
+  reformat_kernel<<<grid_for(total, 256), 256, 0, stream>>>(src, src_t, src_nhwc, dst, dst_t, dst_nhwc, n, c, h, w,
+                                                            dst_c);
   return cudaGetLastError();
 }
 
-cudaError_t launch_convert(const void* src, bool src_half, void* dst, bool dst_half, int64_t count, cudaStream_t stream) {
+cudaError_t launch_convert(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count,
+                           cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
-  convert_kernel<<<grid_for(count, 256), 256, 0, stream>>>(src, src_half, dst, dst_half, count);
+  convert_kernel<<<grid_for(count, 256), 256, 0, stream>>>(src, src_t, dst, dst_t, count);
   return cudaGetLastError();
 }
 
-cudaError_t launch_softmax(const void* x, void* y, bool half, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
+cudaError_t launch_softmax(const void* x, void* y, StorageType st, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   const int block = 256;
-  softmax_kernel<<<static_cast<unsigned>(rows), block, block * sizeof(float), stream>>>(x, y, half, cols, log);
+  softmax_kernel<<<static_cast<unsigned>(rows), block, block * sizeof(float), stream>>>(x, y, st, cols, log);
   return cudaGetLastError();
 }
 
@@ -169,6 +224,23 @@ cudaError_t launch_concat_part(const void* src, void* dst, int elem_bytes, int64
   if (total == 0) return cudaSuccess;
   concat_kernel<<<grid_for(total, 256), 256, 0, stream>>>(static_cast<const char*>(src), static_cast<char*>(dst),
                                                           elem_bytes, outer, inner_in, inner_out, offset);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pool(const void* x, void* y, StorageType t, const PoolDesc& d, cudaStream_t stream) {
+  const int64_t total = d.n * d.c * d.oh * d.ow;
+  if (total == 0) return cudaSuccess;
+  if (d.kh <= 0 || d.kw <= 0 || d.stride_h <= 0 || d.stride_w <= 0) return cudaErrorInvalidValue;
+  pool_kernel<<<grid_for(total, 256), 256, 0, stream>>>(x, y, t, d);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_bias_act(void* y, const void* bias, const void* z, StorageType t, int64_t count, int64_t channels,
+                            int64_t spatial, bool nhwc, PointwiseOp act, float alpha, float beta, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  if (channels <= 0 || spatial <= 0 || !bias) return cudaErrorInvalidValue;
+  bias_act_kernel<<<grid_for(count, 256), 256, 0, stream>>>(y, bias, z, t, count, channels, spatial, nhwc, act, alpha,
+                                                            beta);
   return cudaGetLastError();
 }
 

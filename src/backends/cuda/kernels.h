@@ -1,6 +1,7 @@
-// Launchers of Kiln's own CUDA kernels (pointwise, reformat, softmax, concat). Every launcher
-// enqueues on `stream`, never allocates and never synchronizes. Element type codes: `half`
-// selects __half storage (compute in float), otherwise float. Shapes are physical (as stored).
+// Launchers of Kiln's own CUDA kernels (pointwise, reformat, softmax, concat, conv epilogue).
+// Every launcher enqueues on `stream`, never allocates and never synchronizes. Elements are
+// stored as a StorageType (float, __half or __nv_bfloat16) and computed in float. Shapes are
+// physical (as stored).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,6 +11,13 @@
 namespace kiln::cuda {
 
 constexpr int kMaxRank = 6;
+
+// How an engine tensor's elements are stored in device memory (compute is always float).
+enum class StorageType : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+inline int storage_bytes(StorageType t) { return t == StorageType::kF32 ? 4 : 2; }
+inline const char* storage_name(StorageType t) {
+  return t == StorageType::kF32 ? "fp32" : (t == StorageType::kF16 ? "fp16" : "bf16");
+}
 
 // Broadcast strides for one operand: 0 on broadcast dims. Output is dense.
 struct BroadcastDesc {
@@ -27,21 +35,41 @@ enum class PointwiseOp : int {
 
 // y = op(a, b) with broadcasting (binary ops) or y = op(a) (unary; b ignored); alpha/beta are
 // the op's attributes (LeakyRelu alpha, Clip min/max, HardSigmoid alpha/beta, Elu alpha).
-cudaError_t launch_pointwise(PointwiseOp op, bool half, const void* a, const void* b, void* y,
+cudaError_t launch_pointwise(PointwiseOp op, StorageType t, const void* a, const void* b, void* y,
                              const BroadcastDesc& d, float alpha, float beta, cudaStream_t stream);
 
-// NCHW <-> NHWC reformat with dtype conversion (src/dst each float or half).
-cudaError_t launch_reformat(const void* src, bool src_half, bool src_nhwc, void* dst, bool dst_half, bool dst_nhwc,
-                            int64_t n, int64_t c, int64_t h, int64_t w, cudaStream_t stream);
-// Dense dtype conversion float <-> half (count elements).
-cudaError_t launch_convert(const void* src, bool src_half, void* dst, bool dst_half, int64_t count, cudaStream_t stream);
+// NCHW <-> NHWC reformat with dtype conversion. The source is [n, c, h, w] (logical); the
+// destination has `dst_c` >= c channels, those from c on written as zeros (channel padding
+// for tensor-core convolutions; dst_c == c for a plain reformat).
+cudaError_t launch_reformat(const void* src, StorageType src_t, bool src_nhwc, void* dst, StorageType dst_t, bool dst_nhwc,
+                            int64_t n, int64_t c, int64_t h, int64_t w, int64_t dst_c, cudaStream_t stream);
+// Dense dtype conversion (count elements).
+cudaError_t launch_convert(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count,
+                           cudaStream_t stream);
 
 // Softmax (log_softmax when `log`) over the innermost `cols` of a [rows, cols] array.
-cudaError_t launch_softmax(const void* x, void* y, bool half, int64_t rows, int64_t cols, bool log, cudaStream_t stream);
+cudaError_t launch_softmax(const void* x, void* y, StorageType t, int64_t rows, int64_t cols, bool log, cudaStream_t stream);
 
 // Copies a [outer, inner_in] block array into columns [offset, offset + inner_in) of a
 // [outer, inner_out] array (one Concat input).
 cudaError_t launch_concat_part(const void* src, void* dst, int elem_bytes, int64_t outer, int64_t inner_in,
                                int64_t inner_out, int64_t offset, cudaStream_t stream);
+
+// 2-D max/average pooling of a logical [n, c, h, w] tensor (NCHW or NHWC storage, same for y)
+// into [n, c, oh, ow]; symmetric pads; average divides by kh*kw when count_include_pad, else by
+// the in-bounds count.
+struct PoolDesc {
+  bool max = true, count_include_pad = false, nhwc = false;
+  int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1;
+};
+cudaError_t launch_pool(const void* x, void* y, StorageType t, const PoolDesc& d, cudaStream_t stream);
+
+// Convolution epilogue in place on y (`count` elements, channel = innermost index when `nhwc`,
+// else (i / spatial) % channels): y = act(y + bias[ch] (+ z)), act given as a pointwise op
+// (kIdentity for none) with its alpha/beta. bias has `channels` elements of type t; z (may be
+// null) has y's shape and layout.
+cudaError_t launch_bias_act(void* y, const void* bias, const void* z, StorageType t, int64_t count, int64_t channels,
+                            int64_t spatial, bool nhwc, PointwiseOp act, float alpha, float beta, cudaStream_t stream);
 
 }  // namespace kiln::cuda
