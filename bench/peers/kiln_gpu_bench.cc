@@ -2,7 +2,8 @@
 // measured (data resident on the device, CUDA-graph replay, CUDA-event timing, median of
 // repeated runs). Builds exactly as `kiln build` does: import -> passes -> shape inference ->
 // tactics timed on the device. Prints one JSON object per line.
-//   kiln_gpu_bench MODEL.onnx --batch 1,8,64 --precision fp32,tf32,fp16 [--iters 200] [--profile 1]
+//   kiln_gpu_bench MODEL.onnx --batch 1,8,64 --precision fp32,tf32,fp16,bf16 [--iters 200] [--profile 1]
+//                  [--timing-cache FILE]   (JSON of measured tactic times, read first, rewritten last)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,7 +11,9 @@
 #include <random>
 #include <sstream>
 
+#include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
+#include "builder/timing_cache.h"
 #include "ir/shape_inference.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
@@ -37,18 +40,47 @@ std::string fmt_num(double v, const char* f) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: kiln_gpu_bench MODEL.onnx [--batch 1,8] [--precision fp32,tf32,fp16] [--iters N]\n");
+    std::fprintf(stderr,
+                 "usage: kiln_gpu_bench MODEL.onnx [--batch 1,8] [--precision fp32,tf32,fp16,bf16] [--iters N] "
+                 "[--timing-cache FILE]\n");
     return 2;
   }
   std::vector<std::string> batches = {"1"}, precisions = {"fp16"};
   int iters = 200;
   bool profile = false;
+  std::string cache_path;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batches = split(v);
     else if (k == "--precision") precisions = split(v);
     else if (k == "--iters") iters = std::atoi(v.c_str());
     else if (k == "--profile") profile = v == "1";
+    else if (k == "--timing-cache") cache_path = v;
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  for (const std::string& p : precisions)
+    if (p != "fp32" && p != "tf32" && p != "fp16" && p != "bf16") {
+      std::fprintf(stderr, "--precision %s: expected fp32, tf32, fp16 or bf16\n", p.c_str());
+      return 2;
+    }
+  const auto& dev = cuda::device_info();
+  TimingCacheHeader header;
+  header.gpu_name = dev.name;
+  header.sm_major = dev.cc_major;
+  header.sm_minor = dev.cc_minor;
+  header.cudnn_version = dev.cudnn_version;
+  header.cublaslt_version = dev.cublaslt_version;
+  header.kiln_version = KILN_VERSION_STRING;
+  TimingCache cache(header);
+  auto log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  if (!cache_path.empty()) {
+    if (Status s = cache.load(cache_path, log); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.to_string().c_str());
+      return 2;
+    }
   }
   auto imported = onnx_import::import_model_file(argv[1]);
   if (!imported.ok()) {
@@ -75,7 +107,10 @@ int main(int argc, char** argv) {
     for (const std::string& prec : precisions) {
       cuda::GpuBuildOptions o;
       o.fp16 = prec == "fp16";
+      o.bf16 = prec == "bf16";
       o.tf32 = prec != "fp32";
+      if (!cache_path.empty()) o.timing_cache = &cache;
+      const int hits0 = cache.hits(), misses0 = cache.misses();
       const auto t0 = std::chrono::steady_clock::now();
       auto model = cuda::GpuModel::create(g, *shapes, o);
       const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -84,7 +119,14 @@ int main(int argc, char** argv) {
                     prec.c_str(), model.status().message().c_str());
         continue;
       }
+      for (const auto& l : (*model)->layers())
+        if (!l.fallback.empty()) std::fprintf(stderr, "# fallback %s: %s\n", l.name.c_str(), l.fallback.c_str());
       auto ctx = (*model)->create_context();
+      if (!ctx.ok()) {
+        std::printf("{\"batch\": %lld, \"precision\": \"%s\", \"error\": \"%s\"}\n", static_cast<long long>(batch),
+                    prec.c_str(), ctx.status().message().c_str());
+        continue;
+      }
       (*ctx)->use_cuda_graph(true);
       std::vector<Tensor> out;
       if (!(*ctx)->run({x}, &out).ok()) return 1;
@@ -126,9 +168,11 @@ int main(int argc, char** argv) {
       const double median = ms[ms.size() / 2], p99 = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
       std::printf("{\"peer\": \"kiln\", \"batch\": %lld, \"precision\": \"%s\", \"median_ms\": %.4f, \"p99_ms\": %.4f, "
                   "\"throughput_per_s\": %.1f, \"build_s\": %.2f, \"layers\": %zu, \"arena_bytes\": %zu, "
-                  "\"activation_bytes_sum\": %zu, \"max_abs_err_rel\": %s, \"cosine\": %s, \"top1_agree\": %s}\n",
+                  "\"activation_bytes_sum\": %zu, \"cache_hits\": %d, \"cache_misses\": %d, \"max_abs_err_rel\": %s, "
+                  "\"cosine\": %s, \"top1_agree\": %s}\n",
                   static_cast<long long>(batch), prec.c_str(), median, p99, batch * 1000.0 / median, build_s,
                   (*model)->layers().size(), (*model)->arena_bytes(), (*model)->activation_bytes_sum(),
+                  cache.hits() - hits0, cache.misses() - misses0,
                   check ? fmt_num(num / den, "%.3g").c_str() : "null",
                   check ? fmt_num(dot / std::sqrt(na * nb), "%.7f").c_str() : "null",
                   check ? std::to_string(top1).c_str() : "null");
@@ -150,6 +194,14 @@ int main(int argc, char** argv) {
       }
       cudaStreamDestroy(s);
     }
+  }
+  if (!cache_path.empty()) {
+    if (Status s = cache.save(cache_path); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.to_string().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "timing cache: %d hits, %d misses, %zu entries written to %s\n", cache.hits(), cache.misses(),
+                 cache.size(), cache_path.c_str());
   }
   return 0;
 }

@@ -49,7 +49,10 @@ const char* target_device_name(TargetDevice d);  // "cpu", "cuda", "auto"
 
 // One step of a build, reported to BuilderConfig::progress.
 struct BuildProgress {
-  std::string step;  // "import", "profiles", "verify", "passes", "tactics", "serialize"
+  // "import", "profiles", "verify", "passes", "tactics", "tuning" (CUDA: one report per layer
+  // before it is timed, detail = layer name, then done == total), "timing cache" (log lines in
+  // detail), "serialize"
+  std::string step;
   int done = 0;      // units of this step finished
   int total = 0;     // units in this step (0: unknown)
   std::string detail;  // a log line of the step ("passes": one per pass, or an IR dump), else empty
@@ -63,6 +66,9 @@ struct BuilderConfig {
   bool fp8 = false;
   bool int8 = false;
   size_t workspace_limit = 0;  // bytes of scratch one layer may use; 0 = no limit
+  // CUDA: JSON timing cache (docs/decisions/0007-timing-cache.md) read before tuning and
+  // rewritten after it; "" = none.
+  std::string timing_cache_path;
   // Every input whose shape is not fully static needs a range in each profile. Static inputs
   // need none. At least one profile is required when any input is dynamic.
   std::vector<OptimizationProfile> profiles;

@@ -23,6 +23,22 @@ namespace gpu {
 struct ContextState;
 }
 
+// One layer as a device engine runs it (CUDA plans; reformat layers included).
+struct DeviceLayerInfo {
+  std::string name, op, tactic;
+  double tuned_ms = 0;         // time measured for the chosen tactic at build, ms (0: not timed)
+  std::string fallback;        // why a slower path than the layer's fast tactic runs ("" = none)
+  size_t workspace_bytes = 0;  // scratch the chosen tactic uses
+};
+
+// Device memory of a CUDA engine at the profile's opt shapes, bytes.
+struct DeviceMemoryInfo {
+  size_t arena_bytes = 0;           // activation arena per execution context (after reuse)
+  size_t activation_bytes_sum = 0;  // sum of every activation (what no reuse would need)
+  size_t weight_bytes = 0;          // weights as stored on the device (fp16/bf16 halve them)
+  size_t workspace_bytes = 0;       // tactic scratch per execution context
+};
+
 // An input or output of the engine.
 struct IOTensor {
   TensorDesc desc;
@@ -51,6 +67,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool int8() const;
   int opt_level() const;
   uint64_t workspace_limit() const;  // bytes; 0 = no limit
+  // CUDA plans: the device layers and memory at the opt shapes (empty / zeros for CPU plans).
+  std::vector<DeviceLayerInfo> device_layers() const;
+  DeviceMemoryInfo device_memory() const;
 
   std::unique_ptr<ExecutionContext> create_execution_context() const;
 

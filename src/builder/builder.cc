@@ -184,7 +184,14 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
                                " reformat" + (reformats == 1 ? "" : "s") + ")";
       config.progress(BuildProgress{"layouts", 1, 1, line});
     }
-    auto cuda_tactics = gpu::select_tactics(laid, opt, config.fp16, config.tf32, config.workspace_limit);
+    gpu::GpuSettings settings;
+    settings.fp16 = config.fp16;
+    settings.bf16 = config.bf16;
+    settings.tf32 = config.tf32;
+    settings.workspace_limit = config.workspace_limit;
+    settings.timing_cache_path = config.timing_cache_path;
+    settings.progress = config.progress;
+    auto cuda_tactics = gpu::select_tactics(laid, opt, settings);
     if (cuda_tactics.ok()) {
       p.graph = std::move(laid);
       p.tactics = std::move(cuda_tactics).value();

@@ -80,6 +80,10 @@ bool Engine::int8() const { return impl_->build.int8; }
 int Engine::opt_level() const { return impl_->build.opt_level; }
 uint64_t Engine::workspace_limit() const { return impl_->build.workspace_limit; }
 const ir::Graph& Engine::graph() const { return impl_->graph; }
+std::vector<DeviceLayerInfo> Engine::device_layers() const {
+  return impl_->gpu ? gpu::describe_layers(*impl_->gpu) : std::vector<DeviceLayerInfo>{};
+}
+DeviceMemoryInfo Engine::device_memory() const { return impl_->gpu ? gpu::memory(*impl_->gpu) : DeviceMemoryInfo{}; }
 
 const IOTensor* Engine::find_io(const std::string& name) const {
   for (const IOTensor& t : impl_->io)
@@ -114,8 +118,12 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* dat
       if (!r) return invalid_plan("profile 0 has no range for input '" + g.value(v).name + "'");
       opt.push_back(r->opt);
     }
-    KILN_ASSIGN_OR_RETURN(impl->gpu, gpu::create_engine(g, opt, p.tactics, p.build.fp16, p.build.tf32,
-                                                        p.build.workspace_limit));
+    gpu::GpuSettings settings;
+    settings.fp16 = p.build.fp16;
+    settings.bf16 = p.build.bf16;
+    settings.tf32 = p.build.tf32;
+    settings.workspace_limit = p.build.workspace_limit;
+    KILN_ASSIGN_OR_RETURN(impl->gpu, gpu::create_engine(g, opt, p.tactics, settings));
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];

@@ -1,12 +1,14 @@
 // Glue between the Builder/Engine and the CUDA path (see gpu_engine.h).
 #include "runtime/gpu_engine.h"
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
+#include "builder/timing_cache.h"
 #endif
 
 namespace kiln::gpu {
@@ -28,23 +30,61 @@ PlanTarget target() {
 
 namespace {
 
-cuda::GpuBuildOptions options(bool fp16, bool tf32, size_t workspace_limit) {
+cuda::GpuBuildOptions options(const GpuSettings& s) {
   cuda::GpuBuildOptions o;
-  o.fp16 = fp16;
-  o.tf32 = tf32;
-  if (workspace_limit) o.workspace_limit = workspace_limit;
+  o.fp16 = s.fp16;
+  o.bf16 = s.bf16;
+  o.tf32 = s.tf32;
+  if (s.workspace_limit) o.workspace_limit = s.workspace_limit;
   return o;
+}
+
+TimingCacheHeader cache_header() {
+  const auto& d = cuda::device_info();
+  TimingCacheHeader h;
+  h.gpu_name = d.name;
+  h.sm_major = d.cc_major;
+  h.sm_minor = d.cc_minor;
+  h.cudnn_version = d.cudnn_version;
+  h.cublaslt_version = d.cublaslt_version;
+  h.kiln_version = KILN_VERSION_STRING;
+  return h;
 }
 
 }  // namespace
 
-StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes, bool fp16,
-                                                  bool tf32, size_t workspace_limit) {
+StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
+                                                  const GpuSettings& settings) {
   if (!available()) return unsupported("no CUDA GPU on this machine");
+  auto log = [&](const std::string& line) {
+    if (settings.progress) settings.progress(BuildProgress{"timing cache", 0, 0, line});
+  };
+  TimingCache cache(cache_header());
+  if (!settings.timing_cache_path.empty()) KILN_RETURN_IF_ERROR(cache.load(settings.timing_cache_path, log));
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
-  KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, options(fp16, tf32, workspace_limit)));
+  cuda::GpuBuildOptions o = options(settings);
+  if (!settings.timing_cache_path.empty()) o.timing_cache = &cache;
+  if (settings.progress)
+    o.on_tune_progress = [&](int done, int total, const std::string& layer) {
+      settings.progress(BuildProgress{"tuning", done, total, layer});
+    };
+  KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, o));
+  if (!settings.timing_cache_path.empty()) {
+    log("timing cache: " + std::to_string(cache.hits()) + " hits, " + std::to_string(cache.misses()) +
+        " misses (layers timed); " + std::to_string(cache.size()) + " entries");
+    KILN_RETURN_IF_ERROR(cache.save(settings.timing_cache_path));
+    log("timing cache: wrote '" + settings.timing_cache_path + "'");
+  }
   std::map<std::string, std::string> by_name;
-  for (const auto& l : model->layers()) by_name[l.name] = l.tactic;
+  for (const auto& l : model->layers()) {
+    std::string t = l.tactic;
+    if (l.tuned_ms > 0) {
+      char ms[32];
+      std::snprintf(ms, sizeof ms, " tuned_ms=%.5f", l.tuned_ms);
+      t += ms;
+    }
+    by_name[l.name] = t;
+  }
   std::vector<std::string> tactics;
   for (const ir::Node& n : g.nodes) {
     auto it = by_name.find(n.name);
@@ -81,12 +121,11 @@ struct ContextState {
 };
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                     const std::vector<std::string>& tactics, bool fp16, bool tf32,
-                                                     size_t workspace_limit) {
+                                                     const std::vector<std::string>& tactics, const GpuSettings& settings) {
   auto e = std::make_shared<EngineState>();
   e->graph = g;
   e->opt_shapes = opt_shapes;
-  e->opts = options(fp16, tf32, workspace_limit);
+  e->opts = options(settings);
   e->opts.tune = false;
   for (size_t i = 0; i < g.nodes.size() && i < tactics.size(); ++i)
     if (tactics[i] != "cuda.view") e->opts.preset_tactics[g.nodes[i].name] = tactics[i];
@@ -128,41 +167,43 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
   return Status::Ok();
 }
 
-std::vector<std::vector<std::string>> describe_layers(const EngineState& e) {
+std::vector<DeviceLayerInfo> describe_layers(const EngineState& e) {
   std::lock_guard<std::mutex> lock(e.mu);
-  std::vector<std::vector<std::string>> r;
+  std::vector<DeviceLayerInfo> r;
   auto it = e.models.find(e.opt_shapes);
   if (it == e.models.end()) return r;
-  for (const auto& l : it->second->layers()) r.push_back({l.name, l.op, l.tactic});
+  for (const auto& l : it->second->layers())
+    r.push_back(DeviceLayerInfo{l.name, l.op, l.tactic, l.tuned_ms, l.fallback, l.workspace_bytes});
   return r;
 }
 
-std::pair<size_t, size_t> memory(const EngineState& e) {
+DeviceMemoryInfo memory(const EngineState& e) {
   std::lock_guard<std::mutex> lock(e.mu);
   auto it = e.models.find(e.opt_shapes);
-  if (it == e.models.end()) return {0, 0};
-  return {it->second->arena_bytes(), it->second->activation_bytes_sum()};
+  if (it == e.models.end()) return {};
+  const cuda::GpuModel& m = *it->second;
+  return DeviceMemoryInfo{m.arena_bytes(), m.activation_bytes_sum(), m.weight_bytes(), m.workspace_bytes()};
 }
 
 #else  // no CUDA backend in this build
 
 bool available() { return false; }
 PlanTarget target() { return PlanTarget{}; }
-StatusOr<std::vector<std::string>> select_tactics(const ir::Graph&, const std::vector<Shape>&, bool, bool, size_t) {
+StatusOr<std::vector<std::string>> select_tactics(const ir::Graph&, const std::vector<Shape>&, const GpuSettings&) {
   return unsupported("this Kiln build has no CUDA backend");
 }
 struct EngineState {};
 struct ContextState {};
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph&, const std::vector<Shape>&,
-                                                     const std::vector<std::string>&, bool, bool, size_t) {
+                                                     const std::vector<std::string>&, const GpuSettings&) {
   return unsupported("this Kiln build has no CUDA backend");
 }
 Status execute(const EngineState&, std::shared_ptr<ContextState>&, const std::vector<Tensor>&, std::vector<Tensor>*,
                std::vector<std::pair<std::string, double>>*) {
   return unsupported("this Kiln build has no CUDA backend");
 }
-std::vector<std::vector<std::string>> describe_layers(const EngineState&) { return {}; }
-std::pair<size_t, size_t> memory(const EngineState&) { return {0, 0}; }
+std::vector<DeviceLayerInfo> describe_layers(const EngineState&) { return {}; }
+DeviceMemoryInfo memory(const EngineState&) { return {}; }
 
 #endif
 

@@ -4,16 +4,28 @@
 // shapes inside the profile are lowered on first use with heuristic tactics.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "kiln/builder.h"
 #include "kiln/plan.h"
+#include "kiln/runtime.h"
 #include "kiln/status.h"
 
 namespace kiln::gpu {
+
+// Precision and tuning settings of a CUDA build or engine.
+struct GpuSettings {
+  bool fp16 = false, bf16 = false, tf32 = true;
+  size_t workspace_limit = 0;     // bytes one layer's tactic may use; 0 = the default (1 GiB)
+  std::string timing_cache_path;  // build: JSON timing cache to read and rewrite ("" = none)
+  // build: step "tuning" (done/total layers, detail = layer name) and "timing cache" log lines.
+  std::function<void(const BuildProgress&)> progress;
+};
 
 // True when this build has the CUDA backend and a GPU is present.
 bool available();
@@ -21,24 +33,24 @@ bool available();
 PlanTarget target();
 
 // Build time: lowers the optimized graph at `opt_shapes` (one per graph input), times the
-// tactics, and returns one tactic string per graph node ("cuda.view" for layers that are views).
+// tactics (reusing / extending the timing cache), and returns one tactic string per graph node
+// ("cuda.view" for layers that are views; tuned layers end in " tuned_ms=<ms>").
 // Errors list every layer the GPU cannot run.
-StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes, bool fp16,
-                                                  bool tf32, size_t workspace_limit);
+StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
+                                                  const GpuSettings& settings);
 
 struct EngineState;  // GpuModels by input shapes (thread-safe)
 struct ContextState; // one GpuContext for the current shapes
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                     const std::vector<std::string>& tactics, bool fp16, bool tf32,
-                                                     size_t workspace_limit);
+                                                     const std::vector<std::string>& tactics, const GpuSettings& settings);
 // Runs float32 inputs through the model for their shapes; `ctx` holds the context between calls.
 // With `layer_ms`, also fills per-layer device times (layer name, ms).
 Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,
                std::vector<Tensor>* outputs, std::vector<std::pair<std::string, double>>* layer_ms);
-// Engine layers as the GPU runs them (reformats included), for `kiln inspect`.
-std::vector<std::vector<std::string>> describe_layers(const EngineState& e);  // {name, op, tactic}
-// Arena bytes of the opt-shape model and the sum of its activations (what no reuse would need).
-std::pair<size_t, size_t> memory(const EngineState& e);
+// Engine layers of the opt-shape model as the GPU runs them (reformats included), for `kiln inspect`.
+std::vector<DeviceLayerInfo> describe_layers(const EngineState& e);
+// Device memory of the opt-shape model (arena vs the sum of all activations, weights, workspace).
+DeviceMemoryInfo memory(const EngineState& e);
 
 }  // namespace kiln::gpu

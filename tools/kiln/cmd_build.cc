@@ -1,19 +1,74 @@
 // `kiln build MODEL.onnx -o PLAN`: builds a plan, reloads it to check it, writes it, and
 // prints a summary (a line per optimizer pass, layers, inputs with their profile ranges,
-// weights, time).
+// weights, time with the tuning share). While CUDA tactics are tuned, stderr shows progress:
+// a bar redrawn in place on a terminal, one plain line per layer otherwise.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <string>
 
 #include "tools/kiln/commands.h"
 
 namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tuning progress on stderr and the tuning time (first "tuning" report to done == total).
+struct TuningProgress {
+  bool tty = ::isatty(2) != 0;
+  bool started = false, drawn = false;
+  Clock::time_point start, end;
+
+  void update(const BuildProgress& p) {
+    const auto now = Clock::now();
+    if (!started) {
+      started = true;
+      start = now;
+    }
+    end = now;
+    const double s = std::chrono::duration<double>(now - start).count();
+    const bool done = p.total > 0 && p.done >= p.total;
+    if (tty) {
+      constexpr int kWidth = 24;
+      const int filled = p.total > 0 ? static_cast<int>(static_cast<double>(kWidth) * p.done / p.total) : 0;
+      std::string bar(static_cast<size_t>(filled), '#');
+      bar.resize(kWidth, '.');
+      std::string name = p.detail.size() > 40 ? p.detail.substr(0, 37) + "..." : p.detail;
+      std::fprintf(stderr, "\r\033[Ktuning [%s] %d/%d %s %.1f s", bar.c_str(), p.done, p.total, name.c_str(), s);
+      if (done) std::fprintf(stderr, "\n");
+      drawn = !done;
+    } else if (!done) {
+      std::fprintf(stderr, "tuning %d/%d %s (%.1f s)\n", p.done + 1, p.total, p.detail.c_str(), s);
+    } else {
+      std::fprintf(stderr, "tuning done: %d layers in %.1f s\n", p.total, s);
+    }
+    std::fflush(stderr);
+  }
+  // Ends a half-drawn bar (a failed build) so the error starts on its own line.
+  void finish() {
+    if (drawn) std::fprintf(stderr, "\n");
+    drawn = false;
+  }
+  double ms() const { return started ? std::chrono::duration<double, std::milli>(end - start).count() : 0; }
+};
+
+}  // namespace
 
 int cmd_build(const BuildOptions& o) {
   auto config = o.to_config();
   if (!config.ok()) return report_error("build", config.status());
   const auto t0 = std::chrono::steady_clock::now();
-  config->progress = [t0](const BuildProgress& p) {
+  TuningProgress tuning;
+  config->progress = [t0, &tuning](const BuildProgress& p) {
+    if (p.step == "tuning") return tuning.update(p);
+    tuning.finish();
+    if (p.step == "timing cache") {
+      std::fprintf(stderr, "%s\n", p.detail.c_str());
+      return;
+    }
     // Steps finish in milliseconds today; report the ones that run long.
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (p.done == 0 && s > 1.0) std::fprintf(stderr, "[%.1f s] %s...\n", s, p.step.c_str());
@@ -25,6 +80,7 @@ int cmd_build(const BuildOptions& o) {
   };
   std::fprintf(stderr, "Building '%s'\n", o.model.c_str());
   auto plan = Builder::build(o.model, *config);
+  tuning.finish();
   if (!plan.ok()) return report_error("build", plan.status());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   auto engine = Runtime::deserialize_engine(*plan);
@@ -36,7 +92,9 @@ int cmd_build(const BuildOptions& o) {
   f.close();
 
   const Engine& e = **engine;
-  std::printf("Built '%s' -> '%s' in %.1f ms\n", o.model.c_str(), o.output.c_str(), ms);
+  std::printf("Built '%s' -> '%s' in %.1f ms", o.model.c_str(), o.output.c_str(), ms);
+  if (tuning.started) std::printf(" (tactic tuning %.1f ms, %.0f%%)", tuning.ms(), ms > 0 ? 100.0 * tuning.ms() / ms : 0.0);
+  std::printf("\n");
   std::printf("  target %s, %zu layers, weights %zu bytes, plan %zu bytes\n", e.header().target.to_string().c_str(),
               e.layers().size(), e.weights_bytes(), plan->size());
   std::printf("  precision: fp32%s%s%s\n", e.tf32() ? " tf32" : "", e.fp16() ? " fp16" : "", e.bf16() ? " bf16" : "");

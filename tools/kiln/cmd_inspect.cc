@@ -1,5 +1,7 @@
 // `kiln inspect PLAN [--json] [--graph FILE]`: the plan's header, io tensors, profiles, every layer (op,
-// ONNX nodes absorbed, inputs/outputs with shapes and dtypes, tactic) and weight bytes.
+// ONNX nodes absorbed, inputs/outputs with shapes and dtypes, tactic) and weight bytes; for CUDA
+// plans also the device layers (tactic, tuned ms, workspace, fallbacks and why) and the device
+// memory (activation arena vs the sum of all activations, weights, workspace).
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -54,6 +56,17 @@ nlohmann::json engine_json(const Engine& e) {
     j["layers"].push_back(lj);
   }
   j["weights_bytes"] = e.weights_bytes();
+  const std::vector<DeviceLayerInfo> dl = e.device_layers();
+  if (!dl.empty()) {
+    j["device_layers"] = nlohmann::json::array();
+    for (const DeviceLayerInfo& l : dl)
+      j["device_layers"].push_back({{"name", l.name}, {"op", l.op}, {"tactic", l.tactic}, {"tuned_ms", l.tuned_ms},
+                                    {"workspace_bytes", l.workspace_bytes},
+                                    {"fallback", l.fallback.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.fallback)}});
+    const DeviceMemoryInfo m = e.device_memory();
+    j["device_memory"] = {{"arena_bytes", m.arena_bytes}, {"activation_bytes_sum", m.activation_bytes_sum},
+                          {"weight_bytes", m.weight_bytes}, {"workspace_bytes", m.workspace_bytes}};
+  }
   return j;
 }
 
@@ -108,6 +121,36 @@ int cmd_inspect(const InspectOptions& o) {
     for (const TensorDesc& d : l.outputs) std::printf("        out %s\n", desc_text(d).c_str());
   }
   std::printf("Weights: %zu bytes\n", e.weights_bytes());
+  const std::vector<DeviceLayerInfo> dl = e.device_layers();
+  if (!dl.empty()) {
+    std::printf("Device layers (%zu, as the GPU runs them at the opt shapes):\n", dl.size());
+    double tuned_sum = 0;
+    size_t fallbacks = 0;
+    for (size_t i = 0; i < dl.size(); ++i) {
+      const DeviceLayerInfo& l = dl[i];
+      std::string extra;
+      if (l.tuned_ms > 0) {
+        char b[48];
+        std::snprintf(b, sizeof b, ", tuned %.4f ms", l.tuned_ms);
+        extra += b;
+        tuned_sum += l.tuned_ms;
+      }
+      if (l.workspace_bytes) extra += ", workspace " + std::to_string(l.workspace_bytes) + " bytes";
+      std::printf("  [%zu] %s (%s) %s%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(), extra.c_str());
+      if (!l.fallback.empty()) {
+        std::printf("        FALLBACK: %s\n", l.fallback.c_str());
+        ++fallbacks;
+      }
+    }
+    std::printf("  sum of tuned times %.3f ms; %zu layer(s) fell back to a slower path\n", tuned_sum, fallbacks);
+    const DeviceMemoryInfo m = e.device_memory();
+    const double saved = m.activation_bytes_sum ? 100.0 * (1.0 - static_cast<double>(m.arena_bytes) /
+                                                                  static_cast<double>(m.activation_bytes_sum))
+                                                : 0.0;
+    std::printf("Device memory: activation arena %zu bytes (all activations %zu bytes: reuse saves %.0f%%), "
+                "weights %zu bytes, workspace %zu bytes\n",
+                m.arena_bytes, m.activation_bytes_sum, saved, m.weight_bytes, m.workspace_bytes);
+  }
   return kExitOk;
 }
 

@@ -78,7 +78,10 @@ void BuildOptions::add_to(CLI::App* app) {
   prec->add_flag("--fp16", fp16, "Allow fp16 layers");
   prec->add_flag("--bf16", bf16, "Allow bf16 layers");
   prec->add_flag("--no-tf32", no_tf32, "Disallow TF32 math for fp32 layers");
-  app->add_option("--workspace", workspace_mib, "Scratch memory limit per layer, MiB (0 = no limit)");
+  app->add_option("--workspace", workspace_mib,
+                  "Scratch memory limit per layer, MiB (0 = no limit); tactics needing more are skipped");
+  app->add_option("--timing-cache", timing_cache,
+                  "JSON file of measured CUDA tactic times: read before tuning (hits skip timing), rewritten after");
   app->add_option("--device", device, "Target: cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "cuda", "auto"}));
   auto* opt = app->add_option_group("Optimizer", "Graph optimization passes (src/passes/pipelines.cc)");
   opt->add_option("--opt-level", opt_level, "0: none, 1: cleanups, 2: + fusions (default), 3: + aggressive");
@@ -116,6 +119,7 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   c.tf32 = !no_tf32;
   if (workspace_mib < 0) return invalid_argument("--workspace must be >= 0 MiB");
   c.workspace_limit = static_cast<size_t>(workspace_mib * 1024 * 1024);
+  c.timing_cache_path = timing_cache;
   if (device == "cpu") c.target = TargetDevice::kCpu;
   else if (device == "gpu" || device == "cuda") c.target = TargetDevice::kCuda;
   else if (device == "auto") c.target = TargetDevice::kAuto;

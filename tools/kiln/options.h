@@ -33,6 +33,7 @@ struct BuildOptions {
   std::string shapes, min_shapes, opt_shapes, max_shapes;
   bool fp16 = false, bf16 = false, no_tf32 = false;
   double workspace_mib = 0;  // MiB; 0 = no limit
+  std::string timing_cache;  // --timing-cache FILE (CUDA tactic timings, JSON)
   std::string device = "auto";
   int opt_level = 2;                          // --opt-level 0..3
   std::vector<std::string> disabled_passes;   // --disable-pass NAME (repeatable)
