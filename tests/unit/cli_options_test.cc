@@ -66,6 +66,12 @@ TEST(CliOptions, BuildOptionsMakeTheProfile) {
   EXPECT_EQ(c->workspace_limit, 64u << 20);
   EXPECT_EQ(c->target, TargetDevice::kCpu);
 
+  c = build_config("m.onnx -o m.plan --bf16 --timing-cache cache.json");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->bf16);
+  EXPECT_FALSE(c->fp16);
+  EXPECT_EQ(c->timing_cache_path, "cache.json");
+  EXPECT_EQ(build_config("m.onnx -o p")->timing_cache_path, "");
   EXPECT_TRUE(build_config("m.onnx -o p").value().profiles.empty());  // static models need no shapes
   EXPECT_EQ(build_config("m.onnx -o p --device gpu")->target, TargetDevice::kCuda);
 }
