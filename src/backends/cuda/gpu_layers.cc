@@ -175,8 +175,21 @@ class ConvLayer : public Layer {
       if (chosen < 0) chosen = i;
     }
     if (chosen < 0) {
-      if (smallest_need != std::numeric_limits<size_t>::max()) return workspace_error(smallest_need, cap);
-      return internal_error("layer '" + name + "': no cuDNN forward algorithm ran for " + sig_for(cap));
+      // cuDNN reports algorithms beyond the workspace as ALLOC_FAILED: ask each one's need.
+      std::string statuses;
+      for (int i = 0; i < returned; ++i)
+        statuses += std::string(i ? ", " : "") + "algo " + std::to_string(static_cast<int>(perf[i].algo)) + ": " +
+                    cudnnGetErrorString(perf[i].status);
+      for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+        size_t need = 0;
+        if (cudnnGetConvolutionForwardWorkspaceSize(s.cudnn, x_, w_, conv_, y_, static_cast<cudnnConvolutionFwdAlgo_t>(a),
+                                                    &need) == CUDNN_STATUS_SUCCESS)
+          smallest_need = std::min(smallest_need, need);
+      }
+      if (smallest_need != std::numeric_limits<size_t>::max() && smallest_need > cap)
+        return workspace_error(smallest_need, cap);
+      return unsupported("layer '" + name + "': no cuDNN forward algorithm ran for " + sig_for(cap) + " (" + statuses +
+                         ")");
     }
     algo_ = perf[chosen].algo;
     tuned_ms = perf[chosen].time;
