@@ -115,10 +115,12 @@ class ConvLayer : public Layer {
   // (NOT_SUPPORTED, BAD_PARAM, ...) switches this layer to conv + Kiln epilogue.
   Status prepare(ExecState& s) override {
     if (!fused_) return describe();
-    KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
-    if (ws_ > s.workspace_bytes) return describe();  // sized again by tune; cannot probe here
     KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
-    const cudnnStatus_t st = run_fused(s);
+    cudnnStatus_t st = cudnnGetConvolutionForwardWorkspaceSize(s.cudnn, x_, w_, conv_, y_, algo_, &ws_);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      if (ws_ > s.workspace_bytes) return describe();  // sized again by tune; cannot probe here
+      st = run_fused(s);
+    }
     if (st != CUDNN_STATUS_SUCCESS) {
       fused_ = false;
       fallback = std::string("cudnnConvolutionBiasActivationForward returned ") + cudnnGetErrorString(st) + " for " +
@@ -143,11 +145,9 @@ class ConvLayer : public Layer {
           best_algo = a;
         }
       }
-      if (best_algo >= 0) {
-        algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(best_algo);
+      if (best_algo >= 0 && try_algo(s, static_cast<cudnnConvolutionFwdAlgo_t>(best_algo), cap)) {
         tuned_ms = best;
-        KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
-        if (ws_ <= cap) return describe();
+        return describe();
       }
     }
     if (fused_ && !fused_relu_) {  // identity activation pins the algorithm: time it alone
@@ -164,13 +164,14 @@ class ConvLayer : public Layer {
     KILN_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(s.cudnn, x_, s.ptr(ins[0]), w_, s.ptr(ins[1]), conv_, y_,
                                                             s.ptr(outs[0]), CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                             &returned, perf, s.workspace, cap));
-    // perf[] is sorted by time; the first that ran and fits the cap wins.
+    // perf[] is sorted by time (of the plain convolution); the first that fits the cap and
+    // runs as the call enqueue makes (the fused one may support fewer algorithms) wins.
     int chosen = -1;
     size_t smallest_need = std::numeric_limits<size_t>::max();
     for (int i = 0; i < returned; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
       smallest_need = std::min(smallest_need, perf[i].memory);
-      if (perf[i].memory > cap) continue;
+      if (perf[i].memory > cap || !try_algo(s, perf[i].algo, cap)) continue;
       if (s.cache) s.cache->record(sig, algo_id(perf[i].algo), perf[i].time);
       if (chosen < 0) chosen = i;
     }
@@ -191,9 +192,10 @@ class ConvLayer : public Layer {
       return unsupported("layer '" + name + "': no cuDNN forward algorithm ran for " + sig_for(cap) + " (" + statuses +
                          ")");
     }
-    algo_ = perf[chosen].algo;
+    if (!try_algo(s, perf[chosen].algo, cap))
+      return internal_error("layer '" + name + "': cuDNN algorithm " + std::to_string(static_cast<int>(perf[chosen].algo)) +
+                            " stopped running");
     tuned_ms = perf[chosen].time;
-    KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
     return describe();
   }
 
@@ -259,6 +261,26 @@ class ConvLayer : public Layer {
     return cudnnConvolutionBiasActivationForward(s.cudnn, &one, x_, s.ptr(ins[0]), w_, s.ptr(ins[1]), conv_, algo_,
                                                  s.workspace, ws_, p_.has_residual ? &one : &zero, y_, z, b_,
                                                  s.ptr(ins[2]), act_, y_, y);
+  }
+  // Selects `a` if it fits the cap and one enqueue-equivalent call succeeds (fused or plain).
+  bool try_algo(ExecState& s, cudnnConvolutionFwdAlgo_t a, size_t cap) {
+    const cudnnConvolutionFwdAlgo_t old_algo = algo_;
+    const size_t old_ws = ws_;
+    algo_ = a;
+    bool ok = cudnnGetConvolutionForwardWorkspaceSize(s.cudnn, x_, w_, conv_, y_, algo_, &ws_) == CUDNN_STATUS_SUCCESS &&
+              ws_ <= cap && cudnnSetStream(s.cudnn, s.stream) == CUDNN_STATUS_SUCCESS;
+    if (ok && fused_) {
+      ok = run_fused(s) == CUDNN_STATUS_SUCCESS;
+    } else if (ok) {
+      const float one = 1.f, zero = 0.f;
+      ok = cudnnConvolutionForward(s.cudnn, &one, x_, s.ptr(ins[0]), w_, s.ptr(ins[1]), conv_, algo_, s.workspace, ws_,
+                                   &zero, y_, s.ptr(outs[0])) == CUDNN_STATUS_SUCCESS;
+    }
+    if (!ok) {
+      algo_ = old_algo;
+      ws_ = old_ws;
+    }
+    return ok;
   }
   bool algo_allowed(int a) const {
     return !fused_ || fused_relu_ || a == static_cast<int>(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
