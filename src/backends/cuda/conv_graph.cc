@@ -26,6 +26,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
+#include "builder/timing_cache.h"
 
 namespace kiln::cuda {
 namespace {
@@ -284,13 +285,16 @@ std::map<std::string, Decision>& decisions() {
 
 class ConvGraphLayer : public Layer {
  public:
-  ConvGraphLayer(const ConvParams& p, cudnnDataType_t io) : p_(p), io_(io), sig_(signature(p, io)) {
+  ConvGraphLayer(const ConvParams& p, cudnnDataType_t io) : p_(p), io_(io), sig_(kiln::cuda::signature(p, io)) {
     op = "FusedConv";
     describe();
   }
   size_t workspace() const override { return static_cast<size_t>(plan_.workspace); }
+  // Timing-cache signature (tactic ids "heur#N"), with the workspace cap of the tuning.
+  std::string signature() const override { return "cudnn.graph " + sig_ + " ws<=" + std::to_string(cap_); }
 
   Status tune(ExecState& s) override {
+    cap_ = std::min(s.workspace_bytes, kMaxGraphWorkspace);
     {
       std::lock_guard<std::mutex> lock(g_mu);
       auto it = decisions().find(sig_);
@@ -305,7 +309,30 @@ class ConvGraphLayer : public Layer {
     KILN_ASSIGN_OR_RETURN(cudnnHandle_t bh, build_handle());
     KILN_ASSIGN_OR_RETURN(ConvGraph g, build_graph(bh, p_, io_));
     graph_ = std::make_shared<ConvGraph>(std::move(g));
-    const size_t ws_limit = std::min(s.workspace_bytes, kMaxGraphWorkspace);
+    const size_t ws_limit = cap_;
+    if (s.cache) {  // the persistent timing cache: the fastest cached rank, no timing
+      int best_rank = -1;
+      double best_ms = std::numeric_limits<double>::infinity();
+      for (const auto& [t, ms] : s.cache->lookup(signature())) {
+        const auto at = t.find("heur#");
+        const int rank = at == std::string::npos ? -1 : std::atoi(t.c_str() + at + 5);
+        if (rank >= 0 && rank < static_cast<int>(graph_->configs.size()) && ms < best_ms) {
+          best_ms = ms;
+          best_rank = rank;
+        }
+      }
+      if (best_rank >= 0) {
+        StatusOr<GraphPlan> gp = make_plan(bh, *graph_, best_rank);
+        if (gp.ok() && static_cast<size_t>(gp->workspace) <= ws_limit) {
+          plan_ = std::move(*gp);
+          tuned_ms = best_ms;
+          describe();
+          std::lock_guard<std::mutex> lock(g_mu);
+          decisions()[sig_] = Decision{graph_, plan_, static_cast<float>(best_ms)};
+          return Status::Ok();
+        }
+      }
+    }
     KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
     cudaEvent_t e0, e1;
     KILN_CUDA_CHECK(cudaEventCreate(&e0));
@@ -323,6 +350,7 @@ class ConvGraphLayer : public Layer {
       if (cudaEventSynchronize(e1) != cudaSuccess) break;
       float ms = 0;
       cudaEventElapsedTime(&ms, e0, e1);
+      if (s.cache) s.cache->record(signature(), "heur#" + std::to_string(gp->heur_rank), ms / 5);
       if (ms / 5 < best) {
         best = ms / 5;
         plan_ = std::move(*gp);
@@ -389,6 +417,7 @@ class ConvGraphLayer : public Layer {
   ConvParams p_;
   cudnnDataType_t io_;
   std::string sig_;
+  size_t cap_ = 0;  // bytes of workspace the plans were tried within
   std::shared_ptr<ConvGraph> graph_;
   GraphPlan plan_;
 };

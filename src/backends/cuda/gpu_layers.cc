@@ -202,7 +202,7 @@ class ConvLayer : public Layer {
   Status use_tactic(const std::string& t, ExecState& s) override {
     const int algo = parse_algo(t);
     if (algo < 0) return invalid_plan("layer '" + name + "': tactic '" + t + "' names no valid cuDNN algorithm");
-    if (t.find("+epilogue") != std::string::npos) {
+    if (t.find("fallback=conv+epilogue") != std::string::npos) {
       fused_ = false;
       fallback = std::string("cuDNN's fused conv-bias-act had no ") + storage_name(t_) +
                  " kernel at build time; runs cudnnConvolutionForward + Kiln epilogue";
@@ -320,11 +320,13 @@ class ConvLayer : public Layer {
     return Status::Ok();
   }
   Status describe() {
-    tactic = std::string(fused_ ? "cudnn.conv_bias_act" : "cudnn.conv+epilogue") +
-             " algo=" + std::to_string(static_cast<int>(algo_)) + " " + storage_name(t_) + (nhwc_ ? " nhwc" : " nchw") +
+    // The family token stays "cudnn.conv_bias_act" either way (a choice layer matches plan
+    // tactics by it); the fallback path adds "fallback=conv+epilogue".
+    tactic = std::string("cudnn.conv_bias_act algo=") + std::to_string(static_cast<int>(algo_)) + " " +
+             storage_name(t_) + (nhwc_ ? " nhwc" : " nchw") +
              (p_.c_unpadded > 0 ? " cpad=" + std::to_string(p_.c_unpadded) + "->" + std::to_string(p_.c) : "") +
              (fused_relu_ ? " +relu" : "") + (p_.has_residual ? " +residual" : "") +
-             (post_act_ ? " +" + p_.activation : "");
+             (post_act_ ? " +" + p_.activation : "") + (fused_ ? "" : " fallback=conv+epilogue");
     return Status::Ok();
   }
 
@@ -790,7 +792,8 @@ class ChoiceLayer : public Layer {
     tactic = cands_[i]->tactic;
     fallback = cands_[i]->fallback;
   }
-  std::string family(size_t i) const { return cands_[i]->tactic.substr(0, cands_[i]->tactic.find('.')); }
+  // "cudnn.conv_bias_act", "cudnn.graph", "cublaslt.matmul": the tactic up to its first space.
+  std::string family(size_t i) const { return cands_[i]->tactic.substr(0, cands_[i]->tactic.find(' ')); }
   std::vector<std::unique_ptr<Layer>> cands_;
   size_t chosen_ = 0;
   bool decided_ = false;  // chosen by tuning or a plan

@@ -81,7 +81,7 @@ struct ConvParams {
 // cuDNN convolution with fused bias (+ residual z) (+ ReLU); other activations run after it.
 // Where cuDNN's fused call has no kernel for the storage type (it reports NOT_SUPPORTED when
 // tuned), the layer falls back to cudnnConvolutionForward + Kiln's bias/residual/act epilogue
-// and says so in `fallback` and its tactic ("cudnn.conv+epilogue ...").
+// and says so in `fallback` and its tactic ("cudnn.conv_bias_act algo=N ... fallback=conv+epilogue").
 StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, StorageType t, bool nhwc, bool tf32);
 
 // cuDNN graph-API convolution (NHWC fp16/bf16, epilogue bias (+ residual z) (+ ReLU) fused in
