@@ -313,7 +313,10 @@ class ConvGraphLayer : public Layer {
     if (s.cache) {  // the persistent timing cache: the fastest cached rank, no timing
       int best_rank = -1;
       double best_ms = std::numeric_limits<double>::infinity();
-      for (const auto& [t, ms] : s.cache->lookup(signature())) {
+      const auto cached = s.cache->lookup(signature());
+      if (cached.size() == 1 && cached.count("none"))  // an earlier build found no engine that runs
+        return unsupported("layer '" + name + "': no cuDNN graph engine runs this convolution (timing cache)");
+      for (const auto& [t, ms] : cached) {
         const auto at = t.find("heur#");
         const int rank = at == std::string::npos ? -1 : std::atoi(t.c_str() + at + 5);
         if (rank >= 0 && rank < static_cast<int>(graph_->configs.size()) && ms < best_ms) {
@@ -359,6 +362,7 @@ class ConvGraphLayer : public Layer {
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaGetLastError();  // a refused engine may leave a sticky launch error behind for this check only
+    if (!plan_.plan && s.cache) s.cache->record(signature(), "none", 0);
     if (!plan_.plan)
       return unsupported("layer '" + name + "': no cuDNN graph engine runs this convolution (" +
                            std::to_string(graph_->configs.size()) + " configurations listed)");
