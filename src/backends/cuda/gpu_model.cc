@@ -820,7 +820,7 @@ class Lowering {
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
     // The normalized indices as an int64 weight (the GVal's dtype fields do not describe it;
     // only the gather layer reads it).
-    const int idx = new_val(n.name + ":indices", {static_cast<int64_t>(p.indices.size())}, false, false);
+    const int idx = new_val(n.name + ":indices", {static_cast<int64_t>(p.indices.size())}, StorageType::kF32, false);
     const size_t bytes = p.indices.size() * sizeof(int64_t);
     if (dry_run_) {
       m_->vals[idx].weight = &dry_run_;
