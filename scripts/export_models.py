@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torchvision
 
-MODELS = ("resnet101", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "convnext_tiny")
+MODELS = ("resnet101", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "convnext_tiny", "googlenet")
 WANTED_OPSET = 17
 
 

@@ -3,6 +3,7 @@
 //   tactics (the seam for timed CUDA tactics; today "cpu.ref" for every layer) -> serialize.
 // Each step reports progress and returns a Status naming what is wrong.
 #include <chrono>
+#include <optional>
 
 #include "backends/cpu/cpu_kernel.h"
 #include "ir/graph.h"
@@ -17,6 +18,7 @@ namespace kiln {
 namespace {
 
 constexpr const char* kCpuReferenceTactic = "cpu.ref";
+constexpr const char* kCpuConcatInPlaceTactic = "cpu.concat_in_place";
 
 void report(const BuilderConfig& c, const char* step, int done, int total) {
   if (c.progress) c.progress(BuildProgress{step, done, total});
@@ -104,9 +106,28 @@ Status verify_kernels(const ir::Graph& g, const char* target) {
   return unsupported(msg);
 }
 
+// Inputs that every profile pins to one shape (min == max), by name: the only shape they can
+// have at run time, so the graph is specialized to it (as TensorRT does for fixed profiles).
+std::map<std::string, Shape> pinned_inputs(const ir::Graph& g, const std::vector<OptimizationProfile>& profiles) {
+  std::map<std::string, Shape> pinned;
+  for (ir::ValueId v : g.inputs) {
+    const std::string& name = g.value(v).name;
+    std::optional<Shape> shape;
+    bool fixed = !profiles.empty();
+    for (const OptimizationProfile& p : profiles) {
+      const ShapeRange* r = p.find(name);
+      fixed = fixed && r && r->min == r->max && (!shape || *shape == r->min);
+      if (fixed) shape = r->min;
+    }
+    if (fixed && shape) pinned[name] = *shape;
+  }
+  return pinned;
+}
+
 // The pass pipeline (src/passes/pipelines.cc) at the config's opt_level; fused layers keep
-// the ONNX nodes they absorbed in Node::origin, which the plan records.
-Status optimize(ir::Graph* g, const BuilderConfig& c) {
+// the ONNX nodes they absorbed in Node::origin, which the plan records. Pinned inputs (above)
+// give the passes concrete shapes (concat_in_place needs a batch of 1 to be known).
+Status optimize(ir::Graph* g, const BuilderConfig& c, const std::map<std::string, Shape>& pinned) {
   passes::PassOptions opts;
   opts.opt_level = c.opt_level;
   opts.disabled = c.disabled_passes;
@@ -120,7 +141,7 @@ Status optimize(ir::Graph* g, const BuilderConfig& c) {
     if (c.progress) c.progress(BuildProgress{"passes", dump ? done : ++done, total, line});
   };
   // Fusion patterns check shapes (a residual Add fuses only without broadcasting).
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g, &pinned));
   KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
   g->compact();
   KILN_RETURN_IF_ERROR(g->topo_sort());
@@ -131,8 +152,13 @@ Status optimize(ir::Graph* g, const BuilderConfig& c) {
 
 // Tactic selection seam: on CUDA the builder will time every supporting factory at the
 // profile's opt shapes; on the CPU there is one reference tactic per layer.
+// A Concat that passes/concat_in_place.cc marked runs in place (`kiln inspect` shows it).
 std::vector<std::string> select_tactics(const ir::Graph& g) {
-  return std::vector<std::string>(g.nodes.size(), kCpuReferenceTactic);
+  std::vector<std::string> tactics;
+  for (const ir::Node& n : g.nodes)
+    tactics.push_back(n.op == ir::OpKind::kConcat && n.has_attr("in_place") ? kCpuConcatInPlaceTactic
+                                                                            : kCpuReferenceTactic);
+  return tactics;
 }
 
 }  // namespace
@@ -160,7 +186,7 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
 
   plan::Plan p;
   p.graph = graph;
-  KILN_RETURN_IF_ERROR(optimize(&p.graph, config));
+  KILN_RETURN_IF_ERROR(optimize(&p.graph, config, pinned_inputs(graph, profiles)));
   // Passes create internal ops (FusedConv); they too must run on the target.
   KILN_RETURN_IF_ERROR(verify_kernels(p.graph, "cpu"));
 

@@ -79,6 +79,12 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::view(size_t byte_offset, DataType dtype, Shape shape) const {
+  KILN_CHECK(is_tensor());
+  KILN_CHECK(byte_offset + dtype_storage_bytes(dtype, shape_numel(shape)) <= nbytes());
+  return wrap(dtype, std::move(shape), storage_, static_cast<char*>(data_) + byte_offset);
+}
+
 Tensor Tensor::clone() const {
   if (!is_tensor()) return *this;  // sequence elements are immutable and shared
   Tensor t(dtype_, shape_);

@@ -68,6 +68,10 @@ class Tensor {
 
   // Same storage, new shape (numel must match; checked).
   Tensor reshaped(Shape shape) const;
+  // A tensor over the contiguous bytes [byte_offset, byte_offset + nbytes) of this one's data,
+  // sharing its storage (which stays alive while the view does): the slice of a concat output
+  // that a producer fills in place. The bytes must lie inside this tensor (checked).
+  Tensor view(size_t byte_offset, DataType dtype, Shape shape) const;
   // Deep copy.
   Tensor clone() const;
   // Bitwise equality of dtype, shape and bytes.

@@ -19,6 +19,7 @@
 // preference (every CNN in the model tests); docs/decisions/0010-layout-assignment.md has the
 // alternatives.
 #include <map>
+#include <optional>
 
 #include "ir/op_kind.h"
 #include "passes/passes.h"
@@ -70,6 +71,16 @@ Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n) {
     case ir::OpKind::kHardSigmoid: case ir::OpKind::kHardSwish: case ir::OpKind::kSoftplus: case ir::OpKind::kElu:
     case ir::OpKind::kGelu:
       return Layout::kAny;
+    // A channel Concat/Split (axis 1 of a 4-D tensor) copies contiguous channel runs per pixel in
+    // NHWC: it follows its inputs (horizontal conv fusion's Split, Inception's Concat).
+    case ir::OpKind::kConcat:
+    case ir::OpKind::kSplit: {
+      const ir::ValueId y = n.outputs.empty() ? ir::kNoValue : n.outputs[0];
+      const auto& s = y == ir::kNoValue ? std::nullopt : g.value(y).shape;
+      int64_t axis = n.attr_int("axis", n.op == ir::OpKind::kSplit ? 0 : 1);
+      if (s && axis < 0) axis += static_cast<int64_t>(s->size());
+      return s && s->size() == 4 && axis == 1 ? Layout::kAny : Layout::kNCHW;
+    }
     default:
       // Internal pointwise programs (the optimizer's fused chains) are elementwise too.
       if (std::string(ir::op_name(n.op)) == "FusedPointwise") return Layout::kAny;

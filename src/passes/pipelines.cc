@@ -31,8 +31,12 @@ const std::vector<Pass>& default_pipeline() {
       {"fold_batchnorm", 2, fold_batchnorm},
       // Conv + bias + residual Add + activation become one layer.
       {"fuse_conv_epilogue", 2, fuse_conv_epilogue},
-      // Last: whatever the rewrites left unread goes.
+      // Siblings compare their epilogues, so they merge after fuse_conv_epilogue has settled them.
+      {"fuse_horizontal_conv", 2, fuse_horizontal_conv},
+      // After the rewrites: whatever they left unread goes.
       {"eliminate_dead_layers", 1, eliminate_dead_layers},
+      // An analysis, not a rewrite: it needs the final producers and readers of every Concat input.
+      {"concat_in_place", 2, concat_in_place},
   };
   return kPipeline;
 }

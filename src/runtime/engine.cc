@@ -14,6 +14,8 @@ namespace kiln {
 namespace {
 
 constexpr const char* kCpuReferenceTactic = "cpu.ref";
+// A Concat whose producers write into its output (passes/concat_in_place.cc; still the reference kernels).
+constexpr const char* kCpuConcatInPlaceTactic = "cpu.concat_in_place";
 
 TensorDesc describe_value(const ir::Graph& g, ir::ValueId id) {
   TensorDesc d;
@@ -127,9 +129,11 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* dat
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    if (!cuda && p.tactics[i] != kCpuReferenceTactic)
+    const bool in_place = n.op == ir::OpKind::kConcat && p.tactics[i] == kCpuConcatInPlaceTactic;
+    if (!cuda && p.tactics[i] != kCpuReferenceTactic && !in_place)
       return invalid_plan("layer " + std::to_string(i) + ", " + n.describe() + ": unknown tactic '" + p.tactics[i] +
-                          "' (this build runs only '" + kCpuReferenceTactic + "')");
+                          "' (this build runs '" + kCpuReferenceTactic + "', and '" + kCpuConcatInPlaceTactic +
+                          "' for a Concat)");
     LayerInfo l;
     l.name = n.name;
     l.op = ir::op_name(n.op);

@@ -85,6 +85,8 @@ StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std:
     }
     by_name[l.name] = t;
   }
+  // Concats whose inputs all write in place (docs/decisions/0009) show as such in `kiln inspect`.
+  for (const auto& name : model->eliminated_layers()) by_name[name] = "cuda.concat_eliminated";
   std::vector<std::string> tactics;
   for (const ir::Node& n : g.nodes) {
     auto it = by_name.find(n.name);

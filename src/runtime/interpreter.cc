@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "runtime/concat_slices.h"
 
 namespace kiln {
 
@@ -109,6 +110,10 @@ StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Te
     }
   }
 
+  // Concat elimination (passes/concat_in_place.cc): producers fill slices of Concat outputs.
+  ConcatSlices slices(g);
+  std::vector<Tensor> offered;
+
   Scope scope{&g, &env, outer};
   SubgraphRunner runner = [&scope, &opts](const ir::Graph& sub, const std::vector<Tensor>& in) {
     return interpret(sub, in, &scope, opts);
@@ -128,9 +133,18 @@ StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Te
       in.push_back(&env[v]);
     }
     std::vector<Tensor> out(n.outputs.size());
-    cpu::KernelContext ctx(n, std::move(in), &out, runner);
     auto t0 = std::chrono::steady_clock::now();
-    Status s = fn(ctx);
+    Status s = Status::Ok();
+    if (slices.empty() || n.op != ir::OpKind::kConcat || !slices.run_concat(i, in, &out[0])) {
+      cpu::KernelContext ctx(n, std::move(in), &out, runner);
+      if (!slices.empty()) {
+        offered.assign(n.outputs.size(), Tensor());
+        for (size_t k = 0; k < n.outputs.size(); ++k)
+          if (n.outputs[k] != ir::kNoValue) offered[k] = slices.offer(n.outputs[k]);
+        ctx.offer_outputs(&offered);
+      }
+      s = fn(ctx);
+    }
     if (!s.ok()) {
       if (s.message().rfind("node '", 0) == 0) return s;
       return Status(s.code(), n.describe() + ": " + s.message());
@@ -142,7 +156,7 @@ StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Te
     }
     if (opts.on_node) opts.on_node(n, out, ms);
     for (size_t k = 0; k < n.outputs.size(); ++k)
-      if (n.outputs[k] != ir::kNoValue) env[n.outputs[k]] = std::move(out[k]);
+      if (n.outputs[k] != ir::kNoValue) env[n.outputs[k]] = slices.place(n.outputs[k], std::move(out[k]));
     for (ir::ValueId v : n.inputs)
       if (v != ir::kNoValue && last_use[v] == static_cast<int>(i) && !g.value(v).constant) env[v] = Tensor();
   }

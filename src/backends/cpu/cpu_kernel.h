@@ -45,6 +45,20 @@ class KernelContext : public KernelContextBase {
   void set_output(int i, Tensor t) {
     if (i < static_cast<int>(outputs_->size())) (*outputs_)[i] = std::move(t);
   }
+  // Storage for output i of `dtype` and `shape`: the buffer the interpreter offers for it (a
+  // slice of an in-place Concat's output, passes/concat_in_place.cc) when its dtype and shape
+  // match, else fresh zero-filled storage. Kernels that fill their output in full may use it
+  // instead of Tensor(dtype, shape); the offered buffer's contents are unspecified.
+  Tensor output_buffer(int i, DataType dtype, const Shape& shape) const {
+    if (offered_ && i < static_cast<int>(offered_->size())) {
+      const Tensor& t = (*offered_)[i];
+      if (t.defined() && t.dtype() == dtype && t.shape() == shape) return t;
+    }
+    return Tensor(dtype, shape);
+  }
+  // Buffers the caller offers for the outputs (one per output; undefined = none); see output_buffer.
+  void offer_outputs(const std::vector<Tensor>* buffers) { offered_ = buffers; }
+  const std::vector<Tensor>* offered_outputs() const { return offered_; }
   // Errors name the node: "node 'conv_17' (Conv): <msg>".
   Status fail(const std::string& msg) const { return invalid_argument(node_.describe() + ": " + msg); }
   Status unsupported_here(const std::string& msg) const { return unsupported(node_.describe() + ": " + msg); }
@@ -67,6 +81,7 @@ class KernelContext : public KernelContextBase {
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor>* outputs_;
   SubgraphRunner runner_;
+  const std::vector<Tensor>* offered_ = nullptr;
 };
 
 using KernelFn = Status (*)(KernelContext&);

@@ -44,6 +44,7 @@ Status fused_conv(KernelContext& ctx) {
   std::vector<const Tensor*> in = {ctx.input(0), ctx.input(1), ctx.input(2)};
   std::vector<Tensor> out(1);
   KernelContext cctx(conv_node, in, &out, nullptr);
+  cctx.offer_outputs(ctx.offered_outputs());  // the epilogue below runs in place on the same buffer
   KILN_RETURN_IF_ERROR(conv(cctx));
   Tensor y = std::move(out[0]);
   if (y.dtype() != DataType::kFloat32) return ctx.unsupported_here("FusedConv computes float32 only");

@@ -56,10 +56,12 @@ Status check_bias(const KernelContext& ctx, const Tensor* b, int64_t m, DataType
 
 // The part Conv and ConvTranspose share once the geometry is known: bias check, compute dtype
 // (float32/float64; fp16/bf16 computed in float32), the forward pass, the bias, the cast back.
-// `forward(T{}, x, w, y)` fills y ([N, M, out...]) from x and w in the compute dtype.
+// `forward(T{}, x, w, y)` fills y ([N, M, out...]) from x and w in the compute dtype; when it
+// overwrites every element (`overwrites`; not ConvTranspose's scatter-add), y may be the buffer
+// the interpreter offers (KernelContext::output_buffer).
 template <typename Forward>
 Status run_with_bias(KernelContext& ctx, const Tensor& x0, const Tensor& w0, const SpatialGeom& g, int64_t m,
-                     Forward&& forward) {
+                     bool overwrites, Forward&& forward) {
   const int64_t n = x0.dim(0);
   KILN_RETURN_IF_ERROR(check_bias(ctx, ctx.input(2), m, x0.dtype()));
   KILN_ASSIGN_OR_RETURN(Tensor x, to_compute(ctx, x0));
@@ -70,7 +72,9 @@ Status run_with_bias(KernelContext& ctx, const Tensor& x0, const Tensor& w0, con
   }
   Shape out_shape{n, m};
   out_shape.insert(out_shape.end(), g.out.begin(), g.out.end());
-  Tensor y(x.dtype(), out_shape);
+  // float32/float64 compute in the output dtype, so y can be the offered buffer itself.
+  Tensor y = overwrites && x.dtype() == x0.dtype() ? ctx.output_buffer(0, x.dtype(), out_shape)
+                                                   : Tensor(x.dtype(), out_shape);
   auto run = [&](auto tag) -> Status {
     using T = decltype(tag);
     forward(tag, x, w, y);
@@ -93,7 +97,7 @@ Status conv(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(check_conv_inputs(ctx, x0, w0, false, group, &kernel));
   SpatialGeom g;
   KILN_RETURN_IF_ERROR(make_geom(ctx, x0.shape(), kernel, false, true, &g));
-  return run_with_bias(ctx, x0, w0, g, w0.dim(0), [&](auto tag, const auto& x, const auto& w, auto& y) {
+  return run_with_bias(ctx, x0, w0, g, w0.dim(0), true, [&](auto tag, const auto& x, const auto& w, auto& y) {
     using T = decltype(tag);
     conv_forward<T>(g, x0.dim(0), x0.dim(1), w0.dim(0), group, x.template data<T>(), w.template data<T>(),
                     y.template data<T>());
@@ -161,7 +165,7 @@ Status conv_transpose(KernelContext& ctx) {
   SpatialGeom g;
   KILN_RETURN_IF_ERROR(conv_transpose_geom(ctx, x0, kernel, &g));
   const int64_t m = w0.dim(1) * group;
-  return run_with_bias(ctx, x0, w0, g, m, [&](auto tag, const auto& x, const auto& w, auto& y) {
+  return run_with_bias(ctx, x0, w0, g, m, false, [&](auto tag, const auto& x, const auto& w, auto& y) {
     using T = decltype(tag);
     conv_transpose_forward<T>(g, x0.dim(0), x0.dim(1), m, group, x.template data<T>(), w.template data<T>(),
                               y.template data<T>());

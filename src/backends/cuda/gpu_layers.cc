@@ -17,8 +17,12 @@ namespace kiln::cuda {
 void* ExecState::ptr(int v) const {
   if (v < 0) return nullptr;
   const GVal* g = &(*vals)[v];
-  while (g->alias_of >= 0) g = &(*vals)[g->alias_of];
-  return g->weight ? g->weight : arena + g->offset;
+  int64_t off = 0;  // alias offsets add up along the chain (a split part of a concat slice)
+  while (g->alias_of >= 0) {
+    off += g->alias_offset;
+    g = &(*vals)[g->alias_of];
+  }
+  return (g->weight ? static_cast<char*>(g->weight) : arena + g->offset) + off;
 }
 
 namespace {
@@ -677,7 +681,31 @@ class ConcatLayer : public Layer {
     int64_t total = 0, off = 0;
     for (int64_t v : inner_) total += v;
     for (size_t i = 0; i < ins.size(); ++i) {
-      KILN_CUDA_CHECK(launch_concat_part(s.ptr(ins[i]), s.ptr(outs[0]), eb_, outer_, inner_[i], total, off, s.stream));
+      if (ins[i] >= 0)
+        KILN_CUDA_CHECK(launch_concat_part(s.ptr(ins[i]), s.ptr(outs[0]), eb_, outer_, inner_[i], total, off, s.stream));
+      off += inner_[i];
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int64_t outer_;
+  std::vector<int64_t> inner_;
+  int eb_;
+};
+
+class SplitLayer : public Layer {
+ public:
+  SplitLayer(int64_t outer, std::vector<int64_t> inner, int eb) : outer_(outer), inner_(std::move(inner)), eb_(eb) {
+    op = "Split";
+    tactic = "kiln.split";
+  }
+  Status enqueue(ExecState& s) override {
+    int64_t total = 0, off = 0;
+    for (int64_t v : inner_) total += v;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i] >= 0)
+        KILN_CUDA_CHECK(launch_split_part(s.ptr(ins[0]), s.ptr(outs[i]), eb_, outer_, total, inner_[i], off, s.stream));
       off += inner_[i];
     }
     return Status::Ok();
@@ -836,6 +864,9 @@ std::unique_ptr<Layer> make_softmax_layer(int64_t rows, int64_t cols, StorageTyp
 }
 std::unique_ptr<Layer> make_concat_layer(int64_t outer, std::vector<int64_t> inner_ins, int elem_bytes) {
   return std::make_unique<ConcatLayer>(outer, std::move(inner_ins), elem_bytes);
+}
+std::unique_ptr<Layer> make_split_layer(int64_t outer, std::vector<int64_t> inner_outs, int elem_bytes) {
+  return std::make_unique<SplitLayer>(outer, std::move(inner_outs), elem_bytes);
 }
 
 }  // namespace kiln::cuda

@@ -30,7 +30,8 @@ struct GVal {
   bool nhwc = false;      // rank-4 stored as N,H,W,C
   int64_t offset = -1;    // bytes into the arena (activations)
   void* weight = nullptr; // device pointer (weights)
-  int alias_of = -1;      // shares the storage of another value (reshape views)
+  int alias_of = -1;      // shares the storage of another value (reshape views, split parts, concat slices)
+  int64_t alias_offset = 0;  // bytes into alias_of's storage where this value starts
   size_t bytes() const { return static_cast<size_t>(shape_numel(shape)) * storage_bytes(type); }
 };
 
@@ -121,6 +122,9 @@ std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, StorageType src_t,
                                            bool dst_nhwc, int64_t dst_c = 0);
 std::unique_ptr<Layer> make_softmax_layer(int64_t rows, int64_t cols, StorageType t, bool log);
 // Concat of row-major inputs along an axis: outer = prod(dims before axis), inner_out = prod(axis..).
+// An input given as -1 in Layer::ins is already in place (its producer wrote the slice) and is skipped.
 std::unique_ptr<Layer> make_concat_layer(int64_t outer, std::vector<int64_t> inner_ins, int elem_bytes);
+// Split of a row-major [outer, sum(inner_outs)] array into dense [outer, inner_outs[i]] outputs.
+std::unique_ptr<Layer> make_split_layer(int64_t outer, std::vector<int64_t> inner_outs, int elem_bytes);
 
 }  // namespace kiln::cuda

@@ -86,6 +86,7 @@ struct GpuModel::Impl {
   std::vector<std::unique_ptr<Layer>> layers;
   std::vector<GpuLayerInfo> infos;
   std::vector<int> input_vals, output_vals;  // staging values (float32 row-major)
+  std::vector<std::string> eliminated;       // Concat layers whose inputs all write in place
   std::vector<void*> weight_allocs;
   size_t arena = 0, act_sum = 0, weights = 0, workspace = 0;
   GpuBuildOptions opts;
@@ -434,18 +435,23 @@ class Lowering {
         const Shape& out_s = vs_.shapes[n.outputs[0]];
         int64_t axis = n.attr_int("axis", 1);
         if (axis < 0) axis += static_cast<int64_t>(out_s.size());
+        // A channel concat of NHWC activations stays NHWC (outer = N*H*W, inner = channels):
+        // no reformat round trip around it. The plan's layout attribute decides when present.
+        const bool nhwc = nhwc_of(n, low_) && out_s.size() == 4 && axis == 1 && !layout_free(out_s);
         int64_t outer = 1;
         for (int64_t i = 0; i < axis; ++i) outer *= out_s[i];
+        if (nhwc) outer = out_s[0] * out_s[2] * out_s[3];
         std::vector<int> ins;
         std::vector<int64_t> inner;
         for (ir::ValueId v : n.inputs) {
           if (g_.value(v).constant) return unsupported(where + "concat of a constant");
           KILN_ASSIGN_OR_RETURN(int a, activation(v));
-          ins.push_back(as_layout(a, false));
+          ins.push_back(as_layout(a, nhwc));
           inner.push_back(shape_numel(vs_.shapes[v]) / std::max<int64_t>(outer, 1));
         }
-        const int out = new_val(g_.value(n.outputs[0]).name, out_s, st_, false);
+        const int out = new_val(g_.value(n.outputs[0]).name, out_s, st_, nhwc);
         add_layer(make_concat_layer(outer, inner, storage_bytes(st_)), n.name, ins, {out}, n.origin);
+        concat_sites_.push_back({m_->layers.size() - 1, outer, inner, static_cast<int>(storage_bytes(st_))});
         act_[n.outputs[0]] = out;
         return Status::Ok();
       }
@@ -536,6 +542,50 @@ class Lowering {
     }
     add_layer(std::move(layer), n.name, ins, {out}, n.origin);
     act_[n.outputs[0]] = out;
+    return Status::Ok();
+  }
+
+  // Split: views of the input when the parts are contiguous, 256-byte-aligned byte ranges
+  // (row-major, every dim before the axis 1); a channel split of an NHWC activation runs as one
+  // copy layer in NHWC (outer = N*H*W) and its parts stay NHWC; else strided row-major copies.
+  Status lower_split(const ir::Node& n, const std::string& where) {
+    const Shape& x = vs_.shapes[n.inputs[0]];
+    const int64_t r = static_cast<int64_t>(x.size());
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return unsupported(where + "axis out of range");
+    KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
+    const bool nhwc = nhwc_of(n, m_->vals[xa].nhwc) && x.size() == 4 && !layout_free(x) && axis == 1;
+    if (!nhwc) xa = as_layout(xa, false);
+    const StorageType type = m_->vals[xa].type;
+    const int eb = static_cast<int>(storage_bytes(type));
+    int64_t outer = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= x[i];
+    if (nhwc) outer = x[0] * x[2] * x[3];
+    const int64_t total = shape_numel(x) / std::max<int64_t>(outer, 1);
+    std::vector<int64_t> inner, starts;
+    int64_t sum = 0;
+    for (ir::ValueId v : n.outputs) {
+      if (v == ir::kNoValue) return unsupported(where + "omitted output");
+      starts.push_back(sum);
+      inner.push_back(shape_numel(vs_.shapes[v]) / std::max<int64_t>(outer, 1));
+      sum += inner.back();
+    }
+    if (sum != total) return unsupported(where + "parts do not add up to the input");
+    bool views = !nhwc && outer == 1;
+    for (int64_t st : starts) views = views && (st * eb) % 256 == 0;
+    if (!nhwc && !views) return lower_split_strided(n, where);
+    std::vector<int> outs;
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const int o = new_val(g_.value(n.outputs[k]).name, vs_.shapes[n.outputs[k]], type, nhwc);
+      if (views) {
+        m_->vals[o].alias_of = xa;
+        m_->vals[o].alias_offset = starts[k] * eb;
+      }
+      outs.push_back(o);
+      act_[n.outputs[k]] = o;
+    }
+    if (!views) add_layer(make_split_layer(outer, inner, eb), n.name, {xa}, outs, n.origin);
     return Status::Ok();
   }
 
@@ -801,7 +851,8 @@ class Lowering {
     return Status::Ok();
   }
 
-  Status lower_split(const ir::Node& n, const std::string& where) {
+  // Split as strided copies of the row-major input, one layer per output.
+  Status lower_split_strided(const ir::Node& n, const std::string& where) {
     std::vector<Shape> outs;
     for (ir::ValueId v : n.outputs) {
       if (v == ir::kNoValue) return unsupported(where + "Split with an omitted output");
@@ -922,6 +973,68 @@ class Lowering {
   std::map<std::pair<int, bool>, int> reformatted_;
   bool laid_out_ = false;  // the graph carries assign_layouts' decisions
   bool dry_run_ = false;
+  struct ConcatSite {
+    size_t layer;                // index into m_->layers
+    int64_t outer;               // product of the physical dims before the concat axis
+    std::vector<int64_t> inner;  // elements of each input per outer index
+    int elem_bytes;
+  };
+  std::vector<ConcatSite> concat_sites_;
+
+ public:
+  // Concat elimination (docs/decisions/0009-concat-elimination.md). Input i of a Concat becomes
+  // an alias of bytes [o_i, o_i + |input i|) of the output when the slices are contiguous
+  // (outer == 1), o_i is a multiple of 256 (the arena's alignment, which cuDNN and cuBLASLt
+  // kernels may rely on), and the input is an arena value of its own (no alias, weight, graph
+  // input or output) that exactly one layer writes, or the output of a Concat eliminated before,
+  // appearing once in this Concat. Its producer then writes straight into the slice; the Concat
+  // copies only the other inputs and leaves the layer list when none is left.
+  void eliminate_concats() {
+    std::vector<int> writers(m_->vals.size(), 0);
+    for (const auto& l : m_->layers)
+      for (int v : l->outs)
+        if (v >= 0) ++writers[v];
+    std::vector<bool> pinned(m_->vals.size(), false), gone_out(m_->vals.size(), false);
+    for (int v : m_->input_vals) pinned[v] = true;
+    for (int v : m_->output_vals) pinned[v] = true;
+    std::vector<bool> drop(m_->layers.size(), false);
+    for (const ConcatSite& c : concat_sites_) {
+      Layer& l = *m_->layers[c.layer];
+      if (c.outer != 1) continue;
+      const int out = l.outs[0];
+      int64_t off = 0;
+      size_t kept = 0;
+      for (size_t i = 0; i < l.ins.size(); ++i) {
+        const int v = l.ins[i];
+        const int64_t bytes = c.inner[i] * c.elem_bytes;
+        GVal& gv = m_->vals[v];
+        const bool ok = off % 256 == 0 && v != out && !pinned[v] && gv.alias_of < 0 && !gv.weight &&
+                        gv.type == m_->vals[out].type && static_cast<int64_t>(gv.bytes()) == bytes &&
+                        (writers[v] == 1 || (writers[v] == 0 && gone_out[v])) &&
+                        std::count(l.ins.begin(), l.ins.end(), v) == 1;
+        if (ok) {
+          gv.alias_of = out;
+          gv.alias_offset = off;
+          l.ins[i] = -1;
+        } else {
+          ++kept;
+        }
+        off += bytes;
+      }
+      if (kept == 0) {
+        drop[c.layer] = true;
+        gone_out[out] = true;
+        m_->eliminated.push_back(l.name);
+      } else if (kept < l.ins.size()) {
+        l.tactic = "kiln.concat (" + std::to_string(l.ins.size() - kept) + " of " + std::to_string(l.ins.size()) +
+                   " inputs in place)";
+      }
+    }
+    std::vector<std::unique_ptr<Layer>> layers;
+    for (size_t i = 0; i < m_->layers.size(); ++i)
+      if (!drop[i]) layers.push_back(std::move(m_->layers[i]));
+    m_->layers = std::move(layers);
+  }
 };
 
 // First-fit offsets from live ranges: values whose lifetimes overlap get disjoint bytes.
@@ -997,6 +1110,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
   Lowering l(folded, shapes, opts, m);
   KILN_RETURN_IF_ERROR(l.run());
+  l.eliminate_concats();
   plan_memory(m);
   // Tuning scratch: what the layers may use, at most the limit (conv tactics are capped at
   // 256 MiB inside the layer). After tuning the workspace shrinks to what the chosen tactics need.
@@ -1052,6 +1166,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
 }
 
 const std::vector<GpuLayerInfo>& GpuModel::layers() const { return impl_->infos; }
+const std::vector<std::string>& GpuModel::eliminated_layers() const { return impl_->eliminated; }
 size_t GpuModel::arena_bytes() const { return impl_->arena; }
 size_t GpuModel::activation_bytes_sum() const { return impl_->act_sum; }
 size_t GpuModel::weight_bytes() const { return impl_->weights; }

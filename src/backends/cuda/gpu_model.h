@@ -83,6 +83,8 @@ class GpuModel {
   StatusOr<std::unique_ptr<GpuContext>> create_context() const;
 
   const std::vector<GpuLayerInfo>& layers() const;
+  // Graph layers that run as no layer at all: Concats whose inputs are all written in place.
+  const std::vector<std::string>& eliminated_layers() const;
   size_t arena_bytes() const;            // activation arena per context
   size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
   size_t weight_bytes() const;

@@ -1,5 +1,5 @@
 // Kiln's own CUDA kernels: broadcast pointwise ops, layout/dtype reformat (with channel
-// padding), softmax, concat, conv bias/residual/activation epilogue. Formulas follow the ONNX
+// padding), softmax, concat, split, conv bias/residual/activation epilogue. Formulas follow the ONNX
 // operator definitions of the corresponding ops. Storage float/__half/__nv_bfloat16, math float.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -178,6 +178,18 @@ __global__ void pool_kernel(const void* x, void* y, StorageType t, PoolDesc d) {
   }
 }
 
+__global__ void split_kernel(const char* src, char* dst, int eb, int64_t outer, int64_t inner_in, int64_t inner_out,
+                             int64_t offset) {
+  const int64_t total = outer * inner_out;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = i / inner_out, k = i % inner_out;
+    const char* s = src + (o * inner_in + offset + k) * eb;
+    char* d = dst + i * eb;
+    for (int b = 0; b < eb; ++b) d[b] = s[b];
+  }
+}
+
 int grid_for(int64_t total, int block) {
   int64_t g = (total + block - 1) / block;
   return static_cast<int>(g < 1 ? 1 : (g > 65535 * 8 ? 65535 * 8 : g));
@@ -241,6 +253,15 @@ cudaError_t launch_bias_act(void* y, const void* bias, const void* z, StorageTyp
   if (channels <= 0 || spatial <= 0 || !bias) return cudaErrorInvalidValue;
   bias_act_kernel<<<grid_for(count, 256), 256, 0, stream>>>(y, bias, z, t, count, channels, spatial, nhwc, act, alpha,
                                                             beta);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_split_part(const void* src, void* dst, int elem_bytes, int64_t outer, int64_t inner_in,
+                              int64_t inner_out, int64_t offset, cudaStream_t stream) {
+  const int64_t total = outer * inner_out;
+  if (total == 0) return cudaSuccess;
+  split_kernel<<<grid_for(total, 256), 256, 0, stream>>>(static_cast<const char*>(src), static_cast<char*>(dst),
+                                                         elem_bytes, outer, inner_in, inner_out, offset);
   return cudaGetLastError();
 }
 

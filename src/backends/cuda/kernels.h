@@ -1,6 +1,6 @@
-// Launchers of Kiln's own CUDA kernels (pointwise, reformat, softmax, concat, conv epilogue).
-// Every launcher enqueues on `stream`, never allocates and never synchronizes. Elements are
-// stored as a StorageType (float, __half or __nv_bfloat16) and computed in float. Shapes are
+// Launchers of Kiln's own CUDA kernels (pointwise, reformat, softmax, concat, split, conv
+// epilogue). Every launcher enqueues on `stream`, never allocates and never synchronizes. Elements
+// are stored as a StorageType (float, __half or __nv_bfloat16) and computed in float. Shapes are
 // physical (as stored).
 #pragma once
 
@@ -54,6 +54,10 @@ cudaError_t launch_softmax(const void* x, void* y, StorageType t, int64_t rows, 
 // [outer, inner_out] array (one Concat input).
 cudaError_t launch_concat_part(const void* src, void* dst, int elem_bytes, int64_t outer, int64_t inner_in,
                                int64_t inner_out, int64_t offset, cudaStream_t stream);
+// Copies columns [offset, offset + inner_out) of a [outer, inner_in] array into a dense
+// [outer, inner_out] array (one Split output).
+cudaError_t launch_split_part(const void* src, void* dst, int elem_bytes, int64_t outer, int64_t inner_in,
+                              int64_t inner_out, int64_t offset, cudaStream_t stream);
 
 // 2-D max/average pooling of a logical [n, c, h, w] tensor (NCHW or NHWC storage, same for y)
 // into [n, c, oh, ow]; symmetric pads; average divides by kh*kw when count_include_pad, else by

@@ -1,0 +1,181 @@
+// Concat elimination and Split lowering on the CUDA path against the CPU reference, on random
+// (never zero) data: producers aliased into the Concat's output in the arena (FP32, batch 1),
+// partly eliminated Concats (unaligned slices), NHWC concat/split in FP16, and the layer list.
+// Skips cleanly where there is no GPU (or Kiln was built without CUDA).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "passes/pass_test_util.h"
+
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/device.h"
+#include "backends/cuda/gpu_model.h"
+#endif
+
+namespace kiln::testing {
+namespace {
+
+using ir::Attribute;
+using ir::OpKind;
+
+#ifdef KILN_HAVE_CUDA
+#define REQUIRE_GPU() \
+  if (!cuda::device_info().available) GTEST_SKIP() << "no CUDA device"
+#else
+#define REQUIRE_GPU() GTEST_SKIP() << "built without CUDA"
+#endif
+
+// An Inception block on x [n, 8, hw, hw]: 1x1 branch, 1x1 -> 3x3, 1x1 -> 3x3, pool -> 1x1, each
+// conv + bias + ReLU, concatenated on channels, then a 1x1 conv reading the concat. `k1` sets the
+// first branch's width (and so the byte offsets of the other slices), `r1` its kernel: with
+// r1 = 1 it joins the horizontal fusion of the 1x1 reductions and reaches the Concat through
+// the Split; with r1 = 3 (pad 1) it stays a conv of its own.
+[[maybe_unused]] ir::Graph inception_block(int64_t n, int64_t hw, int64_t k1, int64_t r1) {
+  TinyGraph t;
+  auto x = t.input("x", {n, 8, hw, hw});
+  auto conv = [&](const std::string& name, ir::ValueId in, int64_t k, int64_t c, int64_t r, uint32_t seed) {
+    std::map<std::string, Attribute> a;
+    if (r == 3) a["pads"] = Attribute::of_ints({1, 1, 1, 1});
+    auto y = t.node(OpKind::kConv, name, {in, t.constant(name + "_w", random_tensor({k, c, r, r}, seed, -0.4f, 0.4f)),
+                                          t.constant(name + "_b", random_tensor({k}, seed + 100))},
+                    {n, k, hw, hw}, a);
+    return t.node(OpKind::kRelu, name + "_relu", {y}, {n, k, hw, hw});
+  };
+  auto b1 = conv("b1", x, k1, 8, r1, 1);
+  auto b2 = conv("b2b", conv("b2a", x, 16, 8, 1, 2), 32, 16, 3, 3);
+  auto b3 = conv("b3b", conv("b3a", x, 8, 8, 1, 4), 16, 8, 3, 5);
+  auto pool = t.node(OpKind::kMaxPool, "pool", {x}, {n, 8, hw, hw},
+                     {{"kernel_shape", Attribute::of_ints({3, 3})}, {"pads", Attribute::of_ints({1, 1, 1, 1})}});
+  auto b4 = conv("b4", pool, 16, 8, 1, 6);
+  const int64_t total = k1 + 32 + 16 + 16;
+  auto cat = t.node(OpKind::kConcat, "cat", {b1, b2, b3, b4}, {n, total, hw, hw}, {{"axis", Attribute::of_int(1)}});
+  auto head = conv("head", cat, 8, total, 1, 7);
+  t.g.outputs = {head, cat};
+  ir::Graph g = t.g;
+  EXPECT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  return g;
+}
+
+#ifdef KILN_HAVE_CUDA
+struct GpuRun {
+  std::vector<Tensor> out;
+  std::vector<std::string> eliminated;
+  std::map<std::string, std::string> tactics;  // layer name -> tactic
+  size_t arena = 0;
+};
+
+GpuRun run_gpu(const ir::Graph& g, const Tensor& x, bool fp16) {
+  GpuRun r;
+  auto shapes = cuda::infer_value_shapes_by_reference(g, {x.shape()});
+  EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
+  if (!shapes.ok()) return r;
+  cuda::GpuBuildOptions o;
+  o.fp16 = fp16;
+  o.tf32 = false;
+  auto model = cuda::GpuModel::create(g, *shapes, o);
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  if (!model.ok()) return r;
+  r.eliminated = (*model)->eliminated_layers();
+  for (const auto& l : (*model)->layers()) r.tactics[l.name] = l.tactic;
+  r.arena = (*model)->arena_bytes();
+  auto ctx = (*model)->create_context();
+  EXPECT_TRUE(ctx.ok());
+  if (!ctx.ok()) return r;
+  (*ctx)->use_cuda_graph(true);
+  Status s = (*ctx)->run({x}, &r.out);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return r;
+}
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::count(v.begin(), v.end(), s) > 0; }
+#endif
+
+// FP32, batch 1, 256-byte-aligned slices (every branch width times 16*16*4 bytes): all four
+// producers write into the Concat's output and the Concat leaves the layer list.
+TEST(GpuConcat, Fp32Batch1ProducersWriteInPlace) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  ir::Graph g = inception_block(1, 16, 16, 3);
+  Tensor x = random_tensor({1, 8, 16, 16}, 11);
+  auto ref = interpret(g, {x});
+  ASSERT_TRUE(ref.ok());
+  GpuRun r = run_gpu(g, x, false);
+  ASSERT_EQ(r.out.size(), ref->size());
+  EXPECT_LE(relative_diff(*ref, r.out), 1e-4);
+  EXPECT_TRUE(has(r.eliminated, "cat"));
+  EXPECT_EQ(r.tactics.count("cat"), 0u);
+#endif
+}
+
+// The first branch joins the fused 1x1 reductions: the Split's parts are views of the fused
+// conv's output (no Split layer), so that slice is copied and the other three are in place.
+TEST(GpuConcat, Fp32SplitViewsAndPartialConcat) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  ir::Graph g = inception_block(1, 16, 16, 1);
+  Tensor x = random_tensor({1, 8, 16, 16}, 15);
+  auto ref = interpret(g, {x});
+  ASSERT_TRUE(ref.ok());
+  GpuRun r = run_gpu(g, x, false);
+  ASSERT_EQ(r.out.size(), ref->size());
+  EXPECT_LE(relative_diff(*ref, r.out), 1e-4);
+  EXPECT_EQ(r.tactics["cat"], "kiln.concat (3 of 4 inputs in place)");
+  for (const auto& [name, tactic] : r.tactics) EXPECT_NE(tactic, "kiln.split") << name;
+#endif
+}
+
+// Batch 2: the channel slices are not contiguous, the Concat stays a copy.
+TEST(GpuConcat, Fp32Batch2KeepsTheConcat) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  ir::Graph g = inception_block(2, 16, 16, 3);
+  Tensor x = random_tensor({2, 8, 16, 16}, 12);
+  auto ref = interpret(g, {x});
+  ASSERT_TRUE(ref.ok());
+  GpuRun r = run_gpu(g, x, false);
+  ASSERT_EQ(r.out.size(), ref->size());
+  EXPECT_LE(relative_diff(*ref, r.out), 1e-4);
+  EXPECT_FALSE(has(r.eliminated, "cat"));
+  EXPECT_EQ(r.tactics["cat"], "kiln.concat");
+#endif
+}
+
+// 5x5 spatial, first branch 3 channels: offsets after it (3*25*4 = 300 bytes, ...) are not
+// 256-aligned, so those inputs stay copies and the Split is a copy layer whose first part
+// lands in the Concat's output; the values still agree.
+TEST(GpuConcat, UnalignedSlicesStayCopies) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  ir::Graph g = inception_block(1, 5, 3, 1);
+  Tensor x = random_tensor({1, 8, 5, 5}, 13);
+  auto ref = interpret(g, {x});
+  ASSERT_TRUE(ref.ok());
+  GpuRun r = run_gpu(g, x, false);
+  ASSERT_EQ(r.out.size(), ref->size());
+  EXPECT_LE(relative_diff(*ref, r.out), 1e-4);
+  EXPECT_FALSE(has(r.eliminated, "cat"));
+  EXPECT_EQ(r.tactics["cat"], "kiln.concat (1 of 4 inputs in place)");
+#endif
+}
+
+// FP16: the channel concat and the horizontal-fusion Split run in NHWC.
+TEST(GpuConcat, Fp16NhwcConcatAndSplit) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  for (int64_t n : {1, 2}) {
+    ir::Graph g = inception_block(n, 16, 16, 1);
+    Tensor x = random_tensor({n, 8, 16, 16}, 14);
+    auto ref = interpret(g, {x});
+    ASSERT_TRUE(ref.ok());
+    GpuRun r = run_gpu(g, x, true);
+    ASSERT_EQ(r.out.size(), ref->size());
+    EXPECT_LE(relative_diff(*ref, r.out), 2e-2) << "batch " << n;
+    for (const auto& [name, tactic] : r.tactics) EXPECT_NE(name.rfind("reformat:", 0), 0u) << name;
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace kiln::testing
