@@ -156,6 +156,17 @@ void fuse_group(ir::Graph& g, const std::vector<std::vector<ir::NodeId>>& consum
     branch_outputs.push_back(n->outputs[0]);
     n->removed = true;
   }
+  // The branches' own W and b now live in the fused constants: drop those nobody else reads, or
+  // the plan would store them twice.
+  for (ir::Node* n : group)
+    for (size_t k = 1; k < n->inputs.size() && k < 3; ++k) {
+      const ir::ValueId v = n->inputs[k];
+      if (v == ir::kNoValue || std::count(g.outputs.begin(), g.outputs.end(), v) || reads.count(g.value(v).name))
+        continue;
+      const bool unread = std::all_of(consumers[v].begin(), consumers[v].end(),
+                                      [&](ir::NodeId c) { return g.node(c).removed; });
+      if (unread) g.value(v).constant.reset();
+    }
   g.add_node(std::move(conv));
   if (concat >= 0 && replace_all_uses(g, g.node(concat).outputs[0], y)) {
     g.node(concat).removed = true;

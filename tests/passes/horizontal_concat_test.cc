@@ -56,6 +56,9 @@ TEST(HorizontalConv, SiblingConvsBecomeOneConvAndSplit) {
   for (int k = 3; k < 11; ++k) EXPECT_EQ(bias[k], 0.f);
   EXPECT_NE(bias[0], 0.f);
   EXPECT_EQ(conv->origin, (std::vector<std::string>{"a", "b", "c"}));
+  // The branches' weights live on only in the fused constant (the plan stores them once).
+  EXPECT_EQ(opt.value(opt.find_value("wb")).constant, nullptr);
+  EXPECT_EQ(opt.value(opt.find_value("ba")).constant, nullptr);
   // The graph output c keeps its name (the Split writes the original value).
   EXPECT_EQ(opt.value(opt.outputs[2]).name, "c_out");
 }
