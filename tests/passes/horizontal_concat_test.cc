@@ -267,5 +267,42 @@ TEST(ConcatInPlace, PipelineOnInceptionBlock) {
   EXPECT_EQ(c->attr_ints("in_place"), (std::vector<int64_t>{0, 1, 1, 1}));
 }
 
+// With the tensor-core layout preference, the block's Split and channel Concat follow their
+// NHWC inputs: no Reformat layer around them (only none at all here, since x is laid out NHWC).
+TEST(ConcatInPlace, ChannelConcatAndSplitFollowNhwcLayouts) {
+  TinyGraph t;
+  auto x = t.input("x", {1, 8, 7, 7});
+  auto conv = [&](const std::string& n, int64_t k, uint32_t seed) {
+    return t.node(OpKind::kConv, n, {x, t.constant(n + "_w", random_tensor({k, 8, 1, 1}, seed))}, {1, k, 7, 7});
+  };
+  auto a = conv("a", 4, 71), b = conv("b", 6, 72), c = conv("c", 2, 73);
+  auto cat = t.node(OpKind::kConcat, "cat", {a, b}, {1, 10, 7, 7}, {{"axis", Attribute::of_int(1)}});
+  auto head = t.node(OpKind::kConv, "head", {cat, t.constant("wh", random_tensor({3, 10, 1, 1}, 74))}, {1, 3, 7, 7});
+  auto tail = t.node(OpKind::kConv, "tail", {c, t.constant("wt", random_tensor({3, 2, 3, 3}, 75))}, {1, 3, 7, 7}, pads1());
+  t.g.outputs = {head, tail};
+  ir::Graph g = t.g;
+  ASSERT_TRUE(passes::fuse_horizontal_conv(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(g.topo_sort().ok());
+  ASSERT_EQ(count_op(g, OpKind::kSplit), 1);  // a, b, c fused; the Split feeds cat and tail
+  auto reformats = passes::assign_layouts(g, passes::tensor_core_layout_preference);
+  ASSERT_TRUE(reformats.ok());
+  EXPECT_EQ(*reformats, 0);
+  EXPECT_EQ(only(g, OpKind::kSplit)->attr_string("layout", ""), "NHWC");
+  EXPECT_EQ(only(g, OpKind::kConcat)->attr_string("layout", ""), "NHWC");
+  // Along another axis a Concat stays row-major and gets its Reformats.
+  ir::Graph h = t.g;
+  h.node(h.value(cat).producer).attrs["axis"] = Attribute::of_int(2);
+  h.value(cat).shape = sym({1, 4, 14, 7});
+  h.node(h.value(b).producer).inputs[1] = h.find_value("a_w");
+  h.value(b).shape = sym({1, 4, 7, 7});
+  h.node(h.value(head).producer).inputs[1] = h.add_value("wh2", DataType::kFloat32);
+  h.value(h.node(h.value(head).producer).inputs[1]).constant = std::make_shared<Tensor>(random_tensor({3, 4, 1, 1}, 76));
+  h.value(h.node(h.value(head).producer).inputs[1]).shape = sym({3, 4, 1, 1});
+  h.value(head).shape = sym({1, 3, 14, 7});
+  auto r2 = passes::assign_layouts(h, passes::tensor_core_layout_preference);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(*r2, 3);  // a and b to NCHW for the Concat, its output back to NHWC for head
+}
+
 }  // namespace
 }  // namespace kiln::testing
