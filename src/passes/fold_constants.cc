@@ -1,8 +1,15 @@
 // Constant folding: a layer whose inputs are all constants is evaluated once at build time
 // with the CPU reference kernels and replaced by its outputs.
 //   y = f(c1, ..., cn), all ci constant  ->  y := constant f(c1, ..., cn)
+//   Shape(x), x of fully known shape [d0..dn)  ->  constant int64 [d_start..d_end)
+//   Size(x),  x of fully known shape           ->  constant int64 prod(d)
+// (ONNX "Operator Shape, since version 15": start/end clamp to [0, rank], negatives add rank.)
+// With the profile's fixed input shapes (the builder makes them known dims), the exporters'
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains fold away completely.
 // Layers with subgraphs are left alone, and so are outputs above kMaxFoldedBytes (folding a
 // ConstantOfShape into a huge weight would bloat the plan).
+#include <algorithm>
+
 #include "passes/passes.h"
 #include "runtime/interpreter.h"
 
@@ -23,11 +30,43 @@ bool foldable(const ir::Graph& g, const ir::Node& n) {
   return any_input || n.op == ir::OpKind::kRange || n.op == ir::OpKind::kEyeLike;
 }
 
+// Shape/Size of a value whose shape is fully known, as a constant; false otherwise.
+bool fold_static_shape(ir::Graph& g, ir::Node& n) {
+  if ((n.op != ir::OpKind::kShape && n.op != ir::OpKind::kSize) || n.inputs.empty() || n.outputs.size() != 1 ||
+      n.outputs[0] == ir::kNoValue)
+    return false;
+  std::vector<int64_t> dims;
+  if (!known_shape(g, n.inputs[0], &dims)) return false;
+  Tensor t;
+  if (n.op == ir::OpKind::kSize) {
+    int64_t p = 1;
+    for (int64_t d : dims) p *= d;
+    t = Tensor(DataType::kInt64, {});
+    t.data<int64_t>()[0] = p;
+  } else {
+    const int64_t r = static_cast<int64_t>(dims.size());
+    auto clamp = [r](int64_t i) { return std::min(std::max(i < 0 ? i + r : i, int64_t{0}), r); };
+    const int64_t start = n.opset >= 15 ? clamp(n.attr_int("start", 0)) : 0;
+    const int64_t end = n.opset >= 15 ? clamp(n.attr_int("end", r)) : r;
+    const int64_t len = std::max<int64_t>(0, end - start);
+    t = Tensor(DataType::kInt64, {len});
+    for (int64_t i = 0; i < len; ++i) t.data<int64_t>()[i] = dims[start + i];
+  }
+  ir::Value& out = g.value(n.outputs[0]);
+  out.shape = ir::SymShape{};
+  for (int64_t d : t.shape()) out.shape->push_back(ir::Dim::known(d));
+  out.dtype = DataType::kInt64;
+  out.constant = std::make_shared<Tensor>(std::move(t));
+  out.producer = -1;
+  n.removed = true;
+  return true;
+}
+
 }  // namespace
 
 Status fold_constants(ir::Graph& g, const PassOptions&) {
   for (auto& n : g.nodes) {
-    if (n.removed || !foldable(g, n)) continue;
+    if (n.removed || fold_static_shape(g, n) || !foldable(g, n)) continue;
     // A one-node graph whose inputs are the constants themselves.
     ir::Graph mini;
     mini.opset_imports = g.opset_imports;

@@ -1,8 +1,11 @@
-// A fully connected layer written as MatMul + Add becomes one Gemm (bias in the GEMM epilogue):
-//   MatMul(A[M,K], W[K,N]) + b  ->  Gemm(A, W, b)      (alpha = beta = 1, no transposes)
-// W and b are float32 constants, b of shape [N], [1,N], [1] or scalar (Gemm's C broadcasts
-// unidirectionally to [M,N]: ONNX "Operator Gemm, since version 13"); A must be 2-D.
-// The MatMul must feed only the Add. A of rank > 2 keeps its MatMul (Gemm is 2-D only).
+// A fully connected layer written as MatMul + Add becomes one GEMM with the bias in its epilogue:
+//   MatMul(A[M,K], W[K,N]) + b     ->  Gemm(A, W, b)        (alpha = beta = 1, no transposes)
+//   MatMul(A[*,M,K], W[K,N]) + b   ->  MatMulBias(A, W, b') (A of rank > 2: transformer activations)
+// W and b are float32 constants. For Gemm, b is [N], [1,N], [1] or scalar (Gemm's C broadcasts
+// unidirectionally to [M,N]: ONNX "Operator Gemm, since version 13"). For MatMulBias (ops.def),
+// b holds N values on its last axis with leading 1s and rank <= A's (or one value), so the Add
+// does not change the product's shape; b' is it as [N]. Dynamic leading dims stay dynamic: the
+// layer computes MatMul's numpy shape at run time. The MatMul must feed only the Add.
 #include <algorithm>
 
 #include "passes/passes.h"
@@ -17,6 +20,35 @@ bool bias_fits(const Tensor& b, int64_t n) {
   if (b.rank() == 2 && b.dim(0) != 1) return false;
   const int64_t last = b.rank() == 0 ? 1 : b.dim(-1);
   return last == n || last == 1;
+}
+
+// A [*,M,K] (rank > 2): MatMul + Add -> MatMulBias with the bias as [N].
+bool fuse_rank_n(ir::Graph& g, ir::Node& mm, ir::Node& add, ir::ValueId bias, const Tensor& w, const Tensor& b) {
+  const int64_t n = w.dim(1);
+  const auto& a_shape = *g.value(mm.inputs[0]).shape;
+  const ir::Dim& k = a_shape.back();
+  if (k.is_known() && k.value != w.dim(0)) return false;
+  if (b.rank() > static_cast<int>(a_shape.size())) return false;
+  for (int i = 0; i + 1 < b.rank(); ++i)
+    if (b.dim(i) != 1) return false;
+  if (b.numel() != n && b.numel() != 1) return false;
+  ir::ValueId bv = bias;
+  if (b.rank() != 1 || b.numel() != n) {
+    Tensor flat(DataType::kFloat32, {n});
+    for (int64_t j = 0; j < n; ++j) flat.data<float>()[j] = b.data<float>()[b.numel() == 1 ? 0 : j];
+    std::string name = g.value(bias).name + "_bias";
+    while (g.find_value(name) != ir::kNoValue) name += "_";
+    bv = g.add_value(name, DataType::kFloat32);
+    g.value(bv).shape = ir::SymShape{ir::Dim::known(n)};
+    g.value(bv).constant = std::make_shared<Tensor>(std::move(flat));
+  }
+  mm.op = ir::OpKind::kMatMulBias;
+  mm.inputs.push_back(bv);
+  mm.outputs[0] = add.outputs[0];
+  g.value(add.outputs[0]).producer = mm.id;
+  mm.origin.insert(mm.origin.end(), add.origin.begin(), add.origin.end());
+  add.removed = true;
+  return true;
 }
 
 }  // namespace
@@ -36,7 +68,11 @@ Status fuse_matmul_add(ir::Graph& g, const PassOptions&) {
       const Tensor* w = const_f32(g, mm.inputs[1]);
       const Tensor* b = const_f32(g, bias);
       const auto& a_shape = g.value(mm.inputs[0]).shape;
-      if (!w || !b || w->rank() != 2 || !a_shape || a_shape->size() != 2) continue;
+      if (!w || !b || w->rank() != 2 || !a_shape || a_shape->size() < 2) continue;
+      if (a_shape->size() > 2) {
+        if (g.value(mm.inputs[0]).dtype != DataType::kFloat32 || !fuse_rank_n(g, mm, add, bias, *w, *b)) continue;
+        break;
+      }
       // A's dtype must match W's (Gemm's single T); an unknown dtype is not trusted.
       if (g.value(mm.inputs[0]).dtype != DataType::kFloat32 || !bias_fits(*b, w->dim(1))) continue;
       const ir::Dim& k = (*a_shape)[1];

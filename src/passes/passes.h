@@ -17,6 +17,9 @@ Status cancel_transpose_reshape(ir::Graph& g, const PassOptions& opts);  // canc
 Status fuse_matmul_add(ir::Graph& g, const PassOptions& opts);           // fuse_matmul_add.cc
 Status fold_pad_into_conv(ir::Graph& g, const PassOptions& opts);        // fold_pad_into_conv.cc
 Status reduce_mean_to_global_pool(ir::Graph& g, const PassOptions& opts); // reduce_mean_to_global_pool.cc
+Status fuse_rmsnorm(ir::Graph& g, const PassOptions& opts);              // fuse_rmsnorm.cc
+Status fuse_attention(ir::Graph& g, const PassOptions& opts);            // fuse_attention.cc
+Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse_horizontal_gemm.cc
 
 // ---- layout assignment (assign_layouts.cc): run by the builder for a backend, after the pipeline.
 enum class Layout { kAny, kNCHW, kNHWC };
