@@ -155,8 +155,9 @@ Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions&) {
       if (members.size() < 2) continue;
       // One K for all (the first member's); others of another K stay as they are.
       std::vector<Member> group;
+      const int64_t k0 = members[0].w.dim(0);
       for (auto& m : members)
-        if (m.w.dim(0) == members[0].w.dim(0)) group.push_back(std::move(m));
+        if (m.w.dim(0) == k0) group.push_back(std::move(m));
       if (group.size() >= 2) groups.push_back(std::move(group));
     }
   }

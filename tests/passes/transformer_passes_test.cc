@@ -320,6 +320,20 @@ TEST(TransformerPasses, RankThreeMatMulAddThenHorizontalFusion) {
   EXPECT_EQ(wide.value(only(wide, OpKind::kMatMulBias).inputs[1]).constant->shape(), (Shape{8, 16}));
 }
 
+// GPT-2's Conv1D: Reshape(Gemm(Reshape(x, [-1, K]), W, b), [B, S, N]) -> one MatMulBias.
+TEST(TransformerPasses, FlattenedGemmBecomesMatMulBias) {
+  TinyGraph t;
+  const Shape xs = {2, 5, 8};
+  auto x = t.input("x", xs);
+  auto f = t.node(OpKind::kReshape, "flat", {x, int_const(t, "to2", {-1, 8})}, {10, 8});
+  auto y = t.node(OpKind::kGemm, "addmm", {f, t.constant("w", random_tensor({8, 6}, 1)),
+                                           t.constant("b", random_tensor({6}, 2))}, {10, 6});
+  t.g.outputs = {t.node(OpKind::kReshape, "unflat", {y, int_const(t, "to3", {2, 5, 6})}, {2, 5, 6})};
+  ir::Graph opt = check_pass(t.g, passes::fuse_matmul_add, {random_tensor(xs, 3, -2.f, 2.f)});
+  EXPECT_EQ(passes::live_layers(opt), 1);
+  EXPECT_EQ(only(opt, OpKind::kMatMulBias).inputs[0], x);
+}
+
 // Plain MatMuls (no bias) of one input fuse too; MatMuls reading the input as B do not.
 TEST(TransformerPasses, HorizontalFusionOfPlainMatMuls) {
   TinyGraph t;
