@@ -146,8 +146,8 @@ def transformer_test(model, args, photos):
     if not ok or not os.path.exists(metrics):
         r.detail = "kiln compare failed"
         return r
-    outs = json.load(open(metrics)).get("outputs", {})
-    worst = max((o["normalized_error"] for o in outs.values()), default=float("inf"))
+    outs = json.load(open(metrics)).get("outputs", [])
+    worst = max((o["normalized_error"] for o in outs), default=float("inf"))
     shape_left = {op: n for op, n in ops.items() if op in SHAPE_OPS}
     attention = ops.get("Attention", 0)
     r.ok = worst <= OPT_TOL and attention == 12 and not shape_left
