@@ -279,6 +279,7 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "model_tests"))
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--no-ocr", action="store_true")
+    ap.add_argument("--no-classifiers", action="store_true", help="skip the torchvision-vs-PyTorch checks")
     ap.add_argument("--transformers", default=",".join(TRANSFORMER_MODELS),
                     help="models for the optimized-vs-unoptimized test ('' for none)")
     args = ap.parse_args()
@@ -290,7 +291,7 @@ def main():
 
     photos = os.path.join(args.work, "photos.npy")
     subprocess.run([PY, "scripts/prepare_image.py", "--images", "chelsea,coffee", "-o", photos], cwd=ROOT, check=True)
-    results = [classifier_test(m, args, photos) for m in models]
+    results = [] if args.no_classifiers else [classifier_test(m, args, photos) for m in models]
     results += [transformer_test(m, args, photos) for m in filter(None, args.transformers.split(","))]
     if not args.no_ocr:
         results.append(ocr_rec_test(args))
