@@ -114,12 +114,14 @@ Status attention(KernelContext& ctx) {
   if (const Tensor* m = ctx.input(3)) {
     if (!broadcast_strides(m->shape(), full, &strides))
       return ctx.fail("mask " + shape_str(m->shape()) + " does not broadcast to the scores " + shape_str(full));
-    if (m->dtype() == DataType::kBool) {
+    const DataType md = m->dtype();
+    if (md == DataType::kBool) {
       mask = *m;
+    } else if (md == DataType::kFloat32 || md == DataType::kFloat16 || md == DataType::kBFloat16 ||
+               md == DataType::kFloat64) {
+      KILN_ASSIGN_OR_RETURN(mask, cast_tensor(*m, q.dtype()));
     } else {
-      auto mc = cast_tensor(*m, q.dtype());
-      if (!mc.ok()) return ctx.fail("mask dtype " + std::string(dtype_name(m->dtype())) + " is not float or bool");
-      mask = std::move(*mc);
+      return ctx.fail(std::string("mask dtype ") + dtype_name(md) + " is neither float nor bool");
     }
   } else {
     strides.assign(full.size(), 0);
