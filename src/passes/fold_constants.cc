@@ -3,6 +3,8 @@
 //   y = f(c1, ..., cn), all ci constant  ->  y := constant f(c1, ..., cn)
 //   Shape(x), x of fully known shape [d0..dn)  ->  constant int64 [d_start..d_end)
 //   Size(x),  x of fully known shape           ->  constant int64 prod(d)
+//   Gather(Shape(x), i), dims d_i known        ->  constant int64 d_i   (x may have other dims
+//                                                  symbolic, e.g. a dynamic batch)
 // (ONNX "Operator Shape, since version 15": start/end clamp to [0, rank], negatives add rank.)
 // With the profile's fixed input shapes (the builder makes them known dims), the exporters'
 // Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains fold away completely.
@@ -62,11 +64,45 @@ bool fold_static_shape(ir::Graph& g, ir::Node& n) {
   return true;
 }
 
+// Gather(Shape(x), i) over constant indices naming only known dims of x, as a constant.
+bool fold_known_dims(ir::Graph& g, ir::Node& n) {
+  if (n.op != ir::OpKind::kGather || n.inputs.size() != 2 || n.outputs.size() != 1 || n.attr_int("axis", 0) != 0)
+    return false;
+  const ir::ValueId sv = n.inputs[0];
+  if (sv == ir::kNoValue || g.value(sv).producer < 0) return false;
+  const ir::Node& sh = g.node(g.value(sv).producer);
+  if (sh.removed || sh.op != ir::OpKind::kShape || sh.inputs.empty()) return false;
+  const auto& xs = g.value(sh.inputs[0]).shape;
+  const auto& it = g.value(n.inputs[1]).constant;
+  if (!xs || !it || (it->dtype() != DataType::kInt64 && it->dtype() != DataType::kInt32) || it->rank() > 1) return false;
+  const int64_t r = static_cast<int64_t>(xs->size());
+  auto clamp = [r](int64_t i) { return std::min(std::max(i < 0 ? i + r : i, int64_t{0}), r); };
+  const int64_t start = sh.opset >= 15 ? clamp(sh.attr_int("start", 0)) : 0;
+  const int64_t end = sh.opset >= 15 ? clamp(sh.attr_int("end", r)) : r;
+  const int64_t len = std::max<int64_t>(0, end - start);
+  std::vector<int64_t> idx;
+  if (!constant_ints(g, n.inputs[1], &idx)) return false;
+  Tensor t(DataType::kInt64, it->shape());
+  for (size_t k = 0; k < idx.size(); ++k) {
+    const int64_t i = idx[k] < 0 ? idx[k] + len : idx[k];
+    if (i < 0 || i >= len || !(*xs)[start + i].is_known()) return false;  // out of range: the kernel reports it
+    t.data<int64_t>()[k] = (*xs)[start + i].value;
+  }
+  ir::Value& out = g.value(n.outputs[0]);
+  out.shape = ir::SymShape{};
+  for (int64_t d : t.shape()) out.shape->push_back(ir::Dim::known(d));
+  out.dtype = DataType::kInt64;
+  out.constant = std::make_shared<Tensor>(std::move(t));
+  out.producer = -1;
+  n.removed = true;
+  return true;
+}
+
 }  // namespace
 
 Status fold_constants(ir::Graph& g, const PassOptions&) {
   for (auto& n : g.nodes) {
-    if (n.removed || fold_static_shape(g, n) || !foldable(g, n)) continue;
+    if (n.removed || fold_static_shape(g, n) || fold_known_dims(g, n) || !foldable(g, n)) continue;
     // A one-node graph whose inputs are the constants themselves.
     ir::Graph mini;
     mini.opset_imports = g.opset_imports;

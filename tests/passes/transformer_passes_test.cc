@@ -369,6 +369,29 @@ TEST(TransformerPasses, StaticShapeArithmeticFolds) {
   EXPECT_EQ(count_op(opt, OpKind::kReshape), 1);
 }
 
+// With a symbolic batch, Gather(Shape(x), 2) still folds: dim 2 is known.
+TEST(TransformerPasses, KnownDimOfDynamicShapeFolds) {
+  TinyGraph t;
+  auto x = t.input("x", {2, 6, 4});
+  t.g.value(x).shape = ir::SymShape{ir::Dim::sym("batch"), ir::Dim::known(6), ir::Dim::known(4)};
+  ir::ValueId sh = t.node(OpKind::kShape, "shape", {x}, {3});
+  t.g.value(sh).dtype = DataType::kInt64;
+  ir::ValueId d = t.node(OpKind::kGather, "gather", {sh, t.constant("two", Tensor::scalar(DataType::kInt64, 2))}, {},
+                         {{"axis", ir::Attribute::of_int(0)}});
+  t.g.value(d).dtype = DataType::kInt64;
+  ir::ValueId b = t.node(OpKind::kGather, "gather_batch", {sh, t.constant("zero", Tensor::scalar(DataType::kInt64, 0))},
+                         {}, {{"axis", ir::Attribute::of_int(0)}});
+  t.g.value(b).dtype = DataType::kInt64;
+  auto df = t.node(OpKind::kCast, "to_float", {d}, {}, {{"to", ir::Attribute::of_int(1)}});
+  auto bf = t.node(OpKind::kCast, "batch_float", {b}, {}, {{"to", ir::Attribute::of_int(1)}});
+  auto y = t.node(OpKind::kDiv, "scale", {x, df}, {2, 6, 4});
+  t.g.outputs = {t.node(OpKind::kMul, "times_batch", {y, bf}, {2, 6, 4})};
+  ir::Graph opt = check_pass(t.g, passes::fold_constants, {random_tensor({2, 6, 4}, 8)});
+  EXPECT_EQ(count_op(opt, OpKind::kShape), 1);   // still read for the batch
+  EXPECT_EQ(count_op(opt, OpKind::kGather), 1);  // the batch dim is not known
+  EXPECT_EQ(count_op(opt, OpKind::kCast), 1);
+}
+
 // The fused layers go through the plan file (ops and attributes by name) and run from it.
 TEST(TransformerPasses, FusedLayersRoundTripThroughThePlan) {
   TinyGraph t;
