@@ -11,7 +11,8 @@ const std::vector<Pass>& default_pipeline() {
   static const std::vector<Pass> kPipeline = {
       // Drop Identity/Dropout/no-op Cast first so every later pattern sees producers directly.
       {"eliminate_noops", 1, eliminate_noops},
-      // Evaluate constant subgraphs (exporters' shape arithmetic) before matching patterns.
+      // Evaluate constant subgraphs (exporters' shape arithmetic, Shape of known dims) before
+      // matching patterns.
       {"fold_constants", 1, fold_constants},
       // After folding, equal constants compare by content: twins merge before any pattern is matched.
       {"common_subexpression", 1, common_subexpression},

@@ -392,6 +392,25 @@ TEST(TransformerPasses, KnownDimOfDynamicShapeFolds) {
   EXPECT_EQ(count_op(opt, OpKind::kCast), 1);
 }
 
+// Slice(Shape(x), -1, max) of a symbolic-batch x folds: the last dim is known.
+TEST(TransformerPasses, KnownDimSliceOfDynamicShapeFolds) {
+  TinyGraph t;
+  auto x = t.input("x", {2, 6, 4});
+  t.g.value(x).shape = ir::SymShape{ir::Dim::sym("batch"), ir::Dim::known(6), ir::Dim::known(4)};
+  ir::ValueId sh = t.node(OpKind::kShape, "shape", {x}, {3});
+  t.g.value(sh).dtype = DataType::kInt64;
+  ir::ValueId last = t.node(OpKind::kSlice, "last", {sh, int_const(t, "s", {-1}), int_const(t, "e", {INT64_MAX})}, {1});
+  t.g.value(last).dtype = DataType::kInt64;
+  auto f = t.node(OpKind::kCast, "to_float", {last}, {1}, {{"to", ir::Attribute::of_int(1)}});
+  t.g.outputs = {t.node(OpKind::kDiv, "scale", {x, f}, {2, 6, 4})};
+  ir::Graph opt = check_pass(t.g, passes::fold_constants, {random_tensor({2, 6, 4}, 9)});
+  EXPECT_EQ(count_op(opt, OpKind::kSlice), 0);
+  EXPECT_EQ(count_op(opt, OpKind::kCast), 0);
+  passes::remove_dead_nodes(opt);  // the Shape, now unread (eliminate_dead_layers in the pipeline)
+  EXPECT_EQ(passes::live_layers(opt), 1);
+  EXPECT_EQ(count_op(opt, OpKind::kDiv), 1);
+}
+
 // The fused layers go through the plan file (ops and attributes by name) and run from it.
 TEST(TransformerPasses, FusedLayersRoundTripThroughThePlan) {
   TinyGraph t;
