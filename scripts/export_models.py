@@ -9,6 +9,12 @@ Run with /usr/bin/python3 (Debian's torch 1.13 + torchvision 0.14) or any torch 
 
   export_models.py --model resnet101 -o models/resnet101.onnx \
       --reference-input x.npy --reference-output y.npy
+  export_models.py --model bert_base -o models/bert_base.onnx \
+      --reference-input feeds.npz --reference-output last_hidden_state.npy
+
+bert_base and gpt2 (scripts/transformer_models.py: HuggingFace BertModel / GPT2Model structure, random
+seeded weights, no BatchNorm) take an .npz of named int64 inputs [batch, seq] (input_ids, and for BERT
+attention_mask) and write their first output (last_hidden_state [batch, seq, 768]) as the reference.
 """
 import argparse
 import inspect
@@ -21,7 +27,9 @@ import numpy as np
 import torch
 import torchvision
 
-MODELS = ("resnet101", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "convnext_tiny", "googlenet")
+from transformer_models import TEXT_MODELS, build_text_model, export_text_onnx  # noqa: E402
+
+MODELS = ("resnet101", "resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16", "convnext_tiny", "googlenet") + tuple(TEXT_MODELS)
 WANTED_OPSET = 17
 
 
@@ -197,6 +205,8 @@ def main():
 
     # Sidecars record what produced each cached file (recipe; for references also the input's hash),
     # so a cached model and a cached reference always belong together.
+    if args.model in TEXT_MODELS:
+        return export_text_model(args, out, opset)
     source = calibration_source(args.calib)
     recipe = (f"{args.model} seed={args.seed} opset={opset} size={args.size} "
               f"calib={source}:{args.calib_batches}x{args.calib_batch_size} torch={torch.__version__}")
@@ -241,6 +251,44 @@ def main():
         write_sidecar(args.reference_output, ref_recipe)
         log(f"PyTorch reference {y.shape} -> {args.reference_output} ({(time.perf_counter() - t2) * 1e3:.0f} ms, "
             f"max |y| = {np.abs(y).max():.4g})")
+
+
+def export_text_model(args, out, opset):
+    """bert_base / gpt2: export (dynamic batch and sequence) and the PyTorch reference, cached like the
+    torchvision models."""
+    recipe = f"{args.model} seed={args.seed} opset={opset} torch={torch.__version__}"
+    onnx_cached = not args.force and read_sidecar(out) == recipe
+    ref_recipe = None
+    if args.reference_input:
+        with open(args.reference_input, "rb") as f:
+            ref_recipe = f"{recipe} input-sha256={hashlib.sha256(f.read()).hexdigest()}"
+        if onnx_cached and read_sidecar(args.reference_output) == ref_recipe:
+            log(f"{out} and {args.reference_output} cached ({recipe}; --force to redo)")
+            return
+    elif onnx_cached:
+        log(f"{out} cached ({recipe}; --force to redo)")
+        return
+    model = build_text_model(args.model, args.seed)
+    if not onnx_cached:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        t1 = time.perf_counter()
+        export_text_onnx(model, args.model, out + ".tmp", opset)
+        os.replace(out + ".tmp", out)
+        write_sidecar(out, recipe)
+        log(f"wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) in {time.perf_counter() - t1:.1f} s")
+    if args.reference_input:
+        names = TEXT_MODELS[args.model][1]
+        with np.load(args.reference_input) as z:
+            missing = [n for n in names if n not in z]
+            if missing:
+                sys.exit(f"[export] {args.reference_input}: no array named {', '.join(missing)}")
+            feeds = [torch.from_numpy(z[n].astype(np.int64)) for n in names]
+        with torch.no_grad():
+            y = model(*feeds)
+        y = (y[0] if isinstance(y, tuple) else y).numpy()
+        np.save(args.reference_output, y.astype(np.float32))
+        write_sidecar(args.reference_output, ref_recipe)
+        log(f"PyTorch reference {y.shape} -> {args.reference_output} (max |y| = {np.abs(y).max():.4g})")
 
 
 if __name__ == "__main__":

@@ -106,28 +106,34 @@ Status verify_kernels(const ir::Graph& g, const char* target) {
   return unsupported(msg);
 }
 
-// Inputs that every profile pins to one shape (min == max), by name: the only shape they can
-// have at run time, so the graph is specialized to it (as TensorRT does for fixed profiles).
-std::map<std::string, Shape> pinned_inputs(const ir::Graph& g, const std::vector<OptimizationProfile>& profiles) {
-  std::map<std::string, Shape> pinned;
-  for (ir::ValueId v : g.inputs) {
-    const std::string& name = g.value(v).name;
-    std::optional<Shape> shape;
-    bool fixed = !profiles.empty();
-    for (const OptimizationProfile& p : profiles) {
-      const ShapeRange* r = p.find(name);
-      fixed = fixed && r && r->min == r->max && (!shape || *shape == r->min);
-      if (fixed) shape = r->min;
+// Input dims that every optimization profile fixes to one extent (min == max, the same in all
+// profiles) become known dims of the graph, so shape inference and fold_constants can turn the
+// exporters' Shape -> Gather -> Concat -> Reshape arithmetic into constants. The profiles still
+// check every input at run time.
+void fix_profile_dims(ir::Graph* g, const std::vector<OptimizationProfile>& profiles) {
+  for (ir::ValueId vid : g->inputs) {
+    ir::Value& v = g->value(vid);
+    if (!v.shape) continue;
+    for (size_t d = 0; d < v.shape->size(); ++d) {
+      if ((*v.shape)[d].is_known()) continue;
+      int64_t fixed = -1;
+      bool same = !profiles.empty();
+      for (const OptimizationProfile& p : profiles) {
+        const ShapeRange* r = p.find(v.name);
+        if (!r || r->min.size() != v.shape->size() || r->min[d] != r->max[d] || (fixed >= 0 && r->min[d] != fixed)) {
+          same = false;
+          break;
+        }
+        fixed = r->min[d];
+      }
+      if (same && fixed >= 0) (*v.shape)[d] = ir::Dim::known(fixed);
     }
-    if (fixed && shape) pinned[name] = *shape;
   }
-  return pinned;
 }
 
 // The pass pipeline (src/passes/pipelines.cc) at the config's opt_level; fused layers keep
-// the ONNX nodes they absorbed in Node::origin, which the plan records. Pinned inputs (above)
-// give the passes concrete shapes (concat_in_place needs a batch of 1 to be known).
-Status optimize(ir::Graph* g, const BuilderConfig& c, const std::map<std::string, Shape>& pinned) {
+// the ONNX nodes they absorbed in Node::origin, which the plan records.
+Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<OptimizationProfile>& profiles) {
   passes::PassOptions opts;
   opts.opt_level = c.opt_level;
   opts.disabled = c.disabled_passes;
@@ -140,8 +146,10 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::map<std::string
     const bool dump = line.rfind("graph after ", 0) == 0 || line.rfind("dump-after ", 0) == 0;
     if (c.progress) c.progress(BuildProgress{"passes", dump ? done : ++done, total, line});
   };
-  // Fusion patterns check shapes (a residual Add fuses only without broadcasting).
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g, &pinned));
+  // Fusion patterns check shapes (a residual Add fuses only without broadcasting); with fixed
+  // profile dims, shape arithmetic folds to constants.
+  if (c.opt_level > 0) fix_profile_dims(g, profiles);
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g));
   KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
   g->compact();
   KILN_RETURN_IF_ERROR(g->topo_sort());
@@ -186,7 +194,7 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
 
   plan::Plan p;
   p.graph = graph;
-  KILN_RETURN_IF_ERROR(optimize(&p.graph, config, pinned_inputs(graph, profiles)));
+  KILN_RETURN_IF_ERROR(optimize(&p.graph, config, profiles));
   // Passes create internal ops (FusedConv); they too must run on the target.
   KILN_RETURN_IF_ERROR(verify_kernels(p.graph, "cpu"));
 

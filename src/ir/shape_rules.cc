@@ -274,6 +274,7 @@ const ShapeRuleTable& ShapeRuleTable::get() {
     register_reduce_shape_rules(t);
     register_control_shape_rules(t);
     register_sequence_shape_rules(t);
+    register_transformer_shape_rules(t);
     return t;
   }();
   return table;

@@ -158,5 +158,6 @@ void register_nn_shape_rules(ShapeRuleTable& t);           // Conv, pools, Gemm,
 void register_reduce_shape_rules(ShapeRuleTable& t);       // reductions, ArgMax, TopK, Q/DQ, Einsum, losses
 void register_control_shape_rules(ShapeRuleTable& t);      // If/Loop/Scan, NMS, signal ops
 void register_sequence_shape_rules(ShapeRuleTable& t);     // sequence/optional ops, TfIdfVectorizer
+void register_transformer_shape_rules(ShapeRuleTable& t);  // internal Attention, MatMulBias, RMSNormalization
 
 }  // namespace kiln::ir

@@ -7,9 +7,7 @@
 // axis only with keepdims=1 (axes as attribute below opset 18, as a constant input from 18);
 // gamma/beta are constants of x's dtype with D values on the last axis; every intermediate
 // feeds only the next layer of the pattern, except d, which feeds the square and the division.
-// RMSNorm is not matched: Kiln has no layer for it yet.
-#include <optional>
-
+// RMSNorm (no mean subtracted) is fuse_rmsnorm's.
 #include "passes/passes.h"
 #include "passes/pattern.h"
 
@@ -19,31 +17,6 @@ namespace {
 
 namespace pt = pattern;
 using ir::OpKind;
-
-// ReduceMean(·, axes=[-1] or [rank-1], keepdims=1).
-bool mean_over_last_axis(const ir::Graph& g, const ir::Node& rm, int rank) {
-  if (rank < 1 || rm.attr_int("keepdims", 1) != 1) return false;
-  std::vector<int64_t> axes;
-  if (rm.opset >= 18) {
-    if (rm.inputs.size() < 2 || rm.inputs[1] == ir::kNoValue) return false;  // reduces everything
-    const auto& t = g.value(rm.inputs[1]).constant;
-    if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32)) return false;
-    for (double a : tensor_to_doubles(*t)) axes.push_back(static_cast<int64_t>(a));
-  } else {
-    axes = rm.attr_ints("axes");
-  }
-  return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
-}
-
-// A constant of dtype `dt` holding d values along the last axis (other dims 1, rank <= x's), so
-// multiplying/adding it leaves x's shape unchanged; returned as a [d] tensor.
-std::optional<Tensor> last_axis_param(const ir::Graph& g, ir::ValueId v, DataType dt, int rank, int64_t d) {
-  const auto& t = g.value(v).constant;
-  if (!t || !t->is_tensor() || t->dtype() != dt || t->rank() < 1 || t->rank() > rank || t->dim(-1) != d ||
-      t->numel() != d)
-    return std::nullopt;
-  return t->reshaped({d});
-}
 
 // The normalizer reading d: Div(d, s), Mul(d, Reciprocal(s)) or Mul(d, Div(1, s)); s = Sqrt(·)
 // output in *s, the layers between in *chain. False when `n` is none of these.
@@ -78,7 +51,7 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm1) {
   const int rank = pt::rank_of(g, x);
   if (!pt::is_float_dtype(dt) || rank < 1 || !(*g.value(x).shape)[rank - 1].is_known()) return false;
   const int64_t dim = (*g.value(x).shape)[rank - 1].value;
-  if (!mean_over_last_axis(g, rm1, rank)) return false;
+  if (!pt::mean_over_last_axis(g, rm1, rank)) return false;
   // d = x - mean
   ir::Node* sub = pt::sole_consumer(g, c, rm1.outputs[0], OpKind::kSub);
   if (!sub || sub->inputs.size() != 2 || sub->inputs[0] != x || sub->inputs[1] != rm1.outputs[0]) return false;
@@ -103,7 +76,7 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm1) {
   if (!sq || !norm) return false;
   // var = ReduceMean(d^2); std = Sqrt(var + eps)
   ir::Node* rm2 = pt::sole_consumer(g, c, sq->outputs[0], OpKind::kReduceMean);
-  if (!rm2 || !mean_over_last_axis(g, *rm2, rank)) return false;
+  if (!rm2 || !pt::mean_over_last_axis(g, *rm2, rank)) return false;
   ir::Node* add_eps = pt::sole_consumer(g, c, rm2->outputs[0], OpKind::kAdd);
   if (!add_eps) return false;
   double eps;
@@ -120,14 +93,14 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm1) {
   std::optional<Tensor> gamma, beta;
   if (ir::Node* mul = pt::sole_consumer(g, c, y, OpKind::kMul)) {
     const ir::ValueId p = pt::other_input(*mul, y);
-    if (p != ir::kNoValue && p != y && (gamma = last_axis_param(g, p, dt, rank, dim))) {
+    if (p != ir::kNoValue && p != y && (gamma = pt::last_axis_param(g, p, dt, rank, dim))) {
       matched.push_back(mul);
       y = mul->outputs[0];
     }
   }
   if (ir::Node* add = pt::sole_consumer(g, c, y, OpKind::kAdd)) {
     const ir::ValueId p = pt::other_input(*add, y);
-    if (p != ir::kNoValue && p != y && (beta = last_axis_param(g, p, dt, rank, dim))) {
+    if (p != ir::kNoValue && p != y && (beta = pt::last_axis_param(g, p, dt, rank, dim))) {
       matched.push_back(add);
       y = add->outputs[0];
     }

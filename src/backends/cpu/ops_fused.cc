@@ -64,6 +64,11 @@ Status fused_conv(KernelContext& ctx) {
 
 }  // namespace
 
-void register_fused_kernels(KernelRegistry& r) { r.add(ir::OpKind::kFusedConv, fused_conv); }
+void register_transformer_kernels(KernelRegistry& r);  // ops_fused_transformer.cc
+
+void register_fused_kernels(KernelRegistry& r) {
+  r.add(ir::OpKind::kFusedConv, fused_conv);
+  register_transformer_kernels(r);
+}
 
 }  // namespace kiln::cpu

@@ -1,0 +1,235 @@
+// CPU reference kernels of the internal transformer layers: Attention (fuse_attention),
+// MatMulBias (fuse_matmul_add; the MatMul kernel, then the bias) and RMSNormalization (fuse_rmsnorm); semantics in ops.def and docs/decisions/0006-attention-op.md.
+// float16/bfloat16 compute in float32 (as the unfused MatMul/Softmax kernels do), float64 in
+// float64. The softmax subtracts the row maximum before exp (numerically stable).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/cpu/ops_nn_common.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+// Strides (in elements) that read a mask broadcast to `full` (numpy rules, right-aligned);
+// false when the mask does not broadcast to `full` without growing it.
+bool broadcast_strides(const Shape& mask, const Shape& full, std::vector<int64_t>* strides) {
+  if (mask.size() > full.size()) return false;
+  strides->assign(full.size(), 0);
+  int64_t s = 1;
+  for (int i = static_cast<int>(mask.size()) - 1, j = static_cast<int>(full.size()) - 1; i >= 0; --i, --j) {
+    if (mask[i] != 1 && mask[i] != full[j]) return false;
+    (*strides)[j] = mask[i] == 1 ? 0 : s;
+    s *= mask[i];
+  }
+  return true;
+}
+
+template <typename T>
+struct AttentionArgs {
+  const T *q, *k, *v;
+  T* y;
+  int64_t batch, hq, hkv, sq, sk, d, dv;
+  T scale;
+  bool causal;
+  const T* add_mask;       // additive mask or nullptr
+  const uint8_t* keep;     // bool mask (1 = attend) or nullptr
+  std::vector<int64_t> boff;  // mask offset per flattened batch index
+  std::vector<int64_t> ms;    // mask strides of the head, query and key dims
+};
+
+template <typename T>
+void run_attention(const AttentionArgs<T>& a) {
+  const T kNegInf = -std::numeric_limits<T>::infinity();
+  std::vector<T> s(static_cast<size_t>(a.sq * a.sk));
+  const int64_t group = a.hq / a.hkv;
+  for (int64_t b = 0; b < a.batch; ++b)
+    for (int64_t h = 0; h < a.hq; ++h) {
+      const int64_t kvh = h / group;
+      const T* q = a.q + (b * a.hq + h) * a.sq * a.d;
+      const T* k = a.k + (b * a.hkv + kvh) * a.sk * a.d;
+      const T* v = a.v + (b * a.hkv + kvh) * a.sk * a.dv;
+      T* y = a.y + (b * a.hq + h) * a.sq * a.dv;
+      nn::gemm<T>(false, true, a.sq, a.sk, a.d, a.scale, q, a.d, k, a.d, T(0), s.data(), a.sk);
+      for (int64_t i = 0; i < a.sq; ++i) {
+        T* row = s.data() + i * a.sk;
+        const int64_t mrow = a.boff[b] + h * a.ms[0] + i * a.ms[1];
+        if (a.add_mask)
+          for (int64_t j = 0; j < a.sk; ++j) row[j] += a.add_mask[mrow + j * a.ms[2]];
+        if (a.keep)
+          for (int64_t j = 0; j < a.sk; ++j)
+            if (!a.keep[mrow + j * a.ms[2]]) row[j] = kNegInf;
+        if (a.causal)
+          for (int64_t j = std::max<int64_t>(0, i + a.sk - a.sq + 1); j < a.sk; ++j) row[j] = kNegInf;
+        T mx = kNegInf;
+        for (int64_t j = 0; j < a.sk; ++j) mx = std::max(mx, row[j]);
+        if (mx == kNegInf) {  // every key excluded: the row's output is zero (no NaN from -inf - -inf)
+          std::fill(row, row + a.sk, T(0));
+          continue;
+        }
+        T sum = 0;
+        for (int64_t j = 0; j < a.sk; ++j) sum += (row[j] = std::exp(row[j] - mx));
+        const T inv = T(1) / sum;
+        for (int64_t j = 0; j < a.sk; ++j) row[j] *= inv;
+      }
+      nn::gemm<T>(false, false, a.sq, a.dv, a.sk, T(1), s.data(), a.sk, v, a.dv, T(0), y, a.dv);
+    }
+}
+
+Status attention(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
+  const Tensor &q0 = ctx.in(0), &k0 = ctx.in(1), &v0 = ctx.in(2);
+  const int r = q0.rank();
+  if (r < 3 || k0.rank() != r || v0.rank() != r)
+    return ctx.fail("Q, K, V must have one rank >= 3, got " + shape_str(q0.shape()) + ", " + shape_str(k0.shape()) +
+                    ", " + shape_str(v0.shape()));
+  if (k0.dtype() != q0.dtype() || v0.dtype() != q0.dtype())
+    return ctx.fail(std::string("Q, K, V dtypes differ: ") + dtype_name(q0.dtype()) + ", " + dtype_name(k0.dtype()) +
+                    ", " + dtype_name(v0.dtype()));
+  int64_t batch = 1;
+  for (int i = 0; i < r - 3; ++i) {
+    if (k0.dim(i) != q0.dim(i) || v0.dim(i) != q0.dim(i))
+      return ctx.fail("batch dims differ: Q " + shape_str(q0.shape()) + ", K " + shape_str(k0.shape()) + ", V " +
+                      shape_str(v0.shape()));
+    batch *= q0.dim(i);
+  }
+  const int64_t hq = q0.dim(-3), sq = q0.dim(-2), d = q0.dim(-1);
+  const int64_t hkv = k0.dim(-3), sk = k0.dim(-2), dv = v0.dim(-1);
+  if (v0.dim(-3) != hkv || v0.dim(-2) != sk || k0.dim(-1) != d)
+    return ctx.fail("K " + shape_str(k0.shape()) + " / V " + shape_str(v0.shape()) + " do not fit Q " +
+                    shape_str(q0.shape()) + " (expected K [*, Hkv, Sk, D], V [*, Hkv, Sk, Dv])");
+  if (hkv == 0 ? hq != 0 : hq % hkv != 0)
+    return ctx.fail("query heads " + std::to_string(hq) + " are not a multiple of kv heads " + std::to_string(hkv));
+  Shape out_shape = q0.shape();
+  out_shape.back() = dv;
+  Shape full = q0.shape();
+  full.back() = sk;  // the scores' shape [*, Hq, Sq, Sk]
+
+  KILN_ASSIGN_OR_RETURN(Tensor q, nn::to_compute(ctx, q0));
+  KILN_ASSIGN_OR_RETURN(Tensor k, nn::to_compute(ctx, k0));
+  KILN_ASSIGN_OR_RETURN(Tensor v, nn::to_compute(ctx, v0));
+  Tensor mask;
+  std::vector<int64_t> strides;
+  if (const Tensor* m = ctx.input(3)) {
+    if (!broadcast_strides(m->shape(), full, &strides))
+      return ctx.fail("mask " + shape_str(m->shape()) + " does not broadcast to the scores " + shape_str(full));
+    const DataType md = m->dtype();
+    if (md == DataType::kBool) {
+      mask = *m;
+    } else if (md == DataType::kFloat32 || md == DataType::kFloat16 || md == DataType::kBFloat16 ||
+               md == DataType::kFloat64) {
+      KILN_ASSIGN_OR_RETURN(mask, cast_tensor(*m, q.dtype()));
+    } else {
+      return ctx.fail(std::string("mask dtype ") + dtype_name(md) + " is neither float nor bool");
+    }
+  } else {
+    strides.assign(full.size(), 0);
+  }
+  // Mask offsets: one per flattened batch index (unravelled over dims [0, r-3)), then strides
+  // for the head, query and key dims.
+  std::vector<int64_t> boff(static_cast<size_t>(batch), 0);
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    int64_t rem = bi, off = 0;
+    for (int i = r - 4; i >= 0; --i) {
+      off += (rem % full[i]) * strides[i];
+      rem /= full[i];
+    }
+    boff[bi] = off;
+  }
+  const std::vector<int64_t> ms = {strides[r - 3], strides[r - 2], strides[r - 1]};
+
+  const bool causal = ctx.attr_int("is_causal", 0) != 0;
+  Tensor y(q.dtype(), out_shape);
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    AttentionArgs<T> a{q.data<T>(), k.data<T>(), v.data<T>(), y.data<T>(), batch, hq, hkv, sq, sk, d, dv,
+                       static_cast<T>(ctx.attr_float("scale", static_cast<float>(1.0 / std::sqrt(double(d))))),
+                       causal, nullptr, nullptr, boff, ms};
+    if (mask.defined()) {
+      if (mask.dtype() == DataType::kBool) a.keep = static_cast<const uint8_t*>(mask.raw());
+      else a.add_mask = mask.data<T>();
+    }
+    if (hkv > 0 && batch > 0) run_attention<T>(a);
+  };
+  if (q.dtype() == DataType::kFloat64) go(double{});
+  else go(float{});
+  KILN_ASSIGN_OR_RETURN(Tensor out, nn::from_compute(y, q0.dtype()));
+  ctx.set_output(0, std::move(out));
+  return Status::Ok();
+}
+
+template <typename T>
+void run_rms_norm(const T* x, const T* scale, int64_t scale_n, T eps, T* y, int64_t outer, int64_t n) {
+  for (int64_t o = 0; o < outer; ++o) {
+    const T* xp = x + o * n;
+    T* yp = y + o * n;
+    T ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += xp[i] * xp[i];
+    const T inv = T(1) / std::sqrt(ss / T(n) + eps);
+    for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] * inv * scale[scale_n == 1 ? 0 : i];
+  }
+}
+
+Status rms_norm(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(ctx.require_inputs(2));
+  const Tensor &x0 = ctx.in(0), &s0 = ctx.in(1);
+  int axis;
+  if (!nn::normalize_axis(ctx.attr_int("axis", -1), x0.rank(), &axis))
+    return ctx.fail("axis out of range for rank " + std::to_string(x0.rank()));
+  int64_t outer = 1, n = 1;
+  for (int i = 0; i < x0.rank(); ++i) (i < axis ? outer : n) *= x0.dim(i);
+  // scale broadcasts to dims [axis, rank): one value, or exactly those dims (leading 1s allowed).
+  Shape norm_dims(x0.shape().begin() + axis, x0.shape().end());
+  Shape sdims = s0.shape();
+  while (!sdims.empty() && sdims.front() == 1 && sdims.size() > norm_dims.size()) sdims.erase(sdims.begin());
+  if (s0.numel() != 1 && sdims != norm_dims)
+    return ctx.fail("scale " + shape_str(s0.shape()) + " does not match the normalized dims " + shape_str(norm_dims));
+  if (s0.dtype() != x0.dtype())
+    return ctx.fail(std::string("scale dtype ") + dtype_name(s0.dtype()) + " differs from X's " + dtype_name(x0.dtype()));
+  KILN_ASSIGN_OR_RETURN(Tensor x, nn::to_compute(ctx, x0));
+  KILN_ASSIGN_OR_RETURN(Tensor s, nn::to_compute(ctx, s0));
+  Tensor y(x.dtype(), x.shape());
+  const float eps = ctx.attr_float("epsilon", 1e-5f);
+  if (x.dtype() == DataType::kFloat64)
+    run_rms_norm<double>(x.data<double>(), s.data<double>(), s.numel(), eps, y.data<double>(), outer, n);
+  else
+    run_rms_norm<float>(x.data<float>(), s.data<float>(), s.numel(), eps, y.data<float>(), outer, n);
+  KILN_ASSIGN_OR_RETURN(Tensor out, nn::from_compute(y, x0.dtype()));
+  ctx.set_output(0, std::move(out));
+  return Status::Ok();
+}
+
+Status matmul_bias(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
+  KernelFn matmul = KernelRegistry::get().find(ir::OpKind::kMatMul);
+  if (!matmul) return ctx.unsupported_here("no CPU MatMul kernel");
+  ir::Node mm = ctx.node();
+  mm.op = ir::OpKind::kMatMul;
+  mm.inputs.resize(2);
+  std::vector<Tensor> out(1);
+  KernelContext mctx(mm, {ctx.input(0), ctx.input(1)}, &out, nullptr);
+  KILN_RETURN_IF_ERROR(matmul(mctx));
+  Tensor y = std::move(out[0]);
+  const Tensor& b = ctx.in(2);
+  if (y.dtype() != DataType::kFloat32 || b.dtype() != DataType::kFloat32)
+    return ctx.unsupported_here("MatMulBias computes float32 only");
+  const int64_t n = y.rank() ? y.dim(-1) : 1;
+  if (b.numel() != n) return ctx.fail("bias " + shape_str(b.shape()) + " does not match N = " + std::to_string(n));
+  float* yp = y.data<float>();
+  const float* bp = b.data<float>();
+  for (int64_t i = 0; i < y.numel(); i += n)
+    for (int64_t j = 0; j < n; ++j) yp[i + j] += bp[j];
+  ctx.set_output(0, std::move(y));
+  return Status::Ok();
+}
+
+}  // namespace
+
+void register_transformer_kernels(KernelRegistry& r) {
+  r.add(ir::OpKind::kMatMulBias, matmul_bias);
+  r.add(ir::OpKind::kAttention, attention);
+  r.add(ir::OpKind::kRMSNormalization, rms_norm);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,72 @@
+// Shape rules of the internal transformer layers made by the passes: Attention (fuse_attention),
+// MatMulBias (fuse_matmul_add) and RMSNormalization (fuse_rmsnorm). Their semantics are documented in ops.def and
+// docs/decisions/0006-attention-op.md; the rules check what the kernels would reject, so a bad
+// graph fails at build time with the node's name.
+#include "ir/shape_rules.h"
+
+namespace kiln::ir {
+namespace {
+
+// Q [*, Hq, Sq, D], K [*, Hkv, Sk, D], V [*, Hkv, Sk, Dv] -> [*, Hq, Sq, Dv].
+Status attention_rule(ShapeContext& ctx) {
+  for (int i = 1; i < 3; ++i)
+    if (ctx.dtype(i) != DataType::kUndefined && ctx.dtype(0) != DataType::kUndefined && ctx.dtype(i) != ctx.dtype(0))
+      return ctx.fail(std::string(i == 1 ? "K" : "V") + " has dtype " + dtype_name(ctx.dtype(i)) + ", Q has " +
+                      dtype_name(ctx.dtype(0)));
+  const auto& q = ctx.shape(0);
+  const auto& k = ctx.shape(1);
+  const auto& v = ctx.shape(2);
+  if (!q || !k || !v) {
+    ctx.set_output(0, ctx.dtype(0), std::nullopt);
+    return Status::Ok();
+  }
+  const size_t r = q->size();
+  if (r < 3 || k->size() != r || v->size() != r)
+    return ctx.fail("Q, K, V must have one rank >= 3, got " + sym_shape_str(*q) + ", " + sym_shape_str(*k) + ", " +
+                    sym_shape_str(*v));
+  for (size_t i = 0; i + 3 < r; ++i)
+    if (dims_conflict((*q)[i], (*k)[i]) || dims_conflict((*q)[i], (*v)[i]))
+      return ctx.fail("batch dim " + std::to_string(i) + " differs between Q, K and V");
+  const Dim &hq = (*q)[r - 3], &hkv = (*k)[r - 3];
+  if (dims_conflict(hkv, (*v)[r - 3])) return ctx.fail("K and V have different head counts");
+  if (hq.is_known() && hkv.is_known() && (hkv.value == 0 || hq.value % hkv.value != 0))
+    return ctx.fail("query heads " + std::to_string(hq.value) + " are not a multiple of kv heads " +
+                    std::to_string(hkv.value));
+  if (dims_conflict((*q)[r - 1], (*k)[r - 1])) return ctx.fail("Q and K have different head sizes");
+  if (dims_conflict((*k)[r - 2], (*v)[r - 2])) return ctx.fail("K and V have different sequence lengths");
+  SymShape out = *q;
+  out[r - 1] = (*v)[r - 1];
+  ctx.set_output(0, ctx.dtype(0), out);
+  return Status::Ok();
+}
+
+// MatMul's numpy shape; bias [N] must match the product's last dim.
+Status matmul_bias_rule(ShapeContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(auto s, matmul_shape(ctx, ctx.shape(0), ctx.shape(1)));
+  const auto& b = ctx.shape(2);
+  if (s && !s->empty() && b && (b->size() != 1 || dims_conflict((*b)[0], s->back())))
+    return ctx.fail("bias " + sym_shape_str(*b) + " does not match the product's last dim " + sym_shape_str(*s));
+  ctx.set_output(0, ctx.dtype(0), s);
+  return Status::Ok();
+}
+
+Status rms_norm_rule(ShapeContext& ctx) {
+  const auto& x = ctx.shape(0);
+  if (x) {
+    int64_t axis;
+    if (!normalize_axis(ctx.node().attr_int("axis", -1), static_cast<int>(x->size()), &axis))
+      return ctx.fail("axis out of range for rank " + std::to_string(x->size()));
+  }
+  ctx.set_output(0, ctx.dtype(0), x);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void register_transformer_shape_rules(ShapeRuleTable& t) {
+  t.add(OpKind::kAttention, attention_rule);
+  t.add(OpKind::kMatMulBias, matmul_bias_rule);
+  t.add(OpKind::kRMSNormalization, rms_norm_rule);
+}
+
+}  // namespace kiln::ir

@@ -1,0 +1,282 @@
+// Scaled-dot-product attention as exporters write it, recognised as one Attention layer
+// (ops.def; docs/decisions/0006-attention-op.md; "Attention Is All You Need", eq. 1):
+//   S = MatMul(Q * a, KT * b) * c1 / c2 ...      scalar Mul/Div on either operand or the product
+//   S = S + M  |  Where(C, S, f)                  additive float mask / bool mask, f <= -1e4
+//   Y = MatMul(Softmax(S, axis=-1), V)
+//     -> Attention(Q, K, V[, M | C]){scale = a * b * c1 / c2, is_causal}
+// KT is Transpose(K', p): K = K' when p swaps the last two axes, else the Transpose is given the
+// perm that yields K; any other KT gets a new Transpose(KT, swap last two). A constant bool C that
+// is lower-triangular over [Sq, Sk] (key j allowed for query i iff j <= i + Sk - Sq, the slice of
+// a tril buffer GPT-2 uses) becomes is_causal=1 with no mask input. K and V repeated for grouped-
+// query attention, Reshape(Expand|Tile(Unsqueeze(X, 2)), [*, Hkv*n, S, D]) (HF repeat_kv), read X
+// directly (query head h uses kv head h / n). Every intermediate feeds only the next layer of the
+// pattern; Q, K, V must have one rank >= 3 and one float dtype.
+#include <algorithm>
+#include <numeric>
+
+#include "core/numerics.h"
+#include "passes/passes.h"
+#include "passes/pattern.h"
+
+namespace kiln::passes {
+
+namespace {
+
+namespace pt = pattern;
+using ir::OpKind;
+
+// A fill value this negative makes exp(fill - max) exactly 0 in float32 for any score range an
+// attention layer sees, so Where(C, S, fill) equals excluding the key.
+constexpr double kMaskedFill = -1e4;
+
+// Peels single-use scalar Mul/Div layers ending at v (v = u * c or u / c), multiplying *scale;
+// returns the innermost value and appends the peeled layers to *matched.
+ir::ValueId peel_scalars(ir::Graph& g, const pt::Consumers& c, ir::ValueId v, double* scale,
+                         std::vector<ir::Node*>* matched) {
+  for (;;) {
+    if (!pt::single_use(g, c, v) || g.value(v).producer < 0) return v;
+    ir::Node& n = g.node(g.value(v).producer);
+    if (n.removed || n.inputs.size() != 2 || (n.op != OpKind::kMul && n.op != OpKind::kDiv)) return v;
+    const int rank = pt::rank_of(g, v);
+    double k;
+    if (n.op == OpKind::kDiv) {
+      if (!pt::scalar_constant(g, n.inputs[1], rank, &k) || k == 0 || pt::rank_of(g, n.inputs[0]) != rank) return v;
+      *scale /= k;
+      matched->push_back(&n);
+      v = n.inputs[0];
+      continue;
+    }
+    int side = -1;
+    for (int s = 0; s < 2; ++s)
+      if (pt::scalar_constant(g, n.inputs[1 - s], rank, &k) && pt::rank_of(g, n.inputs[s]) == rank) side = s;
+    if (side < 0) return v;
+    *scale *= k;
+    matched->push_back(&n);
+    v = n.inputs[side];
+  }
+}
+
+// A constant bool mask that allows key j for query i iff j <= i + Sk - Sq, for every leading index.
+bool is_causal_mask(const Tensor& m, int64_t sq, int64_t sk) {
+  if (m.dtype() != DataType::kBool || m.rank() < 2 || m.dim(-2) != sq || m.dim(-1) != sk) return false;
+  const auto* p = static_cast<const uint8_t*>(m.raw());
+  const int64_t slices = m.numel() / (sq * sk);
+  for (int64_t s = 0; s < slices; ++s)
+    for (int64_t i = 0; i < sq; ++i)
+      for (int64_t j = 0; j < sk; ++j)
+        if ((p[(s * sq + i) * sk + j] != 0) != (j <= i + sk - sq)) return false;
+  return true;
+}
+
+bool is_swap_last_two(const std::vector<int64_t>& p) {
+  const size_t r = p.size();
+  if (r < 2) return false;
+  for (size_t i = 0; i + 2 < r; ++i)
+    if (p[i] != static_cast<int64_t>(i)) return false;
+  return p[r - 2] == static_cast<int64_t>(r - 1) && p[r - 1] == static_cast<int64_t>(r - 2);
+}
+
+// GQA: X repeated n times per head as Reshape(Expand|Tile(Unsqueeze(X, axis 2 of 5))). Returns X
+// when v is that pattern (shapes from inference: [*, H, S, D] -> [*, H, 1, S, D] -> [*, H, n, S, D]
+// -> [*, H*n, S, D]), else v. The repeat layers become dead once the Attention reads X.
+ir::ValueId unrepeat_heads(ir::Graph& g, const pt::Consumers& c, ir::ValueId v, std::vector<ir::Node*>* absorbed) {
+  ir::Node* reshape = pt::single_use(g, c, v) ? pt::producer(g, v, OpKind::kReshape) : nullptr;
+  if (!reshape) return v;
+  const ir::ValueId e = reshape->inputs[0];
+  ir::Node* rep = pt::single_use(g, c, e) ? pt::producer(g, e, OpKind::kExpand) : nullptr;
+  if (!rep && pt::single_use(g, c, e)) rep = pt::producer(g, e, OpKind::kTile);
+  if (!rep) return v;
+  const ir::ValueId u = rep->inputs[0];
+  ir::Node* unsq = pt::single_use(g, c, u) ? pt::producer(g, u, OpKind::kUnsqueeze) : nullptr;
+  if (!unsq) return v;
+  const ir::ValueId x = unsq->inputs[0];
+  const auto &xs = g.value(x).shape, &us = g.value(u).shape, &es = g.value(e).shape, &vs = g.value(v).shape;
+  if (!xs || !us || !es || !vs || xs->size() < 3 || us->size() != xs->size() + 1 || es->size() != us->size() ||
+      vs->size() != xs->size())
+    return v;
+  const size_t r = xs->size(), h = r - 3;  // head axis of X; the new axis sits right after it
+  if (!((*us)[h + 1] == ir::Dim::known(1))) return v;
+  for (size_t i = 0; i < r; ++i) {
+    const size_t ui = i <= h ? i : i + 1;
+    if (!((*us)[ui] == (*xs)[i]) || !((*es)[ui] == (*xs)[i])) return v;
+    if (i != h && !((*vs)[i] == (*xs)[i])) return v;
+  }
+  const ir::Dim &hk = (*xs)[h], &n = (*es)[h + 1], &hq = (*vs)[h];
+  if (!hk.is_known() || !n.is_known() || !hq.is_known() || hq.value != hk.value * n.value) return v;
+  absorbed->insert(absorbed->end(), {unsq, rep, reshape});
+  return x;
+}
+
+struct Match {
+  std::vector<ir::Node*> matched;  // layers the Attention replaces
+  std::vector<ir::Node*> absorbed;  // layers that become dead (origin only)
+  ir::ValueId q = ir::kNoValue, kt = ir::kNoValue, v = ir::kNoValue;
+  ir::ValueId add_mask = ir::kNoValue, keep_mask = ir::kNoValue;  // float additive / bool (Where)
+  double scale = 1;
+  bool causal = false;
+};
+
+// Walks back from the Softmax input: masks, then scalars, then the Q K^T MatMul.
+bool match_scores(ir::Graph& g, const pt::Consumers& c, ir::ValueId s, Match* m) {
+  const int rank = pt::rank_of(g, s);
+  bool have_add = false, have_where = false;
+  for (;;) {
+    if (!pt::single_use(g, c, s) || g.value(s).producer < 0) return false;
+    ir::Node& n = g.node(g.value(s).producer);
+    if (n.removed) return false;
+    if (n.op == OpKind::kWhere && !have_where && n.inputs.size() == 3) {
+      double fill;
+      if (!pt::scalar_constant(g, n.inputs[2], rank, &fill) || fill > kMaskedFill) {
+        // Where(C, S, -inf) reads as a double -inf constant: scalar_constant rejects non-finite.
+        const auto& t = g.value(n.inputs[2]).constant;
+        if (!t || t->numel() != 1 || t->rank() > rank || !pt::is_float_dtype(t->dtype()) ||
+            !(load_as_double(t->dtype(), t->raw(), 0) < kMaskedFill))
+          return false;
+      }
+      if (g.value(n.inputs[0]).dtype != DataType::kBool || pt::rank_of(g, n.inputs[0]) > rank ||
+          pt::rank_of(g, n.inputs[0]) < 0 || g.value(n.inputs[1]).shape != g.value(s).shape)
+        return false;
+      m->keep_mask = n.inputs[0];
+      have_where = true;
+      m->matched.push_back(&n);
+      s = n.inputs[1];
+      continue;
+    }
+    if (n.op == OpKind::kAdd && !have_add && n.inputs.size() == 2) {
+      // The scores side is the one produced by a MatMul, possibly through scalar Mul/Div.
+      int side = -1;
+      for (int k = 0; k < 2 && side < 0; ++k) {
+        double unused = 1;
+        std::vector<ir::Node*> tmp;
+        const ir::ValueId inner = peel_scalars(g, c, n.inputs[k], &unused, &tmp);
+        if (pt::producer(g, inner, OpKind::kMatMul) && pt::rank_of(g, n.inputs[k]) == rank) side = k;
+      }
+      if (side < 0 || g.value(n.inputs[side]).shape != g.value(s).shape) return false;
+      const ir::ValueId mk = n.inputs[1 - side];
+      if (pt::rank_of(g, mk) < 0 || pt::rank_of(g, mk) > rank || g.value(mk).dtype != g.value(s).dtype) return false;
+      m->add_mask = mk;
+      have_add = true;
+      m->matched.push_back(&n);
+      s = n.inputs[side];
+      continue;
+    }
+    break;
+  }
+  s = peel_scalars(g, c, s, &m->scale, &m->matched);
+  ir::Node* qk = pt::single_use(g, c, s) ? pt::producer(g, s, OpKind::kMatMul) : nullptr;
+  if (!qk || qk->inputs.size() != 2) return false;
+  m->matched.push_back(qk);
+  m->q = peel_scalars(g, c, qk->inputs[0], &m->scale, &m->matched);
+  m->kt = peel_scalars(g, c, qk->inputs[1], &m->scale, &m->matched);
+  return true;
+}
+
+// K from K^T: bypasses or re-permutes a Transpose, or adds one.
+ir::ValueId untranspose_k(ir::Graph& g, const pt::Consumers& c, ir::ValueId kt, const std::string& name,
+                          std::vector<ir::Node*>* absorbed) {
+  const int r = pt::rank_of(g, kt);
+  ir::Node* tr = pt::single_use(g, c, kt) ? pt::producer(g, kt, OpKind::kTranspose) : nullptr;
+  if (tr && tr->has_attr("perm") && static_cast<int>(tr->attr_ints("perm").size()) == r) {
+    std::vector<int64_t> p = tr->attr_ints("perm");
+    if (is_swap_last_two(p)) {
+      absorbed->push_back(tr);
+      return tr->inputs[0];
+    }
+    std::swap(p[r - 2], p[r - 1]);
+    tr->attrs["perm"] = ir::Attribute::of_ints(p);
+    auto& shape = g.value(kt).shape;
+    std::swap((*shape)[r - 2], (*shape)[r - 1]);
+    return kt;
+  }
+  std::vector<int64_t> p(r);
+  std::iota(p.begin(), p.end(), 0);
+  std::swap(p[r - 2], p[r - 1]);
+  std::string vname = name + "_k";
+  while (g.find_value(vname) != ir::kNoValue) vname += "_";
+  const ir::ValueId k = g.add_value(vname, g.value(kt).dtype);
+  ir::SymShape ks = *g.value(kt).shape;
+  std::swap(ks[r - 2], ks[r - 1]);
+  g.value(k).shape = ks;
+  ir::Node t;
+  t.name = vname + "_transpose";
+  t.op = OpKind::kTranspose;
+  t.opset = g.opset_imports.count("") ? static_cast<int>(g.opset_imports.at("")) : 13;
+  t.inputs = {kt};
+  t.outputs = {k};
+  t.attrs["perm"] = ir::Attribute::of_ints(p);
+  g.add_node(std::move(t));
+  return k;
+}
+
+bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& sm) {
+  if (sm.inputs.empty() || sm.outputs.size() != 1) return false;
+  const ir::ValueId x = sm.inputs[0];
+  const int rank = pt::rank_of(g, x);
+  const DataType dt = g.value(x).dtype;
+  if (rank < 3 || !pt::is_float_dtype(dt)) return false;
+  const int64_t axis = sm.attr_int("axis", sm.opset < 13 ? 1 : -1);
+  if (axis != -1 && axis != rank - 1) return false;  // (pre-13 coercion over the last axis alone is the same)
+  ir::Node* pv = pt::sole_consumer(g, c, sm.outputs[0], OpKind::kMatMul);
+  if (!pv || pv->inputs.size() != 2 || pv->inputs[0] != sm.outputs[0]) return false;
+  Match m;
+  if (!match_scores(g, c, x, &m)) return false;
+  m.v = pv->inputs[1];
+  for (ir::ValueId t : {m.q, m.kt, m.v})
+    if (pt::rank_of(g, t) != rank || g.value(t).dtype != dt) return false;
+  const auto& ss = *g.value(x).shape;
+  // A bool mask equal to the causal pattern becomes is_causal; the layer has one mask input, so
+  // a bool mask and an additive one together fuse only when the bool one is causal.
+  if (m.keep_mask != ir::kNoValue && g.value(m.keep_mask).constant && ss[rank - 2].is_known() &&
+      ss[rank - 1].is_known() && is_causal_mask(*g.value(m.keep_mask).constant, ss[rank - 2].value, ss[rank - 1].value)) {
+    m.causal = true;
+    m.keep_mask = ir::kNoValue;
+  }
+  if (m.keep_mask != ir::kNoValue && m.add_mask != ir::kNoValue) return false;
+  const ir::ValueId mask = m.add_mask != ir::kNoValue ? m.add_mask : m.keep_mask;
+  ir::ValueId k = untranspose_k(g, c, m.kt, sm.name, &m.absorbed);
+  ir::ValueId v = m.v;
+  // GQA: both K and V must drop their repeats (or neither) so they keep one head count.
+  {
+    std::vector<ir::Node*> rk, rv;
+    const ir::ValueId k0 = unrepeat_heads(g, c, k, &rk), v0 = unrepeat_heads(g, c, v, &rv);
+    if (k0 != k && v0 != v && g.value(k0).shape && g.value(v0).shape &&
+        (*g.value(k0).shape)[rank - 3] == (*g.value(v0).shape)[rank - 3]) {
+      k = k0;
+      v = v0;
+      m.absorbed.insert(m.absorbed.end(), rk.begin(), rk.end());
+      m.absorbed.insert(m.absorbed.end(), rv.begin(), rv.end());
+    }
+  }
+  const ir::ValueId y = pv->outputs[0];
+  m.matched.push_back(pv);
+  m.matched.insert(m.matched.end(), m.absorbed.begin(), m.absorbed.end());
+  sm.op = OpKind::kAttention;
+  sm.inputs = {m.q, k, v};
+  if (mask != ir::kNoValue) sm.inputs.push_back(mask);
+  sm.outputs = {y};
+  sm.attrs.clear();
+  sm.attrs["scale"] = ir::Attribute::of_float(static_cast<float>(m.scale));
+  sm.attrs["is_causal"] = ir::Attribute::of_int(m.causal ? 1 : 0);
+  g.value(y).producer = sm.id;
+  pt::absorb(sm, m.matched);
+  return true;
+}
+
+}  // namespace
+
+Status fuse_attention(ir::Graph& g, const PassOptions&) {
+  auto consumers = g.consumers();
+  const size_t n = g.nodes.size();  // layers added by a rewrite (K transposes) are not anchors
+  // Each fusion adds at most one layer; reserving keeps the Node references of a match valid.
+  g.nodes.reserve(n + static_cast<size_t>(std::count_if(g.nodes.begin(), g.nodes.end(), [](const ir::Node& x) {
+                    return x.op == OpKind::kSoftmax;
+                  })));
+  for (size_t i = 0; i < n; ++i) {
+    ir::Node& sm = g.nodes[i];
+    if (sm.removed || sm.op != OpKind::kSoftmax) continue;
+    if (try_fuse(g, consumers, g.nodes[i])) consumers = g.consumers();
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::passes
