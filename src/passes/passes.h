@@ -19,6 +19,7 @@ Status fold_pad_into_conv(ir::Graph& g, const PassOptions& opts);        // fold
 Status reduce_mean_to_global_pool(ir::Graph& g, const PassOptions& opts); // reduce_mean_to_global_pool.cc
 Status fuse_horizontal_conv(ir::Graph& g, const PassOptions& opts);       // fuse_horizontal_conv.cc
 Status concat_in_place(ir::Graph& g, const PassOptions& opts);            // concat_in_place.cc
+Status fuse_pointwise(ir::Graph& g, const PassOptions& opts);            // fuse_pointwise.cc
 
 // ---- layout assignment (assign_layouts.cc): run by the builder for a backend, after the pipeline.
 enum class Layout { kAny, kNCHW, kNHWC };
