@@ -71,8 +71,8 @@ std::string float_text(float f) {
 
 std::string operand_text(const PwOperand& o) {
   switch (o.kind) {
-    case PwOperand::Kind::kInput: return "in" + std::to_string(o.index);
-    case PwOperand::Kind::kRegister: return "r" + std::to_string(o.index);
+    case PwOperand::Kind::kInput: return std::string("in").append(std::to_string(o.index));
+    case PwOperand::Kind::kRegister: return std::string("r").append(std::to_string(o.index));
     case PwOperand::Kind::kImmediate: return float_text(o.imm);
   }
   return "?";
@@ -151,10 +151,10 @@ std::string pw_program_text(const PwProgram& p) {
   std::string s;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const PwInstr& in = p.instrs[i];
-    if (i) s += "; ";
-    s += "r" + std::to_string(i) + "=" + pw_name(in.op) + "(";
-    for (int k = 0; k < pw_arity(in.op); ++k) s += (k ? "," : "") + operand_text(in.args[k]);
-    s += ")";
+    if (i) s.append("; ");
+    s.append("r").append(std::to_string(i)).append("=").append(pw_name(in.op)).append("(");
+    for (int k = 0; k < pw_arity(in.op); ++k) s.append(k ? "," : "").append(operand_text(in.args[k]));
+    s.append(")");
   }
   return s;
 }

@@ -114,9 +114,13 @@ Status fused_pointwise(KernelContext& ctx) {
     std::vector<float> regs(static_cast<size_t>(nregs) * kChunk), inbuf(static_cast<size_t>(nin) * kChunk);
     const int64_t inner = dims[r - 1], outer = total / inner;
     std::vector<int64_t> idx(r, 0), off(nin, 0);
+    const bool half = dt == DataType::kFloat16;
+    std::vector<const void*> src_base(nin);
+    for (int k = 0; k < nin; ++k) src_base[k] = ctx.in(k).raw();
     auto load = [&](int k, int64_t i) -> float {
-      return dt == DataType::kFloat16 ? fp16_to_float(ctx.in(k).data<Float16>()[i].bits) : ctx.in(k).data<float>()[i];
+      return half ? fp16_to_float(static_cast<const uint16_t*>(src_base[k])[i]) : static_cast<const float*>(src_base[k])[i];
     };
+    void* dst_base = y.raw();
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t c0 = 0; c0 < inner; c0 += kChunk) {
         const int64_t m = std::min(kChunk, inner - c0);
@@ -145,10 +149,10 @@ Status fused_pointwise(KernelContext& ctx) {
         }
         const float* res = &regs[(nregs - 1) * kChunk];
         const int64_t base = o * inner + c0;
-        if (dt == DataType::kFloat16) {
-          for (int64_t i = 0; i < m; ++i) y.data<Float16>()[base + i] = Float16{float_to_fp16(res[i])};
+        if (half) {
+          for (int64_t i = 0; i < m; ++i) static_cast<uint16_t*>(dst_base)[base + i] = float_to_fp16(res[i]);
         } else {
-          std::copy(res, res + m, y.data<float>() + base);
+          std::copy(res, res + m, static_cast<float*>(dst_base) + base);
         }
       }
       // Advance the multi-index over dims 0..r-2 and the input offsets with it.
