@@ -1,6 +1,7 @@
 // Kiln's own CUDA kernels: broadcast pointwise ops, fused pointwise programs (ir::pw_apply, the
 // formulas of the CPU reference), layout/dtype reformat (with channel padding), softmax, concat,
-// split, conv bias/residual/activation epilogue. Formulas follow the ONNX operator definitions of the corresponding ops. Storage float/__half/__nv_bfloat16, math float.
+// split, conv bias/residual/activation epilogue. Formulas follow the ONNX operator definitions of
+// the corresponding ops. Storage float/__half/__nv_bfloat16, math float.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
