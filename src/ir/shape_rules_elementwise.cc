@@ -218,6 +218,7 @@ void register_elementwise_shape_rules(ShapeRuleTable& t) {
                     OpKind::kAnd, OpKind::kOr, OpKind::kXor})
     t.add(op, compare_rule);
   for (OpKind op : {OpKind::kMax, OpKind::kMin, OpKind::kSum, OpKind::kMean}) t.add(op, variadic_rule);
+  t.add(OpKind::kFusedPointwise, variadic_rule);  // the broadcast of its inputs, input 0's dtype
   t.add(OpKind::kWhere, where_rule);
   t.add(OpKind::kPRelu, prelu_rule);
   t.add(OpKind::kCast, cast_rule);

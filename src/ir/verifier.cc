@@ -4,6 +4,8 @@
 
 #include <set>
 
+#include "ir/pointwise_program.h"
+
 namespace kiln::ir {
 namespace {
 
@@ -55,6 +57,7 @@ Arity arity(OpKind op) {
     case OpKind::kConstant: return {0, 0, 1, 1};
     case OpKind::kConv: case OpKind::kConvTranspose: case OpKind::kGemm: return {2, 3, 1, 1};
     case OpKind::kConvInteger: case OpKind::kMatMulInteger: case OpKind::kFusedConv: return {2, 4, 1, 1};
+    case OpKind::kFusedPointwise: return {1, kMaxPwInputs, 1, 1};
     case OpKind::kQLinearConv: return {8, 9, 1, 1};
     case OpKind::kQLinearMatMul: return {8, 8, 1, 1};
     case OpKind::kQuantizeLinear: case OpKind::kDequantizeLinear: return {2, 3, 1, 1};
@@ -115,6 +118,7 @@ std::vector<const char*> required_attrs(const Node& n) {
     case OpKind::kScan: return {"body", "num_scan_inputs"};
     case OpKind::kUnsqueeze: return n.opset < 13 ? std::vector<const char*>{"axes"} : std::vector<const char*>{};
     case OpKind::kGroupNormalization: return {"num_groups"};
+    case OpKind::kFusedPointwise: return {"program"};
     default: return {};
   }
 }
@@ -177,6 +181,12 @@ class Verifier {
       }
       for (const char* attr : required_attrs(n))
         if (!n.has_attr(attr)) return invalid_model(at + ": required attribute '" + attr + "' is missing");
+      if (n.op == OpKind::kFusedPointwise) {
+        auto prog = parse_pw_program(n.attr_string("program", ""));
+        if (!prog.ok()) return invalid_model(at + ": " + prog.status().message());
+        if (prog->num_inputs != nin)
+          return invalid_model(at + ": the program reads " + std::to_string(prog->num_inputs) + " inputs, the layer has " + std::to_string(nin));
+      }
       for (const auto& [k, attr] : n.attrs) {
         if (attr.kind != Attribute::Kind::kGraph) continue;
         if (!attr.g) return invalid_model(at + ": graph attribute '" + k + "' is empty");

@@ -70,6 +70,7 @@ Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n) {
     case ir::OpKind::kNeg: case ir::OpKind::kAbs: case ir::OpKind::kErf: case ir::OpKind::kClip:
     case ir::OpKind::kHardSigmoid: case ir::OpKind::kHardSwish: case ir::OpKind::kSoftplus: case ir::OpKind::kElu:
     case ir::OpKind::kGelu:
+    case ir::OpKind::kFusedPointwise:  // the optimizer's fused chains index inputs with broadcast strides too
       return Layout::kAny;
     // A channel Concat/Split (axis 1 of a 4-D tensor) copies contiguous channel runs per pixel in
     // NHWC: it follows its inputs (horizontal conv fusion's Split, Inception's Concat).
@@ -82,8 +83,6 @@ Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n) {
       return s && s->size() == 4 && axis == 1 ? Layout::kAny : Layout::kNCHW;
     }
     default:
-      // Internal pointwise programs (the optimizer's fused chains) are elementwise too.
-      if (std::string(ir::op_name(n.op)) == "FusedPointwise") return Layout::kAny;
       return Layout::kNCHW;
   }
 }

@@ -2,8 +2,11 @@
 //   act(Conv(x, W, b) + r)  ->  FusedConv(x, W, b, r){activation=act}
 //   act(Conv(x, W, b))      ->  FusedConv(x, W, b){activation=act}
 //   Conv(x, W, b) + r       ->  FusedConv(x, W, b, r)
-// The residual r must have exactly the conv output's (inferred) shape — no broadcasting — and
-// each intermediate must feed only the next layer of the pattern.
+// act: Relu, LeakyRelu, Clip (ReLU6), Sigmoid, Tanh, HardSigmoid, HardSwish, Gelu (fuse_gelu's
+// layer; erf or tanh form) and SiLU/Swish t * Sigmoid(t) = Mul(t, Sigmoid(t)), t the conv (+ r)
+// output. The residual r must have exactly the conv output's (inferred) shape — no
+// broadcasting — and each intermediate must feed only the next layer of the pattern (SiLU's t
+// feeds exactly its Sigmoid and its Mul).
 #include <algorithm>
 #include <limits>
 
@@ -27,6 +30,22 @@ bool same_known_shape(const ir::Graph& g, ir::ValueId a, ir::ValueId b) {
   return true;
 }
 
+// t * Sigmoid(t) as Sigmoid(t) and Mul(t, s) | Mul(s, t), t read by exactly those two layers
+// and not a graph output, s read only by the Mul: the Mul, or nullptr.
+ir::Node* silu_of(ir::Graph& g, const std::vector<std::vector<ir::NodeId>>& consumers, ir::ValueId t) {
+  if (consumers[t].size() != 2 || std::count(g.outputs.begin(), g.outputs.end(), t) != 0) return nullptr;
+  for (int k = 0; k < 2; ++k) {
+    ir::Node& sig = g.node(consumers[t][k]);
+    ir::Node& mul = g.node(consumers[t][1 - k]);
+    if (sig.op != ir::OpKind::kSigmoid || mul.op != ir::OpKind::kMul || sig.outputs.size() != 1 || mul.inputs.size() != 2)
+      continue;
+    const ir::ValueId s = sig.outputs[0];
+    const bool operands = (mul.inputs[0] == t && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == t);
+    if (operands && single_internal_use(g, consumers, s) && consumers[s][0] == mul.id) return &mul;
+  }
+  return nullptr;
+}
+
 // Reads an activation layer into (name, alpha, beta); false if it is not fusable.
 bool activation_of(const ir::Graph& g, const ir::Node& n, std::string* act, float* alpha, float* beta) {
   *alpha = 0;
@@ -36,6 +55,12 @@ bool activation_of(const ir::Graph& g, const ir::Node& n, std::string* act, floa
     case ir::OpKind::kSigmoid: *act = "Sigmoid"; return true;
     case ir::OpKind::kTanh: *act = "Tanh"; return true;
     case ir::OpKind::kHardSwish: *act = "HardSwish"; return true;
+    case ir::OpKind::kGelu: {
+      const std::string a = n.attr_string("approximate", "none");
+      if (a != "none" && a != "tanh") return false;
+      *act = a == "tanh" ? "GeluTanh" : "Gelu";
+      return true;
+    }
     case ir::OpKind::kLeakyRelu: *act = "LeakyRelu"; *alpha = n.attr_float("alpha", 0.01f); return true;
     case ir::OpKind::kHardSigmoid:
       *act = "HardSigmoid";
@@ -91,7 +116,11 @@ Status fuse_conv_epilogue(ir::Graph& g, const PassOptions&) {
     // Optional activation.
     std::string act;
     float alpha = 0, beta = 0;
-    if (single_internal_use(g, consumers, y)) {
+    if (ir::Node* mul = silu_of(g, consumers, y)) {
+      act = "Silu";
+      for (ir::NodeId c : consumers[y]) absorbed.push_back(&g.node(c));
+      y = mul->outputs[0];
+    } else if (single_internal_use(g, consumers, y)) {
       ir::Node& a = g.node(consumers[y][0]);
       if (activation_of(g, a, &act, &alpha, &beta)) {
         absorbed.push_back(&a);

@@ -22,6 +22,7 @@ Status concat_in_place(ir::Graph& g, const PassOptions& opts);            // con
 Status fuse_rmsnorm(ir::Graph& g, const PassOptions& opts);              // fuse_rmsnorm.cc
 Status fuse_attention(ir::Graph& g, const PassOptions& opts);            // fuse_attention.cc
 Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse_horizontal_gemm.cc
+Status fuse_pointwise(ir::Graph& g, const PassOptions& opts);            // fuse_pointwise.cc
 
 // ---- layout assignment (assign_layouts.cc): run by the builder for a backend, after the pipeline.
 enum class Layout { kAny, kNCHW, kNHWC };

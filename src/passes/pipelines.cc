@@ -43,6 +43,9 @@ const std::vector<Pass>& default_pipeline() {
       {"fuse_conv_epilogue", 2, fuse_conv_epilogue},
       // Siblings compare their epilogues, so they merge after fuse_conv_epilogue has settled them.
       {"fuse_horizontal_conv", 2, fuse_horizontal_conv},
+      // After every pattern pass (LayerNorm, GELU, MatMul+Add, conv epilogue, horizontal conv), so it
+      // takes only the elementwise layers they left: remaining chains and small DAGs become one program each.
+      {"fuse_pointwise", 2, fuse_pointwise},
       // After the rewrites: whatever they left unread goes.
       {"eliminate_dead_layers", 1, eliminate_dead_layers},
       // An analysis, not a rewrite: it needs the final producers and readers of every Concat input.

@@ -1,10 +1,13 @@
-// CPU reference kernels for the internal ops that fusion passes create. They reuse the
-// registered kernel of the op they extend (FusedConv runs the Conv kernel) and then apply the
-// fused epilogue in place, so the fused and unfused graphs compute the same values.
+// CPU reference kernels for the internal ops that fusion passes create. FusedConv reuses the
+// registered Conv kernel and applies the fused epilogue in place; FusedPointwise interprets its
+// program with the scalar formulas of ir/pointwise_opcode.h (the same ones the CUDA kernel
+// uses), so the fused and unfused graphs compute the same values.
 #include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/ops_elementwise_broadcast.h"
+#include "ir/pointwise_program.h"
 
 namespace kiln::cpu {
 
@@ -27,6 +30,12 @@ Status apply_activation(const std::string& act, float alpha, float beta, float* 
     for (int64_t i = 0; i < n; ++i) y[i] = std::max(0.f, std::min(1.f, alpha * y[i] + beta));
   } else if (act == "HardSwish") {
     for (int64_t i = 0; i < n; ++i) y[i] = y[i] * std::max(0.f, std::min(1.f, y[i] / 6.f + 0.5f));
+  } else if (act == "Silu") {  // x * Sigmoid(x), Sigmoid as the reference kernel evaluates it
+    for (int64_t i = 0; i < n; ++i) y[i] *= ir::pw_apply(ir::PwOpcode::kSigmoid, y[i], 0, 0);
+  } else if (act == "Gelu") {
+    for (int64_t i = 0; i < n; ++i) y[i] = ir::pw_apply(ir::PwOpcode::kGelu, y[i], 0, 0);
+  } else if (act == "GeluTanh") {
+    for (int64_t i = 0; i < n; ++i) y[i] = ir::pw_apply(ir::PwOpcode::kGeluTanh, y[i], 0, 0);
   } else {
     return unsupported("fused activation '" + act + "' is not supported");
   }
@@ -62,6 +71,104 @@ Status fused_conv(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// FusedPointwise: inputs of float32/float16 (one dtype), numpy-broadcast to their common shape;
+// y (that shape and dtype) = the program evaluated per element in float. Runs over the
+// innermost dim in chunks of kChunk elements: each instruction sweeps a whole chunk.
+Status fused_pointwise(KernelContext& ctx) {
+  auto prog = ir::parse_pw_program(ctx.attr_string("program", ""));
+  if (!prog.ok()) return ctx.fail(prog.status().message());
+  const int nin = ctx.num_inputs();
+  if (nin < 1 || nin > ir::kMaxPwInputs || prog->num_inputs != nin)
+    return ctx.fail("the program reads " + std::to_string(prog->num_inputs) + " inputs, the layer has " + std::to_string(nin));
+  KILN_RETURN_IF_ERROR(ctx.require_inputs(nin));
+  const DataType dt = ctx.in(0).dtype();
+  std::vector<const Shape*> shapes;
+  for (int k = 0; k < nin; ++k) {
+    if (ctx.in(k).dtype() != dt || (dt != DataType::kFloat32 && dt != DataType::kFloat16))
+      return ctx.unsupported_here("input " + std::to_string(k) + " has dtype " + dtype_name(ctx.in(k).dtype()) +
+                                  "; FusedPointwise takes float32 or float16 inputs of one dtype");
+    shapes.push_back(&ctx.in(k).shape());
+  }
+  auto out_shape = broadcast_shapes(shapes);
+  if (!out_shape.ok()) return ctx.fail(out_shape.status().message());
+  Tensor y(dt, *out_shape);
+  const int64_t total = y.numel();
+  if (total > 0) {
+    // Per-input element strides over the output dims (0 where broadcast); rank-0 output -> [1].
+    Shape dims = *out_shape;
+    if (dims.empty()) dims = {1};
+    const int r = static_cast<int>(dims.size());
+    std::vector<std::vector<int64_t>> strides(nin, std::vector<int64_t>(r, 0));
+    for (int k = 0; k < nin; ++k) {
+      const Shape& s = ctx.in(k).shape();
+      int64_t acc = 1;
+      for (int d = r - 1; d >= 0; --d) {
+        const int kd = d - (r - static_cast<int>(s.size()));
+        if (kd < 0) break;
+        if (s[kd] != 1) strides[k][d] = acc;
+        acc *= s[kd];
+      }
+    }
+    constexpr int64_t kChunk = 256;
+    const int nregs = static_cast<int>(prog->instrs.size());
+    std::vector<float> regs(static_cast<size_t>(nregs) * kChunk), inbuf(static_cast<size_t>(nin) * kChunk);
+    const int64_t inner = dims[r - 1], outer = total / inner;
+    std::vector<int64_t> idx(r, 0), off(nin, 0);
+    const bool half = dt == DataType::kFloat16;
+    std::vector<const void*> src_base(nin);
+    for (int k = 0; k < nin; ++k) src_base[k] = ctx.in(k).raw();
+    auto load = [&](int k, int64_t i) -> float {
+      return half ? fp16_to_float(static_cast<const uint16_t*>(src_base[k])[i]) : static_cast<const float*>(src_base[k])[i];
+    };
+    void* dst_base = y.raw();
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t c0 = 0; c0 < inner; c0 += kChunk) {
+        const int64_t m = std::min(kChunk, inner - c0);
+        for (int k = 0; k < nin; ++k)
+          for (int64_t i = 0; i < m; ++i) inbuf[k * kChunk + i] = load(k, off[k] + (c0 + i) * strides[k][r - 1]);
+        for (int j = 0; j < nregs; ++j) {
+          const ir::PwInstr& in = prog->instrs[j];
+          const int na = ir::pw_arity(in.op);
+          const float* src[ir::kMaxPwArgs] = {nullptr, nullptr, nullptr};
+          float imm[ir::kMaxPwArgs] = {0, 0, 0};
+          int64_t step[ir::kMaxPwArgs] = {0, 0, 0};
+          for (int a = 0; a < na; ++a) {
+            const ir::PwOperand& op = in.args[a];
+            if (op.kind == ir::PwOperand::Kind::kImmediate) {
+              imm[a] = op.imm;
+              src[a] = &imm[a];
+            } else {
+              src[a] = op.kind == ir::PwOperand::Kind::kInput ? &inbuf[op.index * kChunk] : &regs[op.index * kChunk];
+              step[a] = 1;
+            }
+          }
+          for (int a = na; a < ir::kMaxPwArgs; ++a) src[a] = &imm[a];
+          float* dst = &regs[j * kChunk];
+          for (int64_t i = 0; i < m; ++i)
+            dst[i] = ir::pw_apply(in.op, src[0][i * step[0]], src[1][i * step[1]], src[2][i * step[2]]);
+        }
+        const float* res = &regs[(nregs - 1) * kChunk];
+        const int64_t base = o * inner + c0;
+        if (half) {
+          for (int64_t i = 0; i < m; ++i) static_cast<uint16_t*>(dst_base)[base + i] = float_to_fp16(res[i]);
+        } else {
+          std::copy(res, res + m, static_cast<float*>(dst_base) + base);
+        }
+      }
+      // Advance the multi-index over dims 0..r-2 and the input offsets with it.
+      for (int d = r - 2; d >= 0; --d) {
+        ++idx[d];
+        for (int k = 0; k < nin; ++k) off[k] += strides[k][d];
+        if (idx[d] < dims[d]) break;
+        for (int k = 0; k < nin; ++k) off[k] -= strides[k][d] * dims[d];
+        idx[d] = 0;
+      }
+    }
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_transformer_kernels(KernelRegistry& r);  // ops_fused_transformer.cc
@@ -69,6 +176,7 @@ void register_transformer_kernels(KernelRegistry& r);  // ops_fused_transformer.
 void register_fused_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kFusedConv, fused_conv);
   register_transformer_kernels(r);
+  r.add(ir::OpKind::kFusedPointwise, fused_pointwise);
 }
 
 }  // namespace kiln::cpu

@@ -309,7 +309,10 @@ class ConvLayer : public Layer {
     if (a == "Tanh") return PointwiseOp::kTanh;
     if (a == "HardSigmoid") return PointwiseOp::kHardSigmoid;
     if (a == "HardSwish") return PointwiseOp::kHardSwish;
-    return PointwiseOp::kIdentity;
+    if (a == "Silu") return PointwiseOp::kSilu;
+    if (a == "Gelu") return PointwiseOp::kGeluErf;
+    if (a == "GeluTanh") return PointwiseOp::kGeluTanh;
+    return PointwiseOp::kIdentity;  // unreachable: lower_conv refuses other activations
   }
   Status update_workspace(cudnnHandle_t h) {
     if (!h) {
@@ -626,6 +629,24 @@ class PointwiseLayer : public Layer {
   float alpha_, beta_;
 };
 
+class FusedPointwiseLayer : public Layer {
+ public:
+  FusedPointwiseLayer(const PwDeviceProgram& p, StorageType t) : p_(p), t_(t) {
+    op = "FusedPointwise";
+    tactic = std::string("kiln.fused_pointwise ") + storage_name(t) + " instrs=" + std::to_string(p.num_instrs);
+  }
+  Status enqueue(ExecState& s) override {
+    PwDevicePointers ptrs;
+    for (size_t k = 0; k < ins.size() && k < static_cast<size_t>(ir::kMaxPwInputs); ++k) ptrs.in[k] = s.ptr(ins[k]);
+    KILN_CUDA_CHECK(launch_fused_pointwise(p_, ptrs, s.ptr(outs[0]), t_, s.stream));
+    return Status::Ok();
+  }
+
+ private:
+  PwDeviceProgram p_;
+  StorageType t_;
+};
+
 class ReformatLayer : public Layer {
  public:
   ReformatLayer(const Shape& s, StorageType sh, bool sn, StorageType dh, bool dn, int64_t dc)
@@ -855,6 +876,10 @@ std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc&
                                             float beta) {
   return std::make_unique<PointwiseLayer>(op, d, t, alpha, beta);
 }
+std::unique_ptr<Layer> make_fused_pointwise_layer(const PwDeviceProgram& p, StorageType t) {
+  return std::make_unique<FusedPointwiseLayer>(p, t);
+}
+
 std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, StorageType sh, bool sn, StorageType dh, bool dn,
                                            int64_t dst_c) {
   return std::make_unique<ReformatLayer>(nchw, sh, sn, dh, dn, dst_c);

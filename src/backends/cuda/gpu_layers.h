@@ -75,7 +75,7 @@ struct ConvParams {
   int64_t n, c, h, w, k, r, sk, oh, ow;  // input NCHW, K filters of r x sk, output oh x ow
   int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups;
   bool has_residual;
-  std::string activation;  // "", Relu, or another (applied by a pointwise pass after the conv)
+  std::string activation;  // "", Relu, or another FusedConv activation (a pointwise pass after the conv)
   float act_alpha, act_beta;
   int64_t c_unpadded = 0;  // > 0: c was zero-padded up from this many channels (input and weights)
 };
@@ -116,6 +116,8 @@ StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, StorageTyp
 std::unique_ptr<Layer> make_choice_layer(std::vector<std::unique_ptr<Layer>> candidates);
 
 std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc& d, StorageType t, float alpha, float beta);
+// One FusedPointwise program; ins are the program's inputs in order (physical layout of y).
+std::unique_ptr<Layer> make_fused_pointwise_layer(const PwDeviceProgram& p, StorageType t);
 // Layout/dtype change of a logical NCHW `nchw` tensor; dst_c > nchw[1] zero-pads the channels
 // (NHWC destination only; 0 = no padding).
 std::unique_ptr<Layer> make_reformat_layer(const Shape& nchw, StorageType src_t, bool src_nhwc, StorageType dst_t,

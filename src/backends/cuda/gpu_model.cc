@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <random>
 
@@ -13,6 +14,7 @@
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
 #include "core/numerics.h"
+#include "ir/pointwise_program.h"
 #include "ir/shape_inference.h"
 #include "passes/passes.h"
 #include "runtime/interpreter.h"
@@ -378,6 +380,7 @@ class Lowering {
     switch (n.op) {
       case ir::OpKind::kConv:
       case ir::OpKind::kFusedConv: return lower_conv(n, where);
+      case ir::OpKind::kFusedPointwise: return lower_fused_pointwise(n, where);
       case ir::OpKind::kMaxPool:
       case ir::OpKind::kAveragePool:
       case ir::OpKind::kGlobalAveragePool:
@@ -476,6 +479,10 @@ class Lowering {
     p.activation = n.op == ir::OpKind::kFusedConv ? n.attr_string("activation", "") : "";
     p.act_alpha = n.attr_float("act_alpha", 0);
     p.act_beta = n.attr_float("act_beta", 0);
+    static const char* const kActivations[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid",
+                                               "HardSwish", "Silu", "Gelu", "GeluTanh"};
+    if (std::find(std::begin(kActivations), std::end(kActivations), p.activation) == std::end(kActivations))
+      return unsupported(where + "fused activation '" + p.activation + "'");
     const bool nhwc = nhwc_of(n, low_);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     xa = as_layout(xa, nhwc);
@@ -651,6 +658,78 @@ class Lowering {
     const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], st_, false);
     KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st_, o_.tf32));
     add_layer(std::move(layer), n.name, ins, {out}, n.origin);
+    act_[n.outputs[0]] = out;
+    return Status::Ok();
+  }
+
+  // A pointwise layer's output is NHWC when any 4-D activation input is (and it is 4-D itself).
+  bool pointwise_nhwc(const std::vector<ir::ValueId>& inputs, const Shape& out_s) {
+    bool out_nhwc = false;
+    for (const ir::ValueId v : inputs) {
+      if (v == ir::kNoValue || g_.value(v).constant || act_.find(v) == act_.end()) continue;
+      const GVal& gv = m_->vals[act_[v]];
+      out_nhwc |= gv.nhwc && out_s.size() == 4 && gv.shape.size() == 4 && !layout_free(gv.shape);
+    }
+    return out_nhwc;
+  }
+
+  // Element strides of a dense operand of physical shape `phys` (the output's rank), 0 where it broadcasts.
+  static void broadcast_strides(const Shape& phys, int rank, int64_t* strides) {
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; --i) {
+      strides[i] = phys[i] == 1 ? 0 : stride;
+      stride *= phys[i];
+    }
+  }
+
+  // FusedPointwise: the program runs per output element; inputs follow the output's layout
+  // (NHWC when an input is), constants are uploaded in that order, like lower_pointwise.
+  Status lower_fused_pointwise(const ir::Node& n, const std::string& where) {
+    auto prog = ir::parse_pw_program(n.attr_string("program", ""));
+    if (!prog.ok()) return unsupported(where + prog.status().message());
+    if (prog->num_inputs != static_cast<int>(n.inputs.size()) || n.inputs.size() > static_cast<size_t>(ir::kMaxPwInputs))
+      return unsupported(where + "the program reads " + std::to_string(prog->num_inputs) + " inputs, the layer has " +
+                         std::to_string(n.inputs.size()));
+    const Shape& out_s = vs_.shapes[n.outputs[0]];
+    if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
+    bool out_nhwc = pointwise_nhwc(n.inputs, out_s);
+    if (laid_out_ && n.has_attr("layout")) out_nhwc = nhwc_of(n, false) && out_s.size() == 4 && !layout_free(out_s);
+    PwDeviceProgram p;
+    p.rank = static_cast<int>(out_s.size());
+    const Shape phys_out = (out_nhwc && out_s.size() == 4) ? Shape{out_s[0], out_s[2], out_s[3], out_s[1]} : out_s;
+    for (int i = 0; i < p.rank; ++i) p.out_dims[i] = phys_out[i];
+    std::vector<int> ins;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.inputs[k] == ir::kNoValue) return unsupported(where + "omitted input " + std::to_string(k));
+      Shape phys;
+      KILN_ASSIGN_OR_RETURN(int a, pointwise_operand(n.inputs[k], out_s, out_nhwc, &phys));
+      ins.push_back(a);
+      broadcast_strides(phys, p.rank, p.in_strides[k]);
+    }
+    if (p.rank == 0) {  // scalar: one element
+      p.rank = 1;
+      p.out_dims[0] = 1;
+    }
+    p.num_inputs = static_cast<int>(ins.size());
+    p.num_instrs = static_cast<int>(prog->instrs.size());
+    for (int j = 0; j < p.num_instrs; ++j) {
+      const ir::PwInstr& in = prog->instrs[j];
+      PwDeviceInstr& d = p.instrs[j];
+      d.op = static_cast<int32_t>(in.op);
+      for (int q = 0; q < ir::kMaxPwArgs; ++q) {
+        d.src[q] = kPwImmediate;
+        d.imm[q] = 0.f;
+        if (q >= ir::pw_arity(in.op)) continue;
+        const ir::PwOperand& o = in.args[q];
+        switch (o.kind) {
+          case ir::PwOperand::Kind::kInput: d.src[q] = -1 - o.index; break;
+          case ir::PwOperand::Kind::kRegister: d.src[q] = o.index; break;
+          case ir::PwOperand::Kind::kImmediate: d.imm[q] = o.imm; break;
+        }
+      }
+    }
+    const int out = new_val(g_.value(n.outputs[0]).name, out_s, st_, out_nhwc);
+    add_layer(make_fused_pointwise_layer(p, st_), n.name, ins, {out}, n.origin);
     act_[n.outputs[0]] = out;
     return Status::Ok();
   }

@@ -1,6 +1,7 @@
-// Kiln's own CUDA kernels: broadcast pointwise ops, layout/dtype reformat (with channel
-// padding), softmax, concat, split, conv bias/residual/activation epilogue. Formulas follow the ONNX
-// operator definitions of the corresponding ops. Storage float/__half/__nv_bfloat16, math float.
+// Kiln's own CUDA kernels: broadcast pointwise ops, fused pointwise programs (ir::pw_apply, the
+// formulas of the CPU reference), layout/dtype reformat (with channel padding), softmax, concat,
+// split, conv bias/residual/activation epilogue. Formulas follow the ONNX operator definitions of
+// the corresponding ops. Storage float/__half/__nv_bfloat16, math float.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -72,6 +73,34 @@ __global__ void pointwise_kernel(PointwiseOp op, StorageType st, const void* a, 
     const float va = load(a, ia, st);
     const float vb = b ? load(b, ib, st) : 0.f;
     store(y, i, apply(op, va, vb, alpha, beta), st);
+  }
+}
+
+// One thread per output element (grid-stride): broadcast offsets of every input from the output
+// index, then the program in registers (float), then one store.
+__global__ void fused_pointwise_kernel(PwDeviceProgram p, PwDevicePointers ptrs, void* y, StorageType st, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t off[ir::kMaxPwInputs] = {};
+    int64_t rem = i;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int64_t idx = rem % p.out_dims[d];
+      rem /= p.out_dims[d];
+      for (int k = 0; k < p.num_inputs; ++k) off[k] += idx * p.in_strides[k][d];
+    }
+    float x[ir::kMaxPwInputs];
+    for (int k = 0; k < p.num_inputs; ++k) x[k] = load(ptrs.in[k], off[k], st);
+    float r[ir::kMaxPwInstrs];
+    for (int j = 0; j < p.num_instrs; ++j) {
+      const PwDeviceInstr& in = p.instrs[j];
+      float a[ir::kMaxPwArgs];
+      for (int q = 0; q < ir::kMaxPwArgs; ++q) {
+        const int32_t s = in.src[q];
+        a[q] = s >= 0 ? r[s] : (s == kPwImmediate ? in.imm[q] : x[-1 - s]);
+      }
+      r[j] = ir::pw_apply(static_cast<ir::PwOpcode>(in.op), a[0], a[1], a[2]);
+    }
+    store(y, i, r[p.num_instrs - 1], st);
   }
 }
 
@@ -203,6 +232,16 @@ cudaError_t launch_pointwise(PointwiseOp op, StorageType st, const void* a, cons
   for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
   if (total == 0) return cudaSuccess;
   pointwise_kernel<<<grid_for(total, 256), 256, 0, stream>>>(op, st, a, b, y, d, total, alpha, beta);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePointers& in, void* y, StorageType t,
+                                   cudaStream_t stream) {
+  if (p.num_instrs < 1 || p.num_instrs > ir::kMaxPwInstrs || p.num_inputs > ir::kMaxPwInputs) return cudaErrorInvalidValue;
+  int64_t total = 1;
+  for (int k = 0; k < p.rank; ++k) total *= p.out_dims[k];
+  if (total == 0) return cudaSuccess;
+  fused_pointwise_kernel<<<grid_for(total, 256), 256, 0, stream>>>(p, in, y, t, total);
   return cudaGetLastError();
 }
 

@@ -1,12 +1,14 @@
-// Launchers of Kiln's own CUDA kernels (pointwise, reformat, softmax, concat, split, conv
-// epilogue). Every launcher enqueues on `stream`, never allocates and never synchronizes. Elements
-// are stored as a StorageType (float, __half or __nv_bfloat16) and computed in float. Shapes are
-// physical (as stored).
+// Launchers of Kiln's own CUDA kernels (pointwise, fused pointwise programs, reformat, softmax,
+// concat, split, conv epilogue). Every launcher enqueues on `stream`, never allocates and never
+// synchronizes. Elements are stored as a StorageType (float, __half or __nv_bfloat16) and
+// computed in float. Shapes are physical (as stored).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "ir/pointwise_opcode.h"
 
 namespace kiln::cuda {
 
@@ -37,6 +39,31 @@ enum class PointwiseOp : int {
 // the op's attributes (LeakyRelu alpha, Clip min/max, HardSigmoid alpha/beta, Elu alpha).
 cudaError_t launch_pointwise(PointwiseOp op, StorageType t, const void* a, const void* b, void* y,
                              const BroadcastDesc& d, float alpha, float beta, cudaStream_t stream);
+
+// One FusedPointwise program on the device (see ir/pointwise_program.h): per output element,
+// instruction i computes register i with ir::pw_apply from its operands, and the last register
+// is stored. Passed by value as a kernel parameter (about 1.5 KB, under the 4 KB limit).
+struct PwDeviceInstr {
+  int32_t op;                      // ir::PwOpcode
+  int32_t src[ir::kMaxPwArgs];     // >= 0: register; -1 - k: input k; kPwImmediate: imm[a]
+  float imm[ir::kMaxPwArgs];
+};
+constexpr int32_t kPwImmediate = -1000;
+struct PwDeviceProgram {
+  int rank = 0;                                    // of the physical output (1..kMaxRank)
+  int64_t out_dims[kMaxRank] = {};                 // physical (as stored) output dims
+  int num_inputs = 0;
+  int64_t in_strides[ir::kMaxPwInputs][kMaxRank] = {};  // element strides, 0 on broadcast dims
+  int num_instrs = 0;
+  PwDeviceInstr instrs[ir::kMaxPwInstrs] = {};
+};
+struct PwDevicePointers {
+  const void* in[ir::kMaxPwInputs] = {};
+};
+
+// y = program(inputs) over the dense output; every input and y share one storage type.
+cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePointers& in, void* y, StorageType t,
+                                   cudaStream_t stream);
 
 // NCHW <-> NHWC reformat with dtype conversion. The source is [n, c, h, w] (logical); the
 // destination has `dst_c` >= c channels, those from c on written as zeros (channel padding
