@@ -85,6 +85,9 @@ class GpuModel {
   const std::vector<GpuLayerInfo>& layers() const;
   // Graph layers that run as no layer at all: Concats whose inputs are all written in place.
   const std::vector<std::string>& eliminated_layers() const;
+  // Logical shapes of the graph inputs / outputs (float32, row-major), in graph order.
+  std::vector<Shape> input_shapes() const;
+  std::vector<Shape> output_shapes() const;
   size_t arena_bytes() const;            // activation arena per context
   size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
   size_t weight_bytes() const;
@@ -106,6 +109,12 @@ class GpuContext {
   // Copies inputs in, runs every layer, copies outputs out, all on `stream` (no allocation,
   // no synchronization). Host buffers must stay valid until the stream reaches this point.
   Status enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream);
+  // The same with caller-owned buffers: `inputs[i]` / `outputs[i]` are device (or pinned host)
+  // addresses of float32 row-major tensors of input_shapes()[i] / output_shapes()[i]. Enqueues
+  // the copies into / out of the arena and every layer on `stream`; never allocates, never
+  // synchronizes and never launches the context's own CUDA graph, so it may itself be captured
+  // into a CUDA graph (any capture mode).
+  Status enqueue_device(const std::vector<const void*>& inputs, const std::vector<void*>& outputs, cudaStream_t stream);
   // Runs the layers only (inputs already on the device from an earlier enqueue; no copies):
   // the GPU compute time benchmarks compare against peers that keep data on the device.
   Status replay(cudaStream_t stream);
