@@ -132,6 +132,34 @@ TEST_F(KilnCli, InspectAndBench) {
   EXPECT_EQ(b["iterations"], 5);
   EXPECT_EQ(b["throughput"]["batch"], 4);
   EXPECT_GE(b["latency_ms"]["p99"].get<double>(), b["latency_ms"]["min"].get<double>());
+  EXPECT_GE(b["plan_load_ms"].get<double>(), 0.0);
+  EXPECT_NE(out.find("Plan load time:"), std::string::npos) << out;
+}
+
+// --dump-profile works on CPU plans; --cuda-graph and --streams are CUDA-only and say so.
+TEST_F(KilnCli, ProfileOnCpuAndCudaOnlyFlags) {
+  const std::string plan = build_plan();
+  const std::string prof = dir_ + "/prof.json";
+  std::string out;
+  ASSERT_EQ(kiln("run " + plan + " --dump-profile " + prof, &out), 0) << out;
+  EXPECT_NE(out.find("Per-layer profile"), std::string::npos) << out;
+  std::ifstream f(prof);
+  auto p = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_FALSE(p.is_discarded());
+  ASSERT_EQ(p["layers"].size(), 2u);
+  double share = 0;
+  for (const auto& l : p["layers"]) {
+    EXPECT_EQ(l["tactic"], "cpu.ref");
+    EXPECT_GE(l["median_ms"].get<double>(), 0.0);
+    share += l["share"].get<double>();
+  }
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  ASSERT_EQ(kiln("bench " + plan + " --warmup 0 --iterations 2 --dump-profile " + prof, &out), 0) << out;
+  expect_error("bench " + plan + " --streams 2", 2, "--streams 2 needs a CUDA plan");
+  expect_error("bench " + plan + " --cuda-graph", 2, "--cuda-graph needs a CUDA plan");
+  expect_error("run " + plan + " --cuda-graph", 2, "--cuda-graph needs a CUDA plan");
+  ASSERT_EQ(kiln("inspect " + plan, &out), 0) << out;
+  EXPECT_NE(out.find("Load time:"), std::string::npos) << out;
 }
 
 TEST_F(KilnCli, CompareAgreesWithTheReferenceAndFlagsMismatch) {
