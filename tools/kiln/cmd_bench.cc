@@ -102,9 +102,9 @@ int cmd_bench(const BenchOptions& o) {
     const int runs = cuda ? 20 : 3;
     auto prof = collect_profile(*ctx, runs);
     if (!prof.ok()) return report_error("bench", prof.status());
-    print_profile_table(*prof);
     s = write_profile(o.dump_profile, *prof, runs);
     if (!s.ok()) return report_error("bench", s);
+    print_profile_table(*prof);
     std::printf("wrote the per-layer profile to %s\n", o.dump_profile.c_str());
   }
   if (!o.json.empty()) {

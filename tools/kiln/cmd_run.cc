@@ -81,9 +81,9 @@ int cmd_run(const RunOptions& o) {
     const int runs = cuda ? 10 : 1;
     auto prof = collect_profile(*ctx, runs);
     if (!prof.ok()) return report_error("run", prof.status());
-    print_profile_table(*prof);
     s = write_profile(o.dump_profile, *prof, runs);
     if (!s.ok()) return report_error("run", s);
+    print_profile_table(*prof);
     std::printf("wrote the per-layer profile to %s\n", o.dump_profile.c_str());
   }
   return kExitOk;
