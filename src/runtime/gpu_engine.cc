@@ -130,6 +130,8 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   e->opt_shapes = opt_shapes;
   e->opts = options(settings);
   e->opts.tune = false;
+  // One device copy of each weight per engine, whatever the number of input-shape sets.
+  e->opts.weight_cache = std::make_shared<cuda::WeightCache>();
   for (size_t i = 0; i < g.nodes.size() && i < tactics.size(); ++i)
     if (tactics[i] != "cuda.view") e->opts.preset_tactics[g.nodes[i].name] = tactics[i];
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));

@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/device.h"
+#include "backends/cuda/gpu_model.h"
 #endif
 
 namespace kiln::testing {
@@ -301,6 +302,42 @@ TEST(GpuRuntime, EnqueueDoesNotAllocateAndCanBeCaptured) {
     cudaGraphDestroy(graph);
     cudaStreamDestroy(s);
   }
+#endif
+}
+
+// Models of one engine for two batch sizes share one device copy of each weight.
+TEST(GpuRuntime, ModelsForSeveralShapesShareWeights) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  ir::Graph g = conv_gemm_net();
+  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  cuda::GpuBuildOptions o;
+  o.tune = false;
+  o.tf32 = false;
+  o.weight_cache = std::make_shared<cuda::WeightCache>();
+  auto vs2 = cuda::infer_value_shapes_by_reference(g, {{kBatch, 8, 12, 12}});
+  ASSERT_TRUE(vs2.ok()) << vs2.status().to_string();
+  auto m2 = cuda::GpuModel::create(g, *vs2, o);
+  ASSERT_TRUE(m2.ok()) << m2.status().to_string();
+  const int uploads = o.weight_cache->uploads();
+  const size_t bytes = o.weight_cache->device_bytes();
+  EXPECT_GT(uploads, 0);
+  EXPECT_EQ(bytes, (*m2)->weight_bytes());
+  auto vs4 = cuda::infer_value_shapes_by_reference(g, {{4, 8, 12, 12}});
+  ASSERT_TRUE(vs4.ok()) << vs4.status().to_string();
+  auto m4 = cuda::GpuModel::create(g, *vs4, o);
+  ASSERT_TRUE(m4.ok()) << m4.status().to_string();
+  EXPECT_EQ(o.weight_cache->uploads(), uploads) << "the batch-4 model uploaded weights again";
+  EXPECT_EQ(o.weight_cache->device_bytes(), bytes);
+  Tensor x = random_tensor({4, 8, 12, 12}, 9, -2.f, 2.f);
+  auto ctx = (*m4)->create_context();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().to_string();
+  std::vector<Tensor> out;
+  Status s = (*ctx)->run({x}, &out);
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  auto ref = interpret(g, {x});
+  ASSERT_TRUE(ref.ok());
+  EXPECT_LE(relative_diff(*ref, out), 1e-4) << "the batch-4 model on shared weights disagrees with the CPU";
 #endif
 }
 

@@ -15,6 +15,7 @@
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
 #include "core/numerics.h"
+#include "kiln/plan.h"
 #include "ir/shape_inference.h"
 #include "passes/passes.h"
 #include "runtime/interpreter.h"
@@ -335,6 +336,20 @@ class Lowering {
     return out;
   }
 
+  // A device copy of `bytes` host bytes: from the engine's weight cache, else owned by the model.
+  StatusOr<void*> device_copy(const void* host, size_t bytes, const std::string& what) {
+    if (o_.weight_cache) {
+      auto c = o_.weight_cache->get(host, bytes);
+      if (!c.ok()) return c.status().with_context(what);
+      return c;
+    }
+    void* p = nullptr;
+    KILN_RETURN_IF_ERROR(device_alloc(&p, std::max<size_t>(bytes, 16), what));
+    m_->weight_allocs.push_back(p);
+    if (bytes) KILN_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
+    return p;
+  }
+
   // Uploads host floats (already in the wanted element order) as a weight in the storage type.
   StatusOr<int> upload(const std::string& name, const std::vector<float>& data, const Shape& logical, bool nhwc) {
     const int id = new_val(name, logical, st_, nhwc);
@@ -344,15 +359,13 @@ class Lowering {
       return id;
     }
     void* p = nullptr;
-    KILN_RETURN_IF_ERROR(device_alloc(&p, std::max<size_t>(bytes, 16), "weight '" + name + "'"));
-    m_->weight_allocs.push_back(p);
     if (st_ != StorageType::kF32) {
       std::vector<uint16_t> h(data.size());
       for (size_t i = 0; i < data.size(); ++i)
         h[i] = st_ == StorageType::kF16 ? float_to_fp16(data[i]) : float_to_bf16(data[i]);
-      KILN_CUDA_CHECK(cudaMemcpy(p, h.data(), bytes, cudaMemcpyHostToDevice));
+      KILN_ASSIGN_OR_RETURN(p, device_copy(h.data(), bytes, "weight '" + name + "'"));
     } else {
-      KILN_CUDA_CHECK(cudaMemcpy(p, data.data(), bytes, cudaMemcpyHostToDevice));
+      KILN_ASSIGN_OR_RETURN(p, device_copy(data.data(), bytes, "weight '" + name + "'"));
     }
     m_->vals[id].weight = p;
     m_->weights += bytes;
@@ -1115,6 +1128,37 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp1
   Lowering l(folded, shapes, o, &scratch);
   l.dry_run();
   return l.run();
+}
+
+WeightCache::~WeightCache() {
+  for (auto& [key, p] : copies_) cudaFree(p);
+}
+
+StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
+  const std::pair<uint64_t, size_t> key{fnv1a64(static_cast<const uint8_t*>(host), bytes), bytes};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = copies_.find(key);
+  if (it != copies_.end()) return it->second;
+  void* p = nullptr;
+  KILN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+  cudaError_t e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+  if (e != cudaSuccess) {
+    cudaFree(p);
+    KILN_CUDA_CHECK(e);
+  }
+  copies_[key] = p;
+  bytes_ += bytes;
+  return p;
+}
+
+size_t WeightCache::device_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+int WeightCache::uploads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(copies_.size());
 }
 
 GpuModel::~GpuModel() = default;

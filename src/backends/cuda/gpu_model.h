@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,26 @@ class TimingCache;
 }
 
 namespace kiln::cuda {
+
+// Device copies of weights shared by the GpuModels of one engine (one model per input-shape
+// set): bytes uploaded once are reused by every later model that uploads the same bytes.
+// Keyed by size and FNV-1a 64 of the bytes. Thread-safe; frees its copies when destroyed.
+class WeightCache {
+ public:
+  WeightCache() = default;
+  WeightCache(const WeightCache&) = delete;
+  WeightCache& operator=(const WeightCache&) = delete;
+  ~WeightCache();
+  // The device copy of `bytes` bytes at `host` (uploaded now if these bytes are new).
+  StatusOr<void*> get(const void* host, size_t bytes);
+  size_t device_bytes() const;  // bytes held on the device
+  int uploads() const;          // distinct weights uploaded
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<uint64_t, size_t>, void*> copies_;
+  size_t bytes_ = 0;
+};
 
 struct GpuBuildOptions {
   bool fp16 = false;                  // FP16 activations and weights (FP32 accumulation)
@@ -45,6 +66,8 @@ struct GpuBuildOptions {
   std::function<void(int done, int total, const std::string& layer)> on_tune_progress;
 
   StorageType storage() const { return fp16 ? StorageType::kF16 : (bf16 ? StorageType::kBF16 : StorageType::kF32); }
+  // When set, weights come from (and go to) this cache instead of allocations of the model.
+  std::shared_ptr<WeightCache> weight_cache;
 };
 
 // Concrete dtype and shape of every value of a graph (indexed by ValueId), e.g. from one CPU
