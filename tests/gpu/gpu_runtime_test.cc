@@ -132,11 +132,11 @@ Tensor as_tensor(const std::vector<uint8_t>& bytes, const Shape& s) {
   return t;
 }
 
-// 4 threads x 4 contexts (each on its own stream, created by the thread that uses it) x 24
+// 4 threads x 4 contexts (each on its own stream, created by the thread that uses it) x 40
 // iterations, each enqueue on a different random input; every output must equal, bit for bit,
 // a single context's output on that input; that output must match the CPU reference.
 void concurrent_contexts_match_single_context(bool fp16) {
-  constexpr int kThreads = 4, kContexts = 4, kIters = 24, kInputs = 12;
+  constexpr int kThreads = 4, kContexts = 4, kIters = 40, kInputs = 16;
   std::shared_ptr<Engine> engine = build_engine(fp16);
   ASSERT_TRUE(engine);
   const Shape x_shape = {kBatch, 8, 12, 12};
