@@ -13,6 +13,7 @@
 #include "io/npy.h"
 #include "kiln/runtime.h"
 #include "plan/plan_test_util.h"
+#include "runtime/gpu_engine.h"
 
 namespace kiln {
 namespace {
@@ -183,6 +184,49 @@ TEST_F(KilnCli, CompareAgreesWithTheReferenceAndFlagsMismatch) {
   const std::string other_path = other.save(dir_ + "/other.onnx");
   EXPECT_EQ(kiln("compare " + plan + " " + other_path, &out), 1) << out;
   EXPECT_NE(out.find("FAIL"), std::string::npos) << out;
+}
+
+// The CUDA side of the same commands (skips without a GPU): bench with 2 streams and CUDA
+// graphs, run with --cuda-graph, --dump-profile listing the GPU layers.
+using GpuCli = KilnCli;
+
+TEST_F(GpuCli, BenchStreamsCudaGraphAndProfile) {
+  if (!gpu::available()) GTEST_SKIP() << "no CUDA device (or built without CUDA)";
+  const std::string plan = dir_ + "/gpu.plan";
+  std::string out;
+  ASSERT_EQ(kiln("build " + model_ + " -o " + plan + " --device gpu --shapes x:4x4", &out), 0) << out;
+  const std::string json = dir_ + "/bench.json", prof = dir_ + "/prof.json";
+  ASSERT_EQ(kiln("bench " + plan + " --streams 2 --cuda-graph --warmup 2 --iterations 40 --json " + json +
+                     " --dump-profile " + prof,
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("GPU compute time"), std::string::npos) << out;
+  EXPECT_NE(out.find("Host-to-host latency"), std::string::npos) << out;
+  std::ifstream f(json);
+  auto b = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_FALSE(b.is_discarded()) << out;
+  EXPECT_EQ(b["streams"], 2);
+  EXPECT_EQ(b["cuda_graph"], true);
+  EXPECT_GE(b["iterations"].get<int>(), 40);
+  EXPECT_EQ(b["outputs_identical_across_streams"], true);
+  EXPECT_GT(b["throughput"]["inferences_per_s"].get<double>(), 0.0);
+  EXPECT_GE(b["gpu_compute_ms"]["p99"].get<double>(), b["gpu_compute_ms"]["median"].get<double>());
+  EXPECT_GT(b["host_to_host_ms"]["median"].get<double>(), 0.0);
+  std::ifstream pf(prof);
+  auto p = nlohmann::json::parse(pf, nullptr, false);
+  ASSERT_FALSE(p.is_discarded());
+  ASSERT_GE(p["layers"].size(), 1u);
+  EXPECT_EQ(p["runs"], 20);
+  for (const auto& l : p["layers"]) EXPECT_NE(l["tactic"].get<std::string>(), "cpu.ref") << l.dump();
+  // run --cuda-graph: capture, replay, same bits as a plain run.
+  const std::string x = write_input(sample_x(4), "x.npy");
+  ASSERT_EQ(kiln("run " + plan + " --input x=" + x + " --cuda-graph --output-dir " + dir_ + "/g", &out), 0) << out;
+  EXPECT_NE(out.find("replay"), std::string::npos) << out;
+  ASSERT_EQ(kiln("run " + plan + " --input x=" + x + " --output-dir " + dir_ + "/p", &out), 0) << out;
+  auto a = io::read_npy(dir_ + "/g/y.npy"), c = io::read_npy(dir_ + "/p/y.npy");
+  ASSERT_TRUE(a.ok() && c.ok()) << out;
+  EXPECT_TRUE(a->bit_equal(*c)) << "--cuda-graph changed the output";
 }
 
 TEST_F(KilnCli, PlanErrorsExit2) {
