@@ -122,7 +122,7 @@ class ExecutionContext {
   // Output `name` of the last execute().
   StatusOr<Tensor> output(const std::string& name) const;
   // Per-layer timing (off by default). CPU engines add a clock read per layer; CUDA engines run
-  // the layers once more, unfused from any CUDA graph, with an event pair per layer.
+  // the layers once more after execute(), outside any CUDA graph, with an event pair per layer.
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<LayerTiming>& layer_timings() const { return timings_; }
   // CUDA engines: execute() captures the layers into a CUDA graph on its first run for the
@@ -149,6 +149,8 @@ class ExecutionContext {
   // soon as every input's shape is known; a context of an engine with static shapes is prepared
   // at creation), so enqueue may itself be captured into a CUDA graph. A context is not
   // reentrant: one enqueue in flight per context (its arena), as many contexts as streams.
+  // Errors (Status, nothing enqueued): a tensor without an address (named), an input whose
+  // dynamic shape is unset, a CPU engine; a failing CUDA call names the layer.
   Status enqueue(CudaStream stream);
 
  private:
