@@ -84,7 +84,7 @@ echo "== kiln bench: CUDA graph, 4 streams, per-layer profile (FP16, batch 1)"
 
 echo "== top-1 agreement with FP32 (no TF32) on 100 photo crops"
 $PY scripts/photo_inputs.py --photos-npz $C/calib_photos.npz -n 100 -o /tmp/photos100.npy
-$C/kiln_gpu_bench models/resnet101.onnx --agreement /tmp/photos100.npy --precision fp16,bf16,tf32 \
+$C/kiln_gpu_bench models/resnet101.onnx --agreement /tmp/photos100.npy --precision fp16,bf16 \
   --json-out "$OUT/agreement.json"
 
 echo "== benchmark: Kiln"
