@@ -911,10 +911,7 @@ class Lowering {
       add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
       return Status::Ok();
     }
-    void* dev = nullptr;
-    KILN_CUDA_CHECK(cudaMalloc(&dev, std::max<size_t>(bytes, 16)));
-    m_->weight_allocs.push_back(dev);
-    if (bytes) KILN_CUDA_CHECK(cudaMemcpy(dev, p.indices.data(), bytes, cudaMemcpyHostToDevice));
+    KILN_ASSIGN_OR_RETURN(void* dev, device_copy(p.indices.data(), bytes));
     m_->vals[idx].weight = dev;
     m_->weights += bytes;
     add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
