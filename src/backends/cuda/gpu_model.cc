@@ -1138,7 +1138,7 @@ StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
   if (it != copies_.end()) return it->second;
   void* p = nullptr;
   KILN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
-  cudaError_t e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+  cudaError_t e = bytes ? cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) : cudaSuccess;
   if (e != cudaSuccess) {
     cudaFree(p);
     KILN_CUDA_CHECK(e);
