@@ -53,8 +53,9 @@ std::string json_escape(const std::string& in) {
 
 // Sets the precision flags of `o`; false for a precision this build does not know.
 bool set_precision(const std::string& prec, cuda::GpuBuildOptions* o) {
-  if (prec != "fp32" && prec != "tf32" && prec != "fp16") return false;
+  if (prec != "fp32" && prec != "tf32" && prec != "fp16" && prec != "bf16") return false;
   o->fp16 = prec == "fp16";
+  o->bf16 = prec == "bf16";
   o->tf32 = prec == "tf32";
   return true;
 }

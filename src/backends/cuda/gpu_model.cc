@@ -911,7 +911,7 @@ class Lowering {
       add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
       return Status::Ok();
     }
-    KILN_ASSIGN_OR_RETURN(void* dev, device_copy(p.indices.data(), bytes));
+    KILN_ASSIGN_OR_RETURN(void* dev, device_copy(p.indices.data(), bytes, "gather indices of '" + n.name + "'"));
     m_->vals[idx].weight = dev;
     m_->weights += bytes;
     add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
