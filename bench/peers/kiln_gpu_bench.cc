@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> batches = {"1"}, precisions = {"fp16"};
   int iters = 200;
   bool profile = false;
-  std::string cache_path;
+  std::string cache_path, agreement_npy, json_out;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batches = split(v);
@@ -157,6 +157,8 @@ int main(int argc, char** argv) {
     else if (k == "--iters") iters = std::atoi(v.c_str());
     else if (k == "--profile") profile = v == "1";
     else if (k == "--timing-cache") cache_path = v;
+    else if (k == "--agreement") agreement_npy = v;
+    else if (k == "--json-out") json_out = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
