@@ -195,9 +195,9 @@ TEST_F(KilnCli, CompareAgreesWithTheReferenceAndFlagsMismatch) {
 
 // The CUDA side of the same commands (skips without a GPU): bench with 2 streams and CUDA
 // graphs, run with --cuda-graph, --dump-profile listing the GPU layers.
-using GpuCli = KilnCli;
+using GpuKilnCli = KilnCli;
 
-TEST_F(GpuCli, BenchStreamsCudaGraphAndProfile) {
+TEST_F(GpuKilnCli, BenchStreamsCudaGraphAndProfile) {
   if (!gpu::available()) GTEST_SKIP() << "no CUDA device (or built without CUDA)";
   const std::string plan = dir_ + "/gpu.plan";
   std::string out;
