@@ -4,16 +4,22 @@
 // tactics timed on the device. Prints one JSON object per line.
 //   kiln_gpu_bench MODEL.onnx --batch 1,8,64 --precision fp32,tf32,fp16,bf16 [--iters 200] [--profile 1]
 //                  [--timing-cache FILE]   (JSON of measured tactic times, read first, rewritten last)
+// Accuracy mode: N real-image inputs (scripts/photo_inputs.py) through the FP32 engine (no TF32,
+// the reference) and each other precision, one batch of N; reports top-1 agreement with FP32 and
+// the min / mean cosine of the logits per input, as one JSON object (also to --json-out FILE).
+//   kiln_gpu_bench MODEL.onnx --agreement photos100.npy --precision fp16,bf16 [--json-out FILE]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <random>
 #include <sstream>
 
 #include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
 #include "builder/timing_cache.h"
+#include "io/npy.h"
 #include "ir/shape_inference.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
@@ -36,19 +42,114 @@ std::string fmt_num(double v, const char* f) {
   return b;
 }
 
+std::string json_escape(const std::string& in) {
+  std::string r;
+  for (char c : in) {
+    if (c == '"' || c == '\\') r += '\\';
+    r += c == '\n' ? ' ' : c;
+  }
+  return r;
+}
+
+// Sets the precision flags of `o`; false for a precision this build does not know.
+bool set_precision(const std::string& prec, cuda::GpuBuildOptions* o) {
+  if (prec != "fp32" && prec != "tf32" && prec != "fp16" && prec != "bf16") return false;
+  o->fp16 = prec == "fp16";
+  o->bf16 = prec == "bf16";
+  o->tf32 = prec == "tf32";
+  return true;
+}
+
+// Logits of every input (rows of the first output) from a model built for one batch of all inputs.
+StatusOr<Tensor> logits(const ir::Graph& g, const Tensor& x, const std::string& prec) {
+  cuda::GpuBuildOptions o;
+  if (!set_precision(prec, &o)) return unsupported("precision '" + prec + "' is not supported by this build");
+  KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, {x.shape()}));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(g, vs, o));
+  KILN_ASSIGN_OR_RETURN(auto ctx, m->create_context());
+  std::vector<Tensor> out;
+  KILN_RETURN_IF_ERROR(ctx->run({x}, &out));
+  if (out.empty() || out[0].rank() != 2 || out[0].dim(0) != x.dim(0))
+    return invalid_argument("the first output is not [N, classes]");
+  return out[0];
+}
+
+int agreement(const ir::Graph& imported, const std::string& npy, const std::vector<std::string>& precisions,
+              const std::string& json_out) {
+  auto x = io::read_npy(npy);
+  if (!x.ok() || x->dtype() != DataType::kFloat32 || x->rank() != 4) {
+    std::fprintf(stderr, "%s: expected a float32 [N,3,H,W] .npy (%s)\n", npy.c_str(),
+                 x.ok() ? "wrong dtype or rank" : x.status().to_string().c_str());
+    return 2;
+  }
+  ir::Graph g = imported;
+  std::map<std::string, Shape> concrete = {{g.value(g.inputs[0]).name, x->shape()}};
+  if (Status s = ir::infer_shapes(g, &concrete); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
+  if (Status s = passes::run_pipeline(g, passes::PassOptions{}); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
+  g.compact();
+  auto ref = logits(g, *x, "fp32");
+  if (!ref.ok()) { std::fprintf(stderr, "fp32: %s\n", ref.status().to_string().c_str()); return 1; }
+  const int64_t n = ref->dim(0), classes = ref->dim(1);
+  std::string json = "{\"mode\": \"agreement\", \"inputs\": " + std::to_string(n) + ", \"source\": \"" + npy +
+                     "\", \"reference\": \"fp32 (no TF32)\", \"results\": [";
+  bool first = true;
+  for (const std::string& prec : precisions) {
+    if (prec == "fp32") continue;
+    std::string row = "{\"precision\": \"" + prec + "\"";
+    auto q = logits(g, *x, prec);
+    if (!q.ok()) {
+      row += ", \"error\": \"" + json_escape(q.status().message()) + "\"}";
+    } else {
+      int top1 = 0;
+      double min_cos = 1, sum_cos = 0, max_err = 0, max_ref = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        const float* a = ref->data<float>() + r * classes;
+        const float* b = q->data<float>() + r * classes;
+        top1 += std::max_element(a, a + classes) - a == std::max_element(b, b + classes) - b;
+        double dot = 0, na = 0, nb = 0;
+        for (int64_t i = 0; i < classes; ++i) {
+          dot += static_cast<double>(a[i]) * b[i];
+          na += static_cast<double>(a[i]) * a[i];
+          nb += static_cast<double>(b[i]) * b[i];
+          max_err = std::max(max_err, static_cast<double>(std::fabs(a[i] - b[i])));
+          max_ref = std::max(max_ref, static_cast<double>(std::fabs(a[i])));
+        }
+        const double cos = na > 0 && nb > 0 ? dot / std::sqrt(na * nb) : 0;
+        min_cos = std::min(min_cos, cos);
+        sum_cos += cos;
+      }
+      row += ", \"top1_agree\": " + std::to_string(top1) + ", \"top1_agreement\": " +
+             fmt_num(static_cast<double>(top1) / static_cast<double>(n), "%.4f") + ", \"min_cosine\": " +
+             fmt_num(min_cos, "%.7f") + ", \"mean_cosine\": " + fmt_num(sum_cos / static_cast<double>(n), "%.7f") +
+             ", \"max_abs_err_rel\": " + fmt_num(max_ref > 0 ? max_err / max_ref : 0, "%.3g") + "}";
+    }
+    json += (first ? "" : ", ") + row;
+    first = false;
+  }
+  json += "]}";
+  std::printf("%s\n", json.c_str());
+  if (!json_out.empty()) {
+    std::ofstream f(json_out);
+    f << json << "\n";
+    if (!f) { std::fprintf(stderr, "cannot write %s\n", json_out.c_str()); return 2; }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: kiln_gpu_bench MODEL.onnx [--batch 1,8] [--precision fp32,tf32,fp16,bf16] [--iters N] "
-                 "[--timing-cache FILE]\n");
+                 "[--timing-cache FILE]\n"
+                 "       kiln_gpu_bench MODEL.onnx --agreement INPUTS.npy --precision fp16,bf16 [--json-out FILE]\n");
     return 2;
   }
   std::vector<std::string> batches = {"1"}, precisions = {"fp16"};
   int iters = 200;
   bool profile = false;
-  std::string cache_path;
+  std::string cache_path, agreement_npy, json_out;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batches = split(v);
@@ -56,6 +157,8 @@ int main(int argc, char** argv) {
     else if (k == "--iters") iters = std::atoi(v.c_str());
     else if (k == "--profile") profile = v == "1";
     else if (k == "--timing-cache") cache_path = v;
+    else if (k == "--agreement") agreement_npy = v;
+    else if (k == "--json-out") json_out = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -87,6 +190,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", imported.status().to_string().c_str());
     return 2;
   }
+  if (!agreement_npy.empty()) return agreement(*imported, agreement_npy, precisions, json_out);
   for (const std::string& b : batches) {
     const int64_t batch = std::atoll(b.c_str());
     ir::Graph g = *imported;

@@ -1,9 +1,12 @@
 // The Runtime loads plans into Engines; an Engine makes ExecutionContexts that run it
 // (TensorRT's IRuntime / ICudaEngine / IExecutionContext). An Engine is immutable, shared and
-// thread-safe: its weights live once and every context reads them. A context holds one
-// inference's shapes, inputs and outputs; use one context per thread.
-// Tensors are kiln::Tensor (src/core/tensor.h: host memory, row-major); see
-// docs/decisions/0002-runtime-tensor.md.
+// thread-safe: its weights live once (on the device for CUDA engines) and every context reads
+// them. A context holds one inference's shapes, bindings and its own activation memory (arena);
+// use one context per thread, any number of contexts per engine.
+// Two ways to run: execute() on host kiln::Tensors (src/core/tensor.h: host memory, row-major;
+// synchronous; every engine), and enqueue() on the caller's CUDA stream with device addresses
+// bound by tensor name (asynchronous; CUDA engines), see docs/decisions/0002-runtime-tensor.md
+// and 0008-enqueue-bindings.md.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +19,12 @@
 #include "kiln/plan.h"
 #include "kiln/status.h"
 
+struct CUstream_st;  // cudaStream_t is `CUstream_st*` (cuda_runtime_api.h); no CUDA header needed here
+
 namespace kiln {
+
+// A CUDA stream: pass a cudaStream_t (nullptr is the legacy default stream).
+using CudaStream = CUstream_st*;
 
 class ExecutionContext;
 namespace gpu {
@@ -85,10 +93,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::unique_ptr<Impl> impl_;
 };
 
-// Time spent in one layer during the last execute() (profiling on).
+// Time spent in one layer during the last execute() (profiling on). CUDA engines list the layers
+// the GPU runs (reformats included) with device times from CUDA events; CPU engines the plan's
+// layers with host wall-clock times.
 struct LayerTiming {
   std::string name;
-  double ms = 0;
+  std::string op;      // "Conv", "Reformat", ...
+  std::string tactic;  // the layer's chosen implementation ("cpu.ref", "cudnn....", "cublaslt....")
+  double ms = 0;       // milliseconds
 };
 
 class ExecutionContext {
@@ -109,14 +121,46 @@ class ExecutionContext {
   Status execute();
   // Output `name` of the last execute().
   StatusOr<Tensor> output(const std::string& name) const;
-  // Per-layer timing (off by default: it adds a clock read per layer).
+  // Per-layer timing (off by default). CPU engines add a clock read per layer; CUDA engines run
+  // the layers once more after execute(), outside any CUDA graph, with an event pair per layer.
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<LayerTiming>& layer_timings() const { return timings_; }
+  // CUDA engines: execute() captures the layers into a CUDA graph on its first run for the
+  // current shapes and replays the graph afterwards (off by default; CPU engines ignore it).
+  void set_cuda_graph(bool on) { cuda_graph_ = on; }
+
+  // ---- Asynchronous execution on the caller's stream (CUDA engines; TensorRT's enqueueV3) ----
+  // Binds tensor `name` (an input or output of the engine) to `address`: device memory
+  // (cudaMalloc) or pinned host memory (cudaMallocHost / cudaHostRegister) holding a float32,
+  // row-major tensor of tensor_shape(name), i.e. 4 * numel bytes, NCHW for images. Errors: not an
+  // io tensor, a null or pageable-host address, a CPU engine. The binding stays until rebound.
+  Status set_tensor_address(const std::string& name, void* address);
+  // The address bound to `name` (nullptr when unbound or not an io tensor).
+  void* tensor_address(const std::string& name) const;
+  // The shape `name` has for the next enqueue: an input's shape from set_input_shape (or its
+  // static shape); an output's shape computed from the input shapes. Errors name an input whose
+  // dynamic shape is not set yet.
+  StatusOr<Shape> tensor_shape(const std::string& name) const;
+  // Enqueues one inference on `stream`: copies each bound input into the context's arena, runs
+  // every layer, copies each output to its bound address, all asynchronously on `stream`.
+  // Returns without waiting for the GPU; the caller synchronizes (cudaStreamSynchronize or an
+  // event) before reading outputs or rewriting inputs. Never allocates and never synchronizes
+  // once the context is prepared for the current input shapes (set_input_shape prepares it as
+  // soon as every input's shape is known; a context of an engine with static shapes is prepared
+  // at creation), so enqueue may itself be captured into a CUDA graph. A context is not
+  // reentrant: one enqueue in flight per context (its arena), as many contexts as streams.
+  // Errors (Status, nothing enqueued): a tensor without an address (named), an input whose
+  // dynamic shape is unset, a CPU engine; a failing CUDA call names the layer.
+  Status enqueue(CudaStream stream);
 
  private:
   friend class Engine;
   explicit ExecutionContext(std::shared_ptr<const Engine> engine);
   Status check_shape(const std::string& name, const Shape& shape) const;
+  // Shapes of every input for enqueue (set, or static); error names the first unknown one.
+  StatusOr<std::vector<Shape>> bound_shapes() const;
+  // CUDA engines: prepares the device context once every input shape is known.
+  Status prepare_device();
 
   std::shared_ptr<const Engine> engine_;
   int profile_ = 0;
@@ -125,7 +169,9 @@ class ExecutionContext {
   std::vector<Tensor> inputs_;       // per engine input
   std::vector<Tensor> outputs_;      // per engine output
   bool profiling_ = false;
+  bool cuda_graph_ = false;
   std::vector<LayerTiming> timings_;
+  std::vector<void*> addresses_;     // per io tensor (engine io order): enqueue bindings
   std::shared_ptr<gpu::ContextState> gpu_;  // CUDA engines: the device context for the current shapes
 };
 

@@ -1,6 +1,7 @@
 // ExecutionContext: one inference's shapes, inputs and outputs for a shared Engine. Inputs
 // are checked (dtype, rank, every dim against the selected optimization profile) before the
-// CPU engine runs the layer graph on the reference interpreter.
+// CPU engine runs the layer graph on the reference interpreter, or the CUDA engine runs its
+// device context (execute: host tensors, synchronous; enqueue: bound addresses, asynchronous).
 #include <algorithm>
 
 #include "runtime/engine_impl.h"
@@ -28,6 +29,10 @@ ExecutionContext::ExecutionContext(std::shared_ptr<const Engine> engine) : engin
   shapes_.assign(n, Shape{});
   shape_set_.assign(n, false);
   inputs_.assign(n, Tensor{});
+  addresses_.assign(engine_->io_tensors().size(), nullptr);
+  // Static shapes: prepare the device context now, so the first enqueue does not allocate. An
+  // error here (out of memory) is reported again by the first execute/enqueue.
+  if (engine_->impl_->gpu) (void)prepare_device();
 }
 
 ExecutionContext::~ExecutionContext() = default;
@@ -69,7 +74,105 @@ Status ExecutionContext::set_input_shape(const std::string& name, const Shape& s
   shapes_[i] = shape;
   shape_set_[i] = true;
   if (inputs_[i].defined() && inputs_[i].shape() != shape) inputs_[i] = Tensor{};
+  if (engine_->impl_->gpu) return prepare_device();
   return Status::Ok();
+}
+
+StatusOr<std::vector<Shape>> ExecutionContext::bound_shapes() const {
+  const ir::Graph& g = engine_->graph();
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const std::string& name = g.value(g.inputs[i]).name;
+    if (shape_set_[i]) {
+      shapes.push_back(shapes_[i]);
+      continue;
+    }
+    const ShapeRange* r = engine_->profiles()[profile_].find(name);
+    KILN_CHECK(r != nullptr);
+    if (r->min != r->max)
+      return invalid_argument("input '" + name + "' has a dynamic shape (profile " + std::to_string(profile_) + " range " +
+                              shape_str(r->min) + ".." + shape_str(r->max) + "): call set_input_shape first");
+    shapes.push_back(r->min);
+  }
+  return shapes;
+}
+
+Status ExecutionContext::prepare_device() {
+  auto shapes = bound_shapes();
+  if (!shapes.ok()) return Status::Ok();  // not every shape known yet: prepared later
+  return gpu::prepare(*engine_->impl_->gpu, gpu_, *shapes);
+}
+
+Status ExecutionContext::set_tensor_address(const std::string& name, void* address) {
+  const auto& io = engine_->io_tensors();
+  size_t i = 0;
+  while (i < io.size() && io[i].desc.name != name) ++i;
+  if (i == io.size()) {
+    std::string names;
+    for (const IOTensor& t : io) names += (names.empty() ? "'" : ", '") + t.desc.name + "'";
+    return not_found("'" + name + "' is not an input or output of the engine (io tensors: " + names + ")");
+  }
+  if (!engine_->impl_->gpu)
+    return unsupported("tensor '" + name + "': set_tensor_address/enqueue need a CUDA engine, this plan targets " +
+                       engine_->header().target.to_string() + " (use set_input/execute)");
+  if (!address) return invalid_argument("tensor '" + name + "': the address is null");
+  Status s = gpu::check_address(address);
+  if (!s.ok()) return s.with_context("tensor '" + name + "'");
+  addresses_[i] = address;
+  return Status::Ok();
+}
+
+void* ExecutionContext::tensor_address(const std::string& name) const {
+  const auto& io = engine_->io_tensors();
+  for (size_t i = 0; i < io.size(); ++i)
+    if (io[i].desc.name == name) return addresses_[i];
+  return nullptr;
+}
+
+StatusOr<Shape> ExecutionContext::tensor_shape(const std::string& name) const {
+  const ir::Graph& g = engine_->graph();
+  const int i = input_index(g, name);
+  KILN_ASSIGN_OR_RETURN(std::vector<Shape> shapes, bound_shapes());
+  if (i >= 0) return shapes[i];
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    if (g.value(g.outputs[k]).name != name) continue;
+    if (engine_->impl_->gpu) {
+      if (!gpu_ || gpu::prepared_shapes(*gpu_) != shapes)
+        return invalid_argument("output '" + name + "': the device context is not prepared for the input shapes " +
+                                "(set_input_shape failed, or the engine could not be lowered for them)");
+      return gpu::output_shapes(*gpu_).at(k);
+    }
+    // CPU engines: the static shape when shape inference fixed it.
+    const ir::Value& v = g.value(g.outputs[k]);
+    Shape s;
+    if (v.shape)
+      for (const ir::Dim& d : *v.shape) {
+        if (!d.is_known()) return unsupported("output '" + name + "': its shape depends on the data (run execute)");
+        s.push_back(d.value);
+      }
+    else
+      return unsupported("output '" + name + "': its shape depends on the data (run execute)");
+    return s;
+  }
+  return not_found("'" + name + "' is not an input or output of the engine");
+}
+
+Status ExecutionContext::enqueue(CudaStream stream) {
+  if (!engine_->impl_->gpu)
+    return unsupported("enqueue needs a CUDA engine, this plan targets " + engine_->header().target.to_string() +
+                       " (use set_input/execute)");
+  KILN_ASSIGN_OR_RETURN(std::vector<Shape> shapes, bound_shapes());
+  const auto& io = engine_->io_tensors();
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (size_t i = 0; i < io.size(); ++i) {
+    if (!addresses_[i])
+      return invalid_argument(std::string(io[i].is_input ? "input" : "output") + " '" + io[i].desc.name +
+                              "' has no address (call set_tensor_address before enqueue)");
+    if (io[i].is_input) in.push_back(addresses_[i]);
+    else out.push_back(addresses_[i]);
+  }
+  return gpu::enqueue(*engine_->impl_->gpu, gpu_, shapes, in, out, stream);
 }
 
 Status ExecutionContext::set_input(const std::string& name, Tensor tensor) {
@@ -97,10 +200,7 @@ Status ExecutionContext::execute() {
   outputs_.clear();
   timings_.clear();
   if (engine_->impl_->gpu) {
-    std::vector<std::pair<std::string, double>> layer_ms;
-    KILN_RETURN_IF_ERROR(gpu::execute(*engine_->impl_->gpu, gpu_, inputs_, &outputs_, profiling_ ? &layer_ms : nullptr));
-    for (auto& [name, ms] : layer_ms) timings_.push_back(LayerTiming{name, ms});
-    return Status::Ok();
+    return gpu::execute(*engine_->impl_->gpu, gpu_, inputs_, &outputs_, cuda_graph_, profiling_ ? &timings_ : nullptr);
   }
   InterpreterOptions opts;
   if (profiling_) {
@@ -108,7 +208,7 @@ Status ExecutionContext::execute() {
     const ir::Node* first = g.nodes.empty() ? nullptr : &g.nodes.front();
     const ir::Node* last = g.nodes.empty() ? nullptr : &g.nodes.back();
     opts.on_node = [this, first, last](const ir::Node& n, const std::vector<Tensor>&, double ms) {
-      if (first && &n >= first && &n <= last) timings_.push_back(LayerTiming{n.name, ms});
+      if (first && &n >= first && &n <= last) timings_.push_back(LayerTiming{n.name, ir::op_name(n.op), "cpu.ref", ms});
     };
   }
   auto out = interpret(g, inputs_, nullptr, opts);

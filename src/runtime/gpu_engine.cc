@@ -6,6 +6,7 @@
 #include <mutex>
 
 #ifdef KILN_HAVE_CUDA
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
 #include "builder/timing_cache.h"
@@ -129,6 +130,8 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   e->opt_shapes = opt_shapes;
   e->opts = options(settings);
   e->opts.tune = false;
+  // One device copy of each weight per engine, whatever the number of input-shape sets.
+  e->opts.weight_cache = std::make_shared<cuda::WeightCache>();
   for (size_t i = 0; i < g.nodes.size() && i < tactics.size(); ++i)
     if (tactics[i] != "cuda.view") e->opts.preset_tactics[g.nodes[i].name] = tactics[i];
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
@@ -137,35 +140,61 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   return e;
 }
 
+Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes) {
+  if (ctx && ctx->shapes == shapes) return Status::Ok();
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, e.model_for(shapes));
+  auto c = std::make_shared<ContextState>();
+  c->shapes = shapes;
+  c->model = m;
+  KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
+  ctx = c;
+  return Status::Ok();
+}
+
+std::vector<Shape> prepared_shapes(const ContextState& ctx) { return ctx.shapes; }
+std::vector<Shape> output_shapes(const ContextState& ctx) { return ctx.model->output_shapes(); }
+
 Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,
-               std::vector<Tensor>* outputs, std::vector<std::pair<std::string, double>>* layer_ms) {
+               std::vector<Tensor>* outputs, bool cuda_graph, std::vector<LayerTiming>* timings) {
   std::vector<Shape> shapes;
   for (const Tensor& t : inputs) {
     if (t.dtype() != DataType::kFloat32)
       return unsupported(std::string("CUDA engines take float32 inputs in this version, got ") + dtype_name(t.dtype()));
     shapes.push_back(t.shape());
   }
-  if (!ctx || ctx->shapes != shapes) {
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, e.model_for(shapes));
-    auto c = std::make_shared<ContextState>();
-    c->shapes = shapes;
-    c->model = m;
-    KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
-    // Layers are replayed as one CUDA graph: launch overhead dominates small batches.
-    c->ctx->use_cuda_graph(true);
-    ctx = c;
-  }
+  KILN_RETURN_IF_ERROR(prepare(e, ctx, shapes));
+  ctx->ctx->use_cuda_graph(cuda_graph);
   KILN_RETURN_IF_ERROR(ctx->ctx->run(inputs, outputs));
-  if (layer_ms) {
+  if (timings) {
     cudaStream_t s;
-    if (cudaStreamCreate(&s) != cudaSuccess) return internal_error("cudaStreamCreate failed");
+    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     auto ms = ctx->ctx->profile_layers(inputs, s);
     cudaStreamDestroy(s);
     if (!ms.ok()) return ms.status();
-    layer_ms->clear();
+    timings->clear();
     const auto& layers = ctx->model->layers();
-    for (size_t i = 0; i < layers.size(); ++i) layer_ms->emplace_back(layers[i].name, (*ms)[i]);
+    for (size_t i = 0; i < layers.size(); ++i)
+      timings->push_back(LayerTiming{layers[i].name, layers[i].op, layers[i].tactic, (*ms)[i]});
   }
+  return Status::Ok();
+}
+
+Status enqueue(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes,
+               const std::vector<const void*>& inputs, const std::vector<void*>& outputs, CudaStream stream) {
+  KILN_RETURN_IF_ERROR(prepare(e, ctx, shapes));
+  return ctx->ctx->enqueue_device(inputs, outputs, stream);
+}
+
+Status check_address(const void* p) {
+  cudaPointerAttributes a{};
+  cudaError_t err = cudaPointerGetAttributes(&a, p);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // reset this thread's last-error state
+    return invalid_argument(std::string("cannot query the address: ") + cudaGetErrorString(err));
+  }
+  if (a.type == cudaMemoryTypeUnregistered)
+    return invalid_argument("the address is pageable host memory; enqueue needs device memory (cudaMalloc) or pinned "
+                            "host memory (cudaMallocHost / cudaHostRegister)");
   return Status::Ok();
 }
 
@@ -200,10 +229,20 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph&, const std
                                                      const std::vector<std::string>&, const GpuSettings&) {
   return unsupported("this Kiln build has no CUDA backend");
 }
-Status execute(const EngineState&, std::shared_ptr<ContextState>&, const std::vector<Tensor>&, std::vector<Tensor>*,
-               std::vector<std::pair<std::string, double>>*) {
+Status prepare(const EngineState&, std::shared_ptr<ContextState>&, const std::vector<Shape>&) {
   return unsupported("this Kiln build has no CUDA backend");
 }
+std::vector<Shape> prepared_shapes(const ContextState&) { return {}; }
+std::vector<Shape> output_shapes(const ContextState&) { return {}; }
+Status execute(const EngineState&, std::shared_ptr<ContextState>&, const std::vector<Tensor>&, std::vector<Tensor>*, bool,
+               std::vector<LayerTiming>*) {
+  return unsupported("this Kiln build has no CUDA backend");
+}
+Status enqueue(const EngineState&, std::shared_ptr<ContextState>&, const std::vector<Shape>&,
+               const std::vector<const void*>&, const std::vector<void*>&, CudaStream) {
+  return unsupported("this Kiln build has no CUDA backend");
+}
+Status check_address(const void*) { return unsupported("this Kiln build has no CUDA backend"); }
 std::vector<DeviceLayerInfo> describe_layers(const EngineState&) { return {}; }
 DeviceMemoryInfo memory(const EngineState&) { return {}; }
 

@@ -44,10 +44,24 @@ struct ContextState; // one GpuContext for the current shapes
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
                                                      const std::vector<std::string>& tactics, const GpuSettings& settings);
-// Runs float32 inputs through the model for their shapes; `ctx` holds the context between calls.
-// With `layer_ms`, also fills per-layer device times (layer name, ms).
+// Makes `ctx` the device context (activation arena, workspace, library handles) for `shapes`
+// (one per graph input), reusing it when the shapes are unchanged. Allocates; shapes other than
+// the profile's opt are lowered on first use (a CPU reference run for shape discovery).
+Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes);
+// Input shapes a context was prepared for, and its output shapes (float32, graph order).
+std::vector<Shape> prepared_shapes(const ContextState& ctx);
+std::vector<Shape> output_shapes(const ContextState& ctx);
+// Runs float32 host inputs through the model for their shapes (synchronous); with `cuda_graph`
+// the layers are captured into a CUDA graph once per context and replayed. With `timings`, also
+// fills per-layer device times of one extra run (every engine layer, reformats included).
 Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,
-               std::vector<Tensor>* outputs, std::vector<std::pair<std::string, double>>* layer_ms);
+               std::vector<Tensor>* outputs, bool cuda_graph, std::vector<LayerTiming>* timings);
+// ExecutionContext::enqueue: `ctx` must be prepared for the inputs' shapes (else prepares it,
+// allocating). Addresses as in cuda::GpuContext::enqueue_device; `stream` is a cudaStream_t.
+Status enqueue(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes,
+               const std::vector<const void*>& inputs, const std::vector<void*>& outputs, CudaStream stream);
+// OK when `p` is device, managed or pinned host memory (what an async copy can read or write).
+Status check_address(const void* p);
 // Engine layers of the opt-shape model as the GPU runs them (reformats included), for `kiln inspect`.
 std::vector<DeviceLayerInfo> describe_layers(const EngineState& e);
 // Device memory of the opt-shape model (arena vs the sum of all activations, weights, workspace).

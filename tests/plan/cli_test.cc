@@ -13,6 +13,7 @@
 #include "io/npy.h"
 #include "kiln/runtime.h"
 #include "plan/plan_test_util.h"
+#include "runtime/gpu_engine.h"
 
 namespace kiln {
 namespace {
@@ -30,7 +31,7 @@ class KilnCli : public ::testing::Test {
   // Runs `kiln <args>`; returns the exit code, stdout+stderr in *out.
   int kiln(const std::string& args, std::string* out = nullptr) {
     const std::string log = dir_ + "/log.txt";
-    const std::string cmd = std::string(KILN_BINARY_DIR) + "/kiln " + args + " > " + log + " 2>&1";
+    const std::string cmd = kiln_binary() + " " + args + " > " + log + " 2>&1";
     const int rc = std::system(cmd.c_str());
     std::ifstream f(log);
     std::stringstream ss;
@@ -38,6 +39,13 @@ class KilnCli : public ::testing::Test {
     last_ = ss.str();
     if (out) *out = last_;
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+  // The kiln beside this test binary (the GPU machine carries both in one folder), else the build's.
+  static std::string kiln_binary() {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec && std::filesystem::exists(self.parent_path() / "kiln")) return (self.parent_path() / "kiln").string();
+    return std::string(KILN_BINARY_DIR) + "/kiln";
   }
   std::string build_plan() {
     const std::string plan = dir_ + "/add_relu.plan";
@@ -135,6 +143,34 @@ TEST_F(KilnCli, InspectAndBench) {
   EXPECT_EQ(b["iterations"], 5);
   EXPECT_EQ(b["throughput"]["batch"], 4);
   EXPECT_GE(b["latency_ms"]["p99"].get<double>(), b["latency_ms"]["min"].get<double>());
+  EXPECT_GE(b["plan_load_ms"].get<double>(), 0.0);
+  EXPECT_NE(out.find("Plan load time:"), std::string::npos) << out;
+}
+
+// --dump-profile works on CPU plans; --cuda-graph and --streams are CUDA-only and say so.
+TEST_F(KilnCli, ProfileOnCpuAndCudaOnlyFlags) {
+  const std::string plan = build_plan();
+  const std::string prof = dir_ + "/prof.json";
+  std::string out;
+  ASSERT_EQ(kiln("run " + plan + " --dump-profile " + prof, &out), 0) << out;
+  EXPECT_NE(out.find("Per-layer profile"), std::string::npos) << out;
+  std::ifstream f(prof);
+  auto p = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_FALSE(p.is_discarded());
+  ASSERT_EQ(p["layers"].size(), 2u);
+  double share = 0;
+  for (const auto& l : p["layers"]) {
+    EXPECT_EQ(l["tactic"], "cpu.ref");
+    EXPECT_GE(l["median_ms"].get<double>(), 0.0);
+    share += l["share"].get<double>();
+  }
+  EXPECT_NEAR(share, 1.0, 1e-9);
+  ASSERT_EQ(kiln("bench " + plan + " --warmup 0 --iterations 2 --dump-profile " + prof, &out), 0) << out;
+  expect_error("bench " + plan + " --streams 2", 2, "--streams 2 needs a CUDA plan");
+  expect_error("bench " + plan + " --cuda-graph", 2, "--cuda-graph needs a CUDA plan");
+  expect_error("run " + plan + " --cuda-graph", 2, "--cuda-graph needs a CUDA plan");
+  ASSERT_EQ(kiln("inspect " + plan, &out), 0) << out;
+  EXPECT_NE(out.find("Load time:"), std::string::npos) << out;
 }
 
 TEST_F(KilnCli, CompareAgreesWithTheReferenceAndFlagsMismatch) {
@@ -158,6 +194,49 @@ TEST_F(KilnCli, CompareAgreesWithTheReferenceAndFlagsMismatch) {
   const std::string other_path = other.save(dir_ + "/other.onnx");
   EXPECT_EQ(kiln("compare " + plan + " " + other_path, &out), 1) << out;
   EXPECT_NE(out.find("FAIL"), std::string::npos) << out;
+}
+
+// The CUDA side of the same commands (skips without a GPU): bench with 2 streams and CUDA
+// graphs, run with --cuda-graph, --dump-profile listing the GPU layers.
+using GpuKilnCli = KilnCli;
+
+TEST_F(GpuKilnCli, BenchStreamsCudaGraphAndProfile) {
+  if (!gpu::available()) GTEST_SKIP() << "no CUDA device (or built without CUDA)";
+  const std::string plan = dir_ + "/gpu.plan";
+  std::string out;
+  ASSERT_EQ(kiln("build " + model_ + " -o " + plan + " --device gpu --shapes x:4x4", &out), 0) << out;
+  const std::string json = dir_ + "/bench.json", prof = dir_ + "/prof.json";
+  ASSERT_EQ(kiln("bench " + plan + " --streams 2 --cuda-graph --warmup 2 --iterations 40 --json " + json +
+                     " --dump-profile " + prof,
+                 &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("GPU compute time"), std::string::npos) << out;
+  EXPECT_NE(out.find("Host-to-host latency"), std::string::npos) << out;
+  std::ifstream f(json);
+  auto b = nlohmann::json::parse(f, nullptr, false);
+  ASSERT_FALSE(b.is_discarded()) << out;
+  EXPECT_EQ(b["streams"], 2);
+  EXPECT_EQ(b["cuda_graph"], true);
+  EXPECT_GE(b["iterations"].get<int>(), 40);
+  EXPECT_EQ(b["outputs_identical_across_streams"], true);
+  EXPECT_GT(b["throughput"]["inferences_per_s"].get<double>(), 0.0);
+  EXPECT_GE(b["gpu_compute_ms"]["p99"].get<double>(), b["gpu_compute_ms"]["median"].get<double>());
+  EXPECT_GT(b["host_to_host_ms"]["median"].get<double>(), 0.0);
+  std::ifstream pf(prof);
+  auto p = nlohmann::json::parse(pf, nullptr, false);
+  ASSERT_FALSE(p.is_discarded());
+  ASSERT_GE(p["layers"].size(), 1u);
+  EXPECT_EQ(p["runs"], 20);
+  for (const auto& l : p["layers"]) EXPECT_NE(l["tactic"].get<std::string>(), "cpu.ref") << l.dump();
+  // run --cuda-graph: capture, replay, same bits as a plain run.
+  const std::string x = write_input(sample_x(4), "x.npy");
+  ASSERT_EQ(kiln("run " + plan + " --input x=" + x + " --cuda-graph --output-dir " + dir_ + "/g", &out), 0) << out;
+  EXPECT_NE(out.find("replay"), std::string::npos) << out;
+  ASSERT_EQ(kiln("run " + plan + " --input x=" + x + " --output-dir " + dir_ + "/p", &out), 0) << out;
+  auto a = io::read_npy(dir_ + "/g/y.npy"), c = io::read_npy(dir_ + "/p/y.npy");
+  ASSERT_TRUE(a.ok() && c.ok()) << out;
+  EXPECT_TRUE(a->bit_equal(*c)) << "--cuda-graph changed the output";
 }
 
 TEST_F(KilnCli, PlanErrorsExit2) {

@@ -131,6 +131,30 @@ TEST(Runtime, PerLayerTiming) {
   ASSERT_EQ(ctx->layer_timings().size(), engine->layers().size());
   EXPECT_EQ(ctx->layer_timings()[0].name, engine->layers()[0].name);
   for (const auto& t : ctx->layer_timings()) EXPECT_GE(t.ms, 0.0);
+  EXPECT_EQ(ctx->layer_timings()[0].op, engine->layers()[0].op);
+  EXPECT_EQ(ctx->layer_timings()[0].tactic, "cpu.ref");
+}
+
+// enqueue / set_tensor_address are for CUDA engines: a CPU engine says so, naming the way out.
+TEST(Runtime, EnqueueNeedsCudaEngine) {
+  auto engine = load_add_relu();
+  ASSERT_TRUE(engine);
+  auto ctx = engine->create_execution_context();
+  float buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  Status s = ctx->set_tensor_address("x", buf);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("need a CUDA engine"), std::string::npos) << s.to_string();
+  EXPECT_EQ(ctx->set_tensor_address("nope", buf).code(), StatusCode::kNotFound);
+  s = ctx->enqueue(nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("use set_input/execute"), std::string::npos) << s.to_string();
+  EXPECT_EQ(ctx->tensor_address("x"), nullptr);
+  // Dynamic input: its shape must be set before tensor_shape answers.
+  EXPECT_EQ(ctx->tensor_shape("x").status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(ctx->set_input_shape("x", {3, 4}).ok());
+  auto shape = ctx->tensor_shape("x");
+  ASSERT_TRUE(shape.ok()) << shape.status().to_string();
+  EXPECT_EQ(*shape, (Shape{3, 4}));
 }
 
 TEST(Runtime, StaticModelNeedsNoProfile) {

@@ -5,6 +5,7 @@
 
 #include "tools/kiln/metrics.h"
 #include "tools/kiln/options.h"
+#include "tools/kiln/profile.h"
 
 namespace kiln::cli {
 namespace {
@@ -127,6 +128,54 @@ TEST(CliOptions, OtherCommands) {
   app2.parse("p.plan --iterations 0", false);
   EXPECT_FALSE(b.validate().ok());
   EXPECT_EQ(b.warmup, 10);
+}
+
+TEST(CliOptions, RunAndBenchProfilingAndStreams) {
+  CLI::App app;
+  BenchOptions b;
+  b.add_to(&app);
+  app.parse("p.plan --streams 4 --cuda-graph --dump-profile prof.json", false);
+  EXPECT_EQ(b.streams, 4);
+  EXPECT_TRUE(b.cuda_graph);
+  EXPECT_EQ(b.dump_profile, "prof.json");
+  EXPECT_TRUE(b.validate().ok());
+  b.streams = 0;
+  EXPECT_NE(b.validate().message().find("--streams 0"), std::string::npos);
+  CLI::App app2;
+  RunOptions r;
+  r.add_to(&app2);
+  app2.parse("p.plan --cuda-graph --dump-profile x.json", false);
+  EXPECT_TRUE(r.cuda_graph);
+  EXPECT_EQ(r.dump_profile, "x.json");
+  EXPECT_TRUE(check_cuda_only_flags(true, true, 8).ok());
+  EXPECT_TRUE(check_cuda_only_flags(false, false, 1).ok());
+  EXPECT_NE(check_cuda_only_flags(false, true, 1).message().find("--cuda-graph needs a CUDA plan"), std::string::npos);
+  EXPECT_NE(check_cuda_only_flags(false, false, 2).message().find("--streams 2 needs a CUDA plan"), std::string::npos);
+}
+
+TEST(CliProfile, MedianAndShareByLayer) {
+  std::vector<std::vector<LayerTiming>> runs = {
+      {{"a", "Conv", "t1", 1.0}, {"b", "Relu", "t2", 3.0}},
+      {{"a", "Conv", "t1", 3.0}, {"b", "Relu", "t2", 1.0}},
+      {{"a", "Conv", "t1", 2.0}, {"b", "Relu", "t2", 6.0}},
+  };
+  auto p = reduce_profile(runs);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].name, "a");
+  EXPECT_EQ((*p)[0].op, "Conv");
+  EXPECT_EQ((*p)[1].tactic, "t2");
+  EXPECT_DOUBLE_EQ((*p)[0].median_ms, 2.0);
+  EXPECT_DOUBLE_EQ((*p)[1].median_ms, 3.0);
+  EXPECT_DOUBLE_EQ((*p)[0].share, 0.4);
+  EXPECT_DOUBLE_EQ((*p)[1].share, 0.6);
+  runs.push_back({{"a", "Conv", "t1", 4.0}, {"b", "Relu", "t2", 0.5}});  // even count: mean of the middle two
+  p = reduce_profile(runs);
+  ASSERT_TRUE(p.ok());
+  EXPECT_DOUBLE_EQ((*p)[0].median_ms, 2.5);
+  runs.back().pop_back();
+  EXPECT_FALSE(reduce_profile(runs).ok());
+  EXPECT_FALSE(reduce_profile({}).ok());
 }
 
 TEST(CliOptions, SanitizesOutputNames) {

@@ -1,23 +1,62 @@
-// `kiln bench PLAN`: trtexec-style performance summary. Warm-up runs, then at least
-// --iterations timed runs (and at least --duration seconds); latency percentiles use the
-// nearest-rank method; throughput = 1000 / mean latency (one context, one stream).
-#include <algorithm>
+// `kiln bench PLAN`: trtexec-style performance summary, preceded by the plan load time
+// (deserialize + weight upload + device context). CPU plans: warm-up runs, then at least
+// --iterations timed execute() calls (and at least --duration seconds); latency percentiles use
+// the nearest-rank method; throughput = 1000 / mean latency (one context). CUDA plans: see
+// bench_cuda.cc (--streams N contexts on N streams, data on the device, --cuda-graph).
+// --dump-profile FILE (both): per-layer medians as JSON plus a table.
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "tools/kiln/bench_cuda.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/profile.h"
 #include "tools/kiln/tensors.h"
 
 namespace kiln::cli {
 namespace {
 
-double percentile(const std::vector<double>& sorted, double p) {
-  const size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+// The CPU engine's benchmark: one context, execute() on host tensors.
+int bench_cpu(const BenchOptions& o, ExecutionContext& ctx, const std::vector<std::pair<std::string, Tensor>>& inputs,
+              nlohmann::json* j) {
+  for (int i = 0; i < o.warmup; ++i) {
+    Status s = ctx.execute();
+    if (!s.ok()) return report_error("bench", s);
+  }
+  std::vector<double> ms;
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status s = ctx.execute();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!s.ok()) return report_error("bench", s);
+    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    const double elapsed = std::chrono::duration<double>(t1 - start).count();
+    if (static_cast<int>(ms.size()) >= o.iterations && elapsed >= o.duration_s) break;
+  }
+  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const nlohmann::json lat = latency_stats(ms);
+  const double mean = lat["mean"].get<double>();
+  int64_t batch = 1;
+  if (!inputs.empty() && inputs.front().second.rank() >= 1) batch = inputs.front().second.dim(0);
+  const double ips = mean > 0 ? 1000.0 / mean : 0;
+  (*j)["iterations"] = ms.size();
+  (*j)["total_s"] = total_s;
+  (*j)["latency_ms"] = lat;
+  (*j)["throughput"] = {{"inferences_per_s", ips}, {"items_per_s", ips * static_cast<double>(batch)}, {"batch", batch}};
+
+  std::printf("=== Performance summary (%zu iterations, %.2f s, target %s) ===\n", ms.size(), total_s,
+              (*j)["target"].get<std::string>().c_str());
+  for (const auto& [name, t] : inputs) std::printf("input %s %s %s\n", name.c_str(), dtype_name(t.dtype()), shape_str(t.shape()).c_str());
+  std::printf("Latency: min = %.4f ms, max = %.4f ms, mean = %.4f ms, median = %.4f ms\n", lat["min"].get<double>(),
+              lat["max"].get<double>(), mean, lat["median"].get<double>());
+  std::printf("         percentile(90%%) = %.4f ms, percentile(95%%) = %.4f ms, percentile(99%%) = %.4f ms\n",
+              lat["p90"].get<double>(), lat["p95"].get<double>(), lat["p99"].get<double>());
+  std::printf("Throughput: %.2f inferences/s, %.2f items/s (batch %lld)\n", ips, ips * static_cast<double>(batch),
+              static_cast<long long>(batch));
+  return kExitOk;
 }
 
 }  // namespace
@@ -27,62 +66,47 @@ int cmd_bench(const BenchOptions& o) {
   if (!s.ok()) return report_error("bench", s);
   auto shapes = parse_shapes(o.shapes);
   if (!shapes.ok()) return report_error("bench", shapes.status().with_context("--shapes"));
+  const auto load0 = std::chrono::steady_clock::now();
   auto engine = Runtime::load_engine(o.plan);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load0).count();
   if (!engine.ok()) return report_error("bench", engine.status());
+  const bool cuda = (*engine)->header().target.backend == PlanBackend::kCuda;
+  s = check_cuda_only_flags(cuda, o.cuda_graph, o.streams);
+  if (!s.ok()) return report_error("bench", s);
+  std::printf("Plan load time: %.2f ms (read, validate, upload weights)\n", load_ms);
   auto inputs = prepare_inputs(**engine, {}, *shapes, 1);
   if (!inputs.ok()) return report_error("bench", inputs.status());
-  auto ctx = (*engine)->create_execution_context();
-  s = bind_inputs(*ctx, *inputs, *shapes);
-  if (!s.ok()) return report_error("bench", s);
-
-  for (int i = 0; i < o.warmup; ++i) {
-    s = ctx->execute();
-    if (!s.ok()) return report_error("bench", s);
-  }
-  std::vector<double> ms;
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
-    const auto t0 = std::chrono::steady_clock::now();
-    s = ctx->execute();
-    const auto t1 = std::chrono::steady_clock::now();
-    if (!s.ok()) return report_error("bench", s);
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    const double elapsed = std::chrono::duration<double>(t1 - start).count();
-    if (static_cast<int>(ms.size()) >= o.iterations && elapsed >= o.duration_s) break;
-  }
-  const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  double sum = 0;
-  for (double v : ms) sum += v;
-  const double mean = sum / static_cast<double>(ms.size());
-  int64_t batch = 1;
-  if (!inputs->empty() && inputs->front().second.rank() >= 1) batch = inputs->front().second.dim(0);
-  const double ips = mean > 0 ? 1000.0 / mean : 0;
 
   nlohmann::json j;
   j["plan"] = o.plan;
   j["target"] = (*engine)->header().target.to_string();
+  j["plan_load_ms"] = load_ms;
   j["warmup"] = o.warmup;
-  j["iterations"] = ms.size();
-  j["total_s"] = total_s;
-  j["latency_ms"] = {{"min", sorted.front()},          {"median", percentile(sorted, 50)}, {"mean", mean},
-                     {"p90", percentile(sorted, 90)},  {"p95", percentile(sorted, 95)},    {"p99", percentile(sorted, 99)},
-                     {"max", sorted.back()}};
-  j["throughput"] = {{"inferences_per_s", ips}, {"items_per_s", ips * static_cast<double>(batch)}, {"batch", batch}};
   nlohmann::json shapes_json = nlohmann::json::object();
   for (const auto& [name, t] : *inputs) shapes_json[name] = t.shape();
   j["input_shapes"] = shapes_json;
 
-  std::printf("=== Performance summary (%zu iterations, %.2f s, target %s) ===\n", ms.size(), total_s,
-              (*engine)->header().target.to_string().c_str());
-  for (const auto& [name, t] : *inputs) std::printf("input %s %s %s\n", name.c_str(), dtype_name(t.dtype()), shape_str(t.shape()).c_str());
-  std::printf("Latency: min = %.4f ms, max = %.4f ms, mean = %.4f ms, median = %.4f ms\n", sorted.front(), sorted.back(),
-              mean, percentile(sorted, 50));
-  std::printf("         percentile(90%%) = %.4f ms, percentile(95%%) = %.4f ms, percentile(99%%) = %.4f ms\n",
-              percentile(sorted, 90), percentile(sorted, 95), percentile(sorted, 99));
-  std::printf("Throughput: %.2f inferences/s, %.2f items/s (batch %lld)\n", ips, ips * static_cast<double>(batch),
-              static_cast<long long>(batch));
+  const int rc = cuda ? bench_cuda(o, **engine, *inputs, &j) : [&] {
+    auto ctx = (*engine)->create_execution_context();
+    Status b = bind_inputs(*ctx, *inputs, *shapes);
+    if (!b.ok()) return report_error("bench", b);
+    return bench_cpu(o, *ctx, *inputs, &j);
+  }();
+  if (rc != kExitOk) return rc;
+
+  if (!o.dump_profile.empty()) {
+    // A separate context with host inputs: the profile runs the layers unfused from any graph.
+    auto ctx = (*engine)->create_execution_context();
+    s = bind_inputs(*ctx, *inputs, *shapes);
+    if (!s.ok()) return report_error("bench", s);
+    const int runs = cuda ? 20 : 3;
+    auto prof = collect_profile(*ctx, runs);
+    if (!prof.ok()) return report_error("bench", prof.status());
+    s = write_profile(o.dump_profile, *prof, runs);
+    if (!s.ok()) return report_error("bench", s);
+    print_profile_table(*prof);
+    std::printf("wrote the per-layer profile to %s\n", o.dump_profile.c_str());
+  }
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

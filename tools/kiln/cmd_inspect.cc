@@ -2,6 +2,7 @@
 // ONNX nodes absorbed, inputs/outputs with shapes and dtypes, tactic) and weight bytes; for CUDA
 // plans also the device layers (tactic, tuned ms, workspace, fallbacks and why) and the device
 // memory (activation arena vs the sum of all activations, weights, workspace).
+#include <chrono>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -78,7 +79,9 @@ std::string desc_text(const TensorDesc& d) {
 }  // namespace
 
 int cmd_inspect(const InspectOptions& o) {
+  const auto load0 = std::chrono::steady_clock::now();
   auto engine = Runtime::load_engine(o.plan);
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load0).count();
   if (!engine.ok()) return report_error("inspect", engine.status());
   const Engine& e = **engine;
   if (!o.graph.empty()) {
@@ -87,7 +90,9 @@ int cmd_inspect(const InspectOptions& o) {
     std::fprintf(stderr, "wrote the layer graph to %s\n", o.graph.c_str());
   }
   if (o.json) {
-    std::printf("%s\n", engine_json(e).dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    nlohmann::json j = engine_json(e);
+    j["load_ms"] = load_ms;
+    std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return kExitOk;
   }
   const PlanHeader& h = e.header();
@@ -95,6 +100,7 @@ int cmd_inspect(const InspectOptions& o) {
               static_cast<unsigned long long>(h.file_bytes), h.format_version, h.kiln_version.c_str(),
               static_cast<unsigned long long>(h.checksum));
   std::printf("Target: %s\n", h.target.to_string().c_str());
+  std::printf("Load time: %.2f ms (read, validate, upload weights)\n", load_ms);
   std::printf("Build: fp32%s%s%s%s%s, opt level %d, workspace %s\n", e.tf32() ? " tf32" : "", e.fp16() ? " fp16" : "",
               e.bf16() ? " bf16" : "", e.fp8() ? " fp8" : "", e.int8() ? " int8" : "", e.opt_level(),
               e.workspace_limit() ? (std::to_string(e.workspace_limit()) + " bytes").c_str() : "unlimited");

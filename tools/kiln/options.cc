@@ -182,6 +182,8 @@ void RunOptions::add_to(CLI::App* app) {
   app->add_option("plan", plan, "Plan file")->required();
   inference.add_to(app, true);
   app->add_option("--output-dir", output_dir, "Write each output to DIR/<name>.npy");
+  app->add_flag("--cuda-graph", cuda_graph, "CUDA plans: capture the layers into a CUDA graph, then replay it");
+  app->add_option("--dump-profile", dump_profile, "Per-layer times (median of several runs) as JSON to FILE, and a table");
 }
 
 void BenchOptions::add_to(CLI::App* app) {
@@ -191,12 +193,25 @@ void BenchOptions::add_to(CLI::App* app) {
   app->add_option("--iterations", iterations, "Timed runs (at least)");
   app->add_option("--duration", duration_s, "Keep running for at least this many seconds");
   app->add_option("--json", json, "Write the summary as JSON here");
+  app->add_flag("--cuda-graph", cuda_graph, "CUDA plans: capture each context's enqueue into a CUDA graph once, replay it");
+  app->add_option("--dump-profile", dump_profile, "Per-layer times (median of several runs) as JSON to FILE, and a table");
+  app->add_option("--streams", streams, "CUDA plans: N execution contexts on N streams, driven concurrently");
 }
 
 Status BenchOptions::validate() const {
   if (warmup < 0) return invalid_argument("--warmup must be >= 0");
   if (iterations < 1) return invalid_argument("--iterations must be >= 1");
   if (duration_s < 0) return invalid_argument("--duration must be >= 0");
+  if (streams < 1 || streams > 64) return invalid_argument("--streams " + std::to_string(streams) + ": expected 1..64");
+  return Status::Ok();
+}
+
+Status check_cuda_only_flags(bool cuda, bool cuda_graph, int streams) {
+  if (cuda) return Status::Ok();
+  if (cuda_graph) return invalid_argument("--cuda-graph needs a CUDA plan; this plan targets the CPU");
+  if (streams != 1)
+    return invalid_argument("--streams " + std::to_string(streams) +
+                            " needs a CUDA plan; this plan targets the CPU (CPU plans run one context)");
   return Status::Ok();
 }
 

@@ -64,6 +64,8 @@ struct RunOptions {
   std::string plan;
   InferenceOptions inference;
   std::string output_dir;
+  bool cuda_graph = false;   // --cuda-graph: capture the layers once, then replay (CUDA plans)
+  std::string dump_profile;  // --dump-profile FILE: per-layer JSON (and a table on stdout)
   void add_to(CLI::App* app);
 };
 
@@ -71,12 +73,18 @@ struct BenchOptions {
   std::string plan;
   std::string shapes;
   int warmup = 10;
-  int iterations = 100;
+  int iterations = 100;   // timed inferences (at least), over all streams together
   double duration_s = 0;  // keep running until this many seconds have passed too
   std::string json;
+  bool cuda_graph = false;   // --cuda-graph: each context's enqueue captured once, then replayed
+  std::string dump_profile;  // --dump-profile FILE
+  int streams = 1;           // --streams N: N contexts on N CUDA streams, driven concurrently
   void add_to(CLI::App* app);
   Status validate() const;
 };
+
+// Flags only CUDA plans honour; `cuda` is whether the loaded plan targets CUDA. Names the flag.
+Status check_cuda_only_flags(bool cuda, bool cuda_graph, int streams);
 
 struct InspectOptions {
   std::string plan;

@@ -565,12 +565,14 @@ class GemmLayer : public Layer {
     return Status::Ok();
   }
 
+  void finalize(const std::vector<GVal>& vals) override {
+    if (!p_.has_bias) return;
+    const void* bias = vals[ins[2]].weight;  // the bias is always an uploaded weight
+    cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+  }
+
   Status enqueue(ExecState& s) override {
     const float alpha = 1.f, beta = beta_;
-    if (p_.has_bias) {
-      const void* bias = s.ptr(ins[2]);
-      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    }
     void* y = s.ptr(outs[0]);
     const void* c = p_.has_residual ? s.ptr(ins[3]) : y;
     KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_, s.ptr(ins[0]), b_, &beta, c, c_, y, c_,
@@ -822,10 +824,11 @@ class ChoiceLayer : public Layer {
     }
     return invalid_plan("layer '" + name + "': tactic '" + t + "' matches no implementation");
   }
-  Status enqueue(ExecState& s) override {
+  void finalize(const std::vector<GVal>& vals) override {
     sync();
-    return cands_[chosen_]->enqueue(s);
+    for (auto& c : cands_) c->finalize(vals);
   }
+  Status enqueue(ExecState& s) override { return cands_[chosen_]->enqueue(s); }
 
  private:
   void sync() {

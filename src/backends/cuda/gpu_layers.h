@@ -68,6 +68,10 @@ class Layer {
   virtual Status prepare(ExecState& s) { return Status::Ok(); }
   // Load time: re-applies a tactic string this layer reported at build time.
   virtual Status use_tactic(const std::string& tactic, ExecState& s) { return Status::Ok(); }
+  // Called once after ins/outs are set, before tune/use_tactic/enqueue. Whatever enqueue needs
+  // fixed (descriptor attributes naming weights) is set here: enqueue must not modify the layer,
+  // because execution contexts on several threads share it.
+  virtual void finalize(const std::vector<GVal>& vals) {}
   virtual Status enqueue(ExecState& s) = 0;
 };
 

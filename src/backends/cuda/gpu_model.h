@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,26 @@ class TimingCache;
 }
 
 namespace kiln::cuda {
+
+// Device copies of weights shared by the GpuModels of one engine (one model per input-shape
+// set): bytes uploaded once are reused by every later model that uploads the same bytes.
+// Keyed by size and FNV-1a 64 of the bytes. Thread-safe; frees its copies when destroyed.
+class WeightCache {
+ public:
+  WeightCache() = default;
+  WeightCache(const WeightCache&) = delete;
+  WeightCache& operator=(const WeightCache&) = delete;
+  ~WeightCache();
+  // The device copy of `bytes` bytes at `host` (uploaded now if these bytes are new).
+  StatusOr<void*> get(const void* host, size_t bytes);
+  size_t device_bytes() const;  // bytes held on the device
+  int uploads() const;          // distinct weights uploaded
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<uint64_t, size_t>, void*> copies_;
+  size_t bytes_ = 0;
+};
 
 struct GpuBuildOptions {
   bool fp16 = false;                  // FP16 activations and weights (FP32 accumulation)
@@ -45,6 +66,8 @@ struct GpuBuildOptions {
   std::function<void(int done, int total, const std::string& layer)> on_tune_progress;
 
   StorageType storage() const { return fp16 ? StorageType::kF16 : (bf16 ? StorageType::kBF16 : StorageType::kF32); }
+  // When set, weights come from (and go to) this cache instead of allocations of the model.
+  std::shared_ptr<WeightCache> weight_cache;
 };
 
 // Concrete dtype and shape of every value of a graph (indexed by ValueId), e.g. from one CPU
@@ -85,6 +108,9 @@ class GpuModel {
   const std::vector<GpuLayerInfo>& layers() const;
   // Graph layers that run as no layer at all: Concats whose inputs are all written in place.
   const std::vector<std::string>& eliminated_layers() const;
+  // Logical shapes of the graph inputs / outputs (float32, row-major), in graph order.
+  std::vector<Shape> input_shapes() const;
+  std::vector<Shape> output_shapes() const;
   size_t arena_bytes() const;            // activation arena per context
   size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
   size_t weight_bytes() const;
@@ -106,6 +132,12 @@ class GpuContext {
   // Copies inputs in, runs every layer, copies outputs out, all on `stream` (no allocation,
   // no synchronization). Host buffers must stay valid until the stream reaches this point.
   Status enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream);
+  // The same with caller-owned buffers: `inputs[i]` / `outputs[i]` are device (or pinned host)
+  // addresses of float32 row-major tensors of input_shapes()[i] / output_shapes()[i]. Enqueues
+  // the copies into / out of the arena and every layer on `stream`; never allocates, never
+  // synchronizes and never launches the context's own CUDA graph, so it may itself be captured
+  // into a CUDA graph (any capture mode).
+  Status enqueue_device(const std::vector<const void*>& inputs, const std::vector<void*>& outputs, cudaStream_t stream);
   // Runs the layers only (inputs already on the device from an earlier enqueue; no copies):
   // the GPU compute time benchmarks compare against peers that keep data on the device.
   Status replay(cudaStream_t stream);
