@@ -88,7 +88,7 @@ $C/kiln_gpu_bench models/resnet101.onnx --agreement /tmp/photos100.npy --precisi
   --json-out "$OUT/agreement.json"
 
 echo "== benchmark: Kiln"
-$C/kiln_gpu_bench models/resnet101.onnx --batch "$BATCHES" --precision fp32,tf32,fp16 | tee "$OUT/kiln.jsonl"
+$C/kiln_gpu_bench models/resnet101.onnx --batch "$BATCHES" --precision fp32,tf32,fp16,bf16 | tee "$OUT/kiln.jsonl"
 echo "== per-layer profile (FP16, batch 1 and 64)"
 $C/kiln_gpu_bench models/resnet101.onnx --batch 1,64 --precision fp16 --iters 20 --profile 1 | grep '^#' | tee "$OUT/profile.txt"
 echo "== benchmark: PyTorch peers"
