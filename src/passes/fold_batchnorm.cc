@@ -1,8 +1,10 @@
-// BatchNormalization folded into the preceding Conv/ConvTranspose (inference mode):
+// BatchNormalization folded into the preceding Conv/ConvTranspose/Gemm (inference mode):
 //   BN(Conv(x, W, b)) with s = γ / sqrt(σ² + ε)
 //     -> Conv(x, W · s[c_out], (b - μ) · s + β)
 // (ONNX BatchNormalization: y = (x - mean) / sqrt(var + epsilon) * scale + B.)
 // W's output-channel axis is 0 for Conv and 1 (per group) for ConvTranspose.
+//   BN(Gemm(x, W, c)) on Y [M, N] (channel axis 1 = N; alpha = 1, beta = 1 or no C, C of N elements)
+//     -> Gemm(x, W · s[n], (c - μ) · s + β)     (W's N axis: 0 when transB = 1, else 1)
 // Applies when the conv output feeds only the BN, all parameters are float32 constants and
 // the BN produces only its first output.
 #include <cmath>
@@ -10,6 +12,50 @@
 #include "passes/passes.h"
 
 namespace kiln::passes {
+
+namespace {
+
+// BN(Gemm) -> Gemm with scaled weights and a new bias; false (graph unchanged) when not foldable.
+bool fold_into_gemm(ir::Graph& g, ir::Node& gemm, ir::Node& bn) {
+  if (gemm.attr_float("alpha", 1.f) != 1.f) return false;
+  const Tensor* w = const_f32(g, gemm.inputs[1]);
+  const bool has_c = gemm.inputs.size() > 2 && gemm.inputs[2] != ir::kNoValue;
+  const Tensor* c = has_c ? const_f32(g, gemm.inputs[2]) : nullptr;
+  if (!w || w->rank() != 2 || (has_c && (!c || gemm.attr_float("beta", 1.f) != 1.f))) return false;
+  const bool trans_b = gemm.attr_int("transB", 0) != 0;
+  const int64_t n = trans_b ? w->dim(0) : w->dim(1), k = trans_b ? w->dim(1) : w->dim(0);
+  const Tensor *gamma = const_f32(g, bn.inputs[1]), *beta = const_f32(g, bn.inputs[2]),
+               *mean = const_f32(g, bn.inputs[3]), *var = const_f32(g, bn.inputs[4]);
+  if (!gamma || !beta || !mean || !var) return false;
+  if (gamma->numel() != n || beta->numel() != n || mean->numel() != n || var->numel() != n) return false;
+  if (c && c->numel() != n) return false;  // a bias broadcast over rows only
+  const float eps = bn.attr_float("epsilon", 1e-5f);
+  Tensor nw = w->clone();
+  Tensor nb(DataType::kFloat32, {n});
+  for (int64_t j = 0; j < n; ++j) {
+    const float s = gamma->data<float>()[j] / std::sqrt(var->data<float>()[j] + eps);
+    for (int64_t i = 0; i < k; ++i) nw.data<float>()[trans_b ? j * k + i : i * n + j] *= s;
+    nb.data<float>()[j] = ((c ? c->data<float>()[j] : 0.f) - mean->data<float>()[j]) * s + beta->data<float>()[j];
+  }
+  const ir::ValueId wv = g.add_value(g.value(gemm.inputs[1]).name + "_bnfolded", DataType::kFloat32);
+  g.value(wv).shape = g.value(gemm.inputs[1]).shape;
+  g.value(wv).constant = std::make_shared<Tensor>(std::move(nw));
+  const ir::ValueId bv = g.add_value(bn.name + "_bias_bnfolded", DataType::kFloat32);
+  g.value(bv).shape = ir::SymShape{ir::Dim::known(n)};
+  g.value(bv).constant = std::make_shared<Tensor>(std::move(nb));
+  gemm.inputs.resize(3);
+  gemm.inputs[1] = wv;
+  gemm.inputs[2] = bv;
+  gemm.attrs["beta"] = ir::Attribute::of_float(1.f);
+  const ir::ValueId y = bn.outputs[0];
+  gemm.outputs[0] = y;
+  g.value(y).producer = gemm.id;
+  gemm.origin.insert(gemm.origin.end(), bn.origin.begin(), bn.origin.end());
+  bn.removed = true;
+  return true;
+}
+
+}  // namespace
 
 Status fold_batchnorm(ir::Graph& g, const PassOptions&) {
   auto consumers = g.consumers();
@@ -24,6 +70,10 @@ Status fold_batchnorm(ir::Graph& g, const PassOptions&) {
     if (p < 0 || consumers[x].size() != 1) continue;
     if (std::count(g.outputs.begin(), g.outputs.end(), x)) continue;
     ir::Node& conv = g.node(p);
+    if (!conv.removed && conv.op == ir::OpKind::kGemm) {
+      if (fold_into_gemm(g, conv, bn)) consumers = g.consumers();
+      continue;
+    }
     if (conv.removed || (conv.op != ir::OpKind::kConv && conv.op != ir::OpKind::kConvTranspose)) continue;
     const Tensor* w = const_f32(g, conv.inputs[1]);
     const Tensor* b = conv.inputs.size() > 2 ? const_f32(g, conv.inputs[2]) : nullptr;

@@ -52,6 +52,34 @@ TEST(Passes, FoldBatchNormIntoConv) {
   EXPECT_EQ(opt.nodes[0].origin, (std::vector<std::string>{"conv", "bn"}));
 }
 
+// BN over Gemm's N axis, with transB = 1 and 0, with and without C; alpha != 1 stays unfolded.
+TEST(Passes, FoldBatchNormIntoGemm) {
+  for (int trans_b : {1, 0}) {
+    for (bool with_c : {true, false}) {
+      TinyGraph t;
+      auto x = t.input("x", {3, 5});
+      auto w = t.constant("w", random_tensor(trans_b ? Shape{4, 5} : Shape{5, 4}, 20));
+      std::vector<ir::ValueId> in = {x, w};
+      if (with_c) in.push_back(t.constant("c", random_tensor({4}, 21)));
+      auto gemm = t.node(OpKind::kGemm, "gemm", in, {3, 4}, {{"transB", ir::Attribute::of_int(trans_b)}});
+      auto gamma = t.constant("gamma", random_tensor({4}, 22, 0.5f, 1.5f));
+      auto beta = t.constant("beta", random_tensor({4}, 23));
+      auto mean = t.constant("mean", random_tensor({4}, 24));
+      auto var = t.constant("var", random_tensor({4}, 25, 0.1f, 2.f));
+      auto y = t.node(OpKind::kBatchNormalization, "bn", {gemm, gamma, beta, mean, var}, {3, 4});
+      t.g.outputs = {y};
+      ir::Graph opt = check_pass(t.g, passes::fold_batchnorm, {random_tensor({3, 5}, 26)});
+      EXPECT_EQ(count_op(opt, OpKind::kBatchNormalization), 0) << trans_b << with_c;
+      EXPECT_EQ(count_op(opt, OpKind::kGemm), 1);
+      // alpha = 2 is not folded (the rewrite assumes alpha = 1).
+      for (auto& n : t.g.nodes)
+        if (n.op == OpKind::kGemm) n.attrs["alpha"] = ir::Attribute::of_float(2.f);
+      ir::Graph kept = check_pass(t.g, passes::fold_batchnorm, {random_tensor({3, 5}, 27)});
+      EXPECT_EQ(count_op(kept, OpKind::kBatchNormalization), 1);
+    }
+  }
+}
+
 TEST(Passes, FuseConvResidualAddRelu) {
   TinyGraph t;
   auto x = t.input("x", {1, 4, 6, 6});
