@@ -9,6 +9,7 @@
 // the min / mean cosine of the logits per input, as one JSON object (also to --json-out FILE).
 //   kiln_gpu_bench MODEL.onnx --agreement photos100.npy --precision fp16,bf16 [--json-out FILE]
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -213,6 +214,8 @@ int main(int argc, char** argv) {
       o.fp16 = prec == "fp16";
       o.bf16 = prec == "bf16";
       o.tf32 = prec != "fp32";
+      // KILN_PAD_INPUT_CHANNELS=0/1: the first conv's input padded to 8 channels or not (A/B).
+      if (const char* e = std::getenv("KILN_PAD_INPUT_CHANNELS")) o.pad_input_channels = std::string(e) != "0";
       if (!cache_path.empty()) o.timing_cache = &cache;
       const int hits0 = cache.hits(), misses0 = cache.misses();
       const auto t0 = std::chrono::steady_clock::now();

@@ -94,7 +94,6 @@ TEST_F(GpuCli, Bf16BuildWithTimingCacheAndInspect) {
   EXPECT_NE(out.find("Build: fp32 tf32 bf16"), std::string::npos) << out;
   EXPECT_NE(out.find("Device layers"), std::string::npos) << out;
   EXPECT_NE(out.find("tuned "), std::string::npos) << out;
-  EXPECT_NE(out.find("cpad=3->8"), std::string::npos) << "first conv not channel-padded:\n" << out;
   EXPECT_NE(out.find("Device memory: activation arena"), std::string::npos) << out;
   std::printf("%s\n", out.c_str());  // for the lead: fallbacks (if any) and tuned times
 

@@ -55,8 +55,11 @@ struct GpuBuildOptions {
   bool tune = true;                   // time the candidate tactics on the device (else: heuristics)
   // fp16/bf16: a graph input whose only consumers are convolutions with C % 8 != 0 input
   // channels is reformatted to NHWC with C zero-padded to a multiple of 8 (the conv weights
-  // too), so cuDNN can use tensor-core kernels (ResNet's first conv, C = 3).
-  bool pad_input_channels = true;
+  // too), so cuDNN can use tensor-core kernels (ResNet's first conv, C = 3). Off by default:
+  // on the H200 it made ResNet-101 FP16 slower (batch 64 20.0k vs 22.0k img/s, batch 256 25.0k
+  // vs 28.2k; bench/results/2026-11-22-h200-run8) because the padded input reformat costs more
+  // than the conv saves; kiln_gpu_bench honours KILN_PAD_INPUT_CHANNELS for the A/B.
+  bool pad_input_channels = false;
   // Tactics chosen at build time, by layer name (from a plan): used instead of tuning.
   std::map<std::string, std::string> preset_tactics;
   // Measured tactic times to reuse and extend while tuning (not owned; may be null).
