@@ -4,6 +4,8 @@
 // Skips cleanly where there is no GPU (or Kiln was built without CUDA).
 #include <gtest/gtest.h>
 
+#include "gpu/gpu_test_util.h"
+
 #include <algorithm>
 #include <map>
 
@@ -19,13 +21,6 @@ namespace {
 
 using ir::Attribute;
 using ir::OpKind;
-
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_GPU() \
-  if (!cuda::device_info().available) GTEST_SKIP() << "no CUDA device"
-#else
-#define REQUIRE_GPU() GTEST_SKIP() << "built without CUDA"
-#endif
 
 // An Inception block on x [n, 8, hw, hw]: 1x1 branch, 1x1 -> 3x3, 1x1 -> 3x3, pool -> 1x1, each
 // conv + bias + ReLU, concatenated on channels, then a 1x1 conv reading the concat. `k1` sets the

@@ -2,6 +2,8 @@
 // there is no GPU (or Kiln was built without CUDA).
 #include <gtest/gtest.h>
 
+#include "gpu/gpu_test_util.h"
+
 #include <cmath>
 #include <map>
 
@@ -17,13 +19,6 @@ namespace kiln::testing {
 namespace {
 
 using ir::OpKind;
-
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_GPU() \
-  if (!cuda::device_info().available) GTEST_SKIP() << "no CUDA device"
-#else
-#define REQUIRE_GPU() GTEST_SKIP() << "built without CUDA"
-#endif
 
 // conv(3x3, pad 1) -> +bias -> relu -> maxpool 2x2 -> conv(1x1) + residual -> global avg pool
 // -> flatten -> gemm -> softmax

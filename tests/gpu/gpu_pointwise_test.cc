@@ -3,6 +3,8 @@
 // broadcast inputs. Skips cleanly where there is no GPU (or Kiln was built without CUDA).
 #include <gtest/gtest.h>
 
+#include "gpu/gpu_test_util.h"
+
 #include "passes/pass_test_util.h"
 
 #ifdef KILN_HAVE_CUDA
@@ -14,13 +16,6 @@ namespace kiln::testing {
 namespace {
 
 using ir::OpKind;
-
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_GPU() \
-  if (!cuda::device_info().available) GTEST_SKIP() << "no CUDA device"
-#else
-#define REQUIRE_GPU() GTEST_SKIP() << "built without CUDA"
-#endif
 
 // x [2,8,6,6] -> Conv 3x3 (SiLU epilogue) -> * g[8,1,1] (+) y[1,8,1,1] -> Sigmoid -> * x ->
 // HardSwish -> + z[6] -> Gelu(tanh); after the pipeline: FusedConv{Silu} + one FusedPointwise

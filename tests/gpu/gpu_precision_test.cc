@@ -4,6 +4,8 @@
 // tactic or measurement that broke.
 #include <gtest/gtest.h>
 
+#include "gpu/gpu_test_util.h"
+
 #include <cmath>
 #include <map>
 
@@ -21,13 +23,6 @@ namespace kiln::testing {
 namespace {
 
 using ir::OpKind;
-
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_GPU() \
-  if (!cuda::device_info().available) GTEST_SKIP() << "no CUDA device"
-#else
-#define REQUIRE_GPU() GTEST_SKIP() << "built without CUDA"
-#endif
 
 // conv 3x3 + bias + relu -> maxpool 2x2 -> conv 1x1 + residual + relu -> avgpool 2x2 ->
 // global avg pool -> flatten -> gemm(+bias) -> softmax. Input C = `c_in`.

@@ -4,6 +4,8 @@
 // (checked with cudaMemGetInfo and by capturing it into a CUDA graph). Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include "gpu/gpu_test_util.h"
+
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -23,13 +25,6 @@ namespace kiln::testing {
 namespace {
 
 using ir::OpKind;
-
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_GPU() \
-  if (!cuda::device_info().available) GTEST_SKIP() << "no CUDA device"
-#else
-#define REQUIRE_GPU() GTEST_SKIP() << "built without CUDA"
-#endif
 
 constexpr int64_t kBatch = 2;
 
