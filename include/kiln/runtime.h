@@ -78,6 +78,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // CUDA plans: the device layers and memory at the opt shapes (empty / zeros for CPU plans).
   std::vector<DeviceLayerInfo> device_layers() const;
   DeviceMemoryInfo device_memory() const;
+  // Where the load of this engine went, in ms, in order: "read" (file, load_engine only),
+  // "parse" (header, checksum, sections), then for CUDA plans "shapes" (value shapes at the
+  // opt shapes), "lower" (lowering, weight conversion and upload) and "tactics" (each layer's
+  // tactic set up on the device; includes creating the library handles).
+  struct LoadPhase {
+    std::string name;
+    double ms = 0;
+  };
+  const std::vector<LoadPhase>& load_phases() const;
+  // CUDA plans: how many layers' tactics were restored from the plan's serialized tactic data
+  // (cuDNN execution plans) and how many were rebuilt from their heuristic rank.
+  int tactics_restored() const;
+  int tactics_rebuilt() const;
 
   std::unique_ptr<ExecutionContext> create_execution_context() const;
 

@@ -2,6 +2,7 @@
 //   import -> resolve profiles -> verify kernels -> optimize (src/passes pipeline) -> select
 //   tactics (the seam for timed CUDA tactics; today "cpu.ref" for every layer) -> serialize.
 // Each step reports progress and returns a Status naming what is wrong.
+#include <map>
 #include <chrono>
 #include <optional>
 
@@ -225,10 +226,12 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
     settings.workspace_limit = config.workspace_limit;
     settings.timing_cache_path = config.timing_cache_path;
     settings.progress = config.progress;
-    auto cuda_tactics = gpu::select_tactics(laid, opt, settings);
+    std::map<std::string, std::string> tactic_data;
+    auto cuda_tactics = gpu::select_tactics(laid, opt, settings, &tactic_data);
     if (cuda_tactics.ok()) {
       p.graph = std::move(laid);
       p.tactics = std::move(cuda_tactics).value();
+      p.tactic_data = std::move(tactic_data);
       p.header.target = gpu::target();
     } else if (config.target == TargetDevice::kCuda) {
       return cuda_tactics.status().with_context("target cuda");

@@ -28,6 +28,11 @@ class ByteWriter {
     u32(static_cast<uint32_t>(s.size()));
     bytes_.insert(bytes_.end(), s.begin(), s.end());
   }
+  // A u64 length then the bytes (opaque blobs larger than a str may be).
+  void blob(const std::string& s) {
+    u64(s.size());
+    raw(s.data(), s.size());
+  }
   void raw(const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
     bytes_.insert(bytes_.end(), b, b + n);
@@ -80,6 +85,19 @@ class ByteReader {
     pos_ += n;
     return s;
   }
+  // A u64 length then that many bytes; lengths past kMaxBlob are refused.
+  std::string blob(const char* field) {
+    const uint64_t n = u64(field);
+    if (!ok()) return {};
+    if (n > kMaxBlob) {
+      fail(field, "blob length " + std::to_string(n) + " exceeds the limit of " + std::to_string(kMaxBlob));
+      return {};
+    }
+    if (!need(field, static_cast<size_t>(n))) return {};
+    std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<size_t>(n));
+    pos_ += static_cast<size_t>(n);
+    return s;
+  }
   // A u32 element count, refused when `count * min_elem_bytes` exceeds what is left (so a
   // corrupt count cannot make the decoder allocate gigabytes).
   uint32_t count(const char* field, size_t min_elem_bytes) {
@@ -102,6 +120,7 @@ class ByteReader {
   }
 
   static constexpr uint32_t kMaxString = 1u << 20;
+  static constexpr uint64_t kMaxBlob = 256ull << 20;
 
  private:
   bool need(const char* field, size_t n) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,9 @@ struct Plan {
   ir::Graph graph;
   std::vector<OptimizationProfile> profiles;  // each names every graph input
   std::vector<std::string> tactics;           // one per node of `graph`, in node order
+  // Opaque per-tactic state by key (e.g. a serialized cuDNN execution plan), stored after the
+  // tactics in the "layers" section: u32 count, then per entry str key, u64 length, bytes.
+  std::map<std::string, std::string> tactic_data;
   BuildSettings build;
   uint64_t weights_bytes = 0;                 // filled by read_plan
 };

@@ -18,6 +18,29 @@ uint64_t fnv1a64(const uint8_t* data, size_t size, uint64_t hash) {
   return hash;
 }
 
+uint64_t hash64_words(const uint8_t* data, size_t size, uint64_t seed) {
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  uint64_t lane[4] = {seed, seed ^ 1, seed ^ 2, seed ^ 3};
+  size_t i = 0;
+  for (; i + 32 <= size; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      uint64_t w;
+      std::memcpy(&w, data + i + 8 * k, 8);  // little-endian hosts only (x86-64, aarch64)
+      lane[k] = (lane[k] ^ w) * kPrime;
+    }
+  }
+  lane[0] = fnv1a64(data + i, size - i, lane[0]);
+  uint64_t h = seed;
+  for (uint64_t v : lane) h = (h ^ v) * kPrime;
+  return (h ^ static_cast<uint64_t>(size)) * kPrime;
+}
+
+uint64_t plan_checksum(const uint8_t* data, size_t size) {
+  const uint64_t head = fnv1a64(data, std::min(size, plan::kOffChecksum));
+  if (size <= plan::kOffChecksum + 8) return head;
+  return hash64_words(data + plan::kOffChecksum + 8, size - plan::kOffChecksum - 8, head);
+}
+
 std::string PlanTarget::to_string() const {
   if (backend == PlanBackend::kCpu) return "cpu";
   return "cuda sm_" + std::to_string(cc_major) + std::to_string(cc_minor) + " (cuDNN " + std::to_string(cudnn_version) +
@@ -137,8 +160,7 @@ Status parse_header(const uint8_t* data, size_t size, PlanHeader* h, std::vector
 
   // The checksum covers every byte but its own field, so any damage below is caught here.
   const uint64_t stored = load_u64(data + kOffChecksum);
-  uint64_t hash = fnv1a64(data, kOffChecksum);
-  hash = fnv1a64(data + kOffChecksum + 8, size - kOffChecksum - 8, hash);
+  const uint64_t hash = plan_checksum(data, size);
   if (hash != stored)
     return invalid_plan("checksum mismatch: the header says " + hex64(stored) + ", the bytes hash to " + hex64(hash) +
                         " (the plan is corrupt)");

@@ -114,6 +114,13 @@ StatusOr<Plan> read_plan(const uint8_t* data, size_t size) {
     if (lr.ok() && tactic.empty()) lr.fail("layer.tactic", "layer " + std::to_string(i) + " has no tactic");
     p.tactics.push_back(std::move(tactic));
   }
+  const uint32_t num_data = lr.count("tactic_data", 12);
+  for (uint32_t i = 0; i < num_data && lr.ok(); ++i) {
+    std::string key = lr.str("tactic_data.key");
+    std::string bytes = lr.blob("tactic_data.bytes");
+    if (lr.ok() && !p.tactic_data.emplace(std::move(key), std::move(bytes)).second)
+      lr.fail("tactic_data.key", "duplicate key");
+  }
   KILN_RETURN_IF_ERROR(lr.status());
   KILN_RETURN_IF_ERROR(check_consumed(lr));
 

@@ -53,6 +53,11 @@ std::vector<uint8_t> write_plan(const Plan& p) {
   encode_profiles(p.profiles, profiles);
   layers.u32(static_cast<uint32_t>(p.tactics.size()));
   for (const std::string& t : p.tactics) layers.str(t);
+  layers.u32(static_cast<uint32_t>(p.tactic_data.size()));
+  for (const auto& [key, bytes] : p.tactic_data) {
+    layers.str(key);
+    layers.blob(bytes);
+  }
   build.u32(build_flags(p.build));
   build.i32(p.build.opt_level);
   build.u64(p.build.workspace_limit);
@@ -97,9 +102,7 @@ std::vector<uint8_t> write_plan(const Plan& p) {
   }
   std::vector<uint8_t>& b = out.bytes();
   store_u64(b, kOffPayloadLength, b.size() - header_size);
-  uint64_t hash = fnv1a64(b.data(), kOffChecksum);
-  hash = fnv1a64(b.data() + kOffChecksum + 8, b.size() - kOffChecksum - 8, hash);
-  store_u64(b, kOffChecksum, hash);
+  store_u64(b, kOffChecksum, plan_checksum(b.data(), b.size()));
   return std::move(b);
 }
 

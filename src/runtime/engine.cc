@@ -1,6 +1,7 @@
 // Runtime and Engine: a validated plan becomes an immutable Engine (graph, profiles, layer
 // table, weights shared by every execution context). Refuses plans for another target and
 // plans whose tactics this build cannot run.
+#include <chrono>
 #include <fstream>
 #include <iterator>
 
@@ -85,6 +86,9 @@ const ir::Graph& Engine::graph() const { return impl_->graph; }
 std::vector<DeviceLayerInfo> Engine::device_layers() const {
   return impl_->gpu ? gpu::describe_layers(*impl_->gpu) : std::vector<DeviceLayerInfo>{};
 }
+const std::vector<Engine::LoadPhase>& Engine::load_phases() const { return impl_->load_phases; }
+int Engine::tactics_restored() const { return impl_->gpu ? gpu::load_times(*impl_->gpu).restored : 0; }
+int Engine::tactics_rebuilt() const { return impl_->gpu ? gpu::load_times(*impl_->gpu).rebuilt : 0; }
 DeviceMemoryInfo Engine::device_memory() const { return impl_->gpu ? gpu::memory(*impl_->gpu) : DeviceMemoryInfo{}; }
 
 const IOTensor* Engine::find_io(const std::string& name) const {
@@ -98,7 +102,9 @@ std::unique_ptr<ExecutionContext> Engine::create_execution_context() const {
 }
 
 StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* data, size_t size) {
+  const auto t0 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(plan::Plan p, plan::read_plan(data, size));
+  const double parse_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   KILN_RETURN_IF_ERROR(check_target(p.header.target));
   auto impl = std::make_unique<Engine::Impl>();
   impl->header = p.header;
@@ -125,7 +131,15 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* dat
     settings.bf16 = p.build.bf16;
     settings.tf32 = p.build.tf32;
     settings.workspace_limit = p.build.workspace_limit;
+    settings.tactic_data = std::move(p.tactic_data);
     KILN_ASSIGN_OR_RETURN(impl->gpu, gpu::create_engine(g, opt, p.tactics, settings));
+  }
+  impl->load_phases.push_back({"parse", parse_ms});
+  if (impl->gpu) {
+    const gpu::GpuLoadTimes t = gpu::load_times(*impl->gpu);
+    impl->load_phases.push_back({"shapes", t.shapes_ms});
+    impl->load_phases.push_back({"lower", t.lower_ms});
+    impl->load_phases.push_back({"tactics", t.tactics_ms});
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
@@ -153,11 +167,20 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const std::vector<
 }
 
 StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return not_found("plan file '" + path + "' not found or not readable");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::streamoff size = f.tellg();
+  if (size < 0) return not_found("plan file '" + path + "' is not a regular file");
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  f.seekg(0);
+  if (size > 0 && !f.read(reinterpret_cast<char*>(bytes.data()), size))
+    return not_found("plan file '" + path + "': read failed after " + std::to_string(f.gcount()) + " of " +
+                     std::to_string(size) + " bytes");
+  const double read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   auto e = deserialize_engine(bytes);
   if (!e.ok()) return e.status().with_context("plan '" + path + "'");
+  (*e)->impl_->load_phases.insert((*e)->impl_->load_phases.begin(), Engine::LoadPhase{"read", read_ms});
   return e;
 }
 

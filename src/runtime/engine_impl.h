@@ -20,6 +20,7 @@ struct Engine::Impl {
   plan::BuildSettings build;
   uint64_t weights_bytes = 0;
   std::shared_ptr<gpu::EngineState> gpu;    // set for CUDA plans
+  std::vector<Engine::LoadPhase> load_phases;
 };
 
 }  // namespace kiln

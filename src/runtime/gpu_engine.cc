@@ -1,6 +1,7 @@
 // Glue between the Builder/Engine and the CUDA path (see gpu_engine.h).
 #include "runtime/gpu_engine.h"
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -55,7 +56,8 @@ TimingCacheHeader cache_header() {
 }  // namespace
 
 StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                  const GpuSettings& settings) {
+                                                  const GpuSettings& settings,
+                                                  std::map<std::string, std::string>* tactic_data) {
   if (!available()) return unsupported("no CUDA GPU on this machine");
   auto log = [&](const std::string& line) {
     if (settings.progress) settings.progress(BuildProgress{"timing cache", 0, 0, line});
@@ -70,6 +72,7 @@ StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std:
       settings.progress(BuildProgress{"tuning", done, total, layer});
     };
   KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, o));
+  if (tactic_data) *tactic_data = model->tactic_data();
   if (!settings.timing_cache_path.empty()) {
     log("timing cache: " + std::to_string(cache.hits()) + " hits, " + std::to_string(cache.misses()) +
         " misses (layers timed); " + std::to_string(cache.size()) + " entries");
@@ -100,6 +103,8 @@ struct EngineState {
   ir::Graph graph;
   std::vector<Shape> opt_shapes;
   cuda::GpuBuildOptions opts;
+  std::map<std::string, std::string> tactic_data;  // from the plan (opts.tactic_data points here)
+  GpuLoadTimes load;
   mutable std::mutex mu;
   mutable std::map<std::vector<Shape>, std::shared_ptr<cuda::GpuModel>> models;
 
@@ -110,6 +115,7 @@ struct EngineState {
     KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(graph, shapes));
     cuda::GpuBuildOptions o = opts;
     o.preset_tactics.clear();  // the plan's tactics were chosen for the opt shapes
+    o.tactic_data = nullptr;
     o.tune = false;
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, o));
     models[shapes] = m;
@@ -134,8 +140,18 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   e->opts.weight_cache = std::make_shared<cuda::WeightCache>();
   for (size_t i = 0; i < g.nodes.size() && i < tactics.size(); ++i)
     if (tactics[i] != "cuda.view") e->opts.preset_tactics[g.nodes[i].name] = tactics[i];
+  e->tactic_data = settings.tactic_data;
+  e->opts.tactic_data = &e->tactic_data;
+  const auto t0 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
+  e->load.shapes_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(g, vs, e->opts));
+  e->load.lower_ms = m->setup_times().lower_ms;
+  e->load.tactics_ms = m->setup_times().tactics_ms;
+  e->load.restored = m->setup_times().restored;
+  for (const auto& l : m->layers())
+    if (l.tactic.rfind("cudnn.graph", 0) == 0) ++e->load.rebuilt;
+  e->load.rebuilt -= e->load.restored;
   e->models[opt_shapes] = m;
   return e;
 }
@@ -198,6 +214,8 @@ Status check_address(const void* p) {
   return Status::Ok();
 }
 
+GpuLoadTimes load_times(const EngineState& e) { return e.load; }
+
 std::vector<DeviceLayerInfo> describe_layers(const EngineState& e) {
   std::lock_guard<std::mutex> lock(e.mu);
   std::vector<DeviceLayerInfo> r;
@@ -220,7 +238,8 @@ DeviceMemoryInfo memory(const EngineState& e) {
 
 bool available() { return false; }
 PlanTarget target() { return PlanTarget{}; }
-StatusOr<std::vector<std::string>> select_tactics(const ir::Graph&, const std::vector<Shape>&, const GpuSettings&) {
+StatusOr<std::vector<std::string>> select_tactics(const ir::Graph&, const std::vector<Shape>&, const GpuSettings&,
+                                                  std::map<std::string, std::string>*) {
   return unsupported("this Kiln build has no CUDA backend");
 }
 struct EngineState {};
@@ -243,6 +262,7 @@ Status enqueue(const EngineState&, std::shared_ptr<ContextState>&, const std::ve
   return unsupported("this Kiln build has no CUDA backend");
 }
 Status check_address(const void*) { return unsupported("this Kiln build has no CUDA backend"); }
+GpuLoadTimes load_times(const EngineState&) { return {}; }
 std::vector<DeviceLayerInfo> describe_layers(const EngineState&) { return {}; }
 DeviceMemoryInfo memory(const EngineState&) { return {}; }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,18 @@ struct GpuSettings {
   std::string timing_cache_path;  // build: JSON timing cache to read and rewrite ("" = none)
   // build: step "tuning" (done/total layers, detail = layer name) and "timing cache" log lines.
   std::function<void(const BuildProgress&)> progress;
+  // load: the plan's tactic data (serialized cuDNN execution plans by key), so tactics are
+  // restored without recompiling their kernels.
+  std::map<std::string, std::string> tactic_data;
+};
+
+// Where the time of one CUDA engine load went, in ms (Runtime::deserialize_engine).
+struct GpuLoadTimes {
+  double shapes_ms = 0;   // value shapes at the opt shapes
+  double lower_ms = 0;    // lowering, weight conversion and upload, memory plan
+  double tactics_ms = 0;  // restoring each layer's tactic (cuDNN plans: deserialize or rebuild)
+  int restored = 0;       // tactics restored from the plan's tactic data
+  int rebuilt = 0;        // tactics rebuilt from their heuristic rank (no or unusable data)
 };
 
 // True when this build has the CUDA backend and a GPU is present.
@@ -36,14 +49,18 @@ PlanTarget target();
 // tactics (reusing / extending the timing cache), and returns one tactic string per graph node
 // ("cuda.view" for layers that are views; tuned layers end in " tuned_ms=<ms>").
 // Errors list every layer the GPU cannot run.
+// `tactic_data` (may be null) receives what the chosen tactics can serialize (see GpuSettings).
 StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                  const GpuSettings& settings);
+                                                  const GpuSettings& settings,
+                                                  std::map<std::string, std::string>* tactic_data = nullptr);
 
 struct EngineState;  // GpuModels by input shapes (thread-safe)
 struct ContextState; // one GpuContext for the current shapes
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
                                                      const std::vector<std::string>& tactics, const GpuSettings& settings);
+// How long the last create_engine of `e` took, by phase.
+GpuLoadTimes load_times(const EngineState& e);
 // Makes `ctx` the device context (activation arena, workspace, library handles) for `shapes`
 // (one per graph input), reusing it when the shapes are unchanged. Allocates; shapes other than
 // the profile's opt are lowered on first use (a CPU reference run for shape discovery).

@@ -31,7 +31,7 @@ class KilnCli : public ::testing::Test {
   // Runs `kiln <args>`; returns the exit code, stdout+stderr in *out.
   int kiln(const std::string& args, std::string* out = nullptr) {
     const std::string log = dir_ + "/log.txt";
-    const std::string cmd = kiln_binary() + " " + args + " > " + log + " 2>&1";
+    const std::string cmd = testing::kiln_binary() + " " + args + " > " + log + " 2>&1";
     const int rc = std::system(cmd.c_str());
     std::ifstream f(log);
     std::stringstream ss;
@@ -39,13 +39,6 @@ class KilnCli : public ::testing::Test {
     last_ = ss.str();
     if (out) *out = last_;
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  }
-  // The kiln beside this test binary (the GPU machine carries both in one folder), else the build's.
-  static std::string kiln_binary() {
-    std::error_code ec;
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec && std::filesystem::exists(self.parent_path() / "kiln")) return (self.parent_path() / "kiln").string();
-    return std::string(KILN_BINARY_DIR) + "/kiln";
   }
   std::string build_plan() {
     const std::string plan = dir_ + "/add_relu.plan";
@@ -130,7 +123,7 @@ TEST_F(KilnCli, InspectAndBench) {
   ASSERT_EQ(j["layers"].size(), 2u);
   EXPECT_EQ(j["layers"][0]["tactic"], "cpu.ref");
   EXPECT_EQ(j["layers"][0]["origin"][0], "add0");
-  EXPECT_EQ(j["format_version"], 1);
+  EXPECT_EQ(j["format_version"], kPlanFormatVersion);
   EXPECT_EQ(j["profiles"][0]["x"]["max"][0], 8);
   ASSERT_EQ(kiln("inspect " + plan, &out), 0) << out;
   EXPECT_NE(out.find("Layers (2)"), std::string::npos) << out;
@@ -254,7 +247,7 @@ TEST_F(KilnCli, PlanErrorsExit2) {
   auto v7 = good;
   testing::store_le(v7, plan::kOffVersion, 7, 4);
   testing::reseal(v7);
-  expect_error("inspect " + write("v7.plan", v7), 2, "plan format version 7, this build reads 1");
+  expect_error("inspect " + write("v7.plan", v7), 2, "plan format version 7, this build reads 2");
   auto bad = good;
   bad[good.size() / 2] ^= 0x10;
   expect_error("run " + write("bad.plan", bad), 2, "checksum mismatch");

@@ -61,7 +61,7 @@ class GpuCli : public ::testing::Test {
   }
   int kiln(const std::string& args, std::string* out) {
     const std::string log = dir_ + "/log.txt";
-    const std::string cmd = std::string(KILN_BINARY_DIR) + "/kiln " + args + " > " + log + " 2>&1";
+    const std::string cmd = testing::kiln_binary() + " " + args + " > " + log + " 2>&1";
     const int rc = std::system(cmd.c_str());
     std::ifstream f(log);
     std::stringstream ss;

@@ -2,6 +2,7 @@
 // header fields, aligned weights, and refusal of every kind of damage with a clean message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 #include "kiln/runtime.h"
@@ -27,6 +28,64 @@ TEST(PlanFormat, RoundTripIsBitExact) {
   EXPECT_EQ(r->min, (Shape{1, 4}));
   EXPECT_EQ(r->opt, (Shape{2, 4}));
   EXPECT_EQ(r->max, (Shape{8, 4}));
+}
+
+// Tactic data (serialized cuDNN plans on CUDA targets) round-trips byte for byte, binary
+// contents included; a duplicated key and a blob longer than its section are refused.
+TEST(PlanFormat, TacticDataRoundTripsAndIsValidated) {
+  const auto bytes = build_add_relu_plan();
+  auto p = plan::read_plan(bytes.data(), bytes.size());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_TRUE(p->tactic_data.empty());
+  std::string blob(70000, '\0');
+  std::mt19937 rng(5);
+  for (char& c : blob) c = static_cast<char>(rng());
+  p->tactic_data["cudnn.graph dt2 n1 heur#0"] = blob;
+  p->tactic_data["cudnn.graph dt2 n8 heur#3"] = std::string("{\"json\":1}\0tail", 16);
+  const auto written = plan::write_plan(*p);
+  auto q = plan::read_plan(written.data(), written.size());
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_EQ(q->tactic_data, p->tactic_data);
+  EXPECT_EQ(plan::write_plan(*q), written);
+
+  // The same key twice: patch the second key into the first (same length) and re-seal.
+  auto dup = written;
+  ASSERT_TRUE(testing::patch_bytes(dup, "n8 heur#3", "n1 heur#0"));
+  reseal(dup);
+  auto d = plan::read_plan(dup.data(), dup.size());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("tactic_data.key"), std::string::npos) << d.status().message();
+  EXPECT_NE(d.status().message().find("duplicate key"), std::string::npos) << d.status().message();
+
+  // A blob length past the end of the section.
+  auto big = written;
+  const std::string key = "cudnn.graph dt2 n1 heur#0";
+  const auto at = std::search(big.begin(), big.end(), key.begin(), key.end());
+  ASSERT_NE(at, big.end());
+  store_le(big, static_cast<size_t>(at - big.begin()) + key.size(), 1u << 30, 8);
+  reseal(big);
+  auto e = plan::read_plan(big.data(), big.size());
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("tactic_data.bytes"), std::string::npos) << e.status().message();
+}
+
+// The word-wise checksum sees every single-byte change, at every position of buffers whose
+// length leaves each possible tail (0..31 bytes after the 32-byte blocks).
+TEST(PlanFormat, WordHashDetectsEverySingleByteChange) {
+  std::mt19937 rng(11);
+  for (size_t n : {1u, 7u, 8u, 31u, 32u, 33u, 64u, 95u, 200u}) {
+    std::vector<uint8_t> b(n);
+    for (auto& x : b) x = static_cast<uint8_t>(rng());
+    const uint64_t h = hash64_words(b.data(), b.size());
+    EXPECT_NE(h, hash64_words(b.data(), b.size() - 1)) << n;  // length matters
+    for (size_t i = 0; i < n; ++i) {
+      for (uint8_t flip : {uint8_t{0x01}, uint8_t{0x80}}) {
+        b[i] ^= flip;
+        EXPECT_NE(hash64_words(b.data(), b.size()), h) << "size " << n << " byte " << i;
+        b[i] ^= flip;
+      }
+    }
+  }
 }
 
 TEST(PlanFormat, HeaderFields) {
@@ -181,7 +240,7 @@ TEST(PlanFormat, RefusesOtherFormatVersion) {
   reseal(b);
   auto p = plan::read_plan(b.data(), b.size());
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("plan format version 7, this build reads 1"), std::string::npos)
+  EXPECT_NE(p.status().message().find("plan format version 7, this build reads 2"), std::string::npos)
       << p.status().message();
 }
 

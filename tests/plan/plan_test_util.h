@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "kiln/builder.h"
@@ -41,9 +43,7 @@ inline void store_le(std::vector<uint8_t>& b, size_t off, uint64_t v, int n) {
 
 // Recomputes the checksum after a deliberate edit.
 inline void reseal(std::vector<uint8_t>& b) {
-  uint64_t h = fnv1a64(b.data(), plan::kOffChecksum);
-  h = fnv1a64(b.data() + plan::kOffChecksum + 8, b.size() - plan::kOffChecksum - 8, h);
-  store_le(b, plan::kOffChecksum, h, 8);
+  store_le(b, plan::kOffChecksum, plan_checksum(b.data(), b.size()), 8);
 }
 
 // Replaces the first occurrence of `from` with `to` (same length); false if absent.
@@ -52,6 +52,15 @@ inline bool patch_bytes(std::vector<uint8_t>& b, const std::string& from, const 
   if (it == b.end()) return false;
   std::copy(to.begin(), to.end(), it);
   return true;
+}
+
+// The kiln CLI beside the running test binary (the GPU machine carries both in one folder),
+// else the one in this build's directory.
+inline std::string kiln_binary() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && std::filesystem::exists(self.parent_path() / "kiln")) return (self.parent_path() / "kiln").string();
+  return std::string(KILN_BINARY_DIR) + "/kiln";
 }
 
 }  // namespace kiln::testing

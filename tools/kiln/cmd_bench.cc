@@ -73,7 +73,17 @@ int cmd_bench(const BenchOptions& o) {
   const bool cuda = (*engine)->header().target.backend == PlanBackend::kCuda;
   s = check_cuda_only_flags(cuda, o.cuda_graph, o.streams);
   if (!s.ok()) return report_error("bench", s);
-  std::printf("Plan load time: %.2f ms (read, validate, upload weights)\n", load_ms);
+  std::printf("Plan load time: %.2f ms (", load_ms);
+  nlohmann::json phases = nlohmann::json::object();
+  for (size_t i = 0; i < (*engine)->load_phases().size(); ++i) {
+    const auto& ph = (*engine)->load_phases()[i];
+    std::printf("%s%s %.1f", i ? ", " : "", ph.name.c_str(), ph.ms);
+    phases[ph.name] = ph.ms;
+  }
+  std::printf(")\n");
+  if (cuda)
+    std::printf("Tactics: %d restored from the plan's serialized cuDNN plans, %d rebuilt from their heuristic rank\n",
+                (*engine)->tactics_restored(), (*engine)->tactics_rebuilt());
   auto inputs = prepare_inputs(**engine, {}, *shapes, 1);
   if (!inputs.ok()) return report_error("bench", inputs.status());
 
@@ -81,6 +91,11 @@ int cmd_bench(const BenchOptions& o) {
   j["plan"] = o.plan;
   j["target"] = (*engine)->header().target.to_string();
   j["plan_load_ms"] = load_ms;
+  j["plan_load_phases_ms"] = phases;
+  if (cuda) {
+    j["tactics_restored"] = (*engine)->tactics_restored();
+    j["tactics_rebuilt"] = (*engine)->tactics_rebuilt();
+  }
   j["warmup"] = o.warmup;
   nlohmann::json shapes_json = nlohmann::json::object();
   for (const auto& [name, t] : *inputs) shapes_json[name] = t.shape();

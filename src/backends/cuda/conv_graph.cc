@@ -10,6 +10,10 @@
 // cuDNN version (the plan header checks both) the heuristic order is the same, so a plan's rank
 // re-selects its engine configuration at load time.
 // Layers of equal signature (ResNet repeats blocks) share one execution plan and one timing.
+// The chosen plan is also serialized (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, supported
+// for runtime-compiled engines) into the Kiln plan's tactic data: a load deserializes it instead
+// of finalizing the engine configuration again, which for a runtime-fusion engine means
+// compiling its kernel (~1 s each on the H200). Data cuDNN refuses falls back to the rank.
 // Source: cuDNN 9 Backend API reference (cudnn_graph library: backend descriptor types and
 // attributes), "Graph API" / "Supported Graph Patterns" (ConvBiasAct runtime fusion).
 #include <cuda_runtime.h>
@@ -235,6 +239,38 @@ StatusOr<GraphPlan> make_plan(cudnnHandle_t h, const ConvGraph& g, int rank) {
   return gp;
 }
 
+// The plan's serialized form ("" when its engine does not support serialization).
+std::string serialize_plan(const GraphPlan& gp) {
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(gp.plan->d, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n,
+                               nullptr) != CUDNN_STATUS_SUCCESS || n <= 0)
+    return {};
+  std::string json(static_cast<size_t>(n), '\0');
+  int64_t got = 0;
+  if (cudnnBackendGetAttribute(gp.plan->d, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &got,
+                               json.data()) != CUDNN_STATUS_SUCCESS || got <= 0 || got > n)
+    return {};
+  json.resize(static_cast<size_t>(got));
+  return json;
+}
+
+// An execution plan restored from serialize_plan's bytes; an error when cuDNN refuses them
+// (another cuDNN build or GPU than the one that wrote them).
+StatusOr<GraphPlan> deserialize_plan(cudnnHandle_t h, const std::string& json, int rank, int64_t engine) {
+  GraphPlan gp;
+  gp.heur_rank = rank;
+  gp.engine = engine;
+  KILN_ASSIGN_OR_RETURN(gp.plan, create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+  KILN_RETURN_IF_ERROR(set(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  KILN_RETURN_IF_ERROR(set(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                           static_cast<int64_t>(json.size()), json.data()));
+  KILN_CUDNN_CHECK(cudnnBackendFinalize(gp.plan->d));
+  int64_t n = 0;
+  KILN_CUDNN_CHECK(cudnnBackendGetAttribute(gp.plan->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                            &n, &gp.workspace));
+  return gp;
+}
+
 Status execute(cudnnHandle_t h, const GraphPlan& gp, const void* x, const void* w, const void* b, const void* z, void* y,
                void* workspace) {
   int64_t uids[5] = {kX, kW, kB, kY, kZ};
@@ -273,9 +309,11 @@ std::string signature(const ConvParams& p, cudnnDataType_t io) {
 
 // What tuning decided for a signature; shared by the layers of one process.
 struct Decision {
-  std::shared_ptr<ConvGraph> graph;
+  std::shared_ptr<ConvGraph> graph;  // null when the plan was deserialized
   GraphPlan plan;
   float ms = 0;
+  std::shared_ptr<const std::string> json;  // serialize_plan(plan), shared by the layers
+  bool from_data = false;                   // restored from a Kiln plan's tactic data
 };
 std::mutex g_mu;
 std::map<std::string, Decision>& decisions() {
@@ -299,10 +337,8 @@ class ConvGraphLayer : public Layer {
       std::lock_guard<std::mutex> lock(g_mu);
       auto it = decisions().find(sig_);
       if (it != decisions().end() && it->second.plan.plan) {
-        graph_ = it->second.graph;
-        plan_ = it->second.plan;
+        adopt(it->second);
         tuned_ms = it->second.ms;
-        describe();
         return Status::Ok();
       }
     }
@@ -329,9 +365,7 @@ class ConvGraphLayer : public Layer {
         if (gp.ok() && static_cast<size_t>(gp->workspace) <= ws_limit) {
           plan_ = std::move(*gp);
           tuned_ms = best_ms;
-          describe();
-          std::lock_guard<std::mutex> lock(g_mu);
-          decisions()[sig_] = Decision{graph_, plan_, static_cast<float>(best_ms)};
+          decide(static_cast<float>(best_ms), false);
           return Status::Ok();
         }
       }
@@ -367,9 +401,7 @@ class ConvGraphLayer : public Layer {
       return unsupported("layer '" + name + "': no cuDNN graph engine runs this convolution (" +
                            std::to_string(graph_->configs.size()) + " configurations listed)");
     tuned_ms = best;
-    describe();
-    std::lock_guard<std::mutex> lock(g_mu);
-    decisions()[sig_] = Decision{graph_, plan_, best};
+    decide(best, false);
     return Status::Ok();
   }
 
@@ -381,23 +413,38 @@ class ConvGraphLayer : public Layer {
       std::lock_guard<std::mutex> lock(g_mu);
       auto it = decisions().find(sig_);
       if (it != decisions().end() && it->second.plan.heur_rank == rank) {
-        graph_ = it->second.graph;
-        plan_ = it->second.plan;
-        describe();
+        adopt(it->second);
         return Status::Ok();
       }
     }
     KILN_ASSIGN_OR_RETURN(cudnnHandle_t bh, build_handle());
+    if (s.tactic_data) {
+      auto data = s.tactic_data->find(data_key(rank));
+      if (data != s.tactic_data->end()) {
+        const auto e = t.find(" eng=");
+        StatusOr<GraphPlan> gp =
+            deserialize_plan(bh, data->second, rank, e == std::string::npos ? -1 : std::atoll(t.c_str() + e + 5));
+        if (gp.ok()) {
+          plan_ = std::move(*gp);
+          json_ = std::make_shared<const std::string>(data->second);
+          decide(0.f, true);
+          return Status::Ok();
+        }
+        cudaGetLastError();  // refused data: rebuild the plan from its rank below
+      }
+    }
     KILN_ASSIGN_OR_RETURN(ConvGraph g, build_graph(bh, p_, io_));
     graph_ = std::make_shared<ConvGraph>(std::move(g));
     if (rank < 0 || rank >= static_cast<int>(graph_->configs.size()))
       return invalid_plan("layer '" + name + "': tactic '" + t + "' names heuristic rank " + std::to_string(rank) +
                           " but cuDNN lists " + std::to_string(graph_->configs.size()) + " configurations");
     KILN_ASSIGN_OR_RETURN(plan_, make_plan(bh, *graph_, rank));
-    describe();
-    std::lock_guard<std::mutex> lock(g_mu);
-    decisions()[sig_] = Decision{graph_, plan_, 0.f};
+    decide(0.f, false);
     return Status::Ok();
+  }
+
+  void export_tactic_data(std::map<std::string, std::string>* out) const override {
+    if (json_ && !json_->empty() && plan_.heur_rank >= 0) (*out)[data_key(plan_.heur_rank)] = *json_;
   }
 
   Status enqueue(ExecState& s) override {
@@ -410,6 +457,22 @@ class ConvGraphLayer : public Layer {
   Status run(ExecState& s, const GraphPlan& gp) {
     const void* z = p_.has_residual ? s.ptr(ins[3]) : nullptr;
     return execute(s.cudnn, gp, s.ptr(ins[0]), s.ptr(ins[1]), s.ptr(ins[2]), z, s.ptr(outs[0]), s.workspace);
+  }
+  std::string data_key(int rank) const { return "cudnn.graph " + sig_ + " heur#" + std::to_string(rank); }
+  // Records plan_ as the signature's decision (serializing it unless json_ is already set).
+  void decide(float ms, bool from_data) {
+    if (!json_) json_ = std::make_shared<const std::string>(serialize_plan(plan_));
+    restored = from_data;
+    describe();
+    std::lock_guard<std::mutex> lock(g_mu);
+    decisions()[sig_] = Decision{graph_, plan_, ms, json_, from_data};
+  }
+  void adopt(const Decision& d) {
+    graph_ = d.graph;
+    plan_ = d.plan;
+    json_ = d.json;
+    restored = d.from_data;
+    describe();
   }
   void describe() {
     tactic = "cudnn.graph" + (plan_.heur_rank >= 0 ? " heur#" + std::to_string(plan_.heur_rank) : std::string()) +
@@ -424,6 +487,7 @@ class ConvGraphLayer : public Layer {
   size_t cap_ = 0;  // bytes of workspace the plans were tried within
   std::shared_ptr<ConvGraph> graph_;
   GraphPlan plan_;
+  std::shared_ptr<const std::string> json_;  // the plan serialized (empty: not serializable)
 };
 
 }  // namespace

@@ -157,11 +157,19 @@ class ConvLayer : public Layer {
     if (fused_ && !fused_relu_) {  // identity activation pins the algorithm: time it alone
       algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
       KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
-      if (ws_ > cap) return workspace_error(ws_, cap);
-      KILN_ASSIGN_OR_RETURN(float ms, time_runs(s, 5, [&] { return enqueue(s); }));
-      tuned_ms = ms;
-      if (s.cache) s.cache->record(sig, algo_id(algo_), ms);
-      return describe();
+      if (ws_ <= cap) {
+        KILN_ASSIGN_OR_RETURN(float ms, time_runs(s, 5, [&] { return enqueue(s); }));
+        tuned_ms = ms;
+        if (s.cache) s.cache->record(sig, algo_id(algo_), ms);
+        return describe();
+      }
+      // The pinned algorithm needs more than the cap (FP32/TF32 at large batches): the plain
+      // convolution may pick any algorithm that fits, followed by Kiln's epilogue.
+      fallback = "cudnnConvolutionBiasActivationForward with the identity activation runs only IMPLICIT_PRECOMP_GEMM, "
+                 "which needs " + std::to_string(ws_) + " bytes of workspace here (cap " + std::to_string(cap) +
+                 "); runs cudnnConvolutionForward + Kiln epilogue";
+      fused_ = false;
+      ws_ = 0;
     }
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int returned = 0;
@@ -829,6 +837,9 @@ class ChoiceLayer : public Layer {
     for (auto& c : cands_) c->finalize(vals);
   }
   Status enqueue(ExecState& s) override { return cands_[chosen_]->enqueue(s); }
+  void export_tactic_data(std::map<std::string, std::string>* out) const override {
+    if (decided_) cands_[chosen_]->export_tactic_data(out);
+  }
 
  private:
   void sync() {
@@ -843,6 +854,7 @@ class ChoiceLayer : public Layer {
     op = cands_[i]->op;
     tactic = cands_[i]->tactic;
     fallback = cands_[i]->fallback;
+    restored = cands_[i]->restored;
   }
   // "cudnn.conv_bias_act", "cudnn.graph", "cublaslt.matmul": the tactic up to its first space.
   std::string family(size_t i) const { return cands_[i]->tactic.substr(0, cands_[i]->tactic.find(' ')); }

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,8 @@ struct ExecState {
   cudaStream_t stream = nullptr;
   const std::vector<GVal>* vals = nullptr;
   TimingCache* cache = nullptr;  // build time: measured tactic times to reuse / record (may be null)
+  // Load time: the plan's tactic data by key (Layer::export_tactic_data); may be null.
+  const std::map<std::string, std::string>* tactic_data = nullptr;
   void* ptr(int v) const;
 };
 
@@ -66,8 +69,13 @@ class Layer {
   // Build time without tuning: checks that the default tactic runs here (a layer may switch
   // to its fallback path, see `fallback`).
   virtual Status prepare(ExecState& s) { return Status::Ok(); }
-  // Load time: re-applies a tactic string this layer reported at build time.
+  // Load time: re-applies a tactic string this layer reported at build time (with the state
+  // export_tactic_data saved, when ExecState::tactic_data has it: then `restored` is set).
   virtual Status use_tactic(const std::string& tactic, ExecState& s) { return Status::Ok(); }
+  // Build time, after tuning: state that makes use_tactic fast (a serialized cuDNN execution
+  // plan, so a load does not recompile runtime-fused kernels), by a key unique to the tactic.
+  virtual void export_tactic_data(std::map<std::string, std::string>* out) const {}
+  bool restored = false;
   // Called once after ins/outs are set, before tune/use_tactic/enqueue. Whatever enqueue needs
   // fixed (descriptor attributes naming weights) is set here: enqueue must not modify the layer,
   // because execution contexts on several threads share it.

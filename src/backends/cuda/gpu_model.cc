@@ -3,6 +3,7 @@
 #include "backends/cuda/gpu_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -95,6 +96,7 @@ struct GpuModel::Impl {
   std::vector<void*> weight_allocs;
   size_t arena = 0, act_sum = 0, weights = 0, workspace = 0;
   GpuBuildOptions opts;
+  GpuModel::SetupTimes times;
   ~Impl() {
     for (void* p : weight_allocs) cudaFree(p);
   }
@@ -1211,7 +1213,7 @@ WeightCache::~WeightCache() {
 }
 
 StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
-  const std::pair<uint64_t, size_t> key{fnv1a64(static_cast<const uint8_t*>(host), bytes), bytes};
+  const std::pair<uint64_t, size_t> key{hash64_words(static_cast<const uint8_t*>(host), bytes), bytes};
   std::lock_guard<std::mutex> lock(mu_);
   auto it = copies_.find(key);
   if (it != copies_.end()) return it->second;
@@ -1246,6 +1248,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   model->impl_ = std::make_unique<Impl>();
   Impl* m = model->impl_.get();
   m->opts = opts;
+  const auto t0 = std::chrono::steady_clock::now();
   ir::Graph folded = g;  // shape computations become constants at these concrete shapes
   KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
   Lowering l(folded, shapes, opts, m);
@@ -1258,6 +1261,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   size_t ws = 256u << 20;
   for (const auto& layer : m->layers) ws = std::max(ws, layer->workspace());
   m->workspace = std::max<size_t>(std::min(ws, opts.workspace_limit), 256);
+  const auto t1 = std::chrono::steady_clock::now();
   {
     // Every layer is set up on the device: a plan's tactic, tuning, or (no tuning) a check that
     // the default tactic runs here, which may switch a layer to its fallback path.
@@ -1266,6 +1270,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
     ExecState st = ctx->impl_->state(s);
     st.cache = opts.tune ? opts.timing_cache : nullptr;
+    st.tactic_data = opts.tactic_data;
     Status ms = cuda_status(cudaMemsetAsync(ctx->impl_->arena, 0, std::max<size_t>(m->arena, 1), s), "cudaMemsetAsync",
                             __FILE__, __LINE__);
     const int total = static_cast<int>(m->layers.size());
@@ -1300,6 +1305,10 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     need = std::max(need, layer->workspace());
   }
   m->workspace = std::max<size_t>(need, 256);
+  const auto t2 = std::chrono::steady_clock::now();
+  m->times.lower_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  m->times.tactics_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  for (const auto& layer : m->layers) m->times.restored += layer->restored ? 1 : 0;
   for (const auto& layer : m->layers)
     m->infos.push_back(
         {layer->name, layer->op, layer->tactic, layer->origin, layer->tuned_ms, layer->fallback, layer->workspace()});
@@ -1322,6 +1331,12 @@ size_t GpuModel::arena_bytes() const { return impl_->arena; }
 size_t GpuModel::activation_bytes_sum() const { return impl_->act_sum; }
 size_t GpuModel::weight_bytes() const { return impl_->weights; }
 size_t GpuModel::workspace_bytes() const { return impl_->workspace; }
+std::map<std::string, std::string> GpuModel::tactic_data() const {
+  std::map<std::string, std::string> r;
+  for (const auto& layer : impl_->layers) layer->export_tactic_data(&r);
+  return r;
+}
+const GpuModel::SetupTimes& GpuModel::setup_times() const { return impl_->times; }
 
 StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
   auto ctx = std::unique_ptr<GpuContext>(new GpuContext());

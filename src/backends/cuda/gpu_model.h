@@ -64,6 +64,8 @@ struct GpuBuildOptions {
   std::map<std::string, std::string> preset_tactics;
   // Measured tactic times to reuse and extend while tuning (not owned; may be null).
   TimingCache* timing_cache = nullptr;
+  // With preset_tactics: the plan's tactic data (Layer::export_tactic_data; not owned; may be null).
+  const std::map<std::string, std::string>* tactic_data = nullptr;
   // Called before each layer is tuned (done = layers finished, total, layer name) and once at
   // the end (done == total, empty name).
   std::function<void(int done, int total, const std::string& layer)> on_tune_progress;
@@ -118,6 +120,15 @@ class GpuModel {
   size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
   size_t weight_bytes() const;
   size_t workspace_bytes() const;
+  // What the chosen tactics can serialize for a fast load (Layer::export_tactic_data), by key.
+  std::map<std::string, std::string> tactic_data() const;
+  // Where create() spent its time (ms) and how the plan's tactics were set up.
+  struct SetupTimes {
+    double lower_ms = 0;    // lowering, weight conversion and upload, memory plan
+    double tactics_ms = 0;  // tuning, or restoring the plan's tactics
+    int restored = 0;       // layers whose tactic came from the plan's tactic data
+  };
+  const SetupTimes& setup_times() const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
