@@ -4,10 +4,20 @@
 # ResNet-101 export with the machine's torch, the CLI on a CUDA plan (build, inspect, run,
 # compare, bench with --cuda-graph / --streams 4 / --dump-profile), FP16-vs-FP32 top-1 agreement
 # on 100 photo crops, and the benchmark beside the PyTorch peers.
-# Results go to $OUT (the device tool brings them back). KILN_SANITIZER=0 skips the sanitizers.
+# Results: every log and JSON lands in $OUT/results.tgz (re-packed after each section, so a run
+# stopped at its time limit still returns what finished; the device tool returns at most 8 files)
+# and the console. KILN_SANITIZER=0 skips the sanitizers; KILN_SECTIONS picks sections
+# (default: tests,sanitizer,cli,transformers,streams,agreement,bench,peers).
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
+R=/tmp/kiln-results
+rm -rf "$R" && mkdir -p "$R"
+SECTIONS=",${KILN_SECTIONS:-tests,sanitizer,cli,transformers,streams,agreement,bench,peers},"
+want() { [[ "$SECTIONS" == *",$1,"* ]]; }
+pack() { tar czf "$OUT/results.tgz" -C "$R" . ; }
+T0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 C=.gpu-carry
 CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
 export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -15,22 +25,26 @@ PY=/opt/torch/.venv/bin/python
 [ -x "$PY" ] || PY=python3
 BATCHES=${KILN_BENCH_BATCHES:-1,8,64,256}
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
-echo "== GPU tests"
-$C/kiln_tests --gtest_filter='Gpu*:CudaPlan*' 2>&1 | tail -n 25 | tee "$OUT/gpu_tests.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$R/gpu.txt"
+if want tests; then
+  stamp "== GPU tests"
+  $C/kiln_tests --gtest_filter='Gpu*:CudaPlan*' > "$R/gpu_tests.txt" 2>&1
+  grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|^[^[].*(Failure|Which is|Expected|actual)' "$R/gpu_tests.txt" | head -n 80
+  pack
+fi
 
 # compute-sanitizer: memcheck (out-of-bounds / misaligned accesses, leaks) on every GPU test;
 # racecheck (shared-memory hazards; much slower) on the small-model tests. Each under a time limit.
 SAN=/usr/local/cuda/bin/compute-sanitizer
 [ -x "$SAN" ] || SAN=$(command -v compute-sanitizer || true)
-if [ "${KILN_SANITIZER:-1}" = 0 ]; then
+if ! want sanitizer || [ "${KILN_SANITIZER:-1}" = 0 ]; then
   echo "== compute-sanitizer skipped (KILN_SANITIZER=0)"
 elif [ -z "$SAN" ]; then
-  echo "== compute-sanitizer not found (neither /usr/local/cuda/bin nor PATH)" | tee "$OUT/sanitizer_missing.txt"
+  echo "== compute-sanitizer not found (neither /usr/local/cuda/bin nor PATH)" | tee "$R/sanitizer_missing.txt"
 else
-  for spec in "memcheck:240:Gpu*:CudaPlan*" "racecheck:180:GpuModel.*:GpuRuntime.EnqueueDoesNotAllocate*"; do
+  for spec in "memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*" "racecheck:${KILN_RACECHECK_S:-150}:GpuModel.*:GpuRuntime.EnqueueDoesNotAllocate*:GpuOps.*"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest%%:*}; filter=${rest#*:}
-    echo "== compute-sanitizer --tool $tool ($filter, limit ${limit}s)"
+    stamp "== compute-sanitizer --tool $tool ($filter, limit ${limit}s)"
     log=/tmp/sanitizer_$tool.log
     timeout "$limit" "$SAN" --tool "$tool" --print-limit 50 --log-file "$log" \
       $C/kiln_tests --gtest_filter="$filter" > /tmp/sanitizer_${tool}_tests.txt 2>&1
@@ -41,17 +55,29 @@ else
       grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log"
       echo "-- first reports:"
       grep -v '^========= *$' "$log" | head -n 40
-    } 2>&1 | tee "$OUT/sanitizer_$tool.txt"
+    } 2>&1 | tee "$R/sanitizer_$tool.txt"
+    pack
   done
 fi
 
-echo "== export ResNet-101 (random weights, BatchNorm calibrated on the carried photos)"
+stamp "== export ResNet-101 (random weights, BatchNorm calibrated on the carried photos)"
 mkdir -p models
 $PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx --photos-npz $C/calib_photos.npz 2>&1 | tail -n 3
+$PY -c "import numpy as np; np.save('/tmp/x.npy', np.random.RandomState(0).randn(1,3,224,224).astype(np.float32))"
 
-echo "== kiln CLI on a CUDA plan"
+if want cli; then
+stamp "== kiln CLI on a CUDA plan (cold build, warm-timing-cache rebuild, load, run, compare)"
 {
-  $C/kiln build models/resnet101.onnx -o /tmp/r101_fp16.plan --device gpu --fp16 --shapes input:1x3x224x224
+  rm -f /tmp/tc.json
+  s0=$(date +%s.%N)
+  $C/kiln build models/resnet101.onnx -o /tmp/r101_fp16.plan --device gpu --fp16 --shapes input:1x3x224x224 \
+    --timing-cache /tmp/tc.json
+  s1=$(date +%s.%N)
+  $C/kiln build models/resnet101.onnx -o /tmp/r101_fp16_warm.plan --device gpu --fp16 --shapes input:1x3x224x224 \
+    --timing-cache /tmp/tc.json
+  s2=$(date +%s.%N)
+  awk -v a="$s0" -v b="$s1" -v c="$s2" 'BEGIN { printf "BUILD_WALL_S cold=%.1f warm_timing_cache=%.1f\n", b - a, c - b }'
+  cmp /tmp/r101_fp16.plan /tmp/r101_fp16_warm.plan && echo "warm rebuild: identical plan bytes"
   $C/kiln inspect /tmp/r101_fp16.plan | head -n 30
   $PY -c "import numpy as np; np.save('/tmp/x.npy', np.random.RandomState(0).randn(1,3,224,224).astype(np.float32))"
   $C/kiln run /tmp/r101_fp16.plan --input input=/tmp/x.npy --output-dir /tmp/out
@@ -59,11 +85,18 @@ echo "== kiln CLI on a CUDA plan"
   $C/kiln build models/resnet101.onnx -o /tmp/r101_fp32.plan --device gpu --no-tf32 --min-shapes input:1x3x224x224 \
     --opt-shapes input:4x3x224x224 --max-shapes input:8x3x224x224
   $C/kiln compare /tmp/r101_fp32.plan models/resnet101.onnx --input input=/tmp/x.npy --atol 1e-4 --rtol 1e-3
-  $C/kiln bench /tmp/r101_fp16.plan --iterations 200
+  for i in 1 2 3; do $C/kiln bench /tmp/r101_fp16.plan --iterations 50 | head -n 2; done
+  $C/kiln bench /tmp/r101_fp32.plan --iterations 20 | head -n 2
   $C/kiln run /tmp/r101_fp16.plan --input input=/tmp/x.npy --cuda-graph | tail -n 2
-} 2>&1 | tee "$OUT/cli.txt"
+  $C/kiln build models/resnet101.onnx -o /tmp/r101_tf32_b256.plan --device gpu --shapes input:256x3x224x224 | tail -n 3
+  $C/kiln inspect /tmp/r101_tf32_b256.plan | grep -i fallback | head -n 5
+} > "$R/cli.txt" 2>&1
+grep -E "BUILD_WALL|identical|Plan load|Tactics:|PASS|FAIL|rror|fallback" "$R/cli.txt" | head -n 40
+pack
+fi
 
-echo "== ViT-B/16 on the CUDA path (LayerNorm, Gelu, batched MatMul, Transpose, Gather; issue 4)"
+if want transformers; then
+stamp "== transformers on the CUDA path (ViT-B/16; BERT-base, GPT-2 when their fused ops have CUDA tactics)"
 {
   $PY scripts/export_models.py --model vit_b_16 -o models/vit_b_16.onnx 2>&1 | tail -n 2
   $C/kiln build models/vit_b_16.onnx -o /tmp/vit_fp32.plan --device gpu --no-tf32 --shapes input:1x3x224x224
@@ -71,25 +104,57 @@ echo "== ViT-B/16 on the CUDA path (LayerNorm, Gelu, batched MatMul, Transpose, 
   $C/kiln build models/vit_b_16.onnx -o /tmp/vit_fp16.plan --device gpu --fp16 --shapes input:1x3x224x224
   $C/kiln compare /tmp/vit_fp16.plan models/vit_b_16.onnx --input input=/tmp/x.npy --atol 0.05 --rtol 0.05
   $C/kiln bench /tmp/vit_fp16.plan --iterations 100
-} 2>&1 | tee "$OUT/vit.txt"
+  for m in bert_base gpt2; do
+    $PY scripts/export_models.py --model $m -o models/$m.onnx 2>&1 | tail -n 1
+    shapes="input_ids:2x128"
+    [ $m = bert_base ] && shapes="input_ids:2x128,attention_mask:2x128"
+    for prec in "--no-tf32" "--fp16"; do
+      $C/kiln build models/$m.onnx -o /tmp/$m.plan --device gpu $prec --shapes $shapes 2>&1 | tail -n 4
+      $C/kiln inspect /tmp/$m.plan | grep -cE "Attention|MatMulBias|RMSNorm" | sed "s/^/fused transformer layers on the GPU: /"
+      $C/kiln compare /tmp/$m.plan models/$m.onnx --atol $([ "$prec" = --fp16 ] && echo 0.05 || echo 1e-3) \
+        --rtol $([ "$prec" = --fp16 ] && echo 0.05 || echo 1e-3) 2>&1 | tail -n 3
+      $C/kiln bench /tmp/$m.plan --iterations 100 --cuda-graph | grep -E "Latency|Throughput|load"
+    done
+  done
+} > "$R/transformers.txt" 2>&1
+grep -E "PASS|FAIL|rror|Latency|fused transformer" "$R/transformers.txt" | head -n 40
+pack
+fi
 
-echo "== kiln bench: CUDA graph, 4 streams, per-layer profile (FP16, batch 1)"
+if want streams; then
+stamp "== kiln bench: CUDA graph, 4 streams, per-layer profile (FP16, batch 1)"
 {
-  $C/kiln bench /tmp/r101_fp16.plan --cuda-graph --iterations 400 --json "$OUT/bench_fp16_b1_graph.json"
-  $C/kiln bench /tmp/r101_fp16.plan --cuda-graph --streams 4 --iterations 800 --json "$OUT/bench_fp16_b1_streams4.json"
-  $C/kiln bench /tmp/r101_fp16.plan --streams 4 --iterations 400 --dump-profile "$OUT/profile_fp16_b1.json" \
+  $C/kiln bench /tmp/r101_fp16.plan --cuda-graph --iterations 400 --json "$R/bench_fp16_b1_graph.json"
+  $C/kiln bench /tmp/r101_fp16.plan --cuda-graph --streams 4 --iterations 800 --json "$R/bench_fp16_b1_streams4.json"
+  $C/kiln bench /tmp/r101_fp16.plan --streams 4 --iterations 400 --dump-profile "$R/profile_fp16_b1.json" \
     > /tmp/bench_profile.txt 2>&1
   head -n 45 /tmp/bench_profile.txt
-} 2>&1 | tee "$OUT/bench_streams.txt"
+} > "$R/bench_streams.txt" 2>&1
+grep -E "Latency|Throughput" "$R/bench_streams.txt"
+pack
+fi
 
-echo "== top-1 agreement with FP32 (no TF32) on 100 photo crops"
+if want agreement; then
+stamp "== top-1 agreement with FP32 (no TF32) on 100 photo crops"
 $PY scripts/photo_inputs.py --photos-npz $C/calib_photos.npz -n 100 -o /tmp/photos100.npy
 $C/kiln_gpu_bench models/resnet101.onnx --agreement /tmp/photos100.npy --precision fp16,bf16 \
-  --json-out "$OUT/agreement.json"
+  --json-out "$R/agreement.json" 2>&1 | tail -n 4
+pack
+fi
 
-echo "== benchmark: Kiln"
-$C/kiln_gpu_bench models/resnet101.onnx --batch "$BATCHES" --precision fp32,tf32,fp16,bf16 | tee "$OUT/kiln.jsonl"
-echo "== per-layer profile (FP16, batch 1 and 64)"
-$C/kiln_gpu_bench models/resnet101.onnx --batch 1,64 --precision fp16 --iters 20 --profile 1 | grep '^#' | tee "$OUT/profile.txt"
-echo "== benchmark: PyTorch peers"
-$PY bench/peers/resnet101_peers.py --batch "$BATCHES" --compile-batch 1,64 --photos-npz $C/calib_photos.npz 2>&1 | grep '^{' | tee "$OUT/peers.jsonl"
+if want bench; then
+stamp "== benchmark: Kiln"
+$C/kiln_gpu_bench models/resnet101.onnx --batch "$BATCHES" --precision fp32,tf32,fp16,bf16 | tee "$R/kiln.jsonl"
+stamp "== per-layer profile (FP16, batch 1 and 64)"
+$C/kiln_gpu_bench models/resnet101.onnx --batch 1,64 --precision fp16 --iters 20 --profile 1 | grep '^#' > "$R/profile.txt"
+pack
+fi
+
+if want peers; then
+stamp "== benchmark: PyTorch peers"
+[ -f /tmp/photos100.npy ] || $PY scripts/photo_inputs.py --photos-npz $C/calib_photos.npz -n 100 -o /tmp/photos100.npy
+$PY bench/peers/resnet101_peers.py --batch "$BATCHES" --compile-batch 1,64 --photos-npz $C/calib_photos.npz \
+  --agreement-npy /tmp/photos100.npy 2>&1 | grep '^{' | tee "$R/peers.jsonl"
+pack
+fi
+stamp "== done"

@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--compile-batch", default="1,64")
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--photos-npz", help="calibrate BatchNorm exactly as scripts/export_models.py does (same model)")
+    ap.add_argument("--agreement-npy", help="N x 3 x 224 x 224 float32 inputs (scripts/photo_inputs.py): PyTorch's own "
+                    "FP16 / BF16 top-1 agreement with its FP32 on them, the yardstick for Kiln's")
     a = ap.parse_args()
     batches = [int(b) for b in a.batch.split(",")]
     torch.manual_seed(0)
@@ -75,6 +77,20 @@ def main():
         top1 = (y32.argmax(1) == y16.argmax(1)).sum().item()
         print(json.dumps(dict(peer="pytorch_fp16_vs_fp32", batch=8, max_abs_err_rel=round(rel, 6), cosine=round(cos, 7),
                               top1_agree=top1)), flush=True)
+        if a.agreement_npy:
+            import numpy as np
+            xa = torch.from_numpy(np.load(a.agreement_npy)).cuda()
+            ya32 = torch.cat([ref32(xa[i:i + 25]).float() for i in range(0, xa.shape[0], 25)])
+            for name, dt in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
+                low = copy.deepcopy(ref32).to(dt).to(memory_format=torch.channels_last)
+                ya = torch.cat([low(xa[i:i + 25].to(dt).to(memory_format=torch.channels_last)).float()
+                                for i in range(0, xa.shape[0], 25)])
+                cos = torch.nn.functional.cosine_similarity(ya32, ya, dim=1)
+                print(json.dumps(dict(peer="pytorch_agreement", precision=name, inputs=int(xa.shape[0]),
+                                      top1_agree=int((ya32.argmax(1) == ya.argmax(1)).sum().item()),
+                                      min_cosine=round(cos.min().item(), 6), mean_cosine=round(cos.mean().item(), 7))),
+                      flush=True)
+                del low
         del ref32
         for b in batches:
             x = torch.randn(b, 3, 224, 224, device="cuda").half().to(memory_format=torch.channels_last)
