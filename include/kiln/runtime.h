@@ -79,7 +79,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<DeviceLayerInfo> device_layers() const;
   DeviceMemoryInfo device_memory() const;
   // Where the load of this engine went, in ms, in order: "read" (file, load_engine only),
-  // "parse" (header, checksum, sections), then for CUDA plans "shapes" (value shapes at the
+  // "parse" (header, checksum, sections), then for CUDA plans "device" (the CUDA context and
+  // cuDNN / cuBLASLt loading: paid once per process, ~0 for later engines), "shapes" (value shapes at the
   // opt shapes), "lower" (lowering, weight conversion and upload) and "tactics" (each layer's
   // tactic set up on the device; includes creating the library handles).
   struct LoadPhase {

@@ -137,6 +137,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* dat
   impl->load_phases.push_back({"parse", parse_ms});
   if (impl->gpu) {
     const gpu::GpuLoadTimes t = gpu::load_times(*impl->gpu);
+    impl->load_phases.push_back({"device", t.device_ms});
     impl->load_phases.push_back({"shapes", t.shapes_ms});
     impl->load_phases.push_back({"lower", t.lower_ms});
     impl->load_phases.push_back({"tactics", t.tactics_ms});

@@ -142,7 +142,10 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
     if (tactics[i] != "cuda.view") e->opts.preset_tactics[g.nodes[i].name] = tactics[i];
   e->tactic_data = settings.tactic_data;
   e->opts.tactic_data = &e->tactic_data;
+  const auto td = std::chrono::steady_clock::now();
+  KILN_RETURN_IF_ERROR(cuda::init_device());
   const auto t0 = std::chrono::steady_clock::now();
+  e->load.device_ms = std::chrono::duration<double, std::milli>(t0 - td).count();
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
   e->load.shapes_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(g, vs, e->opts));

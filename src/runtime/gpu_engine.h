@@ -33,6 +33,7 @@ struct GpuSettings {
 
 // Where the time of one CUDA engine load went, in ms (Runtime::deserialize_engine).
 struct GpuLoadTimes {
+  double device_ms = 0;   // primary context and library loading (first engine of a process)
   double shapes_ms = 0;   // value shapes at the opt shapes
   double lower_ms = 0;    // lowering, weight conversion and upload, memory plan
   double tactics_ms = 0;  // restoring each layer's tactic (cuDNN plans: deserialize or rebuild)

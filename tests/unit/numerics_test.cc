@@ -295,6 +295,22 @@ TEST(NumericsFp16, RoundsToNearestEvenAtEveryMidpointIncludingSubnormals) {
   EXPECT_EQ(float_to_fp16(-std::ldexp(1.0f, -26)), 0x8000);
 }
 
+// The fast bit-level float -> half equals the one-rounding double path on a dense sample of
+// every float bit pattern (both signs, every exponent, NaN payloads included).
+TEST(NumericsFp16, FloatPathMatchesDoublePathAcrossAllFloats) {
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 4093) {
+    float f;
+    const uint32_t bits = static_cast<uint32_t>(u);
+    std::memcpy(&f, &bits, 4);
+    const uint16_t got = float_to_fp16(f);
+    if (std::isnan(f)) {
+      ASSERT_TRUE(std::isnan(fp16_to_float(got))) << std::hex << bits;
+      continue;
+    }
+    ASSERT_EQ(got, double_to_fp16(f)) << std::hex << bits;
+  }
+}
+
 TEST(NumericsFp16, OverflowGoesToInfinity) {
   EXPECT_EQ(float_to_fp16(65504.0f), 0x7bff);
   EXPECT_EQ(float_to_fp16(std::nextafter(65520.0f, 0.0f)), 0x7bff);

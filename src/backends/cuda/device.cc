@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "backends/cuda/cuda_check.h"
+
 namespace kiln::cuda {
 
 const DeviceInfo& device_info() {
@@ -28,6 +30,21 @@ const DeviceInfo& device_info() {
     return d;
   }();
   return info;
+}
+
+Status init_device() {
+  static const Status done = []() -> Status {
+    if (!device_info().available) return unsupported("no CUDA GPU on this machine");
+    KILN_CUDA_CHECK(cudaFree(nullptr));  // creates the primary context
+    cudnnHandle_t h = nullptr;
+    KILN_CUDNN_CHECK(cudnnCreate(&h));
+    cudnnDestroy(h);
+    cublasLtHandle_t lt = nullptr;
+    KILN_CUBLAS_CHECK(cublasLtCreate(&lt));
+    cublasLtDestroy(lt);
+    return Status::Ok();
+  }();
+  return done;
 }
 
 }  // namespace kiln::cuda

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "kiln/status.h"
+
 namespace kiln::cuda {
 
 struct DeviceInfo {
@@ -19,5 +21,10 @@ struct DeviceInfo {
 
 // Probes device 0 once (cudaGetDeviceCount == 0 or an error means unavailable).
 const DeviceInfo& device_info();
+
+// Creates the device's primary context and loads cuDNN and cuBLASLt (one handle of each made
+// and destroyed), once per process: the fixed cost a first engine load pays before its own
+// work, reported separately from it. Errors name the failing call.
+Status init_device();
 
 }  // namespace kiln::cuda

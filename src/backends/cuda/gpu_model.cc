@@ -378,6 +378,10 @@ class Lowering {
 
   static std::vector<float> floats_of(const Tensor& t) {
     std::vector<float> f(static_cast<size_t>(t.numel()));
+    if (t.dtype() == DataType::kFloat32) {
+      if (!f.empty()) std::memcpy(f.data(), t.raw(), f.size() * sizeof(float));
+      return f;
+    }
     for (int64_t i = 0; i < t.numel(); ++i) f[i] = static_cast<float>(load_as_double(t.dtype(), t.raw(), i));
     return f;
   }
