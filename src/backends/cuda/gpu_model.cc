@@ -1,5 +1,6 @@
 // Lowering an optimized ir::Graph to CUDA layers, layout assignment, the activation memory
-// plan (first-fit offsets from live ranges), weight upload and the execution context.
+// plan (first-fit offsets from live ranges), weight upload and the execution context (the
+// caller's stream plus aux streams for independent branches, planned in streams.cc).
 #include "backends/cuda/gpu_model.h"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
+#include "backends/cuda/streams.h"
 #include "core/numerics.h"
 #include "ir/pointwise_program.h"
 #include "kiln/plan.h"
@@ -94,6 +96,8 @@ struct GpuModel::Impl {
   std::vector<std::string> eliminated;       // Concat layers whose inputs all write in place
   std::vector<void*> weight_allocs;
   size_t arena = 0, act_sum = 0, weights = 0, workspace = 0;
+  StreamPlan streams;                 // stream per layer and cross-stream events (streams.h)
+  std::vector<size_t> aux_workspace;  // per aux stream: bytes its layers' tactics need
   GpuBuildOptions opts;
   ~Impl() {
     for (void* p : weight_allocs) cudaFree(p);
@@ -110,7 +114,29 @@ struct GpuContext::Impl {
   bool graph_on = false;
   cudaGraphExec_t graph = nullptr;
   cudaStream_t own_stream = nullptr;  // the stream of run()
+  // One per aux stream of the model: its own library handles (bound to it by cudnnSetStream in
+  // each layer) and workspace, because its layers run concurrently with the other streams'.
+  struct Aux {
+    cudaStream_t stream = nullptr;
+    cudnnHandle_t cudnn = nullptr;
+    cublasLtHandle_t lt = nullptr;
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+    cudaEvent_t join = nullptr;  // recorded after the stream's last layer; the caller's stream waits on it
+  };
+  std::vector<Aux> aux;
+  cudaEvent_t fork = nullptr;        // recorded on the caller's stream; each aux stream waits on it first
+  std::vector<cudaEvent_t> events;   // the stream plan's cross-stream events
   ~Impl() {
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    if (fork) cudaEventDestroy(fork);
+    for (Aux& a : aux) {
+      if (a.join) cudaEventDestroy(a.join);
+      if (a.cudnn) cudnnDestroy(a.cudnn);
+      if (a.lt) cublasLtDestroy(a.lt);
+      cudaFree(a.workspace);
+      if (a.stream) cudaStreamDestroy(a.stream);
+    }
     if (own_stream) cudaStreamDestroy(own_stream);
     if (graph) cudaGraphExecDestroy(graph);
     if (cudnn) cudnnDestroy(cudnn);
@@ -143,12 +169,55 @@ struct NvtxRange {
   NvtxRange& operator=(const NvtxRange&) = delete;
 };
 
-Status enqueue_layers(const GpuModel::Impl& m, ExecState& st) {
-  for (const auto& layer : m.layers) {
-    NvtxRange r(layer->name.c_str());
-    KILN_RETURN_IF_ERROR(layer->enqueue(st).with_context("layer '" + layer->name + "'"));
+// Every layer of the model: on st.stream (the caller's) and the context's aux streams as the
+// stream plan says, forked from and joined back into st.stream. No allocation (the per-stream
+// states live on the stack), no synchronization: only event records and stream waits, which
+// stream capture turns into graph edges.
+Status enqueue_layers(const GpuContext::Impl& c, const ExecState& st) {
+  const GpuModel::Impl& m = *c.m;
+  const StreamPlan& sp = m.streams;
+  const int naux = static_cast<int>(c.aux.size());
+  ExecState states[kMaxAuxStreams + 1];
+  states[0] = st;
+  for (int k = 0; k < naux; ++k) {
+    const GpuContext::Impl::Aux& a = c.aux[static_cast<size_t>(k)];
+    states[k + 1] = st;
+    states[k + 1].stream = a.stream;
+    states[k + 1].cudnn = a.cudnn;
+    states[k + 1].lt = a.lt;
+    states[k + 1].workspace = a.workspace;
+    states[k + 1].workspace_bytes = a.workspace_bytes;
   }
-  return Status::Ok();
+  if (naux > 0) {
+    KILN_CUDA_CHECK(cudaEventRecord(c.fork, st.stream));
+    for (const auto& a : c.aux) KILN_CUDA_CHECK(cudaStreamWaitEvent(a.stream, c.fork, 0));
+  }
+  Status result = Status::Ok();
+  for (size_t i = 0; i < m.layers.size() && result.ok(); ++i) {
+    const Layer& layer = *m.layers[i];
+    ExecState& s = states[naux > 0 ? sp.stream[i] : 0];
+    for (int e : sp.waits[i])
+      if (naux > 0 && result.ok())
+        result = cuda_status(cudaStreamWaitEvent(s.stream, c.events[static_cast<size_t>(e)], 0), "cudaStreamWaitEvent",
+                             __FILE__, __LINE__);
+    if (!result.ok()) break;
+    {
+      NvtxRange r(layer.name.c_str());
+      result = m.layers[i]->enqueue(s);
+    }
+    if (!result.ok()) result = result.with_context("layer '" + layer.name + "'");
+    if (result.ok() && naux > 0 && sp.record[i] >= 0)
+      result = cuda_status(cudaEventRecord(c.events[static_cast<size_t>(sp.record[i])], s.stream), "cudaEventRecord",
+                           __FILE__, __LINE__);
+  }
+  // The join, after an error too: a capture in progress fails to end while a forked stream is
+  // not joined back.
+  for (const auto& a : c.aux) {
+    Status j = cuda_status(cudaEventRecord(a.join, a.stream), "cudaEventRecord", __FILE__, __LINE__);
+    if (j.ok()) j = cuda_status(cudaStreamWaitEvent(st.stream, a.join, 0), "cudaStreamWaitEvent", __FILE__, __LINE__);
+    if (result.ok()) result = j;
+  }
+  return result;
 }
 
 bool is_float(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16; }
@@ -1146,50 +1215,28 @@ class Lowering {
   }
 };
 
-// First-fit offsets from live ranges: values whose lifetimes overlap get disjoint bytes.
-void plan_memory(GpuModel::Impl* m) {
-  const int nv = static_cast<int>(m->vals.size());
-  auto root = [&](int v) {
-    while (m->vals[v].alias_of >= 0) v = m->vals[v].alias_of;
-    return v;
-  };
-  std::vector<int> first(nv, INT32_MAX), last(nv, -1);
-  for (int v : m->input_vals) first[root(v)] = -1;
-  const int nl = static_cast<int>(m->layers.size());
-  for (int i = 0; i < nl; ++i) {
-    for (int v : m->layers[i]->ins)
-      if (v >= 0) last[root(v)] = std::max(last[root(v)], i);
-    for (int v : m->layers[i]->outs) {
-      first[root(v)] = std::min(first[root(v)], i);
-      last[root(v)] = std::max(last[root(v)], i);
-    }
-  }
-  for (int v : m->output_vals) last[root(v)] = nl;
-  for (int v : m->input_vals) last[root(v)] = std::max(last[root(v)], 0);
-  struct Block { int64_t off; size_t size; int first, last; };
-  std::vector<Block> placed;
-  std::vector<int> order;
-  for (int v = 0; v < nv; ++v)
-    if (m->vals[v].alias_of < 0 && !m->vals[v].weight && last[v] >= -1 && first[v] != INT32_MAX) order.push_back(v);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return m->vals[a].bytes() > m->vals[b].bytes(); });
-  m->act_sum = 0;
-  m->arena = 0;
-  for (int v : order) {
-    const size_t size = (m->vals[v].bytes() + 255) / 256 * 256;
-    m->act_sum += size;
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const Block& b : placed)
-      if (!(b.last < first[v] || last[v] < b.first)) busy.emplace_back(b.off, b.off + static_cast<int64_t>(b.size));
-    std::sort(busy.begin(), busy.end());
-    int64_t off = 0;
-    for (auto& [s, e] : busy) {
-      if (off + static_cast<int64_t>(size) <= s) break;
-      off = std::max(off, e);
-    }
-    m->vals[v].offset = off;
-    placed.push_back({off, size, first[v], last[v]});
-    m->arena = std::max(m->arena, static_cast<size_t>(off) + size);
-  }
+// The stream plan (streams.h) and the activation arena: first-fit offsets from live ranges,
+// widened over parallel regions so that layers that may run concurrently never share bytes;
+// with one stream this is the sequential plan. The checker re-proves that on the final offsets.
+Status plan_streams_and_memory(GpuModel::Impl* m) {
+  std::vector<StreamValue> vals;
+  vals.reserve(m->vals.size());
+  for (const GVal& v : m->vals) vals.push_back({v.bytes(), v.alias_of, v.alias_offset, v.weight == nullptr});
+  std::vector<StreamLayer> layers;
+  layers.reserve(m->layers.size());
+  for (const auto& l : m->layers) layers.push_back({l->ins, l->outs});
+  const int max_aux = m->opts.max_aux_streams < 0 ? kAutoAuxStreams : m->opts.max_aux_streams;
+  if (max_aux > kMaxAuxStreams)
+    return invalid_argument("max_aux_streams " + std::to_string(max_aux) + ": at most " + std::to_string(kMaxAuxStreams));
+  m->streams = assign_streams(vals, layers, max_aux);
+  const ArenaPlan a = plan_arena(vals, layers, m->input_vals, m->output_vals, m->streams);
+  for (size_t v = 0; v < m->vals.size(); ++v)
+    if (a.offset[v] >= 0) m->vals[v].offset = a.offset[v];
+  m->arena = a.bytes;
+  m->act_sum = a.activation_sum;
+  const std::string conflict = find_arena_conflict(vals, layers, a.offset, m->streams);
+  if (!conflict.empty()) return internal_error("aux streams: " + conflict);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -1251,7 +1298,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   Lowering l(folded, shapes, opts, m);
   KILN_RETURN_IF_ERROR(l.run());
   l.eliminate_concats();
-  plan_memory(m);
+  KILN_RETURN_IF_ERROR(plan_streams_and_memory(m));
   for (const auto& layer : m->layers) layer->finalize(m->vals);
   // Tuning scratch: what the layers may use, at most the limit (conv tactics are capped at
   // 256 MiB inside the layer). After tuning the workspace shrinks to what the chosen tactics need.
@@ -1300,9 +1347,18 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     need = std::max(need, layer->workspace());
   }
   m->workspace = std::max<size_t>(need, 256);
-  for (const auto& layer : m->layers)
-    m->infos.push_back(
-        {layer->name, layer->op, layer->tactic, layer->origin, layer->tuned_ms, layer->fallback, layer->workspace()});
+  // Each aux stream's workspace holds what its own layers need (the caller's stream keeps the
+  // largest, for profile_layers, which runs every layer there).
+  m->aux_workspace.assign(static_cast<size_t>(m->streams.aux_streams), 256);
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    const int s = m->streams.stream[i];
+    if (s > 0) m->aux_workspace[s - 1] = std::max(m->aux_workspace[s - 1], m->layers[i]->workspace());
+  }
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    const Layer& layer = *m->layers[i];
+    m->infos.push_back({layer.name, layer.op, layer.tactic, layer.origin, layer.tuned_ms, layer.fallback,
+                        layer.workspace(), m->streams.stream[i]});
+  }
   return model;
 }
 
@@ -1321,7 +1377,12 @@ std::vector<Shape> GpuModel::output_shapes() const {
 size_t GpuModel::arena_bytes() const { return impl_->arena; }
 size_t GpuModel::activation_bytes_sum() const { return impl_->act_sum; }
 size_t GpuModel::weight_bytes() const { return impl_->weights; }
-size_t GpuModel::workspace_bytes() const { return impl_->workspace; }
+size_t GpuModel::workspace_bytes() const {
+  size_t total = impl_->workspace;
+  for (size_t w : impl_->aux_workspace) total += w;
+  return total;
+}
+int GpuModel::aux_streams() const { return impl_->streams.aux_streams; }
 
 StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
   auto ctx = std::unique_ptr<GpuContext>(new GpuContext());
@@ -1333,6 +1394,29 @@ StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
       device_alloc(&c->workspace, std::max<size_t>(impl_->workspace, 256), "the tactic workspace"));
   KILN_CUDNN_CHECK(cudnnCreate(&c->cudnn));
   KILN_CUBLAS_CHECK(cublasLtCreate(&c->lt));
+  // Aux streams with their handles, workspaces and events: made here so enqueue never allocates.
+  // Non-blocking, so they never synchronize implicitly with the legacy default stream; events
+  // without timing (cheaper to record and wait on).
+  const int naux = impl_->streams.aux_streams;
+  if (naux > 0) {
+    c->aux.resize(static_cast<size_t>(naux));
+    for (int k = 0; k < naux; ++k) {
+      auto& a = c->aux[static_cast<size_t>(k)];
+      KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking));
+      KILN_CUDNN_CHECK(cudnnCreate(&a.cudnn));
+      KILN_CUBLAS_CHECK(cublasLtCreate(&a.lt));
+      // Before tuning finishes (the build's own context) the sizes are unknown; that context runs
+      // every layer on the caller's stream.
+      a.workspace_bytes =
+          static_cast<size_t>(k) < impl_->aux_workspace.size() ? impl_->aux_workspace[static_cast<size_t>(k)] : 256;
+      KILN_RETURN_IF_ERROR(device_alloc(&a.workspace, a.workspace_bytes,
+                                        "the tactic workspace of aux stream " + std::to_string(k + 1)));
+      KILN_CUDA_CHECK(cudaEventCreateWithFlags(&a.join, cudaEventDisableTiming));
+    }
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming));
+    c->events.assign(static_cast<size_t>(impl_->streams.events), nullptr);
+    for (auto& e : c->events) KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
   return ctx;
 }
 
@@ -1354,7 +1438,7 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
     if (!impl_->graph) {
       cudaGraph_t graph;
       KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      Status s = enqueue_layers(*m, st);
+      Status s = enqueue_layers(*impl_, st);
       cudaError_t e = cudaStreamEndCapture(stream, &graph);
       KILN_RETURN_IF_ERROR(s);
       KILN_CUDA_CHECK(e);
@@ -1363,7 +1447,7 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
     }
     KILN_CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
   } else {
-    KILN_RETURN_IF_ERROR(enqueue_layers(*m, st));
+    KILN_RETURN_IF_ERROR(enqueue_layers(*impl_, st));
   }
   for (size_t i = 0; i < outputs.size() && i < m->output_vals.size(); ++i) {
     const GVal& v = m->vals[m->output_vals[i]];
@@ -1388,7 +1472,7 @@ Status GpuContext::enqueue_device(const std::vector<const void*>& inputs, const 
     if (!inputs[i]) return invalid_argument("input '" + v.name + "': no address");
     KILN_CUDA_CHECK(cudaMemcpyAsync(st.ptr(m->input_vals[i]), inputs[i], v.bytes(), cudaMemcpyDefault, stream));
   }
-  KILN_RETURN_IF_ERROR(enqueue_layers(*m, st));
+  KILN_RETURN_IF_ERROR(enqueue_layers(*impl_, st));
   for (size_t i = 0; i < outputs.size(); ++i) {
     const GVal& v = m->vals[m->output_vals[i]];
     if (!outputs[i]) return invalid_argument("output '" + v.name + "': no address");
@@ -1402,9 +1486,7 @@ Status GpuContext::replay(cudaStream_t stream) {
     KILN_CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
     return Status::Ok();
   }
-  ExecState st = impl_->state(stream);
-  for (const auto& layer : impl_->m->layers) KILN_RETURN_IF_ERROR(layer->enqueue(st));
-  return Status::Ok();
+  return enqueue_layers(*impl_, impl_->state(stream));
 }
 
 Status GpuContext::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {

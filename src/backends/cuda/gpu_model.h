@@ -1,7 +1,8 @@
 // The CUDA execution path: an optimized ir::Graph with concrete shapes becomes a GpuModel
 // (immutable: layers with their chosen tactics, weights on the device, the activation memory
 // plan) and runs in GpuContexts (one activation arena + library handles each, on the caller's
-// stream, optionally replayed as a CUDA graph).
+// stream and, for independent branches, the context's aux streams joined back into it
+// (streams.h); optionally replayed as a CUDA graph).
 // Storage: fp32, or fp16 / bf16 for activations and weights (always float accumulation).
 // Layouts: in fp16/bf16 mode 4-D activations are NHWC (tensor cores), everything else
 // row-major; explicit reformat layers appear in the layer list where layouts change.
@@ -60,6 +61,10 @@ struct GpuBuildOptions {
   // vs 28.2k; bench/results/2026-11-22-h200-run8) because the padded input reformat costs more
   // than the conv saves; kiln_gpu_bench honours KILN_PAD_INPUT_CHANNELS for the A/B.
   bool pad_input_channels = false;
+  // Aux streams independent branches may run on (streams.h, docs/decisions/0011-aux-streams.md):
+  // 0 = every layer on the caller's stream; < 0 = the builder decides (the graph's forks, at most
+  // kAutoAuxStreams); at most kMaxAuxStreams. Tuning always runs on one stream.
+  int max_aux_streams = -1;
   // Tactics chosen at build time, by layer name (from a plan): used instead of tuning.
   std::map<std::string, std::string> preset_tactics;
   // Measured tactic times to reuse and extend while tuning (not owned; may be null).
@@ -96,6 +101,7 @@ struct GpuLayerInfo {
   double tuned_ms = 0;  // measured time of the chosen tactic during tuning (0 if not timed), ms
   std::string fallback;  // why a slower path than the fast tactic runs ("" = none)
   size_t workspace_bytes = 0;  // scratch bytes the chosen tactic uses
+  int stream = 0;              // 0 = the caller's stream, 1.. = an aux stream of the context
 };
 
 class GpuContext;
@@ -117,7 +123,8 @@ class GpuModel {
   size_t arena_bytes() const;            // activation arena per context
   size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
   size_t weight_bytes() const;
-  size_t workspace_bytes() const;
+  size_t workspace_bytes() const;  // tactic scratch per context: the caller's stream's plus each aux stream's
+  int aux_streams() const;         // aux streams each context runs branches on (0: none)
 
   struct Impl;
   const Impl& impl() const { return *impl_; }
@@ -126,6 +133,10 @@ class GpuModel {
   std::unique_ptr<Impl> impl_;
 };
 
+// enqueue, enqueue_device and replay run the layers on the given stream and the context's aux
+// streams (GpuModel::aux_streams): the aux streams first wait on an event recorded on the given
+// stream, and before the call returns the given stream waits on every aux stream, so work
+// enqueued on it later sees every output, and a capture of the call is a fork/join graph.
 class GpuContext {
  public:
   ~GpuContext();
@@ -147,6 +158,7 @@ class GpuContext {
   // Captures the layer sequence into a CUDA graph on first use and replays it afterwards.
   void use_cuda_graph(bool on);
   // Per-layer device times (ms) of one run, in layer order (synchronizes; for --dump-profile).
+  // Layers run one after another on `stream` (no aux streams) so each time is the layer's own.
   StatusOr<std::vector<double>> profile_layers(const std::vector<Tensor>& inputs, cudaStream_t stream);
 
   struct Impl;
