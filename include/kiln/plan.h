@@ -27,7 +27,8 @@
 
 namespace kiln {
 
-constexpr uint32_t kPlanFormatVersion = 1;
+// 2: the build section records max_aux_streams (docs/decisions/0011-aux-streams.md).
+constexpr uint32_t kPlanFormatVersion = 2;
 
 enum class PlanBackend : uint8_t { kCpu = 0, kCuda = 1 };
 
