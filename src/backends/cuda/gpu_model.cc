@@ -188,11 +188,11 @@ Status enqueue_layers(const GpuContext::Impl& c, const ExecState& st) {
     states[k + 1].workspace = a.workspace;
     states[k + 1].workspace_bytes = a.workspace_bytes;
   }
-  if (naux > 0) {
-    KILN_CUDA_CHECK(cudaEventRecord(c.fork, st.stream));
-    for (const auto& a : c.aux) KILN_CUDA_CHECK(cudaStreamWaitEvent(a.stream, c.fork, 0));
-  }
+  if (naux > 0) KILN_CUDA_CHECK(cudaEventRecord(c.fork, st.stream));
   Status result = Status::Ok();
+  for (const auto& a : c.aux)
+    if (result.ok())
+      result = cuda_status(cudaStreamWaitEvent(a.stream, c.fork, 0), "cudaStreamWaitEvent", __FILE__, __LINE__);
   for (size_t i = 0; i < m.layers.size() && result.ok(); ++i) {
     const Layer& layer = *m.layers[i];
     ExecState& s = states[naux > 0 ? sp.stream[i] : 0];
@@ -1396,19 +1396,17 @@ StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
   KILN_CUBLAS_CHECK(cublasLtCreate(&c->lt));
   // Aux streams with their handles, workspaces and events: made here so enqueue never allocates.
   // Non-blocking, so they never synchronize implicitly with the legacy default stream; events
-  // without timing (cheaper to record and wait on).
+  // without timing (cheaper to record and wait on). The build's own context (before tuning has
+  // sized the aux workspaces) gets none: it runs every layer on one stream, which is always safe.
   const int naux = impl_->streams.aux_streams;
-  if (naux > 0) {
+  if (naux > 0 && impl_->aux_workspace.size() == static_cast<size_t>(naux)) {
     c->aux.resize(static_cast<size_t>(naux));
     for (int k = 0; k < naux; ++k) {
       auto& a = c->aux[static_cast<size_t>(k)];
       KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking));
       KILN_CUDNN_CHECK(cudnnCreate(&a.cudnn));
       KILN_CUBLAS_CHECK(cublasLtCreate(&a.lt));
-      // Before tuning finishes (the build's own context) the sizes are unknown; that context runs
-      // every layer on the caller's stream.
-      a.workspace_bytes =
-          static_cast<size_t>(k) < impl_->aux_workspace.size() ? impl_->aux_workspace[static_cast<size_t>(k)] : 256;
+      a.workspace_bytes = impl_->aux_workspace[static_cast<size_t>(k)];
       KILN_RETURN_IF_ERROR(device_alloc(&a.workspace, a.workspace_bytes,
                                         "the tactic workspace of aux stream " + std::to_string(k + 1)));
       KILN_CUDA_CHECK(cudaEventCreateWithFlags(&a.join, cudaEventDisableTiming));
