@@ -1,14 +1,18 @@
 // Stream assignment and the concurrency-aware arena plan (src/backends/cuda/streams.h), without
 // a GPU: a GoogLeNet-like 4-branch block (producers writing Concat slices in place), a ResNet
-// downsample block, a residual chain that needs no aux stream, and random DAGs checked against
-// an independent happens-before closure and the arena conflict checker.
+// downsample block, a residual chain that needs no aux stream, random DAGs checked against an
+// independent happens-before closure and the arena conflict checker, and the real CUDA lowering
+// of small Inception / ResNet graphs (plan_gpu_streams, which touches no device).
 #include <gtest/gtest.h>
 
 #ifdef KILN_HAVE_CUDA
+#include <map>
 #include <random>
 #include <set>
 
+#include "backends/cuda/gpu_model.h"
 #include "backends/cuda/streams.h"
+#include "gpu/branch_graphs.h"
 #endif
 
 namespace kiln::cuda {
@@ -289,6 +293,54 @@ TEST(AuxStreams, RandomGraphsAreSafe) {
           for (int w : d.layers[i].outs)
             if (w == v) EXPECT_TRUE(sp.ordered(i, j)) << "layer " << j << " reads value " << v << " of layer " << i;
   }
+}
+
+// The CUDA lowering (concat elimination, horizontal fusion's Split views, NHWC reformats in
+// FP16) planned with and without aux streams; plan_gpu_streams fails if the arena checker finds
+// concurrent layers sharing bytes.
+TEST(AuxStreams, LoweredGraphsPlanSafely) {
+  using testing::inception;
+  using testing::resnet_block;
+  struct Case {
+    const char* name;
+    ir::Graph g;
+    Shape in;
+  };
+  const Case cases[] = {{"inception b1", inception(1, 16), {1, 8, 16, 16}},
+                        {"inception b2", inception(2, 16), {2, 8, 16, 16}},
+                        {"resnet", resnet_block(2, 16), {2, 16, 16, 16}}};
+  for (const Case& c : cases)
+    for (bool fp16 : {false, true}) {
+      SCOPED_TRACE(std::string(c.name) + (fp16 ? " fp16" : " fp32"));
+      auto shapes = infer_value_shapes_by_reference(c.g, {c.in});
+      ASSERT_TRUE(shapes.ok()) << shapes.status().to_string();
+      GpuBuildOptions o;
+      o.fp16 = fp16;
+      o.max_aux_streams = 0;
+      auto seq = plan_gpu_streams(c.g, *shapes, o);
+      ASSERT_TRUE(seq.ok()) << seq.status().to_string();
+      EXPECT_EQ(seq->aux_streams, 0);
+      for (int s : seq->streams) EXPECT_EQ(s, 0);
+      o.max_aux_streams = -1;  // the builder decides
+      auto par = plan_gpu_streams(c.g, *shapes, o);
+      ASSERT_TRUE(par.ok()) << par.status().to_string();
+      EXPECT_EQ(par->layers, seq->layers) << "aux streams change no layer";
+      EXPECT_GE(par->arena_bytes, seq->arena_bytes);
+      std::map<std::string, int> stream;
+      for (size_t i = 0; i < par->layers.size(); ++i) stream[par->layers[i]] = par->streams[i];
+      if (std::string(c.name) == "resnet") {
+        EXPECT_EQ(par->aux_streams, 1);
+        EXPECT_EQ(stream["down"], 1);
+        for (const char* l : {"stem", "conv1", "conv2", "conv3", "head"}) EXPECT_EQ(stream[l], 0) << l;
+      } else {
+        // b1, the fused 1x1 reductions (b2a+b3a), the second reduction's 3x3 and the pool
+        // branch: four ways, three aux streams; the head joins on the caller's stream.
+        EXPECT_EQ(par->aux_streams, 3);
+        EXPECT_EQ(stream["head"], 0);
+        EXPECT_NE(stream["b1"], stream["b4"]);
+        EXPECT_NE(stream["b2b"], stream["b3b"]);
+      }
+    }
 }
 
 #else

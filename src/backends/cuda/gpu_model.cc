@@ -1253,6 +1253,25 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp1
   return l.run();
 }
 
+StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShapes& shapes, const GpuBuildOptions& opts) {
+  GpuModel::Impl scratch;
+  scratch.opts = opts;
+  scratch.opts.tune = false;
+  ir::Graph folded = g;
+  KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
+  Lowering l(folded, shapes, scratch.opts, &scratch);
+  l.dry_run();
+  KILN_RETURN_IF_ERROR(l.run());
+  l.eliminate_concats();
+  KILN_RETURN_IF_ERROR(plan_streams_and_memory(&scratch));
+  GpuStreamSummary r;
+  for (const auto& layer : scratch.layers) r.layers.push_back(layer->name);
+  r.streams = scratch.streams.stream;
+  r.aux_streams = scratch.streams.aux_streams;
+  r.arena_bytes = scratch.arena;
+  return r;
+}
+
 WeightCache::~WeightCache() {
   for (auto& [key, p] : copies_) cudaFree(p);
 }

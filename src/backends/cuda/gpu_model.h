@@ -93,6 +93,17 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
 // without a GPU.
 Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp16 = false);
 
+// The stream plan and arena a build with `opts` would make (opts.fp16 / max_aux_streams), from
+// a lowering that touches no device (as check_gpu_support): for tests and tools on machines
+// without a GPU. Tactics are not chosen, so workspaces are not known. Errors as GpuModel::create.
+struct GpuStreamSummary {
+  std::vector<std::string> layers;  // engine layer names, in enqueue order
+  std::vector<int> streams;         // per layer: 0 = the caller's stream, 1.. = an aux stream
+  int aux_streams = 0;
+  size_t arena_bytes = 0;           // activation arena per context
+};
+StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShapes& shapes, const GpuBuildOptions& opts);
+
 struct GpuLayerInfo {
   std::string name;    // engine layer name
   std::string op;      // "FusedConv", "Reformat", ...
