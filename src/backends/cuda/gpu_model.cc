@@ -1,6 +1,7 @@
 // Lowering an optimized ir::Graph to CUDA layers, layout assignment, the activation memory
 // plan (first-fit offsets from live ranges), weight upload and the execution context (the
-// caller's stream plus aux streams for independent branches, planned in streams.cc).
+// caller's stream plus aux streams for independent branches: planned in streams.cc, run by
+// aux_streams.cc).
 #include "backends/cuda/gpu_model.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "backends/cuda/aux_streams.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
@@ -114,29 +116,8 @@ struct GpuContext::Impl {
   bool graph_on = false;
   cudaGraphExec_t graph = nullptr;
   cudaStream_t own_stream = nullptr;  // the stream of run()
-  // One per aux stream of the model: its own library handles (bound to it by cudnnSetStream in
-  // each layer) and workspace, because its layers run concurrently with the other streams'.
-  struct Aux {
-    cudaStream_t stream = nullptr;
-    cudnnHandle_t cudnn = nullptr;
-    cublasLtHandle_t lt = nullptr;
-    void* workspace = nullptr;
-    size_t workspace_bytes = 0;
-    cudaEvent_t join = nullptr;  // recorded after the stream's last layer; the caller's stream waits on it
-  };
-  std::vector<Aux> aux;
-  cudaEvent_t fork = nullptr;        // recorded on the caller's stream; each aux stream waits on it first
-  std::vector<cudaEvent_t> events;   // the stream plan's cross-stream events
+  AuxStreams aux;  // the model's aux streams, with their handles, workspaces and events
   ~Impl() {
-    for (cudaEvent_t e : events) cudaEventDestroy(e);
-    if (fork) cudaEventDestroy(fork);
-    for (Aux& a : aux) {
-      if (a.join) cudaEventDestroy(a.join);
-      if (a.cudnn) cudnnDestroy(a.cudnn);
-      if (a.lt) cublasLtDestroy(a.lt);
-      cudaFree(a.workspace);
-      if (a.stream) cudaStreamDestroy(a.stream);
-    }
     if (own_stream) cudaStreamDestroy(own_stream);
     if (graph) cudaGraphExecDestroy(graph);
     if (cudnn) cudnnDestroy(cudnn);
@@ -169,55 +150,10 @@ struct NvtxRange {
   NvtxRange& operator=(const NvtxRange&) = delete;
 };
 
-// Every layer of the model: on st.stream (the caller's) and the context's aux streams as the
-// stream plan says, forked from and joined back into st.stream. No allocation (the per-stream
-// states live on the stack), no synchronization: only event records and stream waits, which
-// stream capture turns into graph edges.
+// Every layer of the model, on st.stream (the caller's) and the context's aux streams as the
+// model's stream plan says, forked from and joined back into st.stream.
 Status enqueue_layers(const GpuContext::Impl& c, const ExecState& st) {
-  const GpuModel::Impl& m = *c.m;
-  const StreamPlan& sp = m.streams;
-  const int naux = static_cast<int>(c.aux.size());
-  ExecState states[kMaxAuxStreams + 1];
-  states[0] = st;
-  for (int k = 0; k < naux; ++k) {
-    const GpuContext::Impl::Aux& a = c.aux[static_cast<size_t>(k)];
-    states[k + 1] = st;
-    states[k + 1].stream = a.stream;
-    states[k + 1].cudnn = a.cudnn;
-    states[k + 1].lt = a.lt;
-    states[k + 1].workspace = a.workspace;
-    states[k + 1].workspace_bytes = a.workspace_bytes;
-  }
-  if (naux > 0) KILN_CUDA_CHECK(cudaEventRecord(c.fork, st.stream));
-  Status result = Status::Ok();
-  for (const auto& a : c.aux)
-    if (result.ok())
-      result = cuda_status(cudaStreamWaitEvent(a.stream, c.fork, 0), "cudaStreamWaitEvent", __FILE__, __LINE__);
-  for (size_t i = 0; i < m.layers.size() && result.ok(); ++i) {
-    const Layer& layer = *m.layers[i];
-    ExecState& s = states[naux > 0 ? sp.stream[i] : 0];
-    for (int e : sp.waits[i])
-      if (naux > 0 && result.ok())
-        result = cuda_status(cudaStreamWaitEvent(s.stream, c.events[static_cast<size_t>(e)], 0), "cudaStreamWaitEvent",
-                             __FILE__, __LINE__);
-    if (!result.ok()) break;
-    {
-      NvtxRange r(layer.name.c_str());
-      result = m.layers[i]->enqueue(s);
-    }
-    if (!result.ok()) result = result.with_context("layer '" + layer.name + "'");
-    if (result.ok() && naux > 0 && sp.record[i] >= 0)
-      result = cuda_status(cudaEventRecord(c.events[static_cast<size_t>(sp.record[i])], s.stream), "cudaEventRecord",
-                           __FILE__, __LINE__);
-  }
-  // The join, after an error too: a capture in progress fails to end while a forked stream is
-  // not joined back.
-  for (const auto& a : c.aux) {
-    Status j = cuda_status(cudaEventRecord(a.join, a.stream), "cudaEventRecord", __FILE__, __LINE__);
-    if (j.ok()) j = cuda_status(cudaStreamWaitEvent(st.stream, a.join, 0), "cudaStreamWaitEvent", __FILE__, __LINE__);
-    if (result.ok()) result = j;
-  }
-  return result;
+  return c.aux.enqueue(c.m->layers, c.m->streams, st);
 }
 
 bool is_float(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16; }
@@ -1414,26 +1350,10 @@ StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
   KILN_CUDNN_CHECK(cudnnCreate(&c->cudnn));
   KILN_CUBLAS_CHECK(cublasLtCreate(&c->lt));
   // Aux streams with their handles, workspaces and events: made here so enqueue never allocates.
-  // Non-blocking, so they never synchronize implicitly with the legacy default stream; events
-  // without timing (cheaper to record and wait on). The build's own context (before tuning has
-  // sized the aux workspaces) gets none: it runs every layer on one stream, which is always safe.
-  const int naux = impl_->streams.aux_streams;
-  if (naux > 0 && impl_->aux_workspace.size() == static_cast<size_t>(naux)) {
-    c->aux.resize(static_cast<size_t>(naux));
-    for (int k = 0; k < naux; ++k) {
-      auto& a = c->aux[static_cast<size_t>(k)];
-      KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking));
-      KILN_CUDNN_CHECK(cudnnCreate(&a.cudnn));
-      KILN_CUBLAS_CHECK(cublasLtCreate(&a.lt));
-      a.workspace_bytes = impl_->aux_workspace[static_cast<size_t>(k)];
-      KILN_RETURN_IF_ERROR(device_alloc(&a.workspace, a.workspace_bytes,
-                                        "the tactic workspace of aux stream " + std::to_string(k + 1)));
-      KILN_CUDA_CHECK(cudaEventCreateWithFlags(&a.join, cudaEventDisableTiming));
-    }
-    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&c->fork, cudaEventDisableTiming));
-    c->events.assign(static_cast<size_t>(impl_->streams.events), nullptr);
-    for (auto& e : c->events) KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  }
+  // The build's own context (before tuning has sized the aux workspaces) gets none: it runs every
+  // layer on one stream, which is always safe.
+  if (impl_->aux_workspace.size() == static_cast<size_t>(impl_->streams.aux_streams))
+    KILN_RETURN_IF_ERROR(c->aux.create(impl_->aux_workspace, impl_->streams.events));
   return ctx;
 }
 
