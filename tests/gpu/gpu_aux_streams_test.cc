@@ -117,7 +117,6 @@ void check_bit_identical(const ir::Graph& g, const Shape& in, bool fp16, int min
   for (const auto& l : aux->layers()) used.insert(l.stream);
   EXPECT_EQ(static_cast<int>(used.size()), aux->aux_streams() + 1) << "every aux stream runs a layer";
   EXPECT_EQ(tactics_of(*aux), tactics_of(*base));
-  EXPECT_GE(aux->arena_bytes(), base->arena_bytes()) << "concurrent branches cannot share more bytes";
 
   const Tensor x = random_tensor(in, 31, -2.f, 2.f);
   auto ref = interpret(g, {x});

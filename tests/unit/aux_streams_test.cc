@@ -325,7 +325,7 @@ TEST(AuxStreams, LoweredGraphsPlanSafely) {
       auto par = plan_gpu_streams(c.g, *shapes, o);
       ASSERT_TRUE(par.ok()) << par.status().to_string();
       EXPECT_EQ(par->layers, seq->layers) << "aux streams change no layer";
-      EXPECT_GE(par->arena_bytes, seq->arena_bytes);
+      EXPECT_GE(par->arena_bytes, seq->arena_bytes);  // true of these graphs (first fit is not monotone in general)
       std::map<std::string, int> stream;
       for (size_t i = 0; i < par->layers.size(); ++i) stream[par->layers[i]] = par->streams[i];
       if (std::string(c.name) == "resnet") {
