@@ -66,6 +66,12 @@ struct BuilderConfig {
   bool fp8 = false;
   bool int8 = false;
   size_t workspace_limit = 0;  // bytes of scratch one layer may use; 0 = no limit
+  // CUDA: auxiliary streams on which independent branches (Inception branches, a ResNet
+  // downsample beside its main path) run concurrently with the caller's stream; 0 = none,
+  // -1 = the builder decides (one per concurrent branch, at most 3), at most 16. Costs one
+  // tactic workspace per aux stream and a larger activation arena (branches cannot share bytes).
+  // docs/decisions/0011-aux-streams.md; TensorRT's IBuilderConfig::setMaxAuxStreams.
+  int max_aux_streams = -1;
   // CUDA: JSON timing cache (docs/decisions/0007-timing-cache.md) read before tuning and
   // rewritten after it; "" = none.
   std::string timing_cache_path;

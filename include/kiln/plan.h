@@ -30,7 +30,9 @@
 
 namespace kiln {
 
-constexpr uint32_t kPlanFormatVersion = 2;
+// 2: the build section records max_aux_streams (docs/decisions/0011-aux-streams.md).
+// 3: word-wise checksum (plan_checksum) and the tactic data after the layers' tactics.
+constexpr uint32_t kPlanFormatVersion = 3;
 
 enum class PlanBackend : uint8_t { kCpu = 0, kCuda = 1 };
 

@@ -37,6 +37,7 @@ struct DeviceLayerInfo {
   double tuned_ms = 0;         // time measured for the chosen tactic at build, ms (0: not timed)
   std::string fallback;        // why a slower path than the layer's fast tactic runs ("" = none)
   size_t workspace_bytes = 0;  // scratch the chosen tactic uses
+  int stream = 0;              // 0 = the caller's stream, 1.. = an aux stream (independent branches)
 };
 
 // Device memory of a CUDA engine at the profile's opt shapes, bytes.
@@ -44,7 +45,8 @@ struct DeviceMemoryInfo {
   size_t arena_bytes = 0;           // activation arena per execution context (after reuse)
   size_t activation_bytes_sum = 0;  // sum of every activation (what no reuse would need)
   size_t weight_bytes = 0;          // weights as stored on the device (fp16/bf16 halve them)
-  size_t workspace_bytes = 0;       // tactic scratch per execution context
+  size_t workspace_bytes = 0;       // tactic scratch per execution context (one per stream)
+  int aux_streams = 0;              // aux streams each execution context runs branches on
 };
 
 // An input or output of the engine.
@@ -75,6 +77,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   bool int8() const;
   int opt_level() const;
   uint64_t workspace_limit() const;  // bytes; 0 = no limit
+  int max_aux_streams() const;       // CUDA aux streams allowed (-1: the builder decides, 0: none)
   // CUDA plans: the device layers and memory at the opt shapes (empty / zeros for CPU plans).
   std::vector<DeviceLayerInfo> device_layers() const;
   DeviceMemoryInfo device_memory() const;

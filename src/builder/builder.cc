@@ -175,6 +175,9 @@ std::vector<std::string> select_tactics(const ir::Graph& g) {
 StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
+  if (config.max_aux_streams < -1 || config.max_aux_streams > plan::kMaxAuxStreamsInPlan)
+    return invalid_argument("builder config: max_aux_streams " + std::to_string(config.max_aux_streams) +
+                            ", expected -1 (the builder decides) or 0.." + std::to_string(plan::kMaxAuxStreamsInPlan));
   if (config.target == TargetDevice::kCuda && !gpu::available())
     return unsupported(std::string("builder config: target cuda: ") +
 #ifdef KILN_HAVE_CUDA
@@ -224,6 +227,7 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
     settings.bf16 = config.bf16;
     settings.tf32 = config.tf32;
     settings.workspace_limit = config.workspace_limit;
+    settings.max_aux_streams = config.max_aux_streams;
     settings.timing_cache_path = config.timing_cache_path;
     settings.progress = config.progress;
     std::map<std::string, std::string> tactic_data;
@@ -249,6 +253,7 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
   p.build.int8 = config.int8;
   p.build.opt_level = config.opt_level;
   p.build.workspace_limit = config.workspace_limit;
+  p.build.max_aux_streams = config.max_aux_streams;
   std::vector<uint8_t> bytes = plan::write_plan(p);
   report(config, "serialize", 1, 1);
   return bytes;

@@ -48,7 +48,9 @@ struct BuildSettings {
   bool fp16 = false, bf16 = false, tf32 = true, fp8 = false, int8 = false;
   int opt_level = 2;
   uint64_t workspace_limit = 0;  // bytes; 0 = no limit
+  int32_t max_aux_streams = -1;  // CUDA aux streams for independent branches; -1 = the builder decides
 };
+constexpr int32_t kMaxAuxStreamsInPlan = 16;  // max_aux_streams is -1..16
 
 // The "build" section's precision flags as a bit set.
 uint32_t build_flags(const BuildSettings& b);

@@ -129,11 +129,15 @@ StatusOr<Plan> read_plan(const uint8_t* data, size_t size) {
   const uint32_t flags = br.u32("build.flags");
   const int32_t opt_level = br.i32("build.opt_level");
   const uint64_t workspace = br.u64("build.workspace_limit");
+  const int32_t aux = br.i32("build.max_aux_streams");
   if (br.ok() && (flags & ~kKnownBuildFlags)) br.fail("build.flags", "unknown flag bits " + std::to_string(flags));
   if (br.ok() && (opt_level < 0 || opt_level > 3)) br.fail("build.opt_level", std::to_string(opt_level) + ", expected 0..3");
+  if (br.ok() && (aux < -1 || aux > kMaxAuxStreamsInPlan))
+    br.fail("build.max_aux_streams", std::to_string(aux) + ", expected -1.." + std::to_string(kMaxAuxStreamsInPlan));
   KILN_RETURN_IF_ERROR(br.status());
   KILN_RETURN_IF_ERROR(check_consumed(br));
   p.build = settings_from_flags(flags);
+  p.build.max_aux_streams = aux;
   p.build.opt_level = opt_level;
   p.build.workspace_limit = workspace;
   return p;

@@ -61,6 +61,7 @@ std::vector<uint8_t> write_plan(const Plan& p) {
   build.u32(build_flags(p.build));
   build.i32(p.build.opt_level);
   build.u64(p.build.workspace_limit);
+  build.i32(p.build.max_aux_streams);
 
   const std::pair<SectionTag, ByteWriter*> sections[] = {{SectionTag::kGraph, &graph},
                                                          {SectionTag::kProfiles, &profiles},

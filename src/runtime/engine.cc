@@ -82,6 +82,7 @@ bool Engine::fp8() const { return impl_->build.fp8; }
 bool Engine::int8() const { return impl_->build.int8; }
 int Engine::opt_level() const { return impl_->build.opt_level; }
 uint64_t Engine::workspace_limit() const { return impl_->build.workspace_limit; }
+int Engine::max_aux_streams() const { return impl_->build.max_aux_streams; }
 const ir::Graph& Engine::graph() const { return impl_->graph; }
 std::vector<DeviceLayerInfo> Engine::device_layers() const {
   return impl_->gpu ? gpu::describe_layers(*impl_->gpu) : std::vector<DeviceLayerInfo>{};
@@ -132,6 +133,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* dat
     settings.tf32 = p.build.tf32;
     settings.workspace_limit = p.build.workspace_limit;
     settings.tactic_data = std::move(p.tactic_data);
+    settings.max_aux_streams = p.build.max_aux_streams;
     KILN_ASSIGN_OR_RETURN(impl->gpu, gpu::create_engine(g, opt, p.tactics, settings));
   }
   impl->load_phases.push_back({"parse", parse_ms});

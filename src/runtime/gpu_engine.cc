@@ -38,6 +38,7 @@ cuda::GpuBuildOptions options(const GpuSettings& s) {
   o.bf16 = s.bf16;
   o.tf32 = s.tf32;
   if (s.workspace_limit) o.workspace_limit = s.workspace_limit;
+  o.max_aux_streams = s.max_aux_streams;
   return o;
 }
 
@@ -225,7 +226,7 @@ std::vector<DeviceLayerInfo> describe_layers(const EngineState& e) {
   auto it = e.models.find(e.opt_shapes);
   if (it == e.models.end()) return r;
   for (const auto& l : it->second->layers())
-    r.push_back(DeviceLayerInfo{l.name, l.op, l.tactic, l.tuned_ms, l.fallback, l.workspace_bytes});
+    r.push_back(DeviceLayerInfo{l.name, l.op, l.tactic, l.tuned_ms, l.fallback, l.workspace_bytes, l.stream});
   return r;
 }
 
@@ -234,7 +235,8 @@ DeviceMemoryInfo memory(const EngineState& e) {
   auto it = e.models.find(e.opt_shapes);
   if (it == e.models.end()) return {};
   const cuda::GpuModel& m = *it->second;
-  return DeviceMemoryInfo{m.arena_bytes(), m.activation_bytes_sum(), m.weight_bytes(), m.workspace_bytes()};
+  return DeviceMemoryInfo{m.arena_bytes(), m.activation_bytes_sum(), m.weight_bytes(), m.workspace_bytes(),
+                          m.aux_streams()};
 }
 
 #else  // no CUDA backend in this build

@@ -23,6 +23,7 @@ namespace kiln::gpu {
 struct GpuSettings {
   bool fp16 = false, bf16 = false, tf32 = true;
   size_t workspace_limit = 0;     // bytes one layer's tactic may use; 0 = the default (1 GiB)
+  int max_aux_streams = -1;       // aux streams for independent branches; -1 = the builder decides, 0 = none
   std::string timing_cache_path;  // build: JSON timing cache to read and rewrite ("" = none)
   // build: step "tuning" (done/total layers, detail = layer name) and "timing cache" log lines.
   std::function<void(const BuildProgress&)> progress;

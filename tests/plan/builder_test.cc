@@ -106,6 +106,10 @@ TEST(Builder, RejectsBadConfig) {
   c.opt_level = 4;
   auto plan = Builder::build_from_graph(import(testing::static_model()), c);
   expect_message(plan.status(), StatusCode::kInvalidArgument, "opt_level 4");
+  BuilderConfig a;
+  a.max_aux_streams = 17;
+  plan = Builder::build_from_graph(import(testing::static_model()), a);
+  expect_message(plan.status(), StatusCode::kInvalidArgument, "max_aux_streams 17");
 #ifndef KILN_HAVE_CUDA
   BuilderConfig g;
   g.target = TargetDevice::kCuda;

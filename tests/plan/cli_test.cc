@@ -124,6 +124,7 @@ TEST_F(KilnCli, InspectAndBench) {
   EXPECT_EQ(j["layers"][0]["tactic"], "cpu.ref");
   EXPECT_EQ(j["layers"][0]["origin"][0], "add0");
   EXPECT_EQ(j["format_version"], kPlanFormatVersion);
+  EXPECT_EQ(j["build"]["max_aux_streams"], -1);
   EXPECT_EQ(j["profiles"][0]["x"]["max"][0], 8);
   ASSERT_EQ(kiln("inspect " + plan, &out), 0) << out;
   EXPECT_NE(out.find("Layers (2)"), std::string::npos) << out;
@@ -247,7 +248,7 @@ TEST_F(KilnCli, PlanErrorsExit2) {
   auto v7 = good;
   testing::store_le(v7, plan::kOffVersion, 7, 4);
   testing::reseal(v7);
-  expect_error("inspect " + write("v7.plan", v7), 2, "plan format version 7, this build reads 2");
+  expect_error("inspect " + write("v7.plan", v7), 2, "plan format version 7, this build reads 3");
   auto bad = good;
   bad[good.size() / 2] ^= 0x10;
   expect_error("run " + write("bad.plan", bad), 2, "checksum mismatch");

@@ -196,6 +196,7 @@ TEST(PlanFormat, RoundTripsEveryAttributeKindAndSubgraphs) {
   p.build.fp16 = true;
   p.build.opt_level = 3;
   p.build.workspace_limit = 1 << 20;
+  p.build.max_aux_streams = 2;
 
   const auto bytes = plan::write_plan(p);
   auto back = plan::read_plan(bytes.data(), bytes.size());
@@ -218,6 +219,22 @@ TEST(PlanFormat, RoundTripsEveryAttributeKindAndSubgraphs) {
   EXPECT_FALSE(back->build.bf16);
   EXPECT_EQ(back->build.opt_level, 3);
   EXPECT_EQ(back->build.workspace_limit, 1u << 20);
+  EXPECT_EQ(back->build.max_aux_streams, 2);
+}
+
+// The build section's max_aux_streams is -1..16; the reader names the field otherwise.
+TEST(PlanFormat, RefusesBadMaxAuxStreams) {
+  const auto good = build_add_relu_plan();
+  auto p = plan::read_plan(good.data(), good.size());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(p->build.max_aux_streams, -1) << "the builder's default: it decides";
+  for (int32_t bad : {-2, 17}) {
+    p->build.max_aux_streams = bad;
+    const auto b = plan::write_plan(*p);
+    auto q = plan::read_plan(b.data(), b.size());
+    ASSERT_FALSE(q.ok()) << bad;
+    EXPECT_NE(q.status().message().find("build.max_aux_streams"), std::string::npos) << q.status().message();
+  }
 }
 
 TEST(PlanFormat, RefusesBadMagic) {
@@ -240,7 +257,7 @@ TEST(PlanFormat, RefusesOtherFormatVersion) {
   reseal(b);
   auto p = plan::read_plan(b.data(), b.size());
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("plan format version 7, this build reads 2"), std::string::npos)
+  EXPECT_NE(p.status().message().find("plan format version 7, this build reads 3"), std::string::npos)
       << p.status().message();
 }
 

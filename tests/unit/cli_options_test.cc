@@ -75,6 +75,9 @@ TEST(CliOptions, BuildOptionsMakeTheProfile) {
   EXPECT_EQ(build_config("m.onnx -o p")->timing_cache_path, "");
   EXPECT_TRUE(build_config("m.onnx -o p").value().profiles.empty());  // static models need no shapes
   EXPECT_EQ(build_config("m.onnx -o p --device gpu")->target, TargetDevice::kCuda);
+  EXPECT_EQ(build_config("m.onnx -o p")->max_aux_streams, -1);  // the builder decides
+  EXPECT_EQ(build_config("m.onnx -o p --max-aux-streams 0")->max_aux_streams, 0);
+  EXPECT_EQ(build_config("m.onnx -o p --max-aux-streams 4")->max_aux_streams, 4);
 }
 
 TEST(CliOptions, BuildOptionErrors) {
@@ -84,6 +87,8 @@ TEST(CliOptions, BuildOptionErrors) {
   EXPECT_NE(c.status().message().find("both --shapes and --max-shapes"), std::string::npos) << c.status().message();
   c = build_config("m.onnx -o p --min-shapes x:4x3 --opt-shapes x:2x3 --max-shapes x:8x3");
   EXPECT_NE(c.status().message().find("min 4 > opt 2"), std::string::npos) << c.status().message();
+  c = build_config("m.onnx -o p --max-aux-streams 17");
+  EXPECT_NE(c.status().message().find("--max-aux-streams 17: expected 0..16"), std::string::npos) << c.status().message();
   EXPECT_THROW(build_config("m.onnx -o p --device tpu"), CLI::ValidationError);
   EXPECT_THROW(build_config("m.onnx"), CLI::RequiredError);
 }

@@ -1,7 +1,7 @@
 // `kiln inspect PLAN [--json] [--graph FILE]`: the plan's header, io tensors, profiles, every layer (op,
 // ONNX nodes absorbed, inputs/outputs with shapes and dtypes, tactic) and weight bytes; for CUDA
-// plans also the device layers (tactic, tuned ms, workspace, fallbacks and why) and the device
-// memory (activation arena vs the sum of all activations, weights, workspace).
+// plans also the device layers (tactic, tuned ms, workspace, stream, fallbacks and why) and the
+// device memory (activation arena vs the sum of all activations, weights, workspace, aux streams).
 #include <chrono>
 #include <cstdio>
 
@@ -37,7 +37,8 @@ nlohmann::json engine_json(const Engine& e) {
   j["file_bytes"] = h.file_bytes;
   j["checksum"] = checksum;
   j["build"] = {{"fp16", e.fp16()}, {"bf16", e.bf16()}, {"tf32", e.tf32()}, {"fp8", e.fp8()}, {"int8", e.int8()},
-                {"opt_level", e.opt_level()}, {"workspace_limit_bytes", e.workspace_limit()}};
+                {"opt_level", e.opt_level()}, {"workspace_limit_bytes", e.workspace_limit()},
+                {"max_aux_streams", e.max_aux_streams()}};
   j["inputs"] = nlohmann::json::array();
   j["outputs"] = nlohmann::json::array();
   for (const IOTensor& io : e.io_tensors()) j[io.is_input ? "inputs" : "outputs"].push_back(desc_json(io.desc));
@@ -62,11 +63,12 @@ nlohmann::json engine_json(const Engine& e) {
     j["device_layers"] = nlohmann::json::array();
     for (const DeviceLayerInfo& l : dl)
       j["device_layers"].push_back({{"name", l.name}, {"op", l.op}, {"tactic", l.tactic}, {"tuned_ms", l.tuned_ms},
-                                    {"workspace_bytes", l.workspace_bytes},
+                                    {"workspace_bytes", l.workspace_bytes}, {"stream", l.stream},
                                     {"fallback", l.fallback.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.fallback)}});
     const DeviceMemoryInfo m = e.device_memory();
     j["device_memory"] = {{"arena_bytes", m.arena_bytes}, {"activation_bytes_sum", m.activation_bytes_sum},
-                          {"weight_bytes", m.weight_bytes}, {"workspace_bytes", m.workspace_bytes}};
+                          {"weight_bytes", m.weight_bytes}, {"workspace_bytes", m.workspace_bytes},
+                          {"aux_streams", m.aux_streams}};
   }
   return j;
 }
@@ -101,9 +103,10 @@ int cmd_inspect(const InspectOptions& o) {
               static_cast<unsigned long long>(h.checksum));
   std::printf("Target: %s\n", h.target.to_string().c_str());
   std::printf("Load time: %.2f ms (read, validate, upload weights)\n", load_ms);
-  std::printf("Build: fp32%s%s%s%s%s, opt level %d, workspace %s\n", e.tf32() ? " tf32" : "", e.fp16() ? " fp16" : "",
-              e.bf16() ? " bf16" : "", e.fp8() ? " fp8" : "", e.int8() ? " int8" : "", e.opt_level(),
-              e.workspace_limit() ? (std::to_string(e.workspace_limit()) + " bytes").c_str() : "unlimited");
+  std::printf("Build: fp32%s%s%s%s%s, opt level %d, workspace %s, max aux streams %s\n", e.tf32() ? " tf32" : "",
+              e.fp16() ? " fp16" : "", e.bf16() ? " bf16" : "", e.fp8() ? " fp8" : "", e.int8() ? " int8" : "",
+              e.opt_level(), e.workspace_limit() ? (std::to_string(e.workspace_limit()) + " bytes").c_str() : "unlimited",
+              e.max_aux_streams() < 0 ? "auto" : std::to_string(e.max_aux_streams()).c_str());
   std::printf("Inputs:\n");
   for (const IOTensor& io : e.io_tensors())
     if (io.is_input) std::printf("  %s\n", desc_text(io.desc).c_str());
@@ -132,6 +135,7 @@ int cmd_inspect(const InspectOptions& o) {
     std::printf("Device layers (%zu, as the GPU runs them at the opt shapes):\n", dl.size());
     double tuned_sum = 0;
     size_t fallbacks = 0;
+    const int aux_streams = e.device_memory().aux_streams;  // streams shown only when there are several
     for (size_t i = 0; i < dl.size(); ++i) {
       const DeviceLayerInfo& l = dl[i];
       std::string extra;
@@ -142,6 +146,7 @@ int cmd_inspect(const InspectOptions& o) {
         tuned_sum += l.tuned_ms;
       }
       if (l.workspace_bytes) extra += ", workspace " + std::to_string(l.workspace_bytes) + " bytes";
+      if (aux_streams > 0) extra += ", stream " + std::to_string(l.stream);
       std::printf("  [%zu] %s (%s) %s%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(), extra.c_str());
       if (!l.fallback.empty()) {
         std::printf("        FALLBACK: %s\n", l.fallback.c_str());
@@ -156,6 +161,7 @@ int cmd_inspect(const InspectOptions& o) {
     std::printf("Device memory: activation arena %zu bytes (all activations %zu bytes: reuse saves %.0f%%), "
                 "weights %zu bytes, workspace %zu bytes\n",
                 m.arena_bytes, m.activation_bytes_sum, saved, m.weight_bytes, m.workspace_bytes);
+    std::printf("Streams: the caller's + %d aux stream(s) for independent branches\n", m.aux_streams);
   }
   return kExitOk;
 }

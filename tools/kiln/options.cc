@@ -82,6 +82,9 @@ void BuildOptions::add_to(CLI::App* app) {
                   "Scratch memory limit per layer, MiB (0 = no limit); tactics needing more are skipped");
   app->add_option("--timing-cache", timing_cache,
                   "JSON file of measured CUDA tactic times: read before tuning (hits skip timing), rewritten after");
+  app->add_option("--max-aux-streams", max_aux_streams,
+                  "CUDA: aux streams for independent branches (0 = none; default: the builder decides, at most 3; "
+                  "at most 16)");
   app->add_option("--device", device, "Target: cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "cuda", "auto"}));
   auto* opt = app->add_option_group("Optimizer", "Graph optimization passes (src/passes/pipelines.cc)");
   opt->add_option("--opt-level", opt_level, "0: none, 1: cleanups, 2: + fusions (default), 3: + aggressive");
@@ -120,6 +123,9 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   if (workspace_mib < 0) return invalid_argument("--workspace must be >= 0 MiB");
   c.workspace_limit = static_cast<size_t>(workspace_mib * 1024 * 1024);
   c.timing_cache_path = timing_cache;
+  if (max_aux_streams < -1 || max_aux_streams > 16)
+    return invalid_argument("--max-aux-streams " + std::to_string(max_aux_streams) + ": expected 0..16");
+  c.max_aux_streams = max_aux_streams;
   if (device == "cpu") c.target = TargetDevice::kCpu;
   else if (device == "gpu" || device == "cuda") c.target = TargetDevice::kCuda;
   else if (device == "auto") c.target = TargetDevice::kAuto;

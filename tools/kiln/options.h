@@ -34,6 +34,7 @@ struct BuildOptions {
   bool fp16 = false, bf16 = false, no_tf32 = false;
   double workspace_mib = 0;  // MiB; 0 = no limit
   std::string timing_cache;  // --timing-cache FILE (CUDA tactic timings, JSON)
+  int max_aux_streams = -1;  // --max-aux-streams N (CUDA); -1 = the builder decides
   std::string device = "auto";
   int opt_level = 2;                          // --opt-level 0..3
   std::vector<std::string> disabled_passes;   // --disable-pass NAME (repeatable)

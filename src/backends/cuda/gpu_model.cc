@@ -1,5 +1,7 @@
 // Lowering an optimized ir::Graph to CUDA layers, layout assignment, the activation memory
-// plan (first-fit offsets from live ranges), weight upload and the execution context.
+// plan (first-fit offsets from live ranges), weight upload and the execution context (the
+// caller's stream plus aux streams for independent branches: planned in streams.cc, run by
+// aux_streams.cc).
 #include "backends/cuda/gpu_model.h"
 
 #include <algorithm>
@@ -13,9 +15,11 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "backends/cuda/aux_streams.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
+#include "backends/cuda/streams.h"
 #include "core/numerics.h"
 #include "ir/pointwise_program.h"
 #include "kiln/plan.h"
@@ -95,6 +99,8 @@ struct GpuModel::Impl {
   std::vector<std::string> eliminated;       // Concat layers whose inputs all write in place
   std::vector<void*> weight_allocs;
   size_t arena = 0, act_sum = 0, weights = 0, workspace = 0;
+  StreamPlan streams;                 // stream per layer and cross-stream events (streams.h)
+  std::vector<size_t> aux_workspace;  // per aux stream: bytes its layers' tactics need
   GpuBuildOptions opts;
   GpuModel::SetupTimes times;
   ~Impl() {
@@ -112,6 +118,7 @@ struct GpuContext::Impl {
   bool graph_on = false;
   cudaGraphExec_t graph = nullptr;
   cudaStream_t own_stream = nullptr;  // the stream of run()
+  AuxStreams aux;  // the model's aux streams, with their handles, workspaces and events
   ~Impl() {
     if (own_stream) cudaStreamDestroy(own_stream);
     if (graph) cudaGraphExecDestroy(graph);
@@ -145,12 +152,10 @@ struct NvtxRange {
   NvtxRange& operator=(const NvtxRange&) = delete;
 };
 
-Status enqueue_layers(const GpuModel::Impl& m, ExecState& st) {
-  for (const auto& layer : m.layers) {
-    NvtxRange r(layer->name.c_str());
-    KILN_RETURN_IF_ERROR(layer->enqueue(st).with_context("layer '" + layer->name + "'"));
-  }
-  return Status::Ok();
+// Every layer of the model, on st.stream (the caller's) and the context's aux streams as the
+// model's stream plan says, forked from and joined back into st.stream.
+Status enqueue_layers(const GpuContext::Impl& c, const ExecState& st) {
+  return c.aux.enqueue(c.m->layers, c.m->streams, st);
 }
 
 bool is_float(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16; }
@@ -1152,50 +1157,28 @@ class Lowering {
   }
 };
 
-// First-fit offsets from live ranges: values whose lifetimes overlap get disjoint bytes.
-void plan_memory(GpuModel::Impl* m) {
-  const int nv = static_cast<int>(m->vals.size());
-  auto root = [&](int v) {
-    while (m->vals[v].alias_of >= 0) v = m->vals[v].alias_of;
-    return v;
-  };
-  std::vector<int> first(nv, INT32_MAX), last(nv, -1);
-  for (int v : m->input_vals) first[root(v)] = -1;
-  const int nl = static_cast<int>(m->layers.size());
-  for (int i = 0; i < nl; ++i) {
-    for (int v : m->layers[i]->ins)
-      if (v >= 0) last[root(v)] = std::max(last[root(v)], i);
-    for (int v : m->layers[i]->outs) {
-      first[root(v)] = std::min(first[root(v)], i);
-      last[root(v)] = std::max(last[root(v)], i);
-    }
-  }
-  for (int v : m->output_vals) last[root(v)] = nl;
-  for (int v : m->input_vals) last[root(v)] = std::max(last[root(v)], 0);
-  struct Block { int64_t off; size_t size; int first, last; };
-  std::vector<Block> placed;
-  std::vector<int> order;
-  for (int v = 0; v < nv; ++v)
-    if (m->vals[v].alias_of < 0 && !m->vals[v].weight && last[v] >= -1 && first[v] != INT32_MAX) order.push_back(v);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return m->vals[a].bytes() > m->vals[b].bytes(); });
-  m->act_sum = 0;
-  m->arena = 0;
-  for (int v : order) {
-    const size_t size = (m->vals[v].bytes() + 255) / 256 * 256;
-    m->act_sum += size;
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const Block& b : placed)
-      if (!(b.last < first[v] || last[v] < b.first)) busy.emplace_back(b.off, b.off + static_cast<int64_t>(b.size));
-    std::sort(busy.begin(), busy.end());
-    int64_t off = 0;
-    for (auto& [s, e] : busy) {
-      if (off + static_cast<int64_t>(size) <= s) break;
-      off = std::max(off, e);
-    }
-    m->vals[v].offset = off;
-    placed.push_back({off, size, first[v], last[v]});
-    m->arena = std::max(m->arena, static_cast<size_t>(off) + size);
-  }
+// The stream plan (streams.h) and the activation arena: first-fit offsets from live ranges,
+// widened over parallel regions so that layers that may run concurrently never share bytes;
+// with one stream this is the sequential plan. The checker re-proves that on the final offsets.
+Status plan_streams_and_memory(GpuModel::Impl* m) {
+  std::vector<StreamValue> vals;
+  vals.reserve(m->vals.size());
+  for (const GVal& v : m->vals) vals.push_back({v.bytes(), v.alias_of, v.alias_offset, v.weight == nullptr});
+  std::vector<StreamLayer> layers;
+  layers.reserve(m->layers.size());
+  for (const auto& l : m->layers) layers.push_back({l->ins, l->outs});
+  const int max_aux = m->opts.max_aux_streams < 0 ? kAutoAuxStreams : m->opts.max_aux_streams;
+  if (max_aux > kMaxAuxStreams)
+    return invalid_argument("max_aux_streams " + std::to_string(max_aux) + ": at most " + std::to_string(kMaxAuxStreams));
+  m->streams = assign_streams(vals, layers, max_aux);
+  const ArenaPlan a = plan_arena(vals, layers, m->input_vals, m->output_vals, m->streams);
+  for (size_t v = 0; v < m->vals.size(); ++v)
+    if (a.offset[v] >= 0) m->vals[v].offset = a.offset[v];
+  m->arena = a.bytes;
+  m->act_sum = a.activation_sum;
+  const std::string conflict = find_arena_conflict(vals, layers, a.offset, m->streams);
+  if (!conflict.empty()) return internal_error("aux streams: " + conflict);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -1210,6 +1193,25 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp1
   Lowering l(folded, shapes, o, &scratch);
   l.dry_run();
   return l.run();
+}
+
+StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShapes& shapes, const GpuBuildOptions& opts) {
+  GpuModel::Impl scratch;
+  scratch.opts = opts;
+  scratch.opts.tune = false;
+  ir::Graph folded = g;
+  KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
+  Lowering l(folded, shapes, scratch.opts, &scratch);
+  l.dry_run();
+  KILN_RETURN_IF_ERROR(l.run());
+  l.eliminate_concats();
+  KILN_RETURN_IF_ERROR(plan_streams_and_memory(&scratch));
+  GpuStreamSummary r;
+  for (const auto& layer : scratch.layers) r.layers.push_back(layer->name);
+  r.streams = scratch.streams.stream;
+  r.aux_streams = scratch.streams.aux_streams;
+  r.arena_bytes = scratch.arena;
+  return r;
 }
 
 WeightCache::~WeightCache() {
@@ -1258,7 +1260,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   Lowering l(folded, shapes, opts, m);
   KILN_RETURN_IF_ERROR(l.run());
   l.eliminate_concats();
-  plan_memory(m);
+  KILN_RETURN_IF_ERROR(plan_streams_and_memory(m));
   for (const auto& layer : m->layers) layer->finalize(m->vals);
   // Tuning scratch: what the layers may use, at most the limit (conv tactics are capped at
   // 256 MiB inside the layer). After tuning the workspace shrinks to what the chosen tactics need.
@@ -1309,13 +1311,22 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     need = std::max(need, layer->workspace());
   }
   m->workspace = std::max<size_t>(need, 256);
+  // Each aux stream's workspace holds what its own layers need (the caller's stream keeps the
+  // largest, for profile_layers, which runs every layer there).
+  m->aux_workspace.assign(static_cast<size_t>(m->streams.aux_streams), 256);
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    const int s = m->streams.stream[i];
+    if (s > 0) m->aux_workspace[s - 1] = std::max(m->aux_workspace[s - 1], m->layers[i]->workspace());
+  }
+  for (size_t i = 0; i < m->layers.size(); ++i) {
+    const Layer& layer = *m->layers[i];
+    m->infos.push_back({layer.name, layer.op, layer.tactic, layer.origin, layer.tuned_ms, layer.fallback,
+                        layer.workspace(), m->streams.stream[i]});
+  }
   const auto t2 = std::chrono::steady_clock::now();
   m->times.lower_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   m->times.tactics_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
   for (const auto& layer : m->layers) m->times.restored += layer->restored ? 1 : 0;
-  for (const auto& layer : m->layers)
-    m->infos.push_back(
-        {layer->name, layer->op, layer->tactic, layer->origin, layer->tuned_ms, layer->fallback, layer->workspace()});
   return model;
 }
 
@@ -1334,13 +1345,18 @@ std::vector<Shape> GpuModel::output_shapes() const {
 size_t GpuModel::arena_bytes() const { return impl_->arena; }
 size_t GpuModel::activation_bytes_sum() const { return impl_->act_sum; }
 size_t GpuModel::weight_bytes() const { return impl_->weights; }
-size_t GpuModel::workspace_bytes() const { return impl_->workspace; }
 std::map<std::string, std::string> GpuModel::tactic_data() const {
   std::map<std::string, std::string> r;
   for (const auto& layer : impl_->layers) layer->export_tactic_data(&r);
   return r;
 }
 const GpuModel::SetupTimes& GpuModel::setup_times() const { return impl_->times; }
+size_t GpuModel::workspace_bytes() const {
+  size_t total = impl_->workspace;
+  for (size_t w : impl_->aux_workspace) total += w;
+  return total;
+}
+int GpuModel::aux_streams() const { return impl_->streams.aux_streams; }
 
 StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
   auto ctx = std::unique_ptr<GpuContext>(new GpuContext());
@@ -1352,6 +1368,11 @@ StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
       device_alloc(&c->workspace, std::max<size_t>(impl_->workspace, 256), "the tactic workspace"));
   KILN_CUDNN_CHECK(cudnnCreate(&c->cudnn));
   KILN_CUBLAS_CHECK(cublasLtCreate(&c->lt));
+  // Aux streams with their handles, workspaces and events: made here so enqueue never allocates.
+  // The build's own context (before tuning has sized the aux workspaces) gets none: it runs every
+  // layer on one stream, which is always safe.
+  if (impl_->aux_workspace.size() == static_cast<size_t>(impl_->streams.aux_streams))
+    KILN_RETURN_IF_ERROR(c->aux.create(impl_->aux_workspace, impl_->streams.events));
   return ctx;
 }
 
@@ -1373,7 +1394,7 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
     if (!impl_->graph) {
       cudaGraph_t graph;
       KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      Status s = enqueue_layers(*m, st);
+      Status s = enqueue_layers(*impl_, st);
       cudaError_t e = cudaStreamEndCapture(stream, &graph);
       KILN_RETURN_IF_ERROR(s);
       KILN_CUDA_CHECK(e);
@@ -1382,7 +1403,7 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
     }
     KILN_CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
   } else {
-    KILN_RETURN_IF_ERROR(enqueue_layers(*m, st));
+    KILN_RETURN_IF_ERROR(enqueue_layers(*impl_, st));
   }
   for (size_t i = 0; i < outputs.size() && i < m->output_vals.size(); ++i) {
     const GVal& v = m->vals[m->output_vals[i]];
@@ -1407,7 +1428,7 @@ Status GpuContext::enqueue_device(const std::vector<const void*>& inputs, const 
     if (!inputs[i]) return invalid_argument("input '" + v.name + "': no address");
     KILN_CUDA_CHECK(cudaMemcpyAsync(st.ptr(m->input_vals[i]), inputs[i], v.bytes(), cudaMemcpyDefault, stream));
   }
-  KILN_RETURN_IF_ERROR(enqueue_layers(*m, st));
+  KILN_RETURN_IF_ERROR(enqueue_layers(*impl_, st));
   for (size_t i = 0; i < outputs.size(); ++i) {
     const GVal& v = m->vals[m->output_vals[i]];
     if (!outputs[i]) return invalid_argument("output '" + v.name + "': no address");
@@ -1421,9 +1442,7 @@ Status GpuContext::replay(cudaStream_t stream) {
     KILN_CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
     return Status::Ok();
   }
-  ExecState st = impl_->state(stream);
-  for (const auto& layer : impl_->m->layers) KILN_RETURN_IF_ERROR(layer->enqueue(st));
-  return Status::Ok();
+  return enqueue_layers(*impl_, impl_->state(stream));
 }
 
 Status GpuContext::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs) {

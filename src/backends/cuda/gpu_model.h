@@ -1,7 +1,8 @@
 // The CUDA execution path: an optimized ir::Graph with concrete shapes becomes a GpuModel
 // (immutable: layers with their chosen tactics, weights on the device, the activation memory
 // plan) and runs in GpuContexts (one activation arena + library handles each, on the caller's
-// stream, optionally replayed as a CUDA graph).
+// stream and, for independent branches, the context's aux streams joined back into it
+// (streams.h); optionally replayed as a CUDA graph).
 // Storage: fp32, or fp16 / bf16 for activations and weights (always float accumulation).
 // Layouts: in fp16/bf16 mode 4-D activations are NHWC (tensor cores), everything else
 // row-major; explicit reformat layers appear in the layer list where layouts change.
@@ -60,6 +61,10 @@ struct GpuBuildOptions {
   // vs 28.2k; bench/results/2026-11-22-h200-run8) because the padded input reformat costs more
   // than the conv saves; kiln_gpu_bench honours KILN_PAD_INPUT_CHANNELS for the A/B.
   bool pad_input_channels = false;
+  // Aux streams independent branches may run on (streams.h, docs/decisions/0011-aux-streams.md):
+  // 0 = every layer on the caller's stream; < 0 = the builder decides (the graph's forks, at most
+  // kAutoAuxStreams); at most kMaxAuxStreams. Tuning always runs on one stream.
+  int max_aux_streams = -1;
   // Tactics chosen at build time, by layer name (from a plan): used instead of tuning.
   std::map<std::string, std::string> preset_tactics;
   // Measured tactic times to reuse and extend while tuning (not owned; may be null).
@@ -90,6 +95,17 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
 // without a GPU.
 Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp16 = false);
 
+// The stream plan and arena a build with `opts` would make (opts.fp16 / max_aux_streams), from
+// a lowering that touches no device (as check_gpu_support): for tests and tools on machines
+// without a GPU. Tactics are not chosen, so workspaces are not known. Errors as GpuModel::create.
+struct GpuStreamSummary {
+  std::vector<std::string> layers;  // engine layer names, in enqueue order
+  std::vector<int> streams;         // per layer: 0 = the caller's stream, 1.. = an aux stream
+  int aux_streams = 0;
+  size_t arena_bytes = 0;           // activation arena per context
+};
+StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShapes& shapes, const GpuBuildOptions& opts);
+
 struct GpuLayerInfo {
   std::string name;    // engine layer name
   std::string op;      // "FusedConv", "Reformat", ...
@@ -98,6 +114,7 @@ struct GpuLayerInfo {
   double tuned_ms = 0;  // measured time of the chosen tactic during tuning (0 if not timed), ms
   std::string fallback;  // why a slower path than the fast tactic runs ("" = none)
   size_t workspace_bytes = 0;  // scratch bytes the chosen tactic uses
+  int stream = 0;              // 0 = the caller's stream, 1.. = an aux stream of the context
 };
 
 class GpuContext;
@@ -119,7 +136,8 @@ class GpuModel {
   size_t arena_bytes() const;            // activation arena per context
   size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
   size_t weight_bytes() const;
-  size_t workspace_bytes() const;
+  size_t workspace_bytes() const;  // tactic scratch per context: the caller's stream's plus each aux stream's
+  int aux_streams() const;         // aux streams each context runs branches on (0: none)
   // What the chosen tactics can serialize for a fast load (Layer::export_tactic_data), by key.
   std::map<std::string, std::string> tactic_data() const;
   // Where create() spent its time (ms) and how the plan's tactics were set up.
@@ -137,6 +155,10 @@ class GpuModel {
   std::unique_ptr<Impl> impl_;
 };
 
+// enqueue, enqueue_device and replay run the layers on the given stream and the context's aux
+// streams (GpuModel::aux_streams): the aux streams first wait on an event recorded on the given
+// stream, and before the call returns the given stream waits on every aux stream, so work
+// enqueued on it later sees every output, and a capture of the call is a fork/join graph.
 class GpuContext {
  public:
   ~GpuContext();
@@ -158,6 +180,7 @@ class GpuContext {
   // Captures the layer sequence into a CUDA graph on first use and replays it afterwards.
   void use_cuda_graph(bool on);
   // Per-layer device times (ms) of one run, in layer order (synchronizes; for --dump-profile).
+  // Layers run one after another on `stream` (no aux streams) so each time is the layer's own.
   StatusOr<std::vector<double>> profile_layers(const std::vector<Tensor>& inputs, cudaStream_t stream);
 
   struct Impl;
