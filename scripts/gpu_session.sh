@@ -42,7 +42,7 @@ if ! want sanitizer || [ "${KILN_SANITIZER:-1}" = 0 ]; then
 elif [ -z "$SAN" ]; then
   echo "== compute-sanitizer not found (neither /usr/local/cuda/bin nor PATH)" | tee "$R/sanitizer_missing.txt"
 else
-  for spec in "memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*" "racecheck:${KILN_RACECHECK_S:-150}:GpuModel.*:GpuRuntime.EnqueueDoesNotAllocate*:GpuOps.*"; do
+  for spec in "memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*" "racecheck:${KILN_RACECHECK_S:-150}:GpuOps.*:GpuPointwise.*:GpuTransformer.*"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest%%:*}; filter=${rest#*:}
     stamp "== compute-sanitizer --tool $tool ($filter, limit ${limit}s)"
     log=/tmp/sanitizer_$tool.log
@@ -52,6 +52,7 @@ else
     {
       echo "compute-sanitizer --tool $tool, filter '$filter', exit code $rc$([ $rc = 124 ] && echo ' (TIMED OUT after '"$limit"' s)')"
       grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]' /tmp/sanitizer_${tool}_tests.txt
+      grep -E -A4 'Failure$' /tmp/sanitizer_${tool}_tests.txt | head -n 40
       grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log"
       echo "-- first reports:"
       grep -v '^========= *$' "$log" | head -n 40
@@ -81,7 +82,9 @@ stamp "== kiln CLI on a CUDA plan (cold build, warm-timing-cache rebuild, load, 
   $C/kiln inspect /tmp/r101_fp16.plan | head -n 30
   $PY -c "import numpy as np; np.save('/tmp/x.npy', np.random.RandomState(0).randn(1,3,224,224).astype(np.float32))"
   $C/kiln run /tmp/r101_fp16.plan --input input=/tmp/x.npy --output-dir /tmp/out
-  $C/kiln compare /tmp/r101_fp16.plan models/resnet101.onnx --input input=/tmp/x.npy --atol 0.05 --rtol 0.05
+  # FP16 vs the FP32 CPU reference: the target is cosine >= 0.9999 (printed); logits reach ~9, so
+  # the element tolerance is 2% of that.
+  $C/kiln compare /tmp/r101_fp16.plan models/resnet101.onnx --input input=/tmp/x.npy --atol 0.2 --rtol 0.05
   $C/kiln build models/resnet101.onnx -o /tmp/r101_fp32.plan --device gpu --no-tf32 --min-shapes input:1x3x224x224 \
     --opt-shapes input:4x3x224x224 --max-shapes input:8x3x224x224
   $C/kiln compare /tmp/r101_fp32.plan models/resnet101.onnx --input input=/tmp/x.npy --atol 1e-4 --rtol 1e-3

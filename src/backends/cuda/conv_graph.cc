@@ -477,7 +477,8 @@ class ConvGraphLayer : public Layer {
   void describe() {
     tactic = "cudnn.graph" + (plan_.heur_rank >= 0 ? " heur#" + std::to_string(plan_.heur_rank) : std::string()) +
              (plan_.engine >= 0 ? " eng=" + std::to_string(plan_.engine) : std::string()) +
-             (io_ == CUDNN_DATA_HALF ? " fp16" : io_ == CUDNN_DATA_BFLOAT16 ? " bf16" : " fp32") + " nhwc +bias" +
+             (io_ == CUDNN_DATA_HALF ? " fp16" : io_ == CUDNN_DATA_BFLOAT16 ? " bf16" : " fp32") + " nhwc" +
+             (p_.c_unpadded > 0 ? " cpad=" + std::to_string(p_.c_unpadded) + "->" + std::to_string(p_.c) : "") + " +bias" +
              (p_.has_residual ? " +residual" : "") + (p_.activation == "Relu" ? " +relu" : "");
   }
 

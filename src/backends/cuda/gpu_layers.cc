@@ -216,8 +216,9 @@ class ConvLayer : public Layer {
     if (algo < 0) return invalid_plan("layer '" + name + "': tactic '" + t + "' names no valid cuDNN algorithm");
     if (t.find("fallback=conv+epilogue") != std::string::npos) {
       fused_ = false;
-      fallback = std::string("cuDNN's fused conv-bias-act had no ") + storage_name(t_) +
-                 " kernel at build time; runs cudnnConvolutionForward + Kiln epilogue";
+      fallback = std::string("the build found no usable cudnnConvolutionBiasActivationForward for this ") +
+                 storage_name(t_) + " conv (no kernel, or its only algorithm needed more workspace than the cap); "
+                 "runs cudnnConvolutionForward + Kiln epilogue";
     }
     if (!fused_ || fused_relu_) algo_ = static_cast<cudnnConvolutionFwdAlgo_t>(algo);
     KILN_RETURN_IF_ERROR(update_workspace(s.cudnn));
