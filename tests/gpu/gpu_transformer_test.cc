@@ -321,11 +321,11 @@ TEST(GpuTransformer, MatMulBiasMatchesCpuReference) {
   REQUIRE_GPU();  // without a device: the lowering was checked
 }
 
-// ---------------------------------------------------------------- a LLaMA-style block through the passes
-// RMSNorm written out (x * 1/sqrt(mean(x^2) + eps) * w), Q/K/V projections with biases, GQA heads
-// expanded as HF repeat_kv does it... kept simple: K/V have Hkv heads and the attention is written
-// as MatMul / Softmax with a causal Where, so fuse_rmsnorm, fuse_matmul_add, fuse_attention and
-// fuse_horizontal_gemm all fire; the fused graph then runs on the CUDA path.
+// ---------------------------------------------------------------- a decoder block through the passes
+// RMSNorm written out as exporters do (x / sqrt(mean(x^2) + eps) * w), Q/K/V projections with
+// biases, attention as MatMul -> Div -> causal Where(finfo.min) -> Softmax -> MatMul, so
+// fuse_rmsnorm, fuse_matmul_add, fuse_horizontal_gemm and fuse_attention (is_causal) all fire;
+// the fused graph then runs on the CUDA path.
 ir::Graph decoder_block(int64_t B, int64_t S, int64_t D, int64_t H) {
   const int64_t dh = D / H;
   TinyGraph t;
