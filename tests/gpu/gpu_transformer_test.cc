@@ -124,22 +124,6 @@ std::vector<Tensor> emulate_attention(const cuda::AttentionPlan& p, const Tensor
   return {o};
 }
 
-// The plan of the graph's Attention node (its inputs given or constant) at these shapes.
-StatusOr<cuda::AttentionPlan> attention_plan(const ir::Graph& g, const cuda::ValueShapes& vs, int elem_bytes,
-                                             size_t scratch_limit) {
-  for (const ir::Node& n : g.nodes) {
-    if (n.op != OpKind::kAttention) continue;
-    std::optional<Shape> mask;
-    bool is_bool = false;
-    if (n.inputs.size() > 3) {
-      mask = vs.shapes[n.inputs[3]];
-      is_bool = vs.dtypes[n.inputs[3]] == DataType::kBool;
-    }
-    return cuda::plan_attention(n, vs.shapes[n.inputs[0]], vs.shapes[n.inputs[1]], vs.shapes[n.inputs[2]], mask,
-                                is_bool, vs.shapes[n.outputs[0]], elem_bytes, scratch_limit);
-  }
-  return unsupported("no Attention node");
-}
 #endif
 
 struct Tolerances {
@@ -179,7 +163,7 @@ void expect_matches(const ir::Graph& g, const std::vector<Tensor>& in, const std
     }
     for (int eb : {4, 2})
       for (size_t limit : {size_t{64} << 20, size_t{4096}}) {
-        auto p = attention_plan(g, *vs, eb, limit);
+        auto p = cuda::plan_attention(n, *vs, eb, limit);
         ASSERT_TRUE(p.ok()) << label << ": " << p.status().to_string();
         EXPECT_EQ(p->units % p->chunk, 0) << label;
         auto emu = emulate_attention(*p, ops[0], ops[1], ops[2], ops.size() > 3 ? &ops[3] : nullptr,
@@ -470,6 +454,29 @@ TEST(GpuTransformerPlan, BadShapesGiveErrorsNamingTheNode) {
   EXPECT_EQ(ok->rows, 2);
   EXPECT_EQ(ok->cols, 120);
   EXPECT_EQ(ok->scale_n, 120);
+#endif
+}
+
+// check_gpu_support (no GPU needed) lists every bad transformer layer at once, naming each node.
+TEST(GpuTransformerPlan, SupportCheckListsBadLayersByName) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  TinyGraph t;
+  auto q = t.input("q", {1, 2, 8, 64});
+  Tensor im(DataType::kInt64, {1, 1, 1, 8});
+  for (int64_t i = 0; i < 8; ++i) im.data<int64_t>()[i] = 1;
+  auto a = t.node(OpKind::kAttention, "attn_int_mask", {q, q, q, t.constant("imask", im)}, {1, 2, 8, 64});
+  auto r = t.node(OpKind::kRMSNormalization, "rms_bad_scale", {a, t.constant("w", nonzero({32}, 1))}, {1, 2, 8, 64});
+  t.g.outputs = {r};
+  auto vs = cuda::infer_value_shapes_by_reference(t.g, {{1, 2, 8, 64}});
+  ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+  Status e = cuda::check_gpu_support(t.g, *vs);
+  EXPECT_EQ(e.code(), StatusCode::kUnsupported) << e.to_string();
+  EXPECT_NE(e.message().find("node 'attn_int_mask' (Attention): mask dtype int64 is neither float nor bool"),
+            std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("node 'rms_bad_scale'"), std::string::npos) << e.message();
+  EXPECT_NE(e.message().find("does not match the normalized dims"), std::string::npos) << e.message();
 #endif
 }
 

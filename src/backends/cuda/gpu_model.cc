@@ -966,31 +966,13 @@ class Lowering {
   }
 
   // Attention (gpu_transformer.h): Q, K, V and the mask row-major in the storage type (a bool
-  // mask as 0/1); the scores live in the layer's workspace, at most 64 MiB of them (or half the
-  // workspace limit) per chunk of heads.
+  // mask as 0/1); the scores of at most 64 MiB (or half the workspace limit) per chunk of heads.
   Status lower_attention(const ir::Node& n, const std::string& where) {
-    if (n.inputs.size() < 3) return invalid_argument(where + "needs Q, K and V");
-    for (size_t k = 0; k < 3; ++k) {
-      if (n.inputs[k] == ir::kNoValue) return invalid_argument(where + "input " + std::to_string(k) + " is omitted");
-      if (vs_.dtypes[n.inputs[k]] != vs_.dtypes[n.inputs[0]])
-        return invalid_argument(where + "Q, K, V dtypes differ");
-    }
-    std::optional<Shape> mask;
-    bool mask_bool = false;
-    const bool has_mask = n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue;
-    if (has_mask) {
-      const DataType md = vs_.dtypes[n.inputs[3]];
-      mask_bool = md == DataType::kBool;
-      if (!mask_bool && !is_float(md) && md != DataType::kBFloat16)
-        return unsupported(where + "mask dtype " + dtype_name(md) + " is neither float nor bool");
-      mask = vs_.shapes[n.inputs[3]];
-    }
     const size_t scratch_limit = std::min<size_t>(64u << 20, o_.workspace_limit / 2);
-    KILN_ASSIGN_OR_RETURN(AttentionPlan p, plan_attention(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
-                                                          vs_.shapes[n.inputs[2]], mask, mask_bool,
-                                                          vs_.shapes[n.outputs[0]], elem_bytes(), scratch_limit));
+    KILN_ASSIGN_OR_RETURN(AttentionPlan p, plan_attention(n, vs_, elem_bytes(), scratch_limit));
     std::vector<int> ins;
-    for (size_t k = 0; k < (has_mask ? 4u : 3u); ++k) {
+    for (size_t k = 0; k < n.inputs.size() && k < 4; ++k) {
+      if (n.inputs[k] == ir::kNoValue) continue;  // the optional mask
       KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[k]));
       ins.push_back(a);
     }

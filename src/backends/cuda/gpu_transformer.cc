@@ -135,6 +135,27 @@ StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q, const 
   return p;
 }
 
+StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const ValueShapes& vs, int elem_bytes, size_t scratch_limit) {
+  if (n.inputs.size() < 3) return node_error(n, "needs Q, K and V");
+  for (size_t k = 0; k < 3; ++k) {
+    if (n.inputs[k] == ir::kNoValue) return node_error(n, "input " + std::to_string(k) + " is omitted");
+    if (vs.dtypes[n.inputs[k]] != vs.dtypes[n.inputs[0]])
+      return node_error(n, std::string("Q, K, V dtypes differ: ") + dtype_name(vs.dtypes[n.inputs[0]]) + ", " +
+                               dtype_name(vs.dtypes[n.inputs[1]]) + ", " + dtype_name(vs.dtypes[n.inputs[2]]));
+  }
+  std::optional<Shape> mask;
+  bool mask_bool = false;
+  if (n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue) {
+    const DataType md = vs.dtypes[n.inputs[3]];
+    mask_bool = md == DataType::kBool;
+    if (!mask_bool && md != DataType::kFloat32 && md != DataType::kFloat16 && md != DataType::kBFloat16)
+      return unsupported(n.describe() + ": mask dtype " + dtype_name(md) + " is neither float nor bool");
+    mask = vs.shapes[n.inputs[3]];
+  }
+  return plan_attention(n, vs.shapes[n.inputs[0]], vs.shapes[n.inputs[1]], vs.shapes[n.inputs[2]], mask, mask_bool,
+                        vs.shapes[n.outputs[0]], elem_bytes, scratch_limit);
+}
+
 // ------------------------------------------------------------------ layers
 namespace {
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "backends/cuda/gpu_layers.h"
+#include "backends/cuda/gpu_model.h"
 #include "backends/cuda/kernels_transformer.h"
 #include "ir/graph.h"
 
@@ -47,6 +48,10 @@ struct AttentionPlan {
 StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q, const Shape& k, const Shape& v,
                                        const std::optional<Shape>& mask, bool mask_is_bool, const Shape& out,
                                        int elem_bytes, size_t scratch_limit);
+
+// The same for an Attention node of a graph at the shapes and dtypes `vs`: checks the inputs
+// (Q, K, V present and of one dtype; the mask float or bool) first.
+StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const ValueShapes& vs, int elem_bytes, size_t scratch_limit);
 
 // ins: x, scale.
 std::unique_ptr<Layer> make_rms_norm_layer(const RmsNormPlan& p, StorageType t);
