@@ -544,11 +544,11 @@ TEST(GpuOps, TransformerBlockMatchesCpuReference) {
   REQUIRE_CUDA_BUILD();
   const ir::Graph raw = transformer_block(2, 8, 32, 4);
   ir::Graph opt = raw;
-  // The passes whose internal ops (Attention, MatMulBias) have no CUDA tactic yet stay off, so
-  // this checks the layers the CUDA path runs today (issue 4 lists the missing tactics).
-  passes::PassOptions po;
-  po.disabled = {"fuse_attention", "fuse_matmul_add", "fuse_horizontal_gemm"};
-  ASSERT_TRUE(passes::run_pipeline(opt, po).ok());
+  // The whole pipeline: the block runs as fused Attention and MatMulBias layers (their CUDA
+  // tactics in gpu_transformer.cc and the Gemm layer), the Q/K/V projections as one wider GEMM.
+  ASSERT_TRUE(passes::run_pipeline(opt, passes::PassOptions{}).ok());
+  EXPECT_EQ(count_op(opt, OpKind::kAttention), 1);
+  EXPECT_GE(count_op(opt, OpKind::kMatMulBias), 1);
   const Tensor x = nonzero_tensor({2, 8, 32}, 30);
   expect_matches(raw, x, kArith32, kArith16, "transformer block (unoptimized)");
   expect_matches(opt, x, kArith32, kArith16, "transformer block (optimized)");

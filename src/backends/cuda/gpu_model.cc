@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
+#include "backends/cuda/gpu_transformer.h"
 #include "backends/cuda/streams.h"
 #include "core/numerics.h"
 #include "ir/pointwise_program.h"
@@ -431,7 +432,10 @@ class Lowering {
       case ir::OpKind::kGlobalMaxPool: return lower_pool(n, where);
       case ir::OpKind::kGemm: return lower_gemm(n, where);
       case ir::OpKind::kMatMul: return has_2d_weight(n) ? lower_gemm(n, where) : lower_matmul(n, where);
+      case ir::OpKind::kMatMulBias: return lower_gemm(n, where);
       case ir::OpKind::kLayerNormalization: return lower_layernorm(n, where);
+      case ir::OpKind::kRMSNormalization: return lower_rms_norm(n, where);
+      case ir::OpKind::kAttention: return lower_attention(n, where);
       case ir::OpKind::kTranspose:
       case ir::OpKind::kSlice:
       case ir::OpKind::kExpand: return lower_strided(n, where);
@@ -678,11 +682,17 @@ class Lowering {
     if (!wc || wc->rank() != 2 || a.size() < 2) return unsupported(where + "GEMM needs a constant 2-D weight");
     GemmParams p{};
     const bool gemm = n.op == ir::OpKind::kGemm;
+    // MatMulBias (A [*, M, K] of rank > 2): the leading dims fold into M, the bias is the epilogue's.
+    const bool mm_bias = n.op == ir::OpKind::kMatMulBias;
     if (gemm && (n.attr_int("transA", 0) != 0 || a.size() != 2)) return unsupported(where + "transA");
     p.weight_is_nk = gemm && n.attr_int("transB", 0) != 0;
     p.k = a.back();
-    p.m = shape_numel(a) / p.k;
+    p.m = p.k > 0 ? shape_numel(a) / p.k : 0;
     p.n = p.weight_is_nk ? wc->dim(0) : wc->dim(1);
+    if ((p.weight_is_nk ? wc->dim(1) : wc->dim(0)) != p.k)
+      return invalid_argument(where + "inner dims differ: " + shape_str(a) + " x " + shape_str(wc->shape()) +
+                              (p.weight_is_nk ? " (transB)" : ""));
+    if (mm_bias && (n.inputs.size() < 3 || n.inputs[2] == ir::kNoValue)) return invalid_argument(where + "bias is required");
     std::vector<float> w = floats_of(*wc);
     const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
     for (float& v : w) v *= alpha;
@@ -690,7 +700,7 @@ class Lowering {
     std::vector<int> ins;
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     ins = {as_layout(xa, false), wa};
-    if (gemm && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
+    if ((gemm || mm_bias) && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
       const auto& bc = g_.value(n.inputs[2]).constant;
       if (!bc || bc->numel() != p.n) return unsupported(where + "bias must be a constant vector of N");
       std::vector<float> b = floats_of(*bc);
@@ -953,6 +963,32 @@ class Lowering {
     if (ins.size() < 2) return invalid_argument(where + "Scale is required");
     add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), (st_ == StorageType::kF16)), n.name, ins, {new_output(n)},
               n.origin);
+    return Status::Ok();
+  }
+
+  // RMSNormalization (gpu_transformer.h): rows x cols, scale of cols values or one.
+  Status lower_rms_norm(const ir::Node& n, const std::string& where) {
+    if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "scale is required");
+    KILN_ASSIGN_OR_RETURN(RmsNormPlan p, plan_rms_norm(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]]));
+    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    KILN_ASSIGN_OR_RETURN(int scale, row_major_operand(n.inputs[1]));
+    add_layer(make_rms_norm_layer(p, st_), n.name, {x, scale}, {new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+
+  // Attention (gpu_transformer.h): Q, K, V and the mask row-major in the storage type (a bool
+  // mask as 0/1); the scores of at most 64 MiB (or half the workspace limit) per chunk of heads.
+  Status lower_attention(const ir::Node& n, const std::string& where) {
+    const size_t scratch_limit = std::min<size_t>(64u << 20, o_.workspace_limit / 2);
+    KILN_ASSIGN_OR_RETURN(AttentionPlan p, plan_attention(n, vs_, elem_bytes(), scratch_limit));
+    std::vector<int> ins;
+    for (size_t k = 0; k < n.inputs.size() && k < 4; ++k) {
+      if (n.inputs[k] == ir::kNoValue) continue;  // the optional mask
+      KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[k]));
+      ins.push_back(a);
+    }
+    KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, st_, o_.tf32));
+    add_layer(std::move(layer), n.name, ins, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 

@@ -1,0 +1,61 @@
+// CUDA tactics of the internal transformer layers (ops.def: Attention, RMSNormalization; MatMulBias
+// lowers to the cuBLASLt Gemm layer with its bias epilogue, gpu_model.cc): build-time planning of
+// each node (shapes and attributes checked, errors name the node; the rules of the CPU reference
+// src/backends/cpu/ops_fused_transformer.cc) and the layers that run them. Operands are row-major.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include "backends/cuda/gpu_layers.h"
+#include "backends/cuda/gpu_model.h"
+#include "backends/cuda/kernels_transformer.h"
+#include "ir/graph.h"
+
+namespace kiln::cuda {
+
+// RMSNormalization over X's dims [axis, rank) as a [rows, cols] array; scale has cols values or one.
+struct RmsNormPlan {
+  int64_t rows = 1, cols = 1;
+  int64_t scale_n = 1;  // cols or 1
+  float eps = 1e-5f;
+};
+StatusOr<RmsNormPlan> plan_rms_norm(const ir::Node& n, const Shape& x, const Shape& scale);
+
+// Attention (docs/decisions/0006-attention-op.md) as two cuBLASLt strided-batched GEMMs around
+// Kiln's masked softmax ("Attention Is All You Need", Vaswani et al. 2017, eq. 1):
+//   S = scale · Q Kᵀ (fp32, workspace)  ->  P = softmax(S + mask) (storage type)  ->  O = P V.
+// GQA folds into M: the Hq / Hkv query heads that read one kv head are contiguous in Q and O, so
+// each (batch, kv head) pair is one GEMM of M = group · Sq rows against that head's K or V —
+// no copy of K/V per query head. Units (batch · Hkv GEMM entries) run in chunks of `chunk` so
+// the score scratch stays within the planning limit.
+struct AttentionPlan {
+  int64_t batch = 1;                  // product of the leading dims *
+  int64_t hq = 0, hkv = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  int64_t group = 1;                  // hq / hkv
+  float scale = 1.f;                  // attribute `scale`, default 1 / sqrt(D)
+  AttentionSoftmaxDesc softmax;       // rows [*, Hq, Sq], mask strides, causal
+  int64_t units = 0;                  // batch · hkv GEMM batch entries
+  int64_t m = 0;                      // rows per unit: group · sq
+  int64_t chunk = 1;                  // units per cuBLASLt call (divides units)
+  size_t probs_offset = 0;            // bytes into the scratch where P starts (0: P overwrites S, fp32)
+  size_t scratch_bytes = 0;           // S (fp32) and P of one chunk, 256-byte aligned
+};
+// q, k, v, out: the concrete shapes; mask: the mask's shape when present (mask_is_bool: its dtype
+// is bool); elem_bytes: the storage type's size; scratch_limit: bytes S and P of one chunk should
+// stay within (one unit is always allowed).
+StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q, const Shape& k, const Shape& v,
+                                       const std::optional<Shape>& mask, bool mask_is_bool, const Shape& out,
+                                       int elem_bytes, size_t scratch_limit);
+
+// The same for an Attention node of a graph at the shapes and dtypes `vs`: checks the inputs
+// (Q, K, V present and of one dtype; the mask float or bool) first.
+StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const ValueShapes& vs, int elem_bytes, size_t scratch_limit);
+
+// ins: x, scale.
+std::unique_ptr<Layer> make_rms_norm_layer(const RmsNormPlan& p, StorageType t);
+// ins: Q, K, V, mask (-1 when absent), all in storage type t; out: O. tf32 for fp32 GEMMs.
+StatusOr<std::unique_ptr<Layer>> make_attention_layer(const AttentionPlan& p, StorageType t, bool tf32);
+
+}  // namespace kiln::cuda

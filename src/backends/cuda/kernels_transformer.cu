@@ -1,0 +1,132 @@
+// Kiln's own CUDA kernels of the internal transformer layers: RMSNormalization and the masked
+// softmax of the Attention layer (between its two cuBLASLt GEMMs). Formulas and edge cases match
+// the CPU reference (src/backends/cpu/ops_fused_transformer.cc); exp and sqrt are the accurate
+// (not the __ intrinsic) forms so fp32 storage stays within 1e-4 of that reference.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backends/cuda/kernels_transformer.h"
+
+namespace kiln::cuda {
+namespace {
+
+__device__ __forceinline__ float load(const void* p, int64_t i, StorageType t) {
+  switch (t) {
+    case StorageType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case StorageType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case StorageType::kF32: break;
+  }
+  return static_cast<const float*>(p)[i];
+}
+__device__ __forceinline__ void store(void* p, int64_t i, float v, StorageType t) {
+  switch (t) {
+    case StorageType::kF16: static_cast<__half*>(p)[i] = __float2half_rn(v); return;
+    case StorageType::kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); return;
+    case StorageType::kF32: break;
+  }
+  static_cast<float*>(p)[i] = v;
+}
+
+// Block-wide sum / max (blockDim.x a multiple of 32, at most 1024): warp shuffles, then one
+// value per warp through shared memory. Every thread gets the result.
+template <bool kMax>
+__device__ float block_reduce(float v, float* shm) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffffu, v, o);
+    v = kMax ? fmaxf(v, w) : v + w;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // shm may still be read by a previous call
+  if (lane == 0) shm[warp] = v;
+  __syncthreads();
+  float r = shm[0];
+  for (int w = 1; w < static_cast<int>(blockDim.x >> 5); ++w) r = kMax ? fmaxf(r, shm[w]) : r + shm[w];
+  return r;
+}
+
+// Threads per block for rows of `cols` elements: a multiple of 32, at most 256.
+unsigned threads_for(int64_t cols) {
+  return static_cast<unsigned>(std::min<int64_t>(256, std::max<int64_t>(32, (cols + 31) / 32 * 32)));
+}
+
+unsigned grid_for(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 65535LL * 16)); }
+
+// ---------------------------------------------------------------- RMSNormalization
+__global__ void rms_norm_kernel(const void* x, const void* scale, int64_t scale_n, void* y, StorageType t,
+                                int64_t rows, int64_t cols, float eps) {
+  __shared__ float shm[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * cols;
+    float ss = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float v = load(x, base + c, t);
+      ss += v * v;
+    }
+    ss = block_reduce<false>(ss, shm);
+    const float inv = 1.f / sqrtf(ss / static_cast<float>(cols) + eps);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      store(y, base + c, load(x, base + c, t) * inv * load(scale, scale_n == 1 ? 0 : c, t), t);
+  }
+}
+
+// ---------------------------------------------------------------- attention softmax
+// Three passes over the row, each thread on the same columns: (1) mask/causal applied, written
+// back to s, row maximum; (2) exp(v - max) written back to s, row sum; (3) P = s / sum. A row
+// whose maximum is -inf (every key excluded) is written as zeros.
+__global__ void attention_softmax_kernel(float* s, void* p, StorageType pt, const void* mask, AttentionSoftmaxDesc d,
+                                         int64_t row0, int64_t nrows) {
+  __shared__ float shm[32];
+  const int64_t sk = d.sk;
+  for (int64_t lr = blockIdx.x; lr < nrows; lr += gridDim.x) {
+    const int64_t row = row0 + lr;
+    float* srow = s + lr * sk;
+    const int64_t pbase = lr * sk;
+    const int64_t limit = attention_key_limit(d, row);
+    const int64_t moff = d.mask == AttentionMask::kNone ? 0 : attention_mask_row_offset(d, row);
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < sk; j += blockDim.x) {
+      float v = srow[j];
+      if (d.mask == AttentionMask::kAdditive) {
+        v += load(mask, moff + j * d.mask_key_stride, pt);
+      } else if (d.mask == AttentionMask::kKeep) {
+        if (load(mask, moff + j * d.mask_key_stride, pt) == 0.f) v = -INFINITY;
+      }
+      if (j > limit) v = -INFINITY;
+      srow[j] = v;
+      mx = fmaxf(mx, v);
+    }
+    mx = block_reduce<true>(mx, shm);
+    if (mx == -INFINITY) {
+      for (int64_t j = threadIdx.x; j < sk; j += blockDim.x) store(p, pbase + j, 0.f, pt);
+      continue;
+    }
+    float sum = 0.f;
+    for (int64_t j = threadIdx.x; j < sk; j += blockDim.x) {
+      const float e = expf(srow[j] - mx);
+      srow[j] = e;
+      sum += e;
+    }
+    const float inv = 1.f / block_reduce<false>(sum, shm);
+    for (int64_t j = threadIdx.x; j < sk; j += blockDim.x) store(p, pbase + j, srow[j] * inv, pt);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_rms_norm(const void* x, const void* scale, int64_t scale_n, void* y, StorageType t, int64_t rows,
+                            int64_t cols, float eps, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  rms_norm_kernel<<<grid_for(rows), threads_for(cols), 0, stream>>>(x, scale, scale_n, y, t, rows, cols, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_attention_softmax(float* s, void* p, StorageType pt, const void* mask, const AttentionSoftmaxDesc& d,
+                                     int64_t row0, int64_t nrows, cudaStream_t stream) {
+  if (nrows == 0 || d.sk == 0) return cudaSuccess;
+  attention_softmax_kernel<<<grid_for(nrows), threads_for(d.sk), 0, stream>>>(s, p, pt, mask, d, row0, nrows);
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda
