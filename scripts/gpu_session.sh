@@ -99,7 +99,7 @@ pack
 fi
 
 if want transformers; then
-stamp "== transformers on the CUDA path (ViT-B/16; BERT-base, GPT-2 when their fused ops have CUDA tactics)"
+stamp "== ViT-B/16 on the CUDA path (fused Attention, LayerNorm, GELU)"
 {
   $PY scripts/export_models.py --model vit_b_16 -o models/vit_b_16.onnx 2>&1 | tail -n 2
   $C/kiln build models/vit_b_16.onnx -o /tmp/vit_fp32.plan --device gpu --no-tf32 --shapes input:1x3x224x224
@@ -107,20 +107,12 @@ stamp "== transformers on the CUDA path (ViT-B/16; BERT-base, GPT-2 when their f
   $C/kiln build models/vit_b_16.onnx -o /tmp/vit_fp16.plan --device gpu --fp16 --shapes input:1x3x224x224
   $C/kiln compare /tmp/vit_fp16.plan models/vit_b_16.onnx --input input=/tmp/x.npy --atol 0.05 --rtol 0.05
   $C/kiln bench /tmp/vit_fp16.plan --iterations 100
-  for m in bert_base gpt2; do
-    $PY scripts/export_models.py --model $m -o models/$m.onnx 2>&1 | tail -n 1
-    shapes="input_ids:2x128"
-    [ $m = bert_base ] && shapes="input_ids:2x128,attention_mask:2x128"
-    for prec in "--no-tf32" "--fp16"; do
-      $C/kiln build models/$m.onnx -o /tmp/$m.plan --device gpu $prec --shapes $shapes 2>&1 | tail -n 4
-      $C/kiln inspect /tmp/$m.plan | grep -cE "Attention|MatMulBias|RMSNorm" | sed "s/^/fused transformer layers on the GPU: /"
-      $C/kiln compare /tmp/$m.plan models/$m.onnx --atol $([ "$prec" = --fp16 ] && echo 0.05 || echo 1e-3) \
-        --rtol $([ "$prec" = --fp16 ] && echo 0.05 || echo 1e-3) 2>&1 | tail -n 3
-      $C/kiln bench /tmp/$m.plan --iterations 100 --cuda-graph | grep -E "Latency|Throughput|load"
-    done
-  done
+  # ViT-B/16's optimized graph holds 12 fused Attention layers (CUDA tactic since session 3).
+  $C/kiln inspect /tmp/vit_fp16.plan | grep -cE "\(Attention\)" | sed "s/^/Attention layers: /"
+  $C/kiln inspect /tmp/vit_fp16.plan | grep -E "\(Attention\)" | head -n 2
+  $C/kiln bench /tmp/vit_fp16.plan --iterations 200 --cuda-graph | grep -E "Latency|Throughput|load"
 } > "$R/transformers.txt" 2>&1
-grep -E "PASS|FAIL|rror|Latency|fused transformer" "$R/transformers.txt" | head -n 40
+grep -E "PASS|FAIL|rror|Latency|Attention layers|Plan load" "$R/transformers.txt" | head -n 40
 pack
 fi
 
@@ -132,8 +124,21 @@ stamp "== kiln bench: CUDA graph, 4 streams, per-layer profile (FP16, batch 1)"
   $C/kiln bench /tmp/r101_fp16.plan --streams 4 --iterations 400 --dump-profile "$R/profile_fp16_b1.json" \
     > /tmp/bench_profile.txt 2>&1
   head -n 45 /tmp/bench_profile.txt
+  # Auxiliary streams A/B (FP16, batch 1, CUDA graph): ResNet-101 (4 downsample branches) and
+  # GoogLeNet (Inception: 4 branches per block), --max-aux-streams 0 vs the builder's choice.
+  $PY scripts/export_models.py --model googlenet -o models/googlenet.onnx 2>&1 | tail -n 1
+  for m in resnet101 googlenet; do
+    for aux in 0 -1; do
+      $C/kiln build models/$m.onnx -o /tmp/${m}_aux.plan --device gpu --fp16 --shapes input:1x3x224x224 \
+        --max-aux-streams $aux > /dev/null 2>&1 || echo "AUX build failed: $m $aux"
+      echo "AUX $m max-aux-streams=$aux: $($C/kiln inspect /tmp/${m}_aux.plan | grep -iE 'aux stream' | head -n 1)"
+      for rep in 1 2; do
+        $C/kiln bench /tmp/${m}_aux.plan --cuda-graph --iterations 1000 | grep -E "^Latency" | sed "s/^/AUX $m $aux: /"
+      done
+    done
+  done
 } > "$R/bench_streams.txt" 2>&1
-grep -E "Latency|Throughput" "$R/bench_streams.txt"
+grep -E "Latency|Throughput|AUX" "$R/bench_streams.txt"
 pack
 fi
 

@@ -1,0 +1,75 @@
+// Concrete shapes and dtypes of every value of a graph at given input shapes (gpu_model.h):
+// static shape inference when it determines them all, else one CPU reference run. Host code
+// only; the CUDA lowering needs these before it picks kernels and sizes the arena.
+#include <map>
+#include <random>
+
+#include "backends/cuda/gpu_model.h"
+#include "core/numerics.h"
+#include "ir/shape_inference.h"
+#include "runtime/interpreter.h"
+
+namespace kiln::cuda {
+
+StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes) {
+  // Static shape inference with the concrete input shapes answers without running the model;
+  // the reference run is the fallback for data-dependent shapes.
+  {
+    ir::Graph c = g;
+    std::map<std::string, Shape> concrete;
+    for (size_t i = 0; i < g.inputs.size() && i < input_shapes.size(); ++i)
+      concrete[g.value(g.inputs[i]).name] = input_shapes[i];
+    if (ir::infer_shapes(c, &concrete).ok()) {
+      ValueShapes st;
+      bool complete = true;
+      for (const ir::Value& v : c.values) {
+        Shape s;
+        if (v.shape)
+          for (const ir::Dim& d : *v.shape) {
+            if (!d.is_known()) complete = false;
+            s.push_back(d.value);
+          }
+        else
+          complete = false;
+        if (v.dtype == DataType::kUndefined) complete = false;
+        st.shapes.push_back(s);
+        st.dtypes.push_back(v.dtype);
+        if (!complete) break;
+      }
+      if (complete) return st;
+    }
+  }
+  ValueShapes vs;
+  vs.shapes.resize(g.values.size());
+  vs.dtypes.resize(g.values.size(), DataType::kUndefined);
+  std::vector<Tensor> inputs;
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const ir::Value& v = g.value(g.inputs[i]);
+    DataType dt = v.dtype == DataType::kUndefined ? DataType::kFloat32 : v.dtype;
+    Tensor t(dt, input_shapes.at(i));
+    for (int64_t k = 0; k < t.numel(); ++k) store_from_double(dt, t.raw(), k, dist(rng));
+    vs.shapes[v.id] = t.shape();
+    vs.dtypes[v.id] = dt;
+    inputs.push_back(std::move(t));
+  }
+  for (const ir::Value& v : g.values)
+    if (v.constant) {
+      vs.shapes[v.id] = v.constant->shape();
+      vs.dtypes[v.id] = v.constant->dtype();
+    }
+  InterpreterOptions opts;
+  opts.on_node = [&](const ir::Node& n, const std::vector<Tensor>& outs, double) {
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      if (n.outputs[k] == ir::kNoValue) continue;
+      vs.shapes[n.outputs[k]] = outs[k].shape();
+      vs.dtypes[n.outputs[k]] = outs[k].dtype();
+    }
+  };
+  auto r = interpret(g, inputs, nullptr, opts);
+  if (!r.ok()) return r.status().with_context("shape discovery on the CPU reference");
+  return vs;
+}
+
+}  // namespace kiln::cuda
