@@ -131,7 +131,7 @@ stamp "== kiln bench: CUDA graph, 4 streams, per-layer profile (FP16, batch 1)"
     for aux in 0 -1; do
       $C/kiln build models/$m.onnx -o /tmp/${m}_aux.plan --device gpu --fp16 --shapes input:1x3x224x224 \
         --max-aux-streams $aux > /dev/null 2>&1 || echo "AUX build failed: $m $aux"
-      echo "AUX $m max-aux-streams=$aux: $($C/kiln inspect /tmp/${m}_aux.plan | grep -iE 'aux stream' | head -n 1)"
+      echo "AUX $m max-aux-streams=$aux: $($C/kiln inspect /tmp/${m}_aux.plan | grep -E '^Streams:' | head -n 1)"
       for rep in 1 2; do
         $C/kiln bench /tmp/${m}_aux.plan --cuda-graph --iterations 1000 | grep -E "^Latency" | sed "s/^/AUX $m $aux: /"
       done
