@@ -252,6 +252,35 @@ TEST(GpuPrecision, PaddedFirstConvMatchesUnpaddedAndReference) {
 #endif
 }
 
+// MaxPool with ceil_mode (GoogLeNet's): the output is one larger than cuDNN's floored size, so
+// Kiln's pool kernel runs it (said in `fallback`); equal to the CPU reference in FP32, close in FP16.
+TEST(GpuPrecision, CeilModeMaxPoolMatchesReference) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  TinyGraph t;
+  auto x = t.input("x", {2, 8, 14, 14});
+  auto p = t.node(OpKind::kMaxPool, "pool", {x}, {2, 8, 7, 7},
+                  {{"kernel_shape", ir::Attribute::of_ints({3, 3})},
+                   {"strides", ir::Attribute::of_ints({2, 2})},
+                   {"ceil_mode", ir::Attribute::of_int(1)}});
+  t.g.outputs = {p};
+  std::vector<Tensor> in = {random_tensor({2, 8, 14, 14}, 71)};
+  auto ref = interpret(t.g, in);
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  ASSERT_EQ((*ref)[0].shape(), (Shape{2, 8, 7, 7}));
+  for (bool fp16 : {false, true}) {
+    cuda::GpuBuildOptions o;
+    o.fp16 = fp16;
+    GpuRun r = run_gpu(t.g, in, o);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    const auto* pool = find_layer(r.layers, "pool");
+    ASSERT_NE(pool, nullptr) << describe(r.layers);
+    EXPECT_NE(pool->fallback.find("ceil_mode"), std::string::npos) << pool->fallback;
+    EXPECT_LE(relative_diff(r.out, *ref), fp16 ? 1e-3 : 0.0) << (fp16 ? "fp16" : "fp32");
+  }
+#endif
+}
+
 // A second build with the timing cache of the first does no timing (no misses) and picks the
 // same tactics; the cache survives the file round trip.
 TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {

@@ -388,6 +388,11 @@ class PoolLayer : public Layer {
     d_.n = p.n; d_.c = p.c; d_.h = p.h; d_.w = p.w; d_.oh = p.oh; d_.ow = p.ow;
     d_.kh = p.kh; d_.kw = p.kw; d_.pad_h = p.pad_h; d_.pad_w = p.pad_w; d_.stride_h = p.stride_h; d_.stride_w = p.stride_w;
     op = p.max ? "MaxPool" : "AveragePool";
+    if (p.ceil_output) {
+      own_ = true;
+      fallback = "ceil_mode output " + std::to_string(p.oh) + "x" + std::to_string(p.ow) +
+                 " is larger than cuDNN's floored size; runs Kiln's pool kernel";
+    }
     describe();
     return Status::Ok();
   }
@@ -429,7 +434,7 @@ class PoolLayer : public Layer {
            " " + storage_name(t_) + (d_.nhwc ? " nhwc" : " nchw");
   }
   Status use_tactic(const std::string& t, ExecState& s) override {
-    if (t.rfind("kiln.pool", 0) == 0) {
+    if (t.rfind("kiln.pool", 0) == 0 && !own_) {
       own_ = true;
       fallback = std::string("cuDNN pooling had no ") + storage_name(t_) + " kernel at build time; runs Kiln's pool kernel";
     }

@@ -109,6 +109,9 @@ struct PoolParams {
   bool max;  // else average
   bool count_include_pad;
   int64_t n, c, h, w, kh, kw, pad_h, pad_w, stride_h, stride_w, oh, ow;
+  // ceil_mode made the output larger than cuDNN's floored size: Kiln's kernel runs it (its
+  // windows skip positions past the input, as ONNX's ceil_mode windows do).
+  bool ceil_output = false;
 };
 StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, StorageType t, bool nhwc);
 

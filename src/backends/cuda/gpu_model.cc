@@ -601,9 +601,17 @@ class Lowering {
       if (!symmetric_pads(n, x, k, s, d, &p.pad_h, &p.pad_w)) return unsupported(where + "asymmetric padding");
       p.kh = k[0]; p.kw = k[1]; p.stride_h = s[0]; p.stride_w = s[1];
       p.count_include_pad = n.attr_int("count_include_pad", 0) != 0;
-      // cuDNN floors the output size; ceil_mode is fine when it gives the same size.
+      // cuDNN floors the output size. A larger ceil_mode output runs Kiln's pool kernel, whose
+      // windows skip positions past the input: exact for MaxPool and for AveragePool without
+      // count_include_pad (divides by the in-bounds count); with it, the divisor of a window
+      // that ends past the padding differs between frameworks, so that case stays unsupported.
       const int64_t fh = (x[2] + 2 * p.pad_h - k[0]) / s[0] + 1, fw = (x[3] + 2 * p.pad_w - k[1]) / s[1] + 1;
-      if (fh != y[2] || fw != y[3]) return unsupported(where + "ceil_mode changes the output size");
+      if (fh != y[2] || fw != y[3]) {
+        if (y[2] < fh || y[3] < fw || y[2] > fh + 1 || y[3] > fw + 1 || (!p.max && p.count_include_pad))
+          return unsupported(where + "ceil_mode output size " + std::to_string(y[2]) + "x" + std::to_string(y[3]) +
+                             (p.max ? "" : " with count_include_pad"));
+        p.ceil_output = true;
+      }
     }
     const bool nhwc = nhwc_of(n, low_);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
