@@ -199,6 +199,10 @@ class Runtime {
   static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const std::vector<uint8_t>& plan);
   static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const uint8_t* data, size_t size);
   static StatusOr<std::shared_ptr<Engine>> load_engine(const std::string& path);
+
+ private:
+  // `owner` (may be null) keeps an aligned `data` alive: the engine's weights then stay in it.
+  static StatusOr<std::shared_ptr<Engine>> deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner);
 };
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,7 +83,9 @@ struct Plan {
 // Serializes `p` (header.kiln_version and header.target are written as given).
 std::vector<uint8_t> write_plan(const Plan& p);
 // Parses and validates a plan. Weights are copied once into a 64-byte aligned buffer that the
-// returned graph's constants share.
-StatusOr<Plan> read_plan(const uint8_t* data, size_t size);
+// returned graph's constants share — unless `owner` keeps `data` alive and `data` is 64-byte
+// aligned: then the constants point into `data` (no copy; Runtime::load_engine reads the file
+// into such a buffer).
+StatusOr<Plan> read_plan(const uint8_t* data, size_t size, std::shared_ptr<void> owner = nullptr);
 
 }  // namespace kiln::plan

@@ -1,5 +1,6 @@
 // Parses and validates a plan (see plan_format.h): header and checksum first, then each
 // section with a bounds-checked reader; every section must be consumed exactly.
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -76,18 +77,25 @@ void decode_profiles(ByteReader& r, const ir::Graph& g, std::vector<Optimization
 
 }  // namespace
 
-StatusOr<Plan> read_plan(const uint8_t* data, size_t size) {
+StatusOr<Plan> read_plan(const uint8_t* data, size_t size, std::shared_ptr<void> owner) {
   Plan p;
   std::vector<SectionEntry> sections;
   KILN_RETURN_IF_ERROR(parse_header(data, size, &p.header, &sections));
 
-  // Weights: one aligned copy that every constant tensor of the engine shares.
+  // Weights: shared in place from an aligned, owned buffer (sections start at 64-byte offsets),
+  // else one aligned copy that every constant tensor of the engine shares.
   const SectionEntry& ws = find_section(sections, SectionTag::kWeights);
-  const size_t alloc = (std::max<uint64_t>(ws.length, 1) + kAlign - 1) / kAlign * kAlign;
-  void* buf = std::aligned_alloc(kAlign, alloc);
-  if (!buf) return Status(StatusCode::kOutOfMemory, "cannot allocate " + std::to_string(alloc) + " bytes for the plan's weights");
-  std::memcpy(buf, data + ws.offset, ws.length);
-  WeightsView weights{std::shared_ptr<void>(buf, [](void* q) { std::free(q); }), static_cast<uint8_t*>(buf), ws.length};
+  WeightsView weights;
+  if (owner && reinterpret_cast<uintptr_t>(data) % kAlign == 0) {
+    weights = WeightsView{std::move(owner), const_cast<uint8_t*>(data + ws.offset), ws.length};
+  } else {
+    const size_t alloc = (std::max<uint64_t>(ws.length, 1) + kAlign - 1) / kAlign * kAlign;
+    void* buf = std::aligned_alloc(kAlign, alloc);
+    if (!buf)
+      return Status(StatusCode::kOutOfMemory, "cannot allocate " + std::to_string(alloc) + " bytes for the plan's weights");
+    std::memcpy(buf, data + ws.offset, ws.length);
+    weights = WeightsView{std::shared_ptr<void>(buf, [](void* q) { std::free(q); }), static_cast<uint8_t*>(buf), ws.length};
+  }
   p.weights_bytes = ws.length;
 
   const SectionEntry& gs = find_section(sections, SectionTag::kGraph);

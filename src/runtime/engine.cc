@@ -2,6 +2,7 @@
 // table, weights shared by every execution context). Refuses plans for another target and
 // plans whose tactics this build cannot run.
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 
@@ -103,8 +104,12 @@ std::unique_ptr<ExecutionContext> Engine::create_execution_context() const {
 }
 
 StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* data, size_t size) {
+  return deserialize(data, size, nullptr);
+}
+
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner) {
   const auto t0 = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(plan::Plan p, plan::read_plan(data, size));
+  KILN_ASSIGN_OR_RETURN(plan::Plan p, plan::read_plan(data, size, std::move(owner)));
   const double parse_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   KILN_RETURN_IF_ERROR(check_target(p.header.target));
   auto impl = std::make_unique<Engine::Impl>();
@@ -175,13 +180,17 @@ StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) 
   if (!f) return not_found("plan file '" + path + "' not found or not readable");
   const std::streamoff size = f.tellg();
   if (size < 0) return not_found("plan file '" + path + "' is not a regular file");
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  // One 64-byte aligned buffer that the engine's constants keep pointing into (no weights copy).
+  const size_t alloc = (static_cast<size_t>(size) + 64) / 64 * 64;
+  std::shared_ptr<void> buf(std::aligned_alloc(64, alloc), [](void* q) { std::free(q); });
+  if (!buf) return Status(StatusCode::kOutOfMemory, "cannot allocate " + std::to_string(alloc) + " bytes for plan '" + path + "'");
   f.seekg(0);
-  if (size > 0 && !f.read(reinterpret_cast<char*>(bytes.data()), size))
+  if (size > 0 && !f.read(static_cast<char*>(buf.get()), size))
     return not_found("plan file '" + path + "': read failed after " + std::to_string(f.gcount()) + " of " +
                      std::to_string(size) + " bytes");
   const double read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  auto e = deserialize_engine(bytes);
+  const uint8_t* data = static_cast<const uint8_t*>(buf.get());
+  auto e = deserialize(data, static_cast<size_t>(size), std::move(buf));
   if (!e.ok()) return e.status().with_context("plan '" + path + "'");
   (*e)->impl_->load_phases.insert((*e)->impl_->load_phases.begin(), Engine::LoadPhase{"read", read_ms});
   return e;

@@ -301,20 +301,25 @@ class Lowering {
 
   // Uploads host floats (already in the wanted element order) as a weight in the storage type.
   StatusOr<int> upload(const std::string& name, const std::vector<float>& data, const Shape& logical, bool nhwc) {
+    return upload(name, data.data(), data.size(), logical, nhwc);
+  }
+  StatusOr<int> upload(const std::string& name, const float* data, size_t count, const Shape& logical, bool nhwc) {
     const int id = new_val(name, logical, st_, nhwc);
-    const size_t bytes = data.size() * storage_bytes(st_);
+    const size_t bytes = count * storage_bytes(st_);
     if (dry_run_) {  // check_gpu_support: no device memory, so it also answers without a GPU
       m_->vals[id].weight = &dry_run_;
       return id;
     }
     void* p = nullptr;
     if (st_ != StorageType::kF32) {
-      std::vector<uint16_t> h(data.size());
-      for (size_t i = 0; i < data.size(); ++i)
-        h[i] = st_ == StorageType::kF16 ? float_to_fp16(data[i]) : float_to_bf16(data[i]);
+      std::vector<uint16_t> h(count);
+      if (st_ == StorageType::kF16)
+        for (size_t i = 0; i < count; ++i) h[i] = float_to_fp16(data[i]);
+      else
+        for (size_t i = 0; i < count; ++i) h[i] = float_to_bf16(data[i]);
       KILN_ASSIGN_OR_RETURN(p, device_copy(h.data(), bytes, "weight '" + name + "'"));
     } else {
-      KILN_ASSIGN_OR_RETURN(p, device_copy(data.data(), bytes, "weight '" + name + "'"));
+      KILN_ASSIGN_OR_RETURN(p, device_copy(data, bytes, "weight '" + name + "'"));
     }
     m_->vals[id].weight = p;
     m_->weights += bytes;
@@ -473,7 +478,12 @@ class Lowering {
     const bool nhwc = nhwc_of(n, low_);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     xa = as_layout(xa, nhwc);
-    std::vector<float> w = floats_of(*wc);
+    // Float32 weights are read in place (a plan's weights buffer): no host copy before the
+    // layout change / conversion.
+    std::vector<float> w;
+    if (wc->dtype() != DataType::kFloat32) w = floats_of(*wc);
+    const float* wsrc = wc->dtype() == DataType::kFloat32 ? wc->data<float>() : w.data();
+    size_t wcount = static_cast<size_t>(wc->numel());
     Shape w_shape = wc->shape();
     // A channel-padded input (see padded_channels): C grows to Cp, the extra weights are zeros.
     auto padded = padded_from_.find(n.inputs[0]);
@@ -489,10 +499,12 @@ class Lowering {
       for (int64_t a = 0; a < K; ++a)
         for (int64_t c = 0; c < C; ++c)
           for (int64_t r = 0; r < R; ++r)
-            for (int64_t q = 0; q < S; ++q) t[((a * R + r) * S + q) * cp + c] = w[((a * C + c) * R + r) * S + q];
+            for (int64_t q = 0; q < S; ++q) t[((a * R + r) * S + q) * cp + c] = wsrc[((a * C + c) * R + r) * S + q];
       w = std::move(t);
+      wsrc = w.data();
+      wcount = w.size();
     }
-    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, w, w_shape, nhwc));
+    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, wsrc, wcount, w_shape, nhwc));
     std::vector<float> b(static_cast<size_t>(p.k), 0.f);
     if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
       const auto& bc = g_.value(n.inputs[2]).constant;
@@ -1198,7 +1210,7 @@ StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShape
 }
 
 WeightCache::~WeightCache() {
-  for (auto& [key, p] : copies_) cudaFree(p);
+  for (void* b : blocks_) cudaFree(b);
 }
 
 StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
@@ -1206,13 +1218,20 @@ StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = copies_.find(key);
   if (it != copies_.end()) return it->second;
-  void* p = nullptr;
-  KILN_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
-  cudaError_t e = bytes ? cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice) : cudaSuccess;
-  if (e != cudaSuccess) {
-    cudaFree(p);
-    KILN_CUDA_CHECK(e);
+  constexpr size_t kBlock = 64u << 20, kAlign = 256;
+  const size_t need = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
+  if (need > left_) {
+    const size_t size = std::max(need, kBlock);
+    void* b = nullptr;
+    KILN_RETURN_IF_ERROR(device_alloc(&b, size, "a " + std::to_string(size) + "-byte weight block"));
+    blocks_.push_back(b);
+    cursor_ = static_cast<char*>(b);
+    left_ = size;
   }
+  void* p = cursor_;
+  cursor_ += need;
+  left_ -= need;
+  if (bytes) KILN_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
   copies_[key] = p;
   bytes_ += bytes;
   return p;

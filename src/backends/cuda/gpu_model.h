@@ -30,7 +30,7 @@ namespace kiln::cuda {
 
 // Device copies of weights shared by the GpuModels of one engine (one model per input-shape
 // set): bytes uploaded once are reused by every later model that uploads the same bytes.
-// Keyed by size and FNV-1a 64 of the bytes. Thread-safe; frees its copies when destroyed.
+// Keyed by size and hash64_words of the bytes. Thread-safe; frees its copies when destroyed.
 class WeightCache {
  public:
   WeightCache() = default;
@@ -46,6 +46,11 @@ class WeightCache {
   mutable std::mutex mu_;
   std::map<std::pair<uint64_t, size_t>, void*> copies_;
   size_t bytes_ = 0;
+  // Weights are carved out of 64 MiB blocks (256-byte aligned; a larger weight gets its own
+  // block): one cudaMalloc per block instead of one per weight, which dominated small uploads.
+  std::vector<void*> blocks_;
+  char* cursor_ = nullptr;
+  size_t left_ = 0;
 };
 
 struct GpuBuildOptions {
