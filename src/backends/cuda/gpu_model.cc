@@ -367,13 +367,9 @@ class Lowering {
 
   Status lower(const ir::Node& n) {
     const std::string where = n.describe() + ": ";
-    // Integer activations (graph inputs and their views) flow only into views, Gather indices
-    // and Cast; every other layer computes in the float storage.
-    std::vector<bool> int_in(n.inputs.size());
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      auto it = n.inputs[k] == ir::kNoValue ? act_.end() : act_.find(n.inputs[k]);
-      int_in[k] = it != act_.end() && storage_is_int(m_->vals[it->second].type);
-    }
+    // Integer activations (graph inputs and their views) flow only into views, Gather indices and Cast.
+    std::vector<bool> int_in;
+    for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && storage_is_int(m_->vals[act_.at(v)].type));
     KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
     for (ir::ValueId v : n.outputs)
       if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) && !(int_in.size() && int_in[0] && is_int_view(n.op)))
@@ -986,9 +982,8 @@ class Lowering {
     KILN_ASSIGN_OR_RETURN(GatherPlan p, plan_gather(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
                                                     vs_.dtypes[n.inputs[1]]));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    if (p.runtime) {  // indices from an integer activation (embedding lookup of token ids)
+    if (p.runtime) {  // indices from an integer activation (plan_gather checked the dtype): token ids
       KILN_ASSIGN_OR_RETURN(int idx, activation(n.inputs[1]));
-      if (!storage_is_int(m_->vals[idx].type)) return unsupported(where + "runtime indices must be int32/int64");
       add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
       return Status::Ok();
     }
