@@ -111,8 +111,21 @@ stamp "== ViT-B/16 on the CUDA path (fused Attention, LayerNorm, GELU)"
   $C/kiln inspect /tmp/vit_fp16.plan | grep -cE "\(Attention\)" | sed "s/^/Attention layers: /"
   $C/kiln inspect /tmp/vit_fp16.plan | grep -E "\(Attention\)" | head -n 2
   $C/kiln bench /tmp/vit_fp16.plan --iterations 200 --cuda-graph | grep -E "Latency|Throughput|load"
+  # BERT-base and GPT-2 (int64 input_ids [+ attention_mask]: staged as-is, runtime-index Gather,
+  # Cast of the mask). compare generates ids over the embedding table's rows and a 0/1 mask.
+  for m in bert_base gpt2; do
+    shapes=input_ids:2x128
+    [ $m = bert_base ] && shapes=$shapes,attention_mask:2x128
+    $PY scripts/export_models.py --model $m -o models/$m.onnx 2>&1 | tail -n 1
+    $C/kiln build models/$m.onnx -o /tmp/${m}_fp32.plan --device gpu --no-tf32 --shapes $shapes | tail -n 2
+    $C/kiln compare /tmp/${m}_fp32.plan models/$m.onnx --atol 1e-3 --rtol 1e-3
+    $C/kiln build models/$m.onnx -o /tmp/${m}_fp16.plan --device gpu --fp16 --shapes $shapes | tail -n 2
+    $C/kiln compare /tmp/${m}_fp16.plan models/$m.onnx --atol 0.05 --rtol 0.05
+    $C/kiln inspect /tmp/${m}_fp16.plan | grep -E "\(Gather\)|\(Cast\)" | head -n 3
+    $C/kiln bench /tmp/${m}_fp16.plan --iterations 200 --cuda-graph | grep -E "Latency|Throughput|load"
+  done
 } > "$R/transformers.txt" 2>&1
-grep -E "PASS|FAIL|rror|Latency|Attention layers|Plan load" "$R/transformers.txt" | head -n 40
+grep -E "PASS|FAIL|rror|Latency|Attention layers|Plan load|Gather" "$R/transformers.txt" | head -n 60
 pack
 fi
 

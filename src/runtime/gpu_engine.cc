@@ -177,12 +177,14 @@ std::vector<Shape> output_shapes(const ContextState& ctx) { return ctx.model->ou
 Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,
                std::vector<Tensor>* outputs, bool cuda_graph, std::vector<LayerTiming>* timings) {
   std::vector<Shape> shapes;
-  for (const Tensor& t : inputs) {
-    if (t.dtype() != DataType::kFloat32)
-      return unsupported(std::string("CUDA engines take float32 inputs in this version, got ") + dtype_name(t.dtype()));
-    shapes.push_back(t.shape());
-  }
+  for (const Tensor& t : inputs) shapes.push_back(t.shape());
   KILN_RETURN_IF_ERROR(prepare(e, ctx, shapes));
+  // Each input in the dtype the model stages it in (float32, or the graph's int32/int64).
+  const std::vector<DataType> want = ctx->model->input_dtypes();
+  for (size_t i = 0; i < inputs.size() && i < want.size(); ++i)
+    if (inputs[i].dtype() != want[i])
+      return invalid_argument("input '" + e.graph.value(e.graph.inputs[i]).name + "': CUDA engines take it as " +
+                              dtype_name(want[i]) + ", got " + dtype_name(inputs[i].dtype()));
   ctx->ctx->use_cuda_graph(cuda_graph);
   KILN_RETURN_IF_ERROR(ctx->ctx->run(inputs, outputs));
   if (timings) {

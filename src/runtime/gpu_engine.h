@@ -70,7 +70,8 @@ Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
 // Input shapes a context was prepared for, and its output shapes (float32, graph order).
 std::vector<Shape> prepared_shapes(const ContextState& ctx);
 std::vector<Shape> output_shapes(const ContextState& ctx);
-// Runs float32 host inputs through the model for their shapes (synchronous); with `cuda_graph`
+// Runs host inputs through the model for their shapes (synchronous): float inputs as float32,
+// int32/int64 inputs in their declared dtype (others: an error naming the input); with `cuda_graph`
 // the layers are captured into a CUDA graph once per context and replayed. With `timings`, also
 // fills per-layer device times of one extra run (every engine layer, reformats included).
 Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,

@@ -118,7 +118,9 @@ StatusOr<std::vector<Tensor>> emulate(const ir::Graph& g, const cuda::ValueShape
       break;
     }
     case OpKind::kGather: {
-      KILN_ASSIGN_OR_RETURN(auto p, cuda::plan_gather(n, g, in));
+      const auto& ic = g.value(n.inputs[1]).constant;
+      if (!ic) return internal_error("the host emulation covers constant indices only");
+      KILN_ASSIGN_OR_RETURN(auto p, cuda::plan_gather(n, g, in, ic->shape(), ic->dtype()));
       const int64_t ni = static_cast<int64_t>(p.indices.size());
       for (int64_t i = 0; i < y.numel(); ++i) {
         const int64_t inner = i % p.inner, j = (i / p.inner) % ni, o = i / (p.inner * ni);

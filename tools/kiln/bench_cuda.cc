@@ -73,8 +73,10 @@ struct Lane {
   Status setup(const Engine& e, const std::vector<std::pair<std::string, Tensor>>& inputs, bool cuda_graph) {
     ctx = e.create_execution_context();
     for (const auto& [name, t] : inputs) {
-      if (t.dtype() != DataType::kFloat32)
-        return unsupported("input '" + name + "' is " + dtype_name(t.dtype()) + "; CUDA engines take float32");
+      // Float inputs go in as float32, integer ones (token ids, masks) as their declared int32/int64.
+      if (t.dtype() != DataType::kFloat32 && t.dtype() != DataType::kInt32 && t.dtype() != DataType::kInt64)
+        return unsupported("input '" + name + "' is " + dtype_name(t.dtype()) +
+                           "; CUDA engines take float32, int32 or int64 inputs");
       KILN_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
     }
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -82,7 +84,10 @@ struct Lane {
     KILN_CUDA_CHECK(cudaEventCreate(&e1));
     for (const IOTensor& io : e.io_tensors()) {
       KILN_ASSIGN_OR_RETURN(Shape s, ctx->tensor_shape(io.desc.name));
-      const size_t n = static_cast<size_t>(shape_numel(s)) * sizeof(float);
+      DataType dt = DataType::kFloat32;  // outputs, and float inputs, are float32
+      for (const auto& [name, t] : inputs)
+        if (io.is_input && name == io.desc.name) dt = t.dtype();
+      const size_t n = dtype_storage_bytes(dt, shape_numel(s));
       void* d = nullptr;
       void* h = nullptr;
       KILN_CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(n, 16)));

@@ -167,7 +167,8 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
 
 void InferenceOptions::add_to(CLI::App* app, bool with_shapes) {
   // One value per flag (repeat the flag for several inputs), so a positional may follow.
-  app->add_option("--input", inputs, "name=FILE (.npy or ONNX TensorProto .pb); other inputs are random; repeatable")
+  app->add_option("--input", inputs, "name=FILE (.npy or ONNX TensorProto .pb); other inputs are random (floats in [-1, 1); integer "
+                  "token ids over their embedding table's rows, *mask* integers 0/1, other integers 0..3); repeatable")
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   if (with_shapes) app->add_option("--shapes", shapes, "name:dims for inputs with dynamic shapes (default: opt)");

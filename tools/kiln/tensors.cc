@@ -1,6 +1,8 @@
 // CLI tensor helpers (see tensors.h).
 #include "tools/kiln/tensors.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -54,6 +56,38 @@ StatusOr<Tensor> random_tensor(DataType dtype, const Shape& shape, uint64_t seed
   return t;
 }
 
+namespace {
+
+// Random integer inputs that stay meaningful: token ids index every row of the embedding table
+// they feed (a Gather's constant data, axis extent), attention masks are 0/1 (mostly 1). Other
+// integer inputs keep random_tensor's [0, 4).
+void shape_integer_input(const ir::Graph& g, const std::string& name, uint64_t seed, Tensor* t) {
+  if (!dtype_is_integer(t->dtype()) || t->numel() == 0) return;
+  ir::ValueId id = ir::kNoValue;
+  for (ir::ValueId v : g.inputs)
+    if (g.value(v).name == name) id = v;
+  int64_t rows = 0;
+  for (const ir::Node& n : g.nodes) {
+    if (n.removed || n.op != ir::OpKind::kGather || n.inputs.size() < 2 || n.inputs[1] != id) continue;
+    const auto& data = g.value(n.inputs[0]).constant;
+    if (!data || data->rank() == 0) continue;
+    int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += data->rank();
+    if (axis >= 0 && axis < data->rank()) rows = rows ? std::min(rows, data->dim(axis)) : data->dim(axis);
+  }
+  std::string lower = name;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (rows > 0) {
+    std::mt19937_64 rng(seed);
+    for (int64_t i = 0; i < t->numel(); ++i) store_from_int64(t->dtype(), t->raw(), i, static_cast<int64_t>(rng() % rows));
+  } else if (lower.find("mask") != std::string::npos) {
+    for (int64_t i = 0; i < t->numel(); ++i)
+      store_from_int64(t->dtype(), t->raw(), i, load_as_double(t->dtype(), t->raw(), i) != 0 ? 1 : 0);
+  }
+}
+
+}  // namespace
+
 StatusOr<std::vector<std::pair<std::string, Tensor>>> prepare_inputs(const Engine& engine,
                                                                       const std::map<std::string, std::string>& files,
                                                                       const std::map<std::string, Shape>& shapes,
@@ -97,6 +131,7 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> prepare_inputs(const Engin
     const uint64_t input_seed = seed ^ fnv1a64(reinterpret_cast<const uint8_t*>(name.data()), name.size());
     auto t = random_tensor(io.desc.dtype == DataType::kUndefined ? DataType::kFloat32 : io.desc.dtype, shape, input_seed);
     if (!t.ok()) return t.status().with_context("input '" + name + "'");
+    shape_integer_input(engine.graph(), name, input_seed, &t.value());
     out.emplace_back(name, std::move(t).value());
   }
   return out;

@@ -20,7 +20,9 @@ StatusOr<Tensor> load_tensor_file(const std::string& path);
 StatusOr<Tensor> random_tensor(DataType dtype, const Shape& shape, uint64_t seed);
 
 // One tensor per engine input, in the engine's order: from `files`, else random with the
-// shape from `shapes`, the input's static shape, or the profile's opt shape.
+// shape from `shapes`, the input's static shape, or the profile's opt shape. Random integer
+// inputs that a Gather uses as indices (token ids) take values in [0, rows of its table);
+// integer inputs named like "*mask*" are 0/1 (attention masks); other integers [0, 4).
 StatusOr<std::vector<std::pair<std::string, Tensor>>> prepare_inputs(const Engine& engine,
                                                                       const std::map<std::string, std::string>& files,
                                                                       const std::map<std::string, Shape>& shapes,

@@ -33,6 +33,8 @@ cudnnDataType_t cudnn_type(StorageType t) {
   switch (t) {
     case StorageType::kF16: return CUDNN_DATA_HALF;
     case StorageType::kBF16: return CUDNN_DATA_BFLOAT16;
+    case StorageType::kI32: return CUDNN_DATA_INT32;
+    case StorageType::kI64: return CUDNN_DATA_INT64;
     case StorageType::kF32: break;
   }
   return CUDNN_DATA_FLOAT;
@@ -42,6 +44,8 @@ cudaDataType_t cuda_type(StorageType t) {
   switch (t) {
     case StorageType::kF16: return CUDA_R_16F;
     case StorageType::kBF16: return CUDA_R_16BF;
+    case StorageType::kI32: return CUDA_R_32I;
+    case StorageType::kI64: return CUDA_R_64I;
     case StorageType::kF32: break;
   }
   return CUDA_R_32F;

@@ -35,7 +35,7 @@ struct GpuModel::Impl {
   std::vector<GVal> vals;
   std::vector<std::unique_ptr<Layer>> layers;
   std::vector<GpuLayerInfo> infos;
-  std::vector<int> input_vals, output_vals;  // staging values (float32 row-major)
+  std::vector<int> input_vals, output_vals;  // staging values (row-major; inputs float32/int32/int64, outputs float32)
   std::vector<std::string> eliminated;       // Concat layers whose inputs all write in place
   std::vector<void*> weight_allocs;
   size_t arena = 0, act_sum = 0, weights = 0, workspace = 0;
@@ -155,9 +155,15 @@ class Lowering {
     for (const ir::Node& n : g_.nodes) laid_out_ |= !n.removed && n.has_attr("layout");
     const auto consumers = g_.consumers();
     for (ir::ValueId v : g_.inputs) {
-      const int staging = new_val(g_.value(v).name, vs_.shapes[v], StorageType::kF32, false);
+      // Integer inputs (token ids, masks) are staged as given; float inputs as float32.
+      KILN_ASSIGN_OR_RETURN(StorageType in_t, input_storage(g_.value(v).name, vs_.dtypes[v]));
+      const int staging = new_val(g_.value(v).name, vs_.shapes[v], in_t, false);
       m_->input_vals.push_back(staging);
       const Shape& s = vs_.shapes[v];
+      if (storage_is_int(in_t)) {
+        act_[v] = staging;
+        continue;
+      }
       // The boundary conversion writes the layout the input's consumers want (assign_layouts' rule).
       bool nhwc = low_ && s.size() == 4;
       if (laid_out_ && nhwc) {
@@ -198,6 +204,9 @@ class Lowering {
     for (ir::ValueId v : g_.outputs) {
       KILN_ASSIGN_OR_RETURN(int a, activation(v));
       const GVal& gv = m_->vals[a];
+      if (storage_is_int(gv.type))
+        return unsupported("graph output '" + g_.value(v).name + "' has dtype " + storage_name(gv.type) +
+                           ": CUDA engines return float outputs only in this version");
       if (gv.type == StorageType::kF32 && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
         m_->output_vals.push_back(a);
         continue;
@@ -363,8 +372,12 @@ class Lowering {
 
   Status lower(const ir::Node& n) {
     const std::string where = n.describe() + ": ";
+    // Integer activations (graph inputs and their views) flow only into views, Gather indices and Cast.
+    std::vector<bool> int_in;
+    for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && storage_is_int(m_->vals[act_.at(v)].type));
+    KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
     for (ir::ValueId v : n.outputs)
-      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]))
+      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) && !(int_in.size() && int_in[0] && is_int_view(n.op)))
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
     switch (n.op) {
       case ir::OpKind::kConv:
@@ -985,8 +998,15 @@ class Lowering {
   }
 
   Status lower_gather(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(GatherPlan p, plan_gather(n, g_, vs_.shapes[n.inputs[0]]));
+    if (n.inputs.size() < 2) return invalid_argument(where + "indices are required");
+    KILN_ASSIGN_OR_RETURN(GatherPlan p, plan_gather(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
+                                                    vs_.dtypes[n.inputs[1]]));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
+    if (p.runtime) {  // indices from an integer activation (plan_gather checked the dtype): token ids
+      KILN_ASSIGN_OR_RETURN(int idx, activation(n.inputs[1]));
+      add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
+      return Status::Ok();
+    }
     // The normalized indices as an int64 weight (the GVal's dtype fields do not describe it;
     // only the gather layer reads it).
     const int idx = new_val(n.name + ":indices", {static_cast<int64_t>(p.indices.size())}, StorageType::kF32, false);
@@ -1062,12 +1082,23 @@ class Lowering {
   }
 
   // Cast between float types: a view, except float32 storage of a float16 result (rounded).
+  // Cast from an int32/int64 activation (attention masks): converted to the float storage.
   Status lower_cast(const ir::Node& n, const std::string& where) {
     KILN_RETURN_IF_ERROR(no_bf16(where));
-    if (!is_float(vs_.dtypes[n.inputs[0]])) return unsupported(where + "Cast from " + std::string(dtype_name(vs_.dtypes[n.inputs[0]])));
+    const DataType from = vs_.dtypes[n.inputs[0]];
+    const bool from_int = (from == DataType::kInt64 || from == DataType::kInt32) && !g_.value(n.inputs[0]).constant;
+    if (!is_float(from) && !from_int) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
     const bool round = !(st_ == StorageType::kF16) && vs_.dtypes[n.outputs[0]] == DataType::kFloat16 &&
-                       vs_.dtypes[n.inputs[0]] == DataType::kFloat32;
+                       (vs_.dtypes[n.inputs[0]] == DataType::kFloat32 || from_int);
+    if (from_int) {
+      const int64_t count = shape_numel(vs_.shapes[n.inputs[0]]);
+      // float32 storage of a float16 result: then rounded to half, as the CPU reference does.
+      const int conv = round ? new_val(n.name + ":converted", vs_.shapes[n.inputs[0]], st_, false) : new_output(n);
+      add_layer(make_convert_layer(count, m_->vals[x].type, st_), n.name, {x}, {conv}, n.origin);
+      if (round) add_layer(make_round_to_half_layer(count), n.name + ":round", {conv}, {new_output(n)}, n.origin);
+      return Status::Ok();
+    }
     if (round) {
       add_layer(make_round_to_half_layer(shape_numel(vs_.shapes[n.inputs[0]])), n.name, {x}, {new_output(n)}, n.origin);
       return Status::Ok();
@@ -1339,6 +1370,11 @@ std::vector<Shape> GpuModel::input_shapes() const {
   for (int v : impl_->input_vals) r.push_back(impl_->vals[v].shape);
   return r;
 }
+std::vector<DataType> GpuModel::input_dtypes() const {
+  std::vector<DataType> r;
+  for (int v : impl_->input_vals) r.push_back(storage_host_dtype(impl_->vals[v].type));
+  return r;
+}
 std::vector<Shape> GpuModel::output_shapes() const {
   std::vector<Shape> r;
   for (int v : impl_->output_vals) r.push_back(impl_->vals[v].shape);
@@ -1387,8 +1423,9 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
   ExecState st = impl_->state(stream);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const GVal& v = m->vals[m->input_vals[i]];
-    if (inputs[i]->dtype() != DataType::kFloat32 || inputs[i]->shape() != v.shape)
-      return invalid_argument("input '" + v.name + "': expected float32 " + shape_str(v.shape) + ", got " +
+    const DataType want = storage_host_dtype(v.type);
+    if (inputs[i]->dtype() != want || inputs[i]->shape() != v.shape)
+      return invalid_argument("input '" + v.name + "': expected " + dtype_name(want) + " " + shape_str(v.shape) + ", got " +
                               dtype_name(inputs[i]->dtype()) + " " + shape_str(inputs[i]->shape()));
     KILN_CUDA_CHECK(cudaMemcpyAsync(st.ptr(m->input_vals[i]), inputs[i]->raw(), v.bytes(), cudaMemcpyHostToDevice, stream));
   }

@@ -135,9 +135,12 @@ class GpuModel {
   const std::vector<GpuLayerInfo>& layers() const;
   // Graph layers that run as no layer at all: Concats whose inputs are all written in place.
   const std::vector<std::string>& eliminated_layers() const;
-  // Logical shapes of the graph inputs / outputs (float32, row-major), in graph order.
+  // Logical shapes of the graph inputs / outputs (row-major), in graph order.
   std::vector<Shape> input_shapes() const;
   std::vector<Shape> output_shapes() const;
+  // Host dtype each graph input is given in: int32 / int64 for integer inputs (staged as-is),
+  // float32 for float inputs (whatever the storage). Outputs are always float32.
+  std::vector<DataType> input_dtypes() const;
   size_t arena_bytes() const;            // activation arena per context
   size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
   size_t weight_bytes() const;
@@ -167,14 +170,15 @@ class GpuModel {
 class GpuContext {
  public:
   ~GpuContext();
-  // Host inputs (float32, logical NCHW, one per graph input, exact build shapes) ->
+  // Host inputs (GpuModel::input_dtypes, logical NCHW, one per graph input, exact build shapes) ->
   // host outputs (float32). Synchronous convenience wrapper over enqueue.
   Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs);
   // Copies inputs in, runs every layer, copies outputs out, all on `stream` (no allocation,
   // no synchronization). Host buffers must stay valid until the stream reaches this point.
   Status enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream);
   // The same with caller-owned buffers: `inputs[i]` / `outputs[i]` are device (or pinned host)
-  // addresses of float32 row-major tensors of input_shapes()[i] / output_shapes()[i]. Enqueues
+  // addresses of row-major tensors of input_shapes()[i] in input_dtypes()[i] / of float32
+  // output_shapes()[i] (raw addresses: the dtype cannot be checked here). Enqueues
   // the copies into / out of the arena and every layer on `stream`; never allocates, never
   // synchronizes and never launches the context's own CUDA graph, so it may itself be captured
   // into a CUDA graph (any capture mode).

@@ -61,6 +61,38 @@ StatusOr<StridedDesc> desc_of(const ir::Node& n, const Shape& out) {
 
 }  // namespace
 
+StatusOr<StorageType> input_storage(const std::string& name, DataType dt) {
+  switch (dt) {
+    case DataType::kInt64: return StorageType::kI64;
+    case DataType::kInt32: return StorageType::kI32;
+    case DataType::kFloat32: case DataType::kFloat16: case DataType::kBFloat16: case DataType::kUndefined:
+      return StorageType::kF32;
+    default: break;
+  }
+  return unsupported("graph input '" + name + "' has dtype " + dtype_name(dt) +
+                     ": CUDA engines take float32, int32 or int64 inputs in this version");
+}
+
+DataType storage_host_dtype(StorageType t) {
+  return t == StorageType::kI64 ? DataType::kInt64 : (t == StorageType::kI32 ? DataType::kInt32 : DataType::kFloat32);
+}
+
+bool is_int_view(ir::OpKind op) {
+  return op == ir::OpKind::kReshape || op == ir::OpKind::kFlatten || op == ir::OpKind::kSqueeze ||
+         op == ir::OpKind::kUnsqueeze || op == ir::OpKind::kIdentity || op == ir::OpKind::kDropout;
+}
+
+Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
+  for (size_t k = 0; k < is_int.size(); ++k) {
+    if (!is_int[k]) continue;
+    const bool ok = (k == 0 && (is_int_view(n.op) || n.op == ir::OpKind::kCast)) || (k == 1 && n.op == ir::OpKind::kGather);
+    if (!ok)
+      return node_error(n, "input " + std::to_string(k) + " is an integer activation; on the GPU path only views, "
+                           "Gather indices and Cast take integer inputs");
+  }
+  return Status::Ok();
+}
+
 Status fold_shape_computations(ir::Graph& g, const ValueShapes& vs) {
   bool any = false;
   for (ir::Node& n : g.nodes) {
@@ -234,20 +266,30 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
   return p;
 }
 
-StatusOr<GatherPlan> plan_gather(const ir::Node& n, const ir::Graph& g, const Shape& in) {
+StatusOr<GatherPlan> plan_gather(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& indices,
+                                 DataType indices_dtype) {
   GatherPlan p;
   KILN_ASSIGN_OR_RETURN(int axis, norm_axis(n, n.attr_int("axis", 0), in.size()));
+  if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(n.describe() + ": indices are required");
+  p.axis_dim = in[axis];
+  p.outer = numel_of(in, 0, axis);
+  p.inner = numel_of(in, axis + 1, in.size());
+  p.count = shape_numel(indices);
+  if (!g.value(n.inputs[1]).constant) {
+    if (indices_dtype != DataType::kInt64 && indices_dtype != DataType::kInt32)
+      return node_error(n, std::string("indices of dtype ") + dtype_name(indices_dtype) + " (int32 or int64 expected)");
+    p.runtime = true;
+    p.indices_64 = indices_dtype == DataType::kInt64;
+    return p;
+  }
   bool have = false;
   KILN_ASSIGN_OR_RETURN(p.indices, const_ints(n, g, 1, "indices", &have));
-  if (!have) return invalid_argument(n.describe() + ": indices are required");
-  p.axis_dim = in[axis];
+  p.count = static_cast<int64_t>(p.indices.size());
   for (int64_t& i : p.indices) {
     if (i < -p.axis_dim || i >= p.axis_dim)
       return invalid_argument(n.describe() + ": index " + std::to_string(i) + " out of range for a dim of " + std::to_string(p.axis_dim));
     if (i < 0) i += p.axis_dim;
   }
-  p.outer = numel_of(in, 0, axis);
-  p.inner = numel_of(in, axis + 1, in.size());
   return p;
 }
 
@@ -529,7 +571,16 @@ std::unique_ptr<Layer> make_reduce_layer(const std::string& op, const ReducePlan
 }
 
 std::unique_ptr<Layer> make_gather_layer(const GatherPlan& p, int elem_bytes) {
-  const int64_t outer = p.outer, axis_dim = p.axis_dim, nidx = static_cast<int64_t>(p.indices.size()), inner = p.inner;
+  const int64_t outer = p.outer, axis_dim = p.axis_dim, nidx = p.count, inner = p.inner;
+  if (p.runtime) {
+    const bool idx_64 = p.indices_64;
+    return std::make_unique<KernelLayer>(
+        "Gather", std::string("kiln.gather runtime_indices=") + (idx_64 ? "int64" : "int32"),
+        [=](ExecState& s, const Layer& l) {
+          return launch_gather_runtime(s.ptr(l.ins[0]), s.ptr(l.ins[1]), idx_64, s.ptr(l.outs[0]), elem_bytes, outer,
+                                       axis_dim, nidx, inner, s.stream);
+        });
+  }
   return std::make_unique<KernelLayer>("Gather", "kiln.gather", [=](ExecState& s, const Layer& l) {
     return launch_gather(s.ptr(l.ins[0]), static_cast<const int64_t*>(s.ptr(l.ins[1])), s.ptr(l.outs[0]), elem_bytes,
                          outer, axis_dim, nidx, inner, s.stream);
@@ -562,6 +613,14 @@ std::unique_ptr<Layer> make_round_to_half_layer(int64_t count) {
     return launch_round_to_half(static_cast<const float*>(s.ptr(l.ins[0])), static_cast<float*>(s.ptr(l.outs[0])), count,
                                 s.stream);
   });
+}
+
+std::unique_ptr<Layer> make_convert_layer(int64_t count, StorageType src, StorageType dst) {
+  return std::make_unique<KernelLayer>("Cast", std::string("kiln.convert ") + storage_name(src) + "->" + storage_name(dst),
+                                       [=](ExecState& s, const Layer& l) {
+                                         return launch_convert(s.ptr(l.ins[0]), src, s.ptr(l.outs[0]), dst, count,
+                                                               s.stream);
+                                       });
 }
 
 StatusOr<std::unique_ptr<Layer>> make_batched_matmul_layer(const BatchedMatMulParams& p, bool half, bool tf32) {

@@ -21,6 +21,19 @@ namespace kiln::cuda {
 // `vs` still describes the graph.
 Status fold_shape_computations(ir::Graph& g, const ValueShapes& vs);
 
+// ---- integer activations (int32/int64 graph inputs: token ids, attention masks)
+// Storage of graph input `name` of dtype `dt`: kI32/kI64 for int32/int64 (staged as given),
+// kF32 for float types (the float storage conversion is a layer); other dtypes are refused.
+StatusOr<StorageType> input_storage(const std::string& name, DataType dt);
+// The host dtype of a staged input of storage `t` (int32, int64, else float32).
+DataType storage_host_dtype(StorageType t);
+// Ops that only reinterpret their input 0 (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
+// Dropout): they may carry an integer activation through as a view.
+bool is_int_view(ir::OpKind op);
+// Refuses node `n` when an integer activation (is_int[k] for input k) reaches an input that
+// computes in float: only views (input 0), Gather (indices) and Cast (input 0) take them.
+Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int);
+
 // ---- planning (host side, build time). `in`/`out` are the concrete logical shapes.
 // Transpose (ONNX "Transpose"; perm default: reversed axes), rank <= 6.
 StatusOr<StridedDesc> plan_transpose(const ir::Node& n, const Shape& in);
@@ -40,12 +53,19 @@ struct ReducePlan {
 };
 StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Shape& in);
 
-// Gather with constant int32/int64 indices (negative indices normalized; out-of-range is an error).
+// Gather with int32/int64 indices. Constant indices are normalized here (negative ones counted
+// from the end; out of range is an error naming the node). Runtime indices (an activation, e.g.
+// token ids) are normalized by the kernel; out-of-range ones yield zeros (launch_gather_runtime).
+// `indices` / `indices_dtype`: the indices' concrete shape and dtype.
 struct GatherPlan {
   int64_t outer = 1, axis_dim = 1, inner = 1;
-  std::vector<int64_t> indices;  // normalized, in [0, axis_dim)
+  std::vector<int64_t> indices;  // constant indices: normalized, in [0, axis_dim); empty when runtime
+  bool runtime = false;          // indices are input 1 of the layer, read on the device
+  bool indices_64 = true;        // runtime indices are int64 (else int32)
+  int64_t count = 0;             // number of indices
 };
-StatusOr<GatherPlan> plan_gather(const ir::Node& n, const ir::Graph& g, const Shape& in);
+StatusOr<GatherPlan> plan_gather(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& indices,
+                                 DataType indices_dtype);
 
 // Pad (ONNX "Pad", opset 2 attributes / 11+ inputs / 18 axes): modes constant, reflect, edge.
 struct PadPlan {
@@ -74,8 +94,10 @@ std::unique_ptr<Layer> make_strided_copy_layer(const std::string& op, const Stri
 // ins: x, scale, bias (-1 when absent).
 std::unique_ptr<Layer> make_layernorm_layer(int64_t rows, int64_t cols, float eps, bool half);
 std::unique_ptr<Layer> make_reduce_layer(const std::string& op, const ReducePlan& p, bool half);
-// ins: x, indices (int64 on the device).
+// ins: x, indices (normalized int64 weight, or the runtime int32/int64 activation: p.runtime).
 std::unique_ptr<Layer> make_gather_layer(const GatherPlan& p, int elem_bytes);
+// Dense element conversion of `count` elements (Cast from int32/int64 to the float storage).
+std::unique_ptr<Layer> make_convert_layer(int64_t count, StorageType src, StorageType dst);
 std::unique_ptr<Layer> make_pad_layer(const PadPlan& p, bool half);
 std::unique_ptr<Layer> make_resize_layer(const ResizeDesc& d, bool half);
 // ins: condition (0/1 in the storage dtype), a, b; strides per operand as in BroadcastDesc.

@@ -15,10 +15,23 @@ namespace kiln::cuda {
 constexpr int kMaxRank = 6;
 
 // How an engine tensor's elements are stored in device memory (compute is always float).
-enum class StorageType : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
-inline int storage_bytes(StorageType t) { return t == StorageType::kF32 ? 4 : 2; }
+// kI32 / kI64 hold integer graph inputs (token ids, attention masks) staged as given, views of
+// them, and runtime Gather indices; only Gather (indices) and Cast / convert (source) read them,
+// the lowering refuses them anywhere else.
+enum class StorageType : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3, kI64 = 4 };
+inline int storage_bytes(StorageType t) {
+  return t == StorageType::kI64 ? 8 : ((t == StorageType::kF32 || t == StorageType::kI32) ? 4 : 2);
+}
+inline bool storage_is_int(StorageType t) { return t == StorageType::kI32 || t == StorageType::kI64; }
 inline const char* storage_name(StorageType t) {
-  return t == StorageType::kF32 ? "fp32" : (t == StorageType::kF16 ? "fp16" : "bf16");
+  switch (t) {
+    case StorageType::kF16: return "fp16";
+    case StorageType::kBF16: return "bf16";
+    case StorageType::kI32: return "int32";
+    case StorageType::kI64: return "int64";
+    case StorageType::kF32: break;
+  }
+  return "fp32";
 }
 
 // Broadcast strides for one operand: 0 on broadcast dims. Output is dense.
@@ -70,7 +83,8 @@ cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePoint
 // for tensor-core convolutions; dst_c == c for a plain reformat).
 cudaError_t launch_reformat(const void* src, StorageType src_t, bool src_nhwc, void* dst, StorageType dst_t, bool dst_nhwc,
                             int64_t n, int64_t c, int64_t h, int64_t w, int64_t dst_c, cudaStream_t stream);
-// Dense dtype conversion (count elements).
+// Dense dtype conversion (count elements); an integer source converts exactly up to 2^24
+// (fp32) / 2^11 (fp16) and rounds to nearest beyond; an integer destination truncates.
 cudaError_t launch_convert(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count,
                            cudaStream_t stream);
 

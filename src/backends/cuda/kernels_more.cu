@@ -124,6 +124,32 @@ __global__ void gather_kernel(const T* __restrict__ x, const int64_t* __restrict
   }
 }
 
+// Runtime indices: normalized on the device; out of range -> zeros (launch_gather_runtime).
+template <typename T, typename I>
+__global__ void gather_runtime_kernel(const T* __restrict__ x, const I* __restrict__ idx, T* __restrict__ y,
+                                      int64_t outer, int64_t axis_dim, int64_t nidx, int64_t inner) {
+  const int64_t total = outer * nidx * inner;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t in = i % inner, j = (i / inner) % nidx, o = i / (inner * nidx);
+    int64_t k = static_cast<int64_t>(idx[j]);
+    if (k < 0) k += axis_dim;
+    y[i] = (k >= 0 && k < axis_dim) ? x[(o * axis_dim + k) * inner + in] : T(0);
+  }
+}
+
+template <typename I>
+cudaError_t gather_runtime_as(const void* x, const I* idx, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
+                              int64_t nidx, int64_t inner, unsigned g, cudaStream_t stream) {
+  switch (elem_bytes) {
+    case 2: gather_runtime_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), idx, static_cast<uint16_t*>(y), outer, axis_dim, nidx, inner); break;
+    case 4: gather_runtime_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), idx, static_cast<uint32_t*>(y), outer, axis_dim, nidx, inner); break;
+    case 8: gather_runtime_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), idx, static_cast<uint64_t*>(y), outer, axis_dim, nidx, inner); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
 // ---------------------------------------------------------------- Pad
 __device__ __forceinline__ int64_t pad_coord(int64_t c, int64_t n, PadMode m) {
   if (c >= 0 && c < n) return c;
@@ -279,6 +305,15 @@ cudaError_t launch_gather(const void* x, const int64_t* idx, void* y, int elem_b
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+cudaError_t launch_gather_runtime(const void* x, const void* idx, bool idx_64, void* y, int elem_bytes, int64_t outer,
+                                  int64_t axis_dim, int64_t nidx, int64_t inner, cudaStream_t stream) {
+  const int64_t total = outer * nidx * inner;
+  if (total == 0) return cudaSuccess;
+  const unsigned g = blocks_for(total);
+  return idx_64 ? gather_runtime_as(x, static_cast<const int64_t*>(idx), y, elem_bytes, outer, axis_dim, nidx, inner, g, stream)
+                : gather_runtime_as(x, static_cast<const int32_t*>(idx), y, elem_bytes, outer, axis_dim, nidx, inner, g, stream);
 }
 
 cudaError_t launch_pad(const void* x, void* y, bool half, PadMode mode, float value, const PadDesc& d,

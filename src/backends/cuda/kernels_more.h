@@ -40,6 +40,12 @@ cudaError_t launch_reduce(const void* x, void* y, bool half, ReduceKind kind, in
 // idx holds non-negative int64 indices < axis_dim (normalized on the host).
 cudaError_t launch_gather(const void* x, const int64_t* idx, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
                           int64_t nidx, int64_t inner, cudaStream_t stream);
+// The same with indices computed at run time (token ids from a graph input): int32 or int64
+// (`idx_64`), read on the device. A negative index i counts from the end (i + axis_dim, as
+// ONNX); an index still outside [0, axis_dim) — which ONNX leaves undefined and the CPU
+// reference rejects — writes zeros to its output slice (never reads out of bounds).
+cudaError_t launch_gather_runtime(const void* x, const void* idx, bool idx_64, void* y, int elem_bytes, int64_t outer,
+                                  int64_t axis_dim, int64_t nidx, int64_t inner, cudaStream_t stream);
 
 enum class PadMode : int { kConstant, kReflect, kEdge };
 // ONNX Pad (section "Pad"): out coordinate o_k maps to input o_k - begin[k]; outside the input
