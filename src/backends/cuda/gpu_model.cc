@@ -128,19 +128,6 @@ bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_
 
 // cudaMalloc whose error says what was being allocated, how many bytes, and the device's
 // free/total memory at that moment.
-Status device_alloc(void** p, size_t bytes, const std::string& what) {
-  const cudaError_t e = cudaMalloc(p, bytes);
-  if (e == cudaSuccess) return Status::Ok();
-  cudaGetLastError();  // clear the error so later calls do not report it again
-  size_t free_b = 0, total_b = 0;
-  const bool info = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess;
-  return Status(e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kInternal,
-                "cudaMalloc of " + std::to_string(bytes) + " bytes for " + what + " failed: " + cudaGetErrorString(e) +
-                    (info ? " (device memory: " + std::to_string(free_b) + " bytes free of " + std::to_string(total_b) +
-                                " total)"
-                          : ""));
-}
-
 class Lowering {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
@@ -1240,43 +1227,6 @@ StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShape
   return r;
 }
 
-WeightCache::~WeightCache() {
-  for (void* b : blocks_) cudaFree(b);
-}
-
-StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
-  const std::pair<uint64_t, size_t> key{hash64_words(static_cast<const uint8_t*>(host), bytes), bytes};
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = copies_.find(key);
-  if (it != copies_.end()) return it->second;
-  constexpr size_t kBlock = 64u << 20, kAlign = 256;
-  const size_t need = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
-  if (need > left_) {
-    const size_t size = std::max(need, kBlock);
-    void* b = nullptr;
-    KILN_RETURN_IF_ERROR(device_alloc(&b, size, "a " + std::to_string(size) + "-byte weight block"));
-    blocks_.push_back(b);
-    cursor_ = static_cast<char*>(b);
-    left_ = size;
-  }
-  void* p = cursor_;
-  cursor_ += need;
-  left_ -= need;
-  if (bytes) KILN_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
-  copies_[key] = p;
-  bytes_ += bytes;
-  return p;
-}
-
-size_t WeightCache::device_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return bytes_;
-}
-
-int WeightCache::uploads() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(copies_.size());
-}
 
 GpuModel::~GpuModel() = default;
 GpuContext::~GpuContext() = default;

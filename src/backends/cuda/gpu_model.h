@@ -53,6 +53,10 @@ class WeightCache {
   size_t left_ = 0;
 };
 
+// cudaMalloc of `bytes`; on failure an error naming `what`, the bytes and the device's free /
+// total memory (kOutOfMemory when the device is out of memory).
+Status device_alloc(void** p, size_t bytes, const std::string& what);
+
 struct GpuBuildOptions {
   bool fp16 = false;                  // FP16 activations and weights (FP32 accumulation)
   bool bf16 = false;                  // BF16 activations and weights (FP32 accumulation); fp16 wins if both
