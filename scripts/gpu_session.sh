@@ -42,8 +42,9 @@ if ! want sanitizer || [ "${KILN_SANITIZER:-1}" = 0 ]; then
 elif [ -z "$SAN" ]; then
   echo "== compute-sanitizer not found (neither /usr/local/cuda/bin nor PATH)" | tee "$R/sanitizer_missing.txt"
 else
-  for spec in "memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*" "racecheck:${KILN_RACECHECK_S:-150}:GpuOps.*:GpuPointwise.*:GpuTransformer.*"; do
+  for spec in "memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*" "racecheck:${KILN_RACECHECK_S:-150}:${KILN_RACECHECK_FILTER:-GpuOps.LayerNormalization:GpuOps.Reductions:GpuOps.Gelu:GpuPointwise.*:GpuTransformer.RMSNormalization*:GpuTransformer.AttentionChunks*}"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest%%:*}; filter=${rest#*:}
+    [[ ",${KILN_SANITIZER_TOOLS:-memcheck,racecheck}," == *",$tool,"* ]] || continue
     stamp "== compute-sanitizer --tool $tool ($filter, limit ${limit}s)"
     log=/tmp/sanitizer_$tool.log
     timeout "$limit" "$SAN" --tool "$tool" --print-limit 50 --log-file "$log" \
@@ -143,10 +144,11 @@ stamp "== kiln bench: CUDA graph, 4 streams, per-layer profile (FP16, batch 1)"
   for m in resnet101 googlenet; do
     for aux in 0 -1; do
       $C/kiln build models/$m.onnx -o /tmp/${m}_aux.plan --device gpu --fp16 --shapes input:1x3x224x224 \
-        --max-aux-streams $aux > /dev/null 2>&1 || echo "AUX build failed: $m $aux"
+        --max-aux-streams $aux > /tmp/aux_build.txt 2>&1 || { echo "AUX build failed: $m $aux"; tail -n 5 /tmp/aux_build.txt; }
       echo "AUX $m max-aux-streams=$aux: $($C/kiln inspect /tmp/${m}_aux.plan | grep -E '^Streams:' | head -n 1)"
       for rep in 1 2; do
-        $C/kiln bench /tmp/${m}_aux.plan --cuda-graph --iterations 1000 | grep -E "^Latency" | sed "s/^/AUX $m $aux: /"
+        $C/kiln bench /tmp/${m}_aux.plan --cuda-graph --iterations 1000 | grep -A1 "^GPU compute time" | tail -n 1 |
+          sed "s/^/AUX $m $aux: GPU compute/"
       done
     done
   done
