@@ -40,16 +40,6 @@ cudnnDataType_t cudnn_type(StorageType t) {
   return CUDNN_DATA_FLOAT;
 }
 
-cudaDataType_t cuda_type(StorageType t) {
-  switch (t) {
-    case StorageType::kF16: return CUDA_R_16F;
-    case StorageType::kBF16: return CUDA_R_16BF;
-    case StorageType::kI32: return CUDA_R_32I;
-    case StorageType::kI64: return CUDA_R_64I;
-    case StorageType::kF32: break;
-  }
-  return CUDA_R_32F;
-}
 
 // Mean device time (ms) of `reps` back-to-back runs on s.stream after one untimed warm-up run.
 StatusOr<float> time_runs(ExecState& s, int reps, const std::function<Status()>& run) {
@@ -917,6 +907,17 @@ std::unique_ptr<Layer> make_concat_layer(int64_t outer, std::vector<int64_t> inn
 }
 std::unique_ptr<Layer> make_split_layer(int64_t outer, std::vector<int64_t> inner_outs, int elem_bytes) {
   return std::make_unique<SplitLayer>(outer, std::move(inner_outs), elem_bytes);
+}
+
+cudaDataType_t cuda_type(StorageType t) {
+  switch (t) {
+    case StorageType::kF16: return CUDA_R_16F;
+    case StorageType::kBF16: return CUDA_R_16BF;
+    case StorageType::kI32: return CUDA_R_32I;
+    case StorageType::kI64: return CUDA_R_64I;
+    case StorageType::kF32: break;
+  }
+  return CUDA_R_32F;
 }
 
 }  // namespace kiln::cuda

@@ -83,6 +83,9 @@ class Layer {
   virtual Status enqueue(ExecState& s) = 0;
 };
 
+// The cuBLASLt / CUDA library data type of a storage type (CUDA_R_32F, _16F, _16BF, _32I, _64I).
+cudaDataType_t cuda_type(StorageType t);
+
 struct ConvParams {
   int64_t n, c, h, w, k, r, sk, oh, ow;  // input NCHW, K filters of r x sk, output oh x ow
   int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups;

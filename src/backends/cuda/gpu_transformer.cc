@@ -30,17 +30,6 @@ uint32_t alignment(int64_t bytes) {
   return a;
 }
 
-cudaDataType_t cuda_type(StorageType t) {
-  switch (t) {
-    case StorageType::kF16: return CUDA_R_16F;
-    case StorageType::kBF16: return CUDA_R_16BF;
-    case StorageType::kI32: return CUDA_R_32I;
-    case StorageType::kI64: return CUDA_R_64I;
-    case StorageType::kF32: break;
-  }
-  return CUDA_R_32F;
-}
-
 }  // namespace
 
 // ------------------------------------------------------------------ planning

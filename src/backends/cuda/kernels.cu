@@ -6,30 +6,10 @@
 #include <cuda_fp16.h>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-__device__ __forceinline__ float load(const void* p, int64_t i, StorageType t) {
-  switch (t) {
-    case StorageType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    case StorageType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case StorageType::kI32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
-    case StorageType::kI64: return static_cast<float>(static_cast<const int64_t*>(p)[i]);
-    case StorageType::kF32: break;
-  }
-  return static_cast<const float*>(p)[i];
-}
-__device__ __forceinline__ void store(void* p, int64_t i, float v, StorageType t) {
-  switch (t) {
-    case StorageType::kF16: static_cast<__half*>(p)[i] = __float2half_rn(v); return;
-    case StorageType::kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); return;
-    case StorageType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
-    case StorageType::kI64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
-    case StorageType::kF32: break;
-  }
-  static_cast<float*>(p)[i] = v;
-}
 
 __device__ __forceinline__ float apply(PointwiseOp op, float a, float b, float alpha, float beta) {
   switch (op) {
