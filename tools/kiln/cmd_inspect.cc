@@ -102,7 +102,10 @@ int cmd_inspect(const InspectOptions& o) {
               static_cast<unsigned long long>(h.file_bytes), h.format_version, h.kiln_version.c_str(),
               static_cast<unsigned long long>(h.checksum));
   std::printf("Target: %s\n", h.target.to_string().c_str());
-  std::printf("Load time: %.2f ms (read, validate, upload weights)\n", load_ms);
+  std::printf("Load time: %.2f ms (", load_ms);
+  for (size_t i = 0; i < e.load_phases().size(); ++i)
+    std::printf("%s%s %.1f", i ? ", " : "", e.load_phases()[i].name.c_str(), e.load_phases()[i].ms);
+  std::printf(")\n");
   std::printf("Build: fp32%s%s%s%s%s, opt level %d, workspace %s, max aux streams %s\n", e.tf32() ? " tf32" : "",
               e.fp16() ? " fp16" : "", e.bf16() ? " bf16" : "", e.fp8() ? " fp8" : "", e.int8() ? " int8" : "",
               e.opt_level(), e.workspace_limit() ? (std::to_string(e.workspace_limit()) + " bytes").c_str() : "unlimited",
