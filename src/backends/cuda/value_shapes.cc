@@ -20,9 +20,25 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
     for (size_t i = 0; i < g.inputs.size() && i < input_shapes.size(); ++i)
       concrete[g.value(g.inputs[i]).name] = input_shapes[i];
     if (ir::infer_shapes(c, &concrete).ok()) {
+      // Values no layer reads or writes any more (absorbed by fusion) keep their old symbolic
+      // shapes; they do not need concrete ones.
+      std::vector<bool> live(c.values.size(), false);
+      for (ir::ValueId v : c.inputs) live[v] = true;
+      for (ir::ValueId v : c.outputs) live[v] = true;
+      for (const ir::Node& n : c.nodes) {
+        for (ir::ValueId v : n.inputs)
+          if (v != ir::kNoValue) live[v] = true;
+        for (ir::ValueId v : n.outputs)
+          if (v != ir::kNoValue) live[v] = true;
+      }
       ValueShapes st;
       bool complete = true;
       for (const ir::Value& v : c.values) {
+        if (!live[v.id]) {
+          st.shapes.push_back({});
+          st.dtypes.push_back(v.dtype);
+          continue;
+        }
         Shape s;
         if (v.shape)
           for (const ir::Dim& d : *v.shape) {
