@@ -1,7 +1,8 @@
 // The CUDA path's transformer / data-movement ops (gpu_ops.*, kernels_more.cu) against the CPU
 // reference: one test per op family on random, never-zero data, several shapes, FP32 (exact for
-// data movement, 1e-4 for arithmetic, TF32 off) and FP16 storage (normalized error). GpuOps*
-// suites skip without a GPU; GpuSupportCheck runs the lowering without one (CUDA builds).
+// data movement, 1e-4 for arithmetic, TF32 off), FP16 and BF16 storage (normalized error). The
+// lowering runs in all three without a GPU (check_gpu_support); runs on the device skip
+// without one. GpuSupportCheck runs the lowering alone (CUDA builds).
 #include <gtest/gtest.h>
 
 #include "gpu/gpu_test_util.h"
@@ -215,10 +216,11 @@ StatusOr<std::vector<Tensor>> emulate(const ir::Graph& g, const cuda::ValueShape
   return out;
 }
 
-StatusOr<std::vector<Tensor>> run_gpu(const ir::Graph& g, const Tensor& x, bool fp16) {
+StatusOr<std::vector<Tensor>> run_gpu(const ir::Graph& g, const Tensor& x, cuda::StorageType st) {
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, {x.shape()}));
   cuda::GpuBuildOptions o;
-  o.fp16 = fp16;
+  o.fp16 = st == cuda::StorageType::kF16;
+  o.bf16 = st == cuda::StorageType::kBF16;
   o.tf32 = false;
   KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, o));
   KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
@@ -226,38 +228,45 @@ StatusOr<std::vector<Tensor>> run_gpu(const ir::Graph& g, const Tensor& x, bool 
   KILN_RETURN_IF_ERROR(ctx->run({x}, &out));
   return out;
 }
+
+constexpr cuda::StorageType kStorages[] = {cuda::StorageType::kF32, cuda::StorageType::kF16, cuda::StorageType::kBF16};
+std::string storage_label(cuda::StorageType st) { return std::string(" [") + cuda::storage_name(st) + "]"; }
 #endif
 
-// CPU reference vs GPU FP32 and FP16; `label` names the case in failure messages.
-void expect_matches(const ir::Graph& g, const Tensor& x, double tol32, double tol16, const std::string& label) {
+// CPU reference vs GPU FP32, FP16 and BF16; `label` names the case in failure messages.
+void expect_matches(const ir::Graph& g, const Tensor& x, double tol32, double tol16, double tolbf16,
+                    const std::string& label) {
 #ifdef KILN_HAVE_CUDA
   auto ref = interpret(g, {x});
   ASSERT_TRUE(ref.ok()) << label << ": " << ref.status().to_string();
   // Without a GPU too: the graph lowers, and the planned descriptors reproduce the reference.
   auto vs = cuda::infer_value_shapes_by_reference(g, {x.shape()});
   ASSERT_TRUE(vs.ok()) << label << ": " << vs.status().to_string();
-  for (bool fp16 : {false, true}) {
-    Status support = cuda::check_gpu_support(g, *vs, fp16);
-    ASSERT_TRUE(support.ok()) << label << (fp16 ? " [fp16]: " : " [fp32]: ") << support.to_string();
+  for (cuda::StorageType st : kStorages) {
+    Status support = cuda::check_gpu_support(g, *vs, st);
+    ASSERT_TRUE(support.ok()) << label << storage_label(st) << ": " << support.to_string();
   }
   auto emu = emulate(g, *vs, x);
   if (emu.ok()) {
     EXPECT_LE(relative_diff(*ref, *emu), std::max(tol32, 1e-6)) << label << " [host emulation of the plan]";
   }
   if (!cuda::device_info().available) return;
-  for (bool fp16 : {false, true}) {
-    const std::string what = label + (fp16 ? " [fp16]" : " [fp32]");
-    auto out = run_gpu(g, x, fp16);
+  for (cuda::StorageType st : kStorages) {
+    const std::string what = label + storage_label(st);
+    auto out = run_gpu(g, x, st);
     ASSERT_TRUE(out.ok()) << what << ": " << out.status().to_string();
     ASSERT_EQ(out->size(), ref->size()) << what;
-    EXPECT_LE(relative_diff(*ref, *out), fp16 ? tol16 : tol32) << what;
+    const double tol = st == cuda::StorageType::kF32 ? tol32 : (st == cuda::StorageType::kF16 ? tol16 : tolbf16);
+    EXPECT_LE(relative_diff(*ref, *out), tol) << what;
   }
 #else
-  (void)g, (void)x, (void)tol32, (void)tol16, (void)label;
+  (void)g, (void)x, (void)tol32, (void)tol16, (void)tolbf16, (void)label;
 #endif
 }
 
-constexpr double kExact = 0, kMove16 = 1e-3, kArith32 = 1e-4, kArith16 = 2e-2;
+// bf16 keeps 8 significant bits to fp16's 11: rounding alone is 8x coarser (2^-9 relative),
+// so moves allow 8e-3 and arithmetic the transformer tests' 6e-2 (gpu_transformer_test.cc).
+constexpr double kExact = 0, kMove16 = 1e-3, kMoveBf16 = 8e-3, kArith32 = 1e-4, kArith16 = 2e-2, kArithBf16 = 6e-2;
 
 TEST(GpuOps, LayerNormalization) {
   REQUIRE_CUDA_BUILD();
@@ -271,7 +280,7 @@ TEST(GpuOps, LayerNormalization) {
     auto y = o.t.node(OpKind::kLayerNormalization, "ln", ins, k.in,
                       {{"axis", Attribute::of_int(k.axis)}, {"epsilon", Attribute::of_float(1e-5f)}});
     // Offset 3: a mean far from zero checks the two-pass variance.
-    expect_matches(o.finish(y), nonzero_tensor(k.in, 1, 3.f), kArith32, kArith16, "LayerNorm " + shape_str(k.in));
+    expect_matches(o.finish(y), nonzero_tensor(k.in, 1, 3.f), kArith32, kArith16, kArithBf16, "LayerNorm " + shape_str(k.in));
   }
   SKIP_WITHOUT_GPU();
 }
@@ -284,7 +293,7 @@ TEST(GpuOps, Gelu) {
       auto y = o.t.node(OpKind::kGelu, "gelu", {o.x}, s, {{"approximate", Attribute::of_string(approx)}});
       auto g = o.finish(y);
       g.nodes[0].opset = 20;
-      expect_matches(g, nonzero_tensor(s, 4), kArith32, kArith16, std::string("Gelu ") + approx + " " + shape_str(s));
+      expect_matches(g, nonzero_tensor(s, 4), kArith32, kArith16, kArithBf16, std::string("Gelu ") + approx + " " + shape_str(s));
     }
   SKIP_WITHOUT_GPU();
 }
@@ -308,7 +317,7 @@ TEST(GpuOps, Reductions) {
     if (k.axes_input) ins.push_back(o.c("axes", ints(k.axes)));
     else if (!k.axes.empty()) attrs["axes"] = Attribute::of_ints(k.axes);
     auto y = o.t.node(k.op, "reduce", ins, k.out, attrs);
-    expect_matches(o.finish(y), nonzero_tensor(k.in, 5), kArith32, kArith16,
+    expect_matches(o.finish(y), nonzero_tensor(k.in, 5), kArith32, kArith16, kArithBf16,
                    std::string(ir::op_name(k.op)) + " " + shape_str(k.in));
   }
   SKIP_WITHOUT_GPU();
@@ -324,7 +333,7 @@ TEST(GpuOps, Transpose) {
     std::map<std::string, Attribute> attrs;
     if (!k.perm.empty()) attrs["perm"] = Attribute::of_ints(k.perm);
     auto y = o.t.node(OpKind::kTranspose, "transpose", {o.x}, k.out, attrs);
-    expect_matches(o.finish(y), nonzero_tensor(k.in, 6), kExact, kMove16, "Transpose " + shape_str(k.in));
+    expect_matches(o.finish(y), nonzero_tensor(k.in, 6), kExact, kMove16, kMoveBf16, "Transpose " + shape_str(k.in));
   }
   SKIP_WITHOUT_GPU();
 }
@@ -343,7 +352,7 @@ TEST(GpuOps, Slice) {
     std::vector<ir::ValueId> ins = {o.x, o.c("starts", ints(k.starts)), o.c("ends", ints(k.ends)), o.c("axes", ints(k.axes))};
     if (!k.steps.empty()) ins.push_back(o.c("steps", ints(k.steps)));
     auto y = o.t.node(OpKind::kSlice, "slice", ins, k.out);
-    expect_matches(o.finish(y), nonzero_tensor(k.in, 7), kExact, kMove16, "Slice " + shape_str(k.in));
+    expect_matches(o.finish(y), nonzero_tensor(k.in, 7), kExact, kMove16, kMoveBf16, "Slice " + shape_str(k.in));
   }
   SKIP_WITHOUT_GPU();
 }
@@ -354,18 +363,18 @@ TEST(GpuOps, Gather) {
     OneOp o({3, 5, 4});
     auto y = o.t.node(OpKind::kGather, "gather", {o.x, o.c("idx", ints({2, -1, 0}))}, {3, 3, 4},
                       {{"axis", Attribute::of_int(1)}});
-    expect_matches(o.finish(y), nonzero_tensor({3, 5, 4}, 8), kExact, kMove16, "Gather axis 1");
+    expect_matches(o.finish(y), nonzero_tensor({3, 5, 4}, 8), kExact, kMove16, kMoveBf16, "Gather axis 1");
   }
   {  // axis 0, scalar int32 index (the ViT class-token pick x[:, 0] is this on axis 1)
     OneOp o({5, 4});
     auto y = o.t.node(OpKind::kGather, "gather", {o.x, o.c("idx", scalar_index(-2, DataType::kInt32))}, {4});
-    expect_matches(o.finish(y), nonzero_tensor({5, 4}, 9), kExact, kMove16, "Gather scalar index");
+    expect_matches(o.finish(y), nonzero_tensor({5, 4}, 9), kExact, kMove16, kMoveBf16, "Gather scalar index");
   }
   {  // 2-D indices on the last axis of a 4-D input
     OneOp o({2, 3, 4, 6});
     auto y = o.t.node(OpKind::kGather, "gather", {o.x, o.c("idx", ints({5, 0, 1, 3}, DataType::kInt64, {2, 2}))},
                       {2, 3, 4, 2, 2}, {{"axis", Attribute::of_int(-1)}});
-    expect_matches(o.finish(y), nonzero_tensor({2, 3, 4, 6}, 10), kExact, kMove16, "Gather 2-D indices");
+    expect_matches(o.finish(y), nonzero_tensor({2, 3, 4, 6}, 10), kExact, kMove16, kMoveBf16, "Gather 2-D indices");
   }
   SKIP_WITHOUT_GPU();
 }
@@ -377,12 +386,12 @@ TEST(GpuOps, Pad) {
     auto y = o.t.node(OpKind::kPad, "pad",
                       {o.x, o.c("pads", ints({0, 0, 1, 2, 0, 0, 2, 1})), o.c("value", nonzero_tensor({}, 11))},
                       {2, 3, 8, 9}, {{"mode", Attribute::of_string(mode)}});
-    expect_matches(o.finish(y), nonzero_tensor({2, 3, 5, 6}, 12), kExact, kMove16, std::string("Pad ") + mode);
+    expect_matches(o.finish(y), nonzero_tensor({2, 3, 5, 6}, 12), kExact, kMove16, kMoveBf16, std::string("Pad ") + mode);
   }
   {  // negative pads crop; 2-D
     OneOp o({4, 7});
     auto y = o.t.node(OpKind::kPad, "pad", {o.x, o.c("pads", ints({-1, 2, 1, -3}))}, {4, 6});
-    expect_matches(o.finish(y), nonzero_tensor({4, 7}, 13), kExact, kMove16, "Pad negative");
+    expect_matches(o.finish(y), nonzero_tensor({4, 7}, 13), kExact, kMove16, kMoveBf16, "Pad negative");
   }
   SKIP_WITHOUT_GPU();
 }
@@ -415,7 +424,7 @@ TEST(GpuOps, Resize) {
                        {"coordinate_transformation_mode", Attribute::of_string(k.coord)},
                        {"nearest_mode", Attribute::of_string(k.nearest)}});
     const bool linear = std::string(k.mode) == "linear";
-    expect_matches(o.finish(y), nonzero_tensor(k.in, 14), linear ? 1e-5 : kExact, kMove16,
+    expect_matches(o.finish(y), nonzero_tensor(k.in, 14), linear ? 1e-5 : kExact, kMove16, kMoveBf16,
                    std::string("Resize ") + k.mode + " " + k.coord + " " + shape_str(k.in) + "->" + shape_str(k.out));
   }
   SKIP_WITHOUT_GPU();
@@ -428,19 +437,19 @@ TEST(GpuOps, WhereExpandCastSplit) {
     Tensor cond(DataType::kBool, {1, 5});
     for (int i = 0; i < 5; ++i) cond.data<bool>()[i] = (i % 2) == 0;
     auto y = o.t.node(OpKind::kWhere, "where", {o.c("cond", cond), o.x, o.c("b", nonzero_tensor({}, 15))}, {3, 5});
-    expect_matches(o.finish(y), nonzero_tensor({3, 5}, 16), kExact, kMove16, "Where");
+    expect_matches(o.finish(y), nonzero_tensor({3, 5}, 16), kExact, kMove16, kMoveBf16, "Where");
   }
   {  // Expand [3, 1] -> [2, 3, 4]
     OneOp o({3, 1});
     auto y = o.t.node(OpKind::kExpand, "expand", {o.x, o.c("shape", ints({2, 3, 4}))}, {2, 3, 4});
-    expect_matches(o.finish(y), nonzero_tensor({3, 1}, 17), kExact, kMove16, "Expand");
+    expect_matches(o.finish(y), nonzero_tensor({3, 1}, 17), kExact, kMove16, kMoveBf16, "Expand");
   }
   {  // Cast float32 -> float16 -> float32: the fp16 rounding is visible in fp32 mode too
     OneOp o({4, 9});
     auto h = o.t.node(OpKind::kCast, "to_half", {o.x}, {4, 9}, {{"to", Attribute::of_int(10)}});
     o.t.g.value(h).dtype = DataType::kFloat16;
     auto y = o.t.node(OpKind::kCast, "to_float", {h}, {4, 9}, {{"to", Attribute::of_int(1)}});
-    expect_matches(o.finish(y), nonzero_tensor({4, 9}, 18, 100.f), kExact, kMove16, "Cast round trip");
+    expect_matches(o.finish(y), nonzero_tensor({4, 9}, 18, 100.f), kExact, kMove16, kMoveBf16, "Cast round trip");
   }
   {  // Split axis 1 of [2, 6, 3] into 2 + 4
     OneOp o({2, 6, 3});
@@ -457,7 +466,7 @@ TEST(GpuOps, WhereExpandCastSplit) {
     n.attrs["axis"] = Attribute::of_int(1);
     o.t.g.add_node(std::move(n));
     o.t.g.outputs = {y0, y1};
-    expect_matches(o.t.g, nonzero_tensor({2, 6, 3}, 19), kExact, kMove16, "Split");
+    expect_matches(o.t.g, nonzero_tensor({2, 6, 3}, 19), kExact, kMove16, kMoveBf16, "Split");
   }
   SKIP_WITHOUT_GPU();
 }
@@ -469,13 +478,13 @@ TEST(GpuOps, BatchedMatMul) {
     OneOp o(xs);
     auto kt = o.t.node(OpKind::kTranspose, "kt", {o.x}, {2, 3, 8, 5}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
     auto y = o.t.node(OpKind::kMatMul, "qk", {o.x, kt}, {2, 3, 5, 5});
-    expect_matches(o.finish(y), nonzero_tensor(xs, 20), kArith32, kArith16, "MatMul equal batches");
+    expect_matches(o.finish(y), nonzero_tensor(xs, 20), kArith32, kArith16, kArithBf16, "MatMul equal batches");
   }
   {  // A shared (constant 2-D) times a batched activation
     OneOp o(xs);
     auto kt = o.t.node(OpKind::kTranspose, "kt", {o.x}, {2, 3, 8, 5}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
     auto y = o.t.node(OpKind::kMatMul, "amm", {o.c("a", nonzero_tensor({4, 8}, 21)), kt}, {2, 3, 4, 5});
-    expect_matches(o.finish(y), nonzero_tensor(xs, 22), kArith32, kArith16, "MatMul A shared");
+    expect_matches(o.finish(y), nonzero_tensor(xs, 22), kArith32, kArith16, kArithBf16, "MatMul A shared");
   }
   {  // B shared: a 2-D activation (folded into M)
     OneOp o(xs);
@@ -483,12 +492,12 @@ TEST(GpuOps, BatchedMatMul) {
     auto g1 = o.t.node(OpKind::kGather, "g1", {g0, o.c("i1", scalar_index(1, DataType::kInt64))}, {5, 8});
     auto bt = o.t.node(OpKind::kTranspose, "bt", {g1}, {8, 5});
     auto y = o.t.node(OpKind::kMatMul, "bmm", {o.x, bt}, {2, 3, 5, 5});
-    expect_matches(o.finish(y), nonzero_tensor(xs, 23), kArith32, kArith16, "MatMul B shared");
+    expect_matches(o.finish(y), nonzero_tensor(xs, 23), kArith32, kArith16, kArithBf16, "MatMul B shared");
   }
   {  // constant rank-3 B with a rank-3 activation (equal batches)
     OneOp o({3, 5, 8});
     auto y = o.t.node(OpKind::kMatMul, "cmm", {o.x, o.c("b", nonzero_tensor({3, 8, 6}, 24))}, {3, 5, 6});
-    expect_matches(o.finish(y), nonzero_tensor({3, 5, 8}, 25), kArith32, kArith16, "MatMul constant 3-D B");
+    expect_matches(o.finish(y), nonzero_tensor({3, 5, 8}, 25), kArith32, kArith16, kArithBf16, "MatMul constant 3-D B");
   }
   SKIP_WITHOUT_GPU();
 }
@@ -552,15 +561,15 @@ TEST(GpuOps, TransformerBlockMatchesCpuReference) {
   EXPECT_EQ(count_op(opt, OpKind::kAttention), 1);
   EXPECT_GE(count_op(opt, OpKind::kMatMulBias), 1);
   const Tensor x = nonzero_tensor({2, 8, 32}, 30);
-  expect_matches(raw, x, kArith32, kArith16, "transformer block (unoptimized)");
-  expect_matches(opt, x, kArith32, kArith16, "transformer block (optimized)");
+  expect_matches(raw, x, kArith32, kArith16, kArithBf16, "transformer block (unoptimized)");
+  expect_matches(opt, x, kArith32, kArith16, kArithBf16, "transformer block (optimized)");
   SKIP_WITHOUT_GPU();
 }
 
 TEST(GpuOps, TransformerBlockViTSizes) {
   REQUIRE_GPU();  // ViT-B/16 widths: 197 tokens, 768 hidden, 12 heads
   const ir::Graph g = transformer_block(1, 197, 768, 12);
-  expect_matches(g, nonzero_tensor({1, 197, 768}, 31), 1e-3, kArith16, "transformer block ViT-B sizes");
+  expect_matches(g, nonzero_tensor({1, 197, 768}, 31), 1e-3, kArith16, kArithBf16, "transformer block ViT-B sizes");
 }
 
 // A dynamic-batch export's shape arithmetic (as torch writes ViT's class token and reshapes):
@@ -594,7 +603,7 @@ ir::Graph class_token_head() {
 
 TEST(GpuOps, DynamicBatchShapeArithmeticFoldsAtBuildShapes) {
   REQUIRE_CUDA_BUILD();
-  expect_matches(class_token_head(), nonzero_tensor({2, 4, 8}, 53), kArith32, kArith16, "class-token head");
+  expect_matches(class_token_head(), nonzero_tensor({2, 4, 8}, 53), kArith32, kArith16, kArithBf16, "class-token head");
   SKIP_WITHOUT_GPU();
 }
 
@@ -622,6 +631,42 @@ TEST(GpuSupportCheck, TransformerBlockLowersAndErrorsNameNodes) {
   EXPECT_NE(e.message().find("non-contiguous"), std::string::npos) << e.message();
   EXPECT_NE(e.message().find("bad_matmul"), std::string::npos) << e.message();
   EXPECT_NE(e.message().find("batch broadcasting"), std::string::npos) << e.message();
+#endif
+}
+
+// bf16 storage lowers the kernels_more.cu ops (LayerNorm, Reduce, Pad, batched MatMul, Cast)
+// like fp32 and fp16 do, without a GPU; the bool overload keeps its fp32/fp16 meaning and an
+// integer storage type is not a set of lowering rules.
+TEST(GpuSupportCheck, Bf16LowersNormReducePad) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  OneOp o({2, 3, 5, 6});
+  auto ln = o.t.node(OpKind::kLayerNormalization, "ln",
+                     {o.x, o.c("scale", nonzero_tensor({6}, 60)), o.c("bias", nonzero_tensor({6}, 61))}, {2, 3, 5, 6},
+                     {{"axis", Attribute::of_int(-1)}, {"epsilon", Attribute::of_float(1e-5f)}});
+  auto pad = o.t.node(OpKind::kPad, "pad", {ln, o.c("pads", ints({0, 0, 1, 2, 0, 0, 2, 1}))}, {2, 3, 8, 9},
+                      {{"mode", Attribute::of_string("reflect")}});
+  auto red = o.t.node(OpKind::kReduceMean, "reduce", {pad}, {2, 3, 8, 1},
+                      {{"axes", Attribute::of_ints({-1})}, {"keepdims", Attribute::of_int(1)}});
+  const ir::Graph g = o.finish(red);
+  auto vs = cuda::infer_value_shapes_by_reference(g, {{2, 3, 5, 6}});
+  ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+  for (cuda::StorageType st : kStorages) {
+    Status s = cuda::check_gpu_support(g, *vs, st);
+    EXPECT_TRUE(s.ok()) << storage_label(st) << ": " << s.to_string();
+  }
+  for (bool fp16 : {false, true}) {
+    Status s = cuda::check_gpu_support(g, *vs, fp16);
+    EXPECT_TRUE(s.ok()) << (fp16 ? "[fp16] " : "[fp32] ") << s.to_string();
+  }
+  EXPECT_EQ(cuda::check_gpu_support(g, *vs, cuda::StorageType::kI32).code(), StatusCode::kInvalidArgument);
+
+  const ir::Graph block = transformer_block(2, 8, 32, 4);  // LayerNorm, batched MatMul, Softmax, ...
+  auto bvs = cuda::infer_value_shapes_by_reference(block, {{2, 8, 32}});
+  ASSERT_TRUE(bvs.ok()) << bvs.status().to_string();
+  Status s = cuda::check_gpu_support(block, *bvs, cuda::StorageType::kBF16);
+  EXPECT_TRUE(s.ok()) << "[bf16] " << s.to_string();
 #endif
 }
 

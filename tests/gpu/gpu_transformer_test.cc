@@ -131,7 +131,7 @@ struct Tolerances {
 };
 
 // CPU reference vs the CUDA path (fp32, fp16, bf16 storage). Without a GPU: the lowering accepts
-// the graph (fp32 and fp16 rules), and for single-Attention graphs the host emulation of the
+// the graph (fp32, fp16 and bf16 rules), and for single-Attention graphs the host emulation of the
 // plan (for fp32 and fp16 scratch layouts, and a small scratch limit that forces chunks) matches.
 void expect_matches(const ir::Graph& g, const std::vector<Tensor>& in, const std::string& label, Tolerances tol = {},
                     size_t workspace_limit = size_t{1} << 30) {
@@ -142,9 +142,11 @@ void expect_matches(const ir::Graph& g, const std::vector<Tensor>& in, const std
   for (const Tensor& t : in) shapes.push_back(t.shape());
   auto vs = cuda::infer_value_shapes_by_reference(g, shapes);
   ASSERT_TRUE(vs.ok()) << label << ": " << vs.status().to_string();
-  for (bool fp16 : {false, true}) {
-    Status support = cuda::check_gpu_support(g, *vs, fp16);
-    ASSERT_TRUE(support.ok()) << label << (fp16 ? " [fp16]: " : " [fp32]: ") << support.to_string();
+  for (Storage st : {Storage::kF32, Storage::kF16, Storage::kBF16}) {
+    const cuda::StorageType t = st == Storage::kF32 ? cuda::StorageType::kF32
+                                : (st == Storage::kF16 ? cuda::StorageType::kF16 : cuda::StorageType::kBF16);
+    Status support = cuda::check_gpu_support(g, *vs, t);
+    ASSERT_TRUE(support.ok()) << label << storage_label(st) << ": " << support.to_string();
   }
   if (g.nodes.size() == 1 && g.nodes[0].op == OpKind::kAttention) {
     const ir::Node& n = g.nodes[0];

@@ -856,11 +856,6 @@ class Lowering {
   }
 
   int elem_bytes() const { return storage_bytes(st_); }
-  // The kernels of gpu_ops.h compute in fp16 or fp32 storage only: bf16 is refused, not misread.
-  Status no_bf16(const std::string& where) const {
-    return st_ == StorageType::kBF16 ? unsupported(where + "no bf16 kernel for this op yet (fp16/fp32 only)")
-                                     : Status::Ok();
-  }
 
   bool has_constant_input(const ir::Node& n) const {
     for (ir::ValueId v : n.inputs)
@@ -889,19 +884,17 @@ class Lowering {
   }
 
   Status lower_matmul(const ir::Node& n, const std::string& where) {
-    KILN_RETURN_IF_ERROR(no_bf16(where));
     KILN_ASSIGN_OR_RETURN(BatchedMatMulParams p, plan_batched_matmul(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
                                                                      vs_.shapes[n.outputs[0]]));
     KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[0]));
     KILN_ASSIGN_OR_RETURN(int b, row_major_operand(n.inputs[1]));
-    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, (st_ == StorageType::kF16), o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, st_, o_.tf32));
     add_layer(std::move(layer), n.name, {a, b}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   // LayerNormalization over the axes [axis, rank): rows x cols with scale (and bias) of cols elements.
   Status lower_layernorm(const ir::Node& n, const std::string& where) {
-    KILN_RETURN_IF_ERROR(no_bf16(where));
     const Shape& s = vs_.shapes[n.inputs[0]];
     int64_t axis = n.attr_int("axis", -1);
     if (axis < 0) axis += static_cast<int64_t>(s.size());
@@ -920,7 +913,7 @@ class Lowering {
       ins.push_back(v);
     }
     if (ins.size() < 2) return invalid_argument(where + "Scale is required");
-    add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), (st_ == StorageType::kF16)), n.name, ins, {new_output(n)},
+    add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), st_), n.name, ins, {new_output(n)},
               n.origin);
     return Status::Ok();
   }
@@ -1011,32 +1004,28 @@ class Lowering {
   }
 
   Status lower_reduce(const ir::Node& n, const std::string& where) {
-    KILN_RETURN_IF_ERROR(no_bf16(where));
     KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, g_, vs_.shapes[n.inputs[0]]));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_reduce_layer(ir::op_name(n.op), p, (st_ == StorageType::kF16)), n.name, {x}, {new_output(n)}, n.origin);
+    add_layer(make_reduce_layer(ir::op_name(n.op), p, st_), n.name, {x}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   Status lower_pad(const ir::Node& n, const std::string& where) {
-    KILN_RETURN_IF_ERROR(no_bf16(where));
     KILN_ASSIGN_OR_RETURN(PadPlan p, plan_pad(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_pad_layer(p, (st_ == StorageType::kF16)), n.name, {x}, {new_output(n)}, n.origin);
+    add_layer(make_pad_layer(p, st_), n.name, {x}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   Status lower_resize(const ir::Node& n, const std::string& where) {
-    KILN_RETURN_IF_ERROR(no_bf16(where));
     KILN_ASSIGN_OR_RETURN(ResizeDesc d, plan_resize(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_resize_layer(d, (st_ == StorageType::kF16)), n.name, {x}, {new_output(n)}, n.origin);
+    add_layer(make_resize_layer(d, st_), n.name, {x}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   // Where(cond, a, b) with broadcasting; the bool condition must be a constant (uploaded as 0/1).
   Status lower_where(const ir::Node& n, const std::string& where) {
-    KILN_RETURN_IF_ERROR(no_bf16(where));
     if (!g_.value(n.inputs[0]).constant) return unsupported(where + "the condition must be a constant on the GPU path");
     const Shape& out_s = vs_.shapes[n.outputs[0]];
     if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
@@ -1064,19 +1053,20 @@ class Lowering {
       d.rank = 1;
       d.out_dims[0] = 1;
     }
-    add_layer(make_where_layer(d, strides[0], (st_ == StorageType::kF16)), n.name, ins, {new_output(n)}, n.origin);
+    add_layer(make_where_layer(d, strides[0], st_), n.name, ins, {new_output(n)}, n.origin);
     return Status::Ok();
   }
 
   // Cast between float types: a view, except float32 storage of a float16 result (rounded).
   // Cast from an int32/int64 activation (attention masks): converted to the float storage.
   Status lower_cast(const ir::Node& n, const std::string& where) {
-    KILN_RETURN_IF_ERROR(no_bf16(where));
     const DataType from = vs_.dtypes[n.inputs[0]];
     const bool from_int = (from == DataType::kInt64 || from == DataType::kInt32) && !g_.value(n.inputs[0]).constant;
     if (!is_float(from) && !from_int) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
     KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    const bool round = !(st_ == StorageType::kF16) && vs_.dtypes[n.outputs[0]] == DataType::kFloat16 &&
+    // Only float32 storage rounds: fp16 storage already holds halves, and bf16 storage keeps
+    // fewer mantissa bits than a half (a view, like a Cast to float32 in fp16 storage).
+    const bool round = st_ == StorageType::kF32 && vs_.dtypes[n.outputs[0]] == DataType::kFloat16 &&
                        (vs_.dtypes[n.inputs[0]] == DataType::kFloat32 || from_int);
     if (from_int) {
       const int64_t count = shape_numel(vs_.shapes[n.inputs[0]]);
@@ -1197,10 +1187,17 @@ Status plan_streams_and_memory(GpuModel::Impl* m) {
 }  // namespace
 
 Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp16) {
+  return check_gpu_support(g, shapes, fp16 ? StorageType::kF16 : StorageType::kF32);
+}
+
+Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, StorageType storage) {
+  if (storage_is_int(storage))
+    return invalid_argument(std::string("check_gpu_support: ") + storage_name(storage) + " is not a float storage type");
   GpuModel::Impl scratch;
   GpuBuildOptions o;
   o.tune = false;
-  o.fp16 = fp16;
+  o.fp16 = storage == StorageType::kF16;
+  o.bf16 = storage == StorageType::kBF16;
   ir::Graph folded = g;
   KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
   Lowering l(folded, shapes, o, &scratch);

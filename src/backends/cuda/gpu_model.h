@@ -100,8 +100,10 @@ struct ValueShapes {
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes);
 
 // Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once. Lowers
-// with the FP32 (or FP16: NHWC) rules and uploads nothing, so it also answers on a machine
-// without a GPU.
+// with the rules of `storage` (kF32 row-major; kF16 / kBF16: NHWC) and uploads nothing, so it
+// also answers on a machine without a GPU. Integer storage types are invalid here.
+Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, StorageType storage);
+// The same with the FP32 (or, when `fp16`, FP16) rules.
 Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp16 = false);
 
 // The stream plan and arena a build with `opts` would make (opts.fp16 / max_aux_streams), from

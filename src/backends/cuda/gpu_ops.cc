@@ -440,8 +440,6 @@ class KernelLayer : public Layer {
   Launch launch_;
 };
 
-const char* dt_name(bool half) { return half ? "fp16" : "fp32"; }
-
 // cuBLASLt strided-batched matmul. Row-major Y[M,N] = A[M,K] B[K,N] is column-major
 // Y^T[N,M] = B^T[N,K] A^T[K,M]: cuBLASLt's A operand is B (ld N), its B operand is A (ld K).
 class BatchedMatMulLayer : public Layer {
@@ -452,11 +450,14 @@ class BatchedMatMulLayer : public Layer {
     if (lb_) cublasLtMatrixLayoutDestroy(lb_);
     if (lc_) cublasLtMatrixLayoutDestroy(lc_);
   }
-  Status init(const BatchedMatMulParams& p, bool half, bool tf32) {
+  Status init(const BatchedMatMulParams& p, StorageType storage, bool tf32) {
     p_ = p;
-    half_ = half;
-    const cudaDataType_t dt = half ? CUDA_R_16F : CUDA_R_32F;
-    const cublasComputeType_t ct = half ? CUBLAS_COMPUTE_32F : (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+    t_ = storage;
+    const cudaDataType_t dt =
+        storage == StorageType::kF16 ? CUDA_R_16F : (storage == StorageType::kBF16 ? CUDA_R_16BF : CUDA_R_32F);
+    // fp16/bf16 storage accumulates in fp32; TF32 only applies to fp32 storage.
+    const cublasComputeType_t ct =
+        storage == StorageType::kF32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, ct, CUDA_R_32F));
     const cublasOperation_t t = CUBLAS_OP_N;
     KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
@@ -484,7 +485,7 @@ class BatchedMatMulLayer : public Layer {
 
   Status enqueue(ExecState& s) override {
     const float alpha = 1.f, beta = 0.f;
-    const size_t es = half_ ? 2 : 4;
+    const size_t es = static_cast<size_t>(storage_bytes(t_));
     const char* a = static_cast<const char*>(s.ptr(ins[0]));
     const char* b = static_cast<const char*>(s.ptr(ins[1]));
     char* y = static_cast<char*>(s.ptr(outs[0]));
@@ -508,7 +509,7 @@ class BatchedMatMulLayer : public Layer {
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     // Matrices after the first start at multiples of their size in bytes (batch strides or the
     // per-call offsets): tell the heuristic so it picks no algorithm that needs more alignment.
-    const int64_t es = half_ ? 2 : 4;
+    const int64_t es = storage_bytes(t_);
     const uint32_t al_a = alignment(p_.k * p_.n * es), al_b = alignment(p_.m * p_.k * es), al_c = alignment(p_.m * p_.n * es);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
@@ -532,11 +533,11 @@ class BatchedMatMulLayer : public Layer {
     return a;
   }
   void describe() {
-    tactic = std::string("cublaslt.batched_matmul") + (has_algo_ ? " heuristic#0 " : " ") + dt_name(half_) +
+    tactic = std::string("cublaslt.batched_matmul") + (has_algo_ ? " heuristic#0 " : " ") + storage_name(t_) +
              " batch=" + std::to_string(p_.batch) + (p_.a_shared ? " a_shared" : "");
   }
   BatchedMatMulParams p_{};
-  bool half_ = false;
+  StorageType t_ = StorageType::kF32;
   int64_t calls_ = 1;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr;
@@ -553,19 +554,19 @@ std::unique_ptr<Layer> make_strided_copy_layer(const std::string& op, const Stri
                                        });
 }
 
-std::unique_ptr<Layer> make_layernorm_layer(int64_t rows, int64_t cols, float eps, bool half) {
-  return std::make_unique<KernelLayer>("LayerNormalization", std::string("kiln.layernorm ") + dt_name(half),
+std::unique_ptr<Layer> make_layernorm_layer(int64_t rows, int64_t cols, float eps, StorageType t) {
+  return std::make_unique<KernelLayer>("LayerNormalization", std::string("kiln.layernorm ") + storage_name(t),
                                        [=](ExecState& s, const Layer& l) {
                                          const void* bias = l.ins.size() > 2 ? s.ptr(l.ins[2]) : nullptr;
                                          return launch_layernorm(s.ptr(l.ins[0]), s.ptr(l.ins[1]), bias, s.ptr(l.outs[0]),
-                                                                 half, rows, cols, eps, s.stream);
+                                                                 t, rows, cols, eps, s.stream);
                                        });
 }
 
-std::unique_ptr<Layer> make_reduce_layer(const std::string& op, const ReducePlan& p, bool half) {
-  return std::make_unique<KernelLayer>(op, std::string("kiln.reduce ") + dt_name(half),
+std::unique_ptr<Layer> make_reduce_layer(const std::string& op, const ReducePlan& p, StorageType t) {
+  return std::make_unique<KernelLayer>(op, std::string("kiln.reduce ") + storage_name(t),
                                        [=](ExecState& s, const Layer& l) {
-                                         return launch_reduce(s.ptr(l.ins[0]), s.ptr(l.outs[0]), half, p.kind, p.outer,
+                                         return launch_reduce(s.ptr(l.ins[0]), s.ptr(l.outs[0]), t, p.kind, p.outer,
                                                               p.red, p.inner, s.stream);
                                        });
 }
@@ -587,24 +588,24 @@ std::unique_ptr<Layer> make_gather_layer(const GatherPlan& p, int elem_bytes) {
   });
 }
 
-std::unique_ptr<Layer> make_pad_layer(const PadPlan& p, bool half) {
-  return std::make_unique<KernelLayer>("Pad", std::string("kiln.pad ") + dt_name(half), [=](ExecState& s, const Layer& l) {
-    return launch_pad(s.ptr(l.ins[0]), s.ptr(l.outs[0]), half, p.mode, p.value, p.desc, s.stream);
+std::unique_ptr<Layer> make_pad_layer(const PadPlan& p, StorageType t) {
+  return std::make_unique<KernelLayer>("Pad", std::string("kiln.pad ") + storage_name(t), [=](ExecState& s, const Layer& l) {
+    return launch_pad(s.ptr(l.ins[0]), s.ptr(l.outs[0]), t, p.mode, p.value, p.desc, s.stream);
   });
 }
 
-std::unique_ptr<Layer> make_resize_layer(const ResizeDesc& d, bool half) {
-  return std::make_unique<KernelLayer>("Resize", std::string("kiln.resize ") + (d.linear ? "linear " : "nearest ") + dt_name(half),
+std::unique_ptr<Layer> make_resize_layer(const ResizeDesc& d, StorageType t) {
+  return std::make_unique<KernelLayer>("Resize", std::string("kiln.resize ") + (d.linear ? "linear " : "nearest ") + storage_name(t),
                                        [=](ExecState& s, const Layer& l) {
-                                         return launch_resize(s.ptr(l.ins[0]), s.ptr(l.outs[0]), half, d, s.stream);
+                                         return launch_resize(s.ptr(l.ins[0]), s.ptr(l.outs[0]), t, d, s.stream);
                                        });
 }
 
-std::unique_ptr<Layer> make_where_layer(const BroadcastDesc& d, const std::vector<int64_t>& c_strides, bool half) {
+std::unique_ptr<Layer> make_where_layer(const BroadcastDesc& d, const std::vector<int64_t>& c_strides, StorageType t) {
   std::vector<int64_t> cs = c_strides;
   cs.resize(kMaxRank, 0);
-  return std::make_unique<KernelLayer>("Where", std::string("kiln.where ") + dt_name(half), [=](ExecState& s, const Layer& l) {
-    return launch_where(s.ptr(l.ins[0]), s.ptr(l.ins[1]), s.ptr(l.ins[2]), s.ptr(l.outs[0]), half, d, cs.data(), s.stream);
+  return std::make_unique<KernelLayer>("Where", std::string("kiln.where ") + storage_name(t), [=](ExecState& s, const Layer& l) {
+    return launch_where(s.ptr(l.ins[0]), s.ptr(l.ins[1]), s.ptr(l.ins[2]), s.ptr(l.outs[0]), t, d, cs.data(), s.stream);
   });
 }
 
@@ -623,9 +624,9 @@ std::unique_ptr<Layer> make_convert_layer(int64_t count, StorageType src, Storag
                                        });
 }
 
-StatusOr<std::unique_ptr<Layer>> make_batched_matmul_layer(const BatchedMatMulParams& p, bool half, bool tf32) {
+StatusOr<std::unique_ptr<Layer>> make_batched_matmul_layer(const BatchedMatMulParams& p, StorageType t, bool tf32) {
   auto l = std::make_unique<BatchedMatMulLayer>();
-  KILN_RETURN_IF_ERROR(l->init(p, half, tf32));
+  KILN_RETURN_IF_ERROR(l->init(p, t, tf32));
   return std::unique_ptr<Layer>(std::move(l));
 }
 

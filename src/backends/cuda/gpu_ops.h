@@ -92,19 +92,19 @@ StatusOr<BatchedMatMulParams> plan_batched_matmul(const ir::Node& n, const Shape
 // ---- layers (ins/outs set by the lowering)
 std::unique_ptr<Layer> make_strided_copy_layer(const std::string& op, const StridedDesc& d, int elem_bytes);
 // ins: x, scale, bias (-1 when absent).
-std::unique_ptr<Layer> make_layernorm_layer(int64_t rows, int64_t cols, float eps, bool half);
-std::unique_ptr<Layer> make_reduce_layer(const std::string& op, const ReducePlan& p, bool half);
+std::unique_ptr<Layer> make_layernorm_layer(int64_t rows, int64_t cols, float eps, StorageType t);
+std::unique_ptr<Layer> make_reduce_layer(const std::string& op, const ReducePlan& p, StorageType t);
 // ins: x, indices (normalized int64 weight, or the runtime int32/int64 activation: p.runtime).
 std::unique_ptr<Layer> make_gather_layer(const GatherPlan& p, int elem_bytes);
 // Dense element conversion of `count` elements (Cast from int32/int64 to the float storage).
 std::unique_ptr<Layer> make_convert_layer(int64_t count, StorageType src, StorageType dst);
-std::unique_ptr<Layer> make_pad_layer(const PadPlan& p, bool half);
-std::unique_ptr<Layer> make_resize_layer(const ResizeDesc& d, bool half);
+std::unique_ptr<Layer> make_pad_layer(const PadPlan& p, StorageType t);
+std::unique_ptr<Layer> make_resize_layer(const ResizeDesc& d, StorageType t);
 // ins: condition (0/1 in the storage dtype), a, b; strides per operand as in BroadcastDesc.
-std::unique_ptr<Layer> make_where_layer(const BroadcastDesc& d, const std::vector<int64_t>& c_strides, bool half);
+std::unique_ptr<Layer> make_where_layer(const BroadcastDesc& d, const std::vector<int64_t>& c_strides, StorageType t);
 // Cast to float16 while storage is float32: rounds each element to the nearest half.
 std::unique_ptr<Layer> make_round_to_half_layer(int64_t count);
 // ins: A, B (row-major, storage dtype); out: Y.
-StatusOr<std::unique_ptr<Layer>> make_batched_matmul_layer(const BatchedMatMulParams& p, bool half, bool tf32);
+StatusOr<std::unique_ptr<Layer>> make_batched_matmul_layer(const BatchedMatMulParams& p, StorageType t, bool tf32);
 
 }  // namespace kiln::cuda

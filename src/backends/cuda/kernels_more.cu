@@ -1,7 +1,9 @@
 // Kiln's own CUDA kernels for LayerNorm, reductions, strided copies, Gather, Pad, Resize, Where
 // and fp16 rounding. Formulas follow the ONNX operator definitions named in kernels_more.h and
 // match the CPU reference kernels (src/backends/cpu/ops_nn_norm.cc, ops_reduce.cc,
-// ops_movement_*.cc). Grid-stride loops over 64-bit indices throughout.
+// ops_movement_*.cc). Storage float/__half/__nv_bfloat16, math float; grid-stride loops over
+// 64-bit indices throughout.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -13,12 +15,27 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float ld(const void* p, int64_t i, bool half) {
-  return half ? __half2float(static_cast<const __half*>(p)[i]) : static_cast<const float*>(p)[i];
+// Float storage only (fp32, fp16, bf16): the lowering keeps integer activations away from
+// these kernels (check_int_operands); the integer cases convert like kernels.cu's load/store.
+__device__ __forceinline__ float ld(const void* p, int64_t i, StorageType t) {
+  switch (t) {
+    case StorageType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case StorageType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case StorageType::kI32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+    case StorageType::kI64: return static_cast<float>(static_cast<const int64_t*>(p)[i]);
+    case StorageType::kF32: break;
+  }
+  return static_cast<const float*>(p)[i];
 }
-__device__ __forceinline__ void st(void* p, int64_t i, float v, bool half) {
-  if (half) static_cast<__half*>(p)[i] = __float2half_rn(v);
-  else static_cast<float*>(p)[i] = v;
+__device__ __forceinline__ void st(void* p, int64_t i, float v, StorageType t) {
+  switch (t) {
+    case StorageType::kF16: static_cast<__half*>(p)[i] = __float2half_rn(v); return;
+    case StorageType::kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); return;
+    case StorageType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
+    case StorageType::kI64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
+    case StorageType::kF32: break;
+  }
+  static_cast<float*>(p)[i] = v;
 }
 
 unsigned blocks_for(int64_t n) {
@@ -56,25 +73,25 @@ __device__ float block_sum(float v, float* shm) {
   return s;
 }
 
-__global__ void layernorm_kernel(const void* x, const void* scale, const void* bias, void* y, bool half, int64_t rows,
+__global__ void layernorm_kernel(const void* x, const void* scale, const void* bias, void* y, StorageType t, int64_t rows,
                                  int64_t cols, float eps) {
   __shared__ float shm[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t base = r * cols;
     float s = 0.f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += ld(x, base + c, half);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += ld(x, base + c, t);
     const float mean = block_sum(s, shm) / static_cast<float>(cols);
     float q = 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float d = ld(x, base + c, half) - mean;
+      const float d = ld(x, base + c, t) - mean;
       q += d * d;
     }
     const float var = block_sum(q, shm) / static_cast<float>(cols);
     const float inv = rsqrtf(var + eps);
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      float v = (ld(x, base + c, half) - mean) * inv * ld(scale, c, half);
-      if (bias) v += ld(bias, c, half);
-      st(y, base + c, v, half);
+      float v = (ld(x, base + c, t) - mean) * inv * ld(scale, c, t);
+      if (bias) v += ld(bias, c, t);
+      st(y, base + c, v, t);
     }
   }
 }
@@ -88,27 +105,27 @@ __device__ __forceinline__ float red_op(ReduceKind k, float a, float b) {
 }
 
 // inner == 1: one warp per output row.
-__global__ void reduce_rows_kernel(const void* x, void* y, bool half, ReduceKind k, int64_t outer, int64_t red) {
+__global__ void reduce_rows_kernel(const void* x, void* y, StorageType t, ReduceKind k, int64_t outer, int64_t red) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   const int lane = threadIdx.x & 31;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; o < outer; o += warps) {
     float acc = red_init(k);
-    for (int64_t r = lane; r < red; r += 32) acc = red_op(k, acc, ld(x, o * red + r, half));
+    for (int64_t r = lane; r < red; r += 32) acc = red_op(k, acc, ld(x, o * red + r, t));
     for (int s = 16; s > 0; s >>= 1) acc = red_op(k, acc, __shfl_xor_sync(0xffffffffu, acc, s));
-    if (lane == 0) st(y, o, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, half);
+    if (lane == 0) st(y, o, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, t);
   }
 }
 
 // General: one thread per (outer, inner) output, walking the reduced axis (coalesced over inner).
-__global__ void reduce_mid_kernel(const void* x, void* y, bool half, ReduceKind k, int64_t outer, int64_t red,
+__global__ void reduce_mid_kernel(const void* x, void* y, StorageType t, ReduceKind k, int64_t outer, int64_t red,
                                   int64_t inner) {
   const int64_t total = outer * inner;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t o = i / inner, in = i % inner;
     float acc = red_init(k);
-    for (int64_t r = 0; r < red; ++r) acc = red_op(k, acc, ld(x, (o * red + r) * inner + in, half));
-    st(y, i, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, half);
+    for (int64_t r = 0; r < red; ++r) acc = red_op(k, acc, ld(x, (o * red + r) * inner + in, t));
+    st(y, i, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, t);
   }
 }
 
@@ -164,7 +181,7 @@ __device__ __forceinline__ int64_t pad_coord(int64_t c, int64_t n, PadMode m) {
   return -1;
 }
 
-__global__ void pad_kernel(const void* x, void* y, bool half, PadMode m, float value, PadDesc d, int64_t total) {
+__global__ void pad_kernel(const void* x, void* y, StorageType t, PadMode m, float value, PadDesc d, int64_t total) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t rem = i, off = 0, stride = 1;
@@ -177,7 +194,7 @@ __global__ void pad_kernel(const void* x, void* y, bool half, PadMode m, float v
       off += s * stride;
       stride *= d.in_dims[k];
     }
-    st(y, i, outside ? value : ld(x, off, half), half);
+    st(y, i, outside ? value : ld(x, off, t), t);
   }
 }
 
@@ -201,7 +218,7 @@ __device__ int64_t resize_nearest(double x, int mode, int64_t in) {
   return i < 0 ? 0 : (i > in - 1 ? in - 1 : i);
 }
 
-__global__ void resize_kernel(const void* x, void* y, bool half, ResizeDesc d) {
+__global__ void resize_kernel(const void* x, void* y, StorageType t, ResizeDesc d) {
   const int64_t total = d.nc * d.oh * d.ow;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -211,7 +228,7 @@ __global__ void resize_kernel(const void* x, void* y, bool half, ResizeDesc d) {
     const int64_t base = p * d.ih * d.iw;
     float v;
     if (!d.linear) {
-      v = ld(x, base + resize_nearest(fy, d.nearest, d.ih) * d.iw + resize_nearest(fx, d.nearest, d.iw), half);
+      v = ld(x, base + resize_nearest(fy, d.nearest, d.ih) * d.iw + resize_nearest(fx, d.nearest, d.iw), t);
     } else {
       // Two taps per axis at floor(f), floor(f) + 1 with weights 1 - r, r; indices clamped to
       // the input (the CPU reference's edge handling, exclude_outside = 0).
@@ -220,11 +237,11 @@ __global__ void resize_kernel(const void* x, void* y, bool half, ResizeDesc d) {
       auto cl = [](int64_t c, int64_t n) { return c < 0 ? 0 : (c > n - 1 ? n - 1 : c); };
       const int64_t ya = cl(static_cast<int64_t>(y0), d.ih), yb = cl(static_cast<int64_t>(y0) + 1, d.ih);
       const int64_t xa = cl(static_cast<int64_t>(x0), d.iw), xb = cl(static_cast<int64_t>(x0) + 1, d.iw);
-      const float top = (1.f - rx) * ld(x, base + ya * d.iw + xa, half) + rx * ld(x, base + ya * d.iw + xb, half);
-      const float bot = (1.f - rx) * ld(x, base + yb * d.iw + xa, half) + rx * ld(x, base + yb * d.iw + xb, half);
+      const float top = (1.f - rx) * ld(x, base + ya * d.iw + xa, t) + rx * ld(x, base + ya * d.iw + xb, t);
+      const float bot = (1.f - rx) * ld(x, base + yb * d.iw + xa, t) + rx * ld(x, base + yb * d.iw + xb, t);
       v = (1.f - ry) * top + ry * bot;
     }
-    st(y, i, v, half);
+    st(y, i, v, t);
   }
 }
 
@@ -233,7 +250,7 @@ struct Strides3 {
   int64_t c[kMaxRank];
 };
 
-__global__ void where_kernel(const void* c, const void* a, const void* b, void* y, bool half, BroadcastDesc d,
+__global__ void where_kernel(const void* c, const void* a, const void* b, void* y, StorageType t, BroadcastDesc d,
                              Strides3 cs, int64_t total) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -245,7 +262,7 @@ __global__ void where_kernel(const void* c, const void* a, const void* b, void* 
       ib += q * d.b_strides[k];
       ic += q * cs.c[k];
     }
-    st(y, i, ld(c, ic, half) != 0.f ? ld(a, ia, half) : ld(b, ib, half), half);
+    st(y, i, ld(c, ic, t) != 0.f ? ld(a, ia, t) : ld(b, ib, t), t);
   }
 }
 
@@ -272,23 +289,23 @@ cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, cons
   return cudaGetLastError();
 }
 
-cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias, void* y, bool half, int64_t rows,
+cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias, void* y, StorageType t, int64_t rows,
                              int64_t cols, float eps, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   const unsigned g = static_cast<unsigned>(std::min<int64_t>(rows, 65535LL * 16));
-  layernorm_kernel<<<g, kThreads, 0, stream>>>(x, scale, bias, y, half, rows, cols, eps);
+  layernorm_kernel<<<g, kThreads, 0, stream>>>(x, scale, bias, y, t, rows, cols, eps);
   return cudaGetLastError();
 }
 
-cudaError_t launch_reduce(const void* x, void* y, bool half, ReduceKind kind, int64_t outer, int64_t red,
+cudaError_t launch_reduce(const void* x, void* y, StorageType t, ReduceKind kind, int64_t outer, int64_t red,
                           int64_t inner, cudaStream_t stream) {
   if (outer * inner == 0) return cudaSuccess;
   if (inner == 1) {
     const int64_t blocks = (outer + kThreads / 32 - 1) / (kThreads / 32);
     const unsigned g = static_cast<unsigned>(std::min<int64_t>(blocks, 65535LL * 32));
-    reduce_rows_kernel<<<g, kThreads, 0, stream>>>(x, y, half, kind, outer, red);
+    reduce_rows_kernel<<<g, kThreads, 0, stream>>>(x, y, t, kind, outer, red);
   } else {
-    reduce_mid_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, y, half, kind, outer, red, inner);
+    reduce_mid_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, y, t, kind, outer, red, inner);
   }
   return cudaGetLastError();
 }
@@ -316,30 +333,30 @@ cudaError_t launch_gather_runtime(const void* x, const void* idx, bool idx_64, v
                 : gather_runtime_as(x, static_cast<const int32_t*>(idx), y, elem_bytes, outer, axis_dim, nidx, inner, g, stream);
 }
 
-cudaError_t launch_pad(const void* x, void* y, bool half, PadMode mode, float value, const PadDesc& d,
+cudaError_t launch_pad(const void* x, void* y, StorageType t, PadMode mode, float value, const PadDesc& d,
                        cudaStream_t stream) {
   int64_t total = 1;
   for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
   if (total == 0) return cudaSuccess;
-  pad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, half, mode, value, d, total);
+  pad_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, t, mode, value, d, total);
   return cudaGetLastError();
 }
 
-cudaError_t launch_resize(const void* x, void* y, bool half, const ResizeDesc& d, cudaStream_t stream) {
+cudaError_t launch_resize(const void* x, void* y, StorageType t, const ResizeDesc& d, cudaStream_t stream) {
   const int64_t total = d.nc * d.oh * d.ow;
   if (total == 0) return cudaSuccess;
-  resize_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, half, d);
+  resize_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, t, d);
   return cudaGetLastError();
 }
 
-cudaError_t launch_where(const void* c, const void* a, const void* b, void* y, bool half, const BroadcastDesc& d,
+cudaError_t launch_where(const void* c, const void* a, const void* b, void* y, StorageType t, const BroadcastDesc& d,
                          const int64_t* c_strides, cudaStream_t stream) {
   int64_t total = 1;
   for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
   if (total == 0) return cudaSuccess;
   Strides3 cs{};
   for (int k = 0; k < d.rank; ++k) cs.c[k] = c_strides[k];
-  where_kernel<<<blocks_for(total), kThreads, 0, stream>>>(c, a, b, y, half, d, cs, total);
+  where_kernel<<<blocks_for(total), kThreads, 0, stream>>>(c, a, b, y, t, d, cs, total);
   return cudaGetLastError();
 }
 

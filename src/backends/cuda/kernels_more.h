@@ -1,8 +1,8 @@
 // Launchers of Kiln's own CUDA kernels for the transformer / data-movement ops: LayerNorm,
 // reductions, strided copies (Transpose, Slice, Expand, Split), Gather, Pad, Resize, Where and
-// the fp16 rounding of Cast. Tensors are row-major (logical order); element storage is float or
-// __half (`half`), compute in float. Every launcher enqueues on `stream`, never allocates and
-// never synchronizes.
+// the fp16 rounding of Cast. Tensors are row-major (logical order); element storage is a float
+// StorageType (`t`: float, __half or __nv_bfloat16), compute in float. Every launcher enqueues
+// on `stream`, never allocates and never synchronizes.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -27,13 +27,13 @@ cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, cons
 // ONNX LayerNormalization (opset 17, section "LayerNormalization"): each row of the [rows, cols]
 // array is normalized, y = (x - mean) / sqrt(var + eps) * scale + bias (biased variance, fp32
 // accumulation); scale and bias are [cols] in the same storage dtype; bias may be null.
-cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias, void* y, bool half, int64_t rows,
+cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias, void* y, StorageType t, int64_t rows,
                              int64_t cols, float eps, cudaStream_t stream);
 
 enum class ReduceKind : int { kSum, kMean, kMax, kMin };
 // y[o, i] = reduce_r x[o, r, i] over the middle axis of a [outer, red, inner] array (fp32
 // accumulation). One warp per output when inner == 1 (the last-axis case), else one thread.
-cudaError_t launch_reduce(const void* x, void* y, bool half, ReduceKind kind, int64_t outer, int64_t red,
+cudaError_t launch_reduce(const void* x, void* y, StorageType t, ReduceKind kind, int64_t outer, int64_t red,
                           int64_t inner, cudaStream_t stream);
 
 // ONNX Gather (section "Gather"): y[o, j, i] = x[o, idx[j], i] for x [outer, axis_dim, inner];
@@ -57,7 +57,7 @@ struct PadDesc {
   int64_t out_dims[kMaxRank] = {};
   int64_t begin[kMaxRank] = {};
 };
-cudaError_t launch_pad(const void* x, void* y, bool half, PadMode mode, float value, const PadDesc& d,
+cudaError_t launch_pad(const void* x, void* y, StorageType t, PadMode mode, float value, const PadDesc& d,
                        cudaStream_t stream);
 
 // ONNX Resize (section "Resize", opset 11+) of the two innermost axes of an NCHW array.
@@ -71,11 +71,11 @@ struct ResizeDesc {
   int coord = 0;
   int nearest = 0;
 };
-cudaError_t launch_resize(const void* x, void* y, bool half, const ResizeDesc& d, cudaStream_t stream);
+cudaError_t launch_resize(const void* x, void* y, StorageType t, const ResizeDesc& d, cudaStream_t stream);
 
 // ONNX Where (section "Where") with broadcasting: y = c != 0 ? a : b; the condition is stored
-// as 0/1 in the same float/half dtype (c_strides broadcast like a_strides/b_strides).
-cudaError_t launch_where(const void* c, const void* a, const void* b, void* y, bool half, const BroadcastDesc& d,
+// as 0/1 in the same storage dtype (c_strides broadcast like a_strides/b_strides).
+cudaError_t launch_where(const void* c, const void* a, const void* b, void* y, StorageType t, const BroadcastDesc& d,
                          const int64_t* c_strides, cudaStream_t stream);
 
 // y = float(half(x)) elementwise (ONNX Cast to float16 when storage is float32).
