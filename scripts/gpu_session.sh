@@ -108,6 +108,9 @@ stamp "== ViT-B/16 on the CUDA path (fused Attention, LayerNorm, GELU)"
   $C/kiln build models/vit_b_16.onnx -o /tmp/vit_fp16.plan --device gpu --fp16 --shapes input:1x3x224x224
   $C/kiln compare /tmp/vit_fp16.plan models/vit_b_16.onnx --input input=/tmp/x.npy --atol 0.05 --rtol 0.05
   $C/kiln bench /tmp/vit_fp16.plan --iterations 100
+  $C/kiln build models/vit_b_16.onnx -o /tmp/vit_bf16.plan --device gpu --bf16 --shapes input:1x3x224x224 | tail -n 4
+  $C/kiln compare /tmp/vit_bf16.plan models/vit_b_16.onnx --input input=/tmp/x.npy --atol 0.1 --rtol 0.1
+  $C/kiln inspect /tmp/vit_bf16.plan | grep -ciE "fallback" | sed "s/^/ViT BF16 layers with a fallback: /"
   # ViT-B/16's optimized graph holds 12 fused Attention layers (CUDA tactic since session 3).
   $C/kiln inspect /tmp/vit_fp16.plan | grep -cE "\(Attention\)" | sed "s/^/Attention layers: /"
   $C/kiln inspect /tmp/vit_fp16.plan | grep -E "\(Attention\)" | head -n 2

@@ -9,34 +9,12 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels_more.h"
+#include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-// Float storage only (fp32, fp16, bf16): the lowering keeps integer activations away from
-// these kernels (check_int_operands); the integer cases convert like kernels.cu's load/store.
-__device__ __forceinline__ float ld(const void* p, int64_t i, StorageType t) {
-  switch (t) {
-    case StorageType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    case StorageType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case StorageType::kI32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
-    case StorageType::kI64: return static_cast<float>(static_cast<const int64_t*>(p)[i]);
-    case StorageType::kF32: break;
-  }
-  return static_cast<const float*>(p)[i];
-}
-__device__ __forceinline__ void st(void* p, int64_t i, float v, StorageType t) {
-  switch (t) {
-    case StorageType::kF16: static_cast<__half*>(p)[i] = __float2half_rn(v); return;
-    case StorageType::kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); return;
-    case StorageType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
-    case StorageType::kI64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
-    case StorageType::kF32: break;
-  }
-  static_cast<float*>(p)[i] = v;
-}
 
 unsigned blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
@@ -79,19 +57,19 @@ __global__ void layernorm_kernel(const void* x, const void* scale, const void* b
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t base = r * cols;
     float s = 0.f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += ld(x, base + c, t);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += load(x, base + c, t);
     const float mean = block_sum(s, shm) / static_cast<float>(cols);
     float q = 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float d = ld(x, base + c, t) - mean;
+      const float d = load(x, base + c, t) - mean;
       q += d * d;
     }
     const float var = block_sum(q, shm) / static_cast<float>(cols);
     const float inv = rsqrtf(var + eps);
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      float v = (ld(x, base + c, t) - mean) * inv * ld(scale, c, t);
-      if (bias) v += ld(bias, c, t);
-      st(y, base + c, v, t);
+      float v = (load(x, base + c, t) - mean) * inv * load(scale, c, t);
+      if (bias) v += load(bias, c, t);
+      store(y, base + c, v, t);
     }
   }
 }
@@ -110,9 +88,9 @@ __global__ void reduce_rows_kernel(const void* x, void* y, StorageType t, Reduce
   const int lane = threadIdx.x & 31;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; o < outer; o += warps) {
     float acc = red_init(k);
-    for (int64_t r = lane; r < red; r += 32) acc = red_op(k, acc, ld(x, o * red + r, t));
+    for (int64_t r = lane; r < red; r += 32) acc = red_op(k, acc, load(x, o * red + r, t));
     for (int s = 16; s > 0; s >>= 1) acc = red_op(k, acc, __shfl_xor_sync(0xffffffffu, acc, s));
-    if (lane == 0) st(y, o, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, t);
+    if (lane == 0) store(y, o, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, t);
   }
 }
 
@@ -124,8 +102,8 @@ __global__ void reduce_mid_kernel(const void* x, void* y, StorageType t, ReduceK
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t o = i / inner, in = i % inner;
     float acc = red_init(k);
-    for (int64_t r = 0; r < red; ++r) acc = red_op(k, acc, ld(x, (o * red + r) * inner + in, t));
-    st(y, i, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, t);
+    for (int64_t r = 0; r < red; ++r) acc = red_op(k, acc, load(x, (o * red + r) * inner + in, t));
+    store(y, i, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, t);
   }
 }
 
@@ -194,7 +172,7 @@ __global__ void pad_kernel(const void* x, void* y, StorageType t, PadMode m, flo
       off += s * stride;
       stride *= d.in_dims[k];
     }
-    st(y, i, outside ? value : ld(x, off, t), t);
+    store(y, i, outside ? value : load(x, off, t), t);
   }
 }
 
@@ -228,7 +206,7 @@ __global__ void resize_kernel(const void* x, void* y, StorageType t, ResizeDesc 
     const int64_t base = p * d.ih * d.iw;
     float v;
     if (!d.linear) {
-      v = ld(x, base + resize_nearest(fy, d.nearest, d.ih) * d.iw + resize_nearest(fx, d.nearest, d.iw), t);
+      v = load(x, base + resize_nearest(fy, d.nearest, d.ih) * d.iw + resize_nearest(fx, d.nearest, d.iw), t);
     } else {
       // Two taps per axis at floor(f), floor(f) + 1 with weights 1 - r, r; indices clamped to
       // the input (the CPU reference's edge handling, exclude_outside = 0).
@@ -237,11 +215,11 @@ __global__ void resize_kernel(const void* x, void* y, StorageType t, ResizeDesc 
       auto cl = [](int64_t c, int64_t n) { return c < 0 ? 0 : (c > n - 1 ? n - 1 : c); };
       const int64_t ya = cl(static_cast<int64_t>(y0), d.ih), yb = cl(static_cast<int64_t>(y0) + 1, d.ih);
       const int64_t xa = cl(static_cast<int64_t>(x0), d.iw), xb = cl(static_cast<int64_t>(x0) + 1, d.iw);
-      const float top = (1.f - rx) * ld(x, base + ya * d.iw + xa, t) + rx * ld(x, base + ya * d.iw + xb, t);
-      const float bot = (1.f - rx) * ld(x, base + yb * d.iw + xa, t) + rx * ld(x, base + yb * d.iw + xb, t);
+      const float top = (1.f - rx) * load(x, base + ya * d.iw + xa, t) + rx * load(x, base + ya * d.iw + xb, t);
+      const float bot = (1.f - rx) * load(x, base + yb * d.iw + xa, t) + rx * load(x, base + yb * d.iw + xb, t);
       v = (1.f - ry) * top + ry * bot;
     }
-    st(y, i, v, t);
+    store(y, i, v, t);
   }
 }
 
@@ -262,7 +240,7 @@ __global__ void where_kernel(const void* c, const void* a, const void* b, void* 
       ib += q * d.b_strides[k];
       ic += q * cs.c[k];
     }
-    st(y, i, ld(c, ic, t) != 0.f ? ld(a, ia, t) : ld(b, ib, t), t);
+    store(y, i, load(c, ic, t) != 0.f ? load(a, ia, t) : load(b, ib, t), t);
   }
 }
 
