@@ -30,10 +30,10 @@ namespace {
 #define REQUIRE_CUDA_BUILD() GTEST_SKIP() << "built without CUDA"
 #endif
 
-// The model zoo lives in the main checkout (not in git): KILN_MODELS_DIR, else /work/main/models.
+// Exported models (scripts/export_models.py; not in git): KILN_MODELS_DIR, else the checkout's models/.
 std::string model_path(const std::string& file) {
   const char* dir = std::getenv("KILN_MODELS_DIR");
-  return std::string(dir ? dir : "/work/main/models") + "/" + file;
+  return std::string(dir ? dir : KILN_SOURCE_DIR "/models") + "/" + file;
 }
 
 // The builder's optimization for a profile with min == opt == max: input dims pinned, the
