@@ -702,49 +702,39 @@ class SoftmaxLayer : public Layer {
   bool log_;
 };
 
-class ConcatLayer : public Layer {
+// Concat (parts = inputs) or Split (parts = outputs) of row-major [outer, total] arrays along
+// the inner axis: one strided copy per part; a part given as -1 is already in place (concat
+// elimination) and is skipped.
+class PartsLayer : public Layer {
  public:
-  ConcatLayer(int64_t outer, std::vector<int64_t> inner, int eb) : outer_(outer), inner_(std::move(inner)), eb_(eb) {
-    op = "Concat";
-    tactic = "kiln.concat";
+  PartsLayer(bool concat, int64_t outer, std::vector<int64_t> inner, int eb)
+      : concat_(concat), outer_(outer), inner_(std::move(inner)), eb_(eb) {
+    for (int64_t v : inner_) total_ += v;
+    op = concat ? "Concat" : "Split";
+    tactic = concat ? "kiln.concat" : "kiln.split";
   }
   Status enqueue(ExecState& s) override {
-    int64_t total = 0, off = 0;
-    for (int64_t v : inner_) total += v;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      if (ins[i] >= 0)
-        KILN_CUDA_CHECK(launch_concat_part(s.ptr(ins[i]), s.ptr(outs[0]), eb_, outer_, inner_[i], total, off, s.stream));
+    const std::vector<int>& parts = concat_ ? ins : outs;
+    int64_t off = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i] >= 0) {
+        if (concat_)
+          KILN_CUDA_CHECK(
+              launch_concat_part(s.ptr(ins[i]), s.ptr(outs[0]), eb_, outer_, inner_[i], total_, off, s.stream));
+        else
+          KILN_CUDA_CHECK(
+              launch_split_part(s.ptr(ins[0]), s.ptr(outs[i]), eb_, outer_, total_, inner_[i], off, s.stream));
+      }
       off += inner_[i];
     }
     return Status::Ok();
   }
 
  private:
+  bool concat_;
   int64_t outer_;
   std::vector<int64_t> inner_;
-  int eb_;
-};
-
-class SplitLayer : public Layer {
- public:
-  SplitLayer(int64_t outer, std::vector<int64_t> inner, int eb) : outer_(outer), inner_(std::move(inner)), eb_(eb) {
-    op = "Split";
-    tactic = "kiln.split";
-  }
-  Status enqueue(ExecState& s) override {
-    int64_t total = 0, off = 0;
-    for (int64_t v : inner_) total += v;
-    for (size_t i = 0; i < outs.size(); ++i) {
-      if (outs[i] >= 0)
-        KILN_CUDA_CHECK(launch_split_part(s.ptr(ins[0]), s.ptr(outs[i]), eb_, outer_, total, inner_[i], off, s.stream));
-      off += inner_[i];
-    }
-    return Status::Ok();
-  }
-
- private:
-  int64_t outer_;
-  std::vector<int64_t> inner_;
+  int64_t total_ = 0;  // sum of inner_: the inner size of the concatenated array
   int eb_;
 };
 
@@ -903,10 +893,10 @@ std::unique_ptr<Layer> make_softmax_layer(int64_t rows, int64_t cols, StorageTyp
   return std::make_unique<SoftmaxLayer>(rows, cols, t, log);
 }
 std::unique_ptr<Layer> make_concat_layer(int64_t outer, std::vector<int64_t> inner_ins, int elem_bytes) {
-  return std::make_unique<ConcatLayer>(outer, std::move(inner_ins), elem_bytes);
+  return std::make_unique<PartsLayer>(true, outer, std::move(inner_ins), elem_bytes);
 }
 std::unique_ptr<Layer> make_split_layer(int64_t outer, std::vector<int64_t> inner_outs, int elem_bytes) {
-  return std::make_unique<SplitLayer>(outer, std::move(inner_outs), elem_bytes);
+  return std::make_unique<PartsLayer>(false, outer, std::move(inner_outs), elem_bytes);
 }
 
 cudaDataType_t cuda_type(StorageType t) {
