@@ -17,9 +17,9 @@
 #include <random>
 #include <sstream>
 
-#include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
 #include "builder/timing_cache.h"
+#include "runtime/gpu_engine.h"
 #include "io/npy.h"
 #include "ir/shape_inference.h"
 #include "onnx/importer.h"
@@ -170,15 +170,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "--precision %s: expected fp32, tf32, fp16 or bf16\n", p.c_str());
       return 2;
     }
-  const auto& dev = cuda::device_info();
-  TimingCacheHeader header;
-  header.gpu_name = dev.name;
-  header.sm_major = dev.cc_major;
-  header.sm_minor = dev.cc_minor;
-  header.cudnn_version = dev.cudnn_version;
-  header.cublaslt_version = dev.cublaslt_version;
-  header.kiln_version = KILN_VERSION_STRING;
-  TimingCache cache(header);
+  TimingCache cache(gpu::timing_cache_header());
   auto log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   if (!cache_path.empty()) {
     if (Status s = cache.load(cache_path, log); !s.ok()) {

@@ -42,7 +42,9 @@ cuda::GpuBuildOptions options(const GpuSettings& s) {
   return o;
 }
 
-TimingCacheHeader cache_header() {
+}  // namespace
+
+TimingCacheHeader timing_cache_header() {
   const auto& d = cuda::device_info();
   TimingCacheHeader h;
   h.gpu_name = d.name;
@@ -54,8 +56,6 @@ TimingCacheHeader cache_header() {
   return h;
 }
 
-}  // namespace
-
 StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
                                                   const GpuSettings& settings,
                                                   std::map<std::string, std::string>* tactic_data) {
@@ -63,7 +63,7 @@ StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std:
   auto log = [&](const std::string& line) {
     if (settings.progress) settings.progress(BuildProgress{"timing cache", 0, 0, line});
   };
-  TimingCache cache(cache_header());
+  TimingCache cache(timing_cache_header());
   if (!settings.timing_cache_path.empty()) KILN_RETURN_IF_ERROR(cache.load(settings.timing_cache_path, log));
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
   cuda::GpuBuildOptions o = options(settings);
@@ -245,6 +245,7 @@ DeviceMemoryInfo memory(const EngineState& e) {
 
 bool available() { return false; }
 PlanTarget target() { return PlanTarget{}; }
+TimingCacheHeader timing_cache_header() { return TimingCacheHeader{}; }
 StatusOr<std::vector<std::string>> select_tactics(const ir::Graph&, const std::vector<Shape>&, const GpuSettings&,
                                                   std::map<std::string, std::string>*) {
   return unsupported("this Kiln build has no CUDA backend");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "builder/timing_cache.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "kiln/builder.h"
@@ -46,6 +47,9 @@ struct GpuLoadTimes {
 bool available();
 // The plan target of this machine's GPU (backend cuda, compute capability, library versions).
 PlanTarget target();
+// The timing-cache header of this machine (GPU name, compute capability, cuDNN / cuBLASLt and
+// Kiln versions): what a cache file must match to be used.
+TimingCacheHeader timing_cache_header();
 
 // Build time: lowers the optimized graph at `opt_shapes` (one per graph input), times the
 // tactics (reusing / extending the timing cache), and returns one tactic string per graph node

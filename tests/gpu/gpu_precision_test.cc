@@ -14,9 +14,9 @@
 #include "passes/pass_test_util.h"
 
 #ifdef KILN_HAVE_CUDA
-#include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
 #include "builder/timing_cache.h"
+#include "runtime/gpu_engine.h"
 #endif
 
 namespace kiln::testing {
@@ -289,14 +289,7 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
   ir::Graph g = conv_net(8);
   ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 71)};
-  const auto& d = cuda::device_info();
-  TimingCacheHeader h;
-  h.gpu_name = d.name;
-  h.sm_major = d.cc_major;
-  h.sm_minor = d.cc_minor;
-  h.cudnn_version = d.cudnn_version;
-  h.cublaslt_version = d.cublaslt_version;
-  h.kiln_version = KILN_VERSION_STRING;
+  const TimingCacheHeader h = gpu::timing_cache_header();
   for (bool fp16 : {false, true}) {
     TimingCache first(h);
     cuda::GpuBuildOptions o;
