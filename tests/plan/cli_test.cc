@@ -30,15 +30,9 @@ class KilnCli : public ::testing::Test {
   }
   // Runs `kiln <args>`; returns the exit code, stdout+stderr in *out.
   int kiln(const std::string& args, std::string* out = nullptr) {
-    const std::string log = dir_ + "/log.txt";
-    const std::string cmd = testing::kiln_binary() + " " + args + " > " + log + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::ifstream f(log);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    last_ = ss.str();
+    const int rc = testing::run_kiln(args, dir_, &last_);
     if (out) *out = last_;
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    return rc;
   }
   std::string build_plan() {
     const std::string plan = dir_ + "/add_relu.plan";

@@ -59,16 +59,7 @@ class GpuCli : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty() && !HasFailure()) std::filesystem::remove_all(dir_);
   }
-  int kiln(const std::string& args, std::string* out) {
-    const std::string log = dir_ + "/log.txt";
-    const std::string cmd = testing::kiln_binary() + " " + args + " > " + log + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::ifstream f(log);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    *out = ss.str();
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  }
+  int kiln(const std::string& args, std::string* out) { return testing::run_kiln(args, dir_, out); }
   std::string dir_, model_;
 };
 

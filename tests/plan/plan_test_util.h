@@ -3,10 +3,14 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,6 +65,19 @@ inline std::string kiln_binary() {
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec && std::filesystem::exists(self.parent_path() / "kiln")) return (self.parent_path() / "kiln").string();
   return std::string(KILN_BINARY_DIR) + "/kiln";
+}
+
+// Runs `kiln <args>` with stdout and stderr into `dir`/log.txt; returns the exit code (-1 when
+// it did not exit normally) and the log in *out.
+inline int run_kiln(const std::string& args, const std::string& dir, std::string* out) {
+  const std::string log = dir + "/log.txt";
+  const std::string cmd = kiln_binary() + " " + args + " > " + log + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream f(log);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 }  // namespace kiln::testing
