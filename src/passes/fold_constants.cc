@@ -34,6 +34,16 @@ bool foldable(const ir::Graph& g, const ir::Node& n) {
 }
 
 // Shape/Size of a value whose shape is fully known, as a constant; false otherwise.
+// Turns value `v` into the constant `t` (known shape and dtype, no producer).
+void make_constant(ir::Graph& g, ir::ValueId v, Tensor t) {
+  ir::Value& val = g.value(v);
+  val.shape = ir::SymShape{};
+  for (int64_t d : t.shape()) val.shape->push_back(ir::Dim::known(d));
+  val.dtype = t.dtype();
+  val.constant = std::make_shared<Tensor>(std::move(t));
+  val.producer = -1;
+}
+
 bool fold_static_shape(ir::Graph& g, ir::Node& n) {
   if ((n.op != ir::OpKind::kShape && n.op != ir::OpKind::kSize) || n.inputs.empty() || n.outputs.size() != 1 ||
       n.outputs[0] == ir::kNoValue)
@@ -55,12 +65,7 @@ bool fold_static_shape(ir::Graph& g, ir::Node& n) {
     t = Tensor(DataType::kInt64, {len});
     for (int64_t i = 0; i < len; ++i) t.data<int64_t>()[i] = dims[start + i];
   }
-  ir::Value& out = g.value(n.outputs[0]);
-  out.shape = ir::SymShape{};
-  for (int64_t d : t.shape()) out.shape->push_back(ir::Dim::known(d));
-  out.dtype = DataType::kInt64;
-  out.constant = std::make_shared<Tensor>(std::move(t));
-  out.producer = -1;
+  make_constant(g, n.outputs[0], std::move(t));
   n.removed = true;
   return true;
 }
@@ -84,11 +89,7 @@ bool fold_known_dim_slice(ir::Graph& g, ir::Node& n, const ir::SymShape& dims) {
     if (!dims[i].is_known()) return false;
     t.data<int64_t>()[i - b] = dims[i].value;
   }
-  ir::Value& out = g.value(n.outputs[0]);
-  out.shape = ir::SymShape{ir::Dim::known(t.dim(0))};
-  out.dtype = DataType::kInt64;
-  out.constant = std::make_shared<Tensor>(std::move(t));
-  out.producer = -1;
+  make_constant(g, n.outputs[0], std::move(t));
   n.removed = true;
   return true;
 }
@@ -121,12 +122,7 @@ bool fold_known_dims(ir::Graph& g, ir::Node& n) {
     if (i < 0 || i >= len || !(*xs)[start + i].is_known()) return false;  // out of range: the kernel reports it
     t.data<int64_t>()[k] = (*xs)[start + i].value;
   }
-  ir::Value& out = g.value(n.outputs[0]);
-  out.shape = ir::SymShape{};
-  for (int64_t d : t.shape()) out.shape->push_back(ir::Dim::known(d));
-  out.dtype = DataType::kInt64;
-  out.constant = std::make_shared<Tensor>(std::move(t));
-  out.producer = -1;
+  make_constant(g, n.outputs[0], std::move(t));
   n.removed = true;
   return true;
 }
@@ -168,13 +164,7 @@ Status fold_constants(ir::Graph& g, const PassOptions&) {
     size_t k = 0;
     for (ir::ValueId v : n.outputs) {
       if (v == ir::kNoValue) continue;
-      ir::Value& val = g.value(v);
-      val.constant = std::make_shared<Tensor>((*outs)[k++]);
-      val.dtype = val.constant->dtype();
-      ir::SymShape s;
-      for (int64_t d : val.constant->shape()) s.push_back(ir::Dim::known(d));
-      val.shape = s;
-      val.producer = -1;
+      make_constant(g, v, (*outs)[k++]);
     }
     n.removed = true;
   }
