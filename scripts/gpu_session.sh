@@ -7,7 +7,7 @@
 # Results: every log and JSON lands in $OUT/results.tgz (re-packed after each section, so a run
 # stopped at its time limit still returns what finished; the device tool returns at most 8 files)
 # and the console. KILN_SANITIZER=0 skips the sanitizers; KILN_SECTIONS picks sections
-# (default: tests,sanitizer,cli,transformers,streams,agreement,bench,peers).
+# (default: tests,sanitizer,cli,transformers,streams,agreement,bench,peers; also: layerprec).
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}
 mkdir -p "$OUT"
@@ -165,6 +165,29 @@ stamp "== top-1 agreement with FP32 (no TF32) on 100 photo crops"
 $PY scripts/photo_inputs.py --photos-npz $C/calib_photos.npz -n 100 -o /tmp/photos100.npy
 $C/kiln_gpu_bench models/resnet101.onnx --agreement /tmp/photos100.npy --precision fp16,bf16 \
   --json-out "$R/agreement.json" 2>&1 | tail -n 4
+pack
+fi
+
+# Per-layer precision constraints (docs/decisions/0013): accuracy on the 100 photo crops and the
+# speed they cost, per spec. KILN_LAYERPREC_SPECS: specs separated by ';'.
+if want layerprec; then
+stamp "== per-layer precision constraints: agreement and speed"
+[ -f /tmp/photos100.npy ] || $PY scripts/photo_inputs.py --photos-npz $C/calib_photos.npz -n 100 -o /tmp/photos100.npy
+IFS=';' read -r -a SPECS <<< "${KILN_LAYERPREC_SPECS:-/fc/*:fp32;/layer4/*:fp32,/fc/*:fp32;*/conv3/*:fp32,*/downsample.0/*:fp32,/fc/*:fp32;/layer3/*:fp32,/layer4/*:fp32,/fc/*:fp32;*:fp32}"
+for spec in "${SPECS[@]}"; do
+  $C/kiln_gpu_bench models/resnet101.onnx --agreement /tmp/photos100.npy --precision fp16,bf16 \
+    --layer-precisions "$spec" 2>/dev/null | tail -n 1 | tee -a "$R/layerprec_agreement.jsonl"
+  $C/kiln_gpu_bench models/resnet101.onnx --batch 1,64 --precision fp16,bf16 --iters 100 \
+    --layer-precisions "$spec" 2>/dev/null | tee -a "$R/layerprec_bench.jsonl"
+  pack
+done
+# The CLI path: a BF16 plan with constraints, inspected.
+$C/kiln build models/resnet101.onnx -o /tmp/r101_bf16_mixed.plan --device gpu --bf16 --shapes input:1x3x224x224 \
+  --layer-precisions "${SPECS[2]}" > "$R/layerprec_cli.txt" 2>&1
+$C/kiln inspect /tmp/r101_bf16_mixed.plan | grep -E "constrained|convert:" | head -n 12 >> "$R/layerprec_cli.txt" 2>&1
+$C/kiln compare /tmp/r101_bf16_mixed.plan models/resnet101.onnx --input input=/tmp/x.npy --atol 0.1 --rtol 0.1 \
+  >> "$R/layerprec_cli.txt" 2>&1
+tail -n 20 "$R/layerprec_cli.txt"
 pack
 fi
 

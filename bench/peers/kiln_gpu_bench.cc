@@ -8,6 +8,8 @@
 // the reference) and each other precision, one batch of N; reports top-1 agreement with FP32 and
 // the min / mean cosine of the logits per input, as one JSON object (also to --json-out FILE).
 //   kiln_gpu_bench MODEL.onnx --agreement photos100.npy --precision fp16,bf16 [--json-out FILE]
+// Both modes take --layer-precisions SPEC (as kiln build: PATTERN:PREC[,...]), applied to every
+// precision but the FP32 reference.
 #include <algorithm>
 #include <cstdlib>
 #include <chrono>
@@ -21,6 +23,7 @@
 #include "builder/timing_cache.h"
 #include "runtime/gpu_engine.h"
 #include "io/npy.h"
+#include "kiln/builder.h"
 #include "ir/shape_inference.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
@@ -76,6 +79,7 @@ StatusOr<Tensor> logits(const ir::Graph& g, const Tensor& x, const std::string& 
 }
 
 int agreement(const ir::Graph& imported, const std::string& npy, const std::vector<std::string>& precisions,
+              const std::vector<LayerPrecision>& layer_precisions, const std::string& layer_spec,
               const std::string& json_out) {
   auto x = io::read_npy(npy);
   if (!x.ok() || x->dtype() != DataType::kFloat32 || x->rank() != 4) {
@@ -89,6 +93,11 @@ int agreement(const ir::Graph& imported, const std::string& npy, const std::vect
   if (Status s = passes::run_pipeline(g, passes::PassOptions{}); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
   g.compact();
   auto ref = logits(g, *x, "fp32");
+  ir::Graph gq = g;  // the graph of the other precisions: with the per-layer constraints
+  if (Status s = passes::apply_layer_precisions(gq, layer_precisions); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.to_string().c_str());
+    return 2;
+  }
   if (!ref.ok()) { std::fprintf(stderr, "fp32: %s\n", ref.status().to_string().c_str()); return 1; }
   const int64_t n = ref->dim(0), classes = ref->dim(1);
   std::string json = "{\"mode\": \"agreement\", \"inputs\": " + std::to_string(n) + ", \"source\": \"" + npy +
@@ -96,8 +105,8 @@ int agreement(const ir::Graph& imported, const std::string& npy, const std::vect
   bool first = true;
   for (const std::string& prec : precisions) {
     if (prec == "fp32") continue;
-    std::string row = "{\"precision\": \"" + prec + "\"";
-    auto q = logits(g, *x, prec);
+    std::string row = "{\"precision\": \"" + prec + "\", \"layer_precisions\": \"" + json_escape(layer_spec) + "\"";
+    auto q = logits(gq, *x, prec);
     if (!q.ok()) {
       row += ", \"error\": \"" + json_escape(q.status().message()) + "\"}";
     } else {
@@ -144,13 +153,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: kiln_gpu_bench MODEL.onnx [--batch 1,8] [--precision fp32,tf32,fp16,bf16] [--iters N] "
                  "[--timing-cache FILE]\n"
-                 "       kiln_gpu_bench MODEL.onnx --agreement INPUTS.npy --precision fp16,bf16 [--json-out FILE]\n");
+                 "       kiln_gpu_bench MODEL.onnx --agreement INPUTS.npy --precision fp16,bf16 [--json-out FILE]\n"
+                 "       both: [--layer-precisions PATTERN:PREC[,...]]\n");
     return 2;
   }
   std::vector<std::string> batches = {"1"}, precisions = {"fp16"};
   int iters = 200;
   bool profile = false;
-  std::string cache_path, agreement_npy, json_out;
+  std::string cache_path, agreement_npy, json_out, layer_spec;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batches = split(v);
@@ -160,6 +170,7 @@ int main(int argc, char** argv) {
     else if (k == "--timing-cache") cache_path = v;
     else if (k == "--agreement") agreement_npy = v;
     else if (k == "--json-out") json_out = v;
+    else if (k == "--layer-precisions") layer_spec = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -183,7 +194,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", imported.status().to_string().c_str());
     return 2;
   }
-  if (!agreement_npy.empty()) return agreement(*imported, agreement_npy, precisions, json_out);
+  auto layer_precisions = passes::parse_layer_precisions(layer_spec);
+  if (!layer_precisions.ok()) {
+    std::fprintf(stderr, "%s\n", layer_precisions.status().to_string().c_str());
+    return 2;
+  }
+  if (!agreement_npy.empty())
+    return agreement(*imported, agreement_npy, precisions, *layer_precisions, layer_spec, json_out);
   for (const std::string& b : batches) {
     const int64_t batch = std::atoll(b.c_str());
     ir::Graph g = *imported;
@@ -201,6 +218,11 @@ int main(int argc, char** argv) {
     auto ref = check ? interpret(g, {x}) : StatusOr<std::vector<Tensor>>(std::vector<Tensor>{});
     auto shapes = cuda::infer_value_shapes_by_reference(g, {x.shape()});
     if (!ref.ok() || !shapes.ok()) return 1;
+    ir::Graph gq = g;  // with the per-layer constraints (not for the fp32 rows)
+    if (Status s = passes::apply_layer_precisions(gq, *layer_precisions); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.to_string().c_str());
+      return 2;
+    }
     for (const std::string& prec : precisions) {
       cuda::GpuBuildOptions o;
       o.fp16 = prec == "fp16";
@@ -211,7 +233,7 @@ int main(int argc, char** argv) {
       if (!cache_path.empty()) o.timing_cache = &cache;
       const int hits0 = cache.hits(), misses0 = cache.misses();
       const auto t0 = std::chrono::steady_clock::now();
-      auto model = cuda::GpuModel::create(g, *shapes, o);
+      auto model = cuda::GpuModel::create(prec == "fp32" ? g : gq, *shapes, o);
       const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!model.ok()) {
         std::printf("{\"batch\": %lld, \"precision\": \"%s\", \"error\": \"%s\"}\n", static_cast<long long>(batch),
@@ -268,13 +290,14 @@ int main(int argc, char** argv) {
       std::printf("{\"peer\": \"kiln\", \"batch\": %lld, \"precision\": \"%s\", \"median_ms\": %.4f, \"p99_ms\": %.4f, "
                   "\"throughput_per_s\": %.1f, \"build_s\": %.2f, \"layers\": %zu, \"arena_bytes\": %zu, "
                   "\"activation_bytes_sum\": %zu, \"cache_hits\": %d, \"cache_misses\": %d, \"max_abs_err_rel\": %s, "
-                  "\"cosine\": %s, \"top1_agree\": %s}\n",
+                  "\"cosine\": %s, \"top1_agree\": %s, \"layer_precisions\": \"%s\"}\n",
                   static_cast<long long>(batch), prec.c_str(), median, p99, batch * 1000.0 / median, build_s,
                   (*model)->layers().size(), (*model)->arena_bytes(), (*model)->activation_bytes_sum(),
                   cache.hits() - hits0, cache.misses() - misses0,
                   check ? fmt_num(num / den, "%.3g").c_str() : "null",
                   check ? fmt_num(dot / std::sqrt(na * nb), "%.7f").c_str() : "null",
-                  check ? std::to_string(top1).c_str() : "null");
+                  check ? std::to_string(top1).c_str() : "null",
+                  prec == "fp32" ? "" : json_escape(layer_spec).c_str());
       std::fflush(stdout);
       if (profile) {  // per-layer device times (no graph: one event pair per layer), slowest first
         auto lm = (*ctx)->profile_layers({x}, s);

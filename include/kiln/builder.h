@@ -47,6 +47,17 @@ class OptimizationProfile {
 enum class TargetDevice : uint8_t { kCpu = 0, kCuda = 1, kAuto = 2 };
 const char* target_device_name(TargetDevice d);  // "cpu", "cuda", "auto"
 
+// One per-layer precision constraint: the layers whose name, or the name of any ONNX node fused
+// into them, matches `pattern` ('*' matches any run of characters, e.g. "/layer4/*") compute
+// and store their outputs in `precision`: kFloat32 (TF32 math unless BuilderConfig::tf32 is
+// off), kFloat16 or kBFloat16. On CUDA a constrained layer keeps its precision whatever the
+// plan's --fp16/--bf16 say, and convert layers appear where neighbours differ; the CPU target
+// runs everything in float32 and ignores it. Recorded as the node attribute "precision".
+struct LayerPrecision {
+  std::string pattern;
+  DataType precision = DataType::kFloat32;
+};
+
 // One step of a build, reported to BuilderConfig::progress.
 struct BuildProgress {
   // "import", "profiles", "verify", "passes", "tactics", "tuning" (CUDA: one report per layer
@@ -65,6 +76,11 @@ struct BuilderConfig {
   bool tf32 = true;   // TF32 tensor-core math for fp32 GEMM/conv on CUDA (TensorRT's default)
   bool fp8 = false;
   bool int8 = false;
+  // Per-layer precision constraints (TensorRT's ILayer::setPrecision with
+  // BuilderFlag::kOBEY_PRECISION_CONSTRAINTS; trtexec --layerPrecisions), applied after the
+  // optimizer's fusions, read left to right, a later match overriding an earlier one. See
+  // LayerPrecision. Each pattern must match at least one layer.
+  std::vector<LayerPrecision> layer_precisions;
   size_t workspace_limit = 0;  // bytes of scratch one layer may use; 0 = no limit
   // CUDA: auxiliary streams on which independent branches (Inception branches, a ResNet
   // downsample beside its main path) run concurrently with the caller's stream; 0 = none,

@@ -72,6 +72,7 @@ struct LayerInfo {
   std::vector<TensorDesc> inputs;    // omitted optional inputs have an empty name
   std::vector<TensorDesc> outputs;
   std::string tactic;                // "cpu.ref", "cuda.cudnn_conv", ...
+  std::string precision;             // a per-layer constraint ("fp32", "fp16", "bf16"), "" = the plan's
 };
 
 // Reads and validates the header alone (magic, version, sizes, checksum, target fields);

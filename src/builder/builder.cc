@@ -199,6 +199,7 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
   plan::Plan p;
   p.graph = graph;
   KILN_RETURN_IF_ERROR(optimize(&p.graph, config, profiles));
+  KILN_RETURN_IF_ERROR(passes::apply_layer_precisions(p.graph, config.layer_precisions));
   // Passes create internal ops (FusedConv); they too must run on the target.
   KILN_RETURN_IF_ERROR(verify_kernels(p.graph, "cpu"));
 

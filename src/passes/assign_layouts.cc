@@ -54,14 +54,15 @@ std::string fresh_value_name(const ir::Graph& g, const std::string& base) {
 
 Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n) {
   switch (n.op) {
-    // cuDNN convolution and pooling run NHWC on tensor cores.
+    // cuDNN convolution and pooling run NHWC on tensor cores; a layer constrained to fp32
+    // (BuilderConfig::layer_precisions) runs as in an FP32 plan, NCHW.
     case ir::OpKind::kConv:
     case ir::OpKind::kFusedConv:
     case ir::OpKind::kMaxPool:
     case ir::OpKind::kAveragePool:
     case ir::OpKind::kGlobalAveragePool:
     case ir::OpKind::kGlobalMaxPool:
-      return Layout::kNHWC;
+      return n.attr_string("precision", "") == "fp32" ? Layout::kNCHW : Layout::kNHWC;
     // Elementwise layers index any layout with broadcast strides.
     case ir::OpKind::kAdd: case ir::OpKind::kSub: case ir::OpKind::kMul: case ir::OpKind::kDiv:
     case ir::OpKind::kMax: case ir::OpKind::kMin: case ir::OpKind::kPow:

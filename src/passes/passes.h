@@ -1,7 +1,14 @@
 // Every pass, declared once; pipelines.cc orders them. One pass per file, named like the pass.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "passes/pass.h"
+
+namespace kiln {
+struct LayerPrecision;  // kiln/builder.h
+}
 
 namespace kiln::passes {
 
@@ -24,12 +31,24 @@ Status fuse_attention(ir::Graph& g, const PassOptions& opts);            // fuse
 Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse_horizontal_gemm.cc
 Status fuse_pointwise(ir::Graph& g, const PassOptions& opts);            // fuse_pointwise.cc
 
+// ---- per-layer precision constraints (layer_precisions.cc): run by the builder after the pipeline.
+// '*' in `pattern` matches any run of characters (possibly empty); the rest matches itself.
+bool glob_match(const std::string& pattern, const std::string& name);
+// "PATTERN:PREC[,PATTERN:PREC...]" (trtexec --layerPrecisions), PREC one of fp32, fp16, bf16;
+// a pattern may contain ':' (the precision follows the last one). Errors name the bad item.
+StatusOr<std::vector<LayerPrecision>> parse_layer_precisions(const std::string& spec);
+// Writes the "precision" attribute ("fp32", "fp16", "bf16") on every live node whose name or
+// origin (the ONNX nodes fused into it) matches a rule; later rules override earlier ones.
+// Errors list, at once, every rule with a precision other than fp32/fp16/bf16 or no matching node.
+Status apply_layer_precisions(ir::Graph& g, const std::vector<LayerPrecision>& rules);
+
 // ---- layout assignment (assign_layouts.cc): run by the builder for a backend, after the pipeline.
 enum class Layout { kAny, kNCHW, kNHWC };
 // The storage layout a backend's tactics want for a node's 4-D activations (kAny: elementwise,
 // follows its inputs).
 using LayoutPreference = Layout (*)(const ir::Graph& g, const ir::Node& n);
-// CUDA with FP16/BF16 storage: conv and pooling NHWC (tensor cores), elementwise kAny, the rest NCHW.
+// CUDA with FP16/BF16 storage: conv and pooling NHWC (tensor cores) unless the node's
+// "precision" attribute says fp32, elementwise kAny, the rest NCHW.
 Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n);
 // Row-major everywhere (CPU, CUDA FP32): never inserts a Reformat.
 Layout row_major_layout_preference(const ir::Graph& g, const ir::Node& n);

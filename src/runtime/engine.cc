@@ -163,6 +163,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     for (ir::ValueId v : n.inputs) l.inputs.push_back(describe_value(g, v));
     for (ir::ValueId v : n.outputs) l.outputs.push_back(describe_value(g, v));
     l.tactic = p.tactics[i];
+    l.precision = n.attr_string("precision", "");
     impl->layers.push_back(std::move(l));
   }
   for (ir::ValueId v : g.inputs) impl->io.push_back(IOTensor{describe_value(g, v), true});

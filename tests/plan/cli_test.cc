@@ -135,6 +135,28 @@ TEST_F(KilnCli, InspectAndBench) {
   EXPECT_NE(out.find("Plan load time:"), std::string::npos) << out;
 }
 
+// --layer-precisions: the constraint is recorded per layer (build summary, inspect text and
+// JSON); a rule matching no layer or an unknown precision is a usage error naming it.
+TEST_F(KilnCli, LayerPrecisionsAreRecordedAndChecked) {
+  const std::string plan = dir_ + "/lp.plan";
+  std::string out;
+  ASSERT_EQ(kiln("build " + model_ + " -o " + plan + " --device cpu --disable-pass fuse_pointwise --shapes x:2x4 "
+                 "--layer-precisions 'add*:fp32,relu*:fp16'", &out), 0) << out;
+  EXPECT_NE(out.find("1 layer(s) constrained to fp32"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 layer(s) constrained to fp16"), std::string::npos) << out;
+  ASSERT_EQ(kiln("inspect " + plan + " --json", &out), 0) << out;
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  EXPECT_EQ(j["layers"][0]["precision"], "fp32");
+  EXPECT_EQ(j["layers"][1]["precision"], "fp16");
+  ASSERT_EQ(kiln("inspect " + plan, &out), 0) << out;
+  EXPECT_NE(out.find("precision fp32 (constrained)"), std::string::npos) << out;
+  expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --layer-precisions 'nope*:fp32'", 2,
+               "'nope*' matches no layer");
+  expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --layer-precisions 'add*:fp8'", 2,
+               "precision 'fp8', expected fp32, fp16 or bf16");
+}
+
 // --dump-profile works on CPU plans; --cuda-graph and --streams are CUDA-only and say so.
 TEST_F(KilnCli, ProfileOnCpuAndCudaOnlyFlags) {
   const std::string plan = build_plan();

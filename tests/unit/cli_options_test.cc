@@ -78,9 +78,20 @@ TEST(CliOptions, BuildOptionsMakeTheProfile) {
   EXPECT_EQ(build_config("m.onnx -o p")->max_aux_streams, -1);  // the builder decides
   EXPECT_EQ(build_config("m.onnx -o p --max-aux-streams 0")->max_aux_streams, 0);
   EXPECT_EQ(build_config("m.onnx -o p --max-aux-streams 4")->max_aux_streams, 4);
+  EXPECT_TRUE(build_config("m.onnx -o p")->layer_precisions.empty());
+  c = build_config("m.onnx -o p --bf16 --layer-precisions /layer4/*:fp32,/fc/Gemm:fp16");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_EQ(c->layer_precisions.size(), 2u);
+  EXPECT_EQ(c->layer_precisions[0].pattern, "/layer4/*");
+  EXPECT_EQ(c->layer_precisions[0].precision, DataType::kFloat32);
+  EXPECT_EQ(c->layer_precisions[1].pattern, "/fc/Gemm");
+  EXPECT_EQ(c->layer_precisions[1].precision, DataType::kFloat16);
 }
 
 TEST(CliOptions, BuildOptionErrors) {
+  auto lp = build_config("m.onnx -o p --layer-precisions conv1:int4");
+  EXPECT_NE(lp.status().message().find("precision 'int4', expected fp32, fp16 or bf16"), std::string::npos)
+      << lp.status().message();
   auto c = build_config("m.onnx -o p --min-shapes x:1x3 --max-shapes x:8x3");
   EXPECT_NE(c.status().message().find("--opt-shapes is missing"), std::string::npos) << c.status().message();
   c = build_config("m.onnx -o p --shapes x:1x3 --max-shapes x:8x3");

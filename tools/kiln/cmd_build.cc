@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "tools/kiln/commands.h"
@@ -98,6 +99,11 @@ int cmd_build(const BuildOptions& o) {
   std::printf("  target %s, %zu layers, weights %zu bytes, plan %zu bytes\n", e.header().target.to_string().c_str(),
               e.layers().size(), e.weights_bytes(), plan->size());
   std::printf("  precision: fp32%s%s%s\n", e.tf32() ? " tf32" : "", e.fp16() ? " fp16" : "", e.bf16() ? " bf16" : "");
+  std::map<std::string, int> constrained;  // per-layer precision constraints, layers per precision
+  for (const LayerInfo& l : e.layers())
+    if (!l.precision.empty()) ++constrained[l.precision];
+  for (const auto& [prec, count] : constrained)
+    std::printf("  %d layer(s) constrained to %s (--layer-precisions)\n", count, prec.c_str());
   for (const IOTensor& io : e.io_tensors()) {
     if (io.is_input) {
       const ShapeRange* r = e.profiles()[0].find(io.desc.name);

@@ -51,6 +51,7 @@ nlohmann::json engine_json(const Engine& e) {
   j["layers"] = nlohmann::json::array();
   for (const LayerInfo& l : e.layers()) {
     nlohmann::json lj = {{"name", l.name}, {"op", l.op}, {"origin", l.origin}, {"tactic", l.tactic}};
+    if (!l.precision.empty()) lj["precision"] = l.precision;
     lj["inputs"] = nlohmann::json::array();
     for (const TensorDesc& d : l.inputs) lj["inputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
     lj["outputs"] = nlohmann::json::array();
@@ -127,8 +128,8 @@ int cmd_inspect(const InspectOptions& o) {
     const LayerInfo& l = e.layers()[i];
     std::string origin;
     for (const auto& n : l.origin) origin += (origin.empty() ? "" : ", ") + n;
-    std::printf("  [%zu] %s (%s) tactic %s, absorbs [%s]\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
-                origin.c_str());
+    std::printf("  [%zu] %s (%s) tactic %s, absorbs [%s]%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
+                origin.c_str(), l.precision.empty() ? "" : (", precision " + l.precision + " (constrained)").c_str());
     for (const TensorDesc& d : l.inputs) std::printf("        in  %s\n", desc_text(d).c_str());
     for (const TensorDesc& d : l.outputs) std::printf("        out %s\n", desc_text(d).c_str());
   }

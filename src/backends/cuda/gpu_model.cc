@@ -131,7 +131,7 @@ bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_
 class Lowering {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
-      : g_(g), vs_(vs), o_(o), m_(m), st_(o.storage()), low_(st_ != StorageType::kF32) {}
+      : g_(g), vs_(vs), o_(o), m_(m), plan_st_(o.storage()), st_(plan_st_), low_(st_ != StorageType::kF32) {}
   // Lower without touching the device (weights are not uploaded): for check_gpu_support.
   void dry_run() { dry_run_ = true; }
 
@@ -151,14 +151,19 @@ class Lowering {
         act_[v] = staging;
         continue;
       }
+      // Stored in the plan's precision unless every consumer is constrained to fp32.
+      bool all_fp32 = !consumers[static_cast<size_t>(v)].empty();
+      for (ir::NodeId c : consumers[static_cast<size_t>(v)])
+        all_fp32 &= node_storage(g_.node(c)) == StorageType::kF32;
+      const bool low_in = low_ && !all_fp32;
       // The boundary conversion writes the layout the input's consumers want (assign_layouts' rule).
-      bool nhwc = low_ && s.size() == 4;
+      bool nhwc = low_in && s.size() == 4;
       if (laid_out_ && nhwc) {
         nhwc = false;
         for (ir::NodeId c : consumers[static_cast<size_t>(v)])
           nhwc |= passes::tensor_core_layout_preference(g_, g_.node(c)) == passes::Layout::kNHWC;
       }
-      if (!low_) {
+      if (!low_in) {
         act_[v] = staging;
       } else {
         // Channel padding for tensor-core convs: the internal copy is [N, Cp, H, W] NHWC.
@@ -177,7 +182,14 @@ class Lowering {
     std::vector<std::string> errors;
     for (const ir::Node& n : g_.nodes) {
       if (n.removed) continue;
+      // Per-layer precision (the node's "precision" attribute): its outputs and weights in that
+      // storage; float inputs stored otherwise are converted on the way in (activation()), except
+      // for views, which keep their input's storage.
+      st_ = node_storage(n);
+      low_ = st_ != StorageType::kF32;
+      convert_inputs_ = !is_view_op(n.op);
       Status s = lower(n);
+      convert_inputs_ = false;
       // Device failures (out of memory, ...) stop the build; the rest is collected.
       if (s.code() == StatusCode::kOutOfMemory || s.code() == StatusCode::kInternal)
         return s.with_context("layer '" + n.name + "'");
@@ -188,6 +200,8 @@ class Lowering {
       for (const auto& e : errors) msg += "\n  " + e;
       return unsupported(msg);
     }
+    st_ = plan_st_;
+    low_ = st_ != StorageType::kF32;
     for (ir::ValueId v : g_.outputs) {
       KILN_ASSIGN_OR_RETURN(int a, activation(v));
       const GVal& gv = m_->vals[a];
@@ -212,7 +226,7 @@ class Lowering {
   // consumer a 2-D convolution with one group reading it as its data input (not a graph output).
   int64_t padded_channels(ir::ValueId v) const {
     const Shape& s = vs_.shapes[v];
-    if (!o_.pad_input_channels || !low_ || s.size() != 4 || s[1] % 8 == 0) return 0;
+    if (!o_.pad_input_channels || plan_st_ == StorageType::kF32 || s.size() != 4 || s[1] % 8 == 0) return 0;
     for (ir::ValueId o : g_.outputs)
       if (o == v) return 0;
     int uses = 0;
@@ -220,6 +234,7 @@ class Lowering {
       if (n.removed) continue;
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         if (n.inputs[k] != v) continue;
+        if (node_storage(n) != plan_st_) return 0;
         const bool conv = n.op == ir::OpKind::kConv || n.op == ir::OpKind::kFusedConv;
         if (!conv || k != 0 || n.attr_int("group", 1) != 1) return 0;
         ++uses;
@@ -247,10 +262,43 @@ class Lowering {
     m_->layers.push_back(std::move(l));
   }
 
+  // The storage a node computes in: its "precision" attribute (BuilderConfig::layer_precisions),
+  // else the plan's.
+  StorageType node_storage(const ir::Node& n) const {
+    const std::string p = n.attr_string("precision", "");
+    if (p == "fp32") return StorageType::kF32;
+    if (p == "fp16") return StorageType::kF16;
+    if (p == "bf16") return StorageType::kBF16;
+    return plan_st_;
+  }
+
+  static bool is_view_op(ir::OpKind op) {
+    switch (op) {
+      case ir::OpKind::kReshape: case ir::OpKind::kFlatten: case ir::OpKind::kSqueeze: case ir::OpKind::kUnsqueeze:
+      case ir::OpKind::kIdentity: case ir::OpKind::kDropout: case ir::OpKind::kReformat:
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  // The activation of `v`; while a layer is lowered (convert_inputs_), a float activation stored
+  // in another precision than the layer's comes through a convert layer (one per value and type,
+  // in the value's layout).
   StatusOr<int> activation(ir::ValueId v) {
     auto it = act_.find(v);
     if (it == act_.end()) return unsupported("value '" + g_.value(v).name + "' is not available on the GPU");
-    return it->second;
+    const int a = it->second;
+    const GVal& gv = m_->vals[a];
+    if (!convert_inputs_ || storage_is_int(gv.type) || gv.type == st_ || gv.weight) return a;
+    auto key = std::make_pair(a, st_);
+    auto c = converted_.find(key);
+    if (c != converted_.end()) return c->second;
+    const std::string name = gv.name + ":" + storage_name(st_);
+    const int out = new_val(name, gv.shape, st_, gv.nhwc);
+    add_layer(make_convert_layer(shape_numel(gv.shape), gv.type, st_), "convert:" + name, {a}, {out}, {});
+    converted_[key] = out;
+    return out;
   }
 
   // The layout a layer's 4-D activations use: the node's "layout" attribute when the graph went
@@ -527,7 +575,8 @@ class Lowering {
     // In NHWC fp16/bf16, cuDNN's graph API (engine configurations with the epilogue fused) competes
     // with the legacy fused call; tuning keeps the faster per layer.
     if (nhwc) {
-      if (auto graph = make_conv_graph_layer(p, st_ == StorageType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF))
+      if (auto graph = st_ == StorageType::kF32 ? nullptr
+                       : make_conv_graph_layer(p, st_ == StorageType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF))
         cands.push_back(std::move(graph));
     }
     if (gemm_like) {
@@ -1089,8 +1138,11 @@ class Lowering {
   const ValueShapes& vs_;
   GpuBuildOptions o_;
   GpuModel::Impl* m_;
-  StorageType st_;  // storage of activations and weights
-  bool low_;        // fp16/bf16: 4-D activations NHWC
+  StorageType plan_st_;  // the plan's storage (GpuBuildOptions::storage)
+  StorageType st_;       // storage of the layer being lowered: its activations and weights
+  bool low_;             // st_ is fp16/bf16: 4-D activations NHWC (without assign_layouts' attributes)
+  bool convert_inputs_ = false;  // activation() converts float inputs to st_
+  std::map<std::pair<int, StorageType>, int> converted_;
   std::map<ir::ValueId, int64_t> padded_from_;  // graph inputs stored channel-padded -> their real C
   std::map<ir::ValueId, int> act_;
   std::map<std::pair<int, bool>, int> reformatted_;
