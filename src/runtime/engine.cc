@@ -147,6 +147,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     impl->load_phases.push_back({"device", t.device_ms});
     impl->load_phases.push_back({"shapes", t.shapes_ms});
     impl->load_phases.push_back({"lower", t.lower_ms});
+    impl->load_phases.push_back({"weights", t.weights_ms});
     impl->load_phases.push_back({"tactics", t.tactics_ms});
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {

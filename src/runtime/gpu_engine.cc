@@ -150,7 +150,8 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
   e->load.shapes_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(g, vs, e->opts));
-  e->load.lower_ms = m->setup_times().lower_ms;
+  e->load.lower_ms = m->setup_times().lower_ms - m->setup_times().weights_ms;
+  e->load.weights_ms = m->setup_times().weights_ms;
   e->load.tactics_ms = m->setup_times().tactics_ms;
   e->load.restored = m->setup_times().restored;
   for (const auto& l : m->layers())

@@ -37,7 +37,8 @@ struct GpuSettings {
 struct GpuLoadTimes {
   double device_ms = 0;   // primary context and library loading (first engine of a process)
   double shapes_ms = 0;   // value shapes at the opt shapes
-  double lower_ms = 0;    // lowering, weight conversion and upload, memory plan
+  double lower_ms = 0;    // lowering and memory plan, without `weights_ms`
+  double weights_ms = 0;  // weight layout change, fp16/bf16 conversion and upload
   double tactics_ms = 0;  // restoring each layer's tactic (cuDNN plans: deserialize or rebuild)
   int restored = 0;       // tactics restored from the plan's tactic data
   int rebuilt = 0;        // tactics rebuilt from their heuristic rank (no or unusable data)

@@ -94,7 +94,7 @@ TEST(GpuPlanLoad, GraphConvPlansRestoreFromTacticDataBitExactly) {
   int restored = 0, rebuilt = 0;
   std::vector<std::string> phases;
   Tensor with_data = run_engine(*plan, x, &restored, &rebuilt, &phases);
-  EXPECT_EQ(phases, (std::vector<std::string>{"parse", "device", "shapes", "lower", "tactics"}));
+  EXPECT_EQ(phases, (std::vector<std::string>{"parse", "device", "shapes", "lower", "weights", "tactics"}));
   EXPECT_EQ(restored + rebuilt, graph_layers);
   if (!parsed->tactic_data.empty()) EXPECT_GT(restored, 0);
   cuda::reset_conv_graph_decisions();

@@ -157,6 +157,7 @@ class GpuModel {
   // Where create() spent its time (ms) and how the plan's tactics were set up.
   struct SetupTimes {
     double lower_ms = 0;    // lowering, weight conversion and upload, memory plan
+    double weights_ms = 0;  // of lower_ms: weight layout change, conversion and upload
     double tactics_ms = 0;  // tuning, or restoring the plan's tactics
     int restored = 0;       // layers whose tactic came from the plan's tactic data
   };
