@@ -68,7 +68,9 @@ struct GpuBuildOptions {
   // too), so cuDNN can use tensor-core kernels (ResNet's first conv, C = 3). Off by default:
   // on the H200 it made ResNet-101 FP16 slower (batch 64 20.0k vs 22.0k img/s, batch 256 25.0k
   // vs 28.2k; bench/results/2026-11-22-h200-run8) because the padded input reformat costs more
-  // than the conv saves; kiln_gpu_bench honours KILN_PAD_INPUT_CHANNELS for the A/B.
+  // than the conv saves; still slower with the pixel-per-thread reformat (run 17 of 2026-11-23:
+  // batch 64 20.7k vs 22.5k, batch 256 25.3k vs 28.0k). kiln_gpu_bench honours
+  // KILN_PAD_INPUT_CHANNELS for the A/B.
   bool pad_input_channels = false;
   // Aux streams independent branches may run on (streams.h, docs/decisions/0011-aux-streams.md):
   // 0 = every layer on the caller's stream; < 0 = the builder decides (the graph's forks, at most
