@@ -33,18 +33,6 @@
 #include "builder/timing_cache.h"
 
 namespace kiln::cuda {
-
-// Graphs and plans are built with one process-wide handle that lives as long as the plans it
-// finalized (the tuning context's handle is destroyed after the build); execution uses the
-// calling context's handle on the same device.
-StatusOr<cudnnHandle_t> build_handle() {
-  static std::mutex mu;
-  static cudnnHandle_t h = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!h) KILN_CUDNN_CHECK(cudnnCreate(&h));
-  return h;
-}
-
 namespace {
 
 // Engine configurations timed per signature (KILN_CUDNN_GRAPH_PLANS overrides; runtime-fusion
@@ -296,6 +284,17 @@ Status execute(cudnnHandle_t h, const GraphPlan& gp, const void* x, const void* 
   KILN_CUDNN_CHECK(cudnnBackendFinalize(vp.d));
   KILN_CUDNN_CHECK(cudnnBackendExecute(h, gp.plan->d, vp.d));
   return Status::Ok();
+}
+
+// Graphs and plans are built with one process-wide handle that lives as long as the plans it
+// finalized (the tuning context's handle is destroyed after the build); execution uses the
+// calling context's handle on the same device.
+StatusOr<cudnnHandle_t> build_handle() {
+  static std::mutex mu;
+  static cudnnHandle_t h = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!h) KILN_CUDNN_CHECK(cudnnCreate(&h));
+  return h;
 }
 
 std::string signature(const ConvParams& p, cudnnDataType_t io) {

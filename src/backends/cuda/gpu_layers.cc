@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
-#include <mutex>
 
 #include "backends/cuda/cuda_check.h"
 #include "builder/timing_cache.h"
@@ -27,14 +26,6 @@ void* ExecState::ptr(int v) const {
 }
 
 namespace {
-
-// Workspace queries while layers are constructed (no ExecState yet) use the process-wide
-// build_handle() (conv_graph.cc) under this mutex. A handle created per layer cost ~5 ms each:
-// half of a ResNet-101 plan load on the H200.
-std::mutex& query_mutex() {
-  static std::mutex m;
-  return m;
-}
 
 constexpr size_t kMaxConvWorkspace = 256u << 20;  // bytes a single conv tactic may use
 
@@ -328,11 +319,10 @@ class ConvLayer : public Layer {
   }
   Status update_workspace(cudnnHandle_t h) {
     if (!h) {
+      // At construction (no handle yet): sized by prepare / tune / use_tactic, which every path
+      // to enqueue passes through. Querying here meant a cuDNN handle per layer (~5 ms each, half
+      // of a ResNet-101 plan load); the tuning scratch needs no more than kMaxConvWorkspace anyway.
       ws_ = 0;
-      auto q = build_handle();
-      if (!q.ok()) return describe();  // no device: sized at tune time
-      std::lock_guard<std::mutex> lock(query_mutex());
-      if (cudnnGetConvolutionForwardWorkspaceSize(*q, x_, w_, conv_, y_, algo_, &ws_) != CUDNN_STATUS_SUCCESS) ws_ = 0;
       return describe();
     }
     KILN_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, x_, w_, conv_, y_, algo_, &ws_));

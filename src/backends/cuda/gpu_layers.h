@@ -105,9 +105,6 @@ StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, StorageTyp
 // the activation or dtype is outside what the graph expresses (then use make_conv_layer alone)
 // or when the environment sets KILN_CUDNN_GRAPH=0 (A/B measurements).
 std::unique_ptr<Layer> make_conv_graph_layer(const ConvParams& p, cudnnDataType_t io);
-// The process-wide cuDNN handle for building graphs and plans and for workspace queries before
-// a context exists (never destroyed). Not thread-safe: callers serialize their use of it.
-StatusOr<cudnnHandle_t> build_handle();
 // Forgets the per-signature tuning results shared by the graph-API conv layers of this process.
 void reset_conv_graph_decisions();
 
