@@ -36,6 +36,7 @@ std::map<std::string, double> TimingCache::lookup(const std::string& signature) 
   auto it = entries_.find(signature);
   if (it == entries_.end() || it->second.empty()) {
     ++misses_;
+    missed_.push_back(signature);
     return {};
   }
   ++hits_;

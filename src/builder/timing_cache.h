@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "kiln/status.h"
 
@@ -42,6 +43,9 @@ class TimingCache {
   size_t size() const;  // measurements held
   int hits() const { return hits_; }
   int misses() const { return misses_; }
+  // The signatures that missed, in lookup order (the build log names them: a miss on a warm
+  // rebuild means a layer's signature or candidate set changed).
+  const std::vector<std::string>& missed() const { return missed_; }
   const TimingCacheHeader& header() const { return header_; }
 
   // JSON text of the cache (see the decision record) and back. from_json refuses malformed
@@ -58,6 +62,7 @@ class TimingCache {
   TimingCacheHeader header_;
   std::map<std::string, std::map<std::string, double>> entries_;  // signature -> tactic -> ms
   int hits_ = 0, misses_ = 0;
+  std::vector<std::string> missed_;
 };
 
 }  // namespace kiln

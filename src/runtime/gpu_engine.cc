@@ -77,6 +77,11 @@ StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std:
   if (!settings.timing_cache_path.empty()) {
     log("timing cache: " + std::to_string(cache.hits()) + " hits, " + std::to_string(cache.misses()) +
         " misses (layers timed); " + std::to_string(cache.size()) + " entries");
+    // Which signatures were timed anew: on a warm rebuild any line here is worth a look.
+    constexpr size_t kShown = 8;
+    for (size_t i = 0; i < cache.missed().size() && i < kShown; ++i) log("timing cache: miss '" + cache.missed()[i] + "'");
+    if (cache.missed().size() > kShown)
+      log("timing cache: ... " + std::to_string(cache.missed().size() - kShown) + " more misses");
     KILN_RETURN_IF_ERROR(cache.save(settings.timing_cache_path));
     log("timing cache: wrote '" + settings.timing_cache_path + "'");
   }

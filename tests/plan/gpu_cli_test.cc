@@ -80,6 +80,7 @@ TEST_F(GpuCli, Bf16BuildWithTimingCacheAndInspect) {
 
   ASSERT_EQ(kiln("build " + model_ + " -o " + plan + " --device gpu --bf16 --timing-cache " + cache, &out), 0) << out;
   EXPECT_NE(out.find(" 0 misses"), std::string::npos) << "the second build timed layers:\n" << out;
+  EXPECT_EQ(out.find("timing cache: miss '"), std::string::npos) << out;
 
   ASSERT_EQ(kiln("inspect " + plan, &out), 0) << out;
   EXPECT_NE(out.find("Build: fp32 tf32 bf16"), std::string::npos) << out;

@@ -53,6 +53,7 @@ TEST(TimingCache, LookupCountsHitsAndMisses) {
   EXPECT_TRUE(c.lookup(kGemm).empty());
   EXPECT_EQ(c.misses(), 2);
   EXPECT_EQ(c.size(), 2u);
+  EXPECT_EQ(c.missed(), (std::vector<std::string>{kConv, kGemm}));  // the build log names them
 }
 
 TEST(TimingCache, FileRoundTrip) {
