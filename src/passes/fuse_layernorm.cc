@@ -18,31 +18,6 @@ namespace {
 namespace pt = pattern;
 using ir::OpKind;
 
-// The normalizer reading d: Div(d, s), Mul(d, Reciprocal(s)) or Mul(d, Div(1, s)); s = Sqrt(·)
-// output in *s, the layers between in *chain. False when `n` is none of these.
-bool normalizer_of(ir::Graph& g, const pt::Consumers& c, ir::Node& n, ir::ValueId d, ir::ValueId* s,
-                   std::vector<ir::Node*>* chain) {
-  if (n.op == OpKind::kDiv && n.inputs.size() == 2 && n.inputs[0] == d && n.inputs[1] != d) {
-    *s = n.inputs[1];
-    return true;
-  }
-  if (n.op != OpKind::kMul) return false;
-  const ir::ValueId r = pt::other_input(n, d);
-  if (r == ir::kNoValue || r == d || !pt::single_use(g, c, r)) return false;
-  if (ir::Node* rec = pt::producer(g, r, OpKind::kReciprocal)) {
-    *s = rec->inputs[0];
-    chain->push_back(rec);
-    return true;
-  }
-  ir::Node* div = pt::producer(g, r, OpKind::kDiv);
-  if (div && div->inputs.size() == 2 && pt::is_const_near(g, div->inputs[0], pt::rank_of(g, d), 1.0)) {
-    *s = div->inputs[1];
-    chain->push_back(div);
-    return true;
-  }
-  return false;
-}
-
 // Tries the pattern rooted at the first ReduceMean; rewrites it into LayerNormalization.
 bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm1) {
   if (rm1.inputs.empty() || rm1.outputs.size() != 1) return false;
@@ -69,7 +44,7 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm1) {
                             (n.op == OpKind::kPow && pt::is_const_near(g, n.inputs[1], rank, 2.0)));
     if (is_square && !sq) {
       sq = &n;
-    } else if (!norm && normalizer_of(g, c, n, d, &s, &norm_chain)) {
+    } else if (!norm && pt::normalizer_of(g, c, n, d, &s, &norm_chain)) {
       norm = &n;
     }
   }
@@ -105,31 +80,13 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm1) {
       y = add->outputs[0];
     }
   }
-  if (!gamma) {
-    Tensor ones(DataType::kFloat64, {dim});
-    std::fill(ones.data<double>(), ones.data<double>() + dim, 1.0);
-    auto cast = cast_tensor(ones, dt);
-    if (!cast.ok()) return false;
-    gamma = std::move(*cast);
-  }
-  auto add_param = [&](const std::string& suffix, Tensor t) {
-    std::string name = rm1.name + suffix;
-    while (g.find_value(name) != ir::kNoValue) name += "_";
-    const ir::ValueId v = g.add_value(name, dt);
-    g.value(v).shape = ir::SymShape{ir::Dim::known(dim)};
-    g.value(v).constant = std::make_shared<Tensor>(std::move(t));
-    return v;
-  };
-  rm1.op = OpKind::kLayerNormalization;
-  rm1.opset = std::max(rm1.opset, 17);
-  rm1.inputs = {x, add_param("_ln_scale", std::move(*gamma))};
-  if (beta) rm1.inputs.push_back(add_param("_ln_bias", std::move(*beta)));
-  rm1.attrs.clear();
-  rm1.attrs["axis"] = ir::Attribute::of_int(-1);
-  rm1.attrs["epsilon"] = ir::Attribute::of_float(static_cast<float>(eps));
-  rm1.outputs = {y};
-  g.value(y).producer = rm1.id;
-  pt::absorb(rm1, matched);
+  const auto scale = pt::add_last_axis_constant(g, rm1.name + "_ln_scale", dt, dim, std::move(gamma));
+  if (!scale) return false;
+  std::optional<ir::ValueId> bias;
+  if (beta && !(bias = pt::add_last_axis_constant(g, rm1.name + "_ln_bias", dt, dim, std::move(beta)))) return false;
+  std::vector<ir::ValueId> inputs = {x, *scale};
+  if (bias) inputs.push_back(*bias);
+  pt::rewrite_as_last_axis_norm(g, rm1, OpKind::kLayerNormalization, 17, std::move(inputs), eps, y, matched);
   return true;
 }
 

@@ -17,31 +17,6 @@ namespace {
 namespace pt = pattern;
 using ir::OpKind;
 
-// The layer reading x that divides it by s = Sqrt(·): Div(x, s), Mul(x, Reciprocal(s)) or
-// Mul(x, Div(1, s)); s in *s and the layers between in *chain.
-bool normalizer_of(ir::Graph& g, const pt::Consumers& c, ir::Node& n, ir::ValueId x, ir::ValueId* s,
-                   std::vector<ir::Node*>* chain) {
-  if (n.op == OpKind::kDiv && n.inputs.size() == 2 && n.inputs[0] == x && n.inputs[1] != x) {
-    *s = n.inputs[1];
-    return true;
-  }
-  if (n.op != OpKind::kMul) return false;
-  const ir::ValueId r = pt::other_input(n, x);
-  if (r == ir::kNoValue || r == x || !pt::single_use(g, c, r)) return false;
-  if (ir::Node* rec = pt::producer(g, r, OpKind::kReciprocal)) {
-    *s = rec->inputs[0];
-    chain->push_back(rec);
-    return true;
-  }
-  ir::Node* div = pt::producer(g, r, OpKind::kDiv);
-  if (div && div->inputs.size() == 2 && pt::is_const_near(g, div->inputs[0], pt::rank_of(g, x), 1.0)) {
-    *s = div->inputs[1];
-    chain->push_back(div);
-    return true;
-  }
-  return false;
-}
-
 // Anchored at the ReduceMean of the square.
 bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm) {
   if (rm.inputs.empty() || rm.outputs.size() != 1) return false;
@@ -71,7 +46,7 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm) {
     if (&n == &sq || n.removed) continue;
     ir::ValueId s = ir::kNoValue;
     std::vector<ir::Node*> ch;
-    if (normalizer_of(g, c, n, x, &s, &ch) && s == sqrt->outputs[0]) {
+    if (pt::normalizer_of(g, c, n, x, &s, &ch) && s == sqrt->outputs[0]) {
       norm = &n;
       chain = ch;
     }
@@ -89,27 +64,9 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& rm) {
       y = mul->outputs[0];
     }
   }
-  if (!w) {
-    Tensor ones(DataType::kFloat64, {dim});
-    std::fill(ones.data<double>(), ones.data<double>() + dim, 1.0);
-    auto cast = cast_tensor(ones, dt);
-    if (!cast.ok()) return false;
-    w = std::move(*cast);
-  }
-  std::string name = rm.name + "_rms_scale";
-  while (g.find_value(name) != ir::kNoValue) name += "_";
-  const ir::ValueId wv = g.add_value(name, dt);
-  g.value(wv).shape = ir::SymShape{ir::Dim::known(dim)};
-  g.value(wv).constant = std::make_shared<Tensor>(std::move(*w));
-  rm.op = OpKind::kRMSNormalization;
-  rm.opset = std::max(rm.opset, 23);
-  rm.inputs = {x, wv};
-  rm.attrs.clear();
-  rm.attrs["axis"] = ir::Attribute::of_int(-1);
-  rm.attrs["epsilon"] = ir::Attribute::of_float(static_cast<float>(eps));
-  rm.outputs = {y};
-  g.value(y).producer = rm.id;
-  pt::absorb(rm, matched);
+  const auto wv = pt::add_last_axis_constant(g, rm.name + "_rms_scale", dt, dim, std::move(w));
+  if (!wv) return false;
+  pt::rewrite_as_last_axis_norm(g, rm, OpKind::kRMSNormalization, 23, {x, *wv}, eps, y, matched);
   return true;
 }
 

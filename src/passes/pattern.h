@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "passes/pass.h"
@@ -100,6 +101,50 @@ inline std::optional<Tensor> last_axis_param(const ir::Graph& g, ir::ValueId v, 
   return t->reshaped({d});
 }
 
+// The layer `n` reading `x` that divides it by s = Sqrt(·), as LayerNorm / RMSNorm exports write
+// it: Div(x, s), Mul(x, Reciprocal(s)) or Mul(x, Div(1, s)). Sets *s and appends the layers in
+// between (Reciprocal / Div) to *chain; false when `n` is none of these.
+inline bool normalizer_of(ir::Graph& g, const Consumers& c, ir::Node& n, ir::ValueId x, ir::ValueId* s,
+                          std::vector<ir::Node*>* chain) {
+  if (n.op == ir::OpKind::kDiv && n.inputs.size() == 2 && n.inputs[0] == x && n.inputs[1] != x) {
+    *s = n.inputs[1];
+    return true;
+  }
+  if (n.op != ir::OpKind::kMul) return false;
+  const ir::ValueId r = other_input(n, x);
+  if (r == ir::kNoValue || r == x || !single_use(g, c, r)) return false;
+  if (ir::Node* rec = producer(g, r, ir::OpKind::kReciprocal)) {
+    *s = rec->inputs[0];
+    chain->push_back(rec);
+    return true;
+  }
+  ir::Node* div = producer(g, r, ir::OpKind::kDiv);
+  if (div && div->inputs.size() == 2 && is_const_near(g, div->inputs[0], rank_of(g, x), 1.0)) {
+    *s = div->inputs[1];
+    chain->push_back(div);
+    return true;
+  }
+  return false;
+}
+
+// `t` (or, without it, ones) as a new constant value [d] of dtype `dt`, named `name` or a
+// variant of it not yet in the graph: the scale / bias input of a fused normalization.
+inline std::optional<ir::ValueId> add_last_axis_constant(ir::Graph& g, std::string name, DataType dt, int64_t d,
+                                                         std::optional<Tensor> t) {
+  if (!t) {
+    Tensor ones(DataType::kFloat64, {d});
+    std::fill(ones.data<double>(), ones.data<double>() + d, 1.0);
+    auto cast = cast_tensor(ones, dt);
+    if (!cast.ok()) return std::nullopt;
+    t = std::move(*cast);
+  }
+  while (g.find_value(name) != ir::kNoValue) name += "_";
+  const ir::ValueId v = g.add_value(name, dt);
+  g.value(v).shape = ir::SymShape{ir::Dim::known(d)};
+  g.value(v).constant = std::make_shared<Tensor>(std::move(*t));
+  return v;
+}
+
 // `fused` takes over the matched layers: their names join its origin, they are removed.
 inline void absorb(ir::Node& fused, const std::vector<ir::Node*>& matched) {
   for (ir::Node* n : matched) {
@@ -107,6 +152,23 @@ inline void absorb(ir::Node& fused, const std::vector<ir::Node*>& matched) {
     fused.origin.insert(fused.origin.end(), n->origin.begin(), n->origin.end());
     n->removed = true;
   }
+}
+
+// Turns `anchor` into the fused normalization `op` (LayerNormalization, RMSNormalization) over
+// the last axis: `inputs`, epsilon `eps`, output `y` (the pattern's last value); `matched`
+// layers are absorbed.
+inline void rewrite_as_last_axis_norm(ir::Graph& g, ir::Node& anchor, ir::OpKind op, int opset,
+                                      std::vector<ir::ValueId> inputs, double eps, ir::ValueId y,
+                                      const std::vector<ir::Node*>& matched) {
+  anchor.op = op;
+  anchor.opset = std::max(anchor.opset, opset);
+  anchor.inputs = std::move(inputs);
+  anchor.attrs.clear();
+  anchor.attrs["axis"] = ir::Attribute::of_int(-1);
+  anchor.attrs["epsilon"] = ir::Attribute::of_float(static_cast<float>(eps));
+  anchor.outputs = {y};
+  g.value(y).producer = anchor.id;
+  absorb(anchor, matched);
 }
 
 }  // namespace kiln::passes::pattern
