@@ -78,6 +78,13 @@ StatusOr<Tensor> logits(const ir::Graph& g, const Tensor& x, const std::string& 
   return out[0];
 }
 
+// Marks `g`'s layers with the --layer-precisions rules; false (the error on stderr) when a rule is bad.
+bool constrain(ir::Graph* g, const std::vector<LayerPrecision>& rules) {
+  const Status s = passes::apply_layer_precisions(*g, rules);
+  if (!s.ok()) std::fprintf(stderr, "%s\n", s.to_string().c_str());
+  return s.ok();
+}
+
 int agreement(const ir::Graph& imported, const std::string& npy, const std::vector<std::string>& precisions,
               const std::vector<LayerPrecision>& layer_precisions, const std::string& layer_spec,
               const std::string& json_out) {
@@ -94,10 +101,7 @@ int agreement(const ir::Graph& imported, const std::string& npy, const std::vect
   g.compact();
   auto ref = logits(g, *x, "fp32");
   ir::Graph gq = g;  // the graph of the other precisions: with the per-layer constraints
-  if (Status s = passes::apply_layer_precisions(gq, layer_precisions); !s.ok()) {
-    std::fprintf(stderr, "%s\n", s.to_string().c_str());
-    return 2;
-  }
+  if (!constrain(&gq, layer_precisions)) return 2;
   if (!ref.ok()) { std::fprintf(stderr, "fp32: %s\n", ref.status().to_string().c_str()); return 1; }
   const int64_t n = ref->dim(0), classes = ref->dim(1);
   std::string json = "{\"mode\": \"agreement\", \"inputs\": " + std::to_string(n) + ", \"source\": \"" + npy +
@@ -219,10 +223,7 @@ int main(int argc, char** argv) {
     auto shapes = cuda::infer_value_shapes_by_reference(g, {x.shape()});
     if (!ref.ok() || !shapes.ok()) return 1;
     ir::Graph gq = g;  // with the per-layer constraints (not for the fp32 rows)
-    if (Status s = passes::apply_layer_precisions(gq, *layer_precisions); !s.ok()) {
-      std::fprintf(stderr, "%s\n", s.to_string().c_str());
-      return 2;
-    }
+    if (!constrain(&gq, *layer_precisions)) return 2;
     for (const std::string& prec : precisions) {
       cuda::GpuBuildOptions o;
       o.fp16 = prec == "fp16";

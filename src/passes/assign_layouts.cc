@@ -62,7 +62,7 @@ Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n) {
     case ir::OpKind::kAveragePool:
     case ir::OpKind::kGlobalAveragePool:
     case ir::OpKind::kGlobalMaxPool:
-      return n.attr_string("precision", "") == "fp32" ? Layout::kNCHW : Layout::kNHWC;
+      return node_precision(n) == DataType::kFloat32 ? Layout::kNCHW : Layout::kNHWC;
     // Elementwise layers index any layout with broadcast strides.
     case ir::OpKind::kAdd: case ir::OpKind::kSub: case ir::OpKind::kMul: case ir::OpKind::kDiv:
     case ir::OpKind::kMax: case ir::OpKind::kMin: case ir::OpKind::kPow:

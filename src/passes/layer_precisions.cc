@@ -10,6 +10,23 @@
 
 namespace kiln::passes {
 
+const char* precision_token(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return "fp32";
+    case DataType::kFloat16: return "fp16";
+    case DataType::kBFloat16: return "bf16";
+    default: return "";
+  }
+}
+
+DataType precision_from_token(const std::string& token) {
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16})
+    if (token == precision_token(t)) return t;
+  return DataType::kUndefined;
+}
+
+DataType node_precision(const ir::Node& n) { return precision_from_token(n.attr_string("precision", "")); }
+
 // '*' matches any run of characters (possibly empty); everything else matches itself.
 bool glob_match(const std::string& pattern, const std::string& name) {
   size_t p = 0, n = 0, star = std::string::npos, mark = 0;
@@ -40,7 +57,7 @@ Status apply_layer_precisions(ir::Graph& g, const std::vector<LayerPrecision>& r
   std::vector<int> hits(rules.size(), 0);
   for (size_t r = 0; r < rules.size(); ++r) {
     const DataType t = rules[r].precision;
-    if (t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16)
+    if (*precision_token(t) == '\0')
       problems.push_back("'" + rules[r].pattern + "': precision " + dtype_name(t) +
                          " (per-layer precisions are fp32, fp16 and bf16)");
   }
@@ -54,8 +71,7 @@ Status apply_layer_precisions(ir::Graph& g, const std::vector<LayerPrecision>& r
         ++hits[r];
         ir::Attribute a;
         a.kind = ir::Attribute::Kind::kString;
-        const DataType t = rules[r].precision;
-        a.s = t == DataType::kFloat32 ? "fp32" : (t == DataType::kFloat16 ? "fp16" : "bf16");
+        a.s = precision_token(rules[r].precision);
         n.attrs["precision"] = a;
       }
     }
@@ -84,10 +100,9 @@ StatusOr<std::vector<LayerPrecision>> parse_layer_precisions(const std::string& 
     const std::string prec = item.substr(colon + 1);
     LayerPrecision lp;
     lp.pattern = item.substr(0, colon);
-    if (prec == "fp32") lp.precision = DataType::kFloat32;
-    else if (prec == "fp16") lp.precision = DataType::kFloat16;
-    else if (prec == "bf16") lp.precision = DataType::kBFloat16;
-    else return invalid_argument("--layer-precisions '" + item + "': precision '" + prec + "', expected fp32, fp16 or bf16");
+    lp.precision = precision_from_token(prec);
+    if (lp.precision == DataType::kUndefined)
+      return invalid_argument("--layer-precisions '" + item + "': precision '" + prec + "', expected fp32, fp16 or bf16");
     out.push_back(lp);
     start = comma + 1;
   }

@@ -32,6 +32,12 @@ Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse
 Status fuse_pointwise(ir::Graph& g, const PassOptions& opts);            // fuse_pointwise.cc
 
 // ---- per-layer precision constraints (layer_precisions.cc): run by the builder after the pipeline.
+// The precision tokens of --layer-precisions and of the node attribute "precision": "fp32",
+// "fp16", "bf16" ("" for any other dtype), and back (kUndefined for anything else).
+const char* precision_token(DataType t);
+DataType precision_from_token(const std::string& token);
+// The precision a node is constrained to (its "precision" attribute); kUndefined when none.
+DataType node_precision(const ir::Node& n);
 // '*' in `pattern` matches any run of characters (possibly empty); the rest matches itself.
 bool glob_match(const std::string& pattern, const std::string& name);
 // "PATTERN:PREC[,PATTERN:PREC...]" (trtexec --layerPrecisions), PREC one of fp32, fp16, bf16;

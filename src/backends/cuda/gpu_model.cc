@@ -149,15 +149,23 @@ bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_
   return true;
 }
 
-// Adds the time until its end to *ms (weight preparation inside the lowering, for load phases).
-struct WeightTimer {
-  explicit WeightTimer(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
-  ~WeightTimer() { *ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count(); }
-  WeightTimer(const WeightTimer&) = delete;
-  WeightTimer& operator=(const WeightTimer&) = delete;
+// Adds the time until its end to *ms, when ms is not null (load phases, KILN_LOAD_TRACE).
+struct ScopedMs {
+  explicit ScopedMs(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
+  ~ScopedMs() {
+    if (ms_) *ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  ScopedMs(const ScopedMs&) = delete;
+  ScopedMs& operator=(const ScopedMs&) = delete;
   double* ms_;
   std::chrono::steady_clock::time_point t0_;
 };
+
+// KILN_LOAD_TRACE=1: where a model's lowering goes (steps, per op kind), on stderr.
+bool load_trace() {
+  static const bool on = std::getenv("KILN_LOAD_TRACE") != nullptr;
+  return on;
+}
 
 // cudaMalloc whose error says what was being allocated, how many bytes, and the device's
 // free/total memory at that moment.
@@ -221,9 +229,11 @@ class Lowering {
       st_ = node_storage(n);
       low_ = st_ != StorageType::kF32;
       convert_inputs_ = !is_view_op(n.op);
-      const auto tn = std::chrono::steady_clock::now();
-      Status s = lower(n);
-      if (trace_) trace_ms_[ir::op_name(n.op)] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tn).count();
+      Status s;
+      {
+        const ScopedMs timer(load_trace() ? &trace_ms_[ir::op_name(n.op)] : nullptr);
+        s = lower(n);
+      }
       convert_inputs_ = false;
       // Device failures (out of memory, ...) stop the build; the rest is collected.
       if (s.code() == StatusCode::kOutOfMemory || s.code() == StatusCode::kInternal)
@@ -301,11 +311,12 @@ class Lowering {
   // The storage a node computes in: its "precision" attribute (BuilderConfig::layer_precisions),
   // else the plan's.
   StorageType node_storage(const ir::Node& n) const {
-    const std::string p = n.attr_string("precision", "");
-    if (p == "fp32") return StorageType::kF32;
-    if (p == "fp16") return StorageType::kF16;
-    if (p == "bf16") return StorageType::kBF16;
-    return plan_st_;
+    switch (passes::node_precision(n)) {
+      case DataType::kFloat32: return StorageType::kF32;
+      case DataType::kFloat16: return StorageType::kF16;
+      case DataType::kBFloat16: return StorageType::kBF16;
+      default: return plan_st_;
+    }
   }
 
   static bool is_view_op(ir::OpKind op) {
@@ -384,7 +395,7 @@ class Lowering {
     return upload(name, data.data(), data.size(), logical, nhwc);
   }
   StatusOr<int> upload(const std::string& name, const float* data, size_t count, const Shape& logical, bool nhwc) {
-    const WeightTimer timer(&m_->times.weights_ms);
+    const ScopedMs timer(&m_->times.weights_ms);
     const int id = new_val(name, logical, st_, nhwc);
     const size_t bytes = count * storage_bytes(st_);
     if (dry_run_) {  // check_gpu_support: no device memory, so it also answers without a GPU
@@ -403,10 +414,8 @@ class Lowering {
         else
           for (int64_t i = b; i < e; ++i) h[i] = float_to_bf16(data[i]);
       });
-      const auto tc = std::chrono::steady_clock::now();
+      const ScopedMs copy_timer(load_trace() ? &trace_ms_["(weights: hash + copy)"] : nullptr);
       KILN_ASSIGN_OR_RETURN(p, device_copy(h, bytes, "weight '" + name + "'"));
-      if (trace_) trace_ms_["(weights: hash + copy)"] +=
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - tc).count();
     } else {
       KILN_ASSIGN_OR_RETURN(p, device_copy(data, bytes, "weight '" + name + "'"));
     }
@@ -587,7 +596,7 @@ class Lowering {
       w_shape[1] = cp;
     }
     if (nhwc) {  // KCRS -> KRSC (C padded to cp with zeros)
-      const WeightTimer timer(&m_->times.weights_ms);
+      const ScopedMs timer(&m_->times.weights_ms);
       const int64_t K = wc->dim(0), C = wc->dim(1), R = k[0], S = k[1];
       const size_t count = static_cast<size_t>(K * R * S * cp);
       if (wscratch_.size() < count) wscratch_.resize(count);  // reused across convs (see upload)
@@ -1200,8 +1209,7 @@ class Lowering {
   std::map<std::pair<int, bool>, int> reformatted_;
   bool laid_out_ = false;  // the graph carries assign_layouts' decisions
   bool dry_run_ = false;
-  const bool trace_ = std::getenv("KILN_LOAD_TRACE") != nullptr;  // per-op lowering times on stderr
-  std::map<std::string, double> trace_ms_;
+  std::map<std::string, double> trace_ms_;  // KILN_LOAD_TRACE: lowering ms per op kind
   struct ConcatSite {
     size_t layer;                // index into m_->layers
     int64_t outer;               // product of the physical dims before the concat axis
@@ -1341,8 +1349,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   Impl* m = model->impl_.get();
   m->opts = opts;
   const auto t0 = std::chrono::steady_clock::now();
-  // KILN_LOAD_TRACE=1: the lowering's steps on stderr, ms (where a plan load's "lower" goes).
-  const bool trace = std::getenv("KILN_LOAD_TRACE") != nullptr;
+  const bool trace = load_trace();
   auto tp = t0;
   auto step = [&](const char* what) {
     if (!trace) return;
