@@ -1,0 +1,69 @@
+// The internals of GpuModel and GpuContext (gpu_model.h), shared by the lowering and model
+// setup (gpu_model.cc) and the execution context (gpu_context.cc). Private to the CUDA backend.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/aux_streams.h"
+#include "backends/cuda/gpu_layers.h"
+#include "backends/cuda/gpu_model.h"
+#include "backends/cuda/streams.h"
+
+namespace kiln::cuda {
+
+struct GpuModel::Impl {
+  std::vector<GVal> vals;
+  std::vector<std::unique_ptr<Layer>> layers;
+  std::vector<GpuLayerInfo> infos;
+  std::vector<int> input_vals, output_vals;  // staging values (row-major; inputs float32/int32/int64, outputs float32)
+  std::vector<std::string> eliminated;       // Concat layers whose inputs all write in place
+  std::vector<void*> weight_allocs;
+  size_t arena = 0, act_sum = 0, weights = 0, workspace = 0;
+  StreamPlan streams;                 // stream per layer and cross-stream events (streams.h)
+  std::vector<size_t> aux_workspace;  // per aux stream: bytes its layers' tactics need
+  GpuBuildOptions opts;
+  GpuModel::SetupTimes times;
+  ~Impl() {
+    for (void* p : weight_allocs) cudaFree(p);
+  }
+};
+
+struct GpuContext::Impl {
+  const GpuModel::Impl* m = nullptr;
+  std::shared_ptr<const GpuModel> keep;
+  void* arena = nullptr;
+  void* workspace = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  bool graph_on = false;
+  cudaGraphExec_t graph = nullptr;
+  cudaStream_t own_stream = nullptr;  // the stream of run()
+  AuxStreams aux;  // the model's aux streams, with their handles, workspaces and events
+  ~Impl() {
+    if (own_stream) cudaStreamDestroy(own_stream);
+    if (graph) cudaGraphExecDestroy(graph);
+    if (cudnn) cudnnDestroy(cudnn);
+    if (lt) cublasLtDestroy(lt);
+    cudaFree(arena);
+    cudaFree(workspace);
+  }
+  ExecState state(cudaStream_t s) const {
+    ExecState st;
+    st.arena = static_cast<char*>(arena);
+    st.workspace = workspace;
+    st.workspace_bytes = m->workspace;
+    st.cudnn = cudnn;
+    st.lt = lt;
+    st.stream = s;
+    st.vals = &m->vals;
+    return st;
+  }
+};
+
+}  // namespace kiln::cuda
