@@ -161,7 +161,7 @@ class Lowering {
       // for views, which keep their input's storage.
       st_ = node_storage(n);
       low_ = st_ != StorageType::kF32;
-      convert_inputs_ = !is_view_op(n.op);
+      convert_inputs_ = !is_int_view(n.op) && n.op != ir::OpKind::kReformat;  // views keep their input's type
       Status s;
       {
         const ScopedMs timer(load_trace() ? &trace_ms_[ir::op_name(n.op)] : nullptr);
@@ -249,16 +249,6 @@ class Lowering {
       case DataType::kFloat16: return StorageType::kF16;
       case DataType::kBFloat16: return StorageType::kBF16;
       default: return plan_st_;
-    }
-  }
-
-  static bool is_view_op(ir::OpKind op) {
-    switch (op) {
-      case ir::OpKind::kReshape: case ir::OpKind::kFlatten: case ir::OpKind::kSqueeze: case ir::OpKind::kUnsqueeze:
-      case ir::OpKind::kIdentity: case ir::OpKind::kDropout: case ir::OpKind::kReformat:
-        return true;
-      default:
-        return false;
     }
   }
 
