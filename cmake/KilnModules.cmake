@@ -43,7 +43,7 @@ target_compile_definitions(kiln_core PUBLIC KILN_VERSION_STRING="${PROJECT_VERSI
 target_link_libraries(kiln_core PUBLIC Threads::Threads)
 
 kiln_sources(IR_SOURCES ir)
-kiln_module(kiln_ir SOURCES ${IR_SOURCES} EXPOSE ir DEPENDS kiln_core kiln_cpu kiln_runtime kiln_onnx)
+kiln_module(kiln_ir SOURCES ${IR_SOURCES} EXPOSE ir DEPENDS kiln_core kiln_cpu kiln_runtime)
 
 kiln_sources(ONNX_SOURCES onnx)
 kiln_module(kiln_onnx SOURCES ${ONNX_SOURCES} EXPOSE onnx
@@ -55,7 +55,7 @@ kiln_module(kiln_passes SOURCES ${PASSES_SOURCES} EXPOSE passes DEPENDS kiln_ir 
 
 kiln_sources(CPU_SOURCES backends/cpu)
 kiln_module(kiln_cpu SOURCES ${CPU_SOURCES} EXPOSE backends/cpu backends/kernel.h
-  DEPENDS kiln_ir kiln_onnx ${BLAS_LIBRARIES})
+  DEPENDS kiln_ir ${BLAS_LIBRARIES})
 target_include_directories(kiln_cpu PRIVATE ${OPENBLAS_INCLUDE_DIR})
 
 kiln_sources(PLAN_SOURCES plan)
