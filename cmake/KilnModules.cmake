@@ -43,7 +43,7 @@ target_compile_definitions(kiln_core PUBLIC KILN_VERSION_STRING="${PROJECT_VERSI
 target_link_libraries(kiln_core PUBLIC Threads::Threads)
 
 kiln_sources(IR_SOURCES ir)
-kiln_module(kiln_ir SOURCES ${IR_SOURCES} EXPOSE ir DEPENDS kiln_core kiln_cpu kiln_runtime)
+kiln_module(kiln_ir SOURCES ${IR_SOURCES} EXPOSE ir DEPENDS kiln_core)
 
 kiln_sources(ONNX_SOURCES onnx)
 kiln_module(kiln_onnx SOURCES ${ONNX_SOURCES} EXPOSE onnx
@@ -51,7 +51,7 @@ kiln_module(kiln_onnx SOURCES ${ONNX_SOURCES} EXPOSE onnx
 target_compile_definitions(kiln_onnx PUBLIC ONNX_ML=1 ONNX_NAMESPACE=onnx)
 
 kiln_sources(PASSES_SOURCES passes)
-kiln_module(kiln_passes SOURCES ${PASSES_SOURCES} EXPOSE passes DEPENDS kiln_ir kiln_runtime)
+kiln_module(kiln_passes SOURCES ${PASSES_SOURCES} EXPOSE passes DEPENDS kiln_ir)
 
 kiln_sources(CPU_SOURCES backends/cpu)
 kiln_module(kiln_cpu SOURCES ${CPU_SOURCES} EXPOSE backends/cpu backends/kernel.h
@@ -69,7 +69,7 @@ if(KILN_HAVE_CUDA)
   file(GLOB CUDA_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/src/backends/cuda/*.cc ${CMAKE_SOURCE_DIR}/src/backends/cuda/*.cu)
   kiln_module(kiln_cuda SOURCES ${CUDA_SOURCES} EXPOSE backends/cuda
-    DEPENDS kiln_ir kiln_passes kiln_runtime kiln_builder
+    DEPENDS kiln_cpu kiln_passes kiln_plan kiln_builder
     CUDA::cudart CUDA::cublasLt ${CUDNN_LIB})
   set_target_properties(kiln_cuda PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   # cuDNN's legacy convolution API is deprecated in cuDNN 9 but still the simplest fused call.

@@ -27,11 +27,18 @@
 #include "ir/shape_inference.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 
 using namespace kiln;
 
 namespace {
+
+// The pass pipeline's options as the builder sets them: the CPU reference kernels fold constants.
+passes::PassOptions reference_pass_options() {
+  passes::PassOptions o;
+  o.evaluator = &reference_evaluator();
+  return o;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> r;
@@ -96,8 +103,8 @@ int agreement(const ir::Graph& imported, const std::string& npy, const std::vect
   }
   ir::Graph g = imported;
   std::map<std::string, Shape> concrete = {{g.value(g.inputs[0]).name, x->shape()}};
-  if (Status s = ir::infer_shapes(g, &concrete); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
-  if (Status s = passes::run_pipeline(g, passes::PassOptions{}); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
+  if (Status s = ir::infer_shapes(g, &concrete, &reference_evaluator()); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
+  if (Status s = passes::run_pipeline(g, reference_pass_options()); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
   g.compact();
   auto ref = logits(g, *x, "fp32");
   ir::Graph gq = g;  // the graph of the other precisions: with the per-layer constraints
@@ -210,8 +217,8 @@ int main(int argc, char** argv) {
     ir::Graph g = *imported;
     const std::string in_name = g.value(g.inputs[0]).name;
     std::map<std::string, Shape> concrete = {{in_name, {batch, 3, 224, 224}}};
-    if (Status s = ir::infer_shapes(g, &concrete); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
-    if (Status s = passes::run_pipeline(g, passes::PassOptions{}); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
+    if (Status s = ir::infer_shapes(g, &concrete, &reference_evaluator()); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
+    if (Status s = passes::run_pipeline(g, reference_pass_options()); !s.ok()) { std::fprintf(stderr, "%s\n", s.to_string().c_str()); return 1; }
     g.compact();
     Tensor x(DataType::kFloat32, {batch, 3, 224, 224});
     std::mt19937 rng(7);

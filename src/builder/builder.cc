@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/interpreter.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
 #include "kiln/builder.h"
@@ -140,6 +141,7 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   opts.disabled = c.disabled_passes;
   opts.dump_after = c.dump_after_pass;
   opts.verify_each = c.verify_passes;
+  opts.evaluator = &reference_evaluator();  // constant folding on the CPU reference kernels
   const int total = static_cast<int>(passes::default_pipeline().size());
   int done = 0;
   opts.log = [&](const std::string& line) {
@@ -150,13 +152,13 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   // Fusion patterns check shapes (a residual Add fuses only without broadcasting); with fixed
   // profile dims, shape arithmetic folds to constants.
   if (c.opt_level > 0) fix_profile_dims(g, profiles);
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g, nullptr, opts.evaluator));
   KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
   g->compact();
   KILN_RETURN_IF_ERROR(g->topo_sort());
   // Symbolic shapes and dtypes of every layer's tensors, recorded in the plan for inspection
   // (and, later, for the memory planner at the profile's max shapes).
-  return ir::infer_shapes(*g);
+  return ir::infer_shapes(*g, nullptr, opts.evaluator);
 }
 
 // Tactic selection seam: on CUDA the builder will time every supporting factory at the
@@ -265,7 +267,7 @@ StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, cons
   auto graph = onnx_import::import_model_file(onnx_path);
   if (!graph.ok()) return graph.status();
   report(config, "import", 1, 1);
-  return build_from_graph(*graph, config);
+  return Builder::build_from_graph(*graph, config);
 }
 
 }  // namespace kiln

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "runtime/engine_impl.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 
 namespace kiln {
 namespace {
@@ -25,7 +25,7 @@ std::string input_names(const ir::Graph& g) {
 }  // namespace
 
 ExecutionContext::ExecutionContext(std::shared_ptr<const Engine> engine) : engine_(std::move(engine)) {
-  const size_t n = engine_->impl_->graph.inputs.size();
+  const size_t n = engine_->graph().inputs.size();
   shapes_.assign(n, Shape{});
   shape_set_.assign(n, false);
   inputs_.assign(n, Tensor{});

@@ -47,11 +47,11 @@ StatusOr<ir::Graph> optimize_pinned(const std::string& path, const std::map<std:
     for (int64_t d : it->second) s.push_back(ir::Dim::known(d));
     g.value(v).shape = s;
   }
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(g));
-  KILN_RETURN_IF_ERROR(passes::run_pipeline(g, passes::PassOptions{}));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(g, nullptr, &reference_evaluator()));
+  KILN_RETURN_IF_ERROR(passes::run_pipeline(g, kiln::testing::reference_pass_options()));
   g.compact();
   KILN_RETURN_IF_ERROR(g.topo_sort());
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(g));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(g, nullptr, &reference_evaluator()));
   KILN_RETURN_IF_ERROR(passes::assign_layouts(g, fp16 ? passes::tensor_core_layout_preference
                                                       : passes::row_major_layout_preference)
                            .status());

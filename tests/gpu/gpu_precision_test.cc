@@ -124,7 +124,7 @@ TEST(GpuPrecision, Bf16ConvNetMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 46)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -196,7 +196,7 @@ TEST(GpuPrecision, Bf16PlanRecordsPrecisionAndDeviceLayers) {
   Status s = ctx->execute();
   ASSERT_TRUE(s.ok()) << s.to_string();
   ir::Graph opt = g;
-  ASSERT_TRUE(passes::run_pipeline(opt, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(opt, kiln::testing::reference_pass_options()).ok());
   auto ref = interpret(opt, {x});
   ASSERT_TRUE(ref.ok());
   auto out = ctx->output(opt.value(opt.outputs[0]).name);
@@ -219,7 +219,7 @@ TEST(GpuPrecision, PaddedFirstConvMatchesUnpaddedAndReference) {
   auto r = t.node(OpKind::kRelu, "relu", {c}, {4, 16, 16, 16});
   t.g.outputs = {r};
   ir::Graph g = t.g;
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({4, 3, 32, 32}, 63)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -287,7 +287,7 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 71)};
   const TimingCacheHeader h = gpu::timing_cache_header();
   for (bool fp16 : {false, true}) {
@@ -324,7 +324,7 @@ TEST(GpuWorkspace, TinyLimitIsHonoured) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 81)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());

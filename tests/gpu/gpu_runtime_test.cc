@@ -305,7 +305,7 @@ TEST(GpuRuntime, ModelsForSeveralShapesShareWeights) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_gemm_net();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   cuda::GpuBuildOptions o;
   o.tune = false;
   o.tf32 = false;

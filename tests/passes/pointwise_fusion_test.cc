@@ -207,7 +207,7 @@ TEST(FusePointwise, PipelineLeavesPatternsToThePatternPasses) {
   auto before = interpret(t.g, in);
   ASSERT_TRUE(before.ok());
   ir::Graph opt = t.g;
-  ASSERT_TRUE(passes::run_pipeline(opt, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(opt, kiln::testing::reference_pass_options()).ok());
   auto after = interpret(opt, in);
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   EXPECT_LE(relative_diff(*before, *after), 1e-5);

@@ -27,7 +27,7 @@
 #include "kiln/plan.h"
 #include "ir/shape_inference.h"
 #include "passes/passes.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 
 namespace kiln::cuda {
 
