@@ -74,7 +74,7 @@ if(KILN_HAVE_CUDA)
   file(GLOB CUDA_SOURCES CONFIGURE_DEPENDS
     ${CMAKE_SOURCE_DIR}/src/backends/cuda/*.cc ${CMAKE_SOURCE_DIR}/src/backends/cuda/*.cu)
   kiln_module(kiln_cuda SOURCES ${CUDA_SOURCES} EXPOSE backends/cuda
-    DEPENDS kiln_cpu kiln_passes kiln_plan kiln_timing_cache
+    DEPENDS kiln_cpu kiln_plan kiln_timing_cache
     CUDA::cudart CUDA::cublasLt ${CUDNN_LIB})
   set_target_properties(kiln_cuda PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   # cuDNN's legacy convolution API is deprecated in cuDNN 9 but still the simplest fused call.
