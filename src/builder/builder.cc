@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/interpreter.h"
+#include "builder/build_from_graph.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
 #include "kiln/builder.h"
@@ -174,7 +175,7 @@ std::vector<std::string> select_tactics(const ir::Graph& g) {
 
 }  // namespace
 
-StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
+StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
   if (config.max_aux_streams < -1 || config.max_aux_streams > plan::kMaxAuxStreamsInPlan)
@@ -267,7 +268,7 @@ StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, cons
   auto graph = onnx_import::import_model_file(onnx_path);
   if (!graph.ok()) return graph.status();
   report(config, "import", 1, 1);
-  return Builder::build_from_graph(*graph, config);
+  return build_from_graph(*graph, config);
 }
 
 }  // namespace kiln
