@@ -4,8 +4,8 @@
 // device context (execute: host tensors, synchronous; enqueue: bound addresses, asynchronous).
 #include <algorithm>
 
-#include "runtime/engine_impl.h"
 #include "backends/cpu/interpreter.h"
+#include "runtime/engine_impl.h"
 
 namespace kiln {
 namespace {
