@@ -20,10 +20,6 @@ namespace kiln {
 
 using Shape = std::vector<int64_t>;  // same alias as core/tensor.h
 
-namespace ir {
-class Graph;
-}
-
 // The range of shapes one input may take at run time. Memory is sized for `max`, tactics are
 // tuned at `opt` (TensorRT's kMIN/kOPT/kMAX).
 struct ShapeRange {
@@ -118,10 +114,9 @@ struct BuilderConfig {
 
 class Builder {
  public:
-  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format).
+  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format). From an
+  // already imported graph: build_from_graph (src/builder/build_from_graph.h, internal).
   static StatusOr<std::vector<uint8_t>> build(const std::string& onnx_path, const BuilderConfig& config);
-  // Same, from an already imported graph (tests, the conformance runner).
-  static StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config);
 };
 
 }  // namespace kiln

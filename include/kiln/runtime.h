@@ -3,7 +3,7 @@
 // thread-safe: its weights live once (on the device for CUDA engines) and every context reads
 // them. A context holds one inference's shapes, bindings and its own activation memory (arena);
 // use one context per thread, any number of contexts per engine.
-// Two ways to run: execute() on host kiln::Tensors (src/core/tensor.h: host memory, row-major;
+// Two ways to run: execute() on host kiln::Tensors (kiln/tensor.h: host memory, row-major;
 // synchronous; every engine), and enqueue() on the caller's CUDA stream with device addresses
 // bound by tensor name (asynchronous; CUDA engines), see docs/decisions/0002-runtime-tensor.md
 // and 0008-enqueue-bindings.md.
@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
 #include "kiln/builder.h"
 #include "kiln/logger.h"
 #include "kiln/plan.h"
 #include "kiln/status.h"
+#include "kiln/tensor.h"
 
 struct CUstream_st;  // cudaStream_t is `CUstream_st*` (cuda_runtime_api.h); no CUDA header needed here
 
@@ -101,14 +101,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   std::unique_ptr<ExecutionContext> create_execution_context() const;
 
-  // The layer graph the engine runs (for tools such as `kiln compare`).
-  const ir::Graph& graph() const;
-
+  // Internal state (plan sections, layer graph, device model); tools reach it through
+  // engine_impl() in src/runtime/engine_impl.h.
   struct Impl;
 
  private:
   friend class Runtime;
   friend class ExecutionContext;
+  friend const Impl& engine_impl(const Engine& engine);
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/interpreter.h"
+#include "builder/build_from_graph.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
 #include "kiln/builder.h"
@@ -140,6 +142,7 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   opts.disabled = c.disabled_passes;
   opts.dump_after = c.dump_after_pass;
   opts.verify_each = c.verify_passes;
+  opts.evaluator = &reference_evaluator();  // constant folding on the CPU reference kernels
   const int total = static_cast<int>(passes::default_pipeline().size());
   int done = 0;
   opts.log = [&](const std::string& line) {
@@ -150,13 +153,13 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   // Fusion patterns check shapes (a residual Add fuses only without broadcasting); with fixed
   // profile dims, shape arithmetic folds to constants.
   if (c.opt_level > 0) fix_profile_dims(g, profiles);
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g, nullptr, opts.evaluator));
   KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
   g->compact();
   KILN_RETURN_IF_ERROR(g->topo_sort());
   // Symbolic shapes and dtypes of every layer's tensors, recorded in the plan for inspection
   // (and, later, for the memory planner at the profile's max shapes).
-  return ir::infer_shapes(*g);
+  return ir::infer_shapes(*g, nullptr, opts.evaluator);
 }
 
 // Tactic selection seam: on CUDA the builder will time every supporting factory at the
@@ -172,7 +175,7 @@ std::vector<plan::PlanTactic> select_tactics(const ir::Graph& g) {
 
 }  // namespace
 
-StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
+StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
   if (config.max_aux_streams < -1 || config.max_aux_streams > plan::kMaxAuxStreamsInPlan)

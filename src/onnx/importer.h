@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "core/onnx_dtype.h"  // dtype_from_onnx / dtype_to_onnx (kiln::)
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "kiln/status.h"
@@ -22,10 +23,6 @@ namespace kiln::onnx_import {
 StatusOr<ir::Graph> import_model_file(const std::string& path);
 // Same, from bytes; `base_dir` resolves external-data locations.
 StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::string& base_dir);
-
-// ONNX TensorProto.DataType code -> DataType (kUndefined if unknown) and back.
-DataType dtype_from_onnx(int code);
-int dtype_to_onnx(DataType t);
 
 // Decodes a TensorProto (typed fields, raw_data or external data relative to base_dir).
 StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);

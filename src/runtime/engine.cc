@@ -84,7 +84,7 @@ bool Engine::int8() const { return impl_->build.int8; }
 int Engine::opt_level() const { return impl_->build.opt_level; }
 uint64_t Engine::workspace_limit() const { return impl_->build.workspace_limit; }
 int Engine::max_aux_streams() const { return impl_->build.max_aux_streams; }
-const ir::Graph& Engine::graph() const { return impl_->graph; }
+const Engine::Impl& engine_impl(const Engine& engine) { return *engine.impl_; }
 std::vector<DeviceLayerInfo> Engine::device_layers() const {
   return impl_->gpu ? gpu::describe_layers(*impl_->gpu) : std::vector<DeviceLayerInfo>{};
 }

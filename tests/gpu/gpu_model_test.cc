@@ -83,6 +83,7 @@ TEST(GpuModel, Fp32MatchesCpuReference) {
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = small_cnn();
   passes::PassOptions po;
+  po.evaluator = &reference_evaluator();
   ASSERT_TRUE(passes::run_pipeline(g, po).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 26)};
   auto ref = interpret(g, in);
@@ -97,7 +98,7 @@ TEST(GpuModel, Fp16NhwcWithCudaGraphMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = small_cnn();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 27)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -113,7 +114,7 @@ TEST(GpuModel, OneByOneConvTacticsAgree) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = small_cnn();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 28)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -131,7 +132,7 @@ TEST(GpuModel, CudnnGraphConvMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = small_cnn();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 29)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -162,7 +163,7 @@ TEST(GpuModel, LaidOutGraphMatchesCpuReference) {
   auto sm = t.node(OpKind::kSoftmax, "softmax", {flat}, {2, 288}, {{"axis", ir::Attribute::of_int(-1)}});
   t.g.outputs = {sm};
   ir::Graph g = t.g;
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   g.compact();
   auto n = passes::assign_layouts(g, passes::tensor_core_layout_preference);
   ASSERT_TRUE(n.ok());

@@ -4,6 +4,7 @@
 // tactic or measurement that broke.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <cmath>
@@ -130,7 +131,7 @@ TEST(GpuPrecision, Bf16ConvNetMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 46)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -181,7 +182,7 @@ TEST(GpuPrecision, Bf16PlanRecordsPrecisionAndDeviceLayers) {
   BuilderConfig c;
   c.target = TargetDevice::kCuda;
   c.bf16 = true;
-  auto plan = Builder::build_from_graph(g, c);
+  auto plan = build_from_graph(g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
@@ -202,7 +203,7 @@ TEST(GpuPrecision, Bf16PlanRecordsPrecisionAndDeviceLayers) {
   Status s = ctx->execute();
   ASSERT_TRUE(s.ok()) << s.to_string();
   ir::Graph opt = g;
-  ASSERT_TRUE(passes::run_pipeline(opt, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(opt, kiln::testing::reference_pass_options()).ok());
   auto ref = interpret(opt, {x});
   ASSERT_TRUE(ref.ok());
   auto out = ctx->output(opt.value(opt.outputs[0]).name);
@@ -225,7 +226,7 @@ TEST(GpuPrecision, PaddedFirstConvMatchesUnpaddedAndReference) {
   auto r = t.node(OpKind::kRelu, "relu", {c}, {4, 16, 16, 16});
   t.g.outputs = {r};
   ir::Graph g = t.g;
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({4, 3, 32, 32}, 63)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -293,7 +294,7 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 71)};
   const TimingCacheHeader h = gpu::timing_cache_header();
   for (bool fp16 : {false, true}) {
@@ -332,7 +333,7 @@ TEST(GpuWorkspace, TinyLimitIsHonoured) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 81)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());

@@ -8,7 +8,7 @@
 
 #include "ir/graph.h"
 #include "onnx/importer.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/metrics.h"
 #include "tools/kiln/tensors.h"

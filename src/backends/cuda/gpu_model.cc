@@ -26,8 +26,8 @@
 #include "ir/pointwise_program.h"
 #include "kiln/plan.h"
 #include "ir/shape_inference.h"
-#include "passes/passes.h"
-#include "runtime/interpreter.h"
+#include "ir/layer_annotations.h"
+#include "backends/cpu/interpreter.h"
 
 namespace kiln::cuda {
 
@@ -130,7 +130,7 @@ class Lowering {
       if (laid_out_ && nhwc) {
         nhwc = false;
         for (ir::NodeId c : consumers[static_cast<size_t>(v)])
-          nhwc |= passes::tensor_core_layout_preference(g_, g_.node(c)) == passes::Layout::kNHWC;
+          nhwc |= ir::tensor_core_layout_preference(g_, g_.node(c)) == ir::Layout::kNHWC;
       }
       if (!low_in) {
         act_[v] = staging;
@@ -243,7 +243,7 @@ class Lowering {
   // The storage a node computes in: its "precision" attribute (BuilderConfig::layer_precisions),
   // else the plan's.
   StorageType node_storage(const ir::Node& n) const {
-    switch (passes::node_precision(n)) {
+    switch (ir::node_precision(n)) {
       case DataType::kFloat32: return StorageType::kF32;
       case DataType::kFloat16: return StorageType::kF16;
       case DataType::kBFloat16: return StorageType::kBF16;

@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <functional>
 
+#include "backends/cpu/interpreter.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/numerics.h"
-#include "passes/passes.h"
+#include "ir/constant_folding.h"
 
 namespace kiln::cuda {
 namespace {
@@ -127,8 +128,9 @@ Status fold_shape_computations(ir::Graph& g, const ValueShapes& vs) {
     any = true;
   }
   if (!any) return Status::Ok();
-  // fold_constants visits nodes in order; the graph is topologically sorted.
-  return passes::fold_constants(g, passes::PassOptions{});
+  // Visits nodes in order; the graph is topologically sorted.
+  ir::fold_constant_nodes(g, reference_evaluator());
+  return Status::Ok();
 }
 
 // ------------------------------------------------------------------ planning
