@@ -3,10 +3,14 @@
 // plans whose tactics this build cannot run.
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "io/input_file.h"
+#include "onnx/importer.h"
+#include "plan/plan_format.h"
 #include "runtime/engine_impl.h"
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/device.h"
@@ -178,10 +182,9 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const std::vector<
 
 StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return not_found("plan file '" + path + "' not found or not readable");
-  const std::streamoff size = f.tellg();
-  if (size < 0) return not_found("plan file '" + path + "' is not a regular file");
+  KILN_ASSIGN_OR_RETURN(const int64_t size, io::check_input_file(path, "plan file"));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return invalid_argument("plan file '" + path + "' cannot be opened");
   // One 64-byte aligned buffer that the engine's constants keep pointing into (no weights copy).
   const size_t alloc = (static_cast<size_t>(size) + 64) / 64 * 64;
   std::shared_ptr<void> buf(std::aligned_alloc(64, alloc), [](void* q) { std::free(q); });
@@ -192,6 +195,10 @@ StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) 
                      std::to_string(size) + " bytes");
   const double read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const uint8_t* data = static_cast<const uint8_t*>(buf.get());
+  if (static_cast<size_t>(size) >= plan::kMagicBytes && std::memcmp(data, plan::kMagic, plan::kMagicBytes) != 0 &&
+      onnx_import::looks_like_onnx(std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(size))))
+    return invalid_argument("'" + path + "' is an ONNX model, not a Kiln plan (build a plan first: kiln build " + path +
+                            " -o model.plan)");
   auto e = deserialize(data, static_cast<size_t>(size), std::move(buf));
   if (!e.ok()) return e.status().with_context("plan '" + path + "'");
   (*e)->impl_->load_phases.insert((*e)->impl_->load_phases.begin(), Engine::LoadPhase{"read", read_ms});
