@@ -30,7 +30,7 @@ done
 [ ${#HARNESSES[@]} -eq 0 ] && HARNESSES=(fuzz_onnx_build fuzz_plan_run fuzz_npy)
 
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
-CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WITH_CUDA=OFF \
+CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_FUZZ="-O1 -gline-tables-only" -DKILN_WITH_CUDA=OFF \
   -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
 nice ninja -C build-asan "${HARNESSES[@]}" fuzz_seed_corpus
 

@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
-CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WITH_CUDA=OFF \
+CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_FUZZ="-O1 -gline-tables-only" -DKILN_WITH_CUDA=OFF \
   -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
 nice ninja -C build-asan kiln_cli kiln_tests
 export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}"

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 N=${1:-100000}
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 [ -x build/kiln ] || { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null; ninja -C build kiln_cli; }
-CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKILN_WITH_CUDA=OFF \
+CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_FUZZ="-O1 -gline-tables-only" -DKILN_WITH_CUDA=OFF \
   -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
 nice ninja -C build-asan kiln_cli fuzz_seed_corpus
 W=$(mktemp -d /tmp/kiln_soak_XXXXXX)
