@@ -3,6 +3,7 @@
 // that Kiln built but cannot load is a bug. Dynamic dims get 2 in the profile.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 

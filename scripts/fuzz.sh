@@ -40,7 +40,11 @@ TESTDATA=/usr/share/libonnx-testdata/data
 if [ -d "$TESTDATA" ]; then
   # The smoke run reads a sample (every seed runs through a full build before fuzzing starts).
   LIMIT=100000; [ "$SECS" -le 60 ] && LIMIT=40
-  find "$TESTDATA" -name model.onnx | sort | head -n "$LIMIT" | while read -r m; do
+  find "$TESTDATA" -name model.onnx | sort > build-asan/seeds/testdata.txt
+  # Spread the sample over the suites (every k-th model), not the first N of one.
+  total=$(wc -l < build-asan/seeds/testdata.txt)
+  step=$(( total / LIMIT )); [ "$step" -lt 1 ] && step=1
+  awk -v s="$step" 'NR % s == 0' build-asan/seeds/testdata.txt | while read -r m; do
     cp "$m" "build-asan/seeds/onnx/$(echo "${m#$TESTDATA/}" | tr '/' '_')"
   done
 fi

@@ -19,7 +19,14 @@ bool checked_add(int64_t a, int64_t b, int64_t* out) {
   return true;
 }
 
+Status check_rank(size_t rank, const std::string& what) {
+  if (rank <= static_cast<size_t>(kMaxTensorRank)) return Status::Ok();
+  return invalid_argument(what + ": rank " + std::to_string(rank) + " is past Kiln's limit of " +
+                          std::to_string(kMaxTensorRank));
+}
+
 StatusOr<int64_t> checked_numel(const Shape& shape, const std::string& what) {
+  KILN_RETURN_IF_ERROR(check_rank(shape.size(), what));
   int64_t n = 1;
   bool too_big = false;
   for (int64_t d : shape) {

@@ -18,14 +18,19 @@ namespace kiln {
 constexpr int64_t kMaxTensorElements = int64_t{1} << 48;
 // Largest byte size of one tensor (2^50 bytes = 1 PiB).
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
+// Largest rank of one tensor (the plan format's limit, plan::kMaxRank).
+constexpr int kMaxTensorRank = 64;
 
 // a * b into *out unless it overflows int64 (then false, *out unchanged).
 bool checked_mul(int64_t a, int64_t b, int64_t* out);
 // a + b into *out unless it overflows int64.
 bool checked_add(int64_t a, int64_t b, int64_t* out);
 
+// InvalidArgument naming `what` when `rank` passes kMaxTensorRank.
+Status check_rank(size_t rank, const std::string& what);
 // Element count of `shape`, or InvalidArgument naming `what` ("input 'x'", "node 'c' (Conv)
-// output 0") when a dim is negative or the product passes kMaxTensorElements.
+// output 0") when a dim is negative, the rank passes kMaxTensorRank or the product passes
+// kMaxTensorElements.
 StatusOr<int64_t> checked_numel(const Shape& shape, const std::string& what);
 // Storage bytes of `shape` in `dtype` (packed 4-bit types: two per byte), or InvalidArgument
 // naming `what` past kMaxTensorElements / kMaxTensorBytes.

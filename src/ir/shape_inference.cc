@@ -198,6 +198,7 @@ class Inferrer {
     for (size_t k = 0; k < n.outputs.size() && k < ctx.outputs().size(); ++k) {
       const auto& o = ctx.outputs()[k];
       if (!o.set || !o.shape || n.outputs[k] == kNoValue) continue;
+      KILN_RETURN_IF_ERROR(check_rank(o.shape->size(), n.describe() + ": output '" + g_.value(n.outputs[k]).name + "'"));
       Shape s;
       for (const Dim& d : *o.shape) {
         if (!d.is_known()) break;

@@ -11,6 +11,7 @@
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
+#include "core/checked_size.h"
 #include "io/input_file.h"
 #include "ir/verifier.h"
 #include "onnx/op_attributes.h"
@@ -117,6 +118,8 @@ class GraphImporter {
       return unsupported(what + ": ONNX element type " + std::to_string(tt.elem_type()) + " is not supported");
     if (dt != DataType::kUndefined) v->dtype = dt;
     if (tt.has_shape() && v->kind == ir::ValueKind::kTensor) {
+      Status rank = check_rank(static_cast<size_t>(tt.shape().dim_size()), what);
+      if (!rank.ok()) return invalid_model(rank.message());
       ir::SymShape s;
       for (const auto& d : tt.shape().dim()) {
         if (d.has_dim_value()) s.push_back(ir::Dim::known(d.dim_value()));

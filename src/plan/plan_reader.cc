@@ -9,6 +9,8 @@
 #include "plan/plan_format.h"
 
 namespace kiln::plan {
+static_assert(kMaxRank == static_cast<uint32_t>(kMaxTensorRank), "the plan's rank limit is core/checked_size.h's");
+
 namespace {
 
 const SectionEntry& find_section(const std::vector<SectionEntry>& sections, SectionTag tag) {

@@ -202,7 +202,11 @@ Status ExecutionContext::execute() {
   outputs_.clear();
   timings_.clear();
   if (engine_->impl_->gpu) {
-    return gpu::execute(*engine_->impl_->gpu, gpu_, inputs_, &outputs_, cuda_graph_, profiling_ ? &timings_ : nullptr);
+    try {  // host tensors (outputs) allocated past the limits: see below
+      return gpu::execute(*engine_->impl_->gpu, gpu_, inputs_, &outputs_, cuda_graph_, profiling_ ? &timings_ : nullptr);
+    } catch (const TensorAllocationError& e) {
+      return e.status();
+    }
   }
   InterpreterOptions opts;
   if (profiling_) {

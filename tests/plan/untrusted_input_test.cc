@@ -111,6 +111,25 @@ TEST_F(UntrustedCli, HugeConvPadsAreAnErrorNamingTheOutput) {
   expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "node 'conv0' (Conv): output 'y'");
 }
 
+// Found by fuzz_onnx_build: Expand to a 72-element shape input built a plan (rank 72) that the
+// plan reader then refused; ranks past the plan's limit are now refused at build, naming the node.
+TEST(UntrustedInput, RankPastTheLimitIsRefusedAtBuild) {
+  OnnxModel m;
+  m.input("data", kF32, {int64_t{3}, int64_t{1}});
+  m.input("new_shape", onnx::TensorProto::INT64, {int64_t{72}});
+  m.node("Expand", {"data", "new_shape"}, {"expanded"}, "expand0");
+  output_any_shape(m, "expanded");
+  auto g = import(m);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  expect_message(plan.status(), StatusCode::kInvalidArgument, "node 'expand0' (Expand): output 'expanded': rank 72");
+  OnnxModel declared;
+  declared.input("x", kF32, std::vector<testing::OnnxDim>(65, int64_t{1}));
+  declared.node("Relu", {"x"}, {"y"}, "relu0");
+  output_any_shape(declared, "y");
+  expect_message(import(declared).status(), StatusCode::kInvalidModel, "value 'x': rank 65");
+}
+
 // A kernel allocating past the limits (the interpreter's catch) is a Status naming the node.
 TEST(UntrustedInput, KernelAllocationFailureNamesTheNode) {
   OnnxModel m;
