@@ -47,7 +47,7 @@ kiln_module(kiln_ir SOURCES ${IR_SOURCES} EXPOSE ir DEPENDS kiln_core)
 
 kiln_sources(ONNX_SOURCES onnx)
 kiln_module(kiln_onnx SOURCES ${ONNX_SOURCES} EXPOSE onnx
-  DEPENDS kiln_ir ${ONNX_PROTO_LIB} protobuf::libprotobuf)
+  DEPENDS kiln_ir kiln_io ${ONNX_PROTO_LIB} protobuf::libprotobuf)
 target_compile_definitions(kiln_onnx PUBLIC ONNX_ML=1 ONNX_NAMESPACE=onnx)
 
 kiln_sources(PASSES_SOURCES passes)
@@ -91,7 +91,7 @@ endif()
 
 kiln_sources(RUNTIME_SOURCES runtime)
 kiln_module(kiln_runtime SOURCES ${RUNTIME_SOURCES} EXPOSE runtime
-  DEPENDS kiln_plan kiln_cpu ${KILN_CUDA_TARGET} kiln_timing_cache)
+  DEPENDS kiln_plan kiln_cpu kiln_io ${KILN_CUDA_TARGET} kiln_timing_cache)
 
 kiln_sources(BUILDER_SOURCES builder)
 list(FILTER BUILDER_SOURCES EXCLUDE REGEX "/(timing_cache|tactic_selector)\\.cc$")

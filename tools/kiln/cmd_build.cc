@@ -66,6 +66,10 @@ int cmd_build(const BuildOptions& o) {
   config->progress = [t0, &tuning](const BuildProgress& p) {
     if (p.step == "tuning") return tuning.update(p);
     tuning.finish();
+    if (p.step == "warning") {
+      std::fprintf(stderr, "warning: %s\n", p.detail.c_str());
+      return;
+    }
     if (p.step == "timing cache") {
       std::fprintf(stderr, "%s\n", p.detail.c_str());
       return;

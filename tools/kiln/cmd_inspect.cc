@@ -99,7 +99,7 @@ std::string desc_text(const TensorDesc& d) {
 
 int cmd_inspect(const InspectOptions& o) {
   const auto load0 = std::chrono::steady_clock::now();
-  auto engine = Runtime::load_engine(o.plan, stderr_logger(o.verbose));
+  auto engine = load_plan(o.plan, stderr_logger(o.verbose));
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load0).count();
   if (!engine.ok()) return report_error("inspect", engine.status());
   const Engine& e = **engine;

@@ -16,6 +16,9 @@ constexpr int kExitError = 2;
 
 // Prints "kiln <command>: <Code>: <message>" to stderr; returns kExitError.
 int report_error(const char* command, const Status& s);
+// Runtime::load_engine for a plan file the user named; a file that is an ONNX model instead is
+// an error that says so (the runtime itself links no ONNX parser).
+StatusOr<std::shared_ptr<Engine>> load_plan(const std::string& path, const Logger& logger);
 // "[1,3,224,224]" or "[1,3,224,224]..[8,3,224,224] (opt [4,3,224,224])".
 std::string range_string(const ShapeRange& r);
 
