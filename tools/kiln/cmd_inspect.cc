@@ -23,6 +23,8 @@ nlohmann::json desc_json(const TensorDesc& d) {
   return {{"name", d.name}, {"dtype", dtype_name(d.dtype)}, {"shape", d.rank_known ? dims : nlohmann::json(nullptr)}};
 }
 
+}  // namespace
+
 nlohmann::json engine_json(const Engine& e) {
   nlohmann::json j;
   const PlanHeader& h = e.header();
@@ -73,6 +75,8 @@ nlohmann::json engine_json(const Engine& e) {
   }
   return j;
 }
+
+namespace {
 
 std::string desc_text(const TensorDesc& d) {
   if (d.name.empty()) return "(none)";
