@@ -22,6 +22,7 @@ ap.add_argument("--size", type=int, default=224)
 ap.add_argument("--photo", default=None)
 ap.add_argument("--iters", type=int, default=50)
 ap.add_argument("--plan", default=None, help="also write the plan here")
+ap.add_argument("--save-io", default=None, help="directory for input.npy and <output>.npy (to compare with `kiln run`)")
 args = ap.parse_args()
 
 torch_model = common.export(args.arch, args.onnx, args.size)
@@ -70,6 +71,7 @@ if cuda:
         buffers[name] = torch.empty(tuple(context.get_tensor_shape(name)), dtype=dtype, device="cuda")
         context.set_tensor_address(name, buffers[name].data_ptr())
     buffers[inp.name].copy_(torch.from_numpy(x))
+    torch.cuda.synchronize()  # the copy ran on torch's default stream; the engine runs on `stream`
     run = lambda: context.execute_async_v3(stream.cuda_stream)  # noqa: E731
     sync = stream.synchronize
 else:
@@ -81,13 +83,18 @@ else:
             buffers[name] = x
         else:
             buffers[name] = np.empty(context.get_tensor_shape(name), trt.nptype(engine.get_tensor_dtype(name)))
-        context.set_tensor_address(name, buffers[name].ctypes.data if not cuda else 0)
+        context.set_tensor_address(name, buffers[name].ctypes.data)
     run = lambda: context.execute_async_v3(0)  # noqa: E731
     sync = lambda: None  # noqa: E731
 out_name = engine.get_tensor_name(engine.num_io_tensors - 1)
 assert run(), "execute_async_v3 failed"
 sync()
 logits = buffers[out_name].cpu().numpy() if cuda else buffers[out_name]
+if args.save_io:
+    import os
+    os.makedirs(args.save_io, exist_ok=True)
+    np.save(os.path.join(args.save_io, f"{inp.name}.npy"), x)
+    np.save(os.path.join(args.save_io, f"{out_name}.npy"), logits)
 print("kiln top-5:", [(c, round(p, 4)) for c, p in common.top5(logits)])
 
 # ---- latency against PyTorch ----

@@ -147,6 +147,11 @@ class Engine:
         self._shapes: Dict[str, Tuple[int, ...]] = {}  # input shapes set on the context
         self._out_shapes: Dict[Tuple, list] = {}       # input shapes -> output shapes
         self.is_cuda = self._engine.header.target.backend == "cuda"
+        # The dtype a device input must have: float inputs bind as float32 (CUDA engines' rule).
+        self._device_dtype = {}
+        for t in self._io:
+            d = dtype_name(t.dtype)
+            self._device_dtype[t.name] = "float32" if d in ("float16", "bfloat16", "float64") else d
 
     # ---- description ----
     @property
@@ -262,11 +267,9 @@ class Engine:
         return results[self.output_names[0]] if len(self.output_names) == 1 else results
 
     def _run_device(self, dev, out, stream, cuda_graph: bool):
-        io_dtype = {t.name: t.dtype for t in self._io}
         for name in self.input_names:
             d = dev[name]
-            want = dtype_name(io_dtype[name])
-            want = "float32" if want in ("float16", "bfloat16", "float64") else want
+            want = self._device_dtype[name]
             if d.dtype != want:
                 raise InvalidArgumentError(f"InvalidArgument: input '{name}' is {d.dtype}; the engine takes {want} "
                                            "(kiln never copies device data: convert it first)")

@@ -153,3 +153,15 @@ def test_non_contiguous_cuda_array_refused(mlp):
                                     "strides": (4, 8)}
     with pytest.raises(ValueError, match="not C-contiguous"):
         mlp(Strided())
+
+
+def test_stub_names_exist():
+    """Every name the _kiln.pyi stub declares at module level exists in the module."""
+    import ast
+    import os
+    from kiln import _kiln
+    stub = os.path.join(os.path.dirname(kiln.__file__), "_kiln.pyi")
+    tree = ast.parse(open(stub).read())
+    names = [n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
+    assert len(names) > 30
+    assert [n for n in names if not hasattr(_kiln, n)] == []
