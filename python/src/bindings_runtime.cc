@@ -190,6 +190,14 @@ void init_runtime(pyb::module_& m) {
         }
         check(s);
       }, pyb::arg("stream") = 0, "Enqueues one inference on cudaStream_t `stream` (0: legacy default); GIL released.")
+      .def("execute_async", [](Context& c, uintptr_t stream) {
+        Status s;
+        {
+          pyb::gil_scoped_release nogil;
+          s = c.ctx->enqueue(reinterpret_cast<CudaStream>(stream));
+        }
+        check(s);
+      }, pyb::arg("stream") = 0, "Same as enqueue (TensorRT's executeAsync name).")
       .def("enqueue_bound", [](Context& c, const std::vector<uintptr_t>& addresses, uintptr_t stream, bool graph) {
         const auto& io = c.engine->io_tensors();
         if (addresses.size() != io.size())

@@ -56,18 +56,18 @@ def models(tmp_path_factory):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     out["unsupported"] = save(helper.make_model(g, opset_imports=OPSET), d / "unsupported.onnx")
 
-    # A deep chain of 64x64 MatMul + Relu (slow enough to build and run that a second thread
-    # can be seen making progress meanwhile).
+    # A deep chain of 256x256 MatMul + Relu (~0.1-0.2 s to build and to run on the development
+    # machine: long enough for a second thread to be scheduled meanwhile, even under load).
     nodes, inits, prev = [], [], "x"
     for i in range(120):
-        wi = (rng.standard_normal((64, 64)) / 8).astype(np.float32)
+        wi = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
         inits.append(numpy_helper.from_array(wi, f"w{i}"))
         nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"], name=f"mm{i}"))
         nodes.append(helper.make_node("Relu", [f"m{i}"], [f"r{i}"], name=f"relu{i}"))
         prev = f"r{i}"
     nodes.append(helper.make_node("Identity", [prev], ["y"], name="out"))
-    g = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [512, 64])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [512, 64])], inits)
+    g = helper.make_graph(nodes, "deep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [512, 256])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [512, 256])], inits)
     out["deep"] = save(helper.make_model(g, opset_imports=OPSET), d / "deep.onnx")
     out["dir"] = str(d)
     return out

@@ -94,15 +94,15 @@ def _measure(call):
 def test_gil_released_during_build_and_execute(models):
     cfg = kiln.config(target="cpu")
     during, elapsed, plan = _progress_during(lambda: _kiln.Builder.build(models["deep"], cfg))
-    assert elapsed > 0.001, f"build took {elapsed * 1e3:.2f} ms, too short to tell"
-    # With the GIL held the other thread could not run at all; released, it spins all along.
-    assert during > 1000, f"the other thread advanced {during} times during a {elapsed * 1e3:.0f} ms build"
+    assert elapsed > 0.02, f"build took {elapsed * 1e3:.2f} ms, too short to tell"
+    # With the GIL held the other thread cannot run at all (0); released, it spins along.
+    assert during > 100, f"the other thread advanced {during} times during a {elapsed * 1e3:.0f} ms build"
     engine = kiln.load(plan)
-    x = np.random.default_rng(0).standard_normal((512, 64)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((512, 256)).astype(np.float32)
     ctx = engine.context
     ctx.set_input("x", x)
     during, elapsed, _ = _progress_during(ctx.execute)
-    assert during > 1000, f"the other thread advanced {during} times during a {elapsed * 1e3:.0f} ms execute"
+    assert during > 100, f"the other thread advanced {during} times during a {elapsed * 1e3:.0f} ms execute"
 
 
 def test_engine_outlives_runtime_and_context_keeps_engine(models):
