@@ -166,7 +166,8 @@ void init_runtime(pyb::module_& m) {
         check(s);
       }, "Runs on the bound host inputs (synchronous; GIL released).")
       .def("output", [](const Context& c, const std::string& name) { return to_numpy(unwrap(c.ctx->output(name))); },
-           "Output `name` of the last execute() as a numpy array (shares the context's result).")
+           "Output `name` of the last execute() as a numpy array sharing the result's storage (kept alive "
+           "by the array; a later execute may reuse it: copy to keep).")
       .def("set_profiling", [](Context& c, bool on) { c.ctx->set_profiling(on); })
       .def_property_readonly("layer_timings", [](const Context& c) { return c.ctx->layer_timings(); })
       .def("set_cuda_graph", [](Context& c, bool on) { c.ctx->set_cuda_graph(on); },
