@@ -10,17 +10,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 
-def torch_model(arch="resnet101", seed=0):
-    """The seeded torchvision model (eval mode) that export() writes to ONNX."""
+def torch_model(arch="resnet101", seed=0, size=224):
+    """The seeded torchvision model (eval mode) that export() writes to ONNX, its BatchNorm
+    statistics calibrated on photo crops as scripts/export_models.py does (outputs O(1), so FP16
+    plans do not overflow)."""
     import export_models
-    return export_models.build_model(arch, seed).eval()
+    npz = os.path.join(ROOT, ".gpu-carry", "calib_photos.npz")
+    try:
+        import skimage.data  # noqa: F401
+    except ImportError:
+        if os.path.exists(npz):
+            export_models.PHOTOS_NPZ = npz
+    model = export_models.build_model(arch, seed)
+    export_models.calibrate_batchnorm(model, seed, export_models.calibration_source("photos"), 2, 4, size)
+    return model.eval()
 
 
 def export(arch, path, size=224, seed=0):
     """Writes `arch` to `path` as ONNX (input 'input' [batch,3,size,size], output 'logits');
     returns the torch model."""
     import export_models
-    model = torch_model(arch, seed)
+    model = torch_model(arch, seed, size)
     if not os.path.exists(path):
         export_models.export_onnx(model, path, min(17, export_models.max_supported_opset()), size)
     return model
