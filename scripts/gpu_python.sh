@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU checks of the Python package, for the GPU machine (repo root there, .gpu-carry/ from
 # scripts/gpu_carry.sh, which builds kiln/_kiln for the venv's Python 3.12):
-#   1. import kiln with /opt/torch/.venv/bin/python; the pytest suite when pytest is there;
+#   1. import kiln with /opt/torch/.venv/bin/python; tests/python/test_gpu.py (the zero-copy CUDA
+#      path); the whole pytest suite when pytest is there;
 #   2. the examples on ResNet-101 (TensorRT style FP16, Pythonic FP16, torch streams + graphs);
 #   3. the TensorRT-style script's output against `kiln run` of the same plan, bit for bit;
 #   4. the host overhead of engine(torch_cuda_tensor) over the C++ graph launch (py_overhead.py),
@@ -25,10 +26,13 @@ stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 
 stamp "== import"
 $PY -c "import torch, kiln; print('kiln', kiln.__version__, 'cuda', kiln._kiln.cuda_available(), 'torch', torch.__version__)" 2>&1 | tee "$R/import.txt"
+stamp "== zero-copy CUDA path (tests/python/test_gpu.py)"
+$PY tests/python/test_gpu.py 2>&1 | tee "$R/test_gpu.txt"
 if $PY -c "import pytest" 2>/dev/null; then
   stamp "== pytest (tests/python)"
   KILN_CLI=$PWD/$C/kiln KILN_SOURCE_DIR=$PWD $PY -m pytest -q -p no:cacheprovider tests/python 2>&1 | tail -n 30 | tee "$R/pytest.txt"
 fi
+pack
 
 stamp "== (a) TensorRT-style ResNet-101 FP16 (writes the plan and its input/output)"
 $PY examples/trt_resnet101.py --onnx $M/resnet101.onnx --plan $M/trt_fp16.plan --save-io $M/io 2>&1 | tee "$R/example_trt.txt"

@@ -124,7 +124,9 @@ class Engine:
         new numpy arrays (torch CPU tensors when an input was a torch tensor);
       * device inputs (CUDA engines): bound by address, no copy; outputs are new torch CUDA
         tensors, or the caller's `out` tensors; the inference is enqueued on `stream` (default:
-        torch's current stream) and the call returns without waiting, like a torch op.
+        torch's current stream) and the call returns without waiting, like a torch op (keep the
+        inputs alive and unchanged until the stream has run it, as for any torch op on a side
+        stream; new outputs are recorded on a torch.cuda.Stream given as `stream`).
     Float inputs are float32, integer inputs the model's int32 / int64; outputs float32.
     Returns the output itself when the engine has one output, else {name: output}.
     One call at a time per Engine (it owns one execution context); Engine.clone() gives another.
@@ -232,6 +234,7 @@ class Engine:
     def _run_host(self, named, out, as_torch: bool):
         for name in self.input_names:
             a = _interop.host_array(named[name], name)
+            self._set_shape(name, tuple(a.shape))
             self._ctx.set_input(name, a)
         self._ctx.execute()
         results = {}
@@ -282,6 +285,9 @@ class Engine:
         like = dev[self.input_names[0]]
         if out is None:
             outs = {n: _interop.empty_like_device(s, "float32", like) for n, s in zip(self.output_names, out_shapes)}
+            if stream is not None and hasattr(stream, "cuda_stream") and hasattr(stream, "wait_event"):
+                for o in outs.values():  # torch's allocator: the new outputs are in use on `stream`
+                    o.record_stream(stream)
         else:
             outs = self._out_list(out)
         addresses = [dev[n].address for n in self.input_names]
