@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "backends/cuda/gpu_model.h"
+#include "builder/tactic_selector.h"
 #include "builder/timing_cache.h"
 #include "runtime/gpu_engine.h"
 #include "io/npy.h"
@@ -156,14 +157,15 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: kiln_gpu_bench MODEL.onnx [--batch 1,8] [--precision fp32,tf32,fp16,bf16] [--iters N] "
-                 "[--timing-cache FILE]\n"
+                 "[--timing-cache FILE] [--pad-input-channels 0|1] [--tactic-sources SPEC]\n"
                  "       kiln_gpu_bench MODEL.onnx --agreement INPUTS.npy --precision fp16,bf16 [--json-out FILE]\n"
                  "       both: [--layer-precisions PATTERN:PREC[,...]]\n");
     return 2;
   }
   std::vector<std::string> batches = {"1"}, precisions = {"fp16"};
   int iters = 200;
-  bool profile = false;
+  bool profile = false, pad_input_channels = false;
+  std::string sources_spec;
   std::string cache_path, agreement_npy, json_out, layer_spec;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -171,6 +173,8 @@ int main(int argc, char** argv) {
     else if (k == "--precision") precisions = split(v);
     else if (k == "--iters") iters = std::atoi(v.c_str());
     else if (k == "--profile") profile = v == "1";
+    else if (k == "--pad-input-channels") pad_input_channels = v == "1";
+    else if (k == "--tactic-sources") sources_spec = v;
     else if (k == "--timing-cache") cache_path = v;
     else if (k == "--agreement") agreement_npy = v;
     else if (k == "--json-out") json_out = v;
@@ -193,6 +197,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The builder's tactic selection, with the file's cache (or an in-memory one).
+  TacticSelectorConfig select_config;
+  if (!sources_spec.empty()) {
+    auto parsed = TacticSources::parse(sources_spec);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "--tactic-sources: %s\n", parsed.status().to_string().c_str());
+      return 2;
+    }
+    select_config.sources = *parsed;
+  }
+  TacticSelector selector(&cache, select_config);
   auto imported = onnx_import::import_model_file(argv[1]);
   if (!imported.ok()) {
     std::fprintf(stderr, "%s\n", imported.status().to_string().c_str());
@@ -229,9 +244,9 @@ int main(int argc, char** argv) {
       o.fp16 = prec == "fp16";
       o.bf16 = prec == "bf16";
       o.tf32 = prec != "fp32";
-      // KILN_PAD_INPUT_CHANNELS=0/1: the first conv's input padded to 8 channels or not (A/B).
-      if (const char* e = std::getenv("KILN_PAD_INPUT_CHANNELS")) o.pad_input_channels = std::string(e) != "0";
-      if (!cache_path.empty()) o.timing_cache = &cache;
+      o.pad_input_channels = pad_input_channels;
+      o.select_tactic = selector.as_function();
+      o.sources = select_config.sources;
       const int hits0 = cache.hits(), misses0 = cache.misses();
       const auto t0 = std::chrono::steady_clock::now();
       auto model = cuda::GpuModel::create(prec == "fp32" ? g : gq, *shapes, o);

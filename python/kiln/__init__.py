@@ -25,7 +25,7 @@ from . import _interop
 from ._kiln import (  # noqa: F401  (re-exported)
     Builder, BuilderConfig, BuildProgress, DataType, DeviceLayerInfo, DeviceMemoryInfo, InternalError,
     InvalidArgumentError, InvalidModelError, InvalidPlanError, IOTensor, KilnError, LayerInfo, LayerPrecision,
-    LayerTiming, Network, NotFoundError, OptimizationProfile, OutOfMemoryError, PlanHeader, Runtime, ShapeRange,
+    LayerTiming, LogSeverity, Network, NotFoundError, OptimizationProfile, OutOfMemoryError, PlanHeader, Runtime, ShapeRange,
     TargetDevice, TensorDesc, UnsupportedError, __version__, dtype_name,
 )
 from . import _kiln
@@ -52,7 +52,7 @@ def fill_dynamic_dims(network: Network, cfg: BuilderConfig) -> list:
 def config(precision: str = "fp32", shapes: Optional[Mapping[str, ShapeSpec]] = None, *,
            workspace: Optional[int] = None, target: str = "auto", timing_cache: Optional[str] = None,
            layer_precisions: Optional[Mapping[str, str]] = None, opt_level: int = 2, tf32: bool = True,
-           max_aux_streams: int = -1, progress=None) -> BuilderConfig:
+           max_aux_streams: int = -1, tactic_sources: str = "", progress=None, logger=None) -> BuilderConfig:
     """A BuilderConfig from keyword settings (see build)."""
     if precision not in _PRECISIONS:
         raise InvalidArgumentError(f"InvalidArgument: precision '{precision}': expected one of {sorted(_PRECISIONS)}")
@@ -81,8 +81,11 @@ def config(precision: str = "fp32", shapes: Optional[Mapping[str, ShapeSpec]] = 
             lo, opt, hi = spec if _is_range(spec) else (spec, spec, spec)
             profile.set_shape(name, list(lo), list(opt), list(hi))
         cfg.add_optimization_profile(profile)
+    cfg.tactic_sources = tactic_sources
     if progress is not None:
         cfg.progress = progress
+    if logger is not None:
+        cfg.logger = logger
     return cfg
 
 
@@ -96,7 +99,8 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
     dynamic dims; an input with dynamic dims left out builds with 1 for each of them and warns.
     settings: workspace (bytes), target ("auto" | "cpu" | "cuda"), timing_cache (path),
     layer_precisions ({pattern: "fp16" | "bf16" | "fp32"}), opt_level (0..3), tf32,
-    max_aux_streams, progress (callable(BuildProgress)). cuda_graph: the Engine replays CUDA
+    max_aux_streams, tactic_sources ("-cudnn_graph", "kiln,cublaslt"), progress
+    (callable(BuildProgress)), logger (callable(LogSeverity, str)). cuda_graph: the Engine replays CUDA
     graphs of its enqueue (device inputs).
     The GIL is released while building. Raises NotFoundError, UnsupportedError (e.nodes: every
     unsupported node), InvalidModelError, InvalidArgumentError.

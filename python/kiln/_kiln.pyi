@@ -80,6 +80,13 @@ class LayerPrecision:
     pattern: str
     precision: DataType
 
+class LogSeverity:
+    error: LogSeverity
+    warning: LogSeverity
+    info: LogSeverity
+    verbose: LogSeverity
+    name: str
+
 class BuildProgress:
     step: str
     done: int
@@ -96,6 +103,10 @@ class BuilderConfig:
     workspace_limit: int       # bytes; 0 = no limit
     max_aux_streams: int       # -1 = the builder decides
     timing_cache_path: str
+    tactic_sources: str        # '' = all; '-cudnn_graph'; 'kiln,cublaslt'
+    tuning_budget: int
+    timing_iterations: int
+    logger: Any                # set: Callable[[LogSeverity, str], None] or None; get: bool
     target: TargetDevice
     opt_level: int             # 0..3
     disabled_passes: Set[str]
@@ -153,11 +164,14 @@ class LayerInfo:
     outputs: List[TensorDesc]
     tactic: str
     precision: str
+    tactic_id: int
+    tuned_ms: float
 
 class DeviceLayerInfo:
     name: str
     op: str
     tactic: str
+    tactic_id: int
     tuned_ms: float
     fallback: str
     workspace_bytes: int
@@ -200,9 +214,9 @@ class Engine:
 
 class Runtime:
     @staticmethod
-    def deserialize_engine(plan: Any) -> Engine: ...
+    def deserialize_engine(plan: Any, logger: Optional[Callable[[LogSeverity, str], None]] = None) -> Engine: ...
     @staticmethod
-    def load_engine(path: str) -> Engine: ...
+    def load_engine(path: str, logger: Optional[Callable[[LogSeverity, str], None]] = None) -> Engine: ...
 
 class ExecutionContext:
     engine: Engine

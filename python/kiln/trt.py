@@ -271,12 +271,22 @@ class Builder:
         """The plan, or None after logging the error (as TensorRT). Dynamic dims that no profile
         covers build with 1 (with a warning)."""
         try:
+            if self.logger is not None:
+                config._c.logger = _forward(self.logger)
             for line in _kiln.fill_dynamic_dims(network._net, config._c):
                 _log(self.logger, ILogger.WARNING, line)
             return IHostMemory(_kiln.Builder.build_network(network._net, config._c))
         except KilnError as e:
             _log(self.logger, ILogger.ERROR, str(e))
             return None
+
+
+_SEVERITY = {"error": ILogger.ERROR, "warning": ILogger.WARNING, "info": ILogger.INFO, "verbose": ILogger.VERBOSE}
+
+
+def _forward(logger: ILogger):
+    """A kiln logger callable that passes the library's messages to a TensorRT-style logger."""
+    return lambda severity, message: logger.log(_SEVERITY[severity.name], message)
 
 
 def _cuda_available() -> bool:
@@ -291,7 +301,8 @@ class Runtime:
         """An engine, or None after logging the error (as TensorRT). CPU plans load too."""
         try:
             data = bytes(serialized_engine)
-            return ICudaEngine(_kiln.Runtime.deserialize_engine(data), data)
+            log = _forward(self.logger) if self.logger is not None else None
+            return ICudaEngine(_kiln.Runtime.deserialize_engine(data, log), data)
         except KilnError as e:
             _log(self.logger, ILogger.ERROR, str(e))
             return None

@@ -56,7 +56,26 @@ std::shared_ptr<pyb::object> keep(pyb::object f) {
 
 }  // namespace
 
+Logger make_logger(pyb::object f) {
+  if (f.is_none()) return nullptr;
+  auto fn = keep(std::move(f));
+  return [fn](LogSeverity severity, const std::string& message) {
+    pyb::gil_scoped_acquire gil;
+    try {
+      (*fn)(severity, message);
+    } catch (pyb::error_already_set& e) {
+      e.discard_as_unraisable("kiln logger callback");
+    }
+  };
+}
+
 void init_builder(pyb::module_& m) {
+  pyb::enum_<LogSeverity>(m, "LogSeverity", "Severity of a library message (TensorRT's ILogger.Severity).")
+      .value("error", LogSeverity::kError)
+      .value("warning", LogSeverity::kWarning)
+      .value("info", LogSeverity::kInfo)
+      .value("verbose", LogSeverity::kVerbose);
+
   pyb::class_<TensorDesc>(m, "TensorDesc", "An input or output as a plan (or a parsed model) describes it.")
       .def_readonly("name", &TensorDesc::name)
       .def_readonly("dtype", &TensorDesc::dtype)
@@ -128,6 +147,17 @@ void init_builder(pyb::module_& m) {
                      "CUDA aux streams for independent branches: -1 = the builder decides, 0 = none, at most 16.")
       .def_readwrite("timing_cache_path", &BuilderConfig::timing_cache_path,
                      "CUDA timing cache JSON read before tuning and rewritten after it ('' = none).")
+      .def_readwrite("tactic_sources", &BuilderConfig::tactic_sources,
+                     "CUDA tactic sources: '' = all of kiln, cudnn, cudnn_graph, cublaslt; '+src'/'-src' edits "
+                     "('-cudnn_graph') or the names to use ('kiln,cublaslt').")
+      .def_readwrite("tuning_budget", &BuilderConfig::tuning_budget,
+                     "CUDA: most candidate tactics timed per layer and source; 0 = the defaults.")
+      .def_readwrite("timing_iterations", &BuilderConfig::timing_iterations,
+                     "CUDA: timed runs per candidate tactic after one warm-up (TensorRT's --avgTiming).")
+      .def_property("logger", [](const BuilderConfig& c) { return static_cast<bool>(c.logger); },
+                    [](BuilderConfig& c, pyb::object f) { c.logger = make_logger(std::move(f)); },
+                    "A callable(severity: LogSeverity, message: str) for the build's messages (timing cache, "
+                    "tactic summaries); None to drop them. Reading it gives whether one is set.")
       .def_readwrite("target", &BuilderConfig::target)
       .def_readwrite("opt_level", &BuilderConfig::opt_level, "0..3: 0 no rewrites, 1 cleanups, 2 + fusions.")
       .def_readwrite("disabled_passes", &BuilderConfig::disabled_passes, "Pass names to skip (a set; assign a new set).")

@@ -23,15 +23,16 @@ struct Context {
   GraphCache graphs;
 };
 
-std::shared_ptr<Engine> deserialize(const pyb::buffer& plan) {
+std::shared_ptr<Engine> deserialize(const pyb::buffer& plan, pyb::object logger) {
   pyb::buffer_info info = plan.request();
   if (info.ndim != 1 || info.itemsize != 1 || info.strides[0] != 1)
     throw StatusError{invalid_argument("a plan is a contiguous bytes-like object (bytes, bytearray, memoryview, 1-D uint8 array)")};
   const auto* data = static_cast<const uint8_t*>(info.ptr);
   const size_t size = static_cast<size_t>(info.size * info.itemsize);
+  const Logger log = make_logger(std::move(logger));
   StatusOr<std::shared_ptr<Engine>> e = [&] {
     pyb::gil_scoped_release nogil;
-    return Runtime::deserialize_engine(data, size);
+    return Runtime::deserialize_engine(data, size, log);
   }();
   return unwrap(std::move(e));
 }
@@ -76,12 +77,15 @@ void init_runtime(pyb::module_& m) {
       .def_readonly("outputs", &LayerInfo::outputs)
       .def_readonly("tactic", &LayerInfo::tactic)
       .def_readonly("precision", &LayerInfo::precision, "A per-layer constraint ('fp16', ...) or '' (the plan's).")
+      .def_readonly("tactic_id", &LayerInfo::tactic_id, "Stable tactic id (source << 24 | variant); 0xFFFFFFFF: none.")
+      .def_readonly("tuned_ms", &LayerInfo::tuned_ms, "The tactic's time measured at build, ms (0: not timed).")
       .def("__repr__", [](const LayerInfo& l) { return "<LayerInfo " + l.name + " (" + l.op + ") " + l.tactic + ">"; });
 
   pyb::class_<DeviceLayerInfo>(m, "DeviceLayerInfo", "A layer as a CUDA engine runs it (reformats included).")
       .def_readonly("name", &DeviceLayerInfo::name)
       .def_readonly("op", &DeviceLayerInfo::op)
       .def_readonly("tactic", &DeviceLayerInfo::tactic)
+      .def_readonly("tactic_id", &DeviceLayerInfo::tactic_id)
       .def_readonly("tuned_ms", &DeviceLayerInfo::tuned_ms, "Time of the chosen tactic at build, ms (0: not timed).")
       .def_readonly("fallback", &DeviceLayerInfo::fallback)
       .def_readonly("workspace_bytes", &DeviceLayerInfo::workspace_bytes)
@@ -135,15 +139,18 @@ void init_runtime(pyb::module_& m) {
       }, "A new context (own shapes, bindings, activation memory); it keeps the engine alive.");
 
   pyb::class_<Runtime>(m, "Runtime", "Loads plans (TensorRT's IRuntime).")
-      .def_static("deserialize_engine", &deserialize, pyb::arg("plan"),
-                  "Engine from plan bytes (any buffer). Raises InvalidPlanError on corrupt or foreign plans.")
-      .def_static("load_engine", [](const std::string& path) {
+      .def_static("deserialize_engine", &deserialize, pyb::arg("plan"), pyb::arg("logger") = pyb::none(),
+                  "Engine from plan bytes (any buffer); `logger` as BuilderConfig.logger gets the load's messages. "
+                  "Raises InvalidPlanError on corrupt or foreign plans.")
+      .def_static("load_engine", [](const std::string& path, pyb::object logger) {
+        const Logger log = make_logger(std::move(logger));
         StatusOr<std::shared_ptr<Engine>> e = [&] {
           pyb::gil_scoped_release nogil;
-          return Runtime::load_engine(path);
+          return Runtime::load_engine(path, log);
         }();
         return unwrap(std::move(e));
-      }, pyb::arg("path"), "Engine from a plan file. Raises NotFoundError, InvalidPlanError.");
+      }, pyb::arg("path"), pyb::arg("logger") = pyb::none(),
+                  "Engine from a plan file. Raises NotFoundError, InvalidPlanError.");
 
   pyb::class_<Context>(m, "ExecutionContext", "One inference's shapes, bindings and memory (IExecutionContext).")
       .def_property_readonly("engine", [](const Context& c) { return std::const_pointer_cast<Engine>(c.engine); })

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kiln/logger.h"
 #include "kiln/status.h"
 #include "kiln/types.h"
 
@@ -50,6 +51,9 @@ pyb::array to_numpy(const Tensor& t);
 Tensor tensor_from_numpy(const pyb::array& a, const std::string& what);
 // JSON -> dict / list / str / float / int / bool / None.
 pyb::object to_python(const nlohmann::json& j);
+
+// A Logger calling a Python callable(LogSeverity, str) under the GIL (empty for None).
+Logger make_logger(pyb::object f);
 
 void init_builder(pyb::module_& m);
 void init_runtime(pyb::module_& m);

@@ -128,3 +128,16 @@ def test_progress_callback_sees_the_steps(models):
     steps = []
     kiln.build(models["mlp"], shapes={"x": (2, 4)}, target="cpu", progress=lambda p: steps.append(p.step))
     assert "profiles" in steps and "serialize" in steps
+
+
+def test_logger_callbacks_are_accepted_and_cleared(models):
+    messages = []
+    cfg = kiln.config(shapes={"x": (2, 4)}, target="cpu", logger=lambda sev, msg: messages.append((sev, msg)))
+    assert cfg.logger is True
+    plan = _kiln.Builder.build(models["mlp"], cfg)
+    assert all(isinstance(s, kiln.LogSeverity) and isinstance(m, str) for s, m in messages)
+    cfg.logger = None
+    assert cfg.logger is False
+    e = _kiln.Runtime.deserialize_engine(plan, lambda sev, msg: messages.append((sev, msg)))
+    assert [t.name for t in e.io_tensors] == ["x", "y"]
+    assert all(l.tactic_id == 0xFFFFFFFF for l in e.layers)  # CPU layers carry no tactic id
