@@ -39,6 +39,13 @@ _LAYER_PRECISIONS = {"fp32": "float32", "float32": "float32", "fp16": "float16",
 __all__ = ["build", "load", "Engine", "compare", "bench", "inspect", "config", "KilnError", "__version__"]
 
 
+def _invalid(message: str) -> InvalidArgumentError:
+    """The exception the C++ side raises for kInvalidArgument, made in Python (same text, code)."""
+    e = InvalidArgumentError("InvalidArgument: " + message)
+    e.code, e.nodes = "InvalidArgument", []
+    return e
+
+
 def _is_range(spec) -> bool:
     return len(spec) == 3 and all(isinstance(s, (list, tuple)) for s in spec)
 
@@ -55,7 +62,7 @@ def config(precision: str = "fp32", shapes: Optional[Mapping[str, ShapeSpec]] = 
            max_aux_streams: int = -1, tactic_sources: str = "", progress=None, logger=None) -> BuilderConfig:
     """A BuilderConfig from keyword settings (see build)."""
     if precision not in _PRECISIONS:
-        raise InvalidArgumentError(f"InvalidArgument: precision '{precision}': expected one of {sorted(_PRECISIONS)}")
+        raise _invalid(f"precision '{precision}': expected one of {sorted(_PRECISIONS)}")
     cfg = BuilderConfig()
     for flag in _PRECISIONS[precision]:
         setattr(cfg, flag, True)
@@ -65,14 +72,14 @@ def config(precision: str = "fp32", shapes: Optional[Mapping[str, ShapeSpec]] = 
     try:
         cfg.target = TargetDevice.__members__[target]
     except KeyError:
-        raise InvalidArgumentError(f"InvalidArgument: target '{target}': expected auto, cpu or cuda") from None
+        raise _invalid(f"target '{target}': expected auto, cpu or cuda") from None
     if timing_cache:
         cfg.timing_cache_path = os.fspath(timing_cache)
     cfg.opt_level = opt_level
     cfg.max_aux_streams = max_aux_streams
     for pattern, prec in (layer_precisions or {}).items():
         if prec not in _LAYER_PRECISIONS:
-            raise InvalidArgumentError(f"InvalidArgument: layer precision '{prec}' for '{pattern}': "
+            raise _invalid(f"layer precision '{prec}' for '{pattern}': "
                                        f"expected one of {sorted(_LAYER_PRECISIONS)}")
         cfg.add_layer_precision(pattern, _kiln.dtype_from_name(_LAYER_PRECISIONS[prec]))
     if shapes:
@@ -200,18 +207,18 @@ class Engine:
             named = dict(inputs, **kw)
         elif isinstance(inputs, (list, tuple)):
             if len(inputs) != len(self.input_names):
-                raise InvalidArgumentError(f"InvalidArgument: {len(inputs)} inputs given, the engine takes "
+                raise _invalid(f"{len(inputs)} inputs given, the engine takes "
                                            f"{len(self.input_names)} ({', '.join(self.input_names)})")
             named = dict(zip(self.input_names, inputs), **kw)
         else:
             if len(self.input_names) != 1:
-                raise InvalidArgumentError(f"InvalidArgument: one array given, the engine takes "
+                raise _invalid(f"one array given, the engine takes "
                                            f"{len(self.input_names)} inputs ({', '.join(self.input_names)})")
             named = {self.input_names[0]: inputs, **kw}
         missing = [n for n in self.input_names if n not in named]
         extra = [n for n in named if n not in self.input_names]
         if missing or extra:
-            raise InvalidArgumentError("InvalidArgument: " + "; ".join(
+            raise _invalid("; ".join(
                 ([f"missing input(s) {', '.join(missing)}"] if missing else []) +
                 ([f"unknown input(s) {', '.join(extra)} (inputs: {', '.join(self.input_names)})"] if extra else [])))
         return named
@@ -229,10 +236,10 @@ class Engine:
         if n_dev == 0:
             return self._run_host(named, out, _interop.is_torch_tensor(first))
         if n_dev != len(dev):
-            raise InvalidArgumentError("InvalidArgument: inputs mix host and CUDA tensors: " + ", ".join(
+            raise _invalid("inputs mix host and CUDA tensors: " + ", ".join(
                 f"{n} ({'cuda' if d else 'host'})" for n, d in dev.items()))
         if not self.is_cuda:
-            raise InvalidArgumentError("InvalidArgument: this is a CPU engine; it takes host arrays, not CUDA tensors")
+            raise _invalid("this is a CPU engine; it takes host arrays, not CUDA tensors")
         return self._run_device(dev, out, stream, self.cuda_graph if cuda_graph is None else cuda_graph)
 
     def _run_host(self, named, out, as_torch: bool):
@@ -267,7 +274,7 @@ class Engine:
         else:
             outs = {self.output_names[0]: out}
         if sorted(outs) != sorted(self.output_names):
-            raise InvalidArgumentError(f"InvalidArgument: out= must give every output ({', '.join(self.output_names)})")
+            raise _invalid(f"out= must give every output ({', '.join(self.output_names)})")
         return outs
 
     def _pack(self, results: Dict[str, Any]):
@@ -278,7 +285,7 @@ class Engine:
             d = dev[name]
             want = self._device_dtype[name]
             if d.dtype != want:
-                raise InvalidArgumentError(f"InvalidArgument: input '{name}' is {d.dtype}; the engine takes {want} "
+                raise _invalid(f"input '{name}' is {d.dtype}; the engine takes {want} "
                                            "(kiln never copies device data: convert it first)")
             self._set_shape(name, d.shape)
         key = tuple(self._shapes[n] for n in self.input_names)
@@ -298,9 +305,9 @@ class Engine:
         for n, s in zip(self.output_names, out_shapes):
             o = _interop.describe_device(outs[n], n)
             if o is None:
-                raise InvalidArgumentError(f"InvalidArgument: out '{n}' must be a CUDA tensor (the inputs are)")
+                raise _invalid(f"out '{n}' must be a CUDA tensor (the inputs are)")
             if o.shape != s or o.dtype != "float32":
-                raise InvalidArgumentError(f"InvalidArgument: out '{n}' is {o.dtype}{list(o.shape)}; "
+                raise _invalid(f"out '{n}' is {o.dtype}{list(o.shape)}; "
                                            f"the engine writes float32{list(s)}")
             addresses.append(o.address)
         self._ctx.enqueue_bound(addresses, _interop.stream_handle(stream, like.device), cuda_graph)
@@ -310,14 +317,14 @@ class Engine:
     def save(self, path: Union[str, os.PathLike]) -> None:
         """Writes the plan (only for Engines made from bytes or by build)."""
         if self._plan is None:
-            raise InvalidArgumentError("InvalidArgument: this Engine was loaded from a file; copy that file instead")
+            raise _invalid("this Engine was loaded from a file; copy that file instead")
         with open(path, "wb") as f:
             f.write(self._plan)
 
     def serialize(self) -> bytes:
         """The plan bytes (Engines made from bytes or by build)."""
         if self._plan is None:
-            raise InvalidArgumentError("InvalidArgument: this Engine was loaded from a file; read that file instead")
+            raise _invalid("this Engine was loaded from a file; read that file instead")
         return self._plan
 
 

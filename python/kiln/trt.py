@@ -422,8 +422,7 @@ class IExecutionContext:
     def _execute_host(self) -> None:
         for t in self.engine._io:
             if t.name not in self._host:
-                raise _kiln.InvalidArgumentError(f"InvalidArgument: tensor '{t.name}' has no address "
-                                                 "(set_tensor_address)")
+                raise KeyError(f"tensor '{t.name}' has no address (set_tensor_address)")
         for t in self.engine._io:
             if t.is_input:
                 self._ctx.set_input(t.name, self._host_view(t.name))

@@ -165,3 +165,10 @@ def test_stub_names_exist():
     names = [n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))]
     assert len(names) > 30
     assert [n for n in names if not hasattr(_kiln, n)] == []
+
+
+def test_python_side_errors_carry_the_code(mlp):
+    with pytest.raises(kiln.InvalidArgumentError) as e:
+        mlp([np.zeros((2, 4), np.float32)] * 2)
+    assert e.value.code == "InvalidArgument" and e.value.nodes == []
+    assert str(e.value).startswith("InvalidArgument: 2 inputs given, the engine takes 1 (x)")
