@@ -24,6 +24,8 @@ nlohmann::json desc_json(const TensorDesc& d) {
   return {{"name", d.name}, {"dtype", dtype_name(d.dtype)}, {"shape", d.rank_known ? dims : nlohmann::json(nullptr)}};
 }
 
+}  // namespace
+
 nlohmann::json engine_json(const Engine& e) {
   nlohmann::json j;
   const PlanHeader& h = e.header();
@@ -81,6 +83,8 @@ nlohmann::json engine_json(const Engine& e) {
   }
   return j;
 }
+
+namespace {
 
 // " [id 0x01000001 cudnn#1]" for a tactic id, "" for none.
 std::string tactic_id_text(uint32_t id) {

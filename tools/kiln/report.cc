@@ -10,8 +10,13 @@
 
 namespace kiln::cli {
 
+namespace {
+thread_local Status g_last_error;
+}
+
 int report_error(const char* command, const Status& s) {
   std::fprintf(stderr, "kiln %s: %s\n", command, s.to_string().c_str());
+  g_last_error = s;
   return kExitError;
 }
 
@@ -28,6 +33,8 @@ StatusOr<std::shared_ptr<Engine>> load_plan(const std::string& path, const Logge
   return invalid_argument("'" + path + "' is an ONNX model, not a Kiln plan (build a plan first: kiln build " + path +
                           " -o model.plan)");
 }
+
+const Status& last_reported_error() { return g_last_error; }
 
 std::string range_string(const ShapeRange& r) {
   if (r.min == r.max) return shape_str(r.min);
