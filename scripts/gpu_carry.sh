@@ -14,6 +14,10 @@ strip .gpu-carry/kiln .gpu-carry/kiln_tests .gpu-carry/kiln_gpu_bench
 for lib in libprotobuf.so.32 libonnx_proto.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9; do
   cp -L "/lib/x86_64-linux-gnu/$lib" .gpu-carry/lib/ 2>/dev/null || cp -L "/usr/lib/x86_64-linux-gnu/$lib" .gpu-carry/lib/
 done
+# KILN_BASE_BIN=path/to/kiln: another commit's kiln, for scripts/gpu_product_ab.sh's A/B.
+if [ -n "${KILN_BASE_BIN:-}" ]; then
+  mkdir -p .gpu-carry/base && cp "$KILN_BASE_BIN" .gpu-carry/base/kiln && strip .gpu-carry/base/kiln
+fi
 # skimage's calibration photos, so the GPU machine exports the same BatchNorm-calibrated model.
 /usr/bin/python3 scripts/export_models.py --save-photos-npz .gpu-carry/calib_photos.npz
 du -sh .gpu-carry

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/builder.h"
+#include "kiln/logger.h"
 #include "kiln/plan.h"
 #include "kiln/status.h"
 #include "kiln/tensor.h"
@@ -34,6 +35,7 @@ struct ContextState;
 // One layer as a device engine runs it (CUDA plans; reformat layers included).
 struct DeviceLayerInfo {
   std::string name, op, tactic;
+  uint32_t tactic_id = 0xFFFFFFFFu;  // the tactic's stable id (source << 24 | variant), as the plan records it
   double tuned_ms = 0;         // time measured for the chosen tactic at build, ms (0: not timed)
   std::string fallback;        // why a slower path than the layer's fast tactic runs ("" = none)
   size_t workspace_bytes = 0;  // scratch the chosen tactic uses
@@ -198,13 +200,16 @@ class Runtime {
  public:
   // Validates every field of the plan (see kiln/plan.h) and builds the engine; refuses a plan
   // for another target. Never crashes on corrupt bytes.
-  static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const std::vector<uint8_t>& plan);
-  static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const uint8_t* data, size_t size);
-  static StatusOr<std::shared_ptr<Engine>> load_engine(const std::string& path);
+  // `logger` (may be empty) receives the load's messages: verbose lines say where a CUDA load's
+  // lowering went, step by step and per op kind.
+  static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const std::vector<uint8_t>& plan, const Logger& logger = {});
+  static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const uint8_t* data, size_t size, const Logger& logger = {});
+  static StatusOr<std::shared_ptr<Engine>> load_engine(const std::string& path, const Logger& logger = {});
 
  private:
   // `owner` (may be null) keeps an aligned `data` alive: the engine's weights then stay in it.
-  static StatusOr<std::shared_ptr<Engine>> deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner);
+  static StatusOr<std::shared_ptr<Engine>> deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner,
+                                                       const Logger& logger);
 };
 
 }  // namespace kiln

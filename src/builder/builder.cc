@@ -165,11 +165,11 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
 // Tactic selection seam: on CUDA the builder will time every supporting factory at the
 // profile's opt shapes; on the CPU there is one reference tactic per layer.
 // A Concat that passes/concat_in_place.cc marked runs in place (`kiln inspect` shows it).
-std::vector<std::string> select_tactics(const ir::Graph& g) {
-  std::vector<std::string> tactics;
+std::vector<plan::PlanTactic> select_tactics(const ir::Graph& g) {
+  std::vector<plan::PlanTactic> tactics;
   for (const ir::Node& n : g.nodes)
-    tactics.push_back(n.op == ir::OpKind::kConcat && n.has_attr("in_place") ? kCpuConcatInPlaceTactic
-                                                                            : kCpuReferenceTactic);
+    tactics.push_back(plan::PlanTactic{n.op == ir::OpKind::kConcat && n.has_attr("in_place") ? kCpuConcatInPlaceTactic
+                                                                                            : kCpuReferenceTactic});
   return tactics;
 }
 
@@ -190,6 +190,18 @@ StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const Bu
 #endif
                        + " (use target cpu or auto)");
   const bool want_gpu = config.target == TargetDevice::kCuda || (config.target == TargetDevice::kAuto && gpu::available());
+  TacticSources sources = TacticSources::all();
+  if (!config.tactic_sources.empty()) {
+    auto parsed = TacticSources::parse(config.tactic_sources);
+    if (!parsed.ok()) return parsed.status().with_context("builder config");
+    sources = *parsed;
+  }
+  if (config.tuning_budget < 0)
+    return invalid_argument("builder config: tuning_budget " + std::to_string(config.tuning_budget) +
+                            ", expected 0 (the defaults) or more candidates per tactic source");
+  if (config.timing_iterations < 1)
+    return invalid_argument("builder config: timing_iterations " + std::to_string(config.timing_iterations) +
+                            ", expected 1 or more");
 
   report(config, "profiles", 0, 1);
   KILN_ASSIGN_OR_RETURN(std::vector<OptimizationProfile> profiles, resolve_profiles(graph, config));
@@ -233,6 +245,10 @@ StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const Bu
     settings.workspace_limit = config.workspace_limit;
     settings.max_aux_streams = config.max_aux_streams;
     settings.timing_cache_path = config.timing_cache_path;
+    settings.sources = sources;
+    settings.budget.max_tactics = config.tuning_budget;
+    settings.budget.timing_iterations = config.timing_iterations;
+    settings.logger = config.logger;
     settings.progress = config.progress;
     std::map<std::string, std::string> tactic_data;
     auto cuda_tactics = gpu::select_tactics(laid, opt, settings, &tactic_data);

@@ -103,11 +103,12 @@ std::unique_ptr<ExecutionContext> Engine::create_execution_context() const {
   return std::unique_ptr<ExecutionContext>(new ExecutionContext(shared_from_this()));
 }
 
-StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* data, size_t size) {
-  return deserialize(data, size, nullptr);
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* data, size_t size, const Logger& logger) {
+  return deserialize(data, size, nullptr, logger);
 }
 
-StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner) {
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner,
+                                                       const Logger& logger) {
   const auto t0 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(plan::Plan p, plan::read_plan(data, size, std::move(owner)));
   const double parse_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -139,6 +140,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     settings.workspace_limit = p.build.workspace_limit;
     settings.tactic_data = std::move(p.tactic_data);
     settings.max_aux_streams = p.build.max_aux_streams;
+    settings.logger = logger;
     KILN_ASSIGN_OR_RETURN(impl->gpu, gpu::create_engine(g, opt, p.tactics, settings));
   }
   impl->load_phases.push_back({"parse", parse_ms});
@@ -152,9 +154,10 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    const bool in_place = n.op == ir::OpKind::kConcat && p.tactics[i] == kCpuConcatInPlaceTactic;
-    if (!cuda && p.tactics[i] != kCpuReferenceTactic && !in_place)
-      return invalid_plan("layer " + std::to_string(i) + ", " + n.describe() + ": unknown tactic '" + p.tactics[i] +
+    const std::string& tactic = p.tactics[i].name;
+    const bool in_place = n.op == ir::OpKind::kConcat && tactic == kCpuConcatInPlaceTactic;
+    if (!cuda && tactic != kCpuReferenceTactic && !in_place)
+      return invalid_plan("layer " + std::to_string(i) + ", " + n.describe() + ": unknown tactic '" + tactic +
                           "' (this build runs '" + kCpuReferenceTactic + "', and '" + kCpuConcatInPlaceTactic +
                           "' for a Concat)");
     LayerInfo l;
@@ -163,7 +166,9 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     l.origin = n.origin;
     for (ir::ValueId v : n.inputs) l.inputs.push_back(describe_value(g, v));
     for (ir::ValueId v : n.outputs) l.outputs.push_back(describe_value(g, v));
-    l.tactic = p.tactics[i];
+    l.tactic = tactic;
+    l.tactic_id = p.tactics[i].id;
+    l.tuned_ms = p.tactics[i].tuned_ms;
     l.precision = n.attr_string("precision", "");
     impl->layers.push_back(std::move(l));
   }
@@ -172,11 +177,11 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
   return std::shared_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const std::vector<uint8_t>& plan) {
-  return deserialize_engine(plan.data(), plan.size());
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const std::vector<uint8_t>& plan, const Logger& logger) {
+  return deserialize_engine(plan.data(), plan.size(), logger);
 }
 
-StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) {
+StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path, const Logger& logger) {
   const auto t0 = std::chrono::steady_clock::now();
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return not_found("plan file '" + path + "' not found or not readable");
@@ -192,7 +197,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) 
                      std::to_string(size) + " bytes");
   const double read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const uint8_t* data = static_cast<const uint8_t*>(buf.get());
-  auto e = deserialize(data, static_cast<size_t>(size), std::move(buf));
+  auto e = deserialize(data, static_cast<size_t>(size), std::move(buf), logger);
   if (!e.ok()) return e.status().with_context("plan '" + path + "'");
   (*e)->impl_->load_phases.insert((*e)->impl_->load_phases.begin(), Engine::LoadPhase{"read", read_ms});
   return e;

@@ -78,7 +78,7 @@ TEST(GpuPlanLoad, GraphConvPlansRestoreFromTacticDataBitExactly) {
   auto parsed = plan::read_plan(plan->data(), plan->size());
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   int graph_layers = 0;
-  for (const auto& t : parsed->tactics) graph_layers += t.rfind("cudnn.graph", 0) == 0 ? 1 : 0;
+  for (const auto& t : parsed->tactics) graph_layers += t.name.rfind("cudnn.graph", 0) == 0 ? 1 : 0;
   std::printf("graph-API conv layers: %d, tactic data entries: %zu\n", graph_layers, parsed->tactic_data.size());
   for (const auto& [key, bytes] : parsed->tactic_data) {
     EXPECT_EQ(key.rfind("cudnn.graph ", 0), 0u) << key;

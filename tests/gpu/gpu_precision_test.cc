@@ -16,6 +16,7 @@
 
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/gpu_model.h"
+#include "builder/tactic_selector.h"
 #include "builder/timing_cache.h"
 #include "runtime/gpu_engine.h"
 #endif
@@ -84,8 +85,13 @@ struct GpuRun {
   std::string error;
 };
 
-GpuRun run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, const cuda::GpuBuildOptions& o) {
+// Builds with `o`; when `o` brings no tactic selection, the builder's selector with an
+// in-memory timing cache times the tactics, as a build does.
+GpuRun run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, cuda::GpuBuildOptions o) {
   GpuRun r;
+  TimingCache memory(gpu::timing_cache_header());
+  TacticSelector selector(&memory, TacticSelectorConfig{});
+  if (o.tune && !o.select_tactic) o.select_tactic = selector.as_function();
   auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
   if (!shapes.ok()) {
     r.error = shapes.status().to_string();
@@ -293,9 +299,10 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
   const TimingCacheHeader h = gpu::timing_cache_header();
   for (bool fp16 : {false, true}) {
     TimingCache first(h);
+    TacticSelector first_selector(&first, TacticSelectorConfig{});
     cuda::GpuBuildOptions o;
     o.fp16 = fp16;
-    o.timing_cache = &first;
+    o.select_tactic = first_selector.as_function();
     GpuRun a = run_gpu(g, in, o);
     ASSERT_TRUE(a.error.empty()) << a.error;
     EXPECT_GT(first.misses(), 0);
@@ -305,7 +312,8 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
     TimingCache second(h);
     ASSERT_TRUE(second.load(path, nullptr).ok());
     EXPECT_EQ(second.size(), first.size());
-    o.timing_cache = &second;
+    TacticSelector second_selector(&second, TacticSelectorConfig{});
+    o.select_tactic = second_selector.as_function();
     GpuRun b = run_gpu(g, in, o);
     ASSERT_TRUE(b.error.empty()) << b.error;
     EXPECT_EQ(second.misses(), 0) << "the second build timed a layer the cache should have answered";

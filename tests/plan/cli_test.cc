@@ -264,7 +264,7 @@ TEST_F(KilnCli, PlanErrorsExit2) {
   auto v7 = good;
   testing::store_le(v7, plan::kOffVersion, 7, 4);
   testing::reseal(v7);
-  expect_error("inspect " + write("v7.plan", v7), 2, "plan format version 7, this build reads 3");
+  expect_error("inspect " + write("v7.plan", v7), 2, "plan format version 7, this build reads " + std::to_string(kPlanFormatVersion));
   auto bad = good;
   bad[good.size() / 2] ^= 0x10;
   expect_error("run " + write("bad.plan", bad), 2, "checksum mismatch");

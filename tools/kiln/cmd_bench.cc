@@ -67,7 +67,7 @@ int cmd_bench(const BenchOptions& o) {
   auto shapes = parse_shapes(o.shapes);
   if (!shapes.ok()) return report_error("bench", shapes.status().with_context("--shapes"));
   const auto load0 = std::chrono::steady_clock::now();
-  auto engine = Runtime::load_engine(o.plan);
+  auto engine = Runtime::load_engine(o.plan, stderr_logger(o.verbose));
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load0).count();
   if (!engine.ok()) return report_error("bench", engine.status());
   const bool cuda = (*engine)->header().target.backend == PlanBackend::kCuda;

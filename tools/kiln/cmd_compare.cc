@@ -20,7 +20,7 @@ int cmd_compare(const CompareOptions& o) {
   if (!s.ok()) return report_error("compare", s);
   auto parsed = o.inference.parse();
   if (!parsed.ok()) return report_error("compare", parsed.status());
-  auto engine = Runtime::load_engine(o.plan);
+  auto engine = Runtime::load_engine(o.plan, stderr_logger(false));
   if (!engine.ok()) return report_error("compare", engine.status());
   auto reference = onnx_import::import_model_file(o.model);
   if (!reference.ok()) return report_error("compare", reference.status());

@@ -482,8 +482,11 @@ class BatchedMatMulLayer : public Layer {
   }
   size_t workspace() const override { return kWorkspace; }
 
-  Status tune(ExecState& s) override { return pick(s); }
-  Status use_tactic(const std::string&, ExecState& s) override { return pick(s); }
+  // One tactic (cuBLASLt's first heuristic choice for each matmul, within the workspace).
+  Status select(TacticId id, ExecState& s) override {
+    KILN_RETURN_IF_ERROR(Layer::select(id, s));
+    return pick(s);
+  }
 
   Status enqueue(ExecState& s) override {
     const float alpha = 1.f, beta = 0.f;
@@ -500,6 +503,9 @@ class BatchedMatMulLayer : public Layer {
     }
     return Status::Ok();
   }
+
+ protected:
+  TacticId single_id() const override { return make_tactic_id(TacticSource::kCublasLt, 0); }
 
  private:
   static constexpr size_t kWorkspace = 32u << 20;  // bytes
