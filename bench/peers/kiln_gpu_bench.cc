@@ -23,7 +23,6 @@
 #include <sstream>
 
 #include "backends/cpu/interpreter.h"
-#include "builder/build_from_graph.h"
 #include "io/npy.h"
 #include "kiln/builder.h"
 #include "kiln/runtime.h"
@@ -82,7 +81,7 @@ StatusOr<std::shared_ptr<Engine>> build_engine(const ir::Graph& g, const Shape& 
     if (bp.step == "timing cache" && bp.detail.find(" hits, ") != std::string::npos) *cache_log = bp.detail;
   };
   const auto t0 = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build_from_graph(g, c));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, Builder::build_from_graph(g, c));
   *build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Runtime::deserialize_engine(plan);
 }

@@ -114,9 +114,13 @@ struct BuilderConfig {
 
 class Builder {
  public:
-  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format). From an
-  // already imported graph: build_from_graph (src/builder/build_from_graph.h, internal).
+  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format).
   static StatusOr<std::vector<uint8_t>> build(const std::string& onnx_path, const BuilderConfig& config);
+  // Same, from an already imported graph (tests, the conformance runner, tools). Internal: only
+  // Graph = kiln::ir::Graph (src/ir/graph.h) is defined (explicitly instantiated in
+  // src/builder/builder.cc), so this header names no internal type (docs/decisions/0030).
+  template <typename Graph>
+  static StatusOr<std::vector<uint8_t>> build_from_graph(const Graph& graph, const BuilderConfig& config);
 };
 
 }  // namespace kiln

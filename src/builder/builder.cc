@@ -8,7 +8,6 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/interpreter.h"
-#include "builder/build_from_graph.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
 #include "kiln/builder.h"
@@ -173,9 +172,7 @@ std::vector<plan::PlanTactic> select_tactics(const ir::Graph& g) {
   return tactics;
 }
 
-}  // namespace
-
-StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
+StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
   if (config.max_aux_streams < -1 || config.max_aux_streams > plan::kMaxAuxStreamsInPlan)
@@ -278,6 +275,15 @@ StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const Bu
   report(config, "serialize", 1, 1);
   return bytes;
 }
+
+}  // namespace
+
+template <typename Graph>
+StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const Graph& graph, const BuilderConfig& config) {
+  return build_graph(graph, config);
+}
+// The one definition (see kiln/builder.h).
+template StatusOr<std::vector<uint8_t>> Builder::build_from_graph<ir::Graph>(const ir::Graph&, const BuilderConfig&);
 
 StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, const BuilderConfig& config) {
   report(config, "import", 0, 1);
