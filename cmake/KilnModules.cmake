@@ -47,32 +47,30 @@ kiln_module(kiln_ir SOURCES ${IR_SOURCES} EXPOSE ir DEPENDS kiln_core)
 
 kiln_sources(ONNX_SOURCES onnx)
 kiln_module(kiln_onnx SOURCES ${ONNX_SOURCES} EXPOSE onnx
-  DEPENDS kiln_ir ${ONNX_PROTO_LIB} protobuf::libprotobuf)
+  DEPENDS kiln_ir kiln_io ${ONNX_PROTO_LIB} protobuf::libprotobuf)
 target_compile_definitions(kiln_onnx PUBLIC ONNX_ML=1 ONNX_NAMESPACE=onnx)
 
 kiln_sources(PASSES_SOURCES passes)
 kiln_module(kiln_passes SOURCES ${PASSES_SOURCES} EXPOSE passes DEPENDS kiln_ir)
 
-# The backend contract every backend implements (backends/kernel.h: tactic ids, sources,
-# tunable layers; docs/decisions/0014).
+# The tactic contract (backends/kernel.h, docs/decisions/0014): ids, sources, budget, TunableLayer.
 kiln_module(kiln_backend SOURCES ${CMAKE_SOURCE_DIR}/src/backends/tactics.cc EXPOSE backends/kernel.h
   DEPENDS kiln_core)
 
 kiln_sources(CPU_SOURCES backends/cpu)
-kiln_module(kiln_cpu SOURCES ${CPU_SOURCES} EXPOSE backends/cpu DEPENDS kiln_ir kiln_backend ${BLAS_LIBRARIES})
+kiln_module(kiln_cpu SOURCES ${CPU_SOURCES} EXPOSE backends/cpu
+  DEPENDS kiln_ir kiln_backend ${BLAS_LIBRARIES})
 target_include_directories(kiln_cpu PRIVATE ${OPENBLAS_INCLUDE_DIR})
 
 kiln_sources(PLAN_SOURCES plan)
 kiln_module(kiln_plan SOURCES ${PLAN_SOURCES} EXPOSE plan DEPENDS kiln_ir)
 
-# Tactic selection and the timing cache (src/builder/tactic_selector.*, timing_cache.*;
-# docs/decisions/0007, 0014) on their own: the runtime's CUDA glue (runtime/gpu_engine.cc) runs
-# the selector for the builder today, and the runtime must not link the builder (which imports
-# ONNX). When that glue moves into the builder, this folds into kiln_builder.
-kiln_module(kiln_tuning
+# Tactic selection and the timing cache file (docs/decisions/0007, 0014) on their own: the
+# runtime's CUDA build glue (gpu_engine.cc) hands the selector to the CUDA backend, and neither
+# may link the builder (which imports ONNX). The CUDA backend itself includes neither.
+kiln_module(kiln_timing_cache
   SOURCES ${CMAKE_SOURCE_DIR}/src/builder/timing_cache.cc ${CMAKE_SOURCE_DIR}/src/builder/tactic_selector.cc
-  EXPOSE builder/timing_cache.h builder/tactic_selector.h
-  DEPENDS kiln_backend nlohmann_json::nlohmann_json)
+  EXPOSE builder/timing_cache.h builder/tactic_selector.h DEPENDS kiln_core kiln_backend nlohmann_json::nlohmann_json)
 
 kiln_sources(IO_SOURCES io)
 kiln_module(kiln_io SOURCES ${IO_SOURCES} EXPOSE io DEPENDS kiln_core)
@@ -93,12 +91,12 @@ endif()
 
 kiln_sources(RUNTIME_SOURCES runtime)
 kiln_module(kiln_runtime SOURCES ${RUNTIME_SOURCES} EXPOSE runtime
-  DEPENDS kiln_plan kiln_cpu ${KILN_CUDA_TARGET} kiln_tuning)
+  DEPENDS kiln_plan kiln_cpu kiln_io ${KILN_CUDA_TARGET} kiln_timing_cache)
 
 kiln_sources(BUILDER_SOURCES builder)
 list(FILTER BUILDER_SOURCES EXCLUDE REGEX "/(timing_cache|tactic_selector)\\.cc$")
 kiln_module(kiln_builder SOURCES ${BUILDER_SOURCES} EXPOSE builder
-  DEPENDS kiln_onnx kiln_passes kiln_plan kiln_cpu kiln_runtime kiln_tuning)
+  DEPENDS kiln_onnx kiln_passes kiln_plan kiln_cpu kiln_runtime kiln_timing_cache)
 
 kiln_sources(CONFORMANCE_SOURCES conformance)
 kiln_module(kiln_conformance SOURCES ${CONFORMANCE_SOURCES} EXPOSE conformance
@@ -106,5 +104,5 @@ kiln_module(kiln_conformance SOURCES ${CONFORMANCE_SOURCES} EXPOSE conformance
 
 # Everything: what tools/, tests/ and bench/ link.
 add_library(kiln INTERFACE)
-target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_cpu kiln_plan
-  kiln_io kiln_backend kiln_tuning ${KILN_CUDA_TARGET} kiln_runtime kiln_builder kiln_conformance fmt::fmt)
+target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_backend kiln_cpu kiln_plan
+  kiln_io kiln_timing_cache ${KILN_CUDA_TARGET} kiln_runtime kiln_builder kiln_conformance fmt::fmt)

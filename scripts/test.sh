@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README): installs dependencies, builds Kiln, runs the unit/op tests, the
-# ONNX conformance suite (with a floor on the passed count), and the model tests.
+# ONNX conformance suite (with a floor on the passed count), a fuzz smoke run (a second, clang
+# ASan + UBSan build in build-asan/), and the model tests.
 # Usage: ./scripts/test.sh [--quick]   (--quick skips the model tests that export torchvision models)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,9 @@ ninja -C build -j"$(nproc)"
 
 echo "== unit, op and conformance tests (ctest)"
 (cd build && ctest --output-on-failure -j"$(nproc)")
+
+echo "== fuzz smoke run (each libFuzzer harness 15 s under ASan + UBSan; scripts/fuzz.sh)"
+./scripts/fuzz.sh --smoke
 
 if [ "$QUICK" = 0 ] && [ -x tests/models/run_model_tests.sh ]; then
   echo "== model tests"

@@ -22,10 +22,11 @@
 #include <random>
 #include <sstream>
 
-#include "backends/cpu/interpreter.h"
+#include "builder/build_from_graph.h"
 #include "io/npy.h"
 #include "kiln/builder.h"
 #include "kiln/runtime.h"
+#include "backends/cpu/interpreter.h"
 #include "onnx/importer.h"
 #include "passes/passes.h"
 #include "runtime/engine_impl.h"
@@ -33,6 +34,13 @@
 using namespace kiln;
 
 namespace {
+
+// The pass pipeline's options as the builder sets them: the CPU reference kernels fold constants.
+passes::PassOptions reference_pass_options() {
+  passes::PassOptions o;
+  o.evaluator = &reference_evaluator();
+  return o;
+}
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> r;
@@ -81,7 +89,7 @@ StatusOr<std::shared_ptr<Engine>> build_engine(const ir::Graph& g, const Shape& 
     if (bp.step == "timing cache" && bp.detail.find(" hits, ") != std::string::npos) *cache_log = bp.detail;
   };
   const auto t0 = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, Builder::build_from_graph(g, c));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build_from_graph(g, c));
   *build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Runtime::deserialize_engine(plan);
 }

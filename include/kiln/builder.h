@@ -57,7 +57,8 @@ struct LayerPrecision {
 
 // One step of a build, reported to BuilderConfig::progress.
 struct BuildProgress {
-  // "import", "profiles", "verify", "passes", "tactics", "tuning" (CUDA: one report per layer
+  // "import", "warning" (detail: one ignored item, see allow_unknown_attributes), "profiles",
+  // "verify", "passes", "tactics", "tuning" (CUDA: one report per layer
   // before it is timed, detail = layer name, then done == total), "timing cache" (log lines in
   // detail), "serialize"
   std::string step;
@@ -109,18 +110,17 @@ struct BuilderConfig {
   std::set<std::string> disabled_passes;  // pass names (src/passes/pipelines.cc) to skip
   std::string dump_after_pass;            // log the IR after this pass ("" = none)
   bool verify_passes = false;             // verify the IR after every pass; a failure names the pass
+  // Import: an attribute an op does not define, an opset or IR version newer than Kiln knows is
+  // an error unless this is set; then each is reported as a BuildProgress step "warning".
+  bool allow_unknown_attributes = false;
   std::function<void(const BuildProgress&)> progress;
 };
 
 class Builder {
  public:
-  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format).
+  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format). From an
+  // already imported graph: build_from_graph (src/builder/build_from_graph.h, internal).
   static StatusOr<std::vector<uint8_t>> build(const std::string& onnx_path, const BuilderConfig& config);
-  // Same, from an already imported graph (tests, the conformance runner, tools). Internal: only
-  // Graph = kiln::ir::Graph (src/ir/graph.h) is defined (explicitly instantiated in
-  // src/builder/builder.cc), so this header names no internal type (docs/decisions/0030).
-  template <typename Graph>
-  static StatusOr<std::vector<uint8_t>> build_from_graph(const Graph& graph, const BuilderConfig& config);
 };
 
 }  // namespace kiln

@@ -16,7 +16,8 @@ namespace kiln {
 
 using Shape = std::vector<int64_t>;
 
-// Product of dims (1 for a scalar, rank 0).
+// Product of dims (1 for a scalar, rank 0); saturates at INT64_MAX instead of wrapping (sizes
+// that must be valid go through core/checked_size.h, which names the tensor).
 int64_t shape_numel(const Shape& s);
 // "[1,3,224,224]"
 std::string shape_str(const Shape& s);
@@ -26,8 +27,14 @@ std::vector<int64_t> shape_strides(const Shape& s);
 class Tensor {
  public:
   Tensor() = default;
-  // Allocates zero-filled storage for shape_numel(shape) elements.
+  // Allocates zero-filled storage for shape_numel(shape) elements. A shape past the limits of
+  // core/checked_size.h or a failed allocation throws TensorAllocationError (kernels run inside
+  // the interpreter, which turns it into a Status naming the node); code outside a kernel uses
+  // allocate().
   Tensor(DataType dtype, Shape shape);
+  // The same as a Status: InvalidArgument for a negative dim or a size past the limits,
+  // OutOfMemory naming `what` and the bytes when the memory is not there.
+  static StatusOr<Tensor> allocate(DataType dtype, Shape shape, const std::string& what);
   // Wraps external storage (not copied); `owner` keeps it alive.
   static Tensor wrap(DataType dtype, Shape shape, std::shared_ptr<void> owner, void* data);
   // A rank-0 tensor holding one value (T must match dtype's C type).

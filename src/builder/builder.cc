@@ -8,6 +8,8 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/interpreter.h"
+#include "builder/build_from_graph.h"
+#include "core/checked_size.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
 #include "kiln/builder.h"
@@ -172,7 +174,21 @@ std::vector<plan::PlanTactic> select_tactics(const ir::Graph& g) {
   return tactics;
 }
 
-StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config) {
+}  // namespace
+
+static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config);
+
+StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
+  // Kernels run at build time (constant folding) report allocation failures as Statuses
+  // (backends/cpu/interpreter.cc); anything else allocating a Tensor past the limits ends here.
+  try {
+    return build_graph(graph, config);
+  } catch (const TensorAllocationError& e) {
+    return e.status().with_context("build");
+  }
+}
+
+static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
   if (config.max_aux_streams < -1 || config.max_aux_streams > plan::kMaxAuxStreamsInPlan)
@@ -276,19 +292,16 @@ StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const Builder
   return bytes;
 }
 
-}  // namespace
-
-template <typename Graph>
-StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const Graph& graph, const BuilderConfig& config) {
-  return build_graph(graph, config);
-}
-// The one definition (see kiln/builder.h).
-template StatusOr<std::vector<uint8_t>> Builder::build_from_graph<ir::Graph>(const ir::Graph&, const BuilderConfig&);
-
 StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, const BuilderConfig& config) {
   report(config, "import", 0, 1);
-  auto graph = onnx_import::import_model_file(onnx_path);
+  std::vector<std::string> warnings;
+  onnx_import::ImportOptions opts;
+  opts.allow_unknown = config.allow_unknown_attributes;
+  opts.warnings = &warnings;
+  auto graph = onnx_import::import_model_file(onnx_path, opts);
   if (!graph.ok()) return graph.status();
+  for (const std::string& w : warnings)
+    if (config.progress) config.progress(BuildProgress{"warning", 1, 1, w});
   report(config, "import", 1, 1);
   return build_from_graph(*graph, config);
 }

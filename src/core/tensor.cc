@@ -1,16 +1,21 @@
 // Tensor storage and whole-tensor conversions.
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/checked_size.h"
 #include "core/numerics.h"
 
 namespace kiln {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    if (d == 0) return 0;
+    if (!checked_mul(n, d, &n)) n = INT64_MAX;
+  }
   return n;
 }
 
@@ -29,16 +34,44 @@ std::vector<int64_t> shape_strides(const Shape& s) {
   return st;
 }
 
+namespace {
+
+// Zero-filled 64-byte aligned storage for `shape`, or the Status saying why not.
+Status allocate_storage(DataType dtype, const Shape& shape, const std::string& what, std::shared_ptr<void>* storage) {
+  auto bytes = checked_nbytes(dtype, shape, what);
+  if (!bytes.ok()) return bytes.status();
+  const int64_t alloc = std::max<int64_t>(64, (*bytes + 63) / 64 * 64);
+  const int64_t limit = allocation_limit_bytes();
+  auto oom = [&] {
+    return Status(StatusCode::kOutOfMemory, what + ": cannot allocate " + std::to_string(*bytes) + " bytes for " +
+                                                dtype_name(dtype) + " " + shape_str(shape) +
+                                                (limit > 0 ? " (allocation limit " + std::to_string(limit) + " bytes)" : ""));
+  };
+  // Past physical memory, an overcommitted allocation would "succeed" and the memset below would
+  // bring in the OOM killer; refuse it here instead.
+  if (limit > 0 && alloc > limit) return oom();
+  void* p = std::aligned_alloc(64, static_cast<size_t>(alloc));
+  if (!p) return oom();
+  std::memset(p, 0, static_cast<size_t>(alloc));
+  *storage = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return Status::Ok();
+}
+
+}  // namespace
+
 Tensor::Tensor(DataType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  for (int64_t d : shape_) KILN_CHECK(d >= 0);
-  size_t bytes = nbytes();
-  size_t alloc = ((bytes + 63) / 64) * 64;
-  if (alloc == 0) alloc = 64;
-  void* p = std::aligned_alloc(64, alloc);
-  KILN_CHECK(p != nullptr);
-  std::memset(p, 0, alloc);
-  storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-  data_ = p;
+  Status s = allocate_storage(dtype_, shape_, "tensor", &storage_);
+  if (!s.ok()) throw TensorAllocationError(s.code(), s.message());
+  data_ = storage_.get();
+}
+
+StatusOr<Tensor> Tensor::allocate(DataType dtype, Shape shape, const std::string& what) {
+  Tensor t;
+  KILN_RETURN_IF_ERROR(allocate_storage(dtype, shape, what, &t.storage_));
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = t.storage_.get();
+  return t;
 }
 
 Tensor Tensor::wrap(DataType dtype, Shape shape, std::shared_ptr<void> owner, void* data) {

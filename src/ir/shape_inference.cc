@@ -3,6 +3,7 @@
 // declared, and folds cheap all-constant nodes with the constant evaluator, when given one.
 #include "ir/shape_inference.h"
 
+#include "core/checked_size.h"
 #include "core/numerics.h"
 #include "ir/shape_rules.h"
 
@@ -162,6 +163,7 @@ class Inferrer {
       return infer_sub(sub, in, up);
     });
     KILN_RETURN_IF_ERROR(rule(ctx));
+    KILN_RETURN_IF_ERROR(check_output_sizes(n, ctx));
 
     std::vector<Tensor> folded;
     if (all_const && in_elems <= kMaxFoldElements && foldable_op(n.op) && !node_has_subgraph(n) &&
@@ -188,13 +190,31 @@ class Inferrer {
     return Status::Ok();
   }
 
+  // A fully known output shape must have a valid element count (core/checked_size.h): a Conv
+  // with pads of 2^40 or a batch of 2^62 fails the build here, naming the tensor.
+  Status check_output_sizes(const Node& n, const ShapeContext& ctx) const {
+    for (size_t k = 0; k < n.outputs.size() && k < ctx.outputs().size(); ++k) {
+      const auto& o = ctx.outputs()[k];
+      if (!o.set || !o.shape || n.outputs[k] == kNoValue) continue;
+      KILN_RETURN_IF_ERROR(check_rank(o.shape->size(), n.describe() + ": output '" + g_.value(n.outputs[k]).name + "'"));
+      Shape s;
+      for (const Dim& d : *o.shape) {
+        if (!d.is_known()) break;
+        s.push_back(d.value);
+      }
+      if (s.size() != o.shape->size()) continue;
+      auto numel = checked_numel(s, n.describe() + ": output '" + g_.value(n.outputs[k]).name + "'");
+      if (!numel.ok()) return numel.status();
+    }
+    return Status::Ok();
+  }
+
   static bool outputs_small(const ShapeContext& ctx) {
     for (const auto& o : ctx.outputs()) {
       if (!o.set || !o.shape) return false;
       int64_t n = 1;
       for (const Dim& d : *o.shape) {
-        if (!d.is_known()) return false;
-        n *= d.value;
+        if (!d.is_known() || !checked_mul(n, d.value, &n)) return false;
       }
       if (n > kMaxFoldElements) return false;
     }

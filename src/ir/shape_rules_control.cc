@@ -20,19 +20,32 @@ std::optional<SymShape> merge_shapes(const std::optional<SymShape>& a, const std
   return r;
 }
 
+// Only a branch that can run is checked: with a constant condition the other branch is never
+// inferred, and with a runtime condition a branch whose inference fails (it cannot run at these
+// shapes) is left to fail at run time, with the kernel's error naming it, if it is ever taken.
+// Outputs the model leaves untyped take their types from the branches.
 Status if_rule(ShapeContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(Types then_t, ctx.infer_subgraph("then_branch", {}));
-  KILN_ASSIGN_OR_RETURN(Types else_t, ctx.infer_subgraph("else_branch", {}));
+  const auto cond = ctx.const_ints(0);
+  if (cond && cond->size() == 1) {
+    const char* taken = (*cond)[0] ? "then_branch" : "else_branch";
+    KILN_ASSIGN_OR_RETURN(Types t, ctx.infer_subgraph(taken, {}));
+    if (static_cast<int>(t.size()) < ctx.num_outputs())
+      return ctx.fail(std::string(taken) + " has " + std::to_string(t.size()) + " outputs for " +
+                      std::to_string(ctx.num_outputs()) + " node outputs");
+    for (int k = 0; k < ctx.num_outputs(); ++k) ctx.set_output(k, t[k].first, t[k].second);
+    return Status::Ok();
+  }
+  StatusOr<Types> then_r = ctx.infer_subgraph("then_branch", {});
+  StatusOr<Types> else_r = ctx.infer_subgraph("else_branch", {});
+  if (!then_r.ok() && !else_r.ok()) return then_r.status();
+  if (!then_r.ok()) then_r = else_r;
+  if (!else_r.ok()) else_r = then_r;
+  const Types& then_t = *then_r;
+  const Types& else_t = *else_r;
   if (then_t.size() != else_t.size() || static_cast<int>(then_t.size()) < ctx.num_outputs())
     return ctx.fail("branches have " + std::to_string(then_t.size()) + " and " + std::to_string(else_t.size()) +
                     " outputs for " + std::to_string(ctx.num_outputs()) + " node outputs");
-  const auto cond = ctx.const_ints(0);
   for (int k = 0; k < ctx.num_outputs(); ++k) {
-    if (cond && cond->size() == 1) {
-      const auto& taken = (*cond)[0] ? then_t[k] : else_t[k];
-      ctx.set_output(k, taken.first, taken.second);
-      continue;
-    }
     const DataType dt = then_t[k].first != DataType::kUndefined ? then_t[k].first : else_t[k].first;
     ctx.set_output(k, dt, merge_shapes(then_t[k].second, else_t[k].second));
   }

@@ -2,6 +2,7 @@
 // spec allows (over all opsets Kiln imports) and attributes without a default.
 #include "ir/verifier.h"
 
+#include <algorithm>
 #include <set>
 
 #include "ir/pointwise_program.h"
@@ -103,6 +104,35 @@ Arity arity(OpKind op) {
   return {0, kMany, 0, kMany};
 }
 
+// arity() narrowed to the node's opset where an input was added later (an extra input at an
+// older opset would otherwise be ignored by a kernel reading the attribute form). opset <= 0:
+// unknown (internal nodes), the union over opsets applies.
+Arity arity_at(OpKind op, int opset) {
+  Arity a = arity(op);
+  if (opset <= 0) return a;
+  auto cap = [&](int since, int before_max) {
+    if (opset < since) a.max_in = std::min(a.max_in, before_max);
+  };
+  switch (op) {
+    case OpKind::kClip: cap(11, 1); break;                    // min/max inputs since 11
+    case OpKind::kPad: cap(11, 1); cap(18, 3); break;         // pads/value since 11, axes since 18
+    case OpKind::kSlice: cap(10, 1); break;                   // starts/ends/axes/steps since 10
+    case OpKind::kSqueeze: case OpKind::kUnsqueeze: cap(13, 1); break;  // axes input since 13
+    case OpKind::kReduceSum: cap(13, 1); break;
+    case OpKind::kReduceL1: case OpKind::kReduceL2: case OpKind::kReduceLogSum: case OpKind::kReduceLogSumExp:
+    case OpKind::kReduceMax: case OpKind::kReduceMean: case OpKind::kReduceMin: case OpKind::kReduceProd:
+    case OpKind::kReduceSumSquare:
+      cap(18, 1);
+      break;
+    case OpKind::kDropout: cap(12, 1); break;                 // ratio/training_mode since 12
+    case OpKind::kTopK: cap(10, 1); break;                    // k input since 10
+    case OpKind::kUpsample: cap(9, 1); break;                 // scales input since 9
+    case OpKind::kResize: cap(11, 2); break;                  // roi/scales/sizes since 11
+    default: break;
+  }
+  return a;
+}
+
 // Attributes the spec gives no default, for the opsets where they are attributes.
 std::vector<const char*> required_attrs(const Node& n) {
   switch (n.op) {
@@ -164,7 +194,7 @@ class Verifier {
     for (const Node& n : g.nodes) {
       if (n.removed) continue;
       const std::string at = where + ": " + n.describe();
-      const Arity a = arity(n.op);
+      const Arity a = arity_at(n.op, n.opset);
       const int nin = static_cast<int>(n.inputs.size()), nout = static_cast<int>(n.outputs.size());
       if (nin < a.min_in || nin > a.max_in)
         return invalid_model(at + ": has " + std::to_string(nin) + " inputs, expected " + range_text(a.min_in, a.max_in));

@@ -11,11 +11,18 @@
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
+#include "core/checked_size.h"
+#include "io/input_file.h"
+#include "ir/verifier.h"
+#include "onnx/op_attributes.h"
+#include "plan/plan_format.h"
+
 namespace kiln::onnx_import {
 namespace {
 
 struct Unsupported {
-  std::vector<std::string> items;  // "node 'x' (Foo, domain 'ai.onnx', opset 13)"
+  std::vector<std::string> items;    // "node 'x' (Foo, domain 'ai.onnx', opset 13)"
+  std::vector<std::string> unknown;  // attributes, opsets, IR versions newer than Kiln knows
 };
 
 class GraphImporter {
@@ -27,16 +34,22 @@ class GraphImporter {
   Status import(const onnx::GraphProto& gp, const std::set<std::string>& outer, ir::Graph* g) {
     g->name = gp.name();
     g->opset_imports = opsets_;
+    const std::string where = "graph '" + gp.name() + "'";
     for (const auto& init : gp.initializer()) {
+      if (init.name().empty()) return invalid_model(where + ": an initializer has an empty name");
+      if (g->find_value(init.name()) != ir::kNoValue)
+        return invalid_model(where + ": initializer '" + init.name() + "' is defined twice");
       auto t = tensor_from_proto(init, base_dir_);
       if (!t.ok()) return t.status().with_context("initializer '" + init.name() + "'");
-      if (g->find_value(init.name()) != ir::kNoValue) continue;
       ir::ValueId v = g->add_value(init.name(), t->dtype());
       g->value(v).constant = std::make_shared<Tensor>(std::move(t).value());
       g->value(v).shape = known_shape(g->value(v).constant->shape());
     }
     if (gp.sparse_initializer_size() > 0) return unsupported("graph '" + gp.name() + "': sparse initializers are not supported");
+    std::set<std::string> input_names;
     for (const auto& in : gp.input()) {
+      if (in.name().empty()) return invalid_model(where + ": graph input #" + std::to_string(input_names.size()) + " has an empty name");
+      if (!input_names.insert(in.name()).second) return invalid_model(where + ": graph input '" + in.name() + "' is listed twice");
       if (g->find_value(in.name()) != ir::kNoValue) continue;  // an initializer with a default value
       ir::ValueId v = g->add_value(in.name());
       KILN_RETURN_IF_ERROR(read_type(in, &g->value(v)));
@@ -50,7 +63,10 @@ class GraphImporter {
     for (const auto& np : gp.node()) {
       KILN_RETURN_IF_ERROR(import_node(np, index++, outer, infos, g));
     }
+    std::set<std::string> output_names;
     for (const auto& out : gp.output()) {
+      if (out.name().empty()) return invalid_model(where + ": graph output #" + std::to_string(output_names.size()) + " has an empty name");
+      if (!output_names.insert(out.name()).second) return invalid_model(where + ": graph output '" + out.name() + "' is listed twice");
       ir::ValueId v = g->find_value(out.name());
       if (v == ir::kNoValue) {
         if (outer.count(out.name())) {
@@ -77,6 +93,9 @@ class GraphImporter {
   // Reads a TypeProto: a tensor, a sequence of tensors, or an optional of either. Shapes are
   // kept for tensors only (a sequence's elements may differ in shape).
   static Status read_type_proto(const onnx::TypeProto& tp, const std::string& what, ir::Value* v) {
+    // An empty TypeProto (allowed by ONNX; exporters leave If/Loop outputs so) says nothing:
+    // the value stays an untyped tensor and shape inference takes its type from the producer.
+    if (tp.value_case() == onnx::TypeProto::VALUE_NOT_SET) return Status::Ok();
     const onnx::TypeProto* t = &tp;
     bool optional = false, sequence = false;
     if (t->has_optional_type()) {
@@ -99,6 +118,8 @@ class GraphImporter {
       return unsupported(what + ": ONNX element type " + std::to_string(tt.elem_type()) + " is not supported");
     if (dt != DataType::kUndefined) v->dtype = dt;
     if (tt.has_shape() && v->kind == ir::ValueKind::kTensor) {
+      Status rank = check_rank(static_cast<size_t>(tt.shape().dim_size()), what);
+      if (!rank.ok()) return invalid_model(rank.message());
       ir::SymShape s;
       for (const auto& d : tt.shape().dim()) {
         if (d.has_dim_value()) s.push_back(ir::Dim::known(d.dim_value()));
@@ -113,6 +134,31 @@ class GraphImporter {
   static Status read_type(const onnx::ValueInfoProto& vi, ir::Value* v) {
     if (!vi.has_type()) return Status::Ok();
     return read_type_proto(vi.type(), "value '" + vi.name() + "'", v);
+  }
+
+  // Each attribute must be one the op's schema defines at the node's opset (else it is listed in
+  // unsup_->unknown: an error, or a warning under allow_unknown_attributes), with the schema's type
+  // (else the model is malformed). Ops newer than the opset are left to the kernels.
+  Status check_attributes(const onnx::NodeProto& np, const std::string& nname, int64_t opset) {
+    const OpSchemaAttrs* schema = op_schema(np.op_type(), opset);
+    if (!schema) return Status::Ok();
+    for (const auto& a : np.attribute()) {
+      auto it = schema->attrs.find(a.name());
+      const std::string at = "node '" + nname + "' (" + np.op_type() + "): attribute '" + a.name() + "'";
+      if (it == schema->attrs.end()) {
+        std::string known;
+        for (const auto& [k, t] : schema->attrs) known += (known.empty() ? "" : ", ") + k;
+        unsup_->unknown.push_back(at + " is not an attribute of " + np.op_type() + "-" +
+                                  std::to_string(schema->since_version) + " (opset " + std::to_string(opset) +
+                                  "; it has " + (known.empty() ? std::string("none") : known) + ")");
+        continue;
+      }
+      if (static_cast<int>(a.type()) != static_cast<int>(it->second))
+        return invalid_model(at + " has type " + onnx::AttributeProto::AttributeType_Name(a.type()) + ", " +
+                             np.op_type() + "-" + std::to_string(schema->since_version) + " defines it as " +
+                             attr_type_name(it->second));
+    }
+    return Status::Ok();
   }
 
   ir::ValueId outer_ref(const std::string& name, ir::Graph* g) {
@@ -165,6 +211,7 @@ class GraphImporter {
       unsup_->items.push_back("node '" + nname + "' (" + np.op_type() + ", domain '" +
                               (domain.empty() ? "ai.onnx" : domain) + "', opset " + std::to_string(opset) + ")");
     }
+    if (op) KILN_RETURN_IF_ERROR(check_attributes(np, nname, opset));
     ir::Node n;
     n.name = nname;
     n.op = op.value_or(ir::OpKind::kIdentity);
@@ -290,7 +337,7 @@ StatusOr<Tensor> load_value_pb_file(const std::string& path, ir::ValueKind kind,
   return Tensor::none(elem);
 }
 
-StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::string& base_dir) {
+StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::string& base_dir, const ImportOptions& options) {
   onnx::ModelProto model;
   google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
   google::protobuf::io::CodedInputStream coded(&raw);
@@ -300,12 +347,20 @@ StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::stri
     return invalid_model("cannot parse the ONNX ModelProto: the file is truncated, corrupt or not an ONNX model");
   if (!model.has_graph()) return invalid_model("the ModelProto has no graph (truncated or not an ONNX model)");
   if (model.ir_version() < 3) return invalid_model("ONNX IR version " + std::to_string(model.ir_version()) + " is too old (need >= 3)");
+  Unsupported unsup;
+  if (model.ir_version() > kNewestKnownIrVersion)
+    unsup.unknown.push_back("ONNX IR version " + std::to_string(model.ir_version()) + " is newer than Kiln reads (" +
+                            std::to_string(kNewestKnownIrVersion) + ")");
   std::map<std::string, int64_t> opsets;
   for (const auto& o : model.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
   if (opsets.count("") && opsets[""] < 1) return invalid_model("invalid ai.onnx opset version " + std::to_string(opsets[""]));
+  if (opsets.count("") && opsets[""] > kNewestKnownOpset)
+    unsup.unknown.push_back("ai.onnx opset " + std::to_string(opsets[""]) + " is newer than Kiln knows (" +
+                            std::to_string(kNewestKnownOpset) + "); its ops may mean something else");
   if (model.functions_size() > 0) return unsupported("model-local functions are not supported");
+  if (model.graph().output_size() == 0)
+    return invalid_model("graph '" + model.graph().name() + "' has no outputs (a model must produce at least one)");
 
-  Unsupported unsup;
   ir::Graph g;
   GraphImporter imp(base_dir, opsets, &unsup);
   KILN_RETURN_IF_ERROR(imp.import(model.graph(), {}, &g));
@@ -314,19 +369,37 @@ StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::stri
     for (const auto& s : unsup.items) msg += "\n  " + s;
     return unsupported(msg);
   }
+  if (!unsup.unknown.empty()) {
+    if (!options.allow_unknown) {
+      std::string msg = std::to_string(unsup.unknown.size()) + " item" + (unsup.unknown.size() > 1 ? "s" : "") +
+                        " Kiln does not know and would ignore (kiln build --allow-unknown-attributes ignores "
+                        "them with a warning each):";
+      for (const auto& s : unsup.unknown) msg += "\n  " + s;
+      return unsupported(msg);
+    }
+    if (options.warnings)
+      for (const auto& s : unsup.unknown) options.warnings->push_back(s + " (ignored: --allow-unknown-attributes)");
+  }
+  // Structural checks (arity, required inputs, producers) before any pass reads the graph.
+  Status v = ir::verify(g);
+  if (!v.ok()) return invalid_model(v.message());
   return g;
 }
 
-StatusOr<ir::Graph> import_model_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return not_found("ONNX model '" + path + "' not found or not readable");
-  std::stringstream ss;
-  ss << f.rdbuf();
+StatusOr<ir::Graph> import_model_file(const std::string& path, const ImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::string bytes, io::read_input_file(path, "ONNX model"));
+  if (bytes.compare(0, plan::kMagicBytes, std::string(plan::kMagic, plan::kMagicBytes)) == 0)
+    return invalid_argument("'" + path + "' is a Kiln plan, not an ONNX model (run it with `kiln run`)");
   auto slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  auto g = import_model_bytes(ss.str(), dir);
+  auto g = import_model_bytes(bytes, dir, options);
   if (!g.ok()) return g.status().with_context("'" + path + "'");
   return g;
+}
+
+bool looks_like_onnx(const std::string& bytes) {
+  onnx::ModelProto model;
+  return !bytes.empty() && model.ParseFromString(bytes) && model.has_graph() && model.ir_version() > 0;
 }
 
 }  // namespace kiln::onnx_import

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/onnx_dtype.h"  // dtype_from_onnx / dtype_to_onnx (kiln::)
 #include "core/tensor.h"
@@ -17,12 +18,29 @@ class TensorProto;
 
 namespace kiln::onnx_import {
 
-// Loads and imports a model file. Errors: kNotFound (no file), kInvalidModel (not parseable,
-// truncated, dangling names, bad initializers), kUnsupported (lists every unknown op at once:
-// node name, op type, domain, opset).
-StatusOr<ir::Graph> import_model_file(const std::string& path);
+// What the importer does with what it does not know: an attribute an op's schema does not define
+// at the node's opset (onnx/op_attributes.h), an ai.onnx opset newer than kNewestKnownOpset or an
+// IR version newer than kNewestKnownIrVersion. By default each is an error (kUnsupported, listing
+// them all); with allow_unknown each becomes one line in *warnings and is otherwise ignored.
+struct ImportOptions {
+  bool allow_unknown = false;
+  std::vector<std::string>* warnings = nullptr;  // receives one line per ignored item (may be null)
+};
+
+// Loads and imports a model file. Errors: kNotFound (no file), kInvalidArgument (a directory, an
+// unreadable or empty file, a Kiln plan: each with its own message naming the path),
+// kInvalidModel (not parseable, truncated, dangling or duplicate or empty names, no graph
+// outputs, attributes of the wrong type, a node failing ir::verify: arity, missing required
+// inputs), kUnsupported (lists every unknown op at once: node name, op type, domain, opset; or
+// every unknown attribute / newer opset / newer IR version, see ImportOptions).
+StatusOr<ir::Graph> import_model_file(const std::string& path, const ImportOptions& options = {});
 // Same, from bytes; `base_dir` resolves external-data locations.
-StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::string& base_dir);
+StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::string& base_dir,
+                                       const ImportOptions& options = {});
+
+// True when `bytes` parse as an ONNX ModelProto with a graph (to say "this is an ONNX model,
+// not a plan").
+bool looks_like_onnx(const std::string& bytes);
 
 // Decodes a TensorProto (typed fields, raw_data or external data relative to base_dir).
 StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/onnx_pb.h>
 
+#include "core/checked_size.h"
 #include "core/numerics.h"
 #include "onnx/importer.h"
 
@@ -30,12 +32,21 @@ struct MappedFile {
 StatusOr<Tensor> load_external(const onnx::TensorProto& p, DataType dt, Shape shape, const std::string& base_dir) {
   std::string location;
   int64_t offset = 0, length = -1;
+  const std::string where = "tensor '" + p.name() + "'";
+  // offset and length are decimal byte counts; anything else is a malformed model, not an exception.
+  auto parse_count = [&](const std::string& key, const std::string& text, int64_t* out) -> Status {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < 0)
+      return invalid_model(where + ": external data " + key + " '" + text + "' is not a non-negative decimal byte count");
+    *out = v;
+    return Status::Ok();
+  };
   for (const auto& kv : p.external_data()) {
     if (kv.key() == "location") location = kv.value();
-    else if (kv.key() == "offset") offset = std::stoll(kv.value());
-    else if (kv.key() == "length") length = std::stoll(kv.value());
+    else if (kv.key() == "offset") KILN_RETURN_IF_ERROR(parse_count("offset", kv.value(), &offset));
+    else if (kv.key() == "length") KILN_RETURN_IF_ERROR(parse_count("length", kv.value(), &length));
   }
-  const std::string where = "tensor '" + p.name() + "'";
   if (location.empty()) return invalid_model(where + ": external data without a 'location' key");
   if (location.find("..") != std::string::npos || (!location.empty() && location[0] == '/'))
     return invalid_model(where + ": external data location '" + location + "' escapes the model directory");
@@ -47,7 +58,8 @@ StatusOr<Tensor> load_external(const onnx::TensorProto& p, DataType dt, Shape sh
   if (fd < 0) return not_found(where + ": external data file '" + path + "' not found");
   struct stat st {};
   fstat(fd, &st);
-  if (offset < 0 || static_cast<size_t>(offset) + need > static_cast<size_t>(st.st_size)) {
+  int64_t end = 0;
+  if (!checked_add(offset, static_cast<int64_t>(need), &end) || end > static_cast<int64_t>(st.st_size)) {
     ::close(fd);
     return invalid_model(where + ": external data file '" + path + "' holds " + std::to_string(st.st_size) +
                          " bytes, need " + std::to_string(need) + " at offset " + std::to_string(offset));
@@ -82,15 +94,10 @@ StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
   if (dt == DataType::kUndefined) return unsupported(where + ": ONNX data type " + std::to_string(p.data_type()) + " is not supported");
   if (dt == DataType::kString) return unsupported(where + ": string tensors are not supported");
   if (p.has_segment()) return unsupported(where + ": segmented tensors are not supported");
-  Shape shape;
-  int64_t n = 1;
-  constexpr int64_t kMaxElements = int64_t{1} << 40;  // far beyond any real tensor; keeps math in range
-  for (int64_t d : p.dims()) {
-    if (d < 0) return invalid_model(where + ": negative dimension " + std::to_string(d));
-    if (d > 0 && n > kMaxElements / d) return invalid_model(where + ": dimensions " + std::to_string(d) + "... are too large");
-    n *= d;
-    shape.push_back(d);
-  }
+  Shape shape(p.dims().begin(), p.dims().end());
+  auto counted = checked_nbytes(dt, shape, where);  // the limits of core/checked_size.h
+  if (!counted.ok()) return invalid_model(counted.status().message());
+  const int64_t n = shape_numel(shape);
   if (p.data_location() == onnx::TensorProto::EXTERNAL) return load_external(p, dt, shape, base_dir);
   const size_t nbytes = dtype_storage_bytes(dt, n);
   // Check the data present matches the shape before allocating (a corrupt shape must not

@@ -1,4 +1,5 @@
 // OptimizationProfile: per-input shape ranges (min <= opt <= max), validated when set.
+#include "core/checked_size.h"
 #include "kiln/builder.h"
 
 namespace kiln {
@@ -46,6 +47,9 @@ Status OptimizationProfile::set_dimensions(const std::string& name, const Shape&
     if (opt[i] > max[i])
       return invalid_argument(dim + ": opt " + std::to_string(opt[i]) + " > max " + std::to_string(max[i]));
   }
+  // Element counts past core/checked_size.h's limit (a batch of 2^62) are refused here, before
+  // anything is sized from them (max >= opt >= min per dim, so checking max covers all three).
+  KILN_RETURN_IF_ERROR(checked_numel(max, who + ": max " + dims_str(max)).status());
   ranges_[name] = ShapeRange{min, opt, max};
   return Status::Ok();
 }

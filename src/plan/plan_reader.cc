@@ -4,10 +4,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/checked_size.h"
 #include "plan/graph_codec.h"
 #include "plan/plan_format.h"
 
 namespace kiln::plan {
+static_assert(kMaxRank == static_cast<uint32_t>(kMaxTensorRank), "the plan's rank limit is core/checked_size.h's");
+
 namespace {
 
 const SectionEntry& find_section(const std::vector<SectionEntry>& sections, SectionTag tag) {
@@ -56,6 +59,12 @@ void decode_profiles(ByteReader& r, const ir::Graph& g, std::vector<Optimization
       Status st = prof.set_dimensions(name, s[0], s[1], s[2]);
       if (!st.ok()) {
         r.fail("range.dims", where + ": " + st.message());
+        break;
+      }
+      auto bytes = checked_nbytes(in->dtype == DataType::kUndefined ? DataType::kFloat32 : in->dtype, s[2],
+                                  where + " input '" + name + "' max shape");
+      if (!bytes.ok()) {
+        r.fail("range.dims", bytes.status().message());
         break;
       }
       if (in->shape) {

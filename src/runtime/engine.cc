@@ -3,10 +3,13 @@
 // plans whose tactics this build cannot run.
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "io/input_file.h"
+#include "plan/plan_format.h"
 #include "runtime/engine_impl.h"
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/device.h"
@@ -183,10 +186,9 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const std::vector<
 
 StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path, const Logger& logger) {
   const auto t0 = std::chrono::steady_clock::now();
-  std::ifstream f(path, std::ios::binary | std::ios::ate);
-  if (!f) return not_found("plan file '" + path + "' not found or not readable");
-  const std::streamoff size = f.tellg();
-  if (size < 0) return not_found("plan file '" + path + "' is not a regular file");
+  KILN_ASSIGN_OR_RETURN(const int64_t size, io::check_input_file(path, "plan file"));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return invalid_argument("plan file '" + path + "' cannot be opened");
   // One 64-byte aligned buffer that the engine's constants keep pointing into (no weights copy).
   const size_t alloc = (static_cast<size_t>(size) + 64) / 64 * 64;
   std::shared_ptr<void> buf(std::aligned_alloc(64, alloc), [](void* q) { std::free(q); });

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "backends/cpu/interpreter.h"
+#include "core/checked_size.h"
 #include "runtime/engine_impl.h"
 
 namespace kiln {
@@ -51,6 +52,7 @@ Status ExecutionContext::set_optimization_profile(int index) {
 Status ExecutionContext::check_shape(const std::string& name, const Shape& shape) const {
   const ShapeRange* r = engine_->profiles()[profile_].find(name);
   KILN_CHECK(r != nullptr);  // the plan reader guarantees every profile names every input
+  KILN_RETURN_IF_ERROR(checked_numel(shape, "input '" + name + "'").status());
   const std::string range = shape_str(r->min) + ".." + shape_str(r->max);
   if (shape.size() != r->min.size())
     return invalid_argument("input '" + name + "': shape " + shape_str(shape) + " has rank " +
@@ -200,7 +202,11 @@ Status ExecutionContext::execute() {
   outputs_.clear();
   timings_.clear();
   if (engine_->impl_->gpu) {
-    return gpu::execute(*engine_->impl_->gpu, gpu_, inputs_, &outputs_, cuda_graph_, profiling_ ? &timings_ : nullptr);
+    try {  // host tensors (outputs) allocated past the limits: see below
+      return gpu::execute(*engine_->impl_->gpu, gpu_, inputs_, &outputs_, cuda_graph_, profiling_ ? &timings_ : nullptr);
+    } catch (const TensorAllocationError& e) {
+      return e.status();
+    }
   }
   InterpreterOptions opts;
   if (profiling_) {
@@ -211,7 +217,14 @@ Status ExecutionContext::execute() {
       if (first && &n >= first && &n <= last) timings_.push_back(LayerTiming{n.name, ir::op_name(n.op), "cpu.ref", ms});
     };
   }
-  auto out = interpret(g, inputs_, nullptr, opts);
+  // Kernels' allocation failures are Statuses naming the node (interpreter.cc); this catches the
+  // interpreter's own allocations, so nothing thrown leaves the public API.
+  StatusOr<std::vector<Tensor>> out = internal_error("not run");
+  try {
+    out = interpret(g, inputs_, nullptr, opts);
+  } catch (const TensorAllocationError& e) {
+    return e.status();
+  }
   if (!out.ok()) return out.status();
   outputs_ = std::move(out).value();
   return Status::Ok();

@@ -5,6 +5,7 @@
 // small embedding / mask graphs and BERT end to end against the CPU reference.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <filesystem>
@@ -282,7 +283,7 @@ TEST(GpuIntInputs, EngineChecksInputDtypes) {
   BuilderConfig c;
   c.target = TargetDevice::kCuda;
   c.tf32 = false;
-  auto plan = Builder::build_from_graph(embedding_graph(DataType::kInt64), c);
+  auto plan = build_from_graph(embedding_graph(DataType::kInt64), c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto e = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(e.ok()) << e.status().to_string();

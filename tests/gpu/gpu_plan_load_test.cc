@@ -3,6 +3,7 @@
 // their heuristic rank compute; the load reports its phases. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <cstring>
@@ -72,7 +73,7 @@ TEST(GpuPlanLoad, GraphConvPlansRestoreFromTacticDataBitExactly) {
   BuilderConfig c;
   c.target = TargetDevice::kCuda;
   c.fp16 = true;
-  auto plan = Builder::build_from_graph(g, c);
+  auto plan = build_from_graph(g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto parsed = plan::read_plan(plan->data(), plan->size());
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();

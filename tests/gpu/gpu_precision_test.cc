@@ -4,6 +4,7 @@
 // tactic or measurement that broke.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <cmath>
@@ -181,7 +182,7 @@ TEST(GpuPrecision, Bf16PlanRecordsPrecisionAndDeviceLayers) {
   BuilderConfig c;
   c.target = TargetDevice::kCuda;
   c.bf16 = true;
-  auto plan = Builder::build_from_graph(g, c);
+  auto plan = build_from_graph(g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();

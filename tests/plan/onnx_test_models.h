@@ -53,6 +53,9 @@ class OnnxModel {
     o->set_domain(domain);
     o->set_version(version);
   }
+  // The underlying ModelProto, for tests that write what the helpers above cannot (IR
+  // versions, empty types, subgraphs, external data keys).
+  onnx::ModelProto& proto() { return m_; }
   std::string bytes() const { return m_.SerializeAsString(); }
   std::string save(const std::string& path) const {
     std::ofstream f(path, std::ios::binary);

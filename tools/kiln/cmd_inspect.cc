@@ -24,6 +24,8 @@ nlohmann::json desc_json(const TensorDesc& d) {
   return {{"name", d.name}, {"dtype", dtype_name(d.dtype)}, {"shape", d.rank_known ? dims : nlohmann::json(nullptr)}};
 }
 
+}  // namespace
+
 nlohmann::json engine_json(const Engine& e) {
   nlohmann::json j;
   const PlanHeader& h = e.header();
@@ -82,6 +84,8 @@ nlohmann::json engine_json(const Engine& e) {
   return j;
 }
 
+namespace {
+
 // " [id 0x01000001 cudnn#1]" for a tactic id, "" for none.
 std::string tactic_id_text(uint32_t id) {
   if (id == kNoTactic) return "";
@@ -99,7 +103,7 @@ std::string desc_text(const TensorDesc& d) {
 
 int cmd_inspect(const InspectOptions& o) {
   const auto load0 = std::chrono::steady_clock::now();
-  auto engine = Runtime::load_engine(o.plan, stderr_logger(o.verbose));
+  auto engine = load_plan(o.plan, stderr_logger(o.verbose));
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load0).count();
   if (!engine.ok()) return report_error("inspect", engine.status());
   const Engine& e = **engine;

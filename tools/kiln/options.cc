@@ -105,6 +105,8 @@ void BuildOptions::add_to(CLI::App* app) {
   opt->add_option("--disable-pass", disabled_passes, "Skip this pass (repeatable)");
   opt->add_option("--dump-after", dump_after, "Print the IR after this pass");
   opt->add_flag("--verify-passes", verify_passes, "Verify the IR after every pass");
+  app->add_flag("--allow-unknown-attributes", allow_unknown_attributes,
+                "Ignore attributes, opsets and IR versions newer than Kiln knows, with a warning for each");
 }
 
 namespace {
@@ -160,6 +162,7 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   c.opt_level = opt_level;
   KILN_RETURN_IF_ERROR(set_pass_options(disabled_passes, dump_after, &c));
   c.verify_passes = verify_passes;
+  c.allow_unknown_attributes = allow_unknown_attributes;
 
   KILN_ASSIGN_OR_RETURN(auto fixed, parse_shapes(shapes));
   std::map<std::string, Shape> ranges[3];

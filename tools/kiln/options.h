@@ -45,6 +45,7 @@ struct BuildOptions {
   std::vector<std::string> disabled_passes;   // --disable-pass NAME (repeatable)
   std::string dump_after;                     // --dump-after PASS
   bool verify_passes = false;                 // --verify-passes
+  bool allow_unknown_attributes = false;      // --allow-unknown-attributes
 
   void add_to(CLI::App* app);
   // --shapes gives min = opt = max; otherwise an input needs all of --min/--opt/--max-shapes.

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/numerics.h"
+#include "io/input_file.h"
 #include "io/npy.h"
 #include "ir/graph.h"
 #include "onnx/importer.h"
@@ -17,6 +18,7 @@
 namespace kiln::cli {
 
 StatusOr<Tensor> load_tensor_file(const std::string& path) {
+  KILN_RETURN_IF_ERROR(io::check_input_file(path, "input file").status());
   std::ifstream f(path, std::ios::binary);
   if (!f) return not_found("input file '" + path + "' not found or not readable");
   char magic[6] = {};
@@ -28,7 +30,7 @@ StatusOr<Tensor> load_tensor_file(const std::string& path) {
 StatusOr<Tensor> random_tensor(DataType dtype, const Shape& shape, uint64_t seed) {
   if (dtype == DataType::kString || dtype == DataType::kUndefined)
     return unsupported(std::string("cannot generate random ") + dtype_name(dtype) + " data; give the input as a file");
-  Tensor t(dtype, shape);
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(dtype, shape, "random data"));
   std::mt19937_64 rng(seed);
   const int64_t n = t.numel();
   bool any_nonzero = false;

@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
+#include <stdexcept>
 
 #include "backends/cpu/concat_slices.h"
 #include "backends/cpu/cpu_kernel.h"
+#include "core/checked_size.h"
 
 namespace kiln {
 
@@ -32,6 +35,22 @@ std::vector<std::string> outer_names(const ir::Graph& g) {
 
 // Ops whose kernels handle sequence and optional values (Tensor::kind() other than kTensor);
 // every other kernel gets a clean error instead of a value it would misread.
+// Runs one kernel. Every kernel allocates through Tensor, whose constructor throws when a shape
+// passes the limits of core/checked_size.h or the memory is not there: this is the one place
+// that turns that (and std::bad_alloc from a kernel's scratch vectors) into a Status naming the
+// node, so no kernel entry can abort or corrupt the heap on a huge shape.
+Status run_kernel(cpu::KernelFn fn, cpu::KernelContext& ctx) {
+  try {
+    return fn(ctx);
+  } catch (const TensorAllocationError& e) {
+    return Status(e.status().code(), ctx.node().describe() + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kOutOfMemory, ctx.node().describe() + ": out of memory for the kernel's scratch space");
+  } catch (const std::length_error&) {
+    return Status(StatusCode::kOutOfMemory, ctx.node().describe() + ": a scratch buffer would exceed the maximum size");
+  }
+}
+
 bool takes_non_tensors(ir::OpKind op) {
   switch (op) {
     case ir::OpKind::kIdentity:
@@ -143,7 +162,7 @@ StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Te
           if (n.outputs[k] != ir::kNoValue) offered[k] = slices.offer(n.outputs[k]);
         ctx.offer_outputs(&offered);
       }
-      s = fn(ctx);
+      s = run_kernel(fn, ctx);
     }
     if (!s.ok()) {
       if (s.message().rfind("node '", 0) == 0) return s;

@@ -3,6 +3,7 @@
 // layout (Transpose, Expand, Tile, DepthToSpace, ...), slice (Concat, Split, Slice, Pad),
 // gather, scatter, resize (Resize, Upsample) and select (NonZero, Compress, Unique, ...).
 #include "backends/cpu/ops_movement_common.h"
+#include "core/checked_size.h"
 
 namespace kiln::cpu {
 namespace movement {
@@ -24,14 +25,9 @@ StatusOr<int> norm_axis(const KernelContext& ctx, int64_t axis, int rank, const 
 }
 
 Status check_out_shape(const KernelContext& ctx, const Shape& s) {
-  constexpr int64_t kMaxElements = int64_t{1} << 34;
-  int64_t n = 1;
-  for (int64_t d : s) {
-    if (d < 0) return ctx.fail("output shape " + shape_str(s) + " has a negative dim");
-    if (d != 0 && n > kMaxElements / d) return ctx.fail("output shape " + shape_str(s) + " is too large");
-    n *= d;
-  }
-  return Status::Ok();
+  // The limits of core/checked_size.h; memory beyond that is the allocation's OutOfMemory.
+  auto n = checked_numel(s, "output shape");
+  return n.ok() ? Status::Ok() : ctx.fail(n.status().message());
 }
 
 namespace {

@@ -123,8 +123,14 @@ Status depth_to_space(KernelContext& ctx) {
 }
 
 // Operator SpaceToDepth, since version 1: [N, C, H/b, b, W/b, b] -> transpose(0,3,5,1,2,4).
+// ONNX defines no `mode` for it (only DepthToSpace has DCR/CRD); a mode other than the one
+// this computes is refused rather than ignored (the importer already rejects the attribute
+// unless --allow-unknown-attributes).
 Status space_to_depth(KernelContext& ctx) {
   const Tensor& x = ctx.in(0);
+  if (ctx.has_attr("mode") && ctx.attr_string("mode", "") != "DCR")
+    return ctx.unsupported_here("mode '" + ctx.attr_string("mode", "") +
+                                "': ONNX SpaceToDepth has no mode (its layout is DepthToSpace's DCR inverse)");
   auto es = copy_elem_bytes(ctx, x);
   if (!es.ok()) return es.status();
   const int64_t b = ctx.attr_int("blocksize", 0);

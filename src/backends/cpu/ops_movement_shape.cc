@@ -7,6 +7,7 @@
 #include <random>
 
 #include "backends/cpu/dispatch.h"
+#include "core/checked_size.h"
 #include "backends/cpu/ops_movement_common.h"
 #include "core/onnx_dtype.h"
 
@@ -44,7 +45,8 @@ Status reshape(KernelContext& ctx) {
       return ctx.fail("shape has a negative dim " + std::to_string(d));
     }
     out[i] = d;
-    known *= d;
+    if (!checked_mul(known, d, &known))
+      return ctx.fail("shape " + shape_str(spec) + " has more elements than int64 can count");
   }
   if (infer >= 0) {
     if (known == 0 || x.numel() % known != 0)

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (issue 15): builds Kiln with
+# Debian's clang in build-asan/ (CMake options KILN_SANITIZE=ON and KILN_FUZZ=ON: the fuzz
+# harnesses of scripts/fuzz.sh share this build) and runs ctest there. Any sanitizer report fails
+# the test that triggered it (halt_on_error; LeakSanitizer at each process exit).
+#   scripts/sanitize.sh                 every ctest test (unit, op, pass, plan, CLI, conformance)
+#   scripts/sanitize.sh -E conformance  ctest arguments pass through
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_CXX_FLAGS_FUZZ="-O1 -gline-tables-only" -DCMAKE_C_FLAGS_FUZZ="-O1 -gline-tables-only" -DKILN_WITH_CUDA=OFF \
+  -DKILN_FUZZ=ON -DKILN_SANITIZE=ON >/dev/null
+nice ninja -C build-asan kiln_cli kiln_tests
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+(cd build-asan && ctest --output-on-failure -j"$(nproc)" "$@")
+echo "== the test suite is clean under ASan + UBSan"

@@ -1,0 +1,44 @@
+// Lookups into the generated attribute table (op_attributes.h).
+#include <map>
+#include <utility>
+
+#include "onnx/op_attributes.h"
+
+namespace kiln::onnx_import {
+
+const char* attr_type_name(AttrType t) {
+  switch (t) {
+    case AttrType::kFloat: return "FLOAT";
+    case AttrType::kInt: return "INT";
+    case AttrType::kString: return "STRING";
+    case AttrType::kTensor: return "TENSOR";
+    case AttrType::kGraph: return "GRAPH";
+    case AttrType::kSparseTensor: return "SPARSE_TENSOR";
+    case AttrType::kTypeProto: return "TYPE_PROTO";
+    case AttrType::kFloats: return "FLOATS";
+    case AttrType::kInts: return "INTS";
+    case AttrType::kStrings: return "STRINGS";
+    case AttrType::kTensors: return "TENSORS";
+    case AttrType::kGraphs: return "GRAPHS";
+    case AttrType::kSparseTensors: return "SPARSE_TENSORS";
+    case AttrType::kTypeProtos: return "TYPE_PROTOS";
+  }
+  return "?";
+}
+
+const OpSchemaAttrs* op_schema(const std::string& op, int64_t opset) {
+  // op -> rows of the table in ascending since_version (built once; thread-safe).
+  static const std::map<std::string, std::vector<const OpSchemaAttrs*>> kByOp = [] {
+    std::map<std::string, std::vector<const OpSchemaAttrs*>> m;
+    for (const OpSchemaAttrs& row : op_schema_table()) m[row.op].push_back(&row);
+    return m;
+  }();
+  auto it = kByOp.find(op);
+  if (it == kByOp.end()) return nullptr;
+  const OpSchemaAttrs* found = nullptr;
+  for (const OpSchemaAttrs* row : it->second)
+    if (row->since_version <= opset) found = row;
+  return found;
+}
+
+}  // namespace kiln::onnx_import

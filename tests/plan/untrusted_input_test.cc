@@ -1,0 +1,426 @@
+// Regression tests for issue 15 (a black-box campaign of mutated models, plans and inputs):
+// each crash, abort or silent wrong answer it found is a model built here and an assertion that
+// Kiln now answers with a Status (or the CLI with exit code 2) whose message names the problem.
+// The ones that crashed the process run through the CLI, so a regression fails one test instead
+// of the test binary.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/checked_size.h"
+#include "kiln/runtime.h"
+#include "plan/plan_test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::kF32;
+using testing::OnnxModel;
+constexpr int kBool = onnx::TensorProto::BOOL;
+
+void expect_message(const Status& s, StatusCode code, const std::string& part) {
+  EXPECT_EQ(s.code(), code) << s.to_string();
+  EXPECT_NE(s.message().find(part), std::string::npos) << "message: " << s.message() << "\nmissing: " << part;
+}
+
+// A graph output with an element type and no shape.
+void output_any_shape(OnnxModel& m, const std::string& name) {
+  auto* vi = m.proto().mutable_graph()->add_output();
+  vi->set_name(name);
+  vi->mutable_type()->mutable_tensor_type()->set_elem_type(kF32);
+}
+
+// y = Conv(x [batch, 3, 8, 8], W [4, 3, 3, 3]) with the given pads; `inputs` overrides the
+// node's inputs (a missing W, an empty X).
+OnnxModel conv_model(testing::OnnxDim batch, int64_t pad = 0, std::vector<std::string> inputs = {"x", "W"}) {
+  OnnxModel m;
+  m.input("x", kF32, {batch, int64_t{3}, int64_t{8}, int64_t{8}});
+  m.initializer("W", {4, 3, 3, 3}, std::vector<float>(108, 0.125f));
+  auto* n = m.node("Conv", inputs, {"y"}, "conv0");
+  auto* a = n->add_attribute();
+  a->set_name("pads");
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) a->add_ints(pad);
+  output_any_shape(m, "y");
+  return m;
+}
+
+StatusOr<ir::Graph> import(const OnnxModel& m, onnx_import::ImportOptions o = {}) {
+  return onnx_import::import_model_bytes(m.bytes(), ".", o);
+}
+
+class UntrustedCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::make_temp_dir("untrusted");
+    ASSERT_FALSE(dir_.empty());
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  // Runs `kiln <args>`: expects exit code `code`, `part` in the output and no crash text.
+  void expect_error(const std::string& args, int code, const std::string& part) {
+    std::string out;
+    EXPECT_EQ(testing::run_kiln(args, dir_, &out), code) << "kiln " << args << "\n" << out;
+    EXPECT_NE(out.find(part), std::string::npos) << "kiln " << args << "\noutput: " << out << "\nmissing: " << part;
+    for (const char* crash : {"terminate called", "internal check failed", "double free", "munmap_chunk", "Segmentation"})
+      EXPECT_EQ(out.find(crash), std::string::npos) << out;
+  }
+  std::string dir_;
+};
+
+// Heap corruption: a batch of 2^62 built, then `kiln run` / `kiln compare` crashed in conv_forward
+// (the element count wrapped). Now the profile resolver refuses the shape, naming the input.
+TEST_F(UntrustedCli, BatchOf2To62IsRefusedAtBuild) {
+  const std::string model = conv_model(int64_t{1} << 62).save(dir_ + "/huge_batch.onnx");
+  expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "input 'x'");
+  expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "2^48");
+  auto g = import(conv_model(int64_t{1} << 62));
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  ASSERT_FALSE(plan.ok());
+  expect_message(plan.status(), StatusCode::kInvalidArgument, "input 'x'");
+}
+
+// Abort: a profile of 1x3x2^20x2^20 floats (13 TB) ended in SIGABRT (`p != nullptr` in
+// core/tensor.cc); now `kiln run` reports OutOfMemory naming the tensor and the bytes.
+TEST_F(UntrustedCli, HugeProfileShapeIsOutOfMemoryNotAbort) {
+  const std::string model = conv_model(std::string("batch")).save(dir_ + "/conv.onnx");
+  OnnxModel wide;
+  wide.input("x", kF32, {std::string("n"), int64_t{3}, std::string("h"), std::string("w")});
+  wide.node("Relu", {"x"}, {"y"}, "relu0");
+  output_any_shape(wide, "y");
+  const std::string relu = wide.save(dir_ + "/relu.onnx");
+  const std::string plan = dir_ + "/wide.plan";
+  std::string out;
+  ASSERT_EQ(testing::run_kiln("build " + relu + " -o " + plan + " --shapes x:1x3x1048576x1048576", dir_, &out), 0) << out;
+  expect_error("run " + plan, 2, "OutOfMemory");
+  expect_error("run " + plan, 2, "13194139533312 bytes");
+  // Past 2^48 elements the profile itself is refused.
+  expect_error("build " + relu + " -o " + plan + " --shapes x:1x3x65536x4294967296", 2, "2^48");
+  (void)model;
+}
+
+// Abort: Conv pads of 2^40 made an output of ~2^82 elements; now shape inference refuses it at
+// build, naming the node and its output.
+TEST_F(UntrustedCli, HugeConvPadsAreAnErrorNamingTheOutput) {
+  const std::string model = conv_model(int64_t{1}, int64_t{1} << 40).save(dir_ + "/pads.onnx");
+  expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "node 'conv0' (Conv): output 'y'");
+}
+
+// Found by fuzz_onnx_build: Expand to a 72-element shape input built a plan (rank 72) that the
+// plan reader then refused; ranks past the plan's limit are now refused at build, naming the node.
+TEST(UntrustedInput, RankPastTheLimitIsRefusedAtBuild) {
+  OnnxModel m;
+  m.input("data", kF32, {int64_t{3}, int64_t{1}});
+  m.input("new_shape", onnx::TensorProto::INT64, {int64_t{72}});
+  m.node("Expand", {"data", "new_shape"}, {"expanded"}, "expand0");
+  output_any_shape(m, "expanded");
+  auto g = import(m);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  expect_message(plan.status(), StatusCode::kInvalidArgument, "node 'expand0' (Expand): output 'expanded': rank 72");
+  OnnxModel declared;
+  declared.input("x", kF32, std::vector<testing::OnnxDim>(65, int64_t{1}));
+  declared.node("Relu", {"x"}, {"y"}, "relu0");
+  output_any_shape(declared, "y");
+  expect_message(import(declared).status(), StatusCode::kInvalidModel, "value 'x': rank 65");
+}
+
+// A kernel allocating past the limits (the interpreter's catch) is a Status naming the node.
+TEST(UntrustedInput, KernelAllocationFailureNamesTheNode) {
+  OnnxModel m;
+  m.input("shape", onnx::TensorProto::INT64, {int64_t{2}});
+  m.node("ConstantOfShape", {"shape"}, {"y"}, "fill0");
+  output_any_shape(m, "y");
+  auto g = import(m);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto engine = Runtime::deserialize_engine(*plan);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto ctx = (*engine)->create_execution_context();
+  Tensor shape(DataType::kInt64, {2});
+  shape.data<int64_t>()[0] = int64_t{1} << 30;
+  shape.data<int64_t>()[1] = int64_t{1} << 30;  // 2^60 floats
+  ASSERT_TRUE(ctx->set_input("shape", shape).ok());
+  Status s = ctx->execute();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("node 'fill0' (ConstantOfShape)"), std::string::npos) << s.to_string();
+  shape.data<int64_t>()[0] = int64_t{1} << 20;
+  shape.data<int64_t>()[1] = int64_t{1} << 22;  // 2^42 floats = 16 TiB: past physical memory
+  ASSERT_TRUE(ctx->set_input("shape", shape).ok());
+  s = ctx->execute();
+  expect_message(s, StatusCode::kOutOfMemory, "cannot allocate 17592186044416 bytes");
+}
+
+TEST(UntrustedInput, CheckedSizes) {
+  EXPECT_EQ(*checked_numel({2, 3, 4}, "t"), 24);
+  EXPECT_EQ(*checked_numel({}, "t"), 1);
+  EXPECT_EQ(*checked_numel({int64_t{1} << 62, 0}, "t"), 0);
+  expect_message(checked_numel({int64_t{1} << 62, 4}, "input 'x'").status(), StatusCode::kInvalidArgument,
+                 "input 'x': shape [4611686018427387904,4]");
+  expect_message(checked_numel({2, -1}, "t").status(), StatusCode::kInvalidArgument, "negative");
+  EXPECT_EQ(*checked_nbytes(DataType::kInt4, {5}, "t"), 3);
+  EXPECT_EQ(*checked_nbytes(DataType::kFloat32, {int64_t{1} << 47}, "t"), int64_t{1} << 49);
+  expect_message(checked_nbytes(DataType::kFloat64, {int64_t{1} << 48}, "w").status(), StatusCode::kInvalidArgument,
+                 "2^50");
+  EXPECT_EQ(shape_numel({int64_t{1} << 62, 8}), INT64_MAX);  // saturates, never wraps
+}
+
+// Garbage read: a Conv without its W input reached fuse_conv_epilogue (out-of-range index).
+TEST(UntrustedInput, ConvWithoutWeightIsRejectedAtImport) {
+  auto g = import(conv_model(int64_t{1}, 0, {"x"}));
+  ASSERT_FALSE(g.ok());
+  expect_message(g.status(), StatusCode::kInvalidModel, "node 'conv0' (Conv): has 1 inputs, expected 2 to 3");
+  g = import(conv_model(int64_t{1}, 0, {"x", ""}));
+  expect_message(g.status(), StatusCode::kInvalidModel, "node 'conv0' (Conv): required input 1 is missing");
+}
+
+// Silent acceptance: a Conv whose X input is empty.
+TEST(UntrustedInput, ConvWithEmptyInputIsRejected) {
+  auto g = import(conv_model(int64_t{1}, 0, {"", "W"}));
+  expect_message(g.status(), StatusCode::kInvalidModel, "node 'conv0' (Conv): required input 0 is missing");
+}
+
+// Silent acceptance: an attribute Conv does not have.
+TEST(UntrustedInput, UnknownAttributeIsAnErrorOrANamedWarning) {
+  OnnxModel m = conv_model(int64_t{1});
+  auto* a = m.proto().mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name("fused_activation");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("Relu");
+  auto g = import(m);
+  expect_message(g.status(), StatusCode::kUnsupported, "node 'conv0' (Conv): attribute 'fused_activation'");
+  std::vector<std::string> warnings;
+  onnx_import::ImportOptions allow;
+  allow.allow_unknown = true;
+  allow.warnings = &warnings;
+  g = import(m, allow);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("'fused_activation'"), std::string::npos) << warnings[0];
+}
+
+TEST(UntrustedInput, AttributeOfTheWrongTypeIsRejected) {
+  OnnxModel m = conv_model(int64_t{1});
+  auto* a = m.proto().mutable_graph()->mutable_node(0)->add_attribute();
+  a->set_name("group");
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(1.0f);
+  expect_message(import(m).status(), StatusCode::kInvalidModel, "attribute 'group' has type FLOAT, Conv-11 defines it as INT");
+}
+
+TEST(UntrustedInput, NewerOpsetAndIrVersionAreErrors) {
+  OnnxModel m(99);
+  m.input("x", kF32, {int64_t{2}});
+  m.node("Relu", {"x"}, {"y"}, "relu0");
+  output_any_shape(m, "y");
+  expect_message(import(m).status(), StatusCode::kUnsupported, "ai.onnx opset 99 is newer than Kiln knows");
+  OnnxModel ir = testing::static_model();
+  ir.proto().set_ir_version(99);
+  expect_message(import(ir).status(), StatusCode::kUnsupported, "ONNX IR version 99 is newer than Kiln reads");
+  onnx_import::ImportOptions allow;
+  allow.allow_unknown = true;
+  std::vector<std::string> warnings;
+  allow.warnings = &warnings;
+  EXPECT_TRUE(import(ir, allow).ok());
+  EXPECT_EQ(warnings.size(), 1u);
+}
+
+TEST(UntrustedInput, GraphWithoutOutputsIsRejected) {
+  OnnxModel m;
+  m.input("x", kF32, {int64_t{2}});
+  m.node("Relu", {"x"}, {"y"}, "relu0");
+  expect_message(import(m).status(), StatusCode::kInvalidModel, "has no outputs");
+}
+
+TEST(UntrustedInput, EmptyAndDuplicateNamesAreRejected) {
+  OnnxModel dup_init = testing::static_model();
+  dup_init.initializer("b", {3}, {0.f, 0.f, 0.f});
+  expect_message(import(dup_init).status(), StatusCode::kInvalidModel, "initializer 'b' is defined twice");
+  OnnxModel dup_in = testing::static_model();
+  dup_in.input("x", kF32, {int64_t{2}, int64_t{3}});
+  expect_message(import(dup_in).status(), StatusCode::kInvalidModel, "graph input 'x' is listed twice");
+  OnnxModel empty_out = testing::static_model();
+  empty_out.output("", kF32, {int64_t{1}});
+  expect_message(import(empty_out).status(), StatusCode::kInvalidModel, "has an empty name");
+}
+
+// Silent wrong values: SpaceToDepth has no `mode` in ONNX; mode=CRD was ignored. It is an unknown
+// attribute now, and under --allow-unknown-attributes the kernel refuses a mode it does not compute.
+TEST(UntrustedInput, SpaceToDepthModeIsNotIgnored) {
+  OnnxModel m;
+  m.input("x", kF32, {int64_t{1}, int64_t{2}, int64_t{2}, int64_t{2}});
+  auto* n = m.node("SpaceToDepth", {"x"}, {"y"}, "s2d");
+  auto* b = n->add_attribute();
+  b->set_name("blocksize");
+  b->set_type(onnx::AttributeProto::INT);
+  b->set_i(2);
+  auto* mode = n->add_attribute();
+  mode->set_name("mode");
+  mode->set_type(onnx::AttributeProto::STRING);
+  mode->set_s("CRD");
+  output_any_shape(m, "y");
+  expect_message(import(m).status(), StatusCode::kUnsupported, "node 's2d' (SpaceToDepth): attribute 'mode'");
+  onnx_import::ImportOptions allow;
+  allow.allow_unknown = true;
+  auto g = import(m, allow);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  BuilderConfig c;
+  c.opt_level = 0;
+  auto plan = Builder::build_from_graph(*g, c);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto engine = Runtime::deserialize_engine(*plan);
+  ASSERT_TRUE(engine.ok());
+  auto ctx = (*engine)->create_execution_context();
+  ASSERT_TRUE(ctx->set_input("x", Tensor(DataType::kFloat32, {1, 2, 2, 2})).ok());
+  expect_message(ctx->execute(), StatusCode::kUnsupported, "mode 'CRD'");
+}
+
+// DepthToSpace CRD (ONNX's formula): y[n, c, h*b + i, w*b + j] = x[n, c*b*b + i*b + j, h, w].
+TEST(UntrustedInput, DepthToSpaceCrdFollowsTheSpec) {
+  OnnxModel m;
+  m.input("x", kF32, {int64_t{1}, int64_t{8}, int64_t{2}, int64_t{3}});
+  auto* n = m.node("DepthToSpace", {"x"}, {"y"}, "d2s");
+  auto* b = n->add_attribute();
+  b->set_name("blocksize");
+  b->set_type(onnx::AttributeProto::INT);
+  b->set_i(2);
+  auto* mode = n->add_attribute();
+  mode->set_name("mode");
+  mode->set_type(onnx::AttributeProto::STRING);
+  mode->set_s("CRD");
+  output_any_shape(m, "y");
+  auto g = import(m);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto engine = Runtime::deserialize_engine(*plan);
+  auto ctx = (*engine)->create_execution_context();
+  Tensor x(DataType::kFloat32, {1, 8, 2, 3});
+  for (int i = 0; i < 48; ++i) x.data<float>()[i] = static_cast<float>(i);
+  ASSERT_TRUE(ctx->set_input("x", x).ok());
+  ASSERT_TRUE(ctx->execute().ok());
+  Tensor y = *ctx->output("y");
+  ASSERT_EQ(y.shape(), (Shape{1, 2, 4, 6}));
+  for (int c = 0; c < 2; ++c)
+    for (int h = 0; h < 2; ++h)
+      for (int w = 0; w < 3; ++w)
+        for (int i = 0; i < 2; ++i)
+          for (int j = 0; j < 2; ++j)
+            EXPECT_EQ(y.data<float>()[(c * 4 + h * 2 + i) * 6 + w * 2 + j],
+                      x.data<float>()[((c * 4 + i * 2 + j) * 2 + h) * 3 + w]);
+}
+
+// An If whose branch outputs (and the If's output) carry an empty TypeProto; the then branch
+// adds 1, the else branch adds a [4] tensor to a [3] one (cannot run at these shapes).
+OnnxModel untyped_if_model() {
+  OnnxModel m;
+  m.input("cond", kBool, {});
+  m.input("x", kF32, {int64_t{3}});
+  auto* n = m.node("If", {"cond"}, {"y"}, "if0");
+  auto branch = [&](const char* attr, int64_t len) {
+    auto* a = n->add_attribute();
+    a->set_name(attr);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* g = a->mutable_g();
+    g->set_name(attr);
+    auto* c = g->add_initializer();
+    c->set_name(std::string(attr) + "_c");
+    c->set_data_type(kF32);
+    c->add_dims(len);
+    for (int64_t i = 0; i < len; ++i) c->add_float_data(1.0f);
+    auto* add = g->add_node();
+    add->set_op_type("Add");
+    add->set_name(std::string(attr) + "_add");
+    add->add_input("x");
+    add->add_input(c->name());
+    add->add_output(std::string(attr) + "_out");
+    auto* o = g->add_output();
+    o->set_name(std::string(attr) + "_out");
+    o->mutable_type();  // present but empty: allowed by ONNX
+  };
+  branch("then_branch", 3);
+  branch("else_branch", 4);
+  auto* o = m.proto().mutable_graph()->add_output();
+  o->set_name("y");
+  o->mutable_type();
+  return m;
+}
+
+TEST(UntrustedInput, UntypedIfOutputsAreInferredAndOnlyARunnableBranchIsChecked) {
+  auto g = import(untyped_if_model());
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto engine = Runtime::deserialize_engine(*plan);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto ctx = (*engine)->create_execution_context();
+  Tensor x(DataType::kFloat32, {3});
+  for (int i = 0; i < 3; ++i) x.data<float>()[i] = static_cast<float>(i);
+  ASSERT_TRUE(ctx->set_input("x", x).ok());
+  ASSERT_TRUE(ctx->set_input("cond", Tensor::scalar<uint8_t>(DataType::kBool, 1)).ok());
+  ASSERT_TRUE(ctx->execute().ok());
+  Tensor y = *ctx->output("y");
+  ASSERT_EQ(y.dtype(), DataType::kFloat32);
+  ASSERT_EQ(y.shape(), (Shape{3}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(y.data<float>()[i], i + 1.0f);
+  // The else branch cannot run at these shapes: taking it is a clear run-time error.
+  ASSERT_TRUE(ctx->set_input("cond", Tensor::scalar<uint8_t>(DataType::kBool, 0)).ok());
+  Status s = ctx->execute();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("else_branch_add"), std::string::npos) << s.to_string();
+}
+
+// A malformed external-data offset threw std::stoll's exception out of Builder::build.
+TEST_F(UntrustedCli, MalformedExternalDataOffsetIsAnError) {
+  OnnxModel m = testing::static_model();
+  auto* b = m.proto().mutable_graph()->mutable_initializer(0);
+  b->clear_float_data();
+  b->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto kv = [&](const char* k, const char* v) {
+    auto* e = b->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", "weights.bin");
+  kv("offset", "12abc");
+  std::ofstream(dir_ + "/weights.bin", std::ios::binary) << std::string(64, '\0');
+  const std::string model = m.save(dir_ + "/ext.onnx");
+  auto plan = Builder::build(model, BuilderConfig{});
+  expect_message(plan.status(), StatusCode::kInvalidModel, "external data offset '12abc'");
+  b->mutable_external_data(1)->set_value("99999999999999999999999");
+  m.save(model);
+  expect_message(Builder::build(model, BuilderConfig{}).status(), StatusCode::kInvalidModel, "external data offset");
+}
+
+// Misleading messages: each kind of wrong file has its own.
+TEST_F(UntrustedCli, WrongFilesHaveTheirOwnMessages) {
+  const std::string model = testing::static_model().save(dir_ + "/m.onnx");
+  const std::string plan = dir_ + "/m.plan";
+  std::string out;
+  ASSERT_EQ(testing::run_kiln("build " + model + " -o " + plan, dir_, &out), 0) << out;
+  std::filesystem::create_directory(dir_ + "/sub");
+  std::ofstream(dir_ + "/empty.bin").close();
+  expect_error("run " + dir_ + "/sub", 2, "is a directory");
+  expect_error("build " + dir_ + "/sub -o " + plan, 2, "is a directory");
+  expect_error("run " + dir_ + "/empty.bin", 2, "is empty");
+  expect_error("build " + dir_ + "/empty.bin -o " + plan, 2, "is empty");
+  expect_error("run " + dir_ + "/missing.plan", 2, "not found");
+  expect_error("build " + plan + " -o " + dir_ + "/x.plan", 2, "is a Kiln plan, not an ONNX model");
+  expect_error("run " + model, 2, "is an ONNX model, not a Kiln plan");
+  expect_error("run " + plan + " --input x=" + dir_ + "/sub", 2, "is a directory");
+  if (::geteuid() != 0) {  // root reads everything
+    const std::string locked = dir_ + "/locked.onnx";
+    std::filesystem::copy_file(model, locked);
+    ::chmod(locked.c_str(), 0);
+    expect_error("build " + locked + " -o " + plan, 2, "cannot be read");
+  }
+}
+
+}  // namespace
+}  // namespace kiln
