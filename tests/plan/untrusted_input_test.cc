@@ -80,7 +80,7 @@ TEST_F(UntrustedCli, BatchOf2To62IsRefusedAtBuild) {
   expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "2^48");
   auto g = import(conv_model(int64_t{1} << 62));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, BuilderConfig{});
   ASSERT_FALSE(plan.ok());
   expect_message(plan.status(), StatusCode::kInvalidArgument, "input 'x'");
 }
@@ -121,7 +121,7 @@ TEST(UntrustedInput, RankPastTheLimitIsRefusedAtBuild) {
   output_any_shape(m, "expanded");
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, BuilderConfig{});
   expect_message(plan.status(), StatusCode::kInvalidArgument, "node 'expand0' (Expand): output 'expanded': rank 72");
   OnnxModel declared;
   declared.input("x", kF32, std::vector<testing::OnnxDim>(65, int64_t{1}));
@@ -138,7 +138,7 @@ TEST(UntrustedInput, KernelAllocationFailureNamesTheNode) {
   output_any_shape(m, "y");
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, BuilderConfig{});
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
@@ -272,7 +272,7 @@ TEST(UntrustedInput, SpaceToDepthModeIsNotIgnored) {
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   BuilderConfig c;
   c.opt_level = 0;
-  auto plan = Builder::build_from_graph(*g, c);
+  auto plan = build_from_graph(*g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok());
@@ -297,7 +297,7 @@ TEST(UntrustedInput, DepthToSpaceCrdFollowsTheSpec) {
   output_any_shape(m, "y");
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, BuilderConfig{});
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   auto ctx = (*engine)->create_execution_context();
@@ -355,7 +355,7 @@ OnnxModel untyped_if_model() {
 TEST(UntrustedInput, UntypedIfOutputsAreInferredAndOnlyARunnableBranchIsChecked) {
   auto g = import(untyped_if_model());
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, BuilderConfig{});
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
