@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "builder/build_from_graph.h"
 #include "core/checked_size.h"
 #include "kiln/runtime.h"
 #include "plan/plan_test_util.h"
