@@ -2,7 +2,7 @@
 # Dynamic batch on the GPU machine: one ResNet-101 FP16 plan with a 1..256 batch profile (opt 64)
 # benchmarked at batch 1, 8, 64 and 256 (`kiln bench --shapes ... --cuda-graph`, GPU compute
 # median) beside plans built for each fixed batch, in one run. Shapes other than opt are lowered
-# on first use with the plan's tactic ids where they run (docs/decisions/0014).
+# on first use with each layer's first candidate tactic (not tuned).
 #   OUT=$OUT scripts/gpu_dynamic_batch.sh           (carry .gpu-carry; models/resnet101.onnx is exported if missing)
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"

@@ -122,9 +122,11 @@ struct EngineState {
     if (it != models.end()) return it->second;
     KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(graph, shapes));
     cuda::GpuBuildOptions o = opts;
-    // The plan's tactics were tuned at the opt shapes: each layer keeps its tuned tactic where
-    // that runs at these shapes too (checked by running it once), else its first that runs.
-    o.presets_from_other_shapes = true;
+    // The plan's tactics were tuned at the opt shapes. Reusing their ids at other shapes was
+    // measured slower than each layer's first candidate (ResNet-101 FP16, profile 1..256 opt 64,
+    // H100 run 28: batch 256 13.58 vs 11.82 ms, batch 1 0.596 vs 0.582 ms), so other shapes take
+    // the first candidate that runs until they are tuned at build (issue 10, item 4).
+    o.preset_tactics.clear();
     o.tactic_data = nullptr;
     o.tune = false;
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, o));
