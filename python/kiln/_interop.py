@@ -40,8 +40,15 @@ def is_torch_tensor(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+_TORCH_DTYPE_NAMES: dict = {}
+
+
 def torch_dtype_name(t) -> str:
-    return str(t.dtype).replace("torch.", "")
+    """"float32" for torch.float32 (cached: str() of a dtype costs about a microsecond)."""
+    name = _TORCH_DTYPE_NAMES.get(t.dtype)
+    if name is None:
+        name = _TORCH_DTYPE_NAMES[t.dtype] = str(t.dtype).replace("torch.", "")
+    return name
 
 
 def describe_device(x: Any, name: str) -> Optional[DeviceArray]:
@@ -55,7 +62,7 @@ def describe_device(x: Any, name: str) -> Optional[DeviceArray]:
         if not x.is_contiguous():
             raise ValueError(f"input '{name}': the CUDA tensor is not contiguous (strides {tuple(x.stride())}); "
                              "kiln never copies device data: pass x.contiguous()")
-        return DeviceArray(x.data_ptr(), tuple(x.shape), torch_dtype_name(x), x.device.index, x)
+        return DeviceArray(x.data_ptr(), tuple(x.shape), torch_dtype_name(x), x.get_device(), x)
     cai = getattr(x, "__cuda_array_interface__", None)
     if cai is not None:
         shape = tuple(int(d) for d in cai["shape"])
@@ -106,6 +113,11 @@ def stream_handle(stream: Any, device: int = -1) -> int:
     if stream is None:
         torch = _torch()
         if torch is not None and torch.cuda.is_available():
+            # The raw handle without building a torch.cuda.Stream object (a few µs per call);
+            # the public spelling where this private one is missing.
+            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+            if raw is not None:
+                return int(raw(device if device >= 0 else torch.cuda.current_device()))
             return torch.cuda.current_stream(device if device >= 0 else None).cuda_stream
         return 0
     if isinstance(stream, int):

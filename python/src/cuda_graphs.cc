@@ -30,6 +30,11 @@ void GraphCache::clear() {
   impl_->graphs.clear();
 }
 size_t GraphCache::size() const { return impl_->graphs.size(); }
+bool GraphCache::has(const std::vector<int64_t>& key) const {
+  for (const auto& g : impl_->graphs)
+    if (g.first == key) return true;
+  return false;
+}
 
 Status GraphCache::launch(ExecutionContext& ctx, const std::vector<int64_t>& key, uintptr_t stream) {
   auto* user = reinterpret_cast<cudaStream_t>(stream);
@@ -65,6 +70,7 @@ GraphCache::GraphCache() : impl_(std::make_unique<Impl>()) {}
 GraphCache::~GraphCache() = default;
 void GraphCache::clear() {}
 size_t GraphCache::size() const { return 0; }
+bool GraphCache::has(const std::vector<int64_t>&) const { return false; }
 Status GraphCache::launch(ExecutionContext&, const std::vector<int64_t>&, uintptr_t) {
   return unsupported("CUDA graphs need a Kiln built with the CUDA backend");
 }

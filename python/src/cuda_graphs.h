@@ -26,6 +26,8 @@ class GraphCache {
   // capturing it first when `key` (addresses and shapes) is new. At most kMaxGraphs are kept,
   // the oldest dropped first.
   Status launch(ExecutionContext& ctx, const std::vector<int64_t>& key, uintptr_t stream);
+  // Whether a graph for `key` is kept (launch would replay it without capturing).
+  bool has(const std::vector<int64_t>& key) const;
   void clear();
   size_t size() const;
   static constexpr size_t kMaxGraphs = 8;
