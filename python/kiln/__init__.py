@@ -159,6 +159,10 @@ class Engine:
         self.output_names = [t.name for t in self._io if not t.is_input]
         self._shapes: Dict[str, Tuple[int, ...]] = {}  # input shapes set on the context
         self._out_shapes: Dict[Tuple, list] = {}       # input shapes -> output shapes
+        # The last validated one-input, one-output CUDA-graph call on torch tensors: (tensor
+        # type, (addresses, shapes, dtypes), addresses, device). A call that matches it goes
+        # straight to the kept graph (see __call__).
+        self._fast: Optional[tuple] = None
         self.is_cuda = self._engine.header.target.backend == "cuda"
         # The dtype a device input must have: float inputs bind as float32 (CUDA engines' rule).
         self._device_dtype = {}
@@ -225,10 +229,20 @@ class Engine:
 
     def _set_shape(self, name: str, shape: Tuple[int, ...]) -> None:
         if self._shapes.get(name) != shape:
+            self._fast = None
             self._ctx.set_input_shape(name, list(shape))
             self._shapes[name] = shape
 
     def __call__(self, inputs=None, *, out=None, stream=None, cuda_graph: Optional[bool] = None, **named_inputs):
+        f = self._fast
+        if (f is not None and out is not None and not named_inputs and cuda_graph is None
+                and inputs.__class__ is f[0] and out.__class__ is f[0]):
+            # Same tensors (addresses, shapes, dtypes, still contiguous) as the last validated
+            # call: every check _run_device makes would pass again, so replay the kept graph.
+            if (inputs.data_ptr(), out.data_ptr(), inputs.shape, out.shape, inputs.dtype, out.dtype) == f[1] and \
+                    inputs.is_contiguous() and out.is_contiguous():
+                self._ctx.enqueue_bound(f[2], _interop.stream_handle(stream, f[3]), True)
+                return out
         named = self._named(inputs, named_inputs)
         first = named[self.input_names[0]] if self.input_names else None
         dev = {n: _interop.describe_device(a, n) for n, a in named.items()}
@@ -243,6 +257,7 @@ class Engine:
         return self._run_device(dev, out, stream, self.cuda_graph if cuda_graph is None else cuda_graph)
 
     def _run_host(self, named, out, as_torch: bool):
+        self._fast = None
         for name in self.input_names:
             a = _interop.host_array(named[name], name)
             self._set_shape(name, tuple(a.shape))
@@ -311,7 +326,20 @@ class Engine:
                                            f"the engine writes float32{list(s)}")
             addresses.append(o.address)
         self._ctx.enqueue_bound(addresses, _interop.stream_handle(stream, like.device), cuda_graph)
+        self._remember_fast_call(dev, outs, addresses, like, cuda_graph)
         return self._pack(outs)
+
+    def _remember_fast_call(self, dev, outs, addresses, like, cuda_graph: bool) -> None:
+        """Keeps this call's validated form for __call__'s fast path (torch tensors, one input,
+        one output, CUDA graph on: the case whose host overhead matters)."""
+        self._fast = None
+        if not cuda_graph or self.cuda_graph is not True or len(dev) != 1 or len(outs) != 1:
+            return
+        x, o = like.source, next(iter(outs.values()))
+        if not (_interop.is_torch_tensor(x) and x.__class__ is o.__class__):
+            return
+        self._fast = (x.__class__, (x.data_ptr(), o.data_ptr(), x.shape, o.shape, x.dtype, o.dtype),
+                      list(addresses), like.device)
 
     # ---- tools ----
     def save(self, path: Union[str, os.PathLike]) -> None:

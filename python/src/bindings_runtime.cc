@@ -157,10 +157,14 @@ void init_runtime(pyb::module_& m) {
       .def("set_optimization_profile", [](Context& c, int i) { check(c.ctx->set_optimization_profile(i)); })
       .def_property_readonly("optimization_profile", [](const Context& c) { return c.ctx->optimization_profile(); })
       .def("set_input_shape", [](Context& c, const std::string& name, const Shape& shape) {
+        StatusOr<Shape> before = c.ctx->tensor_shape(name);
         check(c.ctx->set_input_shape(name, shape));
+        // New shapes give the context a new device arena: graphs captured on the old one go.
+        if (!before.ok() || *before != shape) c.graphs.clear();
       }, pyb::arg("name"), pyb::arg("shape"),
            "Fixes input `name`'s shape. Raises InvalidArgumentError naming the dim and the profile's bounds.")
       .def("set_input", [](Context& c, const std::string& name, const pyb::array& a) {
+        c.graphs.clear();  // host execution may prepare the context for other shapes (a new arena)
         check(c.ctx->set_input(name, tensor_from_numpy(a, "input '" + name + "'")));
       }, pyb::arg("name"), pyb::arg("array"),
            "Binds a host input (copied; any strides). Raises InvalidArgumentError on a wrong dtype or shape.")

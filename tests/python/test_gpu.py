@@ -79,10 +79,17 @@ def test_out_written_in_place_on_a_stream_with_graphs():
     assert r is out and r2 is out and out.data_ptr() == ptr
     assert e.context.cuda_graphs == 1
     assert np.array_equal(out.cpu().numpy(), e(x.cpu().numpy()))
-    x2 = torch.randn(2, 64, device="cuda")  # another shape: another graph
+    x2 = torch.randn(2, 64, device="cuda")  # another shape: the context gets a new arena, old graphs go
     y2 = e(x2, stream=s)
     s.synchronize()
-    assert e.context.cuda_graphs == 2 and np.array_equal(y2.cpu().numpy(), e(x2.cpu().numpy()))
+    assert e.context.cuda_graphs == 1 and np.array_equal(y2.cpu().numpy(), e(x2.cpu().numpy()))
+    # Back to the first shape and addresses: captured again on the new arena, never a stale graph.
+    x.add_(1.0)
+    with torch.cuda.stream(s):
+        e(x, out=out)
+        e(x, out=out)  # the fast path (same tensors as the last validated call)
+    s.synchronize()
+    assert np.array_equal(out.cpu().numpy(), e(x.cpu().numpy()))
 
 
 def test_device_refusals():
