@@ -231,6 +231,22 @@ TEST(UntrustedInput, NewerOpsetAndIrVersionAreErrors) {
   EXPECT_EQ(warnings.size(), 1u);
 }
 
+// Arity follows the node's opset: Clip-6 takes min/max as attributes, so inputs 1 and 2 there
+// would be ignored; Clip-11 takes them as inputs.
+TEST(UntrustedInput, ArityFollowsTheOpset) {
+  auto clip = [](int opset) {
+    OnnxModel m(opset);
+    m.input("x", kF32, {int64_t{4}});
+    m.initializer("lo", {}, {0.f});
+    m.initializer("hi", {}, {1.f});
+    m.node("Clip", {"x", "lo", "hi"}, {"y"}, "clip0");
+    output_any_shape(m, "y");
+    return m;
+  };
+  expect_message(import(clip(6)).status(), StatusCode::kInvalidModel, "node 'clip0' (Clip): has 3 inputs, expected 1");
+  EXPECT_TRUE(import(clip(11)).ok()) << import(clip(11)).status().to_string();
+}
+
 TEST(UntrustedInput, GraphWithoutOutputsIsRejected) {
   OnnxModel m;
   m.input("x", kF32, {int64_t{2}});
