@@ -130,6 +130,29 @@ TEST(UntrustedInput, RankPastTheLimitIsRefusedAtBuild) {
   expect_message(import(declared).status(), StatusCode::kInvalidModel, "value 'x': rank 65");
 }
 
+// Found by fuzz_plan_run (UBSan): Reshape multiplied the target dims without overflow checks.
+TEST(UntrustedInput, ReshapeTargetPastInt64IsAnError) {
+  OnnxModel m;
+  m.input("x", kF32, {int64_t{4}});
+  m.input("shape", onnx::TensorProto::INT64, {int64_t{3}});
+  m.node("Reshape", {"x", "shape"}, {"y"}, "reshape0");
+  output_any_shape(m, "y");
+  auto g = import(m);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto engine = Runtime::deserialize_engine(*plan);
+  ASSERT_TRUE(engine.ok());
+  auto ctx = (*engine)->create_execution_context();
+  Tensor shape(DataType::kInt64, {3});
+  shape.data<int64_t>()[0] = int64_t{3298534876422};
+  shape.data<int64_t>()[1] = int64_t{137438953474};
+  shape.data<int64_t>()[2] = -1;
+  ASSERT_TRUE(ctx->set_input("x", Tensor(DataType::kFloat32, {4})).ok());
+  ASSERT_TRUE(ctx->set_input("shape", shape).ok());
+  expect_message(ctx->execute(), StatusCode::kInvalidArgument, "node 'reshape0' (Reshape): shape [3298534876422,137438953474,-1]");
+}
+
 // A kernel allocating past the limits (the interpreter's catch) is a Status naming the node.
 TEST(UntrustedInput, KernelAllocationFailureNamesTheNode) {
   OnnxModel m;
