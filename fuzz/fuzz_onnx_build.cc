@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "builder/build_from_graph.h"
 #include "fuzz/fuzz_common.h"
 #include "kiln/builder.h"
 #include "onnx/importer.h"
@@ -29,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!profile.set_dimensions(in.name, s, s, s).ok()) return 0;
   }
   config.profiles.push_back(profile);
-  auto plan = Builder::build_from_graph(*g, config);
+  auto plan = build_from_graph(*g, config);
   if (!plan.ok()) return 0;
   auto engine = Runtime::deserialize_engine(*plan);
   if (!engine.ok()) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "builder/build_from_graph.h"
 #include "core/numerics.h"
 #include "io/npy.h"
 #include "kiln/builder.h"
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
       (void)p.set_dimensions(g->value(v).name, s, s, s);
     }
     c.profiles.push_back(p);
-    auto plan = Builder::build_from_graph(*g, c);
+    auto plan = build_from_graph(*g, c);
     if (!plan.ok()) {
       std::fprintf(stderr, "%s: %s\n", name.c_str(), plan.status().to_string().c_str());
       return 1;

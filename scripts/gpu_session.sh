@@ -199,16 +199,6 @@ $C/kiln_gpu_bench models/resnet101.onnx --batch 1,64 --precision fp16 --iters 20
 pack
 fi
 
-# A/B of GpuBuildOptions::pad_input_channels (the first conv's C = 3 input padded to 8), FP16/BF16.
-if want padab; then
-stamp "== A/B: input channels padded to 8 (KILN_PAD_INPUT_CHANNELS=1) vs not"
-for pad in 1 0; do
-  KILN_PAD_INPUT_CHANNELS=$pad $C/kiln_gpu_bench models/resnet101.onnx --batch 1,64,256 --precision fp16,bf16 \
-    --iters 100 2>/dev/null | sed "s/^{/{\"pad_input_channels\": $pad, /" | tee -a "$R/padab.jsonl"
-done
-pack
-fi
-
 if want peers; then
 stamp "== benchmark: PyTorch peers"
 [ -f /tmp/photos100.npy ] || $PY scripts/photo_inputs.py --photos-npz $C/calib_photos.npz -n 100 -o /tmp/photos100.npy

@@ -10,9 +10,21 @@
 #include "onnx/importer.h"
 #include "passes/passes.h"
 #include "ir/shape_inference.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 #include "core/numerics.h"
 using namespace kiln;
+
+namespace {
+
+// The pass pipeline's options as the builder sets them: the CPU reference kernels fold constants.
+passes::PassOptions reference_pass_options() {
+  passes::PassOptions o;
+  o.evaluator = &reference_evaluator();
+  return o;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: kiln_fp16_emulation MODEL.onnx\n");
@@ -24,8 +36,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   ir::Graph g = *g0;
-  (void)ir::infer_shapes(g);
-  (void)passes::run_pipeline(g, passes::PassOptions{});
+  (void)ir::infer_shapes(g, nullptr, &reference_evaluator());
+  (void)passes::run_pipeline(g, reference_pass_options());
   g.compact();
   ir::Graph h = g;
   for (auto& v : h.values) if (v.constant && v.constant->dtype() == DataType::kFloat32) {

@@ -12,16 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "kiln/logger.h"
 #include "kiln/status.h"
 #include "kiln/types.h"
 
 namespace kiln {
 
 using Shape = std::vector<int64_t>;  // same alias as core/tensor.h
-
-namespace ir {
-class Graph;
-}
 
 // The range of shapes one input may take at run time. Memory is sized for `max`, tactics are
 // tuned at `opt` (TensorRT's kMIN/kOPT/kMAX).
@@ -90,8 +87,21 @@ struct BuilderConfig {
   // docs/decisions/0011-aux-streams.md; TensorRT's IBuilderConfig::setMaxAuxStreams.
   int max_aux_streams = -1;
   // CUDA: JSON timing cache (docs/decisions/0007-timing-cache.md) read before tuning and
-  // rewritten after it; "" = none.
+  // rewritten after it; "" = none (an in-memory cache still times equal layers once).
   std::string timing_cache_path;
+  // CUDA: which tactic sources the builder may use (TensorRT's setTacticSources, trtexec
+  // --tacticSources): "" = all of kiln, cudnn, cudnn_graph, cublaslt; else "+src"/"-src" edits
+  // of all ("-cudnn_graph") or the names to use ("kiln,cublaslt"). A layer with no tactic from
+  // the enabled sources fails the build naming it. Part of the timing-cache key.
+  std::string tactic_sources;
+  // CUDA: the most candidate tactics timed per layer and tactic source; 0 = the defaults
+  // (4 cuDNN graph engine configurations — each may compile a kernel —, every candidate of the
+  // other sources). Part of the timing-cache key.
+  int tuning_budget = 0;
+  // CUDA: timed runs per candidate tactic, after one warm-up run (TensorRT's --avgTiming).
+  int timing_iterations = 10;
+  // Messages of the build (timing-cache and tactic summaries, load traces); none when empty.
+  Logger logger;
   // Every input whose shape is not fully static needs a range in each profile. Static inputs
   // need none. At least one profile is required when any input is dynamic.
   std::vector<OptimizationProfile> profiles;
@@ -108,13 +118,9 @@ struct BuilderConfig {
 
 class Builder {
  public:
-  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format).
+  // Imports `onnx_path` and builds a serialized plan (see kiln/plan.h for the format). From an
+  // already imported graph: build_from_graph (src/builder/build_from_graph.h, internal).
   static StatusOr<std::vector<uint8_t>> build(const std::string& onnx_path, const BuilderConfig& config);
-  // Same, from an already imported graph (tests, the conformance runner).
-  static StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config);
-
- private:
-  static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config);
 };
 
 }  // namespace kiln

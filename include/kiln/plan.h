@@ -32,7 +32,9 @@ namespace kiln {
 
 // 2: the build section records max_aux_streams (docs/decisions/0011-aux-streams.md).
 // 3: word-wise checksum (plan_checksum) and the tactic data after the layers' tactics.
-constexpr uint32_t kPlanFormatVersion = 3;
+// 4: each layer's tactic is its name, its integer tactic id (the one the load selects) and its
+//    tuned time in ms (docs/decisions/0014-tactic-contract.md), instead of free text.
+constexpr uint32_t kPlanFormatVersion = 4;
 
 enum class PlanBackend : uint8_t { kCpu = 0, kCuda = 1 };
 
@@ -71,7 +73,9 @@ struct LayerInfo {
   std::vector<std::string> origin;   // ONNX nodes this layer absorbed (itself first)
   std::vector<TensorDesc> inputs;    // omitted optional inputs have an empty name
   std::vector<TensorDesc> outputs;
-  std::string tactic;                // "cpu.ref", "cuda.cudnn_conv", ...
+  std::string tactic;                // "cpu.ref", "cudnn.conv_bias_act algo=1 fp16 nhwc +relu", ...
+  uint32_t tactic_id = 0xFFFFFFFFu;  // the tactic's stable id (source << 24 | variant); all ones: none (CPU, views)
+  double tuned_ms = 0;               // the tactic's time measured at build, ms (0: not timed)
   std::string precision;             // a per-layer constraint ("fp32", "fp16", "bf16"), "" = the plan's
 };
 

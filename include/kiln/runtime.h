@@ -3,7 +3,7 @@
 // thread-safe: its weights live once (on the device for CUDA engines) and every context reads
 // them. A context holds one inference's shapes, bindings and its own activation memory (arena);
 // use one context per thread, any number of contexts per engine.
-// Two ways to run: execute() on host kiln::Tensors (src/core/tensor.h: host memory, row-major;
+// Two ways to run: execute() on host kiln::Tensors (kiln/tensor.h: host memory, row-major;
 // synchronous; every engine), and enqueue() on the caller's CUDA stream with device addresses
 // bound by tensor name (asynchronous; CUDA engines), see docs/decisions/0002-runtime-tensor.md
 // and 0008-enqueue-bindings.md.
@@ -14,10 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
 #include "kiln/builder.h"
+#include "kiln/logger.h"
 #include "kiln/plan.h"
 #include "kiln/status.h"
+#include "kiln/tensor.h"
 
 struct CUstream_st;  // cudaStream_t is `CUstream_st*` (cuda_runtime_api.h); no CUDA header needed here
 
@@ -34,6 +35,7 @@ struct ContextState;
 // One layer as a device engine runs it (CUDA plans; reformat layers included).
 struct DeviceLayerInfo {
   std::string name, op, tactic;
+  uint32_t tactic_id = 0xFFFFFFFFu;  // the tactic's stable id (source << 24 | variant), as the plan records it
   double tuned_ms = 0;         // time measured for the chosen tactic at build, ms (0: not timed)
   std::string fallback;        // why a slower path than the layer's fast tactic runs ("" = none)
   size_t workspace_bytes = 0;  // scratch the chosen tactic uses
@@ -99,14 +101,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   std::unique_ptr<ExecutionContext> create_execution_context() const;
 
-  // The layer graph the engine runs (for tools such as `kiln compare`).
-  const ir::Graph& graph() const;
-
+  // Internal state (plan sections, layer graph, device model); tools reach it through
+  // engine_impl() in src/runtime/engine_impl.h.
   struct Impl;
 
  private:
   friend class Runtime;
   friend class ExecutionContext;
+  friend const Impl& engine_impl(const Engine& engine);
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -198,13 +200,16 @@ class Runtime {
  public:
   // Validates every field of the plan (see kiln/plan.h) and builds the engine; refuses a plan
   // for another target. Never crashes on corrupt bytes.
-  static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const std::vector<uint8_t>& plan);
-  static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const uint8_t* data, size_t size);
-  static StatusOr<std::shared_ptr<Engine>> load_engine(const std::string& path);
+  // `logger` (may be empty) receives the load's messages: verbose lines say where a CUDA load's
+  // lowering went, step by step and per op kind.
+  static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const std::vector<uint8_t>& plan, const Logger& logger = {});
+  static StatusOr<std::shared_ptr<Engine>> deserialize_engine(const uint8_t* data, size_t size, const Logger& logger = {});
+  static StatusOr<std::shared_ptr<Engine>> load_engine(const std::string& path, const Logger& logger = {});
 
  private:
   // `owner` (may be null) keeps an aligned `data` alive: the engine's weights then stay in it.
-  static StatusOr<std::shared_ptr<Engine>> deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner);
+  static StatusOr<std::shared_ptr<Engine>> deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner,
+                                                       const Logger& logger);
 };
 
 }  // namespace kiln

@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "backends/cpu/interpreter.h"
+#include "builder/build_from_graph.h"
 #include "core/checked_size.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
@@ -141,6 +143,7 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   opts.disabled = c.disabled_passes;
   opts.dump_after = c.dump_after_pass;
   opts.verify_each = c.verify_passes;
+  opts.evaluator = &reference_evaluator();  // constant folding on the CPU reference kernels
   const int total = static_cast<int>(passes::default_pipeline().size());
   int done = 0;
   opts.log = [&](const std::string& line) {
@@ -151,31 +154,33 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   // Fusion patterns check shapes (a residual Add fuses only without broadcasting); with fixed
   // profile dims, shape arithmetic folds to constants.
   if (c.opt_level > 0) fix_profile_dims(g, profiles);
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(*g, nullptr, opts.evaluator));
   KILN_RETURN_IF_ERROR(passes::run_pipeline(*g, opts));
   g->compact();
   KILN_RETURN_IF_ERROR(g->topo_sort());
   // Symbolic shapes and dtypes of every layer's tensors, recorded in the plan for inspection
   // (and, later, for the memory planner at the profile's max shapes).
-  return ir::infer_shapes(*g);
+  return ir::infer_shapes(*g, nullptr, opts.evaluator);
 }
 
 // Tactic selection seam: on CUDA the builder will time every supporting factory at the
 // profile's opt shapes; on the CPU there is one reference tactic per layer.
 // A Concat that passes/concat_in_place.cc marked runs in place (`kiln inspect` shows it).
-std::vector<std::string> select_tactics(const ir::Graph& g) {
-  std::vector<std::string> tactics;
+std::vector<plan::PlanTactic> select_tactics(const ir::Graph& g) {
+  std::vector<plan::PlanTactic> tactics;
   for (const ir::Node& n : g.nodes)
-    tactics.push_back(n.op == ir::OpKind::kConcat && n.has_attr("in_place") ? kCpuConcatInPlaceTactic
-                                                                            : kCpuReferenceTactic);
+    tactics.push_back(plan::PlanTactic{n.op == ir::OpKind::kConcat && n.has_attr("in_place") ? kCpuConcatInPlaceTactic
+                                                                                            : kCpuReferenceTactic});
   return tactics;
 }
 
 }  // namespace
 
-StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
+static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config);
+
+StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
   // Kernels run at build time (constant folding) report allocation failures as Statuses
-  // (runtime/interpreter.cc); anything else allocating a Tensor past the limits ends here.
+  // (backends/cpu/interpreter.cc); anything else allocating a Tensor past the limits ends here.
   try {
     return build_graph(graph, config);
   } catch (const TensorAllocationError& e) {
@@ -183,7 +188,7 @@ StatusOr<std::vector<uint8_t>> Builder::build_from_graph(const ir::Graph& graph,
   }
 }
 
-StatusOr<std::vector<uint8_t>> Builder::build_graph(const ir::Graph& graph, const BuilderConfig& config) {
+static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
   if (config.max_aux_streams < -1 || config.max_aux_streams > plan::kMaxAuxStreamsInPlan)
@@ -198,6 +203,18 @@ StatusOr<std::vector<uint8_t>> Builder::build_graph(const ir::Graph& graph, cons
 #endif
                        + " (use target cpu or auto)");
   const bool want_gpu = config.target == TargetDevice::kCuda || (config.target == TargetDevice::kAuto && gpu::available());
+  TacticSources sources = TacticSources::all();
+  if (!config.tactic_sources.empty()) {
+    auto parsed = TacticSources::parse(config.tactic_sources);
+    if (!parsed.ok()) return parsed.status().with_context("builder config");
+    sources = *parsed;
+  }
+  if (config.tuning_budget < 0)
+    return invalid_argument("builder config: tuning_budget " + std::to_string(config.tuning_budget) +
+                            ", expected 0 (the defaults) or more candidates per tactic source");
+  if (config.timing_iterations < 1)
+    return invalid_argument("builder config: timing_iterations " + std::to_string(config.timing_iterations) +
+                            ", expected 1 or more");
 
   report(config, "profiles", 0, 1);
   KILN_ASSIGN_OR_RETURN(std::vector<OptimizationProfile> profiles, resolve_profiles(graph, config));
@@ -241,6 +258,10 @@ StatusOr<std::vector<uint8_t>> Builder::build_graph(const ir::Graph& graph, cons
     settings.workspace_limit = config.workspace_limit;
     settings.max_aux_streams = config.max_aux_streams;
     settings.timing_cache_path = config.timing_cache_path;
+    settings.sources = sources;
+    settings.budget.max_tactics = config.tuning_budget;
+    settings.budget.timing_iterations = config.timing_iterations;
+    settings.logger = config.logger;
     settings.progress = config.progress;
     std::map<std::string, std::string> tactic_data;
     auto cuda_tactics = gpu::select_tactics(laid, opt, settings, &tactic_data);

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "builder/build_from_graph.h"
 #include "core/numerics.h"
 #include "onnx/importer.h"
 #include "kiln/builder.h"
@@ -125,7 +126,7 @@ StatusOr<std::vector<Tensor>> run_through_plan(const ir::Graph& graph, const std
     KILN_RETURN_IF_ERROR(profile.set_dimensions(graph.value(graph.inputs[i]).name, s, s, s));
   }
   config.profiles.push_back(std::move(profile));
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, Builder::build_from_graph(graph, config));
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build_from_graph(graph, config));
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Engine> engine, Runtime::deserialize_engine(plan));
   auto ctx = engine->create_execution_context();
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -1,5 +1,6 @@
 // Status formatting.
 #include "kiln/status.h"
+#include "kiln/logger.h"
 
 namespace kiln {
 
@@ -25,6 +26,20 @@ std::string Status::to_string() const {
 Status Status::with_context(const std::string& context) const {
   if (ok()) return *this;
   return Status(code_, context + ": " + message_);
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+const char* log_severity_name(LogSeverity s) {
+  switch (s) {
+    case LogSeverity::kError: return "error";
+    case LogSeverity::kWarning: return "warning";
+    case LogSeverity::kInfo: return "info";
+    case LogSeverity::kVerbose: return "verbose";
+  }
+  return "unknown";
 }
 
 }  // namespace kiln

@@ -1,13 +1,11 @@
 // The shape inference driver: walks nodes in order, hands each rule its inputs' dtypes, shapes,
 // constants and tracked shape-tensor values, stores the results, merges shapes the model
-// declared, and folds cheap all-constant nodes with the CPU reference kernel when one exists.
+// declared, and folds cheap all-constant nodes with the constant evaluator, when given one.
 #include "ir/shape_inference.h"
 
-#include "backends/cpu/cpu_kernel.h"
 #include "core/checked_size.h"
 #include "core/numerics.h"
 #include "ir/shape_rules.h"
-#include "runtime/interpreter.h"
 
 namespace kiln::ir {
 namespace {
@@ -62,8 +60,8 @@ bool foldable_op(OpKind op) {
 
 class Inferrer {
  public:
-  Inferrer(Graph& g, const Inferrer* parent)
-      : g_(g), parent_(parent), values_(g.values.size()), folded_(g.values.size()) {}
+  Inferrer(Graph& g, const Inferrer* parent, const ConstantEvaluator* eval)
+      : g_(g), parent_(parent), eval_(eval), values_(g.values.size()), folded_(g.values.size()) {}
 
   Status run(const std::map<std::string, Shape>* concrete) {
     std::vector<char> is_source(g_.values.size(), 0);
@@ -133,7 +131,7 @@ class Inferrer {
       if (in[i].first != DataType::kUndefined) v.dtype = in[i].first;
       v.shape = merge_declared(in[i].second, v.shape);
     }
-    Inferrer child(*copy, this);
+    Inferrer child(*copy, this, eval_);
     KILN_RETURN_IF_ERROR(child.run(nullptr));
     std::vector<std::pair<DataType, std::optional<SymShape>>> out;
     for (ValueId id : copy->outputs) out.emplace_back(copy->value(id).dtype, copy->value(id).shape);
@@ -223,9 +221,10 @@ class Inferrer {
     return true;
   }
 
-  // Runs the node alone on the CPU reference kernel; empty when no kernel or it fails.
+  // Runs the node alone on the constant evaluator; empty when there is none, it does not
+  // support the op or evaluation fails.
   std::vector<Tensor> fold(const Node& n) const {
-    if (!cpu::KernelRegistry::get().find(n.op)) return {};
+    if (!eval_ || !eval_->supports(n.op)) return {};
     Graph one;
     one.opset_imports = g_.opset_imports;
     Node copy = n;
@@ -244,7 +243,7 @@ class Inferrer {
       one.outputs.push_back(v);
     }
     one.add_node(std::move(copy));
-    auto r = interpret(one, {});
+    auto r = eval_->evaluate(one);
     if (!r.ok()) return {};
     std::vector<Tensor> out;
     size_t j = 0;
@@ -254,14 +253,15 @@ class Inferrer {
 
   Graph& g_;
   const Inferrer* parent_;
+  const ConstantEvaluator* eval_;
   std::vector<std::optional<SymValues>> values_;
   std::vector<std::shared_ptr<const Tensor>> folded_;
 };
 
 }  // namespace
 
-Status infer_shapes(Graph& g, const std::map<std::string, Shape>* concrete_inputs) {
-  Inferrer inf(g, nullptr);
+Status infer_shapes(Graph& g, const std::map<std::string, Shape>* concrete_inputs, const ConstantEvaluator* eval) {
+  Inferrer inf(g, nullptr, eval);
   return inf.run(concrete_inputs);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "ir/constant_evaluator.h"
 #include "ir/graph.h"
 #include "kiln/status.h"
 
@@ -17,8 +18,12 @@ namespace kiln::ir {
 // node: "node 'conv_17' (Conv): weight rank 3, expected 4". Data-dependent output sizes (NonZero,
 // Unique, ...) become unknown dims, not errors. `concrete_inputs` (by input name) overrides the
 // declared shapes of graph inputs. Shapes the model declared (value_info) fill dims that
-// inference leaves unknown. Subgraphs (If/Loop/Scan bodies) are inferred too.
-Status infer_shapes(Graph& g, const std::map<std::string, Shape>* concrete_inputs = nullptr);
+// inference leaves unknown. Subgraphs (If/Loop/Scan bodies) are inferred too. With `eval`, nodes
+// whose inputs are all constants and whose outputs are small (<= 4096 elements) are evaluated and
+// their outputs become constants (the builder passes kiln::reference_evaluator()); without it,
+// only the shape-tensor tracking above computes values.
+Status infer_shapes(Graph& g, const std::map<std::string, Shape>* concrete_inputs = nullptr,
+                    const ConstantEvaluator* eval = nullptr);
 
 // True when every op in ops.def has a shape rule (a coverage test asserts it).
 bool every_op_has_shape_rule(std::string* missing = nullptr);

@@ -5,7 +5,7 @@
 
 #include "ir/shape_rules.h"
 #include "core/numerics.h"
-#include "onnx/importer.h"
+#include "core/onnx_dtype.h"
 
 namespace kiln::ir {
 
@@ -262,7 +262,7 @@ StatusOr<std::optional<SymShape>> matmul_shape(const ShapeContext& ctx, const st
   return std::optional<SymShape>(out);
 }
 
-DataType dtype_from_onnx_code(int64_t code) { return onnx_import::dtype_from_onnx(static_cast<int>(code)); }
+DataType dtype_from_onnx_code(int64_t code) { return dtype_from_onnx(static_cast<int>(code)); }
 
 const ShapeRuleTable& ShapeRuleTable::get() {
   static const ShapeRuleTable table = [] {

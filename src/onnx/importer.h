@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/onnx_dtype.h"  // dtype_from_onnx / dtype_to_onnx (kiln::)
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "kiln/status.h"
@@ -40,10 +41,6 @@ StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::stri
 // True when `bytes` parse as an ONNX ModelProto with a graph (to say "this is an ONNX model,
 // not a plan").
 bool looks_like_onnx(const std::string& bytes);
-
-// ONNX TensorProto.DataType code -> DataType (kUndefined if unknown) and back.
-DataType dtype_from_onnx(int code);
-int dtype_to_onnx(DataType t);
 
 // Decodes a TensorProto (typed fields, raw_data or external data relative to base_dir).
 StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir);

@@ -52,44 +52,6 @@ std::string fresh_value_name(const ir::Graph& g, const std::string& base) {
 
 }  // namespace
 
-Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n) {
-  switch (n.op) {
-    // cuDNN convolution and pooling run NHWC on tensor cores; a layer constrained to fp32
-    // (BuilderConfig::layer_precisions) runs as in an FP32 plan, NCHW.
-    case ir::OpKind::kConv:
-    case ir::OpKind::kFusedConv:
-    case ir::OpKind::kMaxPool:
-    case ir::OpKind::kAveragePool:
-    case ir::OpKind::kGlobalAveragePool:
-    case ir::OpKind::kGlobalMaxPool:
-      return node_precision(n) == DataType::kFloat32 ? Layout::kNCHW : Layout::kNHWC;
-    // Elementwise layers index any layout with broadcast strides.
-    case ir::OpKind::kAdd: case ir::OpKind::kSub: case ir::OpKind::kMul: case ir::OpKind::kDiv:
-    case ir::OpKind::kMax: case ir::OpKind::kMin: case ir::OpKind::kPow:
-    case ir::OpKind::kRelu: case ir::OpKind::kLeakyRelu: case ir::OpKind::kSigmoid: case ir::OpKind::kTanh:
-    case ir::OpKind::kExp: case ir::OpKind::kLog: case ir::OpKind::kSqrt: case ir::OpKind::kReciprocal:
-    case ir::OpKind::kNeg: case ir::OpKind::kAbs: case ir::OpKind::kErf: case ir::OpKind::kClip:
-    case ir::OpKind::kHardSigmoid: case ir::OpKind::kHardSwish: case ir::OpKind::kSoftplus: case ir::OpKind::kElu:
-    case ir::OpKind::kGelu:
-    case ir::OpKind::kFusedPointwise:  // the optimizer's fused chains index inputs with broadcast strides too
-      return Layout::kAny;
-    // A channel Concat/Split (axis 1 of a 4-D tensor) copies contiguous channel runs per pixel in
-    // NHWC: it follows its inputs (horizontal conv fusion's Split, Inception's Concat).
-    case ir::OpKind::kConcat:
-    case ir::OpKind::kSplit: {
-      const ir::ValueId y = n.outputs.empty() ? ir::kNoValue : n.outputs[0];
-      const auto& s = y == ir::kNoValue ? std::nullopt : g.value(y).shape;
-      int64_t axis = n.attr_int("axis", n.op == ir::OpKind::kSplit ? 0 : 1);
-      if (s && axis < 0) axis += static_cast<int64_t>(s->size());
-      return s && s->size() == 4 && axis == 1 ? Layout::kAny : Layout::kNCHW;
-    }
-    default:
-      return Layout::kNCHW;
-  }
-}
-
-Layout row_major_layout_preference(const ir::Graph&, const ir::Node&) { return Layout::kNCHW; }
-
 StatusOr<int> assign_layouts(ir::Graph& g, LayoutPreference pref) {
   KILN_RETURN_IF_ERROR(g.topo_sort());
   std::map<ir::ValueId, Layout> layout;

@@ -1,5 +1,6 @@
 // Constant folding: a layer whose inputs are all constants is evaluated once at build time
-// with the CPU reference kernels and replaced by its outputs.
+// with the constant evaluator (PassOptions::evaluator: the CPU reference kernels, given by the
+// builder) and replaced by its outputs; without an evaluator only the shape rules below fold.
 //   y = f(c1, ..., cn), all ci constant  ->  y := constant f(c1, ..., cn)
 //   Shape(x), x of fully known shape [d0..dn)  ->  constant int64 [d_start..d_end)
 //   Size(x),  x of fully known shape           ->  constant int64 prod(d)
@@ -9,40 +10,17 @@
 // (ONNX "Operator Shape, since version 15": start/end clamp to [0, rank], negatives add rank.)
 // With the profile's fixed input shapes (the builder makes them known dims), the exporters'
 // Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains fold away completely.
-// Layers with subgraphs are left alone, and so are outputs above kMaxFoldedBytes (folding a
+// Layers with subgraphs are left alone, and so are outputs above ir::kMaxFoldedBytes (folding a
 // ConstantOfShape into a huge weight would bloat the plan).
 #include <algorithm>
 
+#include "ir/constant_folding.h"
 #include "passes/passes.h"
-#include "runtime/interpreter.h"
 
 namespace kiln::passes {
 
 namespace {
-constexpr size_t kMaxFoldedBytes = 64u << 20;  // bytes
-
-bool foldable(const ir::Graph& g, const ir::Node& n) {
-  for (const auto& [k, a] : n.attrs)
-    if (a.kind == ir::Attribute::Kind::kGraph) return false;
-  bool any_input = false;
-  for (ir::ValueId v : n.inputs) {
-    if (v == ir::kNoValue) continue;
-    if (!g.value(v).constant) return false;
-    any_input = true;
-  }
-  return any_input || n.op == ir::OpKind::kRange || n.op == ir::OpKind::kEyeLike;
-}
-
-// Shape/Size of a value whose shape is fully known, as a constant; false otherwise.
-// Turns value `v` into the constant `t` (known shape and dtype, no producer).
-void make_constant(ir::Graph& g, ir::ValueId v, Tensor t) {
-  ir::Value& val = g.value(v);
-  val.shape = ir::SymShape{};
-  for (int64_t d : t.shape()) val.shape->push_back(ir::Dim::known(d));
-  val.dtype = t.dtype();
-  val.constant = std::make_shared<Tensor>(std::move(t));
-  val.producer = -1;
-}
+using ir::make_constant;
 
 bool fold_static_shape(ir::Graph& g, ir::Node& n) {
   if ((n.op != ir::OpKind::kShape && n.op != ir::OpKind::kSize) || n.inputs.empty() || n.outputs.size() != 1 ||
@@ -129,44 +107,10 @@ bool fold_known_dims(ir::Graph& g, ir::Node& n) {
 
 }  // namespace
 
-Status fold_constants(ir::Graph& g, const PassOptions&) {
+Status fold_constants(ir::Graph& g, const PassOptions& opts) {
   for (auto& n : g.nodes) {
-    if (n.removed || fold_static_shape(g, n) || fold_known_dims(g, n) || !foldable(g, n)) continue;
-    // A one-node graph whose inputs are the constants themselves.
-    ir::Graph mini;
-    mini.opset_imports = g.opset_imports;
-    ir::Node copy = n;
-    copy.inputs.clear();
-    copy.outputs.clear();
-    for (ir::ValueId v : n.inputs) {
-      if (v == ir::kNoValue) { copy.inputs.push_back(ir::kNoValue); continue; }
-      ir::ValueId mv = mini.add_value(g.value(v).name, g.value(v).dtype);
-      mini.value(mv).constant = g.value(v).constant;
-      copy.inputs.push_back(mv);
-    }
-    for (ir::ValueId v : n.outputs) {
-      if (v == ir::kNoValue) { copy.outputs.push_back(ir::kNoValue); continue; }
-      ir::ValueId mv = mini.add_value(g.value(v).name, g.value(v).dtype);
-      copy.outputs.push_back(mv);
-      mini.outputs.push_back(mv);
-    }
-    mini.add_node(std::move(copy));
-    auto outs = interpret(mini, {});
-    if (!outs.ok()) continue;  // leave it to run time, where the error names the layer
-    size_t bytes = 0;
-    bool tensors_only = true;  // sequence/optional values stay run-time values
-    for (const auto& t : *outs) {
-      bytes += t.nbytes();
-      tensors_only = tensors_only && t.is_tensor();
-    }
-    if (!tensors_only) continue;
-    if (bytes > kMaxFoldedBytes) continue;
-    size_t k = 0;
-    for (ir::ValueId v : n.outputs) {
-      if (v == ir::kNoValue) continue;
-      make_constant(g, v, (*outs)[k++]);
-    }
-    n.removed = true;
+    if (n.removed || fold_static_shape(g, n) || fold_known_dims(g, n) || !opts.evaluator) continue;
+    ir::fold_constant_node(g, n, *opts.evaluator);
   }
   return Status::Ok();
 }

@@ -10,23 +10,6 @@
 
 namespace kiln::passes {
 
-const char* precision_token(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return "fp32";
-    case DataType::kFloat16: return "fp16";
-    case DataType::kBFloat16: return "bf16";
-    default: return "";
-  }
-}
-
-DataType precision_from_token(const std::string& token) {
-  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16})
-    if (token == precision_token(t)) return t;
-  return DataType::kUndefined;
-}
-
-DataType node_precision(const ir::Node& n) { return precision_from_token(n.attr_string("precision", "")); }
-
 // '*' matches any run of characters (possibly empty); everything else matches itself.
 bool glob_match(const std::string& pattern, const std::string& name) {
   size_t p = 0, n = 0, star = std::string::npos, mark = 0;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/constant_evaluator.h"
 #include "ir/graph.h"
 #include "kiln/status.h"
 
@@ -19,6 +20,9 @@ struct PassOptions {
   std::string dump_after;                 // print the graph after this pass (--dump-after)
   // Receives one line per pass ("fold_batchnorm: 339 -> 310 layers, 1.2 ms") and dumps.
   std::function<void(const std::string&)> log;
+  // Computes layers whose inputs are all constants (fold_constants). Not owned; nullptr: only
+  // shape computations with known shapes fold. The builder passes kiln::reference_evaluator().
+  const ir::ConstantEvaluator* evaluator = nullptr;
 };
 
 struct Pass {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/layer_annotations.h"
 #include "passes/pass.h"
 
 namespace kiln {
@@ -32,12 +33,10 @@ Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse
 Status fuse_pointwise(ir::Graph& g, const PassOptions& opts);            // fuse_pointwise.cc
 
 // ---- per-layer precision constraints (layer_precisions.cc): run by the builder after the pipeline.
-// The precision tokens of --layer-precisions and of the node attribute "precision": "fp32",
-// "fp16", "bf16" ("" for any other dtype), and back (kUndefined for anything else).
-const char* precision_token(DataType t);
-DataType precision_from_token(const std::string& token);
-// The precision a node is constrained to (its "precision" attribute); kUndefined when none.
-DataType node_precision(const ir::Node& n);
+// precision_token, precision_from_token, node_precision: ir/layer_annotations.h.
+using ir::node_precision;
+using ir::precision_from_token;
+using ir::precision_token;
 // '*' in `pattern` matches any run of characters (possibly empty); the rest matches itself.
 bool glob_match(const std::string& pattern, const std::string& name);
 // "PATTERN:PREC[,PATTERN:PREC...]" (trtexec --layerPrecisions), PREC one of fp32, fp16, bf16;
@@ -49,15 +48,11 @@ StatusOr<std::vector<LayerPrecision>> parse_layer_precisions(const std::string& 
 Status apply_layer_precisions(ir::Graph& g, const std::vector<LayerPrecision>& rules);
 
 // ---- layout assignment (assign_layouts.cc): run by the builder for a backend, after the pipeline.
-enum class Layout { kAny, kNCHW, kNHWC };
-// The storage layout a backend's tactics want for a node's 4-D activations (kAny: elementwise,
-// follows its inputs).
-using LayoutPreference = Layout (*)(const ir::Graph& g, const ir::Node& n);
-// CUDA with FP16/BF16 storage: conv and pooling NHWC (tensor cores) unless the node's
-// "precision" attribute says fp32, elementwise kAny, the rest NCHW.
-Layout tensor_core_layout_preference(const ir::Graph& g, const ir::Node& n);
-// Row-major everywhere (CPU, CUDA FP32): never inserts a Reformat.
-Layout row_major_layout_preference(const ir::Graph& g, const ir::Node& n);
+// Layout, LayoutPreference and the two preferences: ir/layer_annotations.h.
+using ir::Layout;
+using ir::LayoutPreference;
+using ir::row_major_layout_preference;
+using ir::tensor_core_layout_preference;
 // Writes attribute "layout" ("NCHW"/"NHWC") on every node with a 4-D output and inserts Reformat
 // nodes where a node reads a 4-D activation stored in another layout; returns how many. Needs
 // inferred shapes (layout-free shapes, H*W = 1 or C = 1, never get a Reformat).

@@ -24,6 +24,11 @@ class ByteWriter {
     std::memcpy(&b, &v, 4);
     put(b, 4);
   }
+  void f64(double v) {
+    uint64_t b;
+    std::memcpy(&b, &v, 8);
+    put(b, 8);
+  }
   void str(const std::string& s) {
     u32(static_cast<uint32_t>(s.size()));
     bytes_.insert(bytes_.end(), s.begin(), s.end());
@@ -70,6 +75,12 @@ class ByteReader {
     uint32_t b = u32(field);
     float v;
     std::memcpy(&v, &b, 4);
+    return v;
+  }
+  double f64(const char* field) {
+    uint64_t b = u64(field);
+    double v;
+    std::memcpy(&v, &b, 8);
     return v;
   }
   // A u32 length then that many bytes; lengths past kMaxString are refused.

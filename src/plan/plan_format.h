@@ -68,11 +68,19 @@ struct SectionEntry {
 // `header` and `sections` (one entry per known tag, each present exactly once).
 Status parse_header(const uint8_t* data, size_t size, PlanHeader* header, std::vector<SectionEntry>* sections);
 
+// The tactic a plan records for one layer (graph node).
+constexpr uint32_t kPlanNoTacticId = 0xFFFFFFFFu;  // backends/kernel.h kNoTactic
+struct PlanTactic {
+  std::string name;                  // "cpu.ref", "cudnn.conv_bias_act algo=1 fp16 nhwc +relu", "cuda.view"
+  uint32_t id = kPlanNoTacticId;     // the TacticId the load selects (backends/kernel.h); none for CPU/views
+  double tuned_ms = 0;               // its time measured at build, ms (0: not timed)
+};
+
 struct Plan {
   PlanHeader header;  // format_version, kiln_version and target are written; sizes are outputs
   ir::Graph graph;
   std::vector<OptimizationProfile> profiles;  // each names every graph input
-  std::vector<std::string> tactics;           // one per node of `graph`, in node order
+  std::vector<PlanTactic> tactics;            // one per node of `graph`, in node order
   // Opaque per-tactic state by key (e.g. a serialized cuDNN execution plan), stored after the
   // tactics in the "layers" section: u32 count, then per entry str key, u64 length, bytes.
   std::map<std::string, std::string> tactic_data;

@@ -122,14 +122,19 @@ StatusOr<Plan> read_plan(const uint8_t* data, size_t size, std::shared_ptr<void>
 
   const SectionEntry& ls = find_section(sections, SectionTag::kLayers);
   ByteReader lr(data + ls.offset, ls.length, "layers");
-  const uint32_t num_layers = lr.count("layers", 4);
+  const uint32_t num_layers = lr.count("layers", 16);  // each at least: str length, id, tuned ms
   if (lr.ok() && num_layers != p.graph.nodes.size())
     lr.fail("layers", std::to_string(num_layers) + " layers, but the graph has " + std::to_string(p.graph.nodes.size()) +
                           " nodes");
   for (uint32_t i = 0; i < num_layers && lr.ok(); ++i) {
-    std::string tactic = lr.str("layer.tactic");
-    if (lr.ok() && tactic.empty()) lr.fail("layer.tactic", "layer " + std::to_string(i) + " has no tactic");
-    p.tactics.push_back(std::move(tactic));
+    PlanTactic t;
+    t.name = lr.str("layer.tactic");
+    t.id = lr.u32("layer.tactic_id");
+    t.tuned_ms = lr.f64("layer.tuned_ms");
+    if (lr.ok() && t.name.empty()) lr.fail("layer.tactic", "layer " + std::to_string(i) + " has no tactic");
+    if (lr.ok() && !(t.tuned_ms >= 0 && t.tuned_ms < 1e9))
+      lr.fail("layer.tuned_ms", "layer " + std::to_string(i) + " has tuned time " + std::to_string(t.tuned_ms));
+    p.tactics.push_back(std::move(t));
   }
   const uint32_t num_data = lr.count("tactic_data", 12);
   for (uint32_t i = 0; i < num_data && lr.ok(); ++i) {

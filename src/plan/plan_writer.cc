@@ -52,7 +52,11 @@ std::vector<uint8_t> write_plan(const Plan& p) {
   encode_graph(p.graph, graph, weights);
   encode_profiles(p.profiles, profiles);
   layers.u32(static_cast<uint32_t>(p.tactics.size()));
-  for (const std::string& t : p.tactics) layers.str(t);
+  for (const PlanTactic& t : p.tactics) {
+    layers.str(t.name);
+    layers.u32(t.id);
+    layers.f64(t.tuned_ms);
+  }
   layers.u32(static_cast<uint32_t>(p.tactic_data.size()));
   for (const auto& [key, bytes] : p.tactic_data) {
     layers.str(key);

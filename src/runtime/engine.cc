@@ -9,7 +9,6 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "io/input_file.h"
-#include "onnx/importer.h"
 #include "plan/plan_format.h"
 #include "runtime/engine_impl.h"
 #ifdef KILN_HAVE_CUDA
@@ -88,7 +87,7 @@ bool Engine::int8() const { return impl_->build.int8; }
 int Engine::opt_level() const { return impl_->build.opt_level; }
 uint64_t Engine::workspace_limit() const { return impl_->build.workspace_limit; }
 int Engine::max_aux_streams() const { return impl_->build.max_aux_streams; }
-const ir::Graph& Engine::graph() const { return impl_->graph; }
+const Engine::Impl& engine_impl(const Engine& engine) { return *engine.impl_; }
 std::vector<DeviceLayerInfo> Engine::device_layers() const {
   return impl_->gpu ? gpu::describe_layers(*impl_->gpu) : std::vector<DeviceLayerInfo>{};
 }
@@ -107,11 +106,12 @@ std::unique_ptr<ExecutionContext> Engine::create_execution_context() const {
   return std::unique_ptr<ExecutionContext>(new ExecutionContext(shared_from_this()));
 }
 
-StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* data, size_t size) {
-  return deserialize(data, size, nullptr);
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const uint8_t* data, size_t size, const Logger& logger) {
+  return deserialize(data, size, nullptr, logger);
 }
 
-StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner) {
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size_t size, std::shared_ptr<void> owner,
+                                                       const Logger& logger) {
   const auto t0 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(plan::Plan p, plan::read_plan(data, size, std::move(owner)));
   const double parse_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -143,6 +143,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     settings.workspace_limit = p.build.workspace_limit;
     settings.tactic_data = std::move(p.tactic_data);
     settings.max_aux_streams = p.build.max_aux_streams;
+    settings.logger = logger;
     KILN_ASSIGN_OR_RETURN(impl->gpu, gpu::create_engine(g, opt, p.tactics, settings));
   }
   impl->load_phases.push_back({"parse", parse_ms});
@@ -156,9 +157,10 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const ir::Node& n = g.nodes[i];
-    const bool in_place = n.op == ir::OpKind::kConcat && p.tactics[i] == kCpuConcatInPlaceTactic;
-    if (!cuda && p.tactics[i] != kCpuReferenceTactic && !in_place)
-      return invalid_plan("layer " + std::to_string(i) + ", " + n.describe() + ": unknown tactic '" + p.tactics[i] +
+    const std::string& tactic = p.tactics[i].name;
+    const bool in_place = n.op == ir::OpKind::kConcat && tactic == kCpuConcatInPlaceTactic;
+    if (!cuda && tactic != kCpuReferenceTactic && !in_place)
+      return invalid_plan("layer " + std::to_string(i) + ", " + n.describe() + ": unknown tactic '" + tactic +
                           "' (this build runs '" + kCpuReferenceTactic + "', and '" + kCpuConcatInPlaceTactic +
                           "' for a Concat)");
     LayerInfo l;
@@ -167,7 +169,9 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     l.origin = n.origin;
     for (ir::ValueId v : n.inputs) l.inputs.push_back(describe_value(g, v));
     for (ir::ValueId v : n.outputs) l.outputs.push_back(describe_value(g, v));
-    l.tactic = p.tactics[i];
+    l.tactic = tactic;
+    l.tactic_id = p.tactics[i].id;
+    l.tuned_ms = p.tactics[i].tuned_ms;
     l.precision = n.attr_string("precision", "");
     impl->layers.push_back(std::move(l));
   }
@@ -176,11 +180,11 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
   return std::shared_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const std::vector<uint8_t>& plan) {
-  return deserialize_engine(plan.data(), plan.size());
+StatusOr<std::shared_ptr<Engine>> Runtime::deserialize_engine(const std::vector<uint8_t>& plan, const Logger& logger) {
+  return deserialize_engine(plan.data(), plan.size(), logger);
 }
 
-StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) {
+StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path, const Logger& logger) {
   const auto t0 = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(const int64_t size, io::check_input_file(path, "plan file"));
   std::ifstream f(path, std::ios::binary);
@@ -195,11 +199,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path) 
                      std::to_string(size) + " bytes");
   const double read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const uint8_t* data = static_cast<const uint8_t*>(buf.get());
-  if (static_cast<size_t>(size) >= plan::kMagicBytes && std::memcmp(data, plan::kMagic, plan::kMagicBytes) != 0 &&
-      onnx_import::looks_like_onnx(std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(size))))
-    return invalid_argument("'" + path + "' is an ONNX model, not a Kiln plan (build a plan first: kiln build " + path +
-                            " -o model.plan)");
-  auto e = deserialize(data, static_cast<size_t>(size), std::move(buf));
+  auto e = deserialize(data, static_cast<size_t>(size), std::move(buf), logger);
   if (!e.ok()) return e.status().with_context("plan '" + path + "'");
   (*e)->impl_->load_phases.insert((*e)->impl_->load_phases.begin(), Engine::LoadPhase{"read", read_ms});
   return e;

@@ -1,4 +1,5 @@
-// The Engine's private state, shared by engine.cc and execution_context.cc.
+// The Engine's private state, shared by engine.cc and execution_context.cc; tools (e.g. the
+// layer graph for `kiln run`'s shape inputs) read it through engine_impl().
 #pragma once
 
 #include <string>
@@ -22,5 +23,8 @@ struct Engine::Impl {
   std::shared_ptr<gpu::EngineState> gpu;    // set for CUDA plans
   std::vector<Engine::LoadPhase> load_phases;
 };
+
+// The engine's internal state (its layer graph: engine_impl(e).graph). Not part of the public API.
+const Engine::Impl& engine_impl(const Engine& engine);
 
 }  // namespace kiln

@@ -4,9 +4,9 @@
 // device context (execute: host tensors, synchronous; enqueue: bound addresses, asynchronous).
 #include <algorithm>
 
+#include "backends/cpu/interpreter.h"
 #include "core/checked_size.h"
 #include "runtime/engine_impl.h"
-#include "runtime/interpreter.h"
 
 namespace kiln {
 namespace {
@@ -70,8 +70,8 @@ Status ExecutionContext::check_shape(const std::string& name, const Shape& shape
 }
 
 Status ExecutionContext::set_input_shape(const std::string& name, const Shape& shape) {
-  const int i = input_index(engine_->graph(), name);
-  if (i < 0) return not_found("'" + name + "' is not an input of the engine (inputs: " + input_names(engine_->graph()) + ")");
+  const int i = input_index(engine_->impl_->graph, name);
+  if (i < 0) return not_found("'" + name + "' is not an input of the engine (inputs: " + input_names(engine_->impl_->graph) + ")");
   KILN_RETURN_IF_ERROR(check_shape(name, shape));
   shapes_[i] = shape;
   shape_set_[i] = true;
@@ -81,7 +81,7 @@ Status ExecutionContext::set_input_shape(const std::string& name, const Shape& s
 }
 
 StatusOr<std::vector<Shape>> ExecutionContext::bound_shapes() const {
-  const ir::Graph& g = engine_->graph();
+  const ir::Graph& g = engine_->impl_->graph;
   std::vector<Shape> shapes;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     const std::string& name = g.value(g.inputs[i]).name;
@@ -132,7 +132,7 @@ void* ExecutionContext::tensor_address(const std::string& name) const {
 }
 
 StatusOr<Shape> ExecutionContext::tensor_shape(const std::string& name) const {
-  const ir::Graph& g = engine_->graph();
+  const ir::Graph& g = engine_->impl_->graph;
   const int i = input_index(g, name);
   KILN_ASSIGN_OR_RETURN(std::vector<Shape> shapes, bound_shapes());
   if (i >= 0) return shapes[i];
@@ -178,7 +178,7 @@ Status ExecutionContext::enqueue(CudaStream stream) {
 }
 
 Status ExecutionContext::set_input(const std::string& name, Tensor tensor) {
-  const ir::Graph& g = engine_->graph();
+  const ir::Graph& g = engine_->impl_->graph;
   const int i = input_index(g, name);
   if (i < 0) return not_found("'" + name + "' is not an input of the engine (inputs: " + input_names(g) + ")");
   if (!tensor.defined()) return invalid_argument("input '" + name + "': the tensor is empty (undefined)");
@@ -195,7 +195,7 @@ Status ExecutionContext::set_input(const std::string& name, Tensor tensor) {
 }
 
 Status ExecutionContext::execute() {
-  const ir::Graph& g = engine_->graph();
+  const ir::Graph& g = engine_->impl_->graph;
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (!inputs_[i].defined())
       return invalid_argument("input '" + g.value(g.inputs[i]).name + "' is not set (call set_input before execute)");
@@ -231,7 +231,7 @@ Status ExecutionContext::execute() {
 }
 
 StatusOr<Tensor> ExecutionContext::output(const std::string& name) const {
-  const ir::Graph& g = engine_->graph();
+  const ir::Graph& g = engine_->impl_->graph;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     if (g.value(g.outputs[i]).name != name) continue;
     if (i >= outputs_.size()) return invalid_argument("output '" + name + "' is not computed yet (call execute first)");

@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
+#include "builder/tactic_selector.h"
 #include "builder/timing_cache.h"
 #endif
 
@@ -39,6 +40,8 @@ cuda::GpuBuildOptions options(const GpuSettings& s) {
   o.tf32 = s.tf32;
   if (s.workspace_limit) o.workspace_limit = s.workspace_limit;
   o.max_aux_streams = s.max_aux_streams;
+  o.sources = s.sources;
+  o.logger = s.logger;
   return o;
 }
 
@@ -56,25 +59,32 @@ TimingCacheHeader timing_cache_header() {
   return h;
 }
 
-StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                  const GpuSettings& settings,
-                                                  std::map<std::string, std::string>* tactic_data) {
+StatusOr<std::vector<plan::PlanTactic>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
+                                                       const GpuSettings& settings,
+                                                       std::map<std::string, std::string>* tactic_data) {
   if (!available()) return unsupported("no CUDA GPU on this machine");
   auto log = [&](const std::string& line) {
     if (settings.progress) settings.progress(BuildProgress{"timing cache", 0, 0, line});
   };
+  // The build's timing cache: the user's file, or in memory so equal layers are timed once.
   TimingCache cache(timing_cache_header());
-  if (!settings.timing_cache_path.empty()) KILN_RETURN_IF_ERROR(cache.load(settings.timing_cache_path, log));
+  const bool file = !settings.timing_cache_path.empty();
+  if (file) KILN_RETURN_IF_ERROR(cache.load(settings.timing_cache_path, log));
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
+  TacticSelector selector(&cache, TacticSelectorConfig{settings.sources, settings.budget, true});
   cuda::GpuBuildOptions o = options(settings);
-  if (!settings.timing_cache_path.empty()) o.timing_cache = &cache;
+  o.select_tactic = selector.as_function();
   if (settings.progress)
     o.on_tune_progress = [&](int done, int total, const std::string& layer) {
       settings.progress(BuildProgress{"tuning", done, total, layer});
     };
   KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, o));
   if (tactic_data) *tactic_data = model->tactic_data();
-  if (!settings.timing_cache_path.empty()) {
+  if (settings.logger)
+    settings.logger(LogSeverity::kInfo, "tactics: " + std::to_string(selector.layers_timed()) + " layers timed, " +
+                                            std::to_string(selector.candidates_timed()) + " candidates (sources " +
+                                            settings.sources.to_string() + ", " + settings.budget.to_string() + ")");
+  if (file) {
     log("timing cache: " + std::to_string(cache.hits()) + " hits, " + std::to_string(cache.misses()) +
         " misses (layers timed); " + std::to_string(cache.size()) + " entries");
     // Which signatures were timed anew: on a warm rebuild any line here is worth a look.
@@ -85,22 +95,14 @@ StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std:
     KILN_RETURN_IF_ERROR(cache.save(settings.timing_cache_path));
     log("timing cache: wrote '" + settings.timing_cache_path + "'");
   }
-  std::map<std::string, std::string> by_name;
-  for (const auto& l : model->layers()) {
-    std::string t = l.tactic;
-    if (l.tuned_ms > 0) {
-      char ms[32];
-      std::snprintf(ms, sizeof ms, " tuned_ms=%.5f", l.tuned_ms);
-      t += ms;
-    }
-    by_name[l.name] = t;
-  }
+  std::map<std::string, plan::PlanTactic> by_name;
+  for (const auto& l : model->layers()) by_name[l.name] = plan::PlanTactic{l.tactic, l.tactic_id, l.tuned_ms};
   // Concats whose inputs all write in place (docs/decisions/0009) show as such in `kiln inspect`.
-  for (const auto& name : model->eliminated_layers()) by_name[name] = "cuda.concat_eliminated";
-  std::vector<std::string> tactics;
+  for (const auto& name : model->eliminated_layers()) by_name[name] = plan::PlanTactic{"cuda.concat_eliminated"};
+  std::vector<plan::PlanTactic> tactics;
   for (const ir::Node& n : g.nodes) {
     auto it = by_name.find(n.name);
-    tactics.push_back(it == by_name.end() ? "cuda.view" : it->second);
+    tactics.push_back(it == by_name.end() ? plan::PlanTactic{"cuda.view"} : it->second);
   }
   return tactics;
 }
@@ -136,7 +138,8 @@ struct ContextState {
 };
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                     const std::vector<std::string>& tactics, const GpuSettings& settings) {
+                                                     const std::vector<plan::PlanTactic>& tactics,
+                                                     const GpuSettings& settings) {
   auto e = std::make_shared<EngineState>();
   e->graph = g;
   e->opt_shapes = opt_shapes;
@@ -145,7 +148,8 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   // One device copy of each weight per engine, whatever the number of input-shape sets.
   e->opts.weight_cache = std::make_shared<cuda::WeightCache>();
   for (size_t i = 0; i < g.nodes.size() && i < tactics.size(); ++i)
-    if (tactics[i] != "cuda.view") e->opts.preset_tactics[g.nodes[i].name] = tactics[i];
+    if (tactics[i].id != plan::kPlanNoTacticId)
+      e->opts.preset_tactics[g.nodes[i].name] = cuda::GpuBuildOptions::PresetTactic{tactics[i].id, tactics[i].tuned_ms};
   e->tactic_data = settings.tactic_data;
   e->opts.tactic_data = &e->tactic_data;
   const auto td = std::chrono::steady_clock::now();
@@ -160,7 +164,7 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   e->load.tactics_ms = m->setup_times().tactics_ms;
   e->load.restored = m->setup_times().restored;
   for (const auto& l : m->layers())
-    if (l.tactic.rfind("cudnn.graph", 0) == 0) ++e->load.rebuilt;
+    if (tactic_id_source(l.tactic_id) == TacticSource::kCudnnGraph) ++e->load.rebuilt;
   e->load.rebuilt -= e->load.restored;
   e->models[opt_shapes] = m;
   return e;
@@ -234,7 +238,7 @@ std::vector<DeviceLayerInfo> describe_layers(const EngineState& e) {
   auto it = e.models.find(e.opt_shapes);
   if (it == e.models.end()) return r;
   for (const auto& l : it->second->layers())
-    r.push_back(DeviceLayerInfo{l.name, l.op, l.tactic, l.tuned_ms, l.fallback, l.workspace_bytes, l.stream});
+    r.push_back(DeviceLayerInfo{l.name, l.op, l.tactic, l.tactic_id, l.tuned_ms, l.fallback, l.workspace_bytes, l.stream});
   return r;
 }
 
@@ -252,14 +256,14 @@ DeviceMemoryInfo memory(const EngineState& e) {
 bool available() { return false; }
 PlanTarget target() { return PlanTarget{}; }
 TimingCacheHeader timing_cache_header() { return TimingCacheHeader{}; }
-StatusOr<std::vector<std::string>> select_tactics(const ir::Graph&, const std::vector<Shape>&, const GpuSettings&,
-                                                  std::map<std::string, std::string>*) {
+StatusOr<std::vector<plan::PlanTactic>> select_tactics(const ir::Graph&, const std::vector<Shape>&, const GpuSettings&,
+                                                       std::map<std::string, std::string>*) {
   return unsupported("this Kiln build has no CUDA backend");
 }
 struct EngineState {};
 struct ContextState {};
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph&, const std::vector<Shape>&,
-                                                     const std::vector<std::string>&, const GpuSettings&) {
+                                                     const std::vector<plan::PlanTactic>&, const GpuSettings&) {
   return unsupported("this Kiln build has no CUDA backend");
 }
 Status prepare(const EngineState&, std::shared_ptr<ContextState>&, const std::vector<Shape>&) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/kernel.h"
 #include "builder/timing_cache.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
@@ -17,6 +18,7 @@
 #include "kiln/plan.h"
 #include "kiln/runtime.h"
 #include "kiln/status.h"
+#include "plan/plan_format.h"
 
 namespace kiln::gpu {
 
@@ -25,7 +27,10 @@ struct GpuSettings {
   bool fp16 = false, bf16 = false, tf32 = true;
   size_t workspace_limit = 0;     // bytes one layer's tactic may use; 0 = the default (1 GiB)
   int max_aux_streams = -1;       // aux streams for independent branches; -1 = the builder decides, 0 = none
-  std::string timing_cache_path;  // build: JSON timing cache to read and rewrite ("" = none)
+  std::string timing_cache_path;  // build: JSON timing cache to read and rewrite ("" = in memory only)
+  TacticSources sources = TacticSources::all();  // build: tactic sources the selector may use
+  TuningBudget budget;                           // build: candidates timed per source, runs per candidate
+  Logger logger;                                 // build and load: messages (verbose: load steps)
   // build: step "tuning" (done/total layers, detail = layer name) and "timing cache" log lines.
   std::function<void(const BuildProgress&)> progress;
   // load: the plan's tactic data (serialized cuDNN execution plans by key), so tactics are
@@ -52,20 +57,21 @@ PlanTarget target();
 // Kiln versions): what a cache file must match to be used.
 TimingCacheHeader timing_cache_header();
 
-// Build time: lowers the optimized graph at `opt_shapes` (one per graph input), times the
-// tactics (reusing / extending the timing cache), and returns one tactic string per graph node
-// ("cuda.view" for layers that are views; tuned layers end in " tuned_ms=<ms>").
-// Errors list every layer the GPU cannot run.
+// Build time: lowers the optimized graph at `opt_shapes` (one per graph input), has the
+// builder's TacticSelector choose each layer's tactic (reusing / extending the timing cache),
+// and returns one tactic per graph node (name, id, tuned ms; "cuda.view" without an id for
+// layers that are views). Errors list every layer the GPU cannot run.
 // `tactic_data` (may be null) receives what the chosen tactics can serialize (see GpuSettings).
-StatusOr<std::vector<std::string>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                  const GpuSettings& settings,
-                                                  std::map<std::string, std::string>* tactic_data = nullptr);
+StatusOr<std::vector<plan::PlanTactic>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
+                                                       const GpuSettings& settings,
+                                                       std::map<std::string, std::string>* tactic_data = nullptr);
 
 struct EngineState;  // GpuModels by input shapes (thread-safe)
 struct ContextState; // one GpuContext for the current shapes
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                     const std::vector<std::string>& tactics, const GpuSettings& settings);
+                                                     const std::vector<plan::PlanTactic>& tactics,
+                                                     const GpuSettings& settings);
 // How long the last create_engine of `e` took, by phase.
 GpuLoadTimes load_times(const EngineState& e);
 // Makes `ctx` the device context (activation arena, workspace, library handles) for `shapes`

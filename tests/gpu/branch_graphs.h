@@ -42,7 +42,7 @@ inline ir::Graph inception(int64_t n, int64_t hw) {
   auto head = conv_relu(t, "head", cat, {n, 8, hw, hw}, 80, 1, 1, 8);
   t.g.outputs = {head, cat};
   ir::Graph g = t.g;
-  EXPECT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  EXPECT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   return g;
 }
 
@@ -62,7 +62,7 @@ inline ir::Graph resnet_block(int64_t n, int64_t hw) {
   auto head = conv_relu(t, "head", r, {n, 8, h2, h2}, 64, 1, 1, 16);
   t.g.outputs = {head};
   ir::Graph g = t.g;
-  EXPECT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  EXPECT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   return g;
 }
 

@@ -31,7 +31,7 @@ namespace {
 // Builds without timing (deterministic heuristic tactics); `preset` pins every layer's tactic so
 // two builds that differ only in max_aux_streams run the same kernels.
 std::shared_ptr<cuda::GpuModel> build(const ir::Graph& g, const Shape& in, int max_aux, bool fp16,
-                                      const std::map<std::string, std::string>& preset = {}) {
+                                      const std::map<std::string, cuda::GpuBuildOptions::PresetTactic>& preset = {}) {
   auto shapes = cuda::infer_value_shapes_by_reference(g, {in});
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
   if (!shapes.ok()) return nullptr;
@@ -46,7 +46,12 @@ std::shared_ptr<cuda::GpuModel> build(const ir::Graph& g, const Shape& in, int m
   return m.ok() ? *m : nullptr;
 }
 
-std::map<std::string, std::string> tactics_of(const cuda::GpuModel& m) {
+std::map<std::string, cuda::GpuBuildOptions::PresetTactic> tactics_of(const cuda::GpuModel& m) {
+  std::map<std::string, cuda::GpuBuildOptions::PresetTactic> r;
+  for (const auto& l : m.layers()) r[l.name] = {l.tactic_id, 0};
+  return r;
+}
+std::map<std::string, std::string> tactic_names(const cuda::GpuModel& m) {
   std::map<std::string, std::string> r;
   for (const auto& l : m.layers()) r[l.name] = l.tactic;
   return r;
@@ -116,7 +121,7 @@ void check_bit_identical(const ir::Graph& g, const Shape& in, bool fp16, int min
   std::set<int> used;
   for (const auto& l : aux->layers()) used.insert(l.stream);
   EXPECT_EQ(static_cast<int>(used.size()), aux->aux_streams() + 1) << "every aux stream runs a layer";
-  EXPECT_EQ(tactics_of(*aux), tactics_of(*base));
+  EXPECT_EQ(tactic_names(*aux), tactic_names(*base));
 
   const Tensor x = random_tensor(in, 31, -2.f, 2.f);
   auto ref = interpret(g, {x});

@@ -49,7 +49,7 @@ using ir::OpKind;
   auto head = conv("head", cat, 8, total, 1, 7);
   t.g.outputs = {head, cat};
   ir::Graph g = t.g;
-  EXPECT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  EXPECT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   return g;
 }
 

@@ -5,6 +5,7 @@
 // small embedding / mask graphs and BERT end to end against the CPU reference.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <filesystem>
@@ -47,11 +48,11 @@ StatusOr<ir::Graph> optimize_pinned(const std::string& path, const std::map<std:
     for (int64_t d : it->second) s.push_back(ir::Dim::known(d));
     g.value(v).shape = s;
   }
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(g));
-  KILN_RETURN_IF_ERROR(passes::run_pipeline(g, passes::PassOptions{}));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(g, nullptr, &reference_evaluator()));
+  KILN_RETURN_IF_ERROR(passes::run_pipeline(g, kiln::testing::reference_pass_options()));
   g.compact();
   KILN_RETURN_IF_ERROR(g.topo_sort());
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(g));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(g, nullptr, &reference_evaluator()));
   KILN_RETURN_IF_ERROR(passes::assign_layouts(g, fp16 ? passes::tensor_core_layout_preference
                                                       : passes::row_major_layout_preference)
                            .status());
@@ -282,7 +283,7 @@ TEST(GpuIntInputs, EngineChecksInputDtypes) {
   BuilderConfig c;
   c.target = TargetDevice::kCuda;
   c.tf32 = false;
-  auto plan = Builder::build_from_graph(embedding_graph(DataType::kInt64), c);
+  auto plan = build_from_graph(embedding_graph(DataType::kInt64), c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto e = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(e.ok()) << e.status().to_string();

@@ -4,6 +4,7 @@
 // data, and the constraints surviving the plan round trip. GPU tests skip cleanly without one.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <algorithm>
@@ -167,7 +168,7 @@ TEST(GpuLayerPrecision, ConstraintsSurviveThePlanRoundTrip) {
   c.fp16 = true;
   c.layer_precisions = {{"conv2", DataType::kFloat32}};
   ir::Graph g = resnet_block(2, 16);
-  auto plan = Builder::build_from_graph(g, c);
+  auto plan = build_from_graph(g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
@@ -190,7 +191,7 @@ TEST(GpuLayerPrecision, ConstraintsSurviveThePlanRoundTrip) {
   EXPECT_LE(relative_diff(*ref, {*out}), 2e-2);
   // A rule that matches nothing is an error naming it.
   c.layer_precisions = {{"no_such_layer*", DataType::kFloat32}};
-  auto bad = Builder::build_from_graph(g, c);
+  auto bad = build_from_graph(g, c);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'no_such_layer*' matches no layer"), std::string::npos)
       << bad.status().message();

@@ -50,19 +50,19 @@ using ir::OpKind;
 
 #ifdef KILN_HAVE_CUDA
 std::vector<Tensor> run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, bool fp16, bool tf32, bool graph,
-                            std::map<std::string, std::string> preset = {}) {
+                            std::map<std::string, TacticId> preset = {}) {
   auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
   cuda::GpuBuildOptions o;
   o.fp16 = fp16;
   o.tf32 = tf32;
-  o.preset_tactics = std::move(preset);
+  for (const auto& [layer, id] : preset) o.preset_tactics[layer] = {id, 0};
   auto model = cuda::GpuModel::create(g, *shapes, o);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return {};
-  for (const auto& [layer, tactic] : o.preset_tactics)
+  for (const auto& [layer, id] : preset)
     for (const auto& info : (*model)->layers())
-      if (info.name == layer) EXPECT_EQ(info.tactic.substr(0, 8), tactic.substr(0, 8)) << layer;
+      if (info.name == layer) EXPECT_EQ(info.tactic_id, id) << layer << ": " << info.tactic;
   auto ctx = (*model)->create_context();
   EXPECT_TRUE(ctx.ok());
   (*ctx)->use_cuda_graph(graph);
@@ -83,6 +83,7 @@ TEST(GpuModel, Fp32MatchesCpuReference) {
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = small_cnn();
   passes::PassOptions po;
+  po.evaluator = &reference_evaluator();
   ASSERT_TRUE(passes::run_pipeline(g, po).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 26)};
   auto ref = interpret(g, in);
@@ -97,7 +98,7 @@ TEST(GpuModel, Fp16NhwcWithCudaGraphMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = small_cnn();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 27)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -113,11 +114,11 @@ TEST(GpuModel, OneByOneConvTacticsAgree) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = small_cnn();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 28)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
-  for (const char* t : {"cudnn.conv_bias_act algo=1", "cublaslt.matmul heuristic#0"}) {
+  for (TacticId t : {make_tactic_id(TacticSource::kCudnn, 1), make_tactic_id(TacticSource::kCublasLt, 0)}) {
     auto out = run_gpu(g, in, true, true, false, {{"conv2", t}});
     ASSERT_EQ(out.size(), ref->size()) << t;
     EXPECT_LE(relative_diff(*ref, out), 2e-2) << t;
@@ -131,11 +132,11 @@ TEST(GpuModel, CudnnGraphConvMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = small_cnn();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 29)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
-  for (const char* t : {"cudnn.graph heur#0", "cudnn.graph heur#1"}) {
+  for (TacticId t : {make_tactic_id(TacticSource::kCudnnGraph, 0), make_tactic_id(TacticSource::kCudnnGraph, 1)}) {
     cuda::reset_conv_graph_decisions();
     auto out = run_gpu(g, in, true, true, false, {{"conv1", t}, {"conv2", t}});
     ASSERT_EQ(out.size(), ref->size()) << t;
@@ -162,7 +163,7 @@ TEST(GpuModel, LaidOutGraphMatchesCpuReference) {
   auto sm = t.node(OpKind::kSoftmax, "softmax", {flat}, {2, 288}, {{"axis", ir::Attribute::of_int(-1)}});
   t.g.outputs = {sm};
   ir::Graph g = t.g;
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   g.compact();
   auto n = passes::assign_layouts(g, passes::tensor_core_layout_preference);
   ASSERT_TRUE(n.ok());

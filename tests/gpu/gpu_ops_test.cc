@@ -557,7 +557,7 @@ TEST(GpuOps, TransformerBlockMatchesCpuReference) {
   ir::Graph opt = raw;
   // The whole pipeline: the block runs as fused Attention and MatMulBias layers (their CUDA
   // tactics in gpu_transformer.cc and the Gemm layer), the Q/K/V projections as one wider GEMM.
-  ASSERT_TRUE(passes::run_pipeline(opt, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(opt, kiln::testing::reference_pass_options()).ok());
   EXPECT_EQ(count_op(opt, OpKind::kAttention), 1);
   EXPECT_GE(count_op(opt, OpKind::kMatMulBias), 1);
   const Tensor x = nonzero_tensor({2, 8, 32}, 30);

@@ -3,6 +3,7 @@
 // their heuristic rank compute; the load reports its phases. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <cstring>
@@ -72,12 +73,12 @@ TEST(GpuPlanLoad, GraphConvPlansRestoreFromTacticDataBitExactly) {
   BuilderConfig c;
   c.target = TargetDevice::kCuda;
   c.fp16 = true;
-  auto plan = Builder::build_from_graph(g, c);
+  auto plan = build_from_graph(g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto parsed = plan::read_plan(plan->data(), plan->size());
   ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
   int graph_layers = 0;
-  for (const auto& t : parsed->tactics) graph_layers += t.rfind("cudnn.graph", 0) == 0 ? 1 : 0;
+  for (const auto& t : parsed->tactics) graph_layers += t.name.rfind("cudnn.graph", 0) == 0 ? 1 : 0;
   std::printf("graph-API conv layers: %d, tactic data entries: %zu\n", graph_layers, parsed->tactic_data.size());
   for (const auto& [key, bytes] : parsed->tactic_data) {
     EXPECT_EQ(key.rfind("cudnn.graph ", 0), 0u) << key;

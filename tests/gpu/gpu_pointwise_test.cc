@@ -66,7 +66,7 @@ std::vector<Tensor> run_on_gpu(const ir::Graph& g, const std::vector<Tensor>& in
 
 void check_against_cpu(bool fp16, double tol) {
   ir::Graph g = pointwise_graph();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   ASSERT_EQ(count_op(g, OpKind::kFusedPointwise), 1);
   ASSERT_EQ(count_op(g, OpKind::kFusedConv), 1);
   std::vector<Tensor> in = {random_tensor({2, 8, 6, 6}, 104, -2.f, 2.f), random_tensor({1, 8, 1, 1}, 105),
@@ -110,7 +110,7 @@ TEST(GpuPointwise, Fp16NhwcProgramOnGraphInputs) {
                                           t.constant("hi", Tensor::scalar(DataType::kFloat32, 0.9f))}, xs);
   t.g.outputs = {t.node(OpKind::kMul, "mul", {cl, t.constant("k", random_tensor({5, 1, 1}, 107, 0.5f, 2.f))}, xs)};
   ir::Graph g = t.g;
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   ASSERT_EQ(passes::live_layers(g), 1);
   std::vector<Tensor> in = {random_tensor(xs, 108, -2.f, 2.f), random_tensor(xs, 109, -2.f, 2.f)};
   auto ref = interpret(g, in);

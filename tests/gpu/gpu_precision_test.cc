@@ -4,6 +4,7 @@
 // tactic or measurement that broke.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/gpu_model.h"
+#include "builder/tactic_selector.h"
 #include "builder/timing_cache.h"
 #include "runtime/gpu_engine.h"
 #endif
@@ -83,8 +85,13 @@ struct GpuRun {
   std::string error;
 };
 
-GpuRun run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, const cuda::GpuBuildOptions& o) {
+// Builds with `o`; when `o` brings no tactic selection, the builder's selector with an
+// in-memory timing cache times the tactics, as a build does.
+GpuRun run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, cuda::GpuBuildOptions o) {
   GpuRun r;
+  TimingCache memory(gpu::timing_cache_header());
+  TacticSelector selector(&memory, TacticSelectorConfig{});
+  if (o.tune && !o.select_tactic) o.select_tactic = selector.as_function();
   auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
   if (!shapes.ok()) {
     r.error = shapes.status().to_string();
@@ -124,7 +131,7 @@ TEST(GpuPrecision, Bf16ConvNetMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 46)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -175,7 +182,7 @@ TEST(GpuPrecision, Bf16PlanRecordsPrecisionAndDeviceLayers) {
   BuilderConfig c;
   c.target = TargetDevice::kCuda;
   c.bf16 = true;
-  auto plan = Builder::build_from_graph(g, c);
+  auto plan = build_from_graph(g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
@@ -196,7 +203,7 @@ TEST(GpuPrecision, Bf16PlanRecordsPrecisionAndDeviceLayers) {
   Status s = ctx->execute();
   ASSERT_TRUE(s.ok()) << s.to_string();
   ir::Graph opt = g;
-  ASSERT_TRUE(passes::run_pipeline(opt, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(opt, kiln::testing::reference_pass_options()).ok());
   auto ref = interpret(opt, {x});
   ASSERT_TRUE(ref.ok());
   auto out = ctx->output(opt.value(opt.outputs[0]).name);
@@ -219,7 +226,7 @@ TEST(GpuPrecision, PaddedFirstConvMatchesUnpaddedAndReference) {
   auto r = t.node(OpKind::kRelu, "relu", {c}, {4, 16, 16, 16});
   t.g.outputs = {r};
   ir::Graph g = t.g;
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({4, 3, 32, 32}, 63)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
@@ -287,14 +294,15 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 71)};
   const TimingCacheHeader h = gpu::timing_cache_header();
   for (bool fp16 : {false, true}) {
     TimingCache first(h);
+    TacticSelector first_selector(&first, TacticSelectorConfig{});
     cuda::GpuBuildOptions o;
     o.fp16 = fp16;
-    o.timing_cache = &first;
+    o.select_tactic = first_selector.as_function();
     GpuRun a = run_gpu(g, in, o);
     ASSERT_TRUE(a.error.empty()) << a.error;
     EXPECT_GT(first.misses(), 0);
@@ -304,7 +312,8 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
     TimingCache second(h);
     ASSERT_TRUE(second.load(path, nullptr).ok());
     EXPECT_EQ(second.size(), first.size());
-    o.timing_cache = &second;
+    TacticSelector second_selector(&second, TacticSelectorConfig{});
+    o.select_tactic = second_selector.as_function();
     GpuRun b = run_gpu(g, in, o);
     ASSERT_TRUE(b.error.empty()) << b.error;
     EXPECT_EQ(second.misses(), 0) << "the second build timed a layer the cache should have answered";
@@ -324,7 +333,7 @@ TEST(GpuWorkspace, TinyLimitIsHonoured) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 81)};
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());

@@ -4,6 +4,7 @@
 // (checked with cudaMemGetInfo and by capturing it into a CUDA graph). Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
 #include "gpu/gpu_test_util.h"
 
 #include <cstring>
@@ -59,7 +60,7 @@ std::shared_ptr<Engine> build_engine(bool fp16) {
   c.target = TargetDevice::kCuda;
   c.fp16 = fp16;
   c.tf32 = false;
-  auto plan = Builder::build_from_graph(conv_gemm_net(), c);
+  auto plan = build_from_graph(conv_gemm_net(), c);
   EXPECT_TRUE(plan.ok()) << "building the " << (fp16 ? "FP16" : "FP32") << " plan: " << plan.status().to_string();
   if (!plan.ok()) return nullptr;
   auto e = Runtime::deserialize_engine(*plan);
@@ -305,7 +306,7 @@ TEST(GpuRuntime, ModelsForSeveralShapesShareWeights) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   ir::Graph g = conv_gemm_net();
-  ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   cuda::GpuBuildOptions o;
   o.tune = false;
   o.tf32 = false;

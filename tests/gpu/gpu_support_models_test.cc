@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <string>
 
+#include "backends/cpu/interpreter.h"
 #include "ir/shape_inference.h"
 #include "onnx/importer.h"
+#include "passes/pass_test_util.h"
 #include "passes/passes.h"
 
 #ifdef KILN_HAVE_CUDA
@@ -34,8 +36,8 @@ TEST(CudaSupport, ExportedClassifiersLowerInFp32AndFp16) {
     ASSERT_TRUE(in.shape.has_value()) << name;
     const Shape batch1 = {1, 3, 224, 224};
     for (size_t d = 0; d < in.shape->size() && d < batch1.size(); ++d) (*in.shape)[d] = ir::Dim::known(batch1[d]);
-    ASSERT_TRUE(ir::infer_shapes(g).ok()) << name;
-    ASSERT_TRUE(passes::run_pipeline(g, passes::PassOptions{}).ok()) << name;
+    ASSERT_TRUE(ir::infer_shapes(g, nullptr, &reference_evaluator()).ok()) << name;
+    ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok()) << name;
     g.compact();
     ASSERT_TRUE(g.topo_sort().ok()) << name;
     for (bool fp16 : {false, true}) {

@@ -370,7 +370,7 @@ TEST(GpuTransformer, DecoderBlockFusedPathMatchesCpuReference) {
   REQUIRE_CUDA_BUILD();
   const ir::Graph raw = decoder_block(2, 37, 128, 2);  // head dim 64, sequence 37
   ir::Graph opt = raw;
-  ASSERT_TRUE(passes::run_pipeline(opt, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(opt, kiln::testing::reference_pass_options()).ok());
   EXPECT_EQ(count_op(opt, OpKind::kAttention), 1);
   EXPECT_EQ(count_op(opt, OpKind::kRMSNormalization), 1);
   EXPECT_GE(count_op(opt, OpKind::kMatMulBias), 1);

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_kernel.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 
 namespace kiln {
 namespace {

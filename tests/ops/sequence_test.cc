@@ -7,7 +7,7 @@
 #include <random>
 
 #include "backends/cpu/cpu_kernel.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 
 namespace kiln {
 namespace {

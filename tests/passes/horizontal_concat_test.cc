@@ -281,7 +281,7 @@ TEST(ConcatInPlace, ChannelConcatAndSplitFollowNhwcLayouts) {
   auto tail = t.node(OpKind::kConv, "tail", {c, t.constant("wt", random_tensor({3, 2, 3, 3}, 75))}, {1, 3, 7, 7}, pads1());
   t.g.outputs = {head, tail};
   ir::Graph g = t.g;
-  ASSERT_TRUE(passes::fuse_horizontal_conv(g, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::fuse_horizontal_conv(g, kiln::testing::reference_pass_options()).ok());
   ASSERT_TRUE(g.topo_sort().ok());
   ASSERT_EQ(count_op(g, OpKind::kSplit), 1);  // a, b, c fused; the Split feeds cat and tail
   auto reformats = passes::assign_layouts(g, passes::tensor_core_layout_preference);

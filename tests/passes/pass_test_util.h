@@ -9,7 +9,7 @@
 
 #include "ir/graph.h"
 #include "passes/passes.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 
 namespace kiln::testing {
 
@@ -72,13 +72,20 @@ inline double relative_diff(const std::vector<Tensor>& a, const std::vector<Tens
   return den > 0 ? num / den : num;
 }
 
+// PassOptions as the builder sets them up: the CPU reference kernels as constant evaluator.
+inline passes::PassOptions reference_pass_options() {
+  passes::PassOptions o;
+  o.evaluator = &reference_evaluator();
+  return o;
+}
+
 // Runs `g` before and after `pass`; expects agreement within 1e-5 relative; returns the rewritten graph.
 inline ir::Graph check_pass(const ir::Graph& g, Status (*pass)(ir::Graph&, const passes::PassOptions&),
                             const std::vector<Tensor>& inputs) {
   auto before = interpret(g, inputs);
   EXPECT_TRUE(before.ok()) << before.status().to_string();
   ir::Graph opt = g;
-  Status s = pass(opt, passes::PassOptions{});
+  Status s = pass(opt, reference_pass_options());
   EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_TRUE(opt.topo_sort().ok());
   auto after = interpret(opt, inputs);

@@ -2,6 +2,7 @@
 // random non-zero data), the fused structure and program, regions that must not fuse, the
 // program text format, the CPU kernel in float16, the verifier, and the plan round trip.
 // Also the conv epilogue's SiLU and GELU activations.
+#include "builder/build_from_graph.h"
 #include "passes/pass_test_util.h"
 
 #include "core/numerics.h"
@@ -207,7 +208,7 @@ TEST(FusePointwise, PipelineLeavesPatternsToThePatternPasses) {
   auto before = interpret(t.g, in);
   ASSERT_TRUE(before.ok());
   ir::Graph opt = t.g;
-  ASSERT_TRUE(passes::run_pipeline(opt, passes::PassOptions{}).ok());
+  ASSERT_TRUE(passes::run_pipeline(opt, kiln::testing::reference_pass_options()).ok());
   auto after = interpret(opt, in);
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   EXPECT_LE(relative_diff(*before, *after), 1e-5);
@@ -369,7 +370,7 @@ TEST(PointwiseProgram, PlanRoundTrip) {
   OptimizationProfile prof;
   ASSERT_TRUE(prof.set_dimensions("x", xs, xs, xs).ok());
   c.profiles.push_back(prof);
-  auto bytes = Builder::build_from_graph(t.g, c);
+  auto bytes = build_from_graph(t.g, c);
   ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
   auto plan = plan::read_plan(bytes->data(), bytes->size());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();

@@ -2,6 +2,7 @@
 // rank > 2, fuse_horizontal_gemm, shape folding in fold_constants): exporters' decompositions
 // become the fused layers with the same outputs (random non-zero data, max|Δ| <= 1e-5 max|y|),
 // near misses stay as they are; then the fused layers survive a plan round trip and run.
+#include "builder/build_from_graph.h"
 #include "kiln/builder.h"
 #include "kiln/runtime.h"
 #include "passes/pass_test_util.h"
@@ -430,7 +431,7 @@ TEST(TransformerPasses, FusedLayersRoundTripThroughThePlan) {
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   BuilderConfig c;
   c.opt_level = 0;
-  auto plan = Builder::build_from_graph(t.g, c);
+  auto plan = build_from_graph(t.g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "backends/cpu/cpu_kernel.h"
+#include "builder/build_from_graph.h"
 #include "kiln/runtime.h"
 #include "plan/plan_test_util.h"
 
@@ -24,7 +25,7 @@ void expect_message(const Status& s, StatusCode code, const std::string& part) {
 }
 
 TEST(Builder, DynamicInputNeedsAProfile) {
-  auto plan = Builder::build_from_graph(import(testing::add_relu_model()), BuilderConfig{});
+  auto plan = build_from_graph(import(testing::add_relu_model()), BuilderConfig{});
   ASSERT_FALSE(plan.ok());
   expect_message(plan.status(), StatusCode::kInvalidArgument, "input 'x' has the dynamic shape [batch,4]");
 }
@@ -35,7 +36,7 @@ TEST(Builder, ProfileMustNameModelInputs) {
   ASSERT_TRUE(p.set_dimensions("x", {1, 4}, {1, 4}, {1, 4}).ok());
   ASSERT_TRUE(p.set_dimensions("nope", {1}, {1}, {1}).ok());
   c.profiles.push_back(p);
-  auto plan = Builder::build_from_graph(import(testing::add_relu_model()), c);
+  auto plan = build_from_graph(import(testing::add_relu_model()), c);
   ASSERT_FALSE(plan.ok());
   expect_message(plan.status(), StatusCode::kInvalidArgument, "'nope' is not an input of the model (inputs: 'x')");
 }
@@ -45,12 +46,12 @@ TEST(Builder, ProfileMustKeepFixedDims) {
   OptimizationProfile p;
   ASSERT_TRUE(p.set_dimensions("x", {1, 5}, {1, 5}, {1, 5}).ok());
   c.profiles.push_back(p);
-  auto plan = Builder::build_from_graph(import(testing::add_relu_model()), c);
+  auto plan = build_from_graph(import(testing::add_relu_model()), c);
   expect_message(plan.status(), StatusCode::kInvalidArgument, "input 'x' dim 1 is fixed at 4 in the model");
   OptimizationProfile q;
   ASSERT_TRUE(q.set_dimensions("x", {1}, {1}, {1}).ok());
   c.profiles = {q};
-  plan = Builder::build_from_graph(import(testing::add_relu_model()), c);
+  plan = build_from_graph(import(testing::add_relu_model()), c);
   expect_message(plan.status(), StatusCode::kInvalidArgument, "its range has rank 1");
 }
 
@@ -104,16 +105,16 @@ TEST(Builder, MissingFile) {
 TEST(Builder, RejectsBadConfig) {
   BuilderConfig c;
   c.opt_level = 4;
-  auto plan = Builder::build_from_graph(import(testing::static_model()), c);
+  auto plan = build_from_graph(import(testing::static_model()), c);
   expect_message(plan.status(), StatusCode::kInvalidArgument, "opt_level 4");
   BuilderConfig a;
   a.max_aux_streams = 17;
-  plan = Builder::build_from_graph(import(testing::static_model()), a);
+  plan = build_from_graph(import(testing::static_model()), a);
   expect_message(plan.status(), StatusCode::kInvalidArgument, "max_aux_streams 17");
 #ifndef KILN_HAVE_CUDA
   BuilderConfig g;
   g.target = TargetDevice::kCuda;
-  plan = Builder::build_from_graph(import(testing::static_model()), g);
+  plan = build_from_graph(import(testing::static_model()), g);
   expect_message(plan.status(), StatusCode::kUnsupported, "target cuda");
 #endif
 }
@@ -124,8 +125,8 @@ TEST(Builder, IsDeterministicAndReportsProgress) {
   c.progress = [&](const BuildProgress& p) {
     if (steps.empty() || steps.back() != p.step) steps.push_back(p.step);
   };
-  auto a = Builder::build_from_graph(import(testing::static_model()), c);
-  auto b = Builder::build_from_graph(import(testing::static_model()), c);
+  auto a = build_from_graph(import(testing::static_model()), c);
+  auto b = build_from_graph(import(testing::static_model()), c);
   ASSERT_TRUE(a.ok() && b.ok()) << a.status().to_string();
   EXPECT_EQ(*a, *b);
   EXPECT_EQ(steps.front(), "profiles");
@@ -146,7 +147,7 @@ TEST(Builder, ListsEveryLayerWithoutAKernel) {
   m.node(missing[0], {"x"}, {"a"}, "first_missing");
   m.node(missing[1], {"a"}, {"y"}, "second_missing");
   m.output("y", testing::kF32, {int64_t{2}});
-  auto plan = Builder::build_from_graph(import(m), BuilderConfig{});
+  auto plan = build_from_graph(import(m), BuilderConfig{});
   ASSERT_FALSE(plan.ok());
   expect_message(plan.status(), StatusCode::kUnsupported, "2 layers have no cpu kernel");
   expect_message(plan.status(), StatusCode::kUnsupported, "node 'first_missing' (" + missing[0] + "), opset 17");

@@ -8,7 +8,7 @@
 
 #include "onnx/importer.h"
 #include "plan/onnx_test_models.h"
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 
 namespace kiln::testing {
 namespace {

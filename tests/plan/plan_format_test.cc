@@ -21,7 +21,11 @@ TEST(PlanFormat, RoundTripIsBitExact) {
   auto p = plan::read_plan(bytes.data(), bytes.size());
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   EXPECT_EQ(plan::write_plan(*p), bytes);
-  EXPECT_EQ(p->tactics, std::vector<std::string>(p->graph.nodes.size(), "cpu.ref"));
+  ASSERT_EQ(p->tactics.size(), p->graph.nodes.size());
+  for (const auto& t : p->tactics) {
+    EXPECT_EQ(t.name, "cpu.ref");
+    EXPECT_EQ(t.id, plan::kPlanNoTacticId);
+  }
   ASSERT_EQ(p->profiles.size(), 1u);
   const ShapeRange* r = p->profiles[0].find("x");
   ASSERT_NE(r, nullptr);
@@ -192,7 +196,7 @@ TEST(PlanFormat, RoundTripsEveryAttributeKindAndSubgraphs) {
   ASSERT_TRUE(prof.set_dimensions("x", {1, 3, 1}, {2, 3, 4}, {4, 3, 9}).ok());
   ASSERT_TRUE(prof.set_dimensions("cond", {}, {}, {}).ok());
   p.profiles = {prof};
-  p.tactics = {"cpu.ref", "cpu.ref"};
+  p.tactics = {plan::PlanTactic{"cpu.ref"}, plan::PlanTactic{"cudnn.conv_bias_act algo=1", 0x01000001u, 0.0625}};
   p.build.fp16 = true;
   p.build.opt_level = 3;
   p.build.workspace_limit = 1 << 20;
@@ -202,6 +206,11 @@ TEST(PlanFormat, RoundTripsEveryAttributeKindAndSubgraphs) {
   auto back = plan::read_plan(bytes.data(), bytes.size());
   ASSERT_TRUE(back.ok()) << back.status().to_string();
   EXPECT_EQ(plan::write_plan(*back), bytes);
+  ASSERT_EQ(back->tactics.size(), 2u);
+  EXPECT_EQ(back->tactics[0].id, plan::kPlanNoTacticId);
+  EXPECT_EQ(back->tactics[1].name, "cudnn.conv_bias_act algo=1");
+  EXPECT_EQ(back->tactics[1].id, 0x01000001u);
+  EXPECT_DOUBLE_EQ(back->tactics[1].tuned_ms, 0.0625);
   const ir::Graph& bg = back->graph;
   ASSERT_EQ(bg.nodes.size(), 2u);
   EXPECT_EQ(bg.nodes[1].op, ir::OpKind::kFusedConv);
@@ -257,7 +266,8 @@ TEST(PlanFormat, RefusesOtherFormatVersion) {
   reseal(b);
   auto p = plan::read_plan(b.data(), b.size());
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("plan format version 7, this build reads 3"), std::string::npos)
+  EXPECT_NE(p.status().message().find("plan format version 7, this build reads " + std::to_string(kPlanFormatVersion)),
+            std::string::npos)
       << p.status().message();
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "builder/build_from_graph.h"
 #include "kiln/builder.h"
 #include "kiln/plan.h"
 #include "onnx/importer.h"
@@ -32,7 +33,7 @@ inline std::vector<uint8_t> build_add_relu_plan() {
   OptimizationProfile p;
   EXPECT_TRUE(p.set_dimensions("x", {1, 4}, {2, 4}, {8, 4}).ok());
   c.profiles.push_back(p);
-  auto bytes = Builder::build_from_graph(*g, c);
+  auto bytes = build_from_graph(*g, c);
   EXPECT_TRUE(bytes.ok()) << bytes.status().to_string();
   return bytes.ok() ? *bytes : std::vector<uint8_t>{};
 }

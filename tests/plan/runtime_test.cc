@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "builder/build_from_graph.h"
 #include "kiln/runtime.h"
 #include "plan/plan_test_util.h"
 
@@ -160,7 +161,7 @@ TEST(Runtime, EnqueueNeedsCudaEngine) {
 TEST(Runtime, StaticModelNeedsNoProfile) {
   auto g = onnx_import::import_model_bytes(testing::static_model().bytes(), ".");
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, BuilderConfig{});
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
@@ -187,7 +188,7 @@ TEST(Runtime, SeveralProfiles) {
   ASSERT_TRUE(small.set_dimensions("x", {1, 4}, {1, 4}, {2, 4}).ok());
   ASSERT_TRUE(large.set_dimensions("x", {16, 4}, {32, 4}, {64, 4}).ok());
   c.profiles = {small, large};
-  auto plan = Builder::build_from_graph(*g, c);
+  auto plan = build_from_graph(*g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok());

@@ -43,7 +43,7 @@ TEST_F(UntrustedCli, BatchOf2To62IsRefusedAtBuild) {
   expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "2^48");
   auto g = import(conv_model(int64_t{1} << 62));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = Builder::build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, BuilderConfig{});
   ASSERT_FALSE(plan.ok());
   expect_message(plan.status(), StatusCode::kInvalidArgument, "input 'x'");
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "builder/build_from_graph.h"
 #include "kiln/runtime.h"
 #include "plan/plan_test_util.h"
 

@@ -3,7 +3,8 @@
 // --iterations timed execute() calls (and at least --duration seconds); latency percentiles use
 // the nearest-rank method; throughput = 1000 / mean latency (one context). CUDA plans: see
 // bench_cuda.cc (--streams N contexts on N streams, data on the device, --cuda-graph).
-// --dump-profile FILE (both): per-layer medians as JSON plus a table.
+// --dump-profile FILE (both): per-layer medians as JSON plus a table. bench_engine is the
+// measurement (shared with the Python package's kiln.bench), cmd_bench the command around it.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -62,49 +63,30 @@ int bench_cpu(const BenchOptions& o, ExecutionContext& ctx, const std::vector<st
 
 }  // namespace
 
-int cmd_bench(const BenchOptions& o) {
-  Status s = o.validate();
+int bench_engine(const BenchOptions& o, const Engine& engine, const std::map<std::string, Shape>& shapes,
+                 nlohmann::json* out) {
+  nlohmann::json& j = *out;
+  const bool cuda = engine.header().target.backend == PlanBackend::kCuda;
+  Status s = check_cuda_only_flags(cuda, o.cuda_graph, o.streams);
   if (!s.ok()) return report_error("bench", s);
-  auto shapes = parse_shapes(o.shapes);
-  if (!shapes.ok()) return report_error("bench", shapes.status().with_context("--shapes"));
-  const auto load0 = std::chrono::steady_clock::now();
-  auto engine = Runtime::load_engine(o.plan);
-  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load0).count();
-  if (!engine.ok()) return report_error("bench", engine.status());
-  const bool cuda = (*engine)->header().target.backend == PlanBackend::kCuda;
-  s = check_cuda_only_flags(cuda, o.cuda_graph, o.streams);
-  if (!s.ok()) return report_error("bench", s);
-  std::printf("Plan load time: %.2f ms (", load_ms);
-  nlohmann::json phases = nlohmann::json::object();
-  for (size_t i = 0; i < (*engine)->load_phases().size(); ++i) {
-    const auto& ph = (*engine)->load_phases()[i];
-    std::printf("%s%s %.1f", i ? ", " : "", ph.name.c_str(), ph.ms);
-    phases[ph.name] = ph.ms;
-  }
-  std::printf(")\n");
-  if (cuda)
-    std::printf("Tactics: %d restored from the plan's serialized cuDNN plans, %d rebuilt from their heuristic rank\n",
-                (*engine)->tactics_restored(), (*engine)->tactics_rebuilt());
-  auto inputs = prepare_inputs(**engine, {}, *shapes, 1);
+  auto inputs = prepare_inputs(engine, {}, shapes, 1);
   if (!inputs.ok()) return report_error("bench", inputs.status());
-
-  nlohmann::json j;
-  j["plan"] = o.plan;
-  j["target"] = (*engine)->header().target.to_string();
-  j["plan_load_ms"] = load_ms;
+  nlohmann::json phases = nlohmann::json::object();
+  for (const auto& ph : engine.load_phases()) phases[ph.name] = ph.ms;
+  j["target"] = engine.header().target.to_string();
   j["plan_load_phases_ms"] = phases;
   if (cuda) {
-    j["tactics_restored"] = (*engine)->tactics_restored();
-    j["tactics_rebuilt"] = (*engine)->tactics_rebuilt();
+    j["tactics_restored"] = engine.tactics_restored();
+    j["tactics_rebuilt"] = engine.tactics_rebuilt();
   }
   j["warmup"] = o.warmup;
   nlohmann::json shapes_json = nlohmann::json::object();
   for (const auto& [name, t] : *inputs) shapes_json[name] = t.shape();
   j["input_shapes"] = shapes_json;
 
-  const int rc = cuda ? bench_cuda(o, **engine, *inputs, &j) : [&] {
-    auto ctx = (*engine)->create_execution_context();
-    Status b = bind_inputs(*ctx, *inputs, *shapes);
+  const int rc = cuda ? bench_cuda(o, engine, *inputs, &j) : [&] {
+    auto ctx = engine.create_execution_context();
+    Status b = bind_inputs(*ctx, *inputs, shapes);
     if (!b.ok()) return report_error("bench", b);
     return bench_cpu(o, *ctx, *inputs, &j);
   }();
@@ -112,8 +94,8 @@ int cmd_bench(const BenchOptions& o) {
 
   if (!o.dump_profile.empty()) {
     // A separate context with host inputs: the profile runs the layers unfused from any graph.
-    auto ctx = (*engine)->create_execution_context();
-    s = bind_inputs(*ctx, *inputs, *shapes);
+    auto ctx = engine.create_execution_context();
+    s = bind_inputs(*ctx, *inputs, shapes);
     if (!s.ok()) return report_error("bench", s);
     const int runs = cuda ? 20 : 3;
     auto prof = collect_profile(*ctx, runs);
@@ -123,6 +105,35 @@ int cmd_bench(const BenchOptions& o) {
     print_profile_table(*prof);
     std::printf("wrote the per-layer profile to %s\n", o.dump_profile.c_str());
   }
+  return kExitOk;
+}
+
+int cmd_bench(const BenchOptions& o) {
+  Status s = o.validate();
+  if (!s.ok()) return report_error("bench", s);
+  auto shapes = parse_shapes(o.shapes);
+  if (!shapes.ok()) return report_error("bench", shapes.status().with_context("--shapes"));
+  const auto load0 = std::chrono::steady_clock::now();
+  auto engine = load_plan(o.plan, stderr_logger(o.verbose));
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load0).count();
+  if (!engine.ok()) return report_error("bench", engine.status());
+  const bool cuda = (*engine)->header().target.backend == PlanBackend::kCuda;
+  s = check_cuda_only_flags(cuda, o.cuda_graph, o.streams);
+  if (!s.ok()) return report_error("bench", s);
+  std::printf("Plan load time: %.2f ms (", load_ms);
+  for (size_t i = 0; i < (*engine)->load_phases().size(); ++i) {
+    const auto& ph = (*engine)->load_phases()[i];
+    std::printf("%s%s %.1f", i ? ", " : "", ph.name.c_str(), ph.ms);
+  }
+  std::printf(")\n");
+  if (cuda)
+    std::printf("Tactics: %d restored from the plan's serialized cuDNN plans, %d rebuilt from their heuristic rank\n",
+                (*engine)->tactics_restored(), (*engine)->tactics_rebuilt());
+  nlohmann::json j;
+  j["plan"] = o.plan;
+  j["plan_load_ms"] = load_ms;
+  const int rc = bench_engine(o, **engine, *shapes, &j);
+  if (rc != kExitOk) return rc;
   if (!o.json.empty()) {
     std::ofstream f(o.json);
     f << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

@@ -1,7 +1,8 @@
 // `kiln build MODEL.onnx -o PLAN`: builds a plan, reloads it to check it, writes it, and
 // prints a summary (a line per optimizer pass, layers, inputs with their profile ranges,
 // weights, time with the tuning share). While CUDA tactics are tuned, stderr shows progress:
-// a bar redrawn in place on a terminal, one plain line per layer otherwise.
+// a bar redrawn in place on a terminal, one plain line per layer otherwise. Inputs with dynamic
+// dims and no shapes build with 1 for each such dim, with a warning (trtexec's habit).
 #include <unistd.h>
 
 #include <chrono>
@@ -10,7 +11,10 @@
 #include <map>
 #include <string>
 
+#include "builder/build_from_graph.h"
+#include "onnx/importer.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/dynamic_dims.h"
 
 namespace kiln::cli {
 namespace {
@@ -84,7 +88,11 @@ int cmd_build(const BuildOptions& o) {
     }
   };
   std::fprintf(stderr, "Building '%s'\n", o.model.c_str());
-  auto plan = Builder::build(o.model, *config);
+  auto graph = onnx_import::import_model_file(o.model);
+  if (!graph.ok()) return report_error("build", graph.status());
+  // trtexec's habit: dynamic dims without shapes build with 1 (and say so).
+  for (const std::string& w : fill_dynamic_dims(*graph, &*config)) std::fprintf(stderr, "kiln build: warning: %s\n", w.c_str());
+  auto plan = build_from_graph(*graph, *config);
   tuning.finish();
   if (!plan.ok()) return report_error("build", plan.status());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

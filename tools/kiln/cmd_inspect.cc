@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/kernel.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/graph_dot.h"
 
@@ -22,6 +23,8 @@ nlohmann::json desc_json(const TensorDesc& d) {
   }
   return {{"name", d.name}, {"dtype", dtype_name(d.dtype)}, {"shape", d.rank_known ? dims : nlohmann::json(nullptr)}};
 }
+
+}  // namespace
 
 nlohmann::json engine_json(const Engine& e) {
   nlohmann::json j;
@@ -51,6 +54,11 @@ nlohmann::json engine_json(const Engine& e) {
   j["layers"] = nlohmann::json::array();
   for (const LayerInfo& l : e.layers()) {
     nlohmann::json lj = {{"name", l.name}, {"op", l.op}, {"origin", l.origin}, {"tactic", l.tactic}};
+    if (l.tactic_id != kNoTactic) {
+      lj["tactic_id"] = l.tactic_id;
+      lj["tactic_source"] = tactic_source_name(tactic_id_source(l.tactic_id));
+      lj["tuned_ms"] = l.tuned_ms;
+    }
     if (!l.precision.empty()) lj["precision"] = l.precision;
     lj["inputs"] = nlohmann::json::array();
     for (const TensorDesc& d : l.inputs) lj["inputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
@@ -63,7 +71,9 @@ nlohmann::json engine_json(const Engine& e) {
   if (!dl.empty()) {
     j["device_layers"] = nlohmann::json::array();
     for (const DeviceLayerInfo& l : dl)
-      j["device_layers"].push_back({{"name", l.name}, {"op", l.op}, {"tactic", l.tactic}, {"tuned_ms", l.tuned_ms},
+      j["device_layers"].push_back({{"name", l.name}, {"op", l.op}, {"tactic", l.tactic},
+                                    {"tactic_id", l.tactic_id == kNoTactic ? nlohmann::json(nullptr) : nlohmann::json(l.tactic_id)},
+                                    {"tuned_ms", l.tuned_ms},
                                     {"workspace_bytes", l.workspace_bytes}, {"stream", l.stream},
                                     {"fallback", l.fallback.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.fallback)}});
     const DeviceMemoryInfo m = e.device_memory();
@@ -72,6 +82,16 @@ nlohmann::json engine_json(const Engine& e) {
                           {"aux_streams", m.aux_streams}};
   }
   return j;
+}
+
+namespace {
+
+// " [id 0x01000001 cudnn#1]" for a tactic id, "" for none.
+std::string tactic_id_text(uint32_t id) {
+  if (id == kNoTactic) return "";
+  char b[64];
+  std::snprintf(b, sizeof b, " [id 0x%08x %s#%u]", id, tactic_source_name(tactic_id_source(id)), tactic_id_variant(id));
+  return b;
 }
 
 std::string desc_text(const TensorDesc& d) {
@@ -83,7 +103,7 @@ std::string desc_text(const TensorDesc& d) {
 
 int cmd_inspect(const InspectOptions& o) {
   const auto load0 = std::chrono::steady_clock::now();
-  auto engine = Runtime::load_engine(o.plan);
+  auto engine = load_plan(o.plan, stderr_logger(o.verbose));
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load0).count();
   if (!engine.ok()) return report_error("inspect", engine.status());
   const Engine& e = **engine;
@@ -128,8 +148,8 @@ int cmd_inspect(const InspectOptions& o) {
     const LayerInfo& l = e.layers()[i];
     std::string origin;
     for (const auto& n : l.origin) origin += (origin.empty() ? "" : ", ") + n;
-    std::printf("  [%zu] %s (%s) tactic %s, absorbs [%s]%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
-                origin.c_str(), l.precision.empty() ? "" : (", precision " + l.precision + " (constrained)").c_str());
+    std::printf("  [%zu] %s (%s) tactic %s%s, absorbs [%s]%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
+                tactic_id_text(l.tactic_id).c_str(), origin.c_str(), l.precision.empty() ? "" : (", precision " + l.precision + " (constrained)").c_str());
     for (const TensorDesc& d : l.inputs) std::printf("        in  %s\n", desc_text(d).c_str());
     for (const TensorDesc& d : l.outputs) std::printf("        out %s\n", desc_text(d).c_str());
   }
@@ -151,7 +171,8 @@ int cmd_inspect(const InspectOptions& o) {
       }
       if (l.workspace_bytes) extra += ", workspace " + std::to_string(l.workspace_bytes) + " bytes";
       if (aux_streams > 0) extra += ", stream " + std::to_string(l.stream);
-      std::printf("  [%zu] %s (%s) %s%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(), extra.c_str());
+      std::printf("  [%zu] %s (%s) %s%s%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
+                  tactic_id_text(l.tactic_id).c_str(), extra.c_str());
       if (!l.fallback.empty()) {
         std::printf("        FALLBACK: %s\n", l.fallback.c_str());
         ++fallbacks;

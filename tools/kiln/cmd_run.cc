@@ -16,7 +16,7 @@ namespace kiln::cli {
 int cmd_run(const RunOptions& o) {
   auto parsed = o.inference.parse();
   if (!parsed.ok()) return report_error("run", parsed.status());
-  auto engine = Runtime::load_engine(o.plan);
+  auto engine = load_plan(o.plan, stderr_logger(false));
   if (!engine.ok()) return report_error("run", engine.status());
   auto inputs = prepare_inputs(**engine, parsed->files, parsed->shapes, parsed->seed);
   if (!inputs.ok()) return report_error("run", inputs.status());

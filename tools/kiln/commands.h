@@ -2,11 +2,20 @@
 // error printer. Exit codes: 0 ok, 1 mismatch / verification failure, 2 usage or input error.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kiln/runtime.h"
 #include "kiln/status.h"
 #include "tools/kiln/options.h"
+
+namespace kiln::ir {
+class Graph;
+}
 
 namespace kiln::cli {
 
@@ -16,8 +25,29 @@ constexpr int kExitError = 2;
 
 // Prints "kiln <command>: <Code>: <message>" to stderr; returns kExitError.
 int report_error(const char* command, const Status& s);
+// Runtime::load_engine for a plan file the user named; a file that is an ONNX model instead is
+// an error that says so (the runtime itself links no ONNX parser).
+StatusOr<std::shared_ptr<Engine>> load_plan(const std::string& path, const Logger& logger);
+// The last Status report_error printed on this thread (OK before any): lets callers that get
+// only an exit code (the Python bindings' kiln.bench) raise the same message.
+const Status& last_reported_error();
 // "[1,3,224,224]" or "[1,3,224,224]..[8,3,224,224] (opt [4,3,224,224])".
 std::string range_string(const ShapeRange& r);
+
+// `kiln inspect --json`'s object for a loaded engine (without "load_ms").
+nlohmann::json engine_json(const Engine& e);
+// `kiln compare`'s measurement: runs `engine` (inputs bound as `shapes` say) and the CPU
+// reference interpreter on `reference` with the same `inputs` (engine order); returns
+// {"atol", "rtol", "outputs": [{name, ok, dtype, shape, max_abs_error, ...} or {name, ok,
+// mismatch}], "ok"}, the --json object without "plan" and "model".
+StatusOr<nlohmann::json> compare_engine(const Engine& engine, const ir::Graph& reference,
+                                        const std::vector<std::pair<std::string, Tensor>>& inputs,
+                                        const std::map<std::string, Shape>& shapes, int top_k, double atol, double rtol);
+// `kiln bench`'s measurement of a loaded engine (inputs generated with seed 1, `shapes` for
+// dynamic inputs): fills `j` like `kiln bench --json` (without "plan" and the load time) and
+// prints the summary. Returns an exit code; errors are printed (see last_reported_error).
+int bench_engine(const BenchOptions& o, const Engine& engine, const std::map<std::string, Shape>& shapes,
+                 nlohmann::json* j);
 
 int cmd_build(const BuildOptions& o);
 int cmd_run(const RunOptions& o);

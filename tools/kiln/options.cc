@@ -2,9 +2,11 @@
 #include "tools/kiln/options.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 
+#include "backends/kernel.h"
 #include "passes/passes.h"
 
 namespace kiln::cli {
@@ -88,6 +90,15 @@ void BuildOptions::add_to(CLI::App* app) {
   app->add_option("--max-aux-streams", max_aux_streams,
                   "CUDA: aux streams for independent branches (0 = none; default: the builder decides, at most 3; "
                   "at most 16)");
+  auto* tune = app->add_option_group("Tactics", "CUDA tactic selection (docs/decisions/0014-tactic-contract.md)");
+  tune->add_option("--tactic-sources", tactic_sources,
+                   "Tactic sources to use: +/- edits of all ('-cudnn_graph,+cublaslt') or the names to use "
+                   "('kiln,cudnn'); sources: kiln, cudnn, cudnn_graph, cublaslt");
+  tune->add_option("--tuning-budget", tuning_budget,
+                   "Most candidate tactics timed per layer and source (0 = defaults: 4 cuDNN graph engine "
+                   "configurations, all others)");
+  tune->add_option("--avg-timing", timing_iterations, "Timed runs per candidate tactic, after one warm-up (default 10)");
+  app->add_flag("-v,--verbose", verbose, "Print the library's info and verbose messages (tactic summary, load steps)");
   app->add_option("--device", device, "Target: cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "cuda", "auto"}));
   auto* opt = app->add_option_group("Optimizer", "Graph optimization passes (src/passes/pipelines.cc)");
   opt->add_option("--opt-level", opt_level, "0: none, 1: cleanups, 2: + fusions (default), 3: + aggressive");
@@ -132,6 +143,17 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   if (max_aux_streams < -1 || max_aux_streams > 16)
     return invalid_argument("--max-aux-streams " + std::to_string(max_aux_streams) + ": expected 0..16");
   c.max_aux_streams = max_aux_streams;
+  if (!tactic_sources.empty()) {
+    auto parsed = TacticSources::parse(tactic_sources);
+    if (!parsed.ok()) return parsed.status().with_context("--tactic-sources");
+  }
+  c.tactic_sources = tactic_sources;
+  if (tuning_budget < 0) return invalid_argument("--tuning-budget " + std::to_string(tuning_budget) + ": expected >= 0");
+  c.tuning_budget = tuning_budget;
+  if (timing_iterations < 1)
+    return invalid_argument("--avg-timing " + std::to_string(timing_iterations) + ": expected >= 1");
+  c.timing_iterations = timing_iterations;
+  c.logger = stderr_logger(verbose);
   if (device == "cpu") c.target = TargetDevice::kCpu;
   else if (device == "gpu" || device == "cuda") c.target = TargetDevice::kCuda;
   else if (device == "auto") c.target = TargetDevice::kAuto;
@@ -210,6 +232,7 @@ void BenchOptions::add_to(CLI::App* app) {
   app->add_flag("--cuda-graph", cuda_graph, "CUDA plans: capture each context's enqueue into a CUDA graph once, replay it");
   app->add_option("--dump-profile", dump_profile, "Per-layer times (median of several runs) as JSON to FILE, and a table");
   app->add_option("--streams", streams, "CUDA plans: N execution contexts on N streams, driven concurrently");
+  app->add_flag("-v,--verbose", verbose, "Print the load's verbose messages (lowering steps, time per op kind)");
 }
 
 Status BenchOptions::validate() const {
@@ -233,6 +256,14 @@ void InspectOptions::add_to(CLI::App* app) {
   app->add_option("plan", plan, "Plan file")->required();
   app->add_flag("--json", json, "Print JSON (an object with a `layers` array)");
   app->add_option("--graph", graph, "Draw the optimized layer graph to FILE (.svg, .png, .pdf or .dot)");
+  app->add_flag("-v,--verbose", verbose, "Print the load's verbose messages (lowering steps, time per op kind)");
+}
+
+Logger stderr_logger(bool verbose) {
+  return [verbose](LogSeverity s, const std::string& msg) {
+    if (!verbose && s > LogSeverity::kWarning) return;
+    std::fprintf(stderr, "kiln: %s: %s\n", log_severity_name(s), msg.c_str());
+  };
 }
 
 void CompareOptions::add_to(CLI::App* app) {

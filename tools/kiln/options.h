@@ -36,6 +36,10 @@ struct BuildOptions {
   double workspace_mib = 0;  // MiB; 0 = no limit
   std::string timing_cache;  // --timing-cache FILE (CUDA tactic timings, JSON)
   int max_aux_streams = -1;  // --max-aux-streams N (CUDA); -1 = the builder decides
+  std::string tactic_sources;  // --tactic-sources SPEC (CUDA; BuilderConfig::tactic_sources)
+  int tuning_budget = 0;       // --tuning-budget N (CUDA): candidates timed per layer and source; 0 = defaults
+  int timing_iterations = 10;  // --avg-timing N (CUDA): timed runs per candidate
+  bool verbose = false;        // --verbose: the library's info and verbose messages on stderr
   std::string device = "auto";
   int opt_level = 2;                          // --opt-level 0..3
   std::vector<std::string> disabled_passes;   // --disable-pass NAME (repeatable)
@@ -82,9 +86,14 @@ struct BenchOptions {
   bool cuda_graph = false;   // --cuda-graph: each context's enqueue captured once, then replayed
   std::string dump_profile;  // --dump-profile FILE
   int streams = 1;           // --streams N: N contexts on N CUDA streams, driven concurrently
+  bool verbose = false;      // --verbose: the load's verbose messages on stderr
   void add_to(CLI::App* app);
   Status validate() const;
 };
+
+// A Logger that prints the library's messages on stderr ("kiln: info: ..."): errors and
+// warnings always, info and verbose ones when `verbose`.
+Logger stderr_logger(bool verbose);
 
 // Flags only CUDA plans honour; `cuda` is whether the loaded plan targets CUDA. Names the flag.
 Status check_cuda_only_flags(bool cuda, bool cuda_graph, int streams);
@@ -92,6 +101,7 @@ Status check_cuda_only_flags(bool cuda, bool cuda_graph, int streams);
 struct InspectOptions {
   std::string plan;
   bool json = false;
+  bool verbose = false;  // --verbose: the load's verbose messages (lowering steps, per op kind) on stderr
   std::string graph;  // --graph FILE: draw the layer graph (.svg/.png/.pdf via Graphviz, or .dot)
   void add_to(CLI::App* app);
 };

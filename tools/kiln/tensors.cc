@@ -13,6 +13,7 @@
 #include "io/npy.h"
 #include "ir/graph.h"
 #include "onnx/importer.h"
+#include "runtime/engine_impl.h"
 
 namespace kiln::cli {
 
@@ -133,7 +134,7 @@ StatusOr<std::vector<std::pair<std::string, Tensor>>> prepare_inputs(const Engin
     const uint64_t input_seed = seed ^ fnv1a64(reinterpret_cast<const uint8_t*>(name.data()), name.size());
     auto t = random_tensor(io.desc.dtype == DataType::kUndefined ? DataType::kFloat32 : io.desc.dtype, shape, input_seed);
     if (!t.ok()) return t.status().with_context("input '" + name + "'");
-    shape_integer_input(engine.graph(), name, input_seed, &t.value());
+    shape_integer_input(engine_impl(engine).graph, name, input_seed, &t.value());
     out.emplace_back(name, std::move(t).value());
   }
   return out;

@@ -7,7 +7,7 @@
 
 #include "backends/cpu/ops_control.h"
 #include "core/numerics.h"
-#include "onnx/importer.h"
+#include "core/onnx_dtype.h"
 
 namespace kiln::cpu {
 namespace {
@@ -25,7 +25,7 @@ Status read_int_scalar(const KernelContext& ctx, int i, const char* what, int64_
 
 Status output_dtype(const KernelContext& ctx, DataType* dt) {
   const int64_t code = ctx.attr_int("output_datatype", 1);
-  *dt = onnx_import::dtype_from_onnx(static_cast<int>(code));
+  *dt = dtype_from_onnx(static_cast<int>(code));
   if (*dt == DataType::kUndefined || *dt == DataType::kString || *dt == DataType::kBool || dtype_bits(*dt) < 8)
     return ctx.unsupported_here("output_datatype " + std::to_string(code));
   return Status::Ok();

@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "backends/cpu/ops_elementwise_broadcast.h"
-#include "onnx/importer.h"
+#include "core/onnx_dtype.h"
 
 namespace kiln::cpu {
 namespace {
@@ -21,7 +21,7 @@ DataType dtype_from_onnx_name(const std::string& s) {
       {"INT64", 7},  {"STRING", 8},  {"BOOL", 9},    {"FLOAT16", 10}, {"DOUBLE", 11}, {"UINT32", 12},
       {"UINT64", 13}, {"BFLOAT16", 16}};
   for (const auto& [name, code] : kNames)
-    if (s == name) return onnx_import::dtype_from_onnx(code);
+    if (s == name) return dtype_from_onnx(code);
   return DataType::kUndefined;
 }
 
@@ -44,7 +44,7 @@ Status cast(KernelContext& ctx) {
   auto it = ctx.node().attrs.find("to");
   if (it == ctx.node().attrs.end()) return ctx.fail("missing attribute 'to'");
   const DataType to = it->second.kind == ir::Attribute::Kind::kString ? dtype_from_onnx_name(it->second.s)
-                                                                      : onnx_import::dtype_from_onnx(it->second.i);
+                                                                      : dtype_from_onnx(it->second.i);
   return cast_to(ctx, to);
 }
 
@@ -109,7 +109,7 @@ Status quantize_linear(KernelContext& ctx) {
   const Tensor& scale = ctx.in(1);
   const Tensor* zp = ctx.input(2);
   DataType qt = zp ? zp->dtype() : DataType::kUInt8;
-  if (!zp && ctx.attr_int("output_dtype", 0) != 0) qt = onnx_import::dtype_from_onnx(ctx.attr_int("output_dtype", 0));
+  if (!zp && ctx.attr_int("output_dtype", 0) != 0) qt = dtype_from_onnx(ctx.attr_int("output_dtype", 0));
   const bool q_float = qt == DataType::kFloat8E4M3FN || qt == DataType::kFloat8E5M2;
   if (!q_float && !(dtype_is_integer(qt) && dtype_bits(qt) <= 32))
     return ctx.unsupported_here(std::string("quantized dtype ") + dtype_name(qt) + " is not supported");

@@ -9,7 +9,7 @@
 #include "backends/cpu/dispatch.h"
 #include "core/checked_size.h"
 #include "backends/cpu/ops_movement_common.h"
-#include "onnx/importer.h"
+#include "core/onnx_dtype.h"
 
 namespace kiln::cpu::movement {
 namespace {
@@ -291,7 +291,7 @@ Status eye_like(KernelContext& ctx) {
   if (x.rank() != 2) return ctx.fail("input must be 2-D, got " + shape_str(x.shape()));
   DataType dt = x.dtype();
   if (ctx.has_attr("dtype")) {
-    dt = onnx_import::dtype_from_onnx(static_cast<int>(ctx.attr_int("dtype", 1)));
+    dt = dtype_from_onnx(static_cast<int>(ctx.attr_int("dtype", 1)));
     if (dt == DataType::kUndefined) return ctx.fail("unknown dtype attribute");
   }
   if (dt == DataType::kString) return ctx.unsupported_here("string output");

@@ -9,7 +9,7 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "core/numerics.h"
-#include "onnx/importer.h"
+#include "core/onnx_dtype.h"
 
 namespace kiln::cpu {
 
@@ -58,7 +58,7 @@ size_t elem_bytes(DataType dt) {
 Status sequence_empty(KernelContext& ctx) {
   DataType dt = DataType::kFloat32;
   if (ctx.has_attr("dtype")) {
-    dt = onnx_import::dtype_from_onnx(static_cast<int>(ctx.attr_int("dtype", 1)));
+    dt = dtype_from_onnx(static_cast<int>(ctx.attr_int("dtype", 1)));
     if (dt == DataType::kUndefined) return ctx.unsupported_here("dtype code " + std::to_string(ctx.attr_int("dtype", 1)));
   }
   ctx.set_output(0, Tensor::sequence(dt, {}));

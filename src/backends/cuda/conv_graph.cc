@@ -3,13 +3,13 @@
 //                                      act = ReLU or identity; conv accumulates in fp32
 // as one cuDNN operation graph (CONVOLUTION_FORWARD -> POINTWISE ADD bias -> POINTWISE ADD Z ->
 // POINTWISE RELU_FWD, intermediates virtual fp32), so cuDNN's runtime-fusion and precompiled
-// engines compute the whole epilogue in the conv kernel. Tuning asks cuDNN's heuristics (mode A,
-// then FALLBACK) for engine configurations, finalizes an execution plan for each of the first
-// max_plans() (default 4) that finalize, times them with CUDA events and keeps the fastest. The tactic string
-// records the plan's heuristic rank ("cudnn.graph heur#2 eng=37 ..."); with the same GPU and
-// cuDNN version (the plan header checks both) the heuristic order is the same, so a plan's rank
-// re-selects its engine configuration at load time.
-// Layers of equal signature (ResNet repeats blocks) share one execution plan and one timing.
+// engines compute the whole epilogue in the conv kernel. cuDNN's heuristics (mode A, then
+// FALLBACK) list engine configurations; each is one tactic (source kCudnnGraph, variant = its
+// rank), which the builder's selector finalizes and times within its budget (default 4: a
+// runtime-fusion engine compiles a kernel when finalized, so each costs build time). With the
+// same GPU and cuDNN version (the plan header checks both) the heuristic order is the same, so
+// a plan's rank re-selects its engine configuration at load time.
+// Layers of equal signature (ResNet repeats blocks) share one execution plan per device.
 // The chosen plan is also serialized (CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, supported
 // for runtime-compiled engines) into the Kiln plan's tactic data: a load deserializes it instead
 // of finalizing the engine configuration again, which for a runtime-fusion engine means
@@ -20,28 +20,20 @@
 #include <cudnn.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <limits>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
-#include "builder/timing_cache.h"
 
 namespace kiln::cuda {
 namespace {
 
-// Engine configurations timed per signature (KILN_CUDNN_GRAPH_PLANS overrides; runtime-fusion
-// engines compile a kernel when their plan is finalized, so each one costs build time).
-int max_plans() {
-  const char* e = std::getenv("KILN_CUDNN_GRAPH_PLANS");
-  const int n = e ? std::atoi(e) : 4;
-  return n > 0 ? n : 4;
-}
 constexpr size_t kMaxGraphWorkspace = 256u << 20;    // bytes a single plan may use
 
 // Owns one backend descriptor.
@@ -286,13 +278,23 @@ Status execute(cudnnHandle_t h, const GraphPlan& gp, const void* x, const void* 
   return Status::Ok();
 }
 
-// Graphs and plans are built with one process-wide handle that lives as long as the plans it
+// Graphs and plans are built with one handle per device that lives as long as the plans it
 // finalized (the tuning context's handle is destroyed after the build); execution uses the
 // calling context's handle on the same device.
-StatusOr<cudnnHandle_t> build_handle() {
+int current_device() {
+  int d = 0;
+  if (cudaGetDevice(&d) != cudaSuccess) {
+    cudaGetLastError();
+    d = 0;
+  }
+  return d;
+}
+
+StatusOr<cudnnHandle_t> build_handle(int device) {
   static std::mutex mu;
-  static cudnnHandle_t h = nullptr;
+  static std::map<int, cudnnHandle_t> handles;
   std::lock_guard<std::mutex> lock(mu);
+  cudnnHandle_t& h = handles[device];
   if (!h) KILN_CUDNN_CHECK(cudnnCreate(&h));
   return h;
 }
@@ -307,18 +309,38 @@ std::string signature(const ConvParams& p, cudnnDataType_t io) {
   return s;
 }
 
-// What tuning decided for a signature; shared by the layers of one process.
-struct Decision {
-  std::shared_ptr<ConvGraph> graph;  // null when the plan was deserialized
+// A finalized execution plan of one (signature, rank), shared by the layers of a process on
+// one device: ResNet repeats blocks, and finalizing may compile a kernel.
+struct BuiltPlan {
   GraphPlan plan;
-  float ms = 0;
-  std::shared_ptr<const std::string> json;  // serialize_plan(plan), shared by the layers
+  std::shared_ptr<const std::string> json;  // the plan serialized (empty: not serializable)
   bool from_data = false;                   // restored from a Kiln plan's tactic data
 };
-std::mutex g_mu;
-std::map<std::string, Decision>& decisions() {
-  static std::map<std::string, Decision> m;
-  return m;
+struct SharedState {
+  std::mutex mu;
+  std::map<std::pair<int, std::string>, std::shared_ptr<ConvGraph>> graphs;  // (device, signature)
+  std::map<std::tuple<int, std::string, int>, BuiltPlan> plans;              // (device, signature, rank)
+};
+SharedState& shared() {
+  static SharedState s;
+  return s;
+}
+
+// The tactic data of a plan: the engine index, a newline, then cuDNN's JSON of the plan.
+std::string encode_data(const GraphPlan& gp, const std::string& json) { return std::to_string(gp.engine) + "\n" + json; }
+bool decode_data(const std::string& data, int64_t* engine, std::string* json) {
+  const auto nl = data.find('\n');
+  if (nl == std::string::npos || nl == 0 || nl > 20) return false;
+  int64_t e = 0;
+  size_t i = data[0] == '-' ? 1 : 0;
+  if (i == nl) return false;
+  for (; i < nl; ++i) {
+    if (data[i] < '0' || data[i] > '9') return false;
+    e = e * 10 + (data[i] - '0');
+  }
+  *engine = data[0] == '-' ? -e : e;
+  *json = data.substr(nl + 1);
+  return true;
 }
 
 class ConvGraphLayer : public Layer {
@@ -327,128 +349,49 @@ class ConvGraphLayer : public Layer {
     op = "FusedConv";
     describe();
   }
-  size_t workspace() const override { return static_cast<size_t>(plan_.workspace); }
-  // Timing-cache signature (tactic ids "heur#N"), with the workspace cap of the tuning.
-  std::string signature() const override { return "cudnn.graph " + sig_ + " ws<=" + std::to_string(cap_); }
+  size_t workspace() const override { return plan_.plan ? static_cast<size_t>(plan_.workspace) : kMaxGraphWorkspace; }
+  std::string signature() const override { return "cudnn.graph " + sig_ + " ws<=" + std::to_string(kMaxGraphWorkspace); }
 
-  Status tune(ExecState& s) override {
-    cap_ = std::min(s.workspace_bytes, kMaxGraphWorkspace);
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      auto it = decisions().find(sig_);
-      if (it != decisions().end() && it->second.plan.plan) {
-        adopt(it->second);
-        tuned_ms = it->second.ms;
-        return Status::Ok();
-      }
-    }
-    KILN_ASSIGN_OR_RETURN(cudnnHandle_t bh, build_handle());
-    KILN_ASSIGN_OR_RETURN(ConvGraph g, build_graph(bh, p_, io_));
-    graph_ = std::make_shared<ConvGraph>(std::move(g));
-    const size_t ws_limit = cap_;
-    if (s.cache) {  // the persistent timing cache: the fastest cached rank, no timing
-      int best_rank = -1;
-      double best_ms = std::numeric_limits<double>::infinity();
-      const auto cached = s.cache->lookup(signature());
-      if (cached.size() == 1 && cached.count("none"))  // an earlier build found no engine that runs
-        return unsupported("layer '" + name + "': no cuDNN graph engine runs this convolution (timing cache)");
-      for (const auto& [t, ms] : cached) {
-        const auto at = t.find("heur#");
-        const int rank = at == std::string::npos ? -1 : std::atoi(t.c_str() + at + 5);
-        if (rank >= 0 && rank < static_cast<int>(graph_->configs.size()) && ms < best_ms) {
-          best_ms = ms;
-          best_rank = rank;
-        }
-      }
-      if (best_rank >= 0) {
-        StatusOr<GraphPlan> gp = make_plan(bh, *graph_, best_rank);
-        if (gp.ok() && static_cast<size_t>(gp->workspace) <= ws_limit) {
-          plan_ = std::move(*gp);
-          tuned_ms = best_ms;
-          decide(static_cast<float>(best_ms), false);
-          return Status::Ok();
-        }
-      }
-    }
-    KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
-    cudaEvent_t e0, e1;
-    KILN_CUDA_CHECK(cudaEventCreate(&e0));
-    KILN_CUDA_CHECK(cudaEventCreate(&e1));
-    float best = std::numeric_limits<float>::infinity();
-    int tried = 0;
-    for (int rank = 0; rank < static_cast<int>(graph_->configs.size()) && tried < max_plans(); ++rank) {
-      StatusOr<GraphPlan> gp = make_plan(bh, *graph_, rank);
-      if (!gp.ok() || static_cast<size_t>(gp->workspace) > ws_limit) continue;
-      ++tried;
-      if (!run(s, *gp).ok()) continue;  // warm-up (and a check that it runs)
-      cudaEventRecord(e0, s.stream);
-      for (int r = 0; r < 5; ++r) (void)run(s, *gp);
-      cudaEventRecord(e1, s.stream);
-      if (cudaEventSynchronize(e1) != cudaSuccess) break;
-      float ms = 0;
-      cudaEventElapsedTime(&ms, e0, e1);
-      if (s.cache) s.cache->record(signature(), "heur#" + std::to_string(gp->heur_rank), ms / 5);
-      if (ms / 5 < best) {
-        best = ms / 5;
-        plan_ = std::move(*gp);
-      }
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaGetLastError();  // a refused engine may leave a sticky launch error behind for this check only
-    if (!plan_.plan && s.cache) s.cache->record(signature(), "none", 0);
-    if (!plan_.plan)
-      return unsupported("layer '" + name + "': no cuDNN graph engine runs this convolution (" +
-                           std::to_string(graph_->configs.size()) + " configurations listed)");
-    tuned_ms = best;
-    decide(best, false);
-    return Status::Ok();
+  // One tactic per engine configuration cuDNN's heuristics list for this graph (rank order).
+  StatusOr<std::vector<TacticId>> candidates(ExecState&) override {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvGraph> g, graph());
+    std::vector<TacticId> c;
+    for (size_t r = 0; r < g->configs.size(); ++r) c.push_back(make_tactic_id(TacticSource::kCudnnGraph, static_cast<uint32_t>(r)));
+    return c;
   }
 
-  Status use_tactic(const std::string& t, ExecState& s) override {
-    const auto at = t.find("heur#");
-    if (at == std::string::npos) return invalid_plan("layer '" + name + "': tactic '" + t + "' names no heuristic rank");
-    const int rank = std::atoi(t.c_str() + at + 5);
-    {
-      std::lock_guard<std::mutex> lock(g_mu);
-      auto it = decisions().find(sig_);
-      if (it != decisions().end() && it->second.plan.heur_rank == rank) {
-        adopt(it->second);
-        return Status::Ok();
+  Status select(TacticId id, ExecState& s) override {
+    if (tactic_id_source(id) != TacticSource::kCudnnGraph)
+      return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not a cuDNN graph tactic");
+    const int rank = static_cast<int>(tactic_id_variant(id));
+    KILN_ASSIGN_OR_RETURN(BuiltPlan b, built(rank, s));
+    const size_t cap = std::min(s.workspace_bytes, kMaxGraphWorkspace);
+    if (static_cast<size_t>(b.plan.workspace) > cap)
+      return Status(StatusCode::kOutOfMemory, "engine configuration " + std::to_string(rank) + " needs " +
+                                                  std::to_string(b.plan.workspace) + " bytes of workspace, " +
+                                                  std::to_string(cap) + " allowed");
+    if (s.verify) {
+      Status st = cudnn_status(cudnnSetStream(s.cudnn, s.stream), "cudnnSetStream", __FILE__, __LINE__);
+      if (st.ok()) st = run(s, b.plan);
+      if (!st.ok()) {
+        cudaGetLastError();  // a refused engine may leave a launch error behind
+        return unsupported("engine configuration " + std::to_string(rank) + " does not run: " + st.message());
       }
     }
-    KILN_ASSIGN_OR_RETURN(cudnnHandle_t bh, build_handle());
-    if (s.tactic_data) {
-      auto data = s.tactic_data->find(data_key(rank));
-      if (data != s.tactic_data->end()) {
-        const auto e = t.find(" eng=");
-        StatusOr<GraphPlan> gp =
-            deserialize_plan(bh, data->second, rank, e == std::string::npos ? -1 : std::atoll(t.c_str() + e + 5));
-        if (gp.ok()) {
-          plan_ = std::move(*gp);
-          json_ = std::make_shared<const std::string>(data->second);
-          decide(0.f, true);
-          return Status::Ok();
-        }
-        cudaGetLastError();  // refused data: rebuild the plan from its rank below
-      }
-    }
-    KILN_ASSIGN_OR_RETURN(ConvGraph g, build_graph(bh, p_, io_));
-    graph_ = std::make_shared<ConvGraph>(std::move(g));
-    if (rank < 0 || rank >= static_cast<int>(graph_->configs.size()))
-      return invalid_plan("layer '" + name + "': tactic '" + t + "' names heuristic rank " + std::to_string(rank) +
-                          " but cuDNN lists " + std::to_string(graph_->configs.size()) + " configurations");
-    KILN_ASSIGN_OR_RETURN(plan_, make_plan(bh, *graph_, rank));
-    decide(0.f, false);
+    plan_ = b.plan;
+    json_ = b.json;
+    restored = b.from_data;
+    tactic_id = id;
+    describe();
     return Status::Ok();
   }
 
   void export_tactic_data(std::map<std::string, std::string>* out) const override {
-    if (json_ && !json_->empty() && plan_.heur_rank >= 0) (*out)[data_key(plan_.heur_rank)] = *json_;
+    if (json_ && !json_->empty() && plan_.heur_rank >= 0) (*out)[data_key(plan_.heur_rank)] = encode_data(plan_, *json_);
   }
 
   Status enqueue(ExecState& s) override {
-    if (!plan_.plan) return internal_error("layer '" + name + "': cuDNN graph plan used before tuning");
+    if (!plan_.plan) return internal_error("layer '" + name + "': cuDNN graph plan used before a tactic was selected");
     KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
     return run(s, plan_);
   }
@@ -459,21 +402,59 @@ class ConvGraphLayer : public Layer {
     return execute(s.cudnn, gp, s.ptr(ins[0]), s.ptr(ins[1]), s.ptr(ins[2]), z, s.ptr(outs[0]), s.workspace);
   }
   std::string data_key(int rank) const { return "cudnn.graph " + sig_ + " heur#" + std::to_string(rank); }
-  // Records plan_ as the signature's decision (serializing it unless json_ is already set).
-  void decide(float ms, bool from_data) {
-    if (!json_) json_ = std::make_shared<const std::string>(serialize_plan(plan_));
-    restored = from_data;
-    describe();
-    std::lock_guard<std::mutex> lock(g_mu);
-    decisions()[sig_] = Decision{graph_, plan_, ms, json_, from_data};
+
+  // The operation graph of this signature on the current device (built once per process).
+  StatusOr<std::shared_ptr<ConvGraph>> graph() {
+    const int dev = current_device();
+    SharedState& st = shared();
+    std::lock_guard<std::mutex> lock(st.mu);
+    auto& g = st.graphs[{dev, sig_}];
+    if (!g) {
+      KILN_ASSIGN_OR_RETURN(cudnnHandle_t bh, build_handle(dev));
+      KILN_ASSIGN_OR_RETURN(ConvGraph built, build_graph(bh, p_, io_));
+      g = std::make_shared<ConvGraph>(std::move(built));
+    }
+    return g;
   }
-  void adopt(const Decision& d) {
-    graph_ = d.graph;
-    plan_ = d.plan;
-    json_ = d.json;
-    restored = d.from_data;
-    describe();
+
+  // The finalized plan of `rank`: shared, else from the plan's tactic data, else finalized now.
+  StatusOr<BuiltPlan> built(int rank, ExecState& s) {
+    const int dev = current_device();
+    SharedState& st = shared();
+    {
+      std::lock_guard<std::mutex> lock(st.mu);
+      auto it = st.plans.find({dev, sig_, rank});
+      if (it != st.plans.end()) return it->second;
+    }
+    KILN_ASSIGN_OR_RETURN(cudnnHandle_t bh, build_handle(dev));
+    BuiltPlan b;
+    if (s.tactic_data) {
+      auto data = s.tactic_data->find(data_key(rank));
+      int64_t engine = -1;
+      std::string json;
+      if (data != s.tactic_data->end() && decode_data(data->second, &engine, &json)) {
+        StatusOr<GraphPlan> gp = deserialize_plan(bh, json, rank, engine);
+        if (gp.ok()) {
+          b.plan = std::move(*gp);
+          b.json = std::make_shared<const std::string>(std::move(json));
+          b.from_data = true;
+        } else {
+          cudaGetLastError();  // refused data: finalize the configuration from its rank below
+        }
+      }
+    }
+    if (!b.plan.plan) {
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvGraph> g, graph());
+      if (rank < 0 || rank >= static_cast<int>(g->configs.size()))
+        return invalid_plan("layer '" + name + "': cuDNN graph rank " + std::to_string(rank) + " but cuDNN lists " +
+                            std::to_string(g->configs.size()) + " configurations");
+      KILN_ASSIGN_OR_RETURN(b.plan, make_plan(bh, *g, rank));
+      b.json = std::make_shared<const std::string>(serialize_plan(b.plan));
+    }
+    std::lock_guard<std::mutex> lock(st.mu);
+    return st.plans.emplace(std::make_tuple(dev, sig_, rank), b).first->second;
   }
+
   void describe() {
     tactic = "cudnn.graph" + (plan_.heur_rank >= 0 ? " heur#" + std::to_string(plan_.heur_rank) : std::string()) +
              (plan_.engine >= 0 ? " eng=" + std::to_string(plan_.engine) : std::string()) +
@@ -485,8 +466,6 @@ class ConvGraphLayer : public Layer {
   ConvParams p_;
   cudnnDataType_t io_;
   std::string sig_;
-  size_t cap_ = 0;  // bytes of workspace the plans were tried within
-  std::shared_ptr<ConvGraph> graph_;
   GraphPlan plan_;
   std::shared_ptr<const std::string> json_;  // the plan serialized (empty: not serializable)
 };
@@ -494,15 +473,16 @@ class ConvGraphLayer : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_conv_graph_layer(const ConvParams& p, cudnnDataType_t io) {
-  if (const char* e = std::getenv("KILN_CUDNN_GRAPH"); e && std::string(e) == "0") return nullptr;
   if (!(p.activation.empty() || p.activation == "Relu")) return nullptr;
   if (io != CUDNN_DATA_HALF && io != CUDNN_DATA_BFLOAT16) return nullptr;
   return std::make_unique<ConvGraphLayer>(p, io);
 }
 
 void reset_conv_graph_decisions() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  decisions().clear();
+  SharedState& st = shared();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.graphs.clear();
+  st.plans.clear();
 }
 
 }  // namespace kiln::cuda

@@ -1,25 +1,22 @@
-// Engine layers of the CUDA path. Each layer holds its descriptors and chosen tactic; enqueue
+// Engine layers of the CUDA path. Each layer holds its descriptors and selected tactic; enqueue
 // reads/writes device memory through the value table (arena offsets or weight pointers).
-// Tuning may consult a TimingCache (ExecState::cache): a layer whose signature is cached
-// picks the fastest cached tactic without timing.
+// Which tactic a layer runs is decided by the builder's tactic selector (builder/tactic_selector.h).
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/kernels.h"
+#include "backends/kernel.h"
 #include "core/tensor.h"
 #include "kiln/status.h"
-
-namespace kiln {
-class TimingCache;
-}
 
 namespace kiln::cuda {
 
@@ -44,16 +41,24 @@ struct ExecState {
   cublasLtHandle_t lt = nullptr;
   cudaStream_t stream = nullptr;
   const std::vector<GVal>* vals = nullptr;
-  TimingCache* cache = nullptr;  // build time: measured tactic times to reuse / record (may be null)
   // Load time: the plan's tactic data by key (Layer::export_tactic_data); may be null.
   const std::map<std::string, std::string>* tactic_data = nullptr;
+  // select() runs the tactic once to check that it runs here (build, and shapes a plan did not
+  // tune for); false when loading a plan's tactics, which ran at build on this GPU and libraries.
+  bool verify = true;
   void* ptr(int v) const;
 };
 
+// One engine layer under the tactic contract (backends/kernel.h, docs/decisions/0014):
+// candidates() lists the tactics it can run (stable ids), select() makes one current and checks
+// it runs here, enqueue() runs it. The builder's selector times the candidates (through
+// TunableLayer, gpu_model.cc); a plan's load selects the recorded id without timing.
 class Layer {
  public:
   virtual ~Layer() = default;
-  std::string name, op, tactic;
+  std::string name, op;
+  std::string tactic;  // the selected tactic's name, e.g. "cudnn.conv_bias_act algo=1 fp16 nhwc +relu"
+  TacticId tactic_id = kNoTactic;  // the selected tactic (kNoTactic before select)
   std::vector<std::string> origin;
   std::vector<int> ins, outs;  // value indices; -1 for an omitted optional input
   double tuned_ms = 0;
@@ -62,29 +67,61 @@ class Layer {
   // What the layer's measured time depends on (op, shapes, dtypes/layouts, parameters,
   // epilogue, workspace cap): the timing-cache signature.
   virtual std::string signature() const { return op + " " + tactic; }
-  // Bytes of workspace the chosen tactic needs (at most the cap it was tuned with).
+  // Bytes of workspace the selected tactic needs (at most the cap it was selected within);
+  // before any select, the most any candidate may need.
   virtual size_t workspace() const { return 0; }
-  // Build time: time the candidate tactics and keep the fastest (state has scratch buffers).
-  virtual Status tune(ExecState& s) { return Status::Ok(); }
-  // Build time without tuning: checks that the default tactic runs here (a layer may switch
-  // to its fallback path, see `fallback`).
-  virtual Status prepare(ExecState& s) { return Status::Ok(); }
-  // Load time: re-applies a tactic string this layer reported at build time (with the state
-  // export_tactic_data saved, when ExecState::tactic_data has it: then `restored` is set).
-  virtual Status use_tactic(const std::string& tactic, ExecState& s) { return Status::Ok(); }
-  // Build time, after tuning: state that makes use_tactic fast (a serialized cuDNN execution
-  // plan, so a load does not recompile runtime-fused kernels), by a key unique to the tactic.
+  // The tactics this layer can run, preferred first. Layers with one implementation: their one id.
+  virtual StatusOr<std::vector<TacticId>> candidates(ExecState& s) { return std::vector<TacticId>{single_id()}; }
+  // Makes `id` current (descriptors, workspace within s.workspace_bytes) and checks it runs here
+  // (it may run once on s.stream: the arena holds valid data). Errors: the id is not one of
+  // candidates(), or it cannot run (the selector then tries another).
+  virtual Status select(TacticId id, ExecState& s) {
+    if (id != single_id())
+      return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not one of its tactics");
+    tactic_id = id;
+    return Status::Ok();
+  }
+  // Build time, after selection: state that makes a later select fast (a serialized cuDNN
+  // execution plan, so a load does not recompile runtime-fused kernels), by a key unique to it.
   virtual void export_tactic_data(std::map<std::string, std::string>* out) const {}
-  bool restored = false;
-  // Called once after ins/outs are set, before tune/use_tactic/enqueue. Whatever enqueue needs
+  bool restored = false;  // the last select used the plan's tactic data
+  // Called once after ins/outs are set, before candidates/select/enqueue. Whatever enqueue needs
   // fixed (descriptor attributes naming weights) is set here: enqueue must not modify the layer,
   // because execution contexts on several threads share it.
   virtual void finalize(const std::vector<GVal>& vals) {}
   virtual Status enqueue(ExecState& s) = 0;
+
+ protected:
+  // The id of a layer with one implementation: Kiln's kernel, variant 0.
+  virtual TacticId single_id() const { return make_tactic_id(TacticSource::kKiln, 0); }
 };
+
+// Mean device time (ms) of `reps` back-to-back runs of `run` on s.stream after one untimed warm-up run.
+StatusOr<float> time_runs(ExecState& s, int reps, const std::function<Status()>& run);
+
+// A layer with the device state it runs on, as the builder's tactic selector sees it.
+class TunableCudaLayer : public TunableLayer {
+ public:
+  TunableCudaLayer(Layer& l, ExecState& s) : l_(l), s_(s) {}
+  const std::string& name() const override { return l_.name; }
+  std::string signature() const override { return l_.signature(); }
+  StatusOr<std::vector<TacticId>> candidates() override { return l_.candidates(s_); }
+  Status select(TacticId id) override { return l_.select(id, s_); }
+  StatusOr<double> time_ms(int iterations) override;
+
+ private:
+  Layer& l_;
+  ExecState& s_;
+};
+
+// Without tuning (shapes a plan did not tune for): the first candidate from `sources` that
+// selects. Errors name the layer and each candidate's reason.
+Status select_first_that_runs(Layer& l, ExecState& s, const TacticSources& sources);
 
 // The cuBLASLt / CUDA library data type of a storage type (CUDA_R_32F, _16F, _16BF, _32I, _64I).
 cudaDataType_t cuda_type(StorageType t);
+// The cuDNN data type of a storage type (CUDNN_DATA_FLOAT, _HALF, _BFLOAT16, _INT32, _INT64).
+cudnnDataType_t cudnn_type(StorageType t);
 
 struct ConvParams {
   int64_t n, c, h, w, k, r, sk, oh, ow;  // input NCHW, K filters of r x sk, output oh x ow
@@ -94,10 +131,11 @@ struct ConvParams {
   float act_alpha, act_beta;
   int64_t c_unpadded = 0;  // > 0: c was zero-padded up from this many channels (input and weights)
 };
-// cuDNN convolution with fused bias (+ residual z) (+ ReLU); other activations run after it.
-// Where cuDNN's fused call has no kernel for the storage type (it reports NOT_SUPPORTED when
-// tuned), the layer falls back to cudnnConvolutionForward + Kiln's bias/residual/act epilogue
-// and says so in `fallback` and its tactic ("cudnn.conv_bias_act algo=N ... fallback=conv+epilogue").
+// cuDNN legacy convolution (source kCudnn). Tactics: variant A < 8 = cudnnConvolutionBiasActivationForward
+// with forward algorithm A (bias (+ residual z) (+ ReLU) fused; other activations run after it;
+// without ReLU cuDNN runs only IMPLICIT_PRECOMP_GEMM), variant 0x100 + A = cudnnConvolutionForward
+// with algorithm A + Kiln's bias/residual/activation epilogue ("... fallback=conv+epilogue"),
+// which the layer says in `fallback` when no fused variant ran.
 StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, StorageType t, bool nhwc, bool tf32);
 
 // cuDNN graph-API convolution (NHWC fp16/bf16, epilogue bias (+ residual z) (+ ReLU) fused in
@@ -125,13 +163,15 @@ struct GemmParams {
   bool relu;
   bool has_residual = false;  // Y = act(X·W + R + bias), R = input 3, Y's shape (cuBLASLt's C with beta 1)
 };
-// cuBLASLt matmul Y[M,N] = X[M,K] · W (+ R) (+ bias[N]) (ReLU epilogue optional), tuned over algorithms.
+// cuBLASLt matmul Y[M,N] = X[M,K] · W (+ R) (+ bias[N]) (ReLU epilogue optional); source kCublasLt,
+// one tactic per entry of cuBLASLt's heuristic list (variant = index, stable for one version and cap).
 // All operands (bias included) in storage type t; FP32 accumulation (TF32 for fp32 when tf32).
 StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, StorageType t, bool tf32);
 
-// Several implementations of one layer (same inputs and outputs); tuning times each and keeps
-// the fastest, a plan's tactic string re-selects it by its prefix ("cudnn.", "cublaslt.").
-std::unique_ptr<Layer> make_choice_layer(std::vector<std::unique_ptr<Layer>> candidates);
+// Several implementations of one layer (same inputs and outputs), each from its own tactic
+// source: the candidates are all of theirs, and select() hands an id to the one of its source.
+// Each implementation is given with the source of all its tactics (distinct sources).
+std::unique_ptr<Layer> make_choice_layer(std::vector<std::pair<TacticSource, std::unique_ptr<Layer>>> impls);
 
 std::unique_ptr<Layer> make_pointwise_layer(PointwiseOp op, const BroadcastDesc& d, StorageType t, float alpha, float beta);
 // One FusedPointwise program; ins are the program's inputs in order (physical layout of y).

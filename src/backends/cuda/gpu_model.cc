@@ -26,8 +26,8 @@
 #include "ir/pointwise_program.h"
 #include "kiln/plan.h"
 #include "ir/shape_inference.h"
-#include "passes/passes.h"
-#include "runtime/interpreter.h"
+#include "ir/layer_annotations.h"
+#include "backends/cpu/interpreter.h"
 
 namespace kiln::cuda {
 
@@ -82,7 +82,7 @@ bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_
   return true;
 }
 
-// Adds the time until its end to *ms, when ms is not null (load phases, KILN_LOAD_TRACE).
+// Adds the time until its end to *ms, when ms is not null (load phases, verbose load trace).
 struct ScopedMs {
   explicit ScopedMs(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
   ~ScopedMs() {
@@ -94,11 +94,6 @@ struct ScopedMs {
   std::chrono::steady_clock::time_point t0_;
 };
 
-// KILN_LOAD_TRACE=1: where a model's lowering goes (steps, per op kind), on stderr.
-bool load_trace() {
-  static const bool on = std::getenv("KILN_LOAD_TRACE") != nullptr;
-  return on;
-}
 
 // cudaMalloc whose error says what was being allocated, how many bytes, and the device's
 // free/total memory at that moment.
@@ -135,7 +130,7 @@ class Lowering {
       if (laid_out_ && nhwc) {
         nhwc = false;
         for (ir::NodeId c : consumers[static_cast<size_t>(v)])
-          nhwc |= passes::tensor_core_layout_preference(g_, g_.node(c)) == passes::Layout::kNHWC;
+          nhwc |= ir::tensor_core_layout_preference(g_, g_.node(c)) == ir::Layout::kNHWC;
       }
       if (!low_in) {
         act_[v] = staging;
@@ -164,7 +159,7 @@ class Lowering {
       convert_inputs_ = !is_int_view(n.op) && n.op != ir::OpKind::kReformat;  // views keep their input's type
       Status s;
       {
-        const ScopedMs timer(load_trace() ? &trace_ms_[ir::op_name(n.op)] : nullptr);
+        const ScopedMs timer(o_.logger ? &trace_ms_[ir::op_name(n.op)] : nullptr);
         s = lower(n);
       }
       convert_inputs_ = false;
@@ -173,7 +168,11 @@ class Lowering {
         return s.with_context("layer '" + n.name + "'");
       if (!s.ok()) errors.push_back(s.message());
     }
-    for (const auto& [op, ms] : trace_ms_) std::fprintf(stderr, "[load]   lower %-18s %8.1f ms\n", op.c_str(), ms);
+    for (const auto& [op, ms] : trace_ms_) {
+      char line[96];
+      std::snprintf(line, sizeof line, "[load]   lower %-18s %8.1f ms", op.c_str(), ms);
+      o_.logger(LogSeverity::kVerbose, line);
+    }
     if (!errors.empty()) {
       std::string msg = std::to_string(errors.size()) + " layer(s) cannot run on the GPU:";
       for (const auto& e : errors) msg += "\n  " + e;
@@ -244,7 +243,7 @@ class Lowering {
   // The storage a node computes in: its "precision" attribute (BuilderConfig::layer_precisions),
   // else the plan's.
   StorageType node_storage(const ir::Node& n) const {
-    switch (passes::node_precision(n)) {
+    switch (ir::node_precision(n)) {
       case DataType::kFloat32: return StorageType::kF32;
       case DataType::kFloat16: return StorageType::kF16;
       case DataType::kBFloat16: return StorageType::kBF16;
@@ -337,7 +336,7 @@ class Lowering {
         else
           for (int64_t i = b; i < e; ++i) h[i] = float_to_bf16(data[i]);
       });
-      const ScopedMs copy_timer(load_trace() ? &trace_ms_["(weights: hash + copy)"] : nullptr);
+      const ScopedMs copy_timer(o_.logger ? &trace_ms_["(weights: hash + copy)"] : nullptr);
       KILN_ASSIGN_OR_RETURN(p, device_copy(h, bytes, "weight '" + name + "'"));
     } else {
       KILN_ASSIGN_OR_RETURN(p, device_copy(data, bytes, "weight '" + name + "'"));
@@ -553,15 +552,15 @@ class Lowering {
     // cuBLASLt (bias, residual as C, ReLU epilogue) beside cuDNN and let tuning choose.
     const bool gemm_like = nhwc && p.r == 1 && p.sk == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
                            p.pad_w == 0 && p.groups == 1 && (p.activation.empty() || p.activation == "Relu");
-    std::vector<std::unique_ptr<Layer>> cands;
+    std::vector<std::pair<TacticSource, std::unique_ptr<Layer>>> impls;
     // In NHWC fp16/bf16, cuDNN's graph API (engine configurations with the epilogue fused) competes
-    // with the legacy fused call; tuning keeps the faster per layer.
-    if (nhwc) {
+    // with the legacy fused call; the tactic selector keeps the faster per layer.
+    if (nhwc && o_.sources.has(TacticSource::kCudnnGraph)) {
       if (auto graph = st_ == StorageType::kF32 ? nullptr
                        : make_conv_graph_layer(p, st_ == StorageType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF))
-        cands.push_back(std::move(graph));
+        impls.emplace_back(TacticSource::kCudnnGraph, std::move(graph));
     }
-    if (gemm_like) {
+    if (gemm_like && o_.sources.has(TacticSource::kCublasLt)) {
       GemmParams gp{};
       gp.m = p.n * p.h * p.w;
       gp.k = p.c;
@@ -571,11 +570,11 @@ class Lowering {
       gp.relu = p.activation == "Relu";
       gp.has_residual = p.has_residual;
       KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st_, o_.tf32));
-      cands.push_back(std::move(gemm));
+      impls.emplace_back(TacticSource::kCublasLt, std::move(gemm));
     }
-    if (!cands.empty()) {
-      cands.insert(cands.begin(), std::move(layer));
-      layer = make_choice_layer(std::move(cands));
+    if (!impls.empty()) {
+      impls.insert(impls.begin(), {TacticSource::kCudnn, std::move(layer)});
+      layer = make_choice_layer(std::move(impls));
     }
     add_layer(std::move(layer), n.name, ins, {out}, n.origin);
     act_[n.outputs[0]] = out;
@@ -1132,7 +1131,7 @@ class Lowering {
   std::map<std::pair<int, bool>, int> reformatted_;
   bool laid_out_ = false;  // the graph carries assign_layouts' decisions
   bool dry_run_ = false;
-  std::map<std::string, double> trace_ms_;  // KILN_LOAD_TRACE: lowering ms per op kind
+  std::map<std::string, double> trace_ms_;  // with a logger: lowering ms per op kind
   struct ConcatSite {
     size_t layer;                // index into m_->layers
     int64_t outer;               // product of the physical dims before the concat axis
@@ -1272,12 +1271,14 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   Impl* m = model->impl_.get();
   m->opts = opts;
   const auto t0 = std::chrono::steady_clock::now();
-  const bool trace = load_trace();
+  const bool trace = static_cast<bool>(opts.logger);
   auto tp = t0;
   auto step = [&](const char* what) {
     if (!trace) return;
     const auto now = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "[load] %-22s %8.1f ms\n", what, std::chrono::duration<double, std::milli>(now - tp).count());
+    char line[96];
+    std::snprintf(line, sizeof line, "[load] %-22s %8.1f ms", what, std::chrono::duration<double, std::milli>(now - tp).count());
+    opts.logger(LogSeverity::kVerbose, line);
     tp = now;
   };
   ir::Graph folded = g;  // shape computations become constants at these concrete shapes
@@ -1286,7 +1287,11 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   Lowering l(folded, shapes, opts, m);
   KILN_RETURN_IF_ERROR(l.run());
   step("lowering");
-  if (trace) std::fprintf(stderr, "[load]   of which weights %8.1f ms\n", m->times.weights_ms);
+  if (trace) {
+    char line[96];
+    std::snprintf(line, sizeof line, "[load]   of which weights %8.1f ms", m->times.weights_ms);
+    opts.logger(LogSeverity::kVerbose, line);
+  }
   l.eliminate_concats();
   step("concat elimination");
   KILN_RETURN_IF_ERROR(plan_streams_and_memory(m));
@@ -1306,7 +1311,6 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
     ExecState st = ctx->impl_->state(s);
-    st.cache = opts.tune ? opts.timing_cache : nullptr;
     st.tactic_data = opts.tactic_data;
     Status ms = cuda_status(cudaMemsetAsync(ctx->impl_->arena, 0, std::max<size_t>(m->arena, 1), s), "cudaMemsetAsync",
                             __FILE__, __LINE__);
@@ -1314,16 +1318,21 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     for (int i = 0; i < total && ms.ok(); ++i) {
       Layer& layer = *m->layers[i];
       auto preset = opts.preset_tactics.find(layer.name);
-      if (preset != opts.preset_tactics.end()) {
-        ms = layer.use_tactic(preset->second, st);
-        // A plan records the tuned time after the tactic ("... tuned_ms=0.0123").
-        const auto at = preset->second.find(" tuned_ms=");
-        if (ms.ok() && at != std::string::npos) layer.tuned_ms = std::atof(preset->second.c_str() + at + 10);
-      } else if (opts.tune) {
+      if (preset != opts.preset_tactics.end() && preset->second.id != kNoTactic) {
+        // The plan's tactic: it ran at build on this GPU with these libraries (the plan header
+        // checks both), so it is selected without running it.
+        st.verify = false;
+        ms = layer.select(preset->second.id, st);
+        st.verify = true;
+        if (ms.ok()) layer.tuned_ms = preset->second.tuned_ms;
+      } else if (opts.tune && opts.select_tactic) {
         if (opts.on_tune_progress) opts.on_tune_progress(i, total, layer.name);
-        ms = layer.tune(st);
+        TunableCudaLayer tl(layer, st);
+        StatusOr<TacticChoice> c = opts.select_tactic(tl);
+        ms = c.status();
+        if (c.ok()) layer.tuned_ms = c->ms;
       } else {
-        ms = layer.prepare(st);
+        ms = select_first_that_runs(layer, st, opts.sources);
       }
       if (!ms.ok()) ms = ms.with_context(std::string(opts.tune ? "tuning" : "setting up") + " layer '" + layer.name + "'");
     }
@@ -1351,8 +1360,8 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   }
   for (size_t i = 0; i < m->layers.size(); ++i) {
     const Layer& layer = *m->layers[i];
-    m->infos.push_back({layer.name, layer.op, layer.tactic, layer.origin, layer.tuned_ms, layer.fallback,
-                        layer.workspace(), m->streams.stream[i]});
+    m->infos.push_back({layer.name, layer.op, layer.tactic, layer.tactic_id, layer.origin, layer.tuned_ms,
+                        layer.fallback, layer.workspace(), m->streams.stream[i]});
   }
   const auto t2 = std::chrono::steady_clock::now();
   m->times.lower_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();

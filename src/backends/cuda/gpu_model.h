@@ -20,11 +20,9 @@
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "backends/cuda/kernels.h"
+#include "backends/kernel.h"
+#include "kiln/logger.h"
 #include "kiln/status.h"
-
-namespace kiln {
-class TimingCache;
-}
 
 namespace kiln::cuda {
 
@@ -62,26 +60,35 @@ struct GpuBuildOptions {
   bool bf16 = false;                  // BF16 activations and weights (FP32 accumulation); fp16 wins if both
   bool tf32 = true;                   // allow TF32 tensor cores for FP32 convolutions/GEMMs
   size_t workspace_limit = 1ull << 30;  // bytes of tactic scratch memory one layer may use
-  bool tune = true;                   // time the candidate tactics on the device (else: heuristics)
+  bool tune = true;                   // select tactics through select_tactic (else: the first that runs)
   // fp16/bf16: a graph input whose only consumers are convolutions with C % 8 != 0 input
   // channels is reformatted to NHWC with C zero-padded to a multiple of 8 (the conv weights
   // too), so cuDNN can use tensor-core kernels (ResNet's first conv, C = 3). Off by default:
   // on the H200 it made ResNet-101 FP16 slower (batch 64 20.0k vs 22.0k img/s, batch 256 25.0k
   // vs 28.2k; bench/results/2026-11-22-h200-run8) because the padded input reformat costs more
   // than the conv saves; still slower with the pixel-per-thread reformat (run 17 of 2026-11-23:
-  // batch 64 20.7k vs 22.5k, batch 256 25.3k vs 28.0k). kiln_gpu_bench honours
-  // KILN_PAD_INPUT_CHANNELS for the A/B.
+  // batch 64 20.7k vs 22.5k, batch 256 25.3k vs 28.0k).
   bool pad_input_channels = false;
   // Aux streams independent branches may run on (streams.h, docs/decisions/0011-aux-streams.md):
   // 0 = every layer on the caller's stream; < 0 = the builder decides (the graph's forks, at most
   // kAutoAuxStreams); at most kMaxAuxStreams. Tuning always runs on one stream.
   int max_aux_streams = -1;
-  // Tactics chosen at build time, by layer name (from a plan): used instead of tuning.
-  std::map<std::string, std::string> preset_tactics;
-  // Measured tactic times to reuse and extend while tuning (not owned; may be null).
-  TimingCache* timing_cache = nullptr;
+  // Tactic sources the lowering may offer (a conv's cuDNN-graph and cuBLASLt implementations
+  // are not created when their source is off); the selector filters candidates the same way.
+  TacticSources sources = TacticSources::all();
+  // Tactics chosen at build time, by layer name (from a plan): selected instead of tuning.
+  struct PresetTactic {
+    TacticId id = kNoTactic;
+    double tuned_ms = 0;  // the time the build measured, ms (for reports)
+  };
+  std::map<std::string, PresetTactic> preset_tactics;
+  // The builder's tactic selection (builder/tactic_selector.h), used when `tune` and a layer has
+  // no preset; when empty (or not `tune`), each layer runs the first of its candidates that runs.
+  TacticSelectFn select_tactic;
   // With preset_tactics: the plan's tactic data (Layer::export_tactic_data; not owned; may be null).
   const std::map<std::string, std::string>* tactic_data = nullptr;
+  // Verbose messages (lowering steps and time per op kind); none when empty.
+  Logger logger;
   // Called before each layer is tuned (done = layers finished, total, layer name) and once at
   // the end (done == total, empty name).
   std::function<void(int done, int total, const std::string& layer)> on_tune_progress;
@@ -122,7 +129,8 @@ StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShape
 struct GpuLayerInfo {
   std::string name;    // engine layer name
   std::string op;      // "FusedConv", "Reformat", ...
-  std::string tactic;  // "cudnn.fused_conv_bias_act algo=1", "cublaslt.matmul algo#3", ...
+  std::string tactic;  // "cudnn.conv_bias_act algo=1 fp16 nhwc +relu", "cublaslt.matmul heuristic#3 ...", ...
+  TacticId tactic_id = kNoTactic;  // the selected tactic's stable id
   std::vector<std::string> origin;
   double tuned_ms = 0;  // measured time of the chosen tactic during tuning (0 if not timed), ms
   std::string fallback;  // why a slower path than the fast tactic runs ("" = none)

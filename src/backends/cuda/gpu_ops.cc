@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <functional>
 
+#include "backends/cpu/interpreter.h"
 #include "backends/cuda/cuda_check.h"
 #include "core/numerics.h"
-#include "passes/passes.h"
+#include "ir/constant_folding.h"
 
 namespace kiln::cuda {
 namespace {
@@ -127,8 +128,9 @@ Status fold_shape_computations(ir::Graph& g, const ValueShapes& vs) {
     any = true;
   }
   if (!any) return Status::Ok();
-  // fold_constants visits nodes in order; the graph is topologically sorted.
-  return passes::fold_constants(g, passes::PassOptions{});
+  // Visits nodes in order; the graph is topologically sorted.
+  ir::fold_constant_nodes(g, reference_evaluator());
+  return Status::Ok();
 }
 
 // ------------------------------------------------------------------ planning
@@ -480,8 +482,11 @@ class BatchedMatMulLayer : public Layer {
   }
   size_t workspace() const override { return kWorkspace; }
 
-  Status tune(ExecState& s) override { return pick(s); }
-  Status use_tactic(const std::string&, ExecState& s) override { return pick(s); }
+  // One tactic (cuBLASLt's first heuristic choice for each matmul, within the workspace).
+  Status select(TacticId id, ExecState& s) override {
+    KILN_RETURN_IF_ERROR(Layer::select(id, s));
+    return pick(s);
+  }
 
   Status enqueue(ExecState& s) override {
     const float alpha = 1.f, beta = 0.f;
@@ -498,6 +503,9 @@ class BatchedMatMulLayer : public Layer {
     }
     return Status::Ok();
   }
+
+ protected:
+  TacticId single_id() const override { return make_tactic_id(TacticSource::kCublasLt, 0); }
 
  private:
   static constexpr size_t kWorkspace = 32u << 20;  // bytes

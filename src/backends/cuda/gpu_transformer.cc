@@ -210,9 +210,11 @@ class AttentionLayer : public Layer {
   }
 
   size_t workspace() const override { return plan_.scratch_bytes + gemm_cap_; }
-  Status prepare(ExecState& s) override { return pick(s); }
-  Status tune(ExecState& s) override { return pick(s); }
-  Status use_tactic(const std::string&, ExecState& s) override { return pick(s); }
+  // One tactic (cuBLASLt's first heuristic choice for each matmul, within the workspace).
+  Status select(TacticId id, ExecState& s) override {
+    KILN_RETURN_IF_ERROR(Layer::select(id, s));
+    return pick(s);
+  }
 
   Status enqueue(ExecState& s) override {
     if (plan_.units == 0 || plan_.m == 0 || plan_.dv == 0) return Status::Ok();  // empty output
@@ -253,6 +255,9 @@ class AttentionLayer : public Layer {
            " " + storage_name(t_) + (t_ == StorageType::kF32 ? (tf32_ ? " tf32" : " fma") : "") +
            " chunk=" + std::to_string(plan_.chunk);
   }
+
+ protected:
+  TacticId single_id() const override { return make_tactic_id(TacticSource::kCublasLt, 0); }
 
  private:
   static constexpr size_t kGemmWorkspace = 32u << 20;  // bytes of cuBLASLt workspace after the scratch

@@ -4,10 +4,10 @@
 #include <map>
 #include <random>
 
+#include "backends/cpu/interpreter.h"
 #include "backends/cuda/gpu_model.h"
 #include "core/numerics.h"
 #include "ir/shape_inference.h"
-#include "runtime/interpreter.h"
 
 namespace kiln::cuda {
 
@@ -19,7 +19,7 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
     std::map<std::string, Shape> concrete;
     for (size_t i = 0; i < g.inputs.size() && i < input_shapes.size(); ++i)
       concrete[g.value(g.inputs[i]).name] = input_shapes[i];
-    if (ir::infer_shapes(c, &concrete).ok()) {
+    if (ir::infer_shapes(c, &concrete, &reference_evaluator()).ok()) {
       // Values no layer reads or writes any more (absorbed by fusion) keep their old symbolic
       // shapes; they do not need concrete ones.
       std::vector<bool> live(c.values.size(), false);

@@ -1,14 +1,14 @@
 // Reference interpreter (see interpreter.h).
-#include "runtime/interpreter.h"
+#include "backends/cpu/interpreter.h"
 
 #include <algorithm>
 #include <chrono>
 #include <new>
 #include <stdexcept>
 
+#include "backends/cpu/concat_slices.h"
 #include "backends/cpu/cpu_kernel.h"
 #include "core/checked_size.h"
-#include "runtime/concat_slices.h"
 
 namespace kiln {
 
@@ -185,6 +185,21 @@ StatusOr<std::vector<Tensor>> interpret(const ir::Graph& g, const std::vector<Te
     results.push_back(env[v]);
   }
   return results;
+}
+
+namespace {
+
+class ReferenceEvaluator final : public ir::ConstantEvaluator {
+ public:
+  bool supports(ir::OpKind op) const override { return cpu::KernelRegistry::get().find(op) != nullptr; }
+  StatusOr<std::vector<Tensor>> evaluate(const ir::Graph& g) const override { return interpret(g, {}); }
+};
+
+}  // namespace
+
+const ir::ConstantEvaluator& reference_evaluator() {
+  static const ReferenceEvaluator eval;
+  return eval;
 }
 
 }  // namespace kiln

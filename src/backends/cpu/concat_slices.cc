@@ -1,5 +1,5 @@
 // Concat elimination in the CPU interpreter (see concat_slices.h).
-#include "runtime/concat_slices.h"
+#include "backends/cpu/concat_slices.h"
 
 #include <algorithm>
 #include <cstring>

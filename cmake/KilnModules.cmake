@@ -1,0 +1,108 @@
+# One static library per module of src/, with its dependencies declared
+# (docs/decisions/0030-module-targets.md). A module's headers are reachable only through its
+# own include root, build/include_roots/<target>/, which holds symlinks to exactly the
+# module's paths under src/ (src/ itself is no include directory), and a target sees the roots
+# of the targets it links (PUBLIC, so transitively). So `#include "runtime/interpreter.h"` in a
+# module that does not link kiln_runtime fails to compile: the build checks the layering.
+
+set(KILN_INCLUDE_ROOTS ${CMAKE_BINARY_DIR}/include_roots)
+
+# kiln_module(<target> SOURCES <files...> EXPOSE <paths under src/...> [DEPENDS <targets...>])
+# EXPOSE lists the directories or files (relative to src/) the module's include root shows:
+# "ir" gives `#include "ir/graph.h"`, "backends/kernel.h" exactly that header.
+function(kiln_module target)
+  cmake_parse_arguments(M "" "" "SOURCES;EXPOSE;DEPENDS" ${ARGN})
+  set(root ${KILN_INCLUDE_ROOTS}/${target})
+  file(REMOVE_RECURSE ${root})
+  foreach(p IN LISTS M_EXPOSE)
+    if(NOT EXISTS ${CMAKE_SOURCE_DIR}/src/${p})
+      message(FATAL_ERROR "kiln_module(${target}): src/${p} does not exist")
+    endif()
+    get_filename_component(parent ${root}/${p} DIRECTORY)
+    file(MAKE_DIRECTORY ${parent})
+    file(CREATE_LINK ${CMAKE_SOURCE_DIR}/src/${p} ${root}/${p} SYMBOLIC)
+  endforeach()
+  add_library(${target} STATIC ${M_SOURCES})
+  target_include_directories(${target} PUBLIC ${root})
+  if(M_DEPENDS)
+    target_link_libraries(${target} PUBLIC ${M_DEPENDS})
+  endif()
+endfunction()
+
+# The .cc files directly in src/<dir> (no subdirectories).
+function(kiln_sources out dir)
+  file(GLOB files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/${dir}/*.cc)
+  set(${out} ${files} PARENT_SCOPE)
+endfunction()
+
+kiln_sources(CORE_SOURCES core)
+kiln_module(kiln_core SOURCES ${CORE_SOURCES} EXPOSE core)
+# The public API (include/kiln/) is visible to every module.
+target_include_directories(kiln_core PUBLIC ${CMAKE_SOURCE_DIR}/include)
+target_compile_definitions(kiln_core PUBLIC KILN_VERSION_STRING="${PROJECT_VERSION}")
+target_link_libraries(kiln_core PUBLIC Threads::Threads)
+
+kiln_sources(IR_SOURCES ir)
+kiln_module(kiln_ir SOURCES ${IR_SOURCES} EXPOSE ir DEPENDS kiln_core)
+
+kiln_sources(ONNX_SOURCES onnx)
+kiln_module(kiln_onnx SOURCES ${ONNX_SOURCES} EXPOSE onnx
+  DEPENDS kiln_ir kiln_io kiln_plan ${ONNX_PROTO_LIB} protobuf::libprotobuf)
+target_compile_definitions(kiln_onnx PUBLIC ONNX_ML=1 ONNX_NAMESPACE=onnx)
+
+kiln_sources(PASSES_SOURCES passes)
+kiln_module(kiln_passes SOURCES ${PASSES_SOURCES} EXPOSE passes DEPENDS kiln_ir)
+
+# The tactic contract (backends/kernel.h, docs/decisions/0014): ids, sources, budget, TunableLayer.
+kiln_module(kiln_backend SOURCES ${CMAKE_SOURCE_DIR}/src/backends/tactics.cc EXPOSE backends/kernel.h
+  DEPENDS kiln_core)
+
+kiln_sources(CPU_SOURCES backends/cpu)
+kiln_module(kiln_cpu SOURCES ${CPU_SOURCES} EXPOSE backends/cpu
+  DEPENDS kiln_ir kiln_backend ${BLAS_LIBRARIES})
+target_include_directories(kiln_cpu PRIVATE ${OPENBLAS_INCLUDE_DIR})
+
+kiln_sources(PLAN_SOURCES plan)
+kiln_module(kiln_plan SOURCES ${PLAN_SOURCES} EXPOSE plan DEPENDS kiln_ir)
+
+# Tactic selection and the timing cache file (docs/decisions/0007, 0014) on their own: the
+# runtime's CUDA build glue (gpu_engine.cc) hands the selector to the CUDA backend, and neither
+# may link the builder (which imports ONNX). The CUDA backend itself includes neither.
+kiln_module(kiln_timing_cache
+  SOURCES ${CMAKE_SOURCE_DIR}/src/builder/timing_cache.cc ${CMAKE_SOURCE_DIR}/src/builder/tactic_selector.cc
+  EXPOSE builder/timing_cache.h builder/tactic_selector.h DEPENDS kiln_core kiln_backend nlohmann_json::nlohmann_json)
+
+kiln_sources(IO_SOURCES io)
+kiln_module(kiln_io SOURCES ${IO_SOURCES} EXPOSE io DEPENDS kiln_core)
+
+set(KILN_CUDA_TARGET)
+if(KILN_HAVE_CUDA)
+  file(GLOB CUDA_SOURCES CONFIGURE_DEPENDS
+    ${CMAKE_SOURCE_DIR}/src/backends/cuda/*.cc ${CMAKE_SOURCE_DIR}/src/backends/cuda/*.cu)
+  kiln_module(kiln_cuda SOURCES ${CUDA_SOURCES} EXPOSE backends/cuda
+    DEPENDS kiln_cpu kiln_plan
+    CUDA::cudart CUDA::cublasLt ${CUDNN_LIB})
+  set_target_properties(kiln_cuda PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  # cuDNN's legacy convolution API is deprecated in cuDNN 9 but still the simplest fused call.
+  target_compile_options(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-deprecated-declarations>)
+  target_compile_definitions(kiln_cuda PUBLIC KILN_HAVE_CUDA=1)
+  set(KILN_CUDA_TARGET kiln_cuda)
+endif()
+
+kiln_sources(RUNTIME_SOURCES runtime)
+kiln_module(kiln_runtime SOURCES ${RUNTIME_SOURCES} EXPOSE runtime
+  DEPENDS kiln_plan kiln_cpu kiln_io ${KILN_CUDA_TARGET} kiln_timing_cache)
+
+kiln_sources(BUILDER_SOURCES builder)
+list(FILTER BUILDER_SOURCES EXCLUDE REGEX "/(timing_cache|tactic_selector)\\.cc$")
+kiln_module(kiln_builder SOURCES ${BUILDER_SOURCES} EXPOSE builder
+  DEPENDS kiln_onnx kiln_passes kiln_plan kiln_cpu kiln_runtime kiln_timing_cache)
+
+kiln_sources(CONFORMANCE_SOURCES conformance)
+kiln_module(kiln_conformance SOURCES ${CONFORMANCE_SOURCES} EXPOSE conformance
+  DEPENDS kiln_builder kiln_runtime kiln_onnx)
+
+# Everything: what tools/, tests/ and bench/ link.
+add_library(kiln INTERFACE)
+target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_backend kiln_cpu kiln_plan
+  kiln_io kiln_timing_cache ${KILN_CUDA_TARGET} kiln_runtime kiln_builder kiln_conformance fmt::fmt)

@@ -1,0 +1,33 @@
+// Facts the optimizer writes into nodes and the backends read back: the "precision" attribute
+// (per-layer precision constraints, docs/decisions/0013) and the "layout" attribute with the
+// layout policies that decide it (docs/decisions/0010). In ir, below both passes and backends,
+// so the CUDA lowering reads them without depending on the passes
+// (docs/decisions/0030-module-targets.md). passes.h re-exports them as passes::.
+#pragma once
+
+#include <string>
+
+#include "ir/graph.h"
+#include "kiln/types.h"
+
+namespace kiln::ir {
+
+// The precision tokens of --layer-precisions and of the node attribute "precision": "fp32",
+// "fp16", "bf16" ("" for any other dtype), and back (kUndefined for anything else).
+const char* precision_token(DataType t);
+DataType precision_from_token(const std::string& token);
+// The precision a node is constrained to (its "precision" attribute); kUndefined when none.
+DataType node_precision(const Node& n);
+
+// The storage layout of a layer's 4-D activations.
+enum class Layout { kAny, kNCHW, kNHWC };
+// The layout a backend's tactics want for a node's 4-D activations (kAny: elementwise,
+// follows its inputs); passes::assign_layouts applies one.
+using LayoutPreference = Layout (*)(const Graph& g, const Node& n);
+// CUDA with FP16/BF16 storage: conv and pooling NHWC (tensor cores) unless the node's
+// "precision" attribute says fp32, elementwise kAny, the rest NCHW.
+Layout tensor_core_layout_preference(const Graph& g, const Node& n);
+// Row-major everywhere (CPU, CUDA FP32): never inserts a Reformat.
+Layout row_major_layout_preference(const Graph& g, const Node& n);
+
+}  // namespace kiln::ir
