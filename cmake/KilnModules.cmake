@@ -47,7 +47,7 @@ kiln_module(kiln_ir SOURCES ${IR_SOURCES} EXPOSE ir DEPENDS kiln_core)
 
 kiln_sources(ONNX_SOURCES onnx)
 kiln_module(kiln_onnx SOURCES ${ONNX_SOURCES} EXPOSE onnx
-  DEPENDS kiln_ir kiln_io kiln_plan ${ONNX_PROTO_LIB} protobuf::libprotobuf)
+  DEPENDS kiln_ir kiln_io ${ONNX_PROTO_LIB} protobuf::libprotobuf)
 target_compile_definitions(kiln_onnx PUBLIC ONNX_ML=1 ONNX_NAMESPACE=onnx)
 
 kiln_sources(PASSES_SOURCES passes)

@@ -35,6 +35,9 @@ namespace kiln {
 // 4: each layer's tactic is its name, its integer tactic id (the one the load selects) and its
 //    tuned time in ms (docs/decisions/0014-tactic-contract.md), instead of free text.
 constexpr uint32_t kPlanFormatVersion = 4;
+// The 8 bytes every plan file starts with (the literal's NUL is not part of the file): lets a
+// tool tell a plan from another file (the ONNX importer names a plan passed as a model).
+inline constexpr char kPlanMagic[] = "KILNPLAN";
 
 enum class PlanBackend : uint8_t { kCpu = 0, kCuda = 1 };
 

@@ -107,7 +107,16 @@ pyb::array to_numpy(const Tensor& tensor) {
   auto* owner = new Tensor(t);  // shares the storage; freed with the array
   pyb::capsule base(owner, [](void* p) { delete static_cast<Tensor*>(p); });
   std::vector<pyb::ssize_t> shape(t.shape().begin(), t.shape().end());
-  return pyb::array(numpy_dtype(t.dtype()), shape, owner->raw(), base);
+  // Byte strides given explicitly: pybind11 2.10 (Debian 12) reads the element size out of
+  // numpy's dtype struct, whose layout numpy 2 changed (the GPU machine's venv has numpy 2), so
+  // strides it derives itself come out wrong there (0: every element read as the first).
+  std::vector<pyb::ssize_t> strides(shape.size());
+  pyb::ssize_t step = static_cast<pyb::ssize_t>(dtype_bits(t.dtype()) / 8);
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = step;
+    step *= shape[i];
+  }
+  return pyb::array(numpy_dtype(t.dtype()), shape, strides, owner->raw(), base);
 }
 
 Tensor tensor_from_numpy(const pyb::array& a, const std::string& what) {

@@ -14,8 +14,8 @@
 #include "core/checked_size.h"
 #include "io/input_file.h"
 #include "ir/verifier.h"
+#include "kiln/plan.h"
 #include "onnx/op_attributes.h"
-#include "plan/plan_format.h"
 
 namespace kiln::onnx_import {
 namespace {
@@ -388,7 +388,7 @@ StatusOr<ir::Graph> import_model_bytes(const std::string& bytes, const std::stri
 
 StatusOr<ir::Graph> import_model_file(const std::string& path, const ImportOptions& options) {
   KILN_ASSIGN_OR_RETURN(std::string bytes, io::read_input_file(path, "ONNX model"));
-  if (bytes.compare(0, plan::kMagicBytes, std::string(plan::kMagic, plan::kMagicBytes)) == 0)
+  if (bytes.compare(0, sizeof(kPlanMagic) - 1, kPlanMagic) == 0)  // kiln/plan.h
     return invalid_argument("'" + path + "' is a Kiln plan, not an ONNX model (run it with `kiln run`)");
   auto slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);

@@ -32,7 +32,8 @@ constexpr size_t kAlign = 64;  // sections and weights start at multiples of thi
 constexpr uint32_t kMaxSections = 16;
 constexpr int kMaxSubgraphDepth = 32;
 constexpr uint32_t kMaxRank = 64;
-extern const char kMagic[kMagicBytes];  // "KILNPLAN", no NUL
+inline constexpr const char* kMagic = kPlanMagic;  // kMagicBytes bytes, no NUL (kiln/plan.h)
+static_assert(sizeof(kPlanMagic) - 1 == kMagicBytes);
 
 // Section tags: four ASCII bytes read as a little-endian u32.
 enum class SectionTag : uint32_t {

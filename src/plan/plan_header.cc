@@ -67,8 +67,6 @@ StatusOr<PlanHeader> read_plan_header(const uint8_t* data, size_t size) {
 
 namespace plan {
 
-const char kMagic[kMagicBytes] = {'K', 'I', 'L', 'N', 'P', 'L', 'A', 'N'};
-
 const char* section_name(SectionTag tag) {
   switch (tag) {
     case SectionTag::kGraph: return "graph";

@@ -122,7 +122,9 @@ struct EngineState {
     if (it != models.end()) return it->second;
     KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(graph, shapes));
     cuda::GpuBuildOptions o = opts;
-    o.preset_tactics.clear();  // the plan's tactics were chosen for the opt shapes
+    // The plan's tactics were tuned at the opt shapes: each layer keeps its tuned tactic where
+    // that runs at these shapes too (checked by running it once), else its first that runs.
+    o.presets_from_other_shapes = true;
     o.tactic_data = nullptr;
     o.tune = false;
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, o));

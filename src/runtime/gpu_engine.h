@@ -1,7 +1,8 @@
 // The CUDA side of Builder and Engine (compiled in every build; without the CUDA backend every
 // entry point reports that the GPU is unavailable). A CUDA engine keeps one GpuModel per set of
 // input shapes: the profile's opt shapes are lowered at load with the plan's tactics; other
-// shapes inside the profile are lowered on first use with heuristic tactics.
+// shapes inside the profile are lowered on first use, each layer with the plan's tactic where it
+// runs at those shapes (else its first candidate that runs).
 #pragma once
 
 #include <functional>

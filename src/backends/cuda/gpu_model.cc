@@ -1321,10 +1321,11 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
       if (preset != opts.preset_tactics.end() && preset->second.id != kNoTactic) {
         // The plan's tactic: it ran at build on this GPU with these libraries (the plan header
         // checks both), so it is selected without running it.
-        st.verify = false;
+        st.verify = opts.presets_from_other_shapes;
         ms = layer.select(preset->second.id, st);
         st.verify = true;
-        if (ms.ok()) layer.tuned_ms = preset->second.tuned_ms;
+        if (ms.ok() && !opts.presets_from_other_shapes) layer.tuned_ms = preset->second.tuned_ms;
+        if (!ms.ok() && opts.presets_from_other_shapes) ms = select_first_that_runs(layer, st, opts.sources);
       } else if (opts.tune && opts.select_tactic) {
         if (opts.on_tune_progress) opts.on_tune_progress(i, total, layer.name);
         TunableCudaLayer tl(layer, st);

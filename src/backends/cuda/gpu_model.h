@@ -82,6 +82,10 @@ struct GpuBuildOptions {
     double tuned_ms = 0;  // the time the build measured, ms (for reports)
   };
   std::map<std::string, PresetTactic> preset_tactics;
+  // The presets were chosen for other shapes (an engine's shapes besides the profile's opt):
+  // each is checked by running it once, and a layer whose preset does not run here takes the
+  // first of its candidates that does. False: the presets are this model's own (a plan load).
+  bool presets_from_other_shapes = false;
   // The builder's tactic selection (builder/tactic_selector.h), used when `tune` and a layer has
   // no preset; when empty (or not `tune`), each layer runs the first of its candidates that runs.
   TacticSelectFn select_tactic;
