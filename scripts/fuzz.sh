@@ -61,7 +61,7 @@ for h in "${HARNESSES[@]}"; do
   mkdir -p "build-asan/corpus/$h"
   log="build-asan/$h.log"
   echo "== $h: ${SECS} s, $JOBS job(s), seeds $(ls "$seeds" | wc -l), log $log"
-  args=(-max_total_time="$SECS" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-asan/
+  args=(-max_total_time="$SECS" -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build-asan/
         "${extra[@]}" "build-asan/corpus/$h" "$seeds")
   if [ "$JOBS" -gt 1 ]; then args=(-fork="$JOBS" "${args[@]}"); fi
   if build-asan/"$h" "${args[@]}" >"$log" 2>&1; then

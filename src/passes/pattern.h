@@ -23,9 +23,12 @@ inline bool is_float_dtype(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }
 
-// v feeds exactly one layer and is not a graph output: the pattern may swallow it.
+// v feeds exactly one layer and is not a graph output: the pattern may swallow it. A value made
+// after `c` was computed (by the rewrite in progress) has no recorded consumers: not single-use
+// (ASan found fuse_attention reading past `c` for the K it had just untransposed).
 inline bool single_use(const ir::Graph& g, const Consumers& c, ir::ValueId v) {
-  return v != ir::kNoValue && c[v].size() == 1 && std::count(g.outputs.begin(), g.outputs.end(), v) == 0;
+  return v != ir::kNoValue && static_cast<size_t>(v) < c.size() && c[v].size() == 1 &&
+         std::count(g.outputs.begin(), g.outputs.end(), v) == 0;
 }
 
 // The one live layer reading v when v is single-use and that layer is `op`; else nullptr.

@@ -13,8 +13,9 @@ if [ "$rc" -eq 0 ]; then
   echo "FAIL: $TARGET compiled: '$HEADER' is reachable from a module that does not link it"
   exit 1
 fi
-if ! grep -q "$HEADER: No such file or directory" <<<"$out"; then
-  echo "FAIL: $TARGET failed, but not with '$HEADER: No such file or directory':"
+# gcc: "HEADER: No such file or directory"; clang (the sanitizer build): "'HEADER' file not found".
+if ! grep -q -e "$HEADER: No such file or directory" -e "'$HEADER' file not found" <<<"$out"; then
+  echo "FAIL: $TARGET failed, but not because '$HEADER' was not found:"
   echo "$out" | tail -n 20
   exit 1
 fi
