@@ -39,11 +39,11 @@ class UntrustedCli : public ::testing::Test {
 // (the element count wrapped). Now the profile resolver refuses the shape, naming the input.
 TEST_F(UntrustedCli, BatchOf2To62IsRefusedAtBuild) {
   const std::string model = conv_model(int64_t{1} << 62).save(dir_ + "/huge_batch.onnx");
-  expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "input 'x'");
-  expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "2^48");
+  expect_error("build " + model + " --device cpu -o " + dir_ + "/p.plan", 2, "input 'x'");
+  expect_error("build " + model + " --device cpu -o " + dir_ + "/p.plan", 2, "2^48");
   auto g = import(conv_model(int64_t{1} << 62));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, cpu_config());
   ASSERT_FALSE(plan.ok());
   expect_message(plan.status(), StatusCode::kInvalidArgument, "input 'x'");
 }
@@ -59,11 +59,11 @@ TEST_F(UntrustedCli, HugeProfileShapeIsOutOfMemoryNotAbort) {
   const std::string relu = wide.save(dir_ + "/relu.onnx");
   const std::string plan = dir_ + "/wide.plan";
   std::string out;
-  ASSERT_EQ(testing::run_kiln("build " + relu + " -o " + plan + " --shapes x:1x3x1048576x1048576", dir_, &out), 0) << out;
+  ASSERT_EQ(testing::run_kiln("build " + relu + " --device cpu -o " + plan + " --shapes x:1x3x1048576x1048576", dir_, &out), 0) << out;
   expect_error("run " + plan, 2, "OutOfMemory");
   expect_error("run " + plan, 2, "13194139533312 bytes");
   // Past 2^48 elements the profile itself is refused.
-  expect_error("build " + relu + " -o " + plan + " --shapes x:1x3x65536x4294967296", 2, "2^48");
+  expect_error("build " + relu + " --device cpu -o " + plan + " --shapes x:1x3x65536x4294967296", 2, "2^48");
   (void)model;
 }
 
@@ -71,7 +71,7 @@ TEST_F(UntrustedCli, HugeProfileShapeIsOutOfMemoryNotAbort) {
 // build, naming the node and its output.
 TEST_F(UntrustedCli, HugeConvPadsAreAnErrorNamingTheOutput) {
   const std::string model = conv_model(int64_t{1}, int64_t{1} << 40).save(dir_ + "/pads.onnx");
-  expect_error("build " + model + " -o " + dir_ + "/p.plan", 2, "node 'conv0' (Conv): output 'y'");
+  expect_error("build " + model + " --device cpu -o " + dir_ + "/p.plan", 2, "node 'conv0' (Conv): output 'y'");
 }
 
 
@@ -90,11 +90,11 @@ TEST_F(UntrustedCli, MalformedExternalDataOffsetIsAnError) {
   kv("offset", "12abc");
   std::ofstream(dir_ + "/weights.bin", std::ios::binary) << std::string(64, '\0');
   const std::string model = m.save(dir_ + "/ext.onnx");
-  auto plan = Builder::build(model, BuilderConfig{});
+  auto plan = Builder::build(model, cpu_config());
   expect_message(plan.status(), StatusCode::kInvalidModel, "external data offset '12abc'");
   b->mutable_external_data(1)->set_value("99999999999999999999999");
   m.save(model);
-  expect_message(Builder::build(model, BuilderConfig{}).status(), StatusCode::kInvalidModel, "external data offset");
+  expect_message(Builder::build(model, cpu_config()).status(), StatusCode::kInvalidModel, "external data offset");
 }
 
 // Misleading messages: each kind of wrong file has its own.
@@ -102,7 +102,7 @@ TEST_F(UntrustedCli, WrongFilesHaveTheirOwnMessages) {
   const std::string model = testing::static_model().save(dir_ + "/m.onnx");
   const std::string plan = dir_ + "/m.plan";
   std::string out;
-  ASSERT_EQ(testing::run_kiln("build " + model + " -o " + plan, dir_, &out), 0) << out;
+  ASSERT_EQ(testing::run_kiln("build " + model + " --device cpu -o " + plan, dir_, &out), 0) << out;
   std::filesystem::create_directory(dir_ + "/sub");
   std::ofstream(dir_ + "/empty.bin").close();
   expect_error("run " + dir_ + "/sub", 2, "is a directory");
@@ -110,14 +110,14 @@ TEST_F(UntrustedCli, WrongFilesHaveTheirOwnMessages) {
   expect_error("run " + dir_ + "/empty.bin", 2, "is empty");
   expect_error("build " + dir_ + "/empty.bin -o " + plan, 2, "is empty");
   expect_error("run " + dir_ + "/missing.plan", 2, "not found");
-  expect_error("build " + plan + " -o " + dir_ + "/x.plan", 2, "is a Kiln plan, not an ONNX model");
+  expect_error("build " + plan + " --device cpu -o " + dir_ + "/x.plan", 2, "is a Kiln plan, not an ONNX model");
   expect_error("run " + model, 2, "is an ONNX model, not a Kiln plan");
   expect_error("run " + plan + " --input x=" + dir_ + "/sub", 2, "is a directory");
   if (::geteuid() != 0) {  // root reads everything
     const std::string locked = dir_ + "/locked.onnx";
     std::filesystem::copy_file(model, locked);
     ::chmod(locked.c_str(), 0);
-    expect_error("build " + locked + " -o " + plan, 2, "cannot be read");
+    expect_error("build " + locked + " --device cpu -o " + plan, 2, "cannot be read");
   }
 }
 

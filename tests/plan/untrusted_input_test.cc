@@ -29,7 +29,7 @@ TEST(UntrustedInput, RankPastTheLimitIsRefusedAtBuild) {
   output_any_shape(m, "expanded");
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, cpu_config());
   expect_message(plan.status(), StatusCode::kInvalidArgument, "node 'expand0' (Expand): output 'expanded': rank 72");
   OnnxModel declared;
   declared.input("x", kF32, std::vector<testing::OnnxDim>(65, int64_t{1}));
@@ -47,7 +47,7 @@ TEST(UntrustedInput, ReshapeTargetPastInt64IsAnError) {
   output_any_shape(m, "y");
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, cpu_config());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok());
@@ -69,7 +69,7 @@ TEST(UntrustedInput, KernelAllocationFailureNamesTheNode) {
   output_any_shape(m, "y");
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, cpu_config());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
@@ -217,7 +217,7 @@ TEST(UntrustedInput, SpaceToDepthModeIsNotIgnored) {
   allow.allow_unknown = true;
   auto g = import(m, allow);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  BuilderConfig c;
+  BuilderConfig c = cpu_config();
   c.opt_level = 0;
   auto plan = build_from_graph(*g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
@@ -244,7 +244,7 @@ TEST(UntrustedInput, DepthToSpaceCrdFollowsTheSpec) {
   output_any_shape(m, "y");
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, cpu_config());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   auto ctx = (*engine)->create_execution_context();
@@ -302,7 +302,7 @@ OnnxModel untyped_if_model() {
 TEST(UntrustedInput, UntypedIfOutputsAreInferredAndOnlyARunnableBranchIsChecked) {
   auto g = import(untyped_if_model());
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, cpu_config());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
@@ -369,7 +369,7 @@ TEST(UntrustedInput, UntypedLoopOutputsAreInferredFromTheBody) {
   y->mutable_type();
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  auto plan = build_from_graph(*g, BuilderConfig{});
+  auto plan = build_from_graph(*g, cpu_config());
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();

@@ -48,4 +48,11 @@ inline StatusOr<ir::Graph> import(const OnnxModel& m, onnx_import::ImportOptions
   return onnx_import::import_model_bytes(m.bytes(), ".", o);
 }
 
+// These tests check the CPU reference path (a GPU machine would otherwise build CUDA plans).
+inline BuilderConfig cpu_config() {
+  BuilderConfig c;
+  c.target = TargetDevice::kCpu;
+  return c;
+}
+
 }  // namespace kiln::untrusted
