@@ -3,10 +3,7 @@
 # Run from the repo root there with .gpu-carry (scripts/gpu_carry.sh): OUT=$OUT scripts/gpu_ab.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-C=.gpu-carry
-CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-PY=/opt/torch/.venv/bin/python
+. "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 $C/kiln_tests --gtest_filter='Gpu*' 2>&1 | tail -n 30 | tee "$OUT/gpu_tests.txt"
 mkdir -p models
 $PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx --photos-npz $C/calib_photos.npz 2>&1 | tail -n 2

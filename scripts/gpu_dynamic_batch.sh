@@ -6,11 +6,7 @@
 #   OUT=$OUT scripts/gpu_dynamic_batch.sh           (carry .gpu-carry; models/resnet101.onnx is exported if missing)
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-C=.gpu-carry
-CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
+. "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 mkdir -p models /tmp/dyn
 [ -f models/resnet101.onnx ] || $PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx \
     --photos-npz $C/calib_photos.npz 2>&1 | tail -n 1

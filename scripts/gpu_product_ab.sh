@@ -7,11 +7,7 @@
 #   OUT=$OUT scripts/gpu_product_ab.sh        (KILN_AB_MODELS=resnet101,vit_b_16,bert_base,gpt2)
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-C=.gpu-carry
-CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
+. "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 MODELS=",${KILN_AB_MODELS:-resnet101,vit_b_16,bert_base,gpt2},"
 ITERS=${KILN_AB_ITERS:-300}
 AB="$OUT/ab.jsonl"

@@ -16,11 +16,8 @@ R=/tmp/kiln-py-results
 M=/tmp/kiln-py-models
 rm -rf "$R" && mkdir -p "$R" "$M"
 pack() { tar czf "$OUT/python_results.tgz" -C "$R" . ; }
-C=.gpu-carry
-CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 export PYTHONPATH=$PWD/$C/python
-PY=/opt/torch/.venv/bin/python
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 

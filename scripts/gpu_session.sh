@@ -18,11 +18,7 @@ want() { [[ "$SECTIONS" == *",$1,"* ]]; }
 pack() { tar czf "$OUT/results.tgz" -C "$R" . ; }
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-C=.gpu-carry
-CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-PY=/opt/torch/.venv/bin/python
-[ -x "$PY" ] || PY=python3
+. "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 BATCHES=${KILN_BENCH_BATCHES:-1,8,64,256}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$R/gpu.txt"

@@ -10,9 +10,7 @@ set -uo pipefail
 MODEL=$1 SHAPES=$2 DUR=${3:-600} STREAMS=${4:-4}
 K=${KILN:-.gpu-carry/kiln}
 [ -x "$K" ] || K=build/kiln
-# The carried Debian .so files and the venv's cuDNN, as scripts/gpu_session.sh sets them.
-CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-export LD_LIBRARY_PATH=$PWD/.gpu-carry/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 W=${OUT:-/tmp}/kiln-soak-gpu
 rm -rf "$W" && mkdir -p "$W"
 $K build "$MODEL" -o "$W/soak.plan" --device gpu --fp16 --shapes "$SHAPES" > "$W/build.log" 2>&1 || { tail "$W/build.log"; exit 1; }
