@@ -23,6 +23,16 @@ struct Context {
   GraphCache graphs;
 };
 
+// ExecutionContext::enqueue on `stream` (a cudaStream_t as an integer) with the GIL released.
+void enqueue_released(Context& c, uintptr_t stream) {
+  Status s;
+  {
+    pyb::gil_scoped_release nogil;
+    s = c.ctx->enqueue(reinterpret_cast<CudaStream>(stream));
+  }
+  check(s);
+}
+
 std::shared_ptr<Engine> deserialize(const pyb::buffer& plan, pyb::object logger) {
   pyb::buffer_info info = plan.request();
   if (info.ndim != 1 || info.itemsize != 1 || info.strides[0] != 1)
@@ -194,27 +204,16 @@ void init_runtime(pyb::module_& m) {
       .def("tensor_shape", [](const Context& c, const std::string& name) {
         return pyb::tuple(pyb::cast(unwrap(c.ctx->tensor_shape(name))));
       }, "The shape `name` has for the next enqueue (outputs computed from the input shapes).")
-      .def("enqueue", [](Context& c, uintptr_t stream) {
-        Status s;
-        {
-          pyb::gil_scoped_release nogil;
-          s = c.ctx->enqueue(reinterpret_cast<CudaStream>(stream));
-        }
-        check(s);
-      }, pyb::arg("stream") = 0, "Enqueues one inference on cudaStream_t `stream` (0: legacy default); GIL released.")
-      .def("execute_async", [](Context& c, uintptr_t stream) {
-        Status s;
-        {
-          pyb::gil_scoped_release nogil;
-          s = c.ctx->enqueue(reinterpret_cast<CudaStream>(stream));
-        }
-        check(s);
-      }, pyb::arg("stream") = 0, "Same as enqueue (TensorRT's executeAsync name).")
+      .def("enqueue", &enqueue_released, pyb::arg("stream") = 0, "Enqueues one inference on cudaStream_t `stream` (0: legacy default); GIL released.")
+      .def("execute_async", &enqueue_released, pyb::arg("stream") = 0, "Same as enqueue (TensorRT's executeAsync name).")
       .def("enqueue_bound", [](Context& c, const std::vector<uintptr_t>& addresses, uintptr_t stream, bool graph) {
         const auto& io = c.engine->io_tensors();
         if (addresses.size() != io.size())
           throw StatusError{invalid_argument("enqueue_bound: " + std::to_string(addresses.size()) + " addresses for " +
                                              std::to_string(io.size()) + " io tensors")};
+        auto bind_all = [&] {
+          for (size_t i = 0; i < io.size(); ++i) check(c.ctx->set_tensor_address(io[i].desc.name, as_pointer(addresses[i])));
+        };
         Status s;
         if (graph) {
           // A graph captured for these addresses and input shapes replays without rebinding (its
@@ -231,16 +230,16 @@ void init_runtime(pyb::module_& m) {
             key.insert(key.end(), sh->begin(), sh->end());
           }
           check(s);
-          if (!c.graphs.has(key))
-            for (size_t i = 0; i < io.size(); ++i) check(c.ctx->set_tensor_address(io[i].desc.name, as_pointer(addresses[i])));
-          pyb::gil_scoped_release nogil;
-          s = c.graphs.launch(*c.ctx, key, stream);
+          if (!c.graphs.has(key)) bind_all();
+          {
+            pyb::gil_scoped_release nogil;
+            s = c.graphs.launch(*c.ctx, key, stream);
+          }
+          check(s);
         } else {
-          for (size_t i = 0; i < io.size(); ++i) check(c.ctx->set_tensor_address(io[i].desc.name, as_pointer(addresses[i])));
-          pyb::gil_scoped_release nogil;
-          s = c.ctx->enqueue(reinterpret_cast<CudaStream>(stream));
+          bind_all();
+          enqueue_released(c, stream);
         }
-        check(s);
       }, pyb::arg("addresses"), pyb::arg("stream"), pyb::arg("cuda_graph") = false,
            "One call for the Pythonic path: binds every io tensor (engine order) and enqueues on `stream`; with "
            "cuda_graph, replays a graph captured for these addresses and shapes (captured on first use).")
