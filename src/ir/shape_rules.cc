@@ -2,8 +2,10 @@
 // symbolic dims, axis handling, the windowed-op (Conv/pool) output formula, matmul shapes, and
 // the rule table built from the per-family registration functions.
 #include <algorithm>
+#include <limits>
 
 #include "ir/shape_rules.h"
+#include "core/checked_size.h"
 #include "core/numerics.h"
 #include "core/onnx_dtype.h"
 
@@ -21,22 +23,27 @@ Dim SymInt::to_dim() const {
   return Dim{};
 }
 
+// Constant arithmetic that overflows int64 gives an unknown value (or dim), never a wrapped one:
+// no real extent is that large, and the kernels' checked sizes report such a model.
 SymInt sym_add(const SymInt& a, const SymInt& b) {
-  if (a.is_const() && b.is_const()) return SymInt::constant(a.c + b.c);
+  int64_t r = 0;
+  if (a.is_const() && b.is_const()) return checked_add(a.c, b.c, &r) ? SymInt::constant(r) : SymInt::unknown();
   if (b.is_const(0)) return a;
   if (a.is_const(0)) return b;
   return SymInt::unknown();
 }
 
 SymInt sym_sub(const SymInt& a, const SymInt& b) {
-  if (a.is_const() && b.is_const()) return SymInt::constant(a.c - b.c);
+  int64_t r = 0;
+  if (a.is_const() && b.is_const()) return __builtin_sub_overflow(a.c, b.c, &r) ? SymInt::unknown() : SymInt::constant(r);
   if (b.is_const(0)) return a;
   if (a.kind == SymInt::Kind::kSym && a == b) return SymInt::constant(0);
   return SymInt::unknown();
 }
 
 SymInt sym_mul(const SymInt& a, const SymInt& b) {
-  if (a.is_const() && b.is_const()) return SymInt::constant(a.c * b.c);
+  int64_t r = 0;
+  if (a.is_const() && b.is_const()) return checked_mul(a.c, b.c, &r) ? SymInt::constant(r) : SymInt::unknown();
   if (b.is_const(1)) return a;
   if (a.is_const(1)) return b;
   if (a.is_const(0) || b.is_const(0)) return SymInt::constant(0);
@@ -44,14 +51,16 @@ SymInt sym_mul(const SymInt& a, const SymInt& b) {
 }
 
 SymInt sym_div(const SymInt& a, const SymInt& b) {
-  if (a.is_const() && b.is_const() && b.c != 0) return SymInt::constant(a.c / b.c);
+  if (a.is_const() && b.is_const() && b.c != 0 && !(b.c == -1 && a.c == std::numeric_limits<int64_t>::min()))
+    return SymInt::constant(a.c / b.c);
   if (b.is_const(1)) return a;
   if (a.kind == SymInt::Kind::kSym && a == b) return SymInt::constant(1);
   return SymInt::unknown();
 }
 
 Dim dim_mul(const Dim& a, const Dim& b) {
-  if (a.is_known() && b.is_known()) return Dim::known(a.value * b.value);
+  int64_t r = 0;
+  if (a.is_known() && b.is_known()) return checked_mul(a.value, b.value, &r) ? Dim::known(r) : Dim{};
   if (a.is_known() && a.value == 1) return b;
   if (b.is_known() && b.value == 1) return a;
   if ((a.is_known() && a.value == 0) || (b.is_known() && b.value == 0)) return Dim::known(0);
@@ -59,7 +68,8 @@ Dim dim_mul(const Dim& a, const Dim& b) {
 }
 
 Dim dim_add(const Dim& a, const Dim& b) {
-  if (a.is_known() && b.is_known()) return Dim::known(a.value + b.value);
+  int64_t r = 0;
+  if (a.is_known() && b.is_known()) return checked_add(a.value, b.value, &r) ? Dim::known(r) : Dim{};
   if (a.is_known() && a.value == 0) return b;
   if (b.is_known() && b.value == 0) return a;
   return Dim{};
@@ -215,24 +225,31 @@ StatusOr<SymShape> window_output_shape(const ShapeContext& ctx, const SymShape& 
   for (size_t i = 0; i < ns; ++i) {
     if (strides[i] <= 0 || dil[i] <= 0 || kernel[i] <= 0) return ctx.fail("kernel, strides and dilations must be positive");
     const Dim& in = x[2 + i];
-    const int64_t ek = (kernel[i] - 1) * dil[i] + 1;
-    const bool identity = ek == 1 && strides[i] == 1 && (auto_pad != "NOTSET" || pads[i] + pads[i + ns] == 0);
+    // In 128 bits: attributes near int64's range must not wrap (an extent past the tensor limit
+    // is an error below).
+    using Wide = __int128;
+    const Wide ek = Wide{kernel[i] - 1} * dil[i] + 1;
+    const Wide pad_sum = Wide{pads[i]} + pads[i + ns];
+    if (ek > kMaxTensorElements) return ctx.fail("kernel extent " + std::to_string(static_cast<double>(ek)) + " is too large");
+    const bool identity = ek == 1 && strides[i] == 1 && (auto_pad != "NOTSET" || pad_sum == 0);
     if (!in.is_known()) { out.push_back(identity ? in : Dim{}); continue; }
-    int64_t o;
+    Wide o;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       o = (in.value + strides[i] - 1) / strides[i];
     } else if (auto_pad == "VALID") {
-      if (in.value < ek) return ctx.fail("input spatial dim " + std::to_string(in.value) + " is smaller than the kernel extent " + std::to_string(ek));
+      if (in.value < ek) return ctx.fail("input spatial dim " + std::to_string(in.value) + " is smaller than the kernel extent " + std::to_string(static_cast<int64_t>(ek)));
       o = (in.value - ek) / strides[i] + 1;
     } else {
-      const int64_t total = in.value + pads[i] + pads[i + ns] - ek;
-      if (total < 0) return ctx.fail("padded input spatial dim " + std::to_string(total + ek) + " is smaller than the kernel extent " + std::to_string(ek));
+      const Wide total = in.value + pad_sum - ek;
+      if (total < 0) return ctx.fail("padded input spatial dim " + std::to_string(static_cast<double>(total + ek)) + " is smaller than the kernel extent " + std::to_string(static_cast<int64_t>(ek)));
       o = (ceil_mode ? (total + strides[i] - 1) / strides[i] : total / strides[i]) + 1;
       // A last window that would start inside the right padding is dropped (as ONNX Runtime
       // and PyTorch do for ceil_mode).
-      if (ceil_mode && (o - 1) * strides[i] >= in.value + pads[i]) --o;
+      if (ceil_mode && (o - 1) * strides[i] >= Wide{in.value} + pads[i]) --o;
     }
-    out.push_back(Dim::known(o));
+    if (o > kMaxTensorElements)
+      return ctx.fail("output spatial dim " + std::to_string(static_cast<double>(o)) + " passes the largest tensor extent " + std::to_string(kMaxTensorElements));
+    out.push_back(Dim::known(static_cast<int64_t>(o)));
   }
   return out;
 }

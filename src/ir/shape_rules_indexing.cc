@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/checked_size.h"
 #include "ir/shape_rules.h"
 
 namespace kiln::ir {
@@ -168,10 +169,12 @@ Status pad_rule(ShapeContext& ctx) {
   for (size_t i = 0; i < na; ++i) {
     int64_t a;
     if (!normalize_axis((*axes)[i], r, &a)) return ctx.fail("axis out of range for rank " + std::to_string(r));
-    const int64_t add = (*pads)[i] + (*pads)[i + na];
+    const __int128 add = __int128{(*pads)[i]} + (*pads)[i + na];  // 128 bits: huge pads must not wrap
     if (out[a].is_known()) {
-      if (out[a].value + add < 0) return ctx.fail("negative pads remove more than the extent of axis " + std::to_string(a));
-      out[a] = Dim::known(out[a].value + add);
+      const __int128 extent = out[a].value + add;
+      if (extent < 0) return ctx.fail("negative pads remove more than the extent of axis " + std::to_string(a));
+      if (extent > kMaxTensorElements) return ctx.fail("pads make axis " + std::to_string(a) + " longer than the largest tensor extent");
+      out[a] = Dim::known(static_cast<int64_t>(extent));
     } else if (add != 0) {
       out[a] = Dim{};
     }

@@ -6,19 +6,22 @@
 #include <algorithm>
 #include <map>
 
+#include "core/checked_size.h"
 #include "core/numerics.h"
 #include "ir/shape_rules.h"
 
 namespace kiln::ir {
 namespace {
 
-// A product of dims as constant * (multiset of symbols); `ok` false when a factor is unknown.
+// A product of dims as constant * (multiset of symbols); `ok` false when a factor is unknown;
+// `overflow` when the constant part passes int64 (no tensor has that many elements).
 struct SymProduct {
   int64_t c = 1;
   std::map<std::string, int> syms;
   bool ok = true;
+  bool overflow = false;
   void times(const Dim& d) {
-    if (d.is_known()) c *= d.value;
+    if (d.is_known()) overflow = overflow || !checked_mul(c, d.value, &c);
     else if (!d.symbol.empty()) ++syms[d.symbol];
     else ok = false;
   }
@@ -31,6 +34,8 @@ StatusOr<Dim> infer_minus_one(const ShapeContext& ctx, const SymShape& in, const
   for (const Dim& d : in) pi.times(d);
   for (size_t i = 0; i < out.size(); ++i)
     if (i != at) po.times(out[i]);
+  if (pi.overflow || po.overflow)
+    return ctx.fail("cannot reshape " + sym_shape_str(in) + " to " + sym_shape_str(out) + " (the element count overflows)");
   if (!pi.ok || !po.ok || po.c == 0) return Dim{};
   for (auto& [s, n] : po.syms) {
     auto it = pi.syms.find(s);
@@ -94,6 +99,8 @@ Status reshape_rule(ShapeContext& ctx) {
       SymProduct pi, po;
       for (const Dim& d : *in) pi.times(d);
       for (const Dim& d : out) po.times(d);
+      if (pi.overflow || po.overflow)
+        return ctx.fail("cannot reshape " + sym_shape_str(*in) + " to " + sym_shape_str(out) + " (the element count overflows)");
       if (pi.ok && po.ok && pi.syms.empty() && po.syms.empty() && pi.c != po.c)
         return ctx.fail("cannot reshape " + sym_shape_str(*in) + " (" + std::to_string(pi.c) + " elements) to " + sym_shape_str(out));
     }

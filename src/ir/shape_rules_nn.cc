@@ -2,6 +2,7 @@
 // (auto_pad, output_shape), the pools (ceil_mode, dilations), global pools, RoI pools,
 // MaxUnpool, Gemm (transA/transB), MatMul and its integer/quantized forms, GridSample, and the
 // recurrent layers RNN/GRU/LSTM (layout attribute since opset 14).
+#include "core/checked_size.h"
 #include "ir/shape_rules.h"
 
 namespace kiln::ir {
@@ -82,12 +83,20 @@ Status conv_transpose_rule(ShapeContext& ctx) {
   for (size_t i = 0; i < ns; ++i) {
     const Dim& in = (*x)[2 + i];
     if (!in.is_known()) { out.push_back(Dim{}); continue; }
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") { out.push_back(Dim::known(in.value * strides[i])); continue; }
-    if (!k) { out.push_back(Dim{}); continue; }
-    const int64_t p = auto_pad == "VALID" ? 0 : pads[i] + pads[i + ns];
-    const int64_t o = strides[i] * (in.value - 1) + opad[i] + ((*k)[i] - 1) * dil[i] + 1 - p;
+    // In 128 bits: attributes near int64's range must not wrap.
+    using Wide = __int128;
+    Wide o;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      o = Wide{in.value} * strides[i];
+    } else {
+      if (!k) { out.push_back(Dim{}); continue; }
+      const Wide p = auto_pad == "VALID" ? 0 : Wide{pads[i]} + pads[i + ns];
+      o = Wide{strides[i]} * (in.value - 1) + opad[i] + Wide{(*k)[i] - 1} * dil[i] + 1 - p;
+    }
     if (o < 0) return ctx.fail("output spatial dim would be negative");
-    out.push_back(Dim::known(o));
+    if (o > kMaxTensorElements)
+      return ctx.fail("output spatial dim " + std::to_string(static_cast<double>(o)) + " passes the largest tensor extent " + std::to_string(kMaxTensorElements));
+    out.push_back(Dim::known(static_cast<int64_t>(o)));
   }
   ctx.set_output(0, ctx.dtype(0), out);
   return Status::Ok();
