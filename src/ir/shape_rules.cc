@@ -58,6 +58,15 @@ SymInt sym_div(const SymInt& a, const SymInt& b) {
   return SymInt::unknown();
 }
 
+std::string wide_str(__int128 v) {
+  if (v == 0) return "0";
+  const bool neg = v < 0;
+  unsigned __int128 u = neg ? -static_cast<unsigned __int128>(v) : static_cast<unsigned __int128>(v);
+  std::string r;
+  for (; u != 0; u /= 10) r.insert(r.begin(), static_cast<char>('0' + static_cast<int>(u % 10)));
+  return neg ? "-" + r : r;
+}
+
 Dim dim_mul(const Dim& a, const Dim& b) {
   int64_t r = 0;
   if (a.is_known() && b.is_known()) return checked_mul(a.value, b.value, &r) ? Dim::known(r) : Dim{};
@@ -230,7 +239,7 @@ StatusOr<SymShape> window_output_shape(const ShapeContext& ctx, const SymShape& 
     using Wide = __int128;
     const Wide ek = Wide{kernel[i] - 1} * dil[i] + 1;
     const Wide pad_sum = Wide{pads[i]} + pads[i + ns];
-    if (ek > kMaxTensorElements) return ctx.fail("kernel extent " + std::to_string(static_cast<double>(ek)) + " is too large");
+    if (ek > kMaxTensorElements) return ctx.fail("kernel extent " + wide_str(ek) + " is too large");
     const bool identity = ek == 1 && strides[i] == 1 && (auto_pad != "NOTSET" || pad_sum == 0);
     if (!in.is_known()) { out.push_back(identity ? in : Dim{}); continue; }
     Wide o;
@@ -241,14 +250,14 @@ StatusOr<SymShape> window_output_shape(const ShapeContext& ctx, const SymShape& 
       o = (in.value - ek) / strides[i] + 1;
     } else {
       const Wide total = in.value + pad_sum - ek;
-      if (total < 0) return ctx.fail("padded input spatial dim " + std::to_string(static_cast<double>(total + ek)) + " is smaller than the kernel extent " + std::to_string(static_cast<int64_t>(ek)));
+      if (total < 0) return ctx.fail("padded input spatial dim " + wide_str(total + ek) + " is smaller than the kernel extent " + std::to_string(static_cast<int64_t>(ek)));
       o = (ceil_mode ? (total + strides[i] - 1) / strides[i] : total / strides[i]) + 1;
       // A last window that would start inside the right padding is dropped (as ONNX Runtime
       // and PyTorch do for ceil_mode).
       if (ceil_mode && (o - 1) * strides[i] >= Wide{in.value} + pads[i]) --o;
     }
     if (o > kMaxTensorElements)
-      return ctx.fail("output spatial dim " + std::to_string(static_cast<double>(o)) + " passes the largest tensor extent " + std::to_string(kMaxTensorElements));
+      return ctx.fail("output spatial dim " + wide_str(o) + " passes the largest tensor extent " + std::to_string(kMaxTensorElements));
     out.push_back(Dim::known(static_cast<int64_t>(o)));
   }
   return out;

@@ -49,6 +49,8 @@ SymInt sym_div(const SymInt& a, const SymInt& b);  // ONNX integer Div: truncate
 Dim dim_product(const SymShape& s, size_t begin, size_t end);
 Dim dim_add(const Dim& a, const Dim& b);
 Dim dim_mul(const Dim& a, const Dim& b);
+// Decimal text of a 128-bit intermediate (extents computed without wrapping), for error messages.
+std::string wide_str(__int128 v);
 
 // Numpy broadcasting of two dims / shapes: a symbol with 1 gives the symbol; equal symbols
 // unify; incompatible known extents return false.

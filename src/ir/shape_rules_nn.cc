@@ -95,7 +95,7 @@ Status conv_transpose_rule(ShapeContext& ctx) {
     }
     if (o < 0) return ctx.fail("output spatial dim would be negative");
     if (o > kMaxTensorElements)
-      return ctx.fail("output spatial dim " + std::to_string(static_cast<double>(o)) + " passes the largest tensor extent " + std::to_string(kMaxTensorElements));
+      return ctx.fail("output spatial dim " + wide_str(o) + " passes the largest tensor extent " + std::to_string(kMaxTensorElements));
     out.push_back(Dim::known(static_cast<int64_t>(o)));
   }
   ctx.set_output(0, ctx.dtype(0), out);
