@@ -244,7 +244,7 @@ StatusOr<SymShape> window_output_shape(const ShapeContext& ctx, const SymShape& 
     if (!in.is_known()) { out.push_back(identity ? in : Dim{}); continue; }
     Wide o;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      o = (in.value + strides[i] - 1) / strides[i];
+      o = (Wide{in.value} + strides[i] - 1) / strides[i];
     } else if (auto_pad == "VALID") {
       if (in.value < ek) return ctx.fail("input spatial dim " + std::to_string(in.value) + " is smaller than the kernel extent " + std::to_string(static_cast<int64_t>(ek)));
       o = (in.value - ek) / strides[i] + 1;

@@ -171,7 +171,12 @@ Status max_unpool_rule(ShapeContext& ctx) {
   SymShape out{(*x)[0], (*x)[1]};
   for (size_t i = 0; i < ns; ++i) {
     const Dim& d = (*x)[2 + i];
-    out.push_back(d.is_known() ? Dim::known((d.value - 1) * strides[i] + k[i] - pads[i] - pads[i + ns]) : Dim{});
+    if (!d.is_known()) { out.push_back(Dim{}); continue; }
+    // In 128 bits: attributes near int64's range must not wrap.
+    const __int128 o = __int128{d.value - 1} * strides[i] + k[i] - pads[i] - __int128{pads[i + ns]};
+    if (o < 0 || o > kMaxTensorElements)
+      return ctx.fail("output spatial dim " + wide_str(o) + " is negative or passes the largest tensor extent " + std::to_string(kMaxTensorElements));
+    out.push_back(Dim::known(static_cast<int64_t>(o)));
   }
   ctx.set_output(0, ctx.dtype(0), out);
   return Status::Ok();

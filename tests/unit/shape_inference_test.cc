@@ -449,6 +449,16 @@ TEST(ShapeInference, Int64OverflowIsAnErrorOrUnknownNeverWrapped) {
   t.op(OpKind::kConvTranspose, "convt", {t.input("x", {K(1), K(1), K(3), K(3)}), t.floats("w", {1, 1, 3, 3})},
        {{"strides", Attribute::of_ints({int64_t{1} << 62, 1})}});
   EXPECT_NE(error_of(t).find("passes the largest tensor extent"), std::string::npos) << error_of(t);
+  GraphBuilder same;  // 8 + INT64_MAX - 1 wraps negative
+  auto cs = same.op(OpKind::kConv, "conv", {same.input("x", {K(1), K(1), K(8), K(8)}), same.floats("w", {1, 1, 3, 3})},
+                    {{"strides", Attribute::of_ints({std::numeric_limits<int64_t>::max(), 1})},
+                     {"auto_pad", Attribute::of_string("SAME_UPPER")}});
+  ASSERT_TRUE(infer_shapes(same.g).ok());
+  EXPECT_EQ(same.shape(cs), "[1,1,1,8]");
+  GraphBuilder u;  // (3 - 1) * 2^62 wraps negative
+  u.op(OpKind::kMaxUnpool, "unpool", {u.input("x", {K(1), K(1), K(3), K(3)}), u.input("i", {K(1), K(1), K(3), K(3)}, DataType::kInt64)},
+       {{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({int64_t{1} << 62, 1})}});
+  EXPECT_NE(error_of(u).find("node 'unpool' (MaxUnpool): output spatial dim"), std::string::npos) << error_of(u);
   GraphBuilder p(2);  // 4 + INT64_MAX + 1 wraps negative
   p.op(OpKind::kPad, "pad", {p.input("x", {K(1), K(4)})},
        {{"pads", Attribute::of_ints({0, std::numeric_limits<int64_t>::max(), 0, 1})}});
