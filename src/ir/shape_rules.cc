@@ -58,6 +58,12 @@ SymInt sym_div(const SymInt& a, const SymInt& b) {
   return SymInt::unknown();
 }
 
+bool extent_from_double(double v, int64_t* out) {
+  if (!(v >= 0 && v <= static_cast<double>(kMaxTensorElements))) return false;
+  *out = static_cast<int64_t>(v);
+  return true;
+}
+
 std::string wide_str(__int128 v) {
   if (v == 0) return "0";
   const bool neg = v < 0;

@@ -49,6 +49,9 @@ SymInt sym_div(const SymInt& a, const SymInt& b);  // ONNX integer Div: truncate
 Dim dim_product(const SymShape& s, size_t begin, size_t end);
 Dim dim_add(const Dim& a, const Dim& b);
 Dim dim_mul(const Dim& a, const Dim& b);
+// A non-negative extent computed in floating point (Resize's scales, Range's count) as an int64:
+// false for NaN, negative values and values past kMaxTensorElements (casting those is undefined).
+bool extent_from_double(double v, int64_t* out);
 // Decimal text of a 128-bit intermediate (extents computed without wrapping), for error messages.
 std::string wide_str(__int128 v);
 

@@ -218,7 +218,12 @@ Status resize_rule(ShapeContext& ctx) {
         const double s = static_cast<double>((*sizes)[i].c) / static_cast<double>((*in)[axes[i]].value);
         scale = policy == "not_larger" ? std::min(scale, s) : std::max(scale, s);
       }
-      for (int64_t a : axes) out[a] = Dim::known(static_cast<int64_t>(std::floor(scale * static_cast<double>((*in)[a].value) + 0.5)));
+      for (int64_t a : axes) {
+        int64_t e = 0;
+        if (!extent_from_double(std::floor(scale * static_cast<double>((*in)[a].value) + 0.5), &e))
+          return ctx.fail("sizes give axis " + std::to_string(a) + " an extent past the largest tensor extent");
+        out[a] = Dim::known(e);
+      }
     } else {
       for (size_t i = 0; i < axes.size(); ++i) out[axes[i]] = (*sizes)[i].to_dim();
     }
@@ -235,11 +240,14 @@ Status resize_rule(ShapeContext& ctx) {
   for (size_t i = 0; i < axes.size(); ++i) {
     const Dim& d = (*in)[axes[i]];
     const double s = (*scales)[i];
-    if (s <= 0) return ctx.fail("scale " + std::to_string(s) + " must be positive");
+    if (!(s > 0)) return ctx.fail("scale " + std::to_string(s) + " must be positive");
     if (!d.is_known()) { out[axes[i]] = s == 1.0 ? d : Dim{}; continue; }
     double extent = static_cast<double>(d.value);
     if (roi && roi->size() == 2 * axes.size()) extent *= (*roi)[axes.size() + i] - (*roi)[i];
-    out[axes[i]] = Dim::known(static_cast<int64_t>(std::floor(extent * s)));
+    int64_t e = 0;
+    if (!extent_from_double(std::floor(extent * s), &e))
+      return ctx.fail("scale " + std::to_string(s) + " gives axis " + std::to_string(axes[i]) + " an extent that is not a valid size");
+    out[axes[i]] = Dim::known(e);
   }
   ctx.set_output(0, ctx.dtype(0), out);
   return Status::Ok();
@@ -305,9 +313,15 @@ Status range_rule(ShapeContext& ctx) {
   }
   if ((*d)[0] == 0) return ctx.fail("delta is 0");
   // Operator Range-11: number_of_elements = max(ceil((limit - start) / delta), 0).
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(((*l)[0] - (*s)[0]) / (*d)[0])));
+  const double count = std::ceil(((*l)[0] - (*s)[0]) / (*d)[0]);
+  int64_t n = 0;
+  if (!(count <= 0) && !extent_from_double(count, &n))
+    return ctx.fail("start, limit and delta give " + std::to_string(count) + " elements, past the largest tensor");
   ctx.set_output(0, ctx.dtype(0), SymShape{Dim::known(n)});
-  if (dtype_is_integer(ctx.dtype(0)) && n <= 64) {
+  // Element values are tracked only when each fits int64 exactly enough to cast.
+  const double last = (*s)[0] + static_cast<double>(n) * (*d)[0];
+  const bool fits = std::fabs((*s)[0]) < 9.0e18 && std::fabs(last) < 9.0e18;
+  if (dtype_is_integer(ctx.dtype(0)) && n <= 64 && fits) {
     SymValues v;
     for (int64_t i = 0; i < n; ++i) v.push_back(SymInt::constant(static_cast<int64_t>((*s)[0] + static_cast<double>(i) * (*d)[0])));
     ctx.set_values(0, v);

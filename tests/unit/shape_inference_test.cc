@@ -459,6 +459,22 @@ TEST(ShapeInference, Int64OverflowIsAnErrorOrUnknownNeverWrapped) {
   u.op(OpKind::kMaxUnpool, "unpool", {u.input("x", {K(1), K(1), K(3), K(3)}), u.input("i", {K(1), K(1), K(3), K(3)}, DataType::kInt64)},
        {{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({int64_t{1} << 62, 1})}});
   EXPECT_NE(error_of(u).find("node 'unpool' (MaxUnpool): output spatial dim"), std::string::npos) << error_of(u);
+  // Extents computed in floating point: casting 1e30 or NaN to int64 is undefined.
+  const auto float_const = [](GraphBuilder& b, const std::string& name, std::vector<float> v, bool scalar) {
+    Tensor t(DataType::kFloat32, scalar ? Shape{} : Shape{static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.data<float>()[i] = v[i];
+    ValueId id = b.g.add_value(name, DataType::kFloat32);
+    b.g.value(id).constant = std::make_shared<Tensor>(t);
+    return id;
+  };
+  for (float scale : {1e30f, std::numeric_limits<float>::quiet_NaN()}) {
+    GraphBuilder rs(13);
+    rs.op(OpKind::kResize, "resize", {rs.input("x", {K(1), K(1), K(4), K(4)}), kNoValue, float_const(rs, "s", {1, 1, scale, 1}, false)});
+    EXPECT_NE(error_of(rs).find("node 'resize' (Resize): scale"), std::string::npos) << error_of(rs);
+  }
+  GraphBuilder rg(13);
+  rg.op(OpKind::kRange, "range", {float_const(rg, "a", {0}, true), float_const(rg, "b", {1e30f}, true), float_const(rg, "d", {1}, true)});
+  EXPECT_NE(error_of(rg).find("node 'range' (Range): start, limit and delta give"), std::string::npos) << error_of(rg);
   GraphBuilder p(2);  // 4 + INT64_MAX + 1 wraps negative
   p.op(OpKind::kPad, "pad", {p.input("x", {K(1), K(4)})},
        {{"pads", Attribute::of_ints({0, std::numeric_limits<int64_t>::max(), 0, 1})}});
