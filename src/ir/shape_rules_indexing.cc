@@ -291,7 +291,11 @@ Status one_hot_rule(ShapeContext& ctx) {
   int64_t axis;
   if (!normalize_axis(ctx.node().attr_int("axis", -1), r, &axis)) return ctx.fail("axis out of range for output rank " + std::to_string(r));
   Dim depth;
-  if (auto d = ctx.const_doubles(1); d && d->size() == 1) depth = Dim::known(static_cast<int64_t>((*d)[0]));
+  if (auto d = ctx.const_doubles(1); d && d->size() == 1) {
+    int64_t e = 0;
+    if (!extent_from_double((*d)[0], &e)) return ctx.fail("depth " + std::to_string((*d)[0]) + " is not a valid size");
+    depth = Dim::known(e);
+  }
   SymShape out = *in;
   out.insert(out.begin() + axis, depth);
   ctx.set_output(0, ctx.dtype(2), out);

@@ -249,7 +249,7 @@ Status split_rule(ShapeContext& ctx) {
     if (d.is_known() && total != d.value) return ctx.fail("split sizes sum to " + std::to_string(total) + ", axis extent is " + std::to_string(d.value));
   } else if (split && d.is_known()) {
     // Equal parts; Split-18 with num_outputs allows a smaller last part (ceil division).
-    const int64_t part = (d.value + n_out - 1) / n_out;
+    const int64_t part = d.value / n_out + (d.value % n_out != 0);
     if (ctx.opset() < 18 && d.value % n_out) return ctx.fail("axis extent " + std::to_string(d.value) + " is not divisible into " + std::to_string(n_out) + " outputs");
     for (int k = 0; k < n_out; ++k) sizes[k] = Dim::known(std::max<int64_t>(0, std::min(part, d.value - part * k)));
   } else if (split && n_out == 1) {
@@ -398,7 +398,7 @@ Status depth_space_rule(ShapeContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.expect_rank(0, 4, "input"));
   const auto& in = ctx.shape(0);
   const int64_t b = ctx.node().attr_int("blocksize", 0);
-  if (b <= 0) return ctx.fail("blocksize must be positive");
+  if (b <= 0 || b > (int64_t{1} << 24)) return ctx.fail("blocksize must be positive (and at most 2^24)");
   if (!in) { ctx.set_output(0, ctx.dtype(0), SymShape(4)); return Status::Ok(); }
   SymShape out = *in;
   const Dim bb = Dim::known(b), b2 = Dim::known(b * b);

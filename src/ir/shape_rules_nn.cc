@@ -28,7 +28,7 @@ Status conv_like(ShapeContext& ctx, int xi, int wi, DataType out_dtype) {
     return ctx.fail("weight rank " + std::to_string(w->size()) + ", expected " + std::to_string(x->size()));
   const int64_t group = ctx.node().attr_int("group", 1);
   if (group <= 0) return ctx.fail("group must be positive");
-  if (x && w && (*x)[1].is_known() && (*w)[1].is_known() && (*x)[1].value != (*w)[1].value * group)
+  if (x && w && (*x)[1].is_known() && (*w)[1].is_known() && (*x)[1].value != __int128{(*w)[1].value} * group)
     return ctx.fail("input has " + std::to_string((*x)[1].value) + " channels, weight expects " +
                     std::to_string((*w)[1].value) + " x group " + std::to_string(group));
   if (!x) { ctx.set_output(0, out_dtype, std::nullopt); return Status::Ok(); }

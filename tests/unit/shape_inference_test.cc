@@ -475,6 +475,12 @@ TEST(ShapeInference, Int64OverflowIsAnErrorOrUnknownNeverWrapped) {
   GraphBuilder rg(13);
   rg.op(OpKind::kRange, "range", {float_const(rg, "a", {0}, true), float_const(rg, "b", {1e30f}, true), float_const(rg, "d", {1}, true)});
   EXPECT_NE(error_of(rg).find("node 'range' (Range): start, limit and delta give"), std::string::npos) << error_of(rg);
+  GraphBuilder oh;
+  oh.op(OpKind::kOneHot, "onehot", {oh.input("i", {K(3)}, DataType::kInt64), float_const(oh, "depth", {1e30f}, true), oh.floats("v", {2})});
+  EXPECT_NE(error_of(oh).find("node 'onehot' (OneHot): depth"), std::string::npos) << error_of(oh);
+  GraphBuilder d2s;  // blocksize^2 wraps
+  d2s.op(OpKind::kDepthToSpace, "d2s", {d2s.input("x", {K(1), K(4), K(2), K(2)})}, {{"blocksize", Attribute::of_int(int64_t{1} << 32)}});
+  EXPECT_NE(error_of(d2s).find("blocksize must be positive"), std::string::npos) << error_of(d2s);
   GraphBuilder p(2);  // 4 + INT64_MAX + 1 wraps negative
   p.op(OpKind::kPad, "pad", {p.input("x", {K(1), K(4)})},
        {{"pads", Attribute::of_ints({0, std::numeric_limits<int64_t>::max(), 0, 1})}});
