@@ -197,6 +197,12 @@ TEST(MovementKernels, BadInputsFailCleanly) {
   EXPECT_EQ(run(ir::OpKind::kGather, 13, {x}, 1).status.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(run(ir::OpKind::kExpand, 13, {x, i64({int64_t{1} << 40, 1 << 20, 3})}, 1).status.code(),
             StatusCode::kInvalidArgument);
+  // Hostile sizes: blocksize^2 wrapping to 0 (a division by zero), a depth of 1e30 (an undefined cast).
+  EXPECT_EQ(run(ir::OpKind::kDepthToSpace, 13, {random_f32({1, 4, 2, 2}, 7)}, 1, {{"blocksize", ir::Attribute::of_int(int64_t{1} << 32)}})
+                .status.code(), StatusCode::kInvalidArgument);
+  Tensor depth(DataType::kFloat32, {});
+  depth.data<float>()[0] = 1e30f;
+  EXPECT_EQ(run(ir::OpKind::kOneHot, 11, {i64({0, 1}), depth, random_f32({2}, 8)}, 1).status.code(), StatusCode::kInvalidArgument);
   // Packed 4-bit data cannot be moved by byte size: a clean "unsupported", not a crash.
   Tensor q(DataType::kInt4, {2, 2});
   EXPECT_EQ(run(ir::OpKind::kTranspose, 13, {q}, 1).status.code(), StatusCode::kUnsupported);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backends/cpu/ops_movement_common.h"
+#include "core/checked_size.h"
 
 namespace kiln::cpu::movement {
 namespace {
@@ -137,8 +138,10 @@ Status one_hot(KernelContext& ctx) {
   if (dt.numel() != 1 || elem_bytes(dt.dtype()) == 0 || dt.dtype() == DataType::kBool)
     return ctx.fail("depth must be a numeric scalar");
   if (elem_bytes(it.dtype()) == 0 || it.dtype() == DataType::kBool) return ctx.fail("indices must be numeric");
-  const int64_t depth = static_cast<int64_t>(load_as_double(dt.dtype(), dt.raw(), 0));
-  if (depth < 1) return ctx.fail("depth must be positive");
+  const double depth_value = load_as_double(dt.dtype(), dt.raw(), 0);
+  // Checked before the cast (NaN or 1e30 would be undefined); the output's size check follows.
+  if (!(depth_value >= 1 && depth_value <= static_cast<double>(kMaxTensorElements))) return ctx.fail("depth must be positive");
+  const int64_t depth = static_cast<int64_t>(depth_value);
   const int r = it.rank() + 1;
   auto axis = norm_axis(ctx, ctx.attr_int("axis", -1), r);
   if (!axis.ok()) return axis.status();

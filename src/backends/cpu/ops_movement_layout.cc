@@ -107,7 +107,8 @@ Status depth_to_space(KernelContext& ctx) {
   if (!es.ok()) return es.status();
   const int64_t b = ctx.attr_int("blocksize", 0);
   if (x.rank() != 4) return ctx.fail("input must be 4-D, got " + shape_str(x.shape()));
-  if (b <= 0 || x.dim(1) % (b * b) != 0) return ctx.fail("channels must be divisible by blocksize^2");
+  // Past 2^24, blocksize^2 would pass the tensor limit (and wrap to 0 at 2^32).
+  if (b <= 0 || b > (int64_t{1} << 24) || x.dim(1) % (b * b) != 0) return ctx.fail("channels must be divisible by blocksize^2");
   const int64_t n = x.dim(0), c = x.dim(1) / (b * b), h = x.dim(2), w = x.dim(3);
   const std::string mode = ctx.attr_string("mode", "DCR");
   Tensor y;
