@@ -106,6 +106,7 @@ class BuilderConfig:
     tactic_sources: str        # '' = all; '-cudnn_graph'; 'kiln,cublaslt'
     tuning_budget: int
     timing_iterations: int
+    tuning_shapes: int
     logger: Any                # set: Callable[[LogSeverity, str], None] or None; get: bool
     target: TargetDevice
     opt_level: int             # 0..3
