@@ -210,6 +210,9 @@ class Engine:
     load_phases: Dict[str, float]
     tactics_restored: int
     tactics_rebuilt: int
+    weights_uploaded_packed: int
+    tuned_shapes: List[List[List[int]]]
+    def shape_setup_ms(self) -> List[Tuple[List[List[int]], float]]: ...
     def find_io(self, name: str) -> Optional[IOTensor]: ...
     def create_execution_context(self) -> ExecutionContext: ...
 

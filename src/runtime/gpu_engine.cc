@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <mutex>
 
@@ -212,7 +213,11 @@ struct ContextState {
   std::vector<Shape> shapes;
   std::shared_ptr<cuda::GpuModel> model;
   std::unique_ptr<cuda::GpuContext> ctx;
+  // Contexts of the shapes used before, most recent first (at most kParkedContexts): switching
+  // back to one reuses its arena, handles and captured CUDA graph instead of setting up again.
+  std::deque<std::shared_ptr<ContextState>> parked;
 };
+constexpr size_t kParkedContexts = 3;
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
                                                      const std::vector<plan::PlanTactic>& tactics,
@@ -269,11 +274,27 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
 
 Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes) {
   if (ctx && ctx->shapes == shapes) return Status::Ok();
+  std::deque<std::shared_ptr<ContextState>> parked;
+  if (ctx) {
+    parked = std::move(ctx->parked);
+    ctx->parked.clear();
+    parked.push_front(ctx);
+  }
+  for (auto it = parked.begin(); it != parked.end(); ++it) {
+    if ((*it)->shapes != shapes) continue;
+    std::shared_ptr<ContextState> c = *it;
+    parked.erase(it);
+    c->parked = std::move(parked);
+    ctx = c;
+    return Status::Ok();
+  }
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, e.model_for(shapes));
   auto c = std::make_shared<ContextState>();
   c->shapes = shapes;
   c->model = m;
   KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
+  while (parked.size() > kParkedContexts) parked.pop_back();
+  c->parked = std::move(parked);
   ctx = c;
   return Status::Ok();
 }
