@@ -119,18 +119,32 @@ StatusOr<GpuBuild> select_tactics(const ir::Graph& g, const std::vector<Shape>& 
   // those shapes runs tactics chosen for them (issue 10 item 4).
   for (const auto& shapes : tuning_shapes) {
     if (shapes == opt_shapes) continue;
-    KILN_ASSIGN_OR_RETURN(cuda::ValueShapes svs, cuda::infer_value_shapes_by_reference(g, shapes));
+    std::string label;
+    for (const Shape& s : shapes) label += (label.empty() ? "" : ",") + shape_str(s);
     cuda::GpuBuildOptions so = o;
     so.record_packed = false;
+    // A shape set that cannot be tuned (out of device memory at a large max, ...) is left out:
+    // contexts there take the nearest other set's tactics, each checked to run.
+    auto skip = [&](const Status& why) {
+      if (settings.logger)
+        settings.logger(LogSeverity::kWarning, "tactics not tuned at shapes " + label + ": " + why.message());
+    };
+    auto svs = cuda::infer_value_shapes_by_reference(g, shapes);
+    if (!svs.ok()) {
+      skip(svs.status());
+      continue;
+    }
     if (settings.progress) {
-      std::string label;
-      for (const Shape& s : shapes) label += (label.empty() ? "" : ",") + shape_str(s);
       settings.progress(BuildProgress{"tuning shapes", out.tuned_shape_sets + 1, static_cast<int>(tuning_shapes.size()),
                                       label});
     }
-    KILN_ASSIGN_OR_RETURN(auto sm, cuda::GpuModel::create(g, svs, so));
-    for (auto& [k, v] : sm->tactic_data()) out.tactic_data.emplace(k, v);
-    out.shape_tactics.push_back(layer_tactics(*sm, shapes));
+    auto sm = cuda::GpuModel::create(g, *svs, so);
+    if (!sm.ok()) {
+      skip(sm.status());
+      continue;
+    }
+    for (auto& [k, v] : (*sm)->tactic_data()) out.tactic_data.emplace(k, v);
+    out.shape_tactics.push_back(layer_tactics(**sm, shapes));
     ++out.tuned_shape_sets;
   }
   if (settings.logger)

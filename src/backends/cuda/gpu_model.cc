@@ -1378,6 +1378,8 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     // Every layer is set up on the device: a plan's tactic, tuning, or (no tuning) a check that
     // the default tactic runs here, which may switch a layer to its fallback path.
     KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
+    step("context (arena, handles)");
+    std::map<std::string, double> select_ms;  // with a logger: set-up time per tactic source
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
     ExecState st = ctx->impl_->state(s);
@@ -1387,6 +1389,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     const int total = static_cast<int>(m->layers.size());
     for (int i = 0; i < total && ms.ok(); ++i) {
       Layer& layer = *m->layers[i];
+      const auto ts = std::chrono::steady_clock::now();
       auto preset = opts.preset_tactics.find(layer.name);
       if (preset != opts.preset_tactics.end() && preset->second.id != kNoTactic) {
         // The plan's tactic: it ran at build on this GPU with these libraries (the plan header
@@ -1406,6 +1409,14 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
         ms = select_first_that_runs(layer, st, opts.sources);
       }
       if (!ms.ok()) ms = ms.with_context(std::string(opts.tune ? "tuning" : "setting up") + " layer '" + layer.name + "'");
+      if (trace)
+        select_ms[tactic_source_name(tactic_id_source(layer.tactic_id))] +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
+    }
+    for (const auto& [src, t] : select_ms) {
+      char line[96];
+      std::snprintf(line, sizeof line, "[load]   tactics of source %-12s %8.1f ms", src.c_str(), t);
+      opts.logger(LogSeverity::kVerbose, line);
     }
     if (ms.ok()) ms = cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize", __FILE__, __LINE__);
     if (opts.on_tune_progress && opts.tune) opts.on_tune_progress(total, total, "");
