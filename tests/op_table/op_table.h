@@ -74,6 +74,16 @@ std::vector<Row> movement_rows();     // Transpose, Slice, Expand, Split, Concat
 std::vector<Row> nn_rows();           // Conv / FusedConv epilogues, pooling, Gemm, pointwise, Softmax, Reformat
 std::vector<Row> transformer_rows();  // LayerNorm, RMSNorm, Attention, MatMul(Bias), Reduce*, Gelu, blocks, int inputs
 
+// Graphs of rows that other tests also use (tactic choices, concat elimination).
+// conv 3x3 + bias + ReLU -> MaxPool 2x2 -> conv 1x1 + residual + ReLU -> GlobalAveragePool ->
+// Flatten -> Gemm -> Softmax on x [2, 8, 16, 16]; outputs the Gemm and the Softmax. Layers
+// "conv1" and "conv2" after the optimizer.
+OpCase small_cnn();
+// An Inception block on x [n, 8, hw, hw] (1x1; 1x1 -> 3x3; 1x1 -> 3x3; maxpool -> 1x1, each conv
+// + bias + ReLU) concatenated on channels ("cat", first branch `k1` wide with an r1 x r1 kernel),
+// then a 1x1 conv; outputs the head and the concat.
+OpCase inception_block(int64_t n, int64_t hw, int64_t k1, int64_t r1);
+
 // ---- helpers for building rows
 
 // Magnitudes in [0.1, 1] with random signs, times `scale`, plus `offset`: never zero.
