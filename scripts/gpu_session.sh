@@ -24,7 +24,9 @@ BATCHES=${KILN_BENCH_BATCHES:-1,8,64,256}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$R/gpu.txt"
 if want tests; then
   stamp "== GPU tests"
-  $C/kiln_tests --gtest_filter='Gpu*:CudaPlan*' > "$R/gpu_tests.txt" 2>&1
+  # OpTable/OpTableCuda.*: every op-table row (tests/op_table/) built for cuda in fp32 / fp16 / bf16
+  # through the product path, against the CPU reference (docs/decisions/0036-op-test-table.md).
+  $C/kiln_tests --gtest_filter='Gpu*:CudaPlan*:OpTable/OpTableCuda.*' > "$R/gpu_tests.txt" 2>&1
   grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|^[^[].*(Failure|Which is|Expected|actual)' "$R/gpu_tests.txt" | head -n 80
   pack
 fi
@@ -38,7 +40,7 @@ if ! want sanitizer || [ "${KILN_SANITIZER:-1}" = 0 ]; then
 elif [ -z "$SAN" ]; then
   echo "== compute-sanitizer not found (neither /usr/local/cuda/bin nor PATH)" | tee "$R/sanitizer_missing.txt"
 else
-  for spec in "memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*" "racecheck:${KILN_RACECHECK_S:-150}:${KILN_RACECHECK_FILTER:-GpuOps.LayerNormalization:GpuOps.Reductions:GpuOps.Gelu:GpuPointwise.*:GpuTransformer.RMSNormalization*:GpuTransformer.AttentionChunks*}"; do
+  for spec in "memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*:OpTable/OpTableCuda.*" "racecheck:${KILN_RACECHECK_S:-150}:${KILN_RACECHECK_FILTER:-OpTable/OpTableCuda.*/LayerNormalization_*:OpTable/OpTableCuda.*/Reduce*:OpTable/OpTableCuda.*/Gelu_*:OpTable/OpTableCuda.*/FusedPointwise_*:OpTable/OpTableCuda.*/RMSNormalization_*:OpTable/OpTableCuda.*/Attention_chunked*}"; do
     tool=${spec%%:*}; rest=${spec#*:}; limit=${rest%%:*}; filter=${rest#*:}
     [[ ",${KILN_SANITIZER_TOOLS:-memcheck,racecheck}," == *",$tool,"* ]] || continue
     stamp "== compute-sanitizer --tool $tool ($filter, limit ${limit}s)"

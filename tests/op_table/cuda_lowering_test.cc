@@ -64,7 +64,10 @@ TEST_P(OpTableCudaLowering, LowersWithoutGpu) {
 
   // What the builder lowers: the graph after the optimizer's pipeline.
   ir::Graph opt = c.graph;
-  ASSERT_TRUE(passes::run_pipeline(opt, reference_pass_options()).ok());
+  passes::PassOptions po = reference_pass_options();
+  po.opt_level = row.opt_level;
+  po.disabled = row.disabled_passes;
+  ASSERT_TRUE(passes::run_pipeline(opt, po).ok());
   auto vs = cuda::infer_value_shapes_by_reference(opt, shapes);
   ASSERT_TRUE(vs.ok()) << vs.status().to_string();
   for (Precision p : row.precisions) {

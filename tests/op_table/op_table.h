@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,7 +62,11 @@ struct Row {
   // Ops the CUDA plan must contain in fp16 / bf16 (e.g. "Reformat" where NHWC meets a
   // row-major layer).
   std::vector<std::string> expect_ops_16bit;
-  size_t workspace_limit = 0;  // BuilderConfig::workspace_limit, bytes (0: none)
+  // BuilderConfig::opt_level / disabled_passes: a row that must reach the backend as written
+  // (an unoptimized block, an op a fusion would rewrite) turns the optimizer down.
+  int opt_level = 2;
+  std::set<std::string> disabled_passes;
+  size_t workspace_limit = 0;  // BuilderConfig::workspace_limit, bytes (0: none); CUDA layers are checked to keep to it
   bool cuda_graph = false;     // CUDA: also run through a captured CUDA graph and replay it: same bits
   bool cuda = true;            // false: a CPU-only row (the CUDA backend does not lower it)
 };

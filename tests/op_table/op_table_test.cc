@@ -87,6 +87,8 @@ StatusOr<Ran> run_product_path(const OpCase& c, const Param& p) {
   config.bf16 = p.precision == Precision::kBf16;
   config.tf32 = false;
   config.workspace_limit = p.row->workspace_limit;
+  config.opt_level = p.row->opt_level;
+  config.disabled_passes = p.row->disabled_passes;
   config.timing_iterations = 2;
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build_from_graph(c.graph, config));
   Ran r;
@@ -176,6 +178,10 @@ void check_row(const Param& p) {
     for (const LayerInfo& l : ran->engine->layers()) found |= l.op == op;
     EXPECT_TRUE(found) << row.name << ": no " << op << " layer in the plan; its layers: " << ops.str();
   }
+  // ... the workspace limit it sets ...
+  if (p.cuda && row.workspace_limit > 0)
+    for (const DeviceLayerInfo& l : ran->engine->device_layers())
+      EXPECT_LE(l.workspace_bytes, row.workspace_limit) << row.name << ": layer '" << l.name << "' (" << l.tactic << ")";
   // ... and the layout of its conv / pool layers.
   if (row.layout == LayoutRule::kFollowsPrecision) {
     int checked = 0;

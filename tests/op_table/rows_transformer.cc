@@ -166,10 +166,22 @@ std::vector<Row> transformer_rows() {
       graph_row("ClassTokenHead_shape_arithmetic", [] { return OpCase{class_token_head(), {nonzero({2, 4, 8}, 53)}}; },
                 {"LayerNormalization"}),
   };
-  {  // a spatial mean of a 4-D tensor: the optimizer makes it a GlobalAveragePool (NHWC in 16-bit)
-    Row r = reduce("spatial_4d", {OpKind::kReduceMean, {2, 16, 4, 4}, {2, 3}, true, false, {2, 16, 1, 1}});
+  {  // a spatial mean of a 4-D tensor: the optimizer makes it a GlobalAveragePool (NHWC in 16-bit) ...
+    Row r = reduce("spatial_4d_as_pool", {OpKind::kReduceMean, {2, 16, 4, 4}, {2, 3}, true, false, {2, 16, 1, 1}});
     r.expect_ops = {"GlobalAveragePool"};
     r.layout = LayoutRule::kFollowsPrecision;
+    rows.push_back(r);
+  }
+  {  // ... and without that rewrite, the reduce kernel
+    Row r = reduce("spatial_4d", {OpKind::kReduceMean, {2, 16, 4, 4}, {2, 3}, true, false, {2, 16, 1, 1}});
+    r.disabled_passes = {"reduce_mean_to_global_pool"};
+    rows.push_back(r);
+  }
+  {  // the pre-LN block as written (no fusions): every layer on its own kernel
+    Row r = graph_row("TransformerBlock_2x8x32_h4_unoptimized",
+                      [] { return OpCase{transformer_block(2, 8, 32, 4), {nonzero({2, 8, 32}, 30)}}; },
+                      {"MatMul", "Softmax", "Gelu", "LayerNormalization", "Transpose", "Reshape"});
+    r.opt_level = 0;
     rows.push_back(r);
   }
   // Integer graph inputs: negative ids count from the end of the table (ONNX), on both paths.
