@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "builder/build_from_graph.h"
@@ -39,6 +40,9 @@ std::string test_name(const Param& p) {
   if (p.row->layout == LayoutRule::kFollowsPrecision) name += std::string("_") + (expected_layout(p)[1] == 'H' ? "nhwc" : "nchw");
   return name + "_" + precision_name(p.precision);
 }
+
+// gtest prints a parameter of a failing test with this (not as raw bytes).
+void PrintTo(const Param& p, std::ostream* os) { *os << (p.cuda ? "cuda " : "cpu ") << test_name(p); }
 
 std::vector<Param> params(bool cuda) {
   std::vector<Param> r;
@@ -219,6 +223,27 @@ TEST(OpTableRows, NamesAreUniqueAndPrecisionsListed) {
     EXPECT_FALSE(row.precisions.empty()) << row.name;
     EXPECT_TRUE(row.make) << row.name;
   }
+}
+
+// Every op the CUDA backend lowers (src/backends/cuda/gpu_model.cc's dispatch and its pointwise
+// table; keep in step with it) is the subject of some row: in a row's graph or its expect_ops.
+TEST(OpTableRows, EveryCudaLoweredOpHasARow) {
+  const std::vector<std::string> lowered = {
+      "Conv", "FusedConv", "FusedPointwise", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Gemm",
+      "MatMul", "MatMulBias", "LayerNormalization", "RMSNormalization", "Attention", "Transpose", "Slice", "Expand",
+      "Split", "Gather", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "Pad", "Resize", "Where", "Cast",
+      "Reformat", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Softmax", "LogSoftmax", "Concat",
+      "Add", "Sub", "Mul", "Div", "Pow", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Sqrt", "Neg", "Abs", "Reciprocal",
+      "Log", "HardSwish", "Gelu", "LeakyRelu", "Elu", "HardSigmoid", "Clip", "Shape"};
+  std::set<std::string> covered;
+  for (const Row& row : all_rows()) {
+    if (!row.cuda) continue;
+    const OpCase c = row.make();
+    for (const ir::Node& n : c.graph.nodes) covered.insert(ir::op_name(n.op));
+    covered.insert(row.expect_ops.begin(), row.expect_ops.end());
+    covered.insert(row.expect_ops_16bit.begin(), row.expect_ops_16bit.end());
+  }
+  for (const std::string& op : lowered) EXPECT_TRUE(covered.count(op)) << op << " has no row in the op table";
 }
 
 }  // namespace

@@ -240,6 +240,27 @@ std::vector<Row> movement_rows() {
     r.make = [] { return concat_case({2, 3, 4, 4}, {2, 5, 4, 4}, {2, 2, 4, 4}, 1, {2, 10, 4, 4}); };
     rows.push_back(r);
   }
+  {  // the views the CUDA path lowers as aliases, kept by opt level 0 (eliminate_noops drops some)
+    Row r;
+    r.name = "Views_unsqueeze_squeeze_identity_dropout_flatten_reshape";
+    r.tol = kMoveTol;
+    r.opt_level = 0;
+    r.expect_ops = {"Unsqueeze", "Squeeze", "Identity", "Dropout", "Flatten", "Reshape"};
+    r.make = [] {
+      TinyGraph t;
+      auto x = t.input("x", {2, 3, 4});
+      auto a = t.node(OpKind::kRelu, "relu", {x}, {2, 3, 4});
+      auto u = t.node(OpKind::kUnsqueeze, "unsqueeze", {a, t.constant("ax", ints({1}))}, {2, 1, 3, 4});
+      auto q = t.node(OpKind::kSqueeze, "squeeze", {u, t.constant("sq_ax", ints({1}))}, {2, 3, 4});
+      auto i = t.node(OpKind::kIdentity, "identity", {q}, {2, 3, 4});
+      auto d = t.node(OpKind::kDropout, "dropout", {i}, {2, 3, 4});
+      auto f = t.node(OpKind::kFlatten, "flatten", {d}, {2, 12}, {{"axis", Attribute::of_int(1)}});
+      auto rs = t.node(OpKind::kReshape, "reshape", {f, t.constant("shape", ints({4, 6}))}, {4, 6});
+      t.g.outputs = {t.node(OpKind::kNeg, "neg", {rs}, {4, 6})};
+      return OpCase{t.g, {nonzero({2, 3, 4}, 43)}};
+    };
+    rows.push_back(r);
+  }
   return rows;
 }
 
