@@ -37,8 +37,10 @@ const char* expected_layout(const Param& p) { return p.cuda && p.precision != Pr
 
 std::string test_name(const Param& p) {
   std::string name = p.row->name;
-  if (p.row->layout == LayoutRule::kFollowsPrecision) name += std::string("_") + (expected_layout(p)[1] == 'H' ? "nhwc" : "nchw");
-  return name + "_" + precision_name(p.precision);
+  if (p.row->layout == LayoutRule::kFollowsPrecision) name.append(expected_layout(p)[1] == 'H' ? "_nhwc" : "_nchw");
+  name.append("_");
+  name.append(precision_name(p.precision));
+  return name;
 }
 
 // gtest prints a parameter of a failing test with this (not as raw bytes).
@@ -183,9 +185,11 @@ void check_row(const Param& p) {
     EXPECT_TRUE(found) << row.name << ": no " << op << " layer in the plan; its layers: " << ops.str();
   }
   // ... the workspace limit it sets ...
-  if (p.cuda && row.workspace_limit > 0)
-    for (const DeviceLayerInfo& l : ran->engine->device_layers())
+  if (p.cuda && row.workspace_limit > 0) {
+    for (const DeviceLayerInfo& l : ran->engine->device_layers()) {
       EXPECT_LE(l.workspace_bytes, row.workspace_limit) << row.name << ": layer '" << l.name << "' (" << l.tactic << ")";
+    }
+  }
   // ... and the layout of its conv / pool layers.
   if (row.layout == LayoutRule::kFollowsPrecision) {
     int checked = 0;

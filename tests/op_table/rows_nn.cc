@@ -89,7 +89,10 @@ Row unary(OpKind op, std::map<std::string, Attribute> attrs = {}, float lo = -2.
 Row binary(OpKind op, const Shape& bs, bool const_b, float lo = -2.f, float hi = 2.f) {
   Row r;
   std::string dims;
-  for (int64_t d : bs) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : bs) {
+    if (!dims.empty()) dims.push_back('x');
+    dims.append(std::to_string(d));
+  }
   r.name = std::string("Pointwise_") + ir::op_name(op) + (const_b ? "_const_b" : "_input_b") + dims;
   r.make = [=] {
     TinyGraph t;

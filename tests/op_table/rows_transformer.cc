@@ -17,13 +17,24 @@ using ir::OpKind;
 
 std::string dims_name(const Shape& s) {
   std::string r;
-  for (int64_t d : s) r += (r.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : s) {
+    if (!r.empty()) r.push_back('x');
+    r.append(std::to_string(d));
+  }
+  return r;
+}
+
+// "axis2", "axism1" (negative axes spelled with an m: test names allow no '-').
+std::string axis_name(int64_t axis) {
+  std::string r = "_axis";
+  if (axis < 0) r.push_back('m');
+  r.append(std::to_string(axis < 0 ? -axis : axis));
   return r;
 }
 
 Row layer_norm(const Shape& in, int64_t axis, bool bias) {
   Row r;
-  r.name = "LayerNormalization_" + dims_name(in) + "_axis" + (axis < 0 ? "m" + std::to_string(-axis) : std::to_string(axis)) +
+  r.name = "LayerNormalization_" + dims_name(in) + axis_name(axis) +
            (bias ? "" : "_nobias");
   r.make = [=] {
     TinyGraph t;
@@ -41,7 +52,7 @@ Row layer_norm(const Shape& in, int64_t axis, bool bias) {
 
 Row rms_norm(const Shape& x, int64_t axis, const Shape& scale, uint32_t seed) {
   Row r;
-  r.name = "RMSNormalization_" + dims_name(x) + "_axis" + (axis < 0 ? "m" + std::to_string(-axis) : std::to_string(axis)) +
+  r.name = "RMSNormalization_" + dims_name(x) + axis_name(axis) +
            "_scale" + dims_name(scale);
   r.tol.bf16 = 2e-2;
   r.make = [=] {
