@@ -5,6 +5,8 @@
 //   OpTable/OpTableCudaLowering.LowersWithoutGpu/Attention_MHA_d64
 #include <gtest/gtest.h>
 
+#include <ostream>
+
 #include "op_table/op_table.h"
 
 #ifdef KILN_HAVE_CUDA
@@ -12,6 +14,10 @@
 #endif
 
 namespace kiln::testing::op_table {
+
+// gtest prints the parameter of a failing test with this (its row's name, not an address).
+void PrintTo(const Row* row, std::ostream* os) { *os << row->name; }
+
 namespace {
 
 class OpTableCudaLowering : public ::testing::TestWithParam<const Row*> {};
