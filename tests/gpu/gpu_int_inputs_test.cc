@@ -43,7 +43,7 @@ std::string model_path(const std::string& file) {
 
 // The builder's optimization for a profile with min == opt == max: input dims pinned, the
 // default pipeline, then the CUDA layout assignment (row-major or tensor-core preference).
-StatusOr<ir::Graph> optimize_pinned(const std::string& path, const std::map<std::string, Shape>& shapes, bool fp16) {
+[[maybe_unused]] StatusOr<ir::Graph> optimize_pinned(const std::string& path, const std::map<std::string, Shape>& shapes, bool fp16) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, onnx_import::import_model_file(path));
   for (ir::ValueId v : g.inputs) {
     auto it = shapes.find(g.value(v).name);

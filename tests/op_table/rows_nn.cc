@@ -14,9 +14,10 @@ using ir::OpKind;
 struct ConvArgs {
   int64_t n = 2, c = 8, hw = 8, k = 16, r = 3, stride = 1, pad = 1, groups = 1;
   bool bias = true;
+  int64_t dilation = 1;
 };
 
-int64_t conv_out(const ConvArgs& a) { return (a.hw + 2 * a.pad - a.r) / a.stride + 1; }
+int64_t conv_out(const ConvArgs& a) { return (a.hw + 2 * a.pad - a.dilation * (a.r - 1) - 1) / a.stride + 1; }
 
 // x -> Conv(W, b) [-> + residual input] [-> activation node(s) `act`]
 OpCase conv_case(const ConvArgs& a, const std::string& act, bool residual, uint32_t seed) {
@@ -29,7 +30,8 @@ OpCase conv_case(const ConvArgs& a, const std::string& act, bool residual, uint3
   if (a.bias) ins.push_back(t.constant("b", random_tensor({a.k}, seed + 1)));
   std::map<std::string, Attribute> attrs = {{"pads", Attribute::of_ints({a.pad, a.pad, a.pad, a.pad})},
                                             {"strides", Attribute::of_ints({a.stride, a.stride})},
-                                            {"group", Attribute::of_int(a.groups)}};
+                                            {"group", Attribute::of_int(a.groups)},
+                                            {"dilations", Attribute::of_ints({a.dilation, a.dilation})}};
   auto y = t.node(OpKind::kConv, "conv", ins, ys, attrs);
   std::vector<Tensor> in = {random_tensor(xs, seed + 2)};
   if (residual) {
@@ -222,11 +224,13 @@ std::vector<Row> nn_rows() {
   ConvArgs c1{2, 16, 8, 16, 1, 1, 0};  // 1x1 (a GEMM tactic candidate)
   ConvArgs strided{2, 8, 9, 16, 3, 2, 1, 2};  // stride 2, 2 groups, odd size
   ConvArgs dw{1, 8, 7, 8, 3, 1, 1, 8, false};  // depthwise, no bias
+  ConvArgs dilated{2, 8, 11, 8, 3, 1, 2, 1, true, 2};  // dilation 2, pad 2
   std::vector<Row> rows = {
       conv("Conv_3x3", c3, "", false, 200),
       conv("Conv_1x1", c1, "", false, 210),
       conv("Conv_3x3_stride2_groups2", strided, "", false, 220),
       conv("Conv_depthwise_3x3_nobias", dw, "", false, 230),
+      conv("Conv_3x3_dilation2", dilated, "", false, 235),
       conv("FusedConv_3x3_relu", c3, "Relu", false, 240),
       conv("FusedConv_3x3_leakyrelu", c3, "LeakyRelu", false, 250),
       conv("FusedConv_3x3_clip", c3, "Clip", false, 260),
@@ -316,6 +320,17 @@ std::vector<Row> nn_rows() {
     r.name = std::string(ir::op_name(op)) + "_last_axis";
     r.make = [op] {
       return one_op(op, {3, 4, 37}, {3, 4, 37}, nullptr, {{"axis", Attribute::of_int(-1)}}, random_tensor({3, 4, 37}, 99, -4.f, 4.f));
+    };
+    rows.push_back(r);
+  }
+  {  // opset 11: the input coerced to 2-D at `axis` (rows = 2 * 3, cols = 4 * 5)
+    Row r;
+    r.name = "Softmax_opset11_axis2_coerced_2d";
+    r.make = [] {
+      OpCase c = one_op(OpKind::kSoftmax, {2, 3, 4, 5}, {2, 3, 4, 5}, nullptr, {{"axis", Attribute::of_int(2)}},
+                        random_tensor({2, 3, 4, 5}, 100, -4.f, 4.f));
+      c.graph.nodes[0].opset = 11;
+      return c;
     };
     rows.push_back(r);
   }
