@@ -32,12 +32,13 @@ bool is_layout_op(const std::string& op) {
          op == "GlobalMaxPool";
 }
 
-// NHWC where the CUDA backend stores conv / pool in 16-bit precisions, else NCHW.
-const char* expected_layout(const Param& p) { return p.cuda && p.precision != Precision::kFp32 ? "NHWC" : "NCHW"; }
+// The CUDA backend stores conv / pool NHWC in 16-bit precisions; everything else is NCHW.
+bool expects_nhwc(const Param& p) { return p.cuda && p.precision != Precision::kFp32; }
+const char* expected_layout(const Param& p) { return expects_nhwc(p) ? "NHWC" : "NCHW"; }
 
 std::string test_name(const Param& p) {
   std::string name = p.row->name;
-  if (p.row->layout == LayoutRule::kFollowsPrecision) name.append(expected_layout(p)[1] == 'H' ? "_nhwc" : "_nchw");
+  if (p.row->layout == LayoutRule::kFollowsPrecision) name.append(expects_nhwc(p) ? "_nhwc" : "_nchw");
   name.append("_");
   name.append(precision_name(p.precision));
   return name;
