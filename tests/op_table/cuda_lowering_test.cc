@@ -1,6 +1,6 @@
 // The CUDA column of the op table without a GPU (CUDA builds): every CUDA row's graph, after the
-// optimizer's pipeline, lowers with the rules of each of its precisions (check_gpu_support: no
-// device touched), and where the row is a single op whose plan has a host emulation
+// optimizer's pipeline and the layout assignment of each of its precisions, lowers with that
+// precision's rules (check_gpu_support: no device touched), and where the row is a single op whose plan has a host emulation
 // (cuda_emulation.h) the planned descriptors reproduce the CPU reference. One test per row:
 //   OpTable/OpTableCudaLowering.LowersWithoutGpu/Attention_MHA_d64
 #include <gtest/gtest.h>
@@ -68,16 +68,23 @@ TEST_P(OpTableCudaLowering, LowersWithoutGpu) {
   std::vector<Shape> shapes;
   for (const Tensor& t : c.inputs) shapes.push_back(t.shape());
 
-  // What the builder lowers: the graph after the optimizer's pipeline.
+  // What the builder lowers (builder.cc): the graph after the optimizer's pipeline, laid out
+  // for the precision (NHWC conv / pool and Reformat layers in fp16 / bf16).
   ir::Graph opt = c.graph;
   passes::PassOptions po = reference_pass_options();
   po.opt_level = row.opt_level;
   po.disabled = row.disabled_passes;
   ASSERT_TRUE(passes::run_pipeline(opt, po).ok());
-  auto vs = cuda::infer_value_shapes_by_reference(opt, shapes);
-  ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+  opt.compact();
+  ASSERT_TRUE(opt.topo_sort().ok());
   for (Precision p : row.precisions) {
-    Status s = cuda::check_gpu_support(opt, *vs, storage_of(p));
+    ir::Graph laid = opt;
+    auto reformats = passes::assign_layouts(laid, p == Precision::kFp32 ? passes::row_major_layout_preference
+                                                                        : passes::tensor_core_layout_preference);
+    ASSERT_TRUE(reformats.ok()) << "[" << precision_name(p) << "] " << reformats.status().to_string();
+    auto vs = cuda::infer_value_shapes_by_reference(laid, shapes);
+    ASSERT_TRUE(vs.ok()) << "[" << precision_name(p) << "] " << vs.status().to_string();
+    Status s = cuda::check_gpu_support(laid, *vs, storage_of(p));
     EXPECT_TRUE(s.ok()) << "[" << precision_name(p) << "] " << s.to_string();
   }
 
