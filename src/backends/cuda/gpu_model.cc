@@ -561,7 +561,8 @@ class Lowering {
     Shape w_shape = wc->shape();
     // A channel-padded input (see padded_channels): C grows to Cp, the extra weights are zeros.
     auto padded = padded_from_.find(n.inputs[0]);
-    const int64_t cp = padded != padded_from_.end() ? m_->vals[xa].shape[1] : p.c;
+    // The filter's channels per group (KRSC keeps C/groups innermost; padding needs one group).
+    const int64_t cp = padded != padded_from_.end() ? m_->vals[xa].shape[1] : wc->dim(1);
     if (padded != padded_from_.end()) {
       p.c_unpadded = p.c;
       p.c = cp;
