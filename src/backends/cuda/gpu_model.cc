@@ -21,6 +21,7 @@
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/gpu_transformer.h"
+#include "backends/cuda/layer_factory.h"
 #include "backends/cuda/streams.h"
 #include "core/numerics.h"
 #include "ir/pointwise_program.h"
@@ -97,12 +98,34 @@ struct ScopedMs {
 
 // cudaMalloc whose error says what was being allocated, how many bytes, and the device's
 // free/total memory at that moment.
-class Lowering {
+class Lowering final : public LowerContext {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
       : g_(g), vs_(vs), o_(o), m_(m), plan_st_(o.storage()), st_(plan_st_), low_(st_ != StorageType::kF32) {}
   // Lower without touching the device (weights are not uploaded): for check_gpu_support.
   void dry_run() { dry_run_ = true; }
+
+  // LowerContext (layer_factory.h): what the registered factories use.
+  const ir::Graph& graph() const override { return g_; }
+  const Shape& shape(ir::ValueId v) const override { return vs_.shapes[v]; }
+  StorageType storage() const override { return st_; }
+  bool nhwc(const ir::Node& n, bool dflt) const override { return nhwc_of(n, dflt); }
+  StatusOr<int> activation(ir::ValueId v) override { return activation_of(v); }
+  int as_layout(int value, bool nhwc) override { return as_layout(value, nhwc, std::string()); }
+  int new_value(const std::string& name, const Shape& shape, StorageType type, bool nhwc) override {
+    return new_val(name, shape, type, nhwc);
+  }
+  StorageType value_type(int value) const override { return m_->vals[value].type; }
+  void alias(int value, int of) override { m_->vals[value].alias_of = of; }
+  void bind(ir::ValueId v, int value) override { act_[v] = value; }
+  void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
+                 std::vector<std::string> origin) override {
+    l->name = name;
+    l->ins = std::move(ins);
+    l->outs = std::move(outs);
+    l->origin = std::move(origin);
+    m_->layers.push_back(std::move(l));
+  }
 
   Status run() {
     // A graph through passes::assign_layouts carries each layer's layout ("layout" attribute)
@@ -233,15 +256,6 @@ class Lowering {
     return static_cast<int>(m_->vals.size()) - 1;
   }
 
-  void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
-                 std::vector<std::string> origin) {
-    l->name = name;
-    l->ins = std::move(ins);
-    l->outs = std::move(outs);
-    l->origin = std::move(origin);
-    m_->layers.push_back(std::move(l));
-  }
-
   // The storage a node computes in: its "precision" attribute (BuilderConfig::layer_precisions),
   // else the plan's.
   StorageType node_storage(const ir::Node& n) const {
@@ -256,7 +270,7 @@ class Lowering {
   // The activation of `v`; while a layer is lowered (convert_inputs_), a float activation stored
   // in another precision than the layer's comes through a convert layer (one per value and type,
   // in the value's layout).
-  StatusOr<int> activation(ir::ValueId v) {
+  StatusOr<int> activation_of(ir::ValueId v) {
     auto it = act_.find(v);
     if (it == act_.end()) return unsupported("value '" + g_.value(v).name + "' is not available on the GPU");
     const int a = it->second;
@@ -286,7 +300,7 @@ class Lowering {
   }
 
   // The value in the wanted layout (a reformat layer is added once per value and layout).
-  int as_layout(int gv, bool nhwc, const std::string& layer_name = "") {
+  int as_layout(int gv, bool nhwc, const std::string& layer_name) {
     const GVal& v = m_->vals[gv];
     if (v.shape.size() != 4) return gv;
     if (layout_free(v.shape) || v.nhwc == nhwc) return gv;
@@ -446,6 +460,7 @@ class Lowering {
     for (ir::ValueId v : n.outputs)
       if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) && !(int_in.size() && int_in[0] && is_int_view(n.op)))
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
+    if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
     switch (n.op) {
       case ir::OpKind::kConv:
       case ir::OpKind::kFusedConv: return lower_conv(n, where);
@@ -474,36 +489,6 @@ class Lowering {
       case ir::OpKind::kWhere: return lower_where(n, where);
       case ir::OpKind::kCast: return lower_cast(n, where);
       case ir::OpKind::kReformat: return lower_reformat(n);
-      case ir::OpKind::kReshape:
-      case ir::OpKind::kFlatten:
-      case ir::OpKind::kSqueeze:
-      case ir::OpKind::kUnsqueeze:
-      case ir::OpKind::kIdentity:
-      case ir::OpKind::kDropout: {
-        KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
-        a = as_layout(a, false);
-        const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], m_->vals[a].type, false);
-        m_->vals[out].alias_of = a;
-        act_[n.outputs[0]] = out;
-        return Status::Ok();
-      }
-      case ir::OpKind::kSoftmax:
-      case ir::OpKind::kLogSoftmax: {
-        const Shape& s = vs_.shapes[n.inputs[0]];
-        const int r = static_cast<int>(s.size());
-        int64_t axis = n.attr_int("axis", n.opset >= 13 ? -1 : 1);
-        if (axis < 0) axis += r;
-        if (n.opset >= 13 && axis != r - 1) return unsupported(where + "softmax over a non-innermost axis");
-        int64_t rows = 1;
-        for (int i = 0; i < axis; ++i) rows *= s[i];
-        const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
-        KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
-        a = as_layout(a, false);
-        const int out = new_val(g_.value(n.outputs[0]).name, s, st_, false);
-        add_layer(make_softmax_layer(rows, cols, st_, n.op == ir::OpKind::kLogSoftmax), n.name, {a}, {out}, n.origin);
-        act_[n.outputs[0]] = out;
-        return Status::Ok();
-      }
       case ir::OpKind::kConcat:
         if (has_constant_input(n)) return lower_concat_with_constants(n, where);
         {
