@@ -472,20 +472,9 @@ class Lowering final : public LowerContext {
       case ir::OpKind::kGemm: return lower_gemm(n, where);
       case ir::OpKind::kMatMul: return has_2d_weight(n) ? lower_gemm(n, where) : lower_matmul(n, where);
       case ir::OpKind::kMatMulBias: return lower_gemm(n, where);
-      case ir::OpKind::kLayerNormalization: return lower_layernorm(n, where);
-      case ir::OpKind::kRMSNormalization: return lower_rms_norm(n, where);
       case ir::OpKind::kAttention: return lower_attention(n, where);
-      case ir::OpKind::kTranspose:
-      case ir::OpKind::kSlice:
-      case ir::OpKind::kExpand: return lower_strided(n, where);
       case ir::OpKind::kSplit: return lower_split(n, where);
       case ir::OpKind::kGather: return lower_gather(n, where);
-      case ir::OpKind::kReduceSum:
-      case ir::OpKind::kReduceMean:
-      case ir::OpKind::kReduceMax:
-      case ir::OpKind::kReduceMin: return lower_reduce(n, where);
-      case ir::OpKind::kPad: return lower_pad(n, where);
-      case ir::OpKind::kResize: return lower_resize(n, where);
       case ir::OpKind::kWhere: return lower_where(n, where);
       case ir::OpKind::kCast: return lower_cast(n, where);
       case ir::OpKind::kReformat: return lower_reformat(n);
@@ -922,7 +911,7 @@ class Lowering final : public LowerContext {
 
   // An input in row-major order: a constant uploaded in the storage dtype, or the activation
   // (reformatted out of NHWC first).
-  StatusOr<int> row_major_operand(ir::ValueId v) {
+  StatusOr<int> row_major_operand(ir::ValueId v) override {
     if (const auto& c = g_.value(v).constant) {
       std::vector<float> f;
       return upload(g_.value(v).name, v, static_cast<size_t>(c->numel()), c->shape(), false, [&] {
@@ -934,7 +923,7 @@ class Lowering final : public LowerContext {
     return as_layout(a, false);
   }
 
-  int new_output(const ir::Node& n, size_t k = 0) {
+  int new_output(const ir::Node& n, size_t k = 0) override {
     const int out = new_val(g_.value(n.outputs[k]).name, vs_.shapes[n.outputs[k]], st_, false);
     act_[n.outputs[k]] = out;
     return out;
@@ -979,39 +968,8 @@ class Lowering final : public LowerContext {
   }
 
   // LayerNormalization over the axes [axis, rank): rows x cols with scale (and bias) of cols elements.
-  Status lower_layernorm(const ir::Node& n, const std::string& where) {
-    const Shape& s = vs_.shapes[n.inputs[0]];
-    int64_t axis = n.attr_int("axis", -1);
-    if (axis < 0) axis += static_cast<int64_t>(s.size());
-    if (axis < 0 || axis >= static_cast<int64_t>(s.size())) return invalid_argument(where + "axis out of range");
-    int64_t rows = 1;
-    for (int64_t i = 0; i < axis; ++i) rows *= s[i];
-    const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
-    std::vector<int> ins;
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    ins.push_back(x);
-    for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
-      if (n.inputs[k] == ir::kNoValue) continue;
-      if (shape_numel(vs_.shapes[n.inputs[k]]) != cols)
-        return unsupported(where + "scale/bias broadcast over the normalized axes (need " + std::to_string(cols) + " elements)");
-      KILN_ASSIGN_OR_RETURN(int v, row_major_operand(n.inputs[k]));
-      ins.push_back(v);
-    }
-    if (ins.size() < 2) return invalid_argument(where + "Scale is required");
-    add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), st_), n.name, ins, {new_output(n)},
-              n.origin);
-    return Status::Ok();
-  }
 
   // RMSNormalization (gpu_transformer.h): rows x cols, scale of cols values or one.
-  Status lower_rms_norm(const ir::Node& n, const std::string& where) {
-    if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "scale is required");
-    KILN_ASSIGN_OR_RETURN(RmsNormPlan p, plan_rms_norm(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    KILN_ASSIGN_OR_RETURN(int scale, row_major_operand(n.inputs[1]));
-    add_layer(make_rms_norm_layer(p, st_), n.name, {x, scale}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Attention (gpu_transformer.h): Q, K, V and the mask row-major in the storage type (a bool
   // mask as 0/1); the scores of at most 64 MiB (or half the workspace limit) per chunk of heads.
@@ -1030,22 +988,6 @@ class Lowering final : public LowerContext {
   }
 
   // Transpose, Slice and Expand: one strided copy.
-  Status lower_strided(const ir::Node& n, const std::string& where) {
-    const Shape& in = vs_.shapes[n.inputs[0]];
-    const Shape& out = vs_.shapes[n.outputs[0]];
-    StridedDesc d;
-    if (n.op == ir::OpKind::kTranspose) {
-      KILN_ASSIGN_OR_RETURN(d, plan_transpose(n, in));
-    } else if (n.op == ir::OpKind::kSlice) {
-      KILN_ASSIGN_OR_RETURN(d, plan_slice(n, g_, in, out));
-    } else {
-      KILN_ASSIGN_OR_RETURN(d, plan_expand(n, in, out));
-    }
-    if (in.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_strided_copy_layer(ir::op_name(n.op), d, elem_bytes()), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Split as strided copies of the row-major input, one layer per output.
   Status lower_split_strided(const ir::Node& n, const std::string& where) {
@@ -1088,26 +1030,8 @@ class Lowering final : public LowerContext {
     return Status::Ok();
   }
 
-  Status lower_reduce(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, g_, vs_.shapes[n.inputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_reduce_layer(ir::op_name(n.op), p, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
-  Status lower_pad(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(PadPlan p, plan_pad(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_pad_layer(p, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
-  Status lower_resize(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(ResizeDesc d, plan_resize(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_resize_layer(d, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Where(cond, a, b) with broadcasting; the bool condition must be a constant (uploaded as 0/1).
   Status lower_where(const ir::Node& n, const std::string& where) {

@@ -22,6 +22,17 @@ constexpr Registration kFactories[] = {
     {OpKind::kUnsqueeze, lower_view},
     {OpKind::kIdentity, lower_view},
     {OpKind::kDropout, lower_view},
+    {OpKind::kTranspose, lower_strided},
+    {OpKind::kSlice, lower_strided},
+    {OpKind::kExpand, lower_strided},
+    {OpKind::kPad, lower_pad},
+    {OpKind::kResize, lower_resize},
+    {OpKind::kReduceSum, lower_reduce},
+    {OpKind::kReduceMean, lower_reduce},
+    {OpKind::kReduceMax, lower_reduce},
+    {OpKind::kReduceMin, lower_reduce},
+    {OpKind::kLayerNormalization, lower_layernorm},
+    {OpKind::kRMSNormalization, lower_rms_norm},
 };
 
 }  // namespace

@@ -43,6 +43,11 @@ class LowerContext {
   virtual StorageType value_type(int value) const = 0;
   // Sets the value alias: `value` is the bytes of `of` (a view; no copy).
   virtual void alias(int value, int of) = 0;
+  // An input in row-major order: a constant uploaded as a weight in storage() (packed in the plan,
+  // docs/decisions/0040), else the activation, reformatted out of NHWC.
+  virtual StatusOr<int> row_major_operand(ir::ValueId v) = 0;
+  // Output k of `n` as a new row-major value in storage(), bound to the graph value.
+  virtual int new_output(const ir::Node& n, size_t k = 0) = 0;
   // Graph value `v` is now engine value `value` (later layers read it).
   virtual void bind(ir::ValueId v, int value) = 0;
   // Appends a layer reading engine values `ins` and writing `outs`; `origin` names the ONNX
@@ -60,5 +65,11 @@ LayerFactory find_layer_factory(ir::OpKind op);
 // The factories (layer_factories.cc lists them, one line each).
 Status lower_softmax(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Softmax, LogSoftmax
 Status lower_view(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Reshape, Flatten, Squeeze, ...
+Status lower_strided(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Transpose, Slice, Expand
+Status lower_pad(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_resize(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Mean/Max/Min
+Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
 
 }  // namespace kiln::cuda
