@@ -34,7 +34,10 @@ namespace kiln {
 // 3: word-wise checksum (plan_checksum) and the tactic data after the layers' tactics.
 // 4: each layer's tactic is its name, its integer tactic id (the one the load selects) and its
 //    tuned time in ms (docs/decisions/0014-tactic-contract.md), instead of free text.
-constexpr uint32_t kPlanFormatVersion = 4;
+// 5: weights packed for their tactics (layout and precision as the device reads them) in the
+//    weights section, listed after the tactic data; constants stored only packed (offset
+//    ~0) (docs/decisions/0040-packed-weights.md).
+constexpr uint32_t kPlanFormatVersion = 5;
 // The 8 bytes every plan file starts with (the literal's NUL is not part of the file): lets a
 // tool tell a plan from another file (the ONNX importer names a plan passed as a model).
 inline constexpr char kPlanMagic[] = "KILNPLAN";
@@ -80,6 +83,7 @@ struct LayerInfo {
   uint32_t tactic_id = 0xFFFFFFFFu;  // the tactic's stable id (source << 24 | variant); all ones: none (CPU, views)
   double tuned_ms = 0;               // the tactic's time measured at build, ms (0: not timed)
   std::string precision;             // a per-layer constraint ("fp32", "fp16", "bf16"), "" = the plan's
+  uint64_t packed_weight_bytes = 0;  // CUDA: bytes of this layer's weights stored packed for its tactic
 };
 
 // Reads and validates the header alone (magic, version, sizes, checksum, target fields);

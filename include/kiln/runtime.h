@@ -84,10 +84,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<DeviceLayerInfo> device_layers() const;
   DeviceMemoryInfo device_memory() const;
   // Where the load of this engine went, in ms, in order: "read" (file, load_engine only),
-  // "parse" (header, checksum, sections), then for CUDA plans "device" (the CUDA context and
+  // "parse" (header, checksum, sections), then for CUDA plans "device" (the CUDA driver, context and
   // cuDNN / cuBLASLt loading: paid once per process, ~0 for later engines), "shapes" (value shapes at the
-  // opt shapes), "lower" (lowering and the memory plan), "weights" (weight layout change,
-  // fp16/bf16 conversion and upload) and "tactics" (each layer's
+  // opt shapes), "lower" (lowering and the memory plan), "weights" (uploading the plan's packed
+  // weights; layout change and fp16/bf16 conversion for any it lacks) and "tactics" (each layer's
   // tactic set up on the device; includes creating the library handles).
   struct LoadPhase {
     std::string name;
@@ -98,6 +98,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // (cuDNN execution plans) and how many were rebuilt from their heuristic rank.
   int tactics_restored() const;
   int tactics_rebuilt() const;
+  // CUDA plans: weights the load uploaded as the plan stores them (packed for their tactics, no
+  // conversion), and the input shapes the plan's tactics were tuned at (opt first; only opt for
+  // fixed shapes). A context at other shapes runs the nearest tuned set's tactics.
+  int weights_uploaded_packed() const;
+  std::vector<std::vector<Shape>> tuned_shapes() const;
+  // CUDA plans: ms the first use of each input-shape set took (lowering with its tactics, weights
+  // shared), in the order first used; opt's is the load itself and not listed.
+  std::vector<std::pair<std::vector<Shape>, double>> shape_setup_ms() const;
 
   std::unique_ptr<ExecutionContext> create_execution_context() const;
 

@@ -21,6 +21,7 @@
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/gpu_transformer.h"
+#include "backends/cuda/layer_factory.h"
 #include "backends/cuda/streams.h"
 #include "core/numerics.h"
 #include "ir/pointwise_program.h"
@@ -97,12 +98,34 @@ struct ScopedMs {
 
 // cudaMalloc whose error says what was being allocated, how many bytes, and the device's
 // free/total memory at that moment.
-class Lowering {
+class Lowering final : public LowerContext {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
       : g_(g), vs_(vs), o_(o), m_(m), plan_st_(o.storage()), st_(plan_st_), low_(st_ != StorageType::kF32) {}
   // Lower without touching the device (weights are not uploaded): for check_gpu_support.
   void dry_run() { dry_run_ = true; }
+
+  // LowerContext (layer_factory.h): what the registered factories use.
+  const ir::Graph& graph() const override { return g_; }
+  const Shape& shape(ir::ValueId v) const override { return vs_.shapes[v]; }
+  StorageType storage() const override { return st_; }
+  bool nhwc(const ir::Node& n, bool dflt) const override { return nhwc_of(n, dflt); }
+  StatusOr<int> activation(ir::ValueId v) override { return activation_of(v); }
+  int as_layout(int value, bool nhwc) override { return as_layout(value, nhwc, std::string()); }
+  int new_value(const std::string& name, const Shape& shape, StorageType type, bool nhwc) override {
+    return new_val(name, shape, type, nhwc);
+  }
+  StorageType value_type(int value) const override { return m_->vals[value].type; }
+  void alias(int value, int of) override { m_->vals[value].alias_of = of; }
+  void bind(ir::ValueId v, int value) override { act_[v] = value; }
+  void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
+                 std::vector<std::string> origin) override {
+    l->name = name;
+    l->ins = std::move(ins);
+    l->outs = std::move(outs);
+    l->origin = std::move(origin);
+    m_->layers.push_back(std::move(l));
+  }
 
   Status run() {
     // A graph through passes::assign_layouts carries each layer's layout ("layout" attribute)
@@ -160,7 +183,9 @@ class Lowering {
       Status s;
       {
         const ScopedMs timer(o_.logger ? &trace_ms_[ir::op_name(n.op)] : nullptr);
+        cur_node_ = &n;
         s = lower(n);
+        cur_node_ = nullptr;
       }
       convert_inputs_ = false;
       // Device failures (out of memory, ...) stop the build; the rest is collected.
@@ -231,15 +256,6 @@ class Lowering {
     return static_cast<int>(m_->vals.size()) - 1;
   }
 
-  void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
-                 std::vector<std::string> origin) {
-    l->name = name;
-    l->ins = std::move(ins);
-    l->outs = std::move(outs);
-    l->origin = std::move(origin);
-    m_->layers.push_back(std::move(l));
-  }
-
   // The storage a node computes in: its "precision" attribute (BuilderConfig::layer_precisions),
   // else the plan's.
   StorageType node_storage(const ir::Node& n) const {
@@ -254,7 +270,7 @@ class Lowering {
   // The activation of `v`; while a layer is lowered (convert_inputs_), a float activation stored
   // in another precision than the layer's comes through a convert layer (one per value and type,
   // in the value's layout).
-  StatusOr<int> activation(ir::ValueId v) {
+  StatusOr<int> activation_of(ir::ValueId v) {
     auto it = act_.find(v);
     if (it == act_.end()) return unsupported("value '" + g_.value(v).name + "' is not available on the GPU");
     const int a = it->second;
@@ -284,7 +300,7 @@ class Lowering {
   }
 
   // The value in the wanted layout (a reformat layer is added once per value and layout).
-  int as_layout(int gv, bool nhwc, const std::string& layer_name = "") {
+  int as_layout(int gv, bool nhwc, const std::string& layer_name) {
     const GVal& v = m_->vals[gv];
     if (v.shape.size() != 4) return gv;
     if (layout_free(v.shape) || v.nhwc == nhwc) return gv;
@@ -312,11 +328,13 @@ class Lowering {
     return p;
   }
 
-  // Uploads host floats (already in the wanted element order) as a weight in the storage type.
-  StatusOr<int> upload(const std::string& name, const std::vector<float>& data, const Shape& logical, bool nhwc) {
-    return upload(name, data.data(), data.size(), logical, nhwc);
-  }
-  StatusOr<int> upload(const std::string& name, const float* data, size_t count, const Shape& logical, bool nhwc) {
+  // A weight of the layer being lowered, uploaded in the storage type st_ as `count` elements
+  // of the logical shape `logical`: the plan's packed bytes when it has them (no layout change,
+  // no conversion), else `make()` (count floats, already in the element order the tactic reads)
+  // converted to st_ — and, at build, recorded for the plan. `src` is the graph constant the
+  // weight is made from (ir::kNoValue: made by the lowering, e.g. a zero bias).
+  StatusOr<int> upload(const std::string& name, ir::ValueId src, size_t count, const Shape& logical, bool nhwc,
+                       const std::function<const float*()>& make) {
     const ScopedMs timer(&m_->times.weights_ms);
     const int id = new_val(name, logical, st_, nhwc);
     const size_t bytes = count * storage_bytes(st_);
@@ -324,7 +342,34 @@ class Lowering {
       m_->vals[id].weight = &dry_run_;
       return id;
     }
+    const std::string layer = cur_node_ ? cur_node_->name : std::string();
+    const std::string key = packed_weight_key(layer, name, st_, nhwc, logical);
+    const std::string what = "weight '" + name + "'";
     void* p = nullptr;
+    if (o_.packed) {
+      auto it = o_.packed->by_key.find(key);
+      if (it != o_.packed->by_key.end()) {
+        if (it->second.bytes != bytes)
+          return invalid_plan("packed weight '" + key + "' has " + std::to_string(it->second.bytes) +
+                              " bytes; layer '" + layer + "' needs " + std::to_string(bytes));
+        if (o_.weight_cache) {
+          auto c = o_.weight_cache->get_packed(key, it->second.data, bytes);
+          if (!c.ok()) return c.status().with_context(what);
+          p = *c;
+        } else {
+          KILN_ASSIGN_OR_RETURN(p, device_copy(it->second.data, bytes, what));
+        }
+        ++m_->packed_hits;
+        m_->vals[id].weight = p;
+        m_->weights += bytes;
+        return id;
+      }
+      if (src != ir::kNoValue && o_.packed->is_elided(src))
+        return invalid_plan("layer '" + layer + "' needs weight '" + name + "' as " + key +
+                            ", but the plan holds that constant only packed for other layouts");
+    }
+    const float* data = make();
+    const void* host = data;
     if (st_ != StorageType::kF32) {
       // Scratch reused across weights: fresh pages per weight cost more than the conversion.
       if (hscratch_.size() < count) hscratch_.resize(count);
@@ -336,14 +381,36 @@ class Lowering {
         else
           for (int64_t i = b; i < e; ++i) h[i] = float_to_bf16(data[i]);
       });
-      const ScopedMs copy_timer(o_.logger ? &trace_ms_["(weights: hash + copy)"] : nullptr);
-      KILN_ASSIGN_OR_RETURN(p, device_copy(h, bytes, "weight '" + name + "'"));
-    } else {
-      KILN_ASSIGN_OR_RETURN(p, device_copy(data, bytes, "weight '" + name + "'"));
+      host = h;
     }
+    {
+      const ScopedMs copy_timer(o_.logger ? &trace_ms_["(weights: hash + copy)"] : nullptr);
+      KILN_ASSIGN_OR_RETURN(p, device_copy(host, bytes, what));
+    }
+    if (o_.record_packed) record_packed(key, layer, src, host, bytes);
     m_->vals[id].weight = p;
     m_->weights += bytes;
     return id;
+  }
+
+  // Build: keeps the weight's bytes for the plan, and that `layer` read constant `src` only
+  // through them. A key recorded twice with other bytes is dropped (never stored, never elided).
+  void record_packed(const std::string& key, const std::string& layer, ir::ValueId src, const void* host,
+                     size_t bytes) {
+    const auto* b = static_cast<const uint8_t*>(host);
+    if (m_->packed_conflicts.count(key)) return;
+    auto it = m_->packed.find(key);
+    if (it != m_->packed.end()) {
+      if (it->second.size() != bytes || (bytes && std::memcmp(it->second.data(), b, bytes) != 0)) {
+        m_->packed.erase(it);
+        m_->packed_conflicts.insert(key);
+        for (auto u = m_->packed_uses.begin(); u != m_->packed_uses.end();)
+          u = u->first == layer ? m_->packed_uses.erase(u) : std::next(u);
+      }
+      return;
+    }
+    m_->packed.emplace(key, std::vector<uint8_t>(b, b + bytes));
+    if (src != ir::kNoValue) m_->packed_uses.insert({layer, src});
   }
 
   static std::vector<float> floats_of(const Tensor& t) {
@@ -363,17 +430,20 @@ class Lowering {
     while (s.size() < out.size()) s.insert(s.begin(), 1);
     *phys = (out_nhwc && s.size() == 4) ? Shape{s[0], s[2], s[3], s[1]} : s;
     if (const auto& c = g_.value(v).constant) {
-      std::vector<float> f = floats_of(*c);
-      if (out_nhwc && s.size() == 4 && !layout_free(s)) {
-        std::vector<float> t(f.size());
-        for (int64_t n = 0; n < s[0]; ++n)
-          for (int64_t ch = 0; ch < s[1]; ++ch)
-            for (int64_t h = 0; h < s[2]; ++h)
-              for (int64_t w = 0; w < s[3]; ++w)
-                t[((n * s[2] + h) * s[3] + w) * s[1] + ch] = f[((n * s[1] + ch) * s[2] + h) * s[3] + w];
-        f = std::move(t);
-      }
-      return upload(g_.value(v).name, f, s, out_nhwc);
+      std::vector<float> f;
+      return upload(g_.value(v).name, v, static_cast<size_t>(c->numel()), s, out_nhwc, [&] {
+        f = floats_of(*c);
+        if (out_nhwc && s.size() == 4 && !layout_free(s)) {
+          std::vector<float> t(f.size());
+          for (int64_t n = 0; n < s[0]; ++n)
+            for (int64_t ch = 0; ch < s[1]; ++ch)
+              for (int64_t h = 0; h < s[2]; ++h)
+                for (int64_t w = 0; w < s[3]; ++w)
+                  t[((n * s[2] + h) * s[3] + w) * s[1] + ch] = f[((n * s[1] + ch) * s[2] + h) * s[3] + w];
+          f = std::move(t);
+        }
+        return f.data();
+      });
     }
     KILN_ASSIGN_OR_RETURN(int a, activation(v));
     if (vs_.shapes[v].size() != out.size() && out_nhwc && !layout_free(out) && vs_.shapes[v].size() > 1)
@@ -390,6 +460,7 @@ class Lowering {
     for (ir::ValueId v : n.outputs)
       if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) && !(int_in.size() && int_in[0] && is_int_view(n.op)))
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
+    if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
     switch (n.op) {
       case ir::OpKind::kConv:
       case ir::OpKind::kFusedConv: return lower_conv(n, where);
@@ -401,53 +472,12 @@ class Lowering {
       case ir::OpKind::kGemm: return lower_gemm(n, where);
       case ir::OpKind::kMatMul: return has_2d_weight(n) ? lower_gemm(n, where) : lower_matmul(n, where);
       case ir::OpKind::kMatMulBias: return lower_gemm(n, where);
-      case ir::OpKind::kLayerNormalization: return lower_layernorm(n, where);
-      case ir::OpKind::kRMSNormalization: return lower_rms_norm(n, where);
       case ir::OpKind::kAttention: return lower_attention(n, where);
-      case ir::OpKind::kTranspose:
-      case ir::OpKind::kSlice:
-      case ir::OpKind::kExpand: return lower_strided(n, where);
       case ir::OpKind::kSplit: return lower_split(n, where);
       case ir::OpKind::kGather: return lower_gather(n, where);
-      case ir::OpKind::kReduceSum:
-      case ir::OpKind::kReduceMean:
-      case ir::OpKind::kReduceMax:
-      case ir::OpKind::kReduceMin: return lower_reduce(n, where);
-      case ir::OpKind::kPad: return lower_pad(n, where);
-      case ir::OpKind::kResize: return lower_resize(n, where);
       case ir::OpKind::kWhere: return lower_where(n, where);
       case ir::OpKind::kCast: return lower_cast(n, where);
       case ir::OpKind::kReformat: return lower_reformat(n);
-      case ir::OpKind::kReshape:
-      case ir::OpKind::kFlatten:
-      case ir::OpKind::kSqueeze:
-      case ir::OpKind::kUnsqueeze:
-      case ir::OpKind::kIdentity:
-      case ir::OpKind::kDropout: {
-        KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
-        a = as_layout(a, false);
-        const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], m_->vals[a].type, false);
-        m_->vals[out].alias_of = a;
-        act_[n.outputs[0]] = out;
-        return Status::Ok();
-      }
-      case ir::OpKind::kSoftmax:
-      case ir::OpKind::kLogSoftmax: {
-        const Shape& s = vs_.shapes[n.inputs[0]];
-        const int r = static_cast<int>(s.size());
-        int64_t axis = n.attr_int("axis", n.opset >= 13 ? -1 : 1);
-        if (axis < 0) axis += r;
-        if (n.opset >= 13 && axis != r - 1) return unsupported(where + "softmax over a non-innermost axis");
-        int64_t rows = 1;
-        for (int i = 0; i < axis; ++i) rows *= s[i];
-        const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
-        KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
-        a = as_layout(a, false);
-        const int out = new_val(g_.value(n.outputs[0]).name, s, st_, false);
-        add_layer(make_softmax_layer(rows, cols, st_, n.op == ir::OpKind::kLogSoftmax), n.name, {a}, {out}, n.origin);
-        act_[n.outputs[0]] = out;
-        return Status::Ok();
-      }
       case ir::OpKind::kConcat:
         if (has_constant_input(n)) return lower_concat_with_constants(n, where);
         {
@@ -502,45 +532,45 @@ class Lowering {
     const bool nhwc = nhwc_of(n, low_);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     xa = as_layout(xa, nhwc);
-    // Float32 weights are read in place (a plan's weights buffer): no host copy before the
-    // layout change / conversion.
-    std::vector<float> w;
-    if (wc->dtype() != DataType::kFloat32) w = floats_of(*wc);
-    const float* wsrc = wc->dtype() == DataType::kFloat32 ? wc->data<float>() : w.data();
-    size_t wcount = static_cast<size_t>(wc->numel());
     Shape w_shape = wc->shape();
     // A channel-padded input (see padded_channels): C grows to Cp, the extra weights are zeros.
     auto padded = padded_from_.find(n.inputs[0]);
-    const int64_t cp = padded != padded_from_.end() ? m_->vals[xa].shape[1] : p.c;
+    // The filter's channels per group (KRSC keeps C/groups innermost; padding needs one group).
+    const int64_t cp = padded != padded_from_.end() ? m_->vals[xa].shape[1] : wc->dim(1);
     if (padded != padded_from_.end()) {
       p.c_unpadded = p.c;
       p.c = cp;
       w_shape[1] = cp;
     }
-    if (nhwc) {  // KCRS -> KRSC (C padded to cp with zeros)
-      const ScopedMs timer(&m_->times.weights_ms);
+    const size_t wcount = nhwc ? static_cast<size_t>(wc->dim(0) * k[0] * k[1] * cp) : static_cast<size_t>(wc->numel());
+    std::vector<float> w;
+    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, n.inputs[1], wcount, w_shape, nhwc, [&] {
+      // Float32 weights are read in place (a plan's weights buffer): no host copy before the
+      // layout change / conversion.
+      if (wc->dtype() != DataType::kFloat32) w = floats_of(*wc);
+      const float* wsrc = wc->dtype() == DataType::kFloat32 ? wc->data<float>() : w.data();
+      if (!nhwc) return wsrc;
+      // KCRS -> KRSC (C padded to cp with zeros)
       const int64_t K = wc->dim(0), C = wc->dim(1), R = k[0], S = k[1];
-      const size_t count = static_cast<size_t>(K * R * S * cp);
-      if (wscratch_.size() < count) wscratch_.resize(count);  // reused across convs (see upload)
+      if (wscratch_.size() < wcount) wscratch_.resize(wcount);  // reused across convs (see upload)
       float* t = wscratch_.data();
-      if (cp != C) std::fill(t, t + count, 0.f);
+      if (cp != C) std::fill(t, t + wcount, 0.f);
       parallel_for(K, K * C * R * S, [&](int64_t a0, int64_t a1) {
         for (int64_t a = a0; a < a1; ++a)
           for (int64_t c = 0; c < C; ++c)
             for (int64_t r = 0; r < R; ++r)
               for (int64_t q = 0; q < S; ++q) t[((a * R + r) * S + q) * cp + c] = wsrc[((a * C + c) * R + r) * S + q];
       });
-      wsrc = t;
-      wcount = count;
-    }
-    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, wsrc, wcount, w_shape, nhwc));
-    std::vector<float> b(static_cast<size_t>(p.k), 0.f);
-    if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
-      const auto& bc = g_.value(n.inputs[2]).constant;
-      if (!bc || bc->numel() != p.k) return unsupported(where + "non-constant bias");
-      b = floats_of(*bc);
-    }
-    KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", b, {p.k}, false));
+      return static_cast<const float*>(t);
+    }));
+    const ir::ValueId bv = n.inputs.size() > 2 ? n.inputs[2] : ir::kNoValue;
+    const Tensor* bc = bv != ir::kNoValue ? g_.value(bv).constant.get() : nullptr;
+    if (bv != ir::kNoValue && (!bc || bc->numel() != p.k)) return unsupported(where + "non-constant bias");
+    std::vector<float> b;
+    KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", bv, static_cast<size_t>(p.k), {p.k}, false, [&] {
+      b = bc ? floats_of(*bc) : std::vector<float>(static_cast<size_t>(p.k), 0.f);
+      return b.data();
+    }));
     std::vector<int> ins = {xa, wa, ba};
     if (p.has_residual) {
       KILN_ASSIGN_OR_RETURN(int ra, activation(n.inputs[3]));
@@ -682,19 +712,27 @@ class Lowering {
       return invalid_argument(where + "inner dims differ: " + shape_str(a) + " x " + shape_str(wc->shape()) +
                               (p.weight_is_nk ? " (transB)" : ""));
     if (mm_bias && (n.inputs.size() < 3 || n.inputs[2] == ir::kNoValue)) return invalid_argument(where + "bias is required");
-    std::vector<float> w = floats_of(*wc);
+    std::vector<float> w;
     const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
-    for (float& v : w) v *= alpha;
-    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, w, wc->shape(), false));
+    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, n.inputs[1], static_cast<size_t>(wc->numel()),
+                                         wc->shape(), false, [&] {
+                                           w = floats_of(*wc);
+                                           for (float& v : w) v *= alpha;
+                                           return w.data();
+                                         }));
     std::vector<int> ins;
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     ins = {as_layout(xa, false), wa};
     if ((gemm || mm_bias) && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
       const auto& bc = g_.value(n.inputs[2]).constant;
       if (!bc || bc->numel() != p.n) return unsupported(where + "bias must be a constant vector of N");
-      std::vector<float> b = floats_of(*bc);
-      for (float& v : b) v *= n.attr_float("beta", 1.f);
-      KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", b, {p.n}, false));
+      std::vector<float> b;
+      const float beta = n.attr_float("beta", 1.f);
+      KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", n.inputs[2], static_cast<size_t>(p.n), {p.n}, false, [&] {
+        b = floats_of(*bc);
+        for (float& v : b) v *= beta;
+        return b.data();
+      }));
       ins.push_back(ba);
       p.has_bias = true;
     }
@@ -873,13 +911,19 @@ class Lowering {
 
   // An input in row-major order: a constant uploaded in the storage dtype, or the activation
   // (reformatted out of NHWC first).
-  StatusOr<int> row_major_operand(ir::ValueId v) {
-    if (const auto& c = g_.value(v).constant) return upload(g_.value(v).name, floats_of(*c), c->shape(), false);
+  StatusOr<int> row_major_operand(ir::ValueId v) override {
+    if (const auto& c = g_.value(v).constant) {
+      std::vector<float> f;
+      return upload(g_.value(v).name, v, static_cast<size_t>(c->numel()), c->shape(), false, [&] {
+        f = floats_of(*c);
+        return f.data();
+      });
+    }
     KILN_ASSIGN_OR_RETURN(int a, activation(v));
     return as_layout(a, false);
   }
 
-  int new_output(const ir::Node& n, size_t k = 0) {
+  int new_output(const ir::Node& n, size_t k = 0) override {
     const int out = new_val(g_.value(n.outputs[k]).name, vs_.shapes[n.outputs[k]], st_, false);
     act_[n.outputs[k]] = out;
     return out;
@@ -924,39 +968,8 @@ class Lowering {
   }
 
   // LayerNormalization over the axes [axis, rank): rows x cols with scale (and bias) of cols elements.
-  Status lower_layernorm(const ir::Node& n, const std::string& where) {
-    const Shape& s = vs_.shapes[n.inputs[0]];
-    int64_t axis = n.attr_int("axis", -1);
-    if (axis < 0) axis += static_cast<int64_t>(s.size());
-    if (axis < 0 || axis >= static_cast<int64_t>(s.size())) return invalid_argument(where + "axis out of range");
-    int64_t rows = 1;
-    for (int64_t i = 0; i < axis; ++i) rows *= s[i];
-    const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
-    std::vector<int> ins;
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    ins.push_back(x);
-    for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
-      if (n.inputs[k] == ir::kNoValue) continue;
-      if (shape_numel(vs_.shapes[n.inputs[k]]) != cols)
-        return unsupported(where + "scale/bias broadcast over the normalized axes (need " + std::to_string(cols) + " elements)");
-      KILN_ASSIGN_OR_RETURN(int v, row_major_operand(n.inputs[k]));
-      ins.push_back(v);
-    }
-    if (ins.size() < 2) return invalid_argument(where + "Scale is required");
-    add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), st_), n.name, ins, {new_output(n)},
-              n.origin);
-    return Status::Ok();
-  }
 
   // RMSNormalization (gpu_transformer.h): rows x cols, scale of cols values or one.
-  Status lower_rms_norm(const ir::Node& n, const std::string& where) {
-    if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "scale is required");
-    KILN_ASSIGN_OR_RETURN(RmsNormPlan p, plan_rms_norm(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    KILN_ASSIGN_OR_RETURN(int scale, row_major_operand(n.inputs[1]));
-    add_layer(make_rms_norm_layer(p, st_), n.name, {x, scale}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Attention (gpu_transformer.h): Q, K, V and the mask row-major in the storage type (a bool
   // mask as 0/1); the scores of at most 64 MiB (or half the workspace limit) per chunk of heads.
@@ -975,22 +988,6 @@ class Lowering {
   }
 
   // Transpose, Slice and Expand: one strided copy.
-  Status lower_strided(const ir::Node& n, const std::string& where) {
-    const Shape& in = vs_.shapes[n.inputs[0]];
-    const Shape& out = vs_.shapes[n.outputs[0]];
-    StridedDesc d;
-    if (n.op == ir::OpKind::kTranspose) {
-      KILN_ASSIGN_OR_RETURN(d, plan_transpose(n, in));
-    } else if (n.op == ir::OpKind::kSlice) {
-      KILN_ASSIGN_OR_RETURN(d, plan_slice(n, g_, in, out));
-    } else {
-      KILN_ASSIGN_OR_RETURN(d, plan_expand(n, in, out));
-    }
-    if (in.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_strided_copy_layer(ir::op_name(n.op), d, elem_bytes()), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Split as strided copies of the row-major input, one layer per output.
   Status lower_split_strided(const ir::Node& n, const std::string& where) {
@@ -1033,26 +1030,8 @@ class Lowering {
     return Status::Ok();
   }
 
-  Status lower_reduce(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, g_, vs_.shapes[n.inputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_reduce_layer(ir::op_name(n.op), p, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
-  Status lower_pad(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(PadPlan p, plan_pad(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_pad_layer(p, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
-  Status lower_resize(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(ResizeDesc d, plan_resize(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_resize_layer(d, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Where(cond, a, b) with broadcasting; the bool condition must be a constant (uploaded as 0/1).
   Status lower_where(const ir::Node& n, const std::string& where) {
@@ -1131,6 +1110,7 @@ class Lowering {
   std::map<std::pair<int, bool>, int> reformatted_;
   bool laid_out_ = false;  // the graph carries assign_layouts' decisions
   bool dry_run_ = false;
+  const ir::Node* cur_node_ = nullptr;  // the layer being lowered (packed weights are keyed by it)
   std::map<std::string, double> trace_ms_;  // with a logger: lowering ms per op kind
   struct ConcatSite {
     size_t layer;                // index into m_->layers
@@ -1308,6 +1288,8 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     // Every layer is set up on the device: a plan's tactic, tuning, or (no tuning) a check that
     // the default tactic runs here, which may switch a layer to its fallback path.
     KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
+    step("context (arena, handles)");
+    std::map<std::string, double> select_ms;  // with a logger: set-up time per tactic source
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
     ExecState st = ctx->impl_->state(s);
@@ -1317,14 +1299,16 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     const int total = static_cast<int>(m->layers.size());
     for (int i = 0; i < total && ms.ok(); ++i) {
       Layer& layer = *m->layers[i];
+      const auto ts = std::chrono::steady_clock::now();
       auto preset = opts.preset_tactics.find(layer.name);
       if (preset != opts.preset_tactics.end() && preset->second.id != kNoTactic) {
         // The plan's tactic: it ran at build on this GPU with these libraries (the plan header
         // checks both), so it is selected without running it.
-        st.verify = false;
+        st.verify = opts.verify_presets;
         ms = layer.select(preset->second.id, st);
         st.verify = true;
         if (ms.ok()) layer.tuned_ms = preset->second.tuned_ms;
+        else if (opts.verify_presets) ms = select_first_that_runs(layer, st, opts.sources);
       } else if (opts.tune && opts.select_tactic) {
         if (opts.on_tune_progress) opts.on_tune_progress(i, total, layer.name);
         TunableCudaLayer tl(layer, st);
@@ -1335,6 +1319,14 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
         ms = select_first_that_runs(layer, st, opts.sources);
       }
       if (!ms.ok()) ms = ms.with_context(std::string(opts.tune ? "tuning" : "setting up") + " layer '" + layer.name + "'");
+      if (trace)
+        select_ms[tactic_source_name(tactic_id_source(layer.tactic_id))] +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
+    }
+    for (const auto& [src, t] : select_ms) {
+      char line[96];
+      std::snprintf(line, sizeof line, "[load]   tactics of source %-12s %8.1f ms", src.c_str(), t);
+      opts.logger(LogSeverity::kVerbose, line);
     }
     if (ms.ok()) ms = cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize", __FILE__, __LINE__);
     if (opts.on_tune_progress && opts.tune) opts.on_tune_progress(total, total, "");
@@ -1390,6 +1382,33 @@ std::vector<Shape> GpuModel::output_shapes() const {
 size_t GpuModel::arena_bytes() const { return impl_->arena; }
 size_t GpuModel::activation_bytes_sum() const { return impl_->act_sum; }
 size_t GpuModel::weight_bytes() const { return impl_->weights; }
+const std::map<std::string, std::vector<uint8_t>>& GpuModel::packed_weights() const { return impl_->packed; }
+int GpuModel::packed_hits() const { return impl_->packed_hits; }
+
+std::vector<int> GpuModel::elidable_constants(const ir::Graph& g) const {
+  std::vector<int> r;
+  if (!impl_->opts.record_packed) return r;
+  std::vector<std::vector<const ir::Node*>> readers(g.values.size());
+  for (const ir::Node& n : g.nodes) {
+    if (n.removed) continue;
+    for (ir::ValueId v : n.inputs)
+      if (v != ir::kNoValue) readers[static_cast<size_t>(v)].push_back(&n);
+  }
+  std::vector<bool> output(g.values.size(), false);
+  for (ir::ValueId v : g.outputs) output[static_cast<size_t>(v)] = true;
+  for (const ir::Value& v : g.values) {
+    const auto& c = v.constant;
+    if (!c || output[static_cast<size_t>(v.id)] || c->numel() < kMinElidedElements) continue;
+    if (c->dtype() != DataType::kFloat32 && c->dtype() != DataType::kFloat16 && c->dtype() != DataType::kBFloat16)
+      continue;
+    const auto& rs = readers[static_cast<size_t>(v.id)];
+    bool all = !rs.empty();
+    for (const ir::Node* n : rs) all &= impl_->packed_uses.count({n->name, v.id}) > 0;
+    if (all) r.push_back(v.id);
+  }
+  return r;
+}
+
 std::map<std::string, std::string> GpuModel::tactic_data() const {
   std::map<std::string, std::string> r;
   for (const auto& layer : impl_->layers) layer->export_tactic_data(&r);
