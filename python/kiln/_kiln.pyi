@@ -164,6 +164,7 @@ class LayerInfo:
     outputs: List[TensorDesc]
     tactic: str
     precision: str
+    precision_constrained: bool
     tactic_id: int
     tuned_ms: float
 

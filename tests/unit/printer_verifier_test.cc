@@ -77,6 +77,23 @@ TEST(Printer, ExactTextOfASmallGraph) {
   EXPECT_EQ(print_graph(g), print_graph(Graph(g)));  // stable
 }
 
+// A quantized value prints its parameters after its type (QuantParams, --dump-after dumps).
+TEST(Printer, ShowsQuantizationParameters) {
+  Graph g = small_graph();
+  QuantParams q;
+  q.type = DataType::kInt8;
+  q.granularity = QuantGranularity::kPerAxis;
+  q.axis = 1;
+  q.scale_shape = {3};
+  q.scale = {0.5f, 0.25f, 2.f};
+  q.zero_point = {-1, 0, 4};
+  g.value(g.inputs[0]).dtype = DataType::kInt8;
+  g.value(g.inputs[0]).quant = q;
+  EXPECT_NE(print_graph(g).find("graph main(%x:int8[batch,3,224,224]{int8 per_axis axis=1 scale[3] 0.25..2 zp -1..4})"),
+            std::string::npos)
+      << print_graph(g);
+}
+
 TEST(Verifier, AcceptsAWellFormedGraph) { EXPECT_TRUE(verify(small_graph()).ok()); }
 
 TEST(Verifier, RejectsUseBeforeDefinition) {

@@ -151,7 +151,7 @@ class Lowering {
     std::vector<std::string> errors;
     for (const ir::Node& n : g_.nodes) {
       if (n.removed) continue;
-      // Per-layer precision (the node's "precision" attribute): its outputs and weights in that
+      // Per-layer precision (the node's decided "precision"): its outputs and weights in that
       // storage; float inputs stored otherwise are converted on the way in (activation()), except
       // for views, which keep their input's storage.
       st_ = node_storage(n);
@@ -240,8 +240,9 @@ class Lowering {
     m_->layers.push_back(std::move(l));
   }
 
-  // The storage a node computes in: its "precision" attribute (BuilderConfig::layer_precisions),
-  // else the plan's.
+  // The storage a node computes in: its decided precision (the "precision" attribute written by
+  // passes::assign_precisions on every layer of a built plan, docs/decisions/0033); the plan's
+  // only for graphs lowered without that pass (tests lowering a graph directly).
   StorageType node_storage(const ir::Node& n) const {
     switch (ir::node_precision(n)) {
       case DataType::kFloat32: return StorageType::kF32;
