@@ -116,6 +116,32 @@ TEST(Verifier, RejectsTwoProducers) {
   EXPECT_NE(s.message().find("node 'relu1' (LeakyRelu): output 'y' is already defined by node 'conv1' (Conv)"), std::string::npos) << s.message();
 }
 
+// Quantization parameters must be consistent with the value's shape and dtype.
+TEST(Verifier, ChecksQuantizationParameters) {
+  Graph g = small_graph();
+  QuantParams q;
+  q.type = DataType::kInt8;
+  q.granularity = QuantGranularity::kPerAxis;
+  q.axis = 1;
+  q.scale_shape = {3};
+  q.scale = {0.5f, 0.25f, 2.f};
+  Value& x = g.value(g.inputs[0]);
+  x.dtype = DataType::kInt8;
+  x.quant = q;
+  EXPECT_TRUE(verify(g).ok());
+  x.quant->scale_shape = {4};
+  x.quant->scale.push_back(1.f);
+  Status s = verify(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("value 'x': quantization scale_shape: [4], but the tensor [-1,3,224,224] has 3 along axis 1"),
+            std::string::npos) << s.message();
+  x.quant = q;
+  x.dtype = DataType::kUInt8;
+  s = verify(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("value 'x' has dtype uint8 but quantization type int8"), std::string::npos) << s.message();
+}
+
 TEST(Verifier, RejectsDanglingIdsAndMissingOutputs) {
   Graph g = small_graph();
   g.nodes[1].inputs = {999};
