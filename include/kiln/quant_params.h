@@ -4,7 +4,7 @@
 //   each index along `axis` (per axis, opset 13: scale is 1-D of length dim(axis)), or
 //   each block of `block_size` consecutive elements along `axis` (per block, opset 21: scale has
 //   the tensor's rank, its dims equal the tensor's except dim(axis) = ceil(dim / block_size)).
-// An ir::Value carries its dtype plus optional QuantParams; plans store them (graph section) and
+// A graph value carries its dtype plus optional QuantParams; plans store them (graph section) and
 // `kiln inspect` prints them. docs/decisions/0033-precision-as-data.md.
 #pragma once
 

@@ -35,9 +35,7 @@ namespace {
 
 cuda::GpuBuildOptions options(const GpuSettings& s) {
   cuda::GpuBuildOptions o;
-  o.fp16 = s.precision.fp16;
-  o.bf16 = s.precision.bf16;
-  o.tf32 = s.precision.tf32;
+  o.precision = s.precision;
   if (s.workspace_limit) o.workspace_limit = s.workspace_limit;
   o.max_aux_streams = s.max_aux_streams;
   o.sources = s.sources;

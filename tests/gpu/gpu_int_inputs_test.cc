@@ -213,8 +213,8 @@ StatusOr<std::vector<Tensor>> run_gpu(const ir::Graph& g, const std::vector<Tens
   for (const Tensor& t : in) shapes.push_back(t.shape());
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, shapes));
   cuda::GpuBuildOptions o;
-  o.fp16 = fp16;
-  o.tf32 = false;
+  o.precision.fp16 = fp16;
+  o.precision.tf32 = false;
   KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, o));
   KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
   std::vector<Tensor> out;

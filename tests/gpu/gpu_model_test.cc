@@ -54,8 +54,8 @@ std::vector<Tensor> run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, b
   auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
   cuda::GpuBuildOptions o;
-  o.fp16 = fp16;
-  o.tf32 = tf32;
+  o.precision.fp16 = fp16;
+  o.precision.tf32 = tf32;
   for (const auto& [layer, id] : preset) o.preset_tactics[layer] = {id, 0};
   auto model = cuda::GpuModel::create(g, *shapes, o);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
@@ -174,7 +174,7 @@ TEST(GpuModel, LaidOutGraphMatchesCpuReference) {
   auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
   ASSERT_TRUE(shapes.ok());
   cuda::GpuBuildOptions o;
-  o.fp16 = true;
+  o.precision.fp16 = true;
   auto model = cuda::GpuModel::create(g, *shapes, o);
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   int reformats = 0;

@@ -219,9 +219,9 @@ StatusOr<std::vector<Tensor>> emulate(const ir::Graph& g, const cuda::ValueShape
 StatusOr<std::vector<Tensor>> run_gpu(const ir::Graph& g, const Tensor& x, cuda::StorageType st) {
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, {x.shape()}));
   cuda::GpuBuildOptions o;
-  o.fp16 = st == cuda::StorageType::kF16;
-  o.bf16 = st == cuda::StorageType::kBF16;
-  o.tf32 = false;
+  o.precision.fp16 = st == cuda::StorageType::kF16;
+  o.precision.bf16 = st == cuda::StorageType::kBF16;
+  o.precision.tf32 = false;
   KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, o));
   KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
   std::vector<Tensor> out;

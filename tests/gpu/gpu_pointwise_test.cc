@@ -50,8 +50,8 @@ std::vector<Tensor> run_on_gpu(const ir::Graph& g, const std::vector<Tensor>& in
   EXPECT_TRUE(vs.ok()) << vs.status().to_string();
   if (!vs.ok()) return {};
   cuda::GpuBuildOptions o;
-  o.fp16 = fp16;
-  o.tf32 = false;
+  o.precision.fp16 = fp16;
+  o.precision.tf32 = false;
   auto model = cuda::GpuModel::create(g, *vs, o);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return {};

@@ -27,8 +27,8 @@ struct Lowered {
 
 Lowered lower(const ir::Graph& g, bool fp16, bool bf16) {
   cuda::GpuBuildOptions o;
-  o.fp16 = fp16;
-  o.bf16 = bf16;
+  o.precision.fp16 = fp16;
+  o.precision.bf16 = bf16;
   o.max_aux_streams = 0;
   auto shapes = cuda::infer_value_shapes_by_reference(g, {{2, 16, 16, 16}});
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();

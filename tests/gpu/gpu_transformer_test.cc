@@ -55,9 +55,9 @@ StatusOr<std::vector<Tensor>> run_gpu(const ir::Graph& g, const std::vector<Tens
   for (const Tensor& t : in) shapes.push_back(t.shape());
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, shapes));
   cuda::GpuBuildOptions o;
-  o.fp16 = st == Storage::kF16;
-  o.bf16 = st == Storage::kBF16;
-  o.tf32 = false;
+  o.precision.fp16 = st == Storage::kF16;
+  o.precision.bf16 = st == Storage::kBF16;
+  o.precision.tf32 = false;
   o.workspace_limit = workspace_limit;
   KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, o));
   for (const auto& l : model->layers())

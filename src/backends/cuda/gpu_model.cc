@@ -548,7 +548,7 @@ class Lowering {
       ins.push_back(as_layout(ra, nhwc));
     }
     const int out = new_val(g_.value(n.outputs[0]).name, y, st_, nhwc);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, st_, nhwc, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, st_, nhwc, o_.precision.tf32));
     // In NHWC a 1x1, stride-1, unpadded, ungrouped conv is the GEMM [N*H*W, C] x [C, K]: offer
     // cuBLASLt (bias, residual as C, ReLU epilogue) beside cuDNN and let tuning choose.
     const bool gemm_like = nhwc && p.r == 1 && p.sk == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
@@ -570,7 +570,7 @@ class Lowering {
       gp.has_bias = true;
       gp.relu = p.activation == "Relu";
       gp.has_residual = p.has_residual;
-      KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st_, o_.tf32));
+      KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st_, o_.precision.tf32));
       impls.emplace_back(TacticSource::kCublasLt, std::move(gemm));
     }
     if (!impls.empty()) {
@@ -700,7 +700,7 @@ class Lowering {
       p.has_bias = true;
     }
     const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], st_, false);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st_, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st_, o_.precision.tf32));
     add_layer(std::move(layer), n.name, ins, {out}, n.origin);
     act_[n.outputs[0]] = out;
     return Status::Ok();
@@ -919,7 +919,7 @@ class Lowering {
                                                                      vs_.shapes[n.outputs[0]]));
     KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[0]));
     KILN_ASSIGN_OR_RETURN(int b, row_major_operand(n.inputs[1]));
-    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, st_, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, st_, o_.precision.tf32));
     add_layer(std::move(layer), n.name, {a, b}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
@@ -970,7 +970,7 @@ class Lowering {
       KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[k]));
       ins.push_back(a);
     }
-    KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, st_, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, st_, o_.precision.tf32));
     add_layer(std::move(layer), n.name, ins, {new_output(n)}, n.origin);
     return Status::Ok();
   }
@@ -1233,8 +1233,8 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, StorageT
   GpuModel::Impl scratch;
   GpuBuildOptions o;
   o.tune = false;
-  o.fp16 = storage == StorageType::kF16;
-  o.bf16 = storage == StorageType::kBF16;
+  o.precision.fp16 = storage == StorageType::kF16;
+  o.precision.bf16 = storage == StorageType::kBF16;
   ir::Graph folded = g;
   KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
   Lowering l(folded, shapes, o, &scratch);
