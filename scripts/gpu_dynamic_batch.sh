@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Dynamic batch on the GPU machine: one ResNet-101 FP16 plan with a 1..256 batch profile (opt 64)
 # benchmarked at batch 1, 8, 64 and 256 (`kiln bench --shapes ... --cuda-graph`, GPU compute
-# median) beside plans built for each fixed batch, in one run. Shapes other than opt are lowered
-# on first use with each layer's first candidate tactic (not tuned).
+# median) beside plans built for each fixed batch, in one run. The dynamic plan's tactics are tuned
+# at opt and up to --tuning-shapes more batches (min, max, powers of two); other shapes run the
+# nearest set's tactics. Then scripts/dyn_switch.py switches one engine between the batches
+# (first-call set-up time per visit, median GPU time) to show a switch costs no new lowering.
 #   OUT=$OUT scripts/gpu_dynamic_batch.sh           (carry .gpu-carry; models/resnet101.onnx is exported if missing)
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
@@ -10,8 +12,11 @@ OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 mkdir -p models /tmp/dyn
 [ -f models/resnet101.onnx ] || $PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx \
     --photos-npz $C/calib_photos.npz 2>&1 | tail -n 1
+T0=$(date +%s)
 $C/kiln build models/resnet101.onnx -o /tmp/dyn/dyn.plan --device gpu --fp16 --min-shapes input:1x3x224x224 \
   --opt-shapes input:64x3x224x224 --max-shapes input:256x3x224x224 > /tmp/dyn/dyn_build.txt 2>&1 || tail -n 5 /tmp/dyn/dyn_build.txt
+echo "{\"dyn_build_s\": $(( $(date +%s) - T0 )), \"dyn_plan_bytes\": $(stat -c %s /tmp/dyn/dyn.plan 2>/dev/null || echo 0)}" | tee "$OUT/dynamic_build.txt"
+$C/kiln inspect /tmp/dyn/dyn.plan | grep -E "Tactics tuned at|Load time" | tee -a "$OUT/dynamic_build.txt"
 for b in 1 8 64 256; do
   $C/kiln build models/resnet101.onnx -o /tmp/dyn/fixed$b.plan --device gpu --fp16 --shapes input:${b}x3x224x224 \
     > /tmp/dyn/fixed_build$b.txt 2>&1 || tail -n 5 /tmp/dyn/fixed_build$b.txt
@@ -31,8 +36,11 @@ for b in (1, 8, 64, 256):
         if os.path.exists(p):
             j = json.load(open(p))
             r[kind + "_ms"] = round(j["gpu_compute_ms"]["median"], 4)
+            if kind == "dyn":
+                r["dyn_shape_setup_ms"] = [x["ms"] for x in j.get("shape_setup_ms", [])]
     if "fixed_ms" in r and "dyn_ms" in r:
         r["dyn_speed_vs_fixed"] = round(r["fixed_ms"] / r["dyn_ms"], 3)
     rows.append(r)
     print(json.dumps(r))
 PYEOF
+PYTHONPATH=$PWD/$C/python $PY scripts/dyn_switch.py /tmp/dyn/dyn.plan --json "$OUT/dyn_switch.json" 2>&1 | tee "$OUT/dyn_switch.txt"

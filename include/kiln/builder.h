@@ -93,6 +93,11 @@ struct BuilderConfig {
   int tuning_budget = 0;
   // CUDA: timed runs per candidate tactic, after one warm-up run (TensorRT's --avgTiming).
   int timing_iterations = 10;
+  // CUDA, dynamic profiles: tactics are tuned at profile 0's opt shapes and at up to this many
+  // more shapes of it (its min and max, and every power of two in between along the dynamic
+  // dims, evenly thinned to this count); a context at other shapes runs the nearest set's
+  // tactics (docs/decisions/0041). 0 = opt only.
+  int tuning_shapes = 8;
   // Messages of the build (timing-cache and tactic summaries, load traces); none when empty.
   Logger logger;
   // Every input whose shape is not fully static needs a range in each profile. Static inputs

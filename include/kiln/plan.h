@@ -36,10 +36,13 @@ namespace kiln {
 // 3: word-wise checksum (plan_checksum) and the tactic data after the layers' tactics.
 // 4: each layer's tactic is its name, its integer tactic id (the one the load selects) and its
 //    tuned time in ms (docs/decisions/0014-tactic-contract.md), instead of free text.
-// 5: a value may carry quantization parameters (value flag 16, QuantParams after its constant),
+// 5: weights packed for their tactics (layout and precision as the device reads them) in the
+//    weights section, listed after the tactic data; constants stored only packed (offset
+//    ~0) (docs/decisions/0040-packed-weights.md).
+// 6: a value may carry quantization parameters (value flag 16, QuantParams after its constant),
 //    and every layer of a plan records its decided precision (node attribute "precision",
 //    docs/decisions/0033-precision-as-data.md).
-constexpr uint32_t kPlanFormatVersion = 5;
+constexpr uint32_t kPlanFormatVersion = 6;
 // The 8 bytes every plan file starts with (the literal's NUL is not part of the file): lets a
 // tool tell a plan from another file (the ONNX importer names a plan passed as a model).
 inline constexpr char kPlanMagic[] = "KILNPLAN";
@@ -90,6 +93,7 @@ struct LayerInfo {
   // says. "" in plans whose graph has no decision.
   std::string precision;
   bool precision_constrained = false;  // decided by a --layer-precisions rule (BuilderConfig::layer_precisions)
+  uint64_t packed_weight_bytes = 0;  // CUDA: bytes of this layer's weights stored packed for its tactic
 };
 
 // Reads and validates the header alone (magic, version, sizes, checksum, target fields);

@@ -98,6 +98,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // (cuDNN execution plans) and how many were rebuilt from their heuristic rank.
   int tactics_restored() const;
   int tactics_rebuilt() const;
+  // CUDA plans: weights the load uploaded as the plan stores them (packed for their tactics, no
+  // conversion), and the input shapes the plan's tactics were tuned at (opt first; only opt for
+  // fixed shapes). A context at other shapes runs the nearest tuned set's tactics.
+  int weights_uploaded_packed() const;
+  std::vector<std::vector<Shape>> tuned_shapes() const;
+  // CUDA plans: ms the first use of each input-shape set took (lowering with its tactics, weights
+  // shared), in the order first used; opt's is the load itself and not listed.
+  std::vector<std::pair<std::vector<Shape>, double>> shape_setup_ms() const;
 
   std::unique_ptr<ExecutionContext> create_execution_context() const;
 

@@ -106,6 +106,7 @@ class BuilderConfig:
     tactic_sources: str        # '' = all; '-cudnn_graph'; 'kiln,cublaslt'
     tuning_budget: int
     timing_iterations: int
+    tuning_shapes: int
     logger: Any                # set: Callable[[LogSeverity, str], None] or None; get: bool
     target: TargetDevice
     opt_level: int             # 0..3
@@ -210,6 +211,9 @@ class Engine:
     load_phases: Dict[str, float]
     tactics_restored: int
     tactics_rebuilt: int
+    weights_uploaded_packed: int
+    tuned_shapes: List[List[List[int]]]
+    def shape_setup_ms(self) -> List[Tuple[List[List[int]], float]]: ...
     def find_io(self, name: str) -> Optional[IOTensor]: ...
     def create_execution_context(self) -> ExecutionContext: ...
 

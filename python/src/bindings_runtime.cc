@@ -144,6 +144,12 @@ void init_runtime(pyb::module_& m) {
       }, "{phase: ms} in load order: read, parse, device, shapes, lower, weights, tactics.")
       .def_property_readonly("tactics_restored", &Engine::tactics_restored)
       .def_property_readonly("tactics_rebuilt", &Engine::tactics_rebuilt)
+      .def_property_readonly("weights_uploaded_packed", &Engine::weights_uploaded_packed,
+                             "CUDA: weights uploaded as the plan stores them (packed for their tactics).")
+      .def_property_readonly("tuned_shapes", &Engine::tuned_shapes,
+                             "CUDA: the input shapes (one list per set, graph input order) tactics were tuned at.")
+      .def("shape_setup_ms", &Engine::shape_setup_ms,
+           "CUDA: [(shapes, ms)] the first use of each non-opt input-shape set took, in order.")
       .def("create_execution_context", [](const std::shared_ptr<Engine>& e) {
         auto c = std::make_unique<Context>();
         c->engine = e;

@@ -2,8 +2,10 @@
 //   import -> resolve profiles -> verify kernels -> optimize (src/passes pipeline) -> select
 //   tactics (the seam for timed CUDA tactics; today "cpu.ref" for every layer) -> serialize.
 // Each step reports progress and returns a Status naming what is wrong.
-#include <map>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <map>
 #include <optional>
 
 #include "backends/cpu/cpu_kernel.h"
@@ -163,6 +165,47 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   return ir::infer_shapes(*g, nullptr, opts.evaluator);
 }
 
+// The extra shapes CUDA tactics are tuned at (BuilderConfig::tuning_shapes): profile 0's min and
+// max, and each power of two p in between with every dynamic dim set to p clamped to its range,
+// thinned evenly (min and max kept) to at most `max_sets`, opt left out.
+std::vector<std::vector<Shape>> tuning_shapes(const ir::Graph& g, const OptimizationProfile& prof,
+                                              const std::vector<Shape>& opt, int max_sets) {
+  std::vector<const ShapeRange*> ranges;
+  int64_t top = 0;
+  for (ir::ValueId v : g.inputs) {
+    const ShapeRange* r = prof.find(g.value(v).name);
+    if (!r) return {};
+    ranges.push_back(r);
+    for (size_t d = 0; d < r->min.size(); ++d)
+      if (r->min[d] != r->max[d]) top = std::max(top, r->max[d]);
+  }
+  if (top == 0 || max_sets <= 0) return {};
+  auto at = [&](int64_t p) {  // p < 0: min, p == 0: max
+    std::vector<Shape> shapes;
+    for (const ShapeRange* r : ranges) {
+      Shape s = r->min;
+      for (size_t d = 0; d < s.size(); ++d)
+        if (r->min[d] != r->max[d]) s[d] = p < 0 ? r->min[d] : p == 0 ? r->max[d] : std::clamp(p, r->min[d], r->max[d]);
+      shapes.push_back(std::move(s));
+    }
+    return shapes;
+  };
+  std::vector<std::vector<Shape>> all = {at(-1)};
+  for (int64_t p = 1; p < top; p *= 2) all.push_back(at(p));
+  all.push_back(at(0));
+  std::vector<std::vector<Shape>> unique;
+  for (auto& s : all)
+    if (s != opt && std::find(unique.begin(), unique.end(), s) == unique.end()) unique.push_back(std::move(s));
+  if (static_cast<int>(unique.size()) <= max_sets) return unique;
+  std::vector<std::vector<Shape>> thinned;
+  const int n = static_cast<int>(unique.size());
+  for (int i = 0; i < max_sets; ++i) {
+    const int k = max_sets == 1 ? n - 1 : static_cast<int>(std::lround(static_cast<double>(i) * (n - 1) / (max_sets - 1)));
+    if (thinned.empty() || thinned.back() != unique[static_cast<size_t>(k)]) thinned.push_back(unique[static_cast<size_t>(k)]);
+  }
+  return thinned;
+}
+
 // Tactic selection seam: on CUDA the builder will time every supporting factory at the
 // profile's opt shapes; on the CPU there is one reference tactic per layer.
 // A Concat that passes/concat_in_place.cc marked runs in place (`kiln inspect` shows it).
@@ -264,15 +307,19 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
     settings.budget.timing_iterations = config.timing_iterations;
     settings.logger = config.logger;
     settings.progress = config.progress;
-    std::map<std::string, std::string> tactic_data;
-    auto cuda_tactics = gpu::select_tactics(laid, opt, settings, &tactic_data);
-    if (cuda_tactics.ok()) {
+    auto cuda = gpu::select_tactics(laid, opt, tuning_shapes(laid, profiles[0], opt, config.tuning_shapes), settings);
+    if (cuda.ok()) {
       p.graph = std::move(laid);
-      p.tactics = std::move(cuda_tactics).value();
-      p.tactic_data = std::move(tactic_data);
+      p.tactics = std::move(cuda->tactics);
+      p.tactic_data = std::move(cuda->tactic_data);
+      p.packed_weights = std::move(cuda->packed_weights);
+      p.elided_constants = std::move(cuda->elided_constants);
+      // One set (opt only) adds nothing the per-node tactics do not say, except the reformat
+      // layers' ids; dynamic profiles keep every set.
+      if (cuda->shape_tactics.size() > 1) p.shape_tactics = std::move(cuda->shape_tactics);
       p.header.target = gpu::target();
     } else if (config.target == TargetDevice::kCuda) {
-      return cuda_tactics.status().with_context("target cuda");
+      return cuda.status().with_context("target cuda");
     }
   }
   report(config, "tactics", layers, layers);

@@ -3,6 +3,9 @@
 // produced twice, so the interpreter can trust a decoded graph as it trusts an imported one.
 #include "plan/graph_codec.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <string_view>
@@ -31,7 +34,7 @@ uint8_t attr_code(ir::Attribute::Kind k) {
 constexpr uint8_t kHasShape = 1, kHasConstant = 2;
 // Value kinds other than a plain tensor (sequence/optional values), in flag bits 2..3.
 constexpr uint8_t kKindShift = 2, kKindMask = 3u << kKindShift;
-// Format 5: the value carries QuantParams (after its constant, see encode_quant).
+// Format 6: the value carries QuantParams (after its constant, see encode_quant).
 constexpr uint8_t kHasQuant = 16;
 
 uint8_t kind_code(ir::ValueKind k) {
@@ -59,11 +62,11 @@ std::optional<ir::OpKind> op_by_name(std::string_view name) {
   return it->second;
 }
 
-void encode_tensor(const Tensor& t, ByteWriter& w, WeightsWriter& weights) {
+void encode_tensor(const Tensor& t, ByteWriter& w, WeightsWriter& weights, bool elided = false) {
   w.str(dtype_name(t.dtype()));
   w.u32(static_cast<uint32_t>(t.rank()));
   for (int64_t d : t.shape()) w.i64(d);
-  w.u64(weights.add(t));
+  w.u64(elided ? kElidedOffset : weights.add(t));
   w.u64(t.nbytes());
 }
 
@@ -169,7 +172,17 @@ std::optional<QuantParams> decode_quant(ByteReader& r, const ir::Value& v, const
   return q;
 }
 
-std::shared_ptr<const Tensor> decode_tensor(ByteReader& r, const WeightsView& wv) {
+// A read-only, zero-reading mapping of `bytes` (no memory behind it until read, and then
+// the kernel's shared zero page): the tensor of a constant the plan stores only packed.
+std::shared_ptr<const Tensor> zero_tensor(DataType dt, Shape shape, uint64_t bytes) {
+  const size_t len = std::max<uint64_t>(bytes, 1);
+  void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  std::shared_ptr<void> owner(p, [len](void* q) { munmap(q, len); });
+  return std::make_shared<Tensor>(Tensor::wrap(dt, std::move(shape), std::move(owner), p));
+}
+
+std::shared_ptr<const Tensor> decode_tensor(ByteReader& r, const WeightsView& wv, bool* elided = nullptr) {
   const std::string dname = r.str("tensor.dtype");
   const uint32_t rank = r.count("tensor.rank", 8);
   if (!r.ok()) return nullptr;
@@ -201,6 +214,16 @@ std::shared_ptr<const Tensor> decode_tensor(ByteReader& r, const WeightsView& wv
     r.fail("tensor.nbytes", std::to_string(nbytes) + " bytes, but " + dname + shape_str(shape) + " needs " +
                                 std::to_string(dtype_storage_bytes(dt, numel)));
     return nullptr;
+  }
+  if (offset == kElidedOffset) {
+    if (!elided) {
+      r.fail("tensor.offset", "only constants of the top-level graph may be stored packed");
+      return nullptr;
+    }
+    auto t = zero_tensor(dt, std::move(shape), nbytes);
+    if (!t) r.fail("tensor.offset", "cannot map " + std::to_string(nbytes) + " bytes for a constant stored packed");
+    *elided = true;
+    return t;
   }
   if (offset % kAlign != 0 || offset > wv.size || nbytes > wv.size - offset) {
     r.fail("tensor.offset", "bytes [" + std::to_string(offset) + ", +" + std::to_string(nbytes) +
@@ -290,6 +313,13 @@ bool decode_attr(ByteReader& r, const WeightsView& wv, int depth, ir::Attribute*
 
 }  // namespace
 
+uint64_t WeightsWriter::add_bytes(const uint8_t* data, size_t bytes) {
+  bytes_.pad_to(kAlign);
+  const uint64_t offset = bytes_.size();
+  if (bytes) bytes_.raw(data, bytes);
+  return offset;
+}
+
 uint64_t WeightsWriter::add(const Tensor& t) {
   const auto key = std::make_pair(t.raw(), t.nbytes());
   auto it = seen_.find(key);
@@ -301,7 +331,7 @@ uint64_t WeightsWriter::add(const Tensor& t) {
   return offset;
 }
 
-void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights) {
+void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights, const std::vector<ir::ValueId>* elided) {
   w.str(g.name);
   w.u32(static_cast<uint32_t>(g.opset_imports.size()));
   for (const auto& [domain, version] : g.opset_imports) {
@@ -321,7 +351,8 @@ void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights) {
         w.str(d.symbol);
       }
     }
-    if (v.constant) encode_tensor(*v.constant, w, weights);
+    if (v.constant)
+      encode_tensor(*v.constant, w, weights, elided && std::binary_search(elided->begin(), elided->end(), v.id));
     if (v.quant) encode_quant(*v.quant, w);
   }
   encode_ids(g.inputs, w);
@@ -345,7 +376,8 @@ void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights) {
   }
 }
 
-std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& wv, int depth) {
+std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& wv, int depth,
+                                        std::vector<ir::ValueId>* elided, uint64_t* elided_bytes) {
   auto g = std::make_shared<ir::Graph>();
   g->name = r.str("graph.name");
   const std::string where = "graph '" + g->name + "'";
@@ -385,7 +417,14 @@ std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& wv, in
       }
       g->value(id).shape = std::move(shape);
     }
-    if (flags & kHasConstant) g->value(id).constant = decode_tensor(r, wv);
+    if (flags & kHasConstant) {
+      bool packed_only = false;
+      g->value(id).constant = decode_tensor(r, wv, elided ? &packed_only : nullptr);
+      if (packed_only) {
+        elided->push_back(id);
+        if (elided_bytes && g->value(id).constant) *elided_bytes += g->value(id).constant->nbytes();
+      }
+    }
     if (flags & kHasQuant) g->value(id).quant = decode_quant(r, g->value(id), where + " value '" + name + "'");
   }
   if (!r.ok()) return g;

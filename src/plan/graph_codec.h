@@ -20,6 +20,7 @@ namespace kiln::plan {
 class WeightsWriter {
  public:
   uint64_t add(const Tensor& t);  // offset in the weights section
+  uint64_t add_bytes(const uint8_t* data, size_t bytes);  // raw bytes (packed weights), not deduplicated
   ByteWriter& bytes() { return bytes_; }
 
  private:
@@ -34,9 +35,19 @@ struct WeightsView {
   uint64_t size = 0;
 };
 
-void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights);
+// The offset of a constant the plan stores only packed (Plan::elided_constants): its tensor
+// keeps dtype and shape, and reads as zeros after loading (a read-only anonymous mapping, no
+// memory behind it); the CUDA lowering takes its packed bytes instead.
+constexpr uint64_t kElidedOffset = ~uint64_t{0};
+
+// `elided` (sorted value ids of `g`, top-level graph only) are written with kElidedOffset.
+void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights,
+                  const std::vector<ir::ValueId>* elided = nullptr);
 // Decodes and validates one graph; `depth` counts enclosing graphs (bounded, so a corrupt plan
 // cannot recurse without end). Errors go to `r` (sticky); the result is valid only if r.ok().
-std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& weights, int depth);
+// With `elided`, constants written with kElidedOffset are allowed (top-level graph only) and
+// their value ids collected there (with their bytes in `elided_bytes`); without, they are errors.
+std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& weights, int depth,
+                                        std::vector<ir::ValueId>* elided = nullptr, uint64_t* elided_bytes = nullptr);
 
 }  // namespace kiln::plan

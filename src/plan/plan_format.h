@@ -87,6 +87,31 @@ struct Plan {
   // Opaque per-tactic state by key (e.g. a serialized cuDNN execution plan), stored after the
   // tactics in the "layers" section: u32 count, then per entry str key, u64 length, bytes.
   std::map<std::string, std::string> tactic_data;
+  // Weights packed for their tactics (layout and precision as the device reads them; see
+  // backends/cuda/gpu_model.h PackedWeights, docs/decisions/0040), by key "<layer>|...". The
+  // bytes live in the weights section; the "layers" section lists them after the tactic data:
+  // u32 count, then per entry str key, u64 offset (64-byte aligned), u64 bytes; then u32 count
+  // and the i32 value ids of `elided_constants`.
+  struct PackedBlob {
+    std::shared_ptr<const void> owner;  // keeps `data` alive
+    const uint8_t* data = nullptr;
+    uint64_t bytes = 0;
+  };
+  std::map<std::string, PackedBlob> packed_weights;
+  // Top-level constants stored only packed (sorted value ids): their graph tensors keep dtype and
+  // shape but no bytes (graph_codec.h kElidedOffset). Each must be read only by layers whose
+  // packed weights the plan holds; the reader checks the list against the graph.
+  std::vector<ir::ValueId> elided_constants;
+  // Tactics tuned at more input shapes than profile 0's opt (issue 10 item 4): a context whose
+  // shapes differ from opt takes the nearest set's tactics. Each set names every engine layer
+  // (reformats included) as the lowering at those shapes names it. In the "layers" section after
+  // the elided constants: u32 count; per set u32 inputs, per input u32 rank + i64 dims, then
+  // u32 entries, per entry str layer, u32 tactic id, f64 tuned ms.
+  struct ShapeTactics {
+    std::vector<Shape> shapes;  // one per graph input, inside profile 0
+    std::vector<std::pair<std::string, PlanTactic>> layers;  // PlanTactic::name unused (empty)
+  };
+  std::vector<ShapeTactics> shape_tactics;
   BuildSettings build;
   uint64_t weights_bytes = 0;                 // filled by read_plan
 };

@@ -1,8 +1,10 @@
 // Parses and validates a plan (see plan_format.h): header and checksum first, then each
 // section with a bounds-checked reader; every section must be consumed exactly.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
 #include "core/checked_size.h"
 #include "plan/graph_codec.h"
@@ -84,6 +86,96 @@ void decode_profiles(ByteReader& r, const ir::Graph& g, std::vector<Optimization
   }
 }
 
+// The packed-weights table and the elided-constant list (Plan::packed_weights).
+void decode_packed(ByteReader& r, const ir::Graph& g, const WeightsView& wv, Plan* p) {
+  std::set<std::string> layers;
+  for (const ir::Node& n : g.nodes) layers.insert(n.name);
+  const uint32_t n = r.count("packed_weights", 20);  // each: key length, offset, bytes
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    std::string key = r.str("packed_weights.key");
+    const uint64_t offset = r.u64("packed_weights.offset");
+    const uint64_t bytes = r.u64("packed_weights.bytes");
+    if (!r.ok()) break;
+    const std::string layer = key.substr(0, key.find('|'));
+    if (key.find('|') == std::string::npos || !layers.count(layer)) {
+      r.fail("packed_weights.key", "'" + key + "' does not name a layer of the graph");
+      break;
+    }
+    if (offset % kAlign != 0 || offset > wv.size || bytes > wv.size - offset) {
+      r.fail("packed_weights.offset", "'" + key + "': bytes [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                                          ") are not a 64-byte aligned range of the " + std::to_string(wv.size) +
+                                          "-byte weights section");
+      break;
+    }
+    Plan::PackedBlob b{wv.owner, wv.data + offset, bytes};
+    if (!p->packed_weights.emplace(std::move(key), std::move(b)).second) {
+      r.fail("packed_weights.key", "duplicate key");
+      break;
+    }
+  }
+  const uint32_t m = r.count("elided_constants", 4);
+  for (uint32_t i = 0; i < m && r.ok(); ++i) {
+    const ir::ValueId v = r.i32("elided_constants");
+    if (!r.ok()) break;
+    if (v < 0 || static_cast<size_t>(v) >= g.values.size() || !g.value(v).constant ||
+        (!p->elided_constants.empty() && v <= p->elided_constants.back())) {
+      r.fail("elided_constants", "value id " + std::to_string(v) + " is not a constant of the graph in ascending order");
+      break;
+    }
+    p->elided_constants.push_back(v);
+  }
+}
+
+// Plan::shape_tactics: each set's shapes inside profile 0, every entry named.
+void decode_shape_tactics(ByteReader& r, const ir::Graph& g, const std::vector<OptimizationProfile>& profiles, Plan* p) {
+  const uint32_t n = r.count("shape_tactics", 8);
+  for (uint32_t i = 0; i < n && r.ok(); ++i) {
+    Plan::ShapeTactics set;
+    const std::string where = "shape tactic set " + std::to_string(i);
+    const uint32_t inputs = r.count("shape_tactics.inputs", 4);
+    if (r.ok() && inputs != g.inputs.size()) {
+      r.fail("shape_tactics.inputs", where + " has " + std::to_string(inputs) + " shapes for " +
+                                         std::to_string(g.inputs.size()) + " graph inputs");
+      break;
+    }
+    for (uint32_t k = 0; k < inputs && r.ok(); ++k) {
+      const uint32_t rank = r.count("shape_tactics.rank", 8);
+      if (!r.ok()) break;
+      if (rank > kMaxRank) {
+        r.fail("shape_tactics.rank", where + ": rank " + std::to_string(rank));
+        break;
+      }
+      Shape s;
+      for (uint32_t d = 0; d < rank; ++d) s.push_back(r.i64("shape_tactics.dims"));
+      if (!r.ok()) break;
+      const std::string& name = g.value(g.inputs[k]).name;
+      const ShapeRange* range = profiles.empty() ? nullptr : profiles[0].find(name);
+      bool inside = range && range->min.size() == s.size();
+      for (size_t d = 0; inside && d < s.size(); ++d) inside = s[d] >= range->min[d] && s[d] <= range->max[d];
+      if (!inside) {
+        r.fail("shape_tactics.dims", where + ": " + shape_str(s) + " for input '" + name + "' is outside profile 0");
+        break;
+      }
+      set.shapes.push_back(std::move(s));
+    }
+    const uint32_t entries = r.count("shape_tactics.layers", 16);
+    for (uint32_t k = 0; k < entries && r.ok(); ++k) {
+      std::string name = r.str("shape_tactics.layer");
+      PlanTactic t;
+      t.id = r.u32("shape_tactics.tactic_id");
+      t.tuned_ms = r.f64("shape_tactics.tuned_ms");
+      if (!r.ok()) break;
+      if (name.empty() || !(t.tuned_ms >= 0 && t.tuned_ms < 1e9)) {
+        r.fail("shape_tactics.layer", where + ": entry " + std::to_string(k) + " has no layer name or tuned time " +
+                                          std::to_string(t.tuned_ms));
+        break;
+      }
+      set.layers.emplace_back(std::move(name), std::move(t));
+    }
+    p->shape_tactics.push_back(std::move(set));
+  }
+}
+
 }  // namespace
 
 StatusOr<Plan> read_plan(const uint8_t* data, size_t size, std::shared_ptr<void> owner) {
@@ -109,7 +201,9 @@ StatusOr<Plan> read_plan(const uint8_t* data, size_t size, std::shared_ptr<void>
 
   const SectionEntry& gs = find_section(sections, SectionTag::kGraph);
   ByteReader gr(data + gs.offset, gs.length, "graph");
-  auto graph = decode_graph(gr, weights, 0);
+  std::vector<ir::ValueId> elided;
+  uint64_t elided_bytes = 0;
+  auto graph = decode_graph(gr, weights, 0, &elided, &elided_bytes);
   KILN_RETURN_IF_ERROR(gr.status());
   KILN_RETURN_IF_ERROR(check_consumed(gr));
   p.graph = std::move(*graph);
@@ -143,6 +237,21 @@ StatusOr<Plan> read_plan(const uint8_t* data, size_t size, std::shared_ptr<void>
     if (lr.ok() && !p.tactic_data.emplace(std::move(key), std::move(bytes)).second)
       lr.fail("tactic_data.key", "duplicate key");
   }
+  decode_packed(lr, p.graph, weights, &p);
+  decode_shape_tactics(lr, p.graph, p.profiles, &p);
+  if (lr.ok()) {
+    std::sort(elided.begin(), elided.end());
+    if (elided != p.elided_constants)
+      lr.fail("elided_constants", "the list names " + std::to_string(p.elided_constants.size()) +
+                                      " constants, the graph stores " + std::to_string(elided.size()) + " only packed");
+  }
+  // Elided constants are fp32/fp16/bf16 tensors whose packed copies are at least half their size
+  // (fp16 of fp32): a larger claim is a corrupt plan, refused before anything reads it.
+  uint64_t packed_total = 0;
+  for (const auto& [key, b] : p.packed_weights) packed_total += b.bytes;
+  if (lr.ok() && elided_bytes > 4 * packed_total + (uint64_t{1} << 20))
+    lr.fail("elided_constants", std::to_string(elided_bytes) + " bytes stored only packed, but the packed weights hold " +
+                                    std::to_string(packed_total));
   KILN_RETURN_IF_ERROR(lr.status());
   KILN_RETURN_IF_ERROR(check_consumed(lr));
 

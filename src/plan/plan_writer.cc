@@ -50,7 +50,7 @@ std::vector<uint8_t> write_plan(const Plan& p) {
   KILN_CHECK(p.tactics.size() == p.graph.nodes.size());
   WeightsWriter weights;
   ByteWriter graph, profiles, layers, build;
-  encode_graph(p.graph, graph, weights);
+  encode_graph(p.graph, graph, weights, &p.elided_constants);
   encode_profiles(p.profiles, profiles);
   layers.u32(static_cast<uint32_t>(p.tactics.size()));
   for (const PlanTactic& t : p.tactics) {
@@ -62,6 +62,28 @@ std::vector<uint8_t> write_plan(const Plan& p) {
   for (const auto& [key, bytes] : p.tactic_data) {
     layers.str(key);
     layers.blob(bytes);
+  }
+  layers.u32(static_cast<uint32_t>(p.packed_weights.size()));
+  for (const auto& [key, blob] : p.packed_weights) {
+    layers.str(key);
+    layers.u64(weights.add_bytes(blob.data, blob.bytes));
+    layers.u64(blob.bytes);
+  }
+  layers.u32(static_cast<uint32_t>(p.elided_constants.size()));
+  for (ir::ValueId v : p.elided_constants) layers.i32(v);
+  layers.u32(static_cast<uint32_t>(p.shape_tactics.size()));
+  for (const Plan::ShapeTactics& set : p.shape_tactics) {
+    layers.u32(static_cast<uint32_t>(set.shapes.size()));
+    for (const Shape& s : set.shapes) {
+      layers.u32(static_cast<uint32_t>(s.size()));
+      for (int64_t d : s) layers.i64(d);
+    }
+    layers.u32(static_cast<uint32_t>(set.layers.size()));
+    for (const auto& [name, t] : set.layers) {
+      layers.str(name);
+      layers.u32(t.id);
+      layers.f64(t.tuned_ms);
+    }
   }
   build.u32(build_flags(p.build));
   build.i32(p.build.opt_level);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "backends/cpu/cpu_kernel.h"
 #include "io/input_file.h"
@@ -93,6 +94,11 @@ std::vector<DeviceLayerInfo> Engine::device_layers() const {
   return impl_->gpu ? gpu::describe_layers(*impl_->gpu) : std::vector<DeviceLayerInfo>{};
 }
 const std::vector<Engine::LoadPhase>& Engine::load_phases() const { return impl_->load_phases; }
+int Engine::weights_uploaded_packed() const { return impl_->gpu ? gpu::load_times(*impl_->gpu).packed_hits : 0; }
+std::vector<std::vector<Shape>> Engine::tuned_shapes() const { return impl_->tuned_shapes; }
+std::vector<std::pair<std::vector<Shape>, double>> Engine::shape_setup_ms() const {
+  return impl_->gpu ? gpu::shape_setup_ms(*impl_->gpu) : std::vector<std::pair<std::vector<Shape>, double>>{};
+}
 int Engine::tactics_restored() const { return impl_->gpu ? gpu::load_times(*impl_->gpu).restored : 0; }
 int Engine::tactics_rebuilt() const { return impl_->gpu ? gpu::load_times(*impl_->gpu).rebuilt : 0; }
 DeviceMemoryInfo Engine::device_memory() const { return impl_->gpu ? gpu::memory(*impl_->gpu) : DeviceMemoryInfo{}; }
@@ -129,6 +135,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
   if (!has_all_kernels(g, cpu::KernelRegistry::get(), &missing))
     return unsupported(missing + ": the plan's tactic '" + kCpuReferenceTactic + "' has no kernel in this build");
   const bool cuda = p.header.target.backend == PlanBackend::kCuda;
+  std::map<std::string, uint64_t> packed_bytes_by_layer;  // LayerInfo::packed_weight_bytes
   if (cuda) {
     if (impl->profiles.empty()) return invalid_plan("a CUDA plan needs an optimization profile");
     std::vector<Shape> opt;
@@ -141,6 +148,12 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     settings.precision = p.build.precision;
     settings.workspace_limit = p.build.workspace_limit;
     settings.tactic_data = std::move(p.tactic_data);
+    for (const auto& [key, b] : p.packed_weights) packed_bytes_by_layer[key.substr(0, key.find('|'))] += b.bytes;
+    impl->tuned_shapes.push_back(opt);
+    for (size_t i = 1; i < p.shape_tactics.size(); ++i) impl->tuned_shapes.push_back(p.shape_tactics[i].shapes);
+    settings.packed_weights = std::move(p.packed_weights);
+    settings.elided_constants = std::move(p.elided_constants);
+    settings.shape_tactics = std::move(p.shape_tactics);
     settings.max_aux_streams = p.build.max_aux_streams;
     settings.logger = logger;
     KILN_ASSIGN_OR_RETURN(impl->gpu, gpu::create_engine(g, opt, p.tactics, settings));
@@ -173,6 +186,8 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     l.tuned_ms = p.tactics[i].tuned_ms;
     l.precision = n.attr_string("precision", "");
     l.precision_constrained = n.attr_int("precision_constrained", 0) != 0;
+    auto pb = packed_bytes_by_layer.find(n.name);
+    if (pb != packed_bytes_by_layer.end()) l.packed_weight_bytes = pb->second;
     impl->layers.push_back(std::move(l));
   }
   for (ir::ValueId v : g.inputs) impl->io.push_back(IOTensor{describe_value(g, v), true});

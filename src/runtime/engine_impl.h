@@ -20,6 +20,7 @@ struct Engine::Impl {
   std::vector<LayerInfo> layers;            // one per graph node
   plan::BuildSettings build;
   uint64_t weights_bytes = 0;
+  std::vector<std::vector<Shape>> tuned_shapes;  // Plan::shape_tactics' shapes (opt alone when none)
   std::shared_ptr<gpu::EngineState> gpu;    // set for CUDA plans
   std::vector<Engine::LoadPhase> load_phases;
 };

@@ -1,8 +1,11 @@
 // Glue between the Builder/Engine and the CUDA path (see gpu_engine.h).
 #include "runtime/gpu_engine.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <mutex>
 
@@ -57,9 +60,30 @@ TimingCacheHeader timing_cache_header() {
   return h;
 }
 
-StatusOr<std::vector<plan::PlanTactic>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                       const GpuSettings& settings,
-                                                       std::map<std::string, std::string>* tactic_data) {
+namespace {
+
+// Every engine layer's tactic of a lowered model, for Plan::shape_tactics.
+plan::Plan::ShapeTactics layer_tactics(const cuda::GpuModel& m, const std::vector<Shape>& shapes) {
+  plan::Plan::ShapeTactics set;
+  set.shapes = shapes;
+  for (const auto& l : m.layers())
+    if (l.tactic_id != kNoTactic) set.layers.push_back({l.name, plan::PlanTactic{"", l.tactic_id, l.tuned_ms}});
+  return set;
+}
+
+// log2 distance between two shape sets (dims that differ), for picking the nearest tuned set.
+double shape_distance(const std::vector<Shape>& a, const std::vector<Shape>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    for (size_t k = 0; k < a[i].size() && k < b[i].size(); ++k)
+      if (a[i][k] != b[i][k]) d += std::fabs(std::log2(std::max<double>(a[i][k], 1)) - std::log2(std::max<double>(b[i][k], 1)));
+  return d;
+}
+
+}  // namespace
+
+StatusOr<GpuBuild> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
+                                  const std::vector<std::vector<Shape>>& tuning_shapes, const GpuSettings& settings) {
   if (!available()) return unsupported("no CUDA GPU on this machine");
   auto log = [&](const std::string& line) {
     if (settings.progress) settings.progress(BuildProgress{"timing cache", 0, 0, line});
@@ -72,12 +96,55 @@ StatusOr<std::vector<plan::PlanTactic>> select_tactics(const ir::Graph& g, const
   TacticSelector selector(&cache, TacticSelectorConfig{settings.sources, settings.budget, true});
   cuda::GpuBuildOptions o = options(settings);
   o.select_tactic = selector.as_function();
+  o.record_packed = true;
+  o.weight_cache = std::make_shared<cuda::WeightCache>();  // one device copy across the tuned shapes
   if (settings.progress)
     o.on_tune_progress = [&](int done, int total, const std::string& layer) {
       settings.progress(BuildProgress{"tuning", done, total, layer});
     };
   KILN_ASSIGN_OR_RETURN(auto model, cuda::GpuModel::create(g, vs, o));
-  if (tactic_data) *tactic_data = model->tactic_data();
+  GpuBuild out;
+  out.tactic_data = model->tactic_data();
+  out.elided_constants = model->elidable_constants(g);
+  {
+    // The packed bytes move into one shared buffer per weight the plan writer reads.
+    auto keep = std::make_shared<std::map<std::string, std::vector<uint8_t>>>(model->packed_weights());
+    for (const auto& [key, bytes] : *keep)
+      out.packed_weights[key] = plan::Plan::PackedBlob{keep, bytes.data(), bytes.size()};
+  }
+  out.shape_tactics.push_back(layer_tactics(*model, opt_shapes));
+  // More shapes of the profile: tuned the same way (same selector and cache), so a context at
+  // those shapes runs tactics chosen for them (issue 10 item 4).
+  for (const auto& shapes : tuning_shapes) {
+    if (shapes == opt_shapes) continue;
+    std::string label;
+    for (const Shape& s : shapes) label += (label.empty() ? "" : ",") + shape_str(s);
+    cuda::GpuBuildOptions so = o;
+    so.record_packed = false;
+    // A shape set that cannot be tuned (out of device memory at a large max, ...) is left out:
+    // contexts there take the nearest other set's tactics, each checked to run.
+    auto skip = [&](const Status& why) {
+      if (settings.logger)
+        settings.logger(LogSeverity::kWarning, "tactics not tuned at shapes " + label + ": " + why.message());
+    };
+    auto svs = cuda::infer_value_shapes_by_reference(g, shapes);
+    if (!svs.ok()) {
+      skip(svs.status());
+      continue;
+    }
+    if (settings.progress) {
+      settings.progress(BuildProgress{"tuning shapes", out.tuned_shape_sets + 1, static_cast<int>(tuning_shapes.size()),
+                                      label});
+    }
+    auto sm = cuda::GpuModel::create(g, *svs, so);
+    if (!sm.ok()) {
+      skip(sm.status());
+      continue;
+    }
+    for (auto& [k, v] : (*sm)->tactic_data()) out.tactic_data.emplace(k, v);
+    out.shape_tactics.push_back(layer_tactics(**sm, shapes));
+    ++out.tuned_shape_sets;
+  }
   if (settings.logger)
     settings.logger(LogSeverity::kInfo, "tactics: " + std::to_string(selector.layers_timed()) + " layers timed, " +
                                             std::to_string(selector.candidates_timed()) + " candidates (sources " +
@@ -97,12 +164,11 @@ StatusOr<std::vector<plan::PlanTactic>> select_tactics(const ir::Graph& g, const
   for (const auto& l : model->layers()) by_name[l.name] = plan::PlanTactic{l.tactic, l.tactic_id, l.tuned_ms};
   // Concats whose inputs all write in place (docs/decisions/0009) show as such in `kiln inspect`.
   for (const auto& name : model->eliminated_layers()) by_name[name] = plan::PlanTactic{"cuda.concat_eliminated"};
-  std::vector<plan::PlanTactic> tactics;
   for (const ir::Node& n : g.nodes) {
     auto it = by_name.find(n.name);
-    tactics.push_back(it == by_name.end() ? plan::PlanTactic{"cuda.view"} : it->second);
+    out.tactics.push_back(it == by_name.end() ? plan::PlanTactic{"cuda.view"} : it->second);
   }
-  return tactics;
+  return out;
 }
 
 struct EngineState {
@@ -110,25 +176,47 @@ struct EngineState {
   std::vector<Shape> opt_shapes;
   cuda::GpuBuildOptions opts;
   std::map<std::string, std::string> tactic_data;  // from the plan (opts.tactic_data points here)
+  cuda::PackedWeights packed;                      // from the plan (opts.packed points here)
+  std::vector<plan::Plan::ShapeTactics> sets;      // tactics tuned per shape set (opt first)
   GpuLoadTimes load;
   mutable std::mutex mu;
   mutable std::map<std::vector<Shape>, std::shared_ptr<cuda::GpuModel>> models;
+  mutable std::vector<std::pair<std::vector<Shape>, double>> setup_order;  // first use of each shape set, ms
+
+  // The options for a model at `shapes`: the tactics of the nearest tuned shape set (exact: selected
+  // without running; else each checked to run, the first candidate that runs where it does not).
+  cuda::GpuBuildOptions options_for(const std::vector<Shape>& shapes) const {
+    cuda::GpuBuildOptions o = opts;
+    if (sets.empty()) {
+      // A plan without shape sets (none tuned beyond opt): other shapes take each layer's first
+      // candidate that runs (reusing opt's ids there was measured slower, H100 run 28).
+      o.preset_tactics.clear();
+      return o;
+    }
+    const plan::Plan::ShapeTactics* best = &sets.front();
+    double best_d = shape_distance(shapes, best->shapes);
+    for (const auto& set : sets) {
+      const double d = shape_distance(shapes, set.shapes);
+      if (d < best_d) {
+        best = &set;
+        best_d = d;
+      }
+    }
+    o.preset_tactics.clear();
+    for (const auto& [name, t] : best->layers) o.preset_tactics[name] = cuda::GpuBuildOptions::PresetTactic{t.id, t.tuned_ms};
+    o.verify_presets = best->shapes != shapes;
+    return o;
+  }
 
   StatusOr<std::shared_ptr<cuda::GpuModel>> model_for(const std::vector<Shape>& shapes) const {
     std::lock_guard<std::mutex> lock(mu);
     auto it = models.find(shapes);
     if (it != models.end()) return it->second;
+    const auto t0 = std::chrono::steady_clock::now();
     KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(graph, shapes));
-    cuda::GpuBuildOptions o = opts;
-    // The plan's tactics were tuned at the opt shapes. Reusing their ids at other shapes was
-    // measured slower than each layer's first candidate (ResNet-101 FP16, profile 1..256 opt 64,
-    // H100 run 28: batch 256 13.58 vs 11.82 ms, batch 1 0.596 vs 0.582 ms), so other shapes take
-    // the first candidate that runs until they are tuned at build (issue 10, item 4).
-    o.preset_tactics.clear();
-    o.tactic_data = nullptr;
-    o.tune = false;
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, o));
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, options_for(shapes)));
     models[shapes] = m;
+    setup_order.push_back({shapes, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
     return m;
   }
 };
@@ -137,7 +225,11 @@ struct ContextState {
   std::vector<Shape> shapes;
   std::shared_ptr<cuda::GpuModel> model;
   std::unique_ptr<cuda::GpuContext> ctx;
+  // Contexts of the shapes used before, most recent first (at most kParkedContexts): switching
+  // back to one reuses its arena, handles and captured CUDA graph instead of setting up again.
+  std::deque<std::shared_ptr<ContextState>> parked;
 };
+constexpr size_t kParkedContexts = 3;
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
                                                      const std::vector<plan::PlanTactic>& tactics,
@@ -154,17 +246,37 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
       e->opts.preset_tactics[g.nodes[i].name] = cuda::GpuBuildOptions::PresetTactic{tactics[i].id, tactics[i].tuned_ms};
   e->tactic_data = settings.tactic_data;
   e->opts.tactic_data = &e->tactic_data;
+  if (!settings.packed_weights.empty() || !settings.elided_constants.empty()) {
+    for (const auto& [key, b] : settings.packed_weights) {
+      e->packed.by_key[key] = cuda::PackedWeight{b.data, static_cast<size_t>(b.bytes)};
+      if (!e->packed.owner) e->packed.owner = b.owner;
+    }
+    e->packed.elided.assign(settings.elided_constants.begin(), settings.elided_constants.end());
+    std::sort(e->packed.elided.begin(), e->packed.elided.end());
+    e->opts.packed = &e->packed;
+  }
+  e->sets = settings.shape_tactics;
   const auto td = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(cuda::init_device());
   const auto t0 = std::chrono::steady_clock::now();
   e->load.device_ms = std::chrono::duration<double, std::milli>(t0 - td).count();
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
   e->load.shapes_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(g, vs, e->opts));
+  cuda::GpuBuildOptions o = e->opts;
+  if (!e->sets.empty()) {
+    o = e->options_for(opt_shapes);  // the opt set names every engine layer (reformats included)
+    for (const auto& [name, t] : e->opts.preset_tactics) o.preset_tactics.emplace(name, t);
+  }
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(g, vs, o));
   e->load.lower_ms = m->setup_times().lower_ms - m->setup_times().weights_ms;
   e->load.weights_ms = m->setup_times().weights_ms;
   e->load.tactics_ms = m->setup_times().tactics_ms;
   e->load.restored = m->setup_times().restored;
+  e->load.packed_hits = m->packed_hits();
+  if (settings.logger)
+    settings.logger(LogSeverity::kVerbose, "[load] weights: " + std::to_string(m->packed_hits()) +
+                                               " uploaded as the plan stores them (packed), " +
+                                               std::to_string(e->packed.elided.size()) + " constants stored only packed");
   for (const auto& l : m->layers())
     if (tactic_id_source(l.tactic_id) == TacticSource::kCudnnGraph) ++e->load.rebuilt;
   e->load.rebuilt -= e->load.restored;
@@ -174,11 +286,27 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
 
 Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes) {
   if (ctx && ctx->shapes == shapes) return Status::Ok();
+  std::deque<std::shared_ptr<ContextState>> parked;
+  if (ctx) {
+    parked = std::move(ctx->parked);
+    ctx->parked.clear();
+    parked.push_front(ctx);
+  }
+  for (auto it = parked.begin(); it != parked.end(); ++it) {
+    if ((*it)->shapes != shapes) continue;
+    std::shared_ptr<ContextState> c = *it;
+    parked.erase(it);
+    c->parked = std::move(parked);
+    ctx = c;
+    return Status::Ok();
+  }
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, e.model_for(shapes));
   auto c = std::make_shared<ContextState>();
   c->shapes = shapes;
   c->model = m;
   KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
+  while (parked.size() > kParkedContexts) parked.pop_back();
+  c->parked = std::move(parked);
   ctx = c;
   return Status::Ok();
 }
@@ -234,6 +362,11 @@ Status check_address(const void* p) {
 
 GpuLoadTimes load_times(const EngineState& e) { return e.load; }
 
+std::vector<std::pair<std::vector<Shape>, double>> shape_setup_ms(const EngineState& e) {
+  std::lock_guard<std::mutex> lock(e.mu);
+  return e.setup_order;
+}
+
 std::vector<DeviceLayerInfo> describe_layers(const EngineState& e) {
   std::lock_guard<std::mutex> lock(e.mu);
   std::vector<DeviceLayerInfo> r;
@@ -258,8 +391,8 @@ DeviceMemoryInfo memory(const EngineState& e) {
 bool available() { return false; }
 PlanTarget target() { return PlanTarget{}; }
 TimingCacheHeader timing_cache_header() { return TimingCacheHeader{}; }
-StatusOr<std::vector<plan::PlanTactic>> select_tactics(const ir::Graph&, const std::vector<Shape>&, const GpuSettings&,
-                                                       std::map<std::string, std::string>*) {
+StatusOr<GpuBuild> select_tactics(const ir::Graph&, const std::vector<Shape>&, const std::vector<std::vector<Shape>>&,
+                                  const GpuSettings&) {
   return unsupported("this Kiln build has no CUDA backend");
 }
 struct EngineState {};
@@ -283,6 +416,7 @@ Status enqueue(const EngineState&, std::shared_ptr<ContextState>&, const std::ve
 }
 Status check_address(const void*) { return unsupported("this Kiln build has no CUDA backend"); }
 GpuLoadTimes load_times(const EngineState&) { return {}; }
+std::vector<std::pair<std::vector<Shape>, double>> shape_setup_ms(const EngineState&) { return {}; }
 std::vector<DeviceLayerInfo> describe_layers(const EngineState&) { return {}; }
 DeviceMemoryInfo memory(const EngineState&) { return {}; }
 

@@ -40,6 +40,21 @@ struct GpuSettings {
   // load: the plan's tactic data (serialized cuDNN execution plans by key), so tactics are
   // restored without recompiling their kernels.
   std::map<std::string, std::string> tactic_data;
+  // load: the plan's packed weights and the constants it stores only packed (Plan fields).
+  std::map<std::string, plan::Plan::PackedBlob> packed_weights;
+  std::vector<ir::ValueId> elided_constants;
+  // load: tactics tuned at other shapes (Plan::shape_tactics); build: the extra shapes to tune at.
+  std::vector<plan::Plan::ShapeTactics> shape_tactics;
+};
+
+// What the CUDA build adds to the plan (select_tactics).
+struct GpuBuild {
+  std::vector<plan::PlanTactic> tactics;  // one per graph node, at the opt shapes
+  std::map<std::string, std::string> tactic_data;
+  std::map<std::string, plan::Plan::PackedBlob> packed_weights;
+  std::vector<ir::ValueId> elided_constants;
+  std::vector<plan::Plan::ShapeTactics> shape_tactics;  // opt first, then each of `tuning_shapes`
+  int tuned_shape_sets = 0;
 };
 
 // Where the time of one CUDA engine load went, in ms (Runtime::deserialize_engine).
@@ -49,6 +64,7 @@ struct GpuLoadTimes {
   double lower_ms = 0;    // lowering and memory plan, without `weights_ms`
   double weights_ms = 0;  // weight layout change, fp16/bf16 conversion and upload
   double tactics_ms = 0;  // restoring each layer's tactic (cuDNN plans: deserialize or rebuild)
+  int packed_hits = 0;    // weights uploaded from the plan's packed bytes (no conversion)
   int restored = 0;       // tactics restored from the plan's tactic data
   int rebuilt = 0;        // tactics rebuilt from their heuristic rank (no or unusable data)
 };
@@ -64,11 +80,11 @@ TimingCacheHeader timing_cache_header();
 // Build time: lowers the optimized graph at `opt_shapes` (one per graph input), has the
 // builder's TacticSelector choose each layer's tactic (reusing / extending the timing cache),
 // and returns one tactic per graph node (name, id, tuned ms; "cuda.view" without an id for
-// layers that are views). Errors list every layer the GPU cannot run.
-// `tactic_data` (may be null) receives what the chosen tactics can serialize (see GpuSettings).
-StatusOr<std::vector<plan::PlanTactic>> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
-                                                       const GpuSettings& settings,
-                                                       std::map<std::string, std::string>* tactic_data = nullptr);
+// layers that are views), the tactics' serialized data, every weight packed as the tactics read
+// it, and — for each of `tuning_shapes` (each one shape per graph input) — the layers' tactics
+// tuned at those shapes. Errors list every layer the GPU cannot run.
+StatusOr<GpuBuild> select_tactics(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
+                                  const std::vector<std::vector<Shape>>& tuning_shapes, const GpuSettings& settings);
 
 struct EngineState;  // GpuModels by input shapes (thread-safe)
 struct ContextState; // one GpuContext for the current shapes
@@ -78,6 +94,8 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
                                                      const GpuSettings& settings);
 // How long the last create_engine of `e` took, by phase.
 GpuLoadTimes load_times(const EngineState& e);
+// ms the first use of each other input-shape set took (Engine::shape_setup_ms).
+std::vector<std::pair<std::vector<Shape>, double>> shape_setup_ms(const EngineState& e);
 // Makes `ctx` the device context (activation arena, workspace, library handles) for `shapes`
 // (one per graph input), reusing it when the shapes are unchanged. Allocates; shapes other than
 // the profile's opt are lowered on first use (a CPU reference run for shape discovery).

@@ -73,6 +73,104 @@ TEST(PlanFormat, TacticDataRoundTripsAndIsValidated) {
   EXPECT_NE(e.status().message().find("tactic_data.bytes"), std::string::npos) << e.status().message();
 }
 
+// Packed weights (docs/decisions/0040) round-trip byte for byte and point into the weights
+// section; a constant stored only packed keeps its dtype and shape, reads as zeros, and the
+// reader refuses a list that disagrees with the graph, a key naming no layer, a range outside
+// the weights section, and shape-tactic sets outside the profile.
+TEST(PlanFormat, PackedWeightsAndShapeTacticsRoundTripAndAreValidated) {
+  const auto bytes = build_add_relu_plan();
+  auto p = plan::read_plan(bytes.data(), bytes.size());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ir::ValueId b = ir::kNoValue;
+  for (const ir::Value& v : p->graph.values)
+    if (v.constant && v.name == "b") b = v.id;
+  ASSERT_NE(b, ir::kNoValue);
+  auto blob = std::make_shared<std::vector<uint8_t>>(8);
+  for (size_t i = 0; i < blob->size(); ++i) (*blob)[i] = static_cast<uint8_t>(0xA0 + i);
+  p->packed_weights["add0|b|fp16|rowmajor|[4]"] = plan::Plan::PackedBlob{blob, blob->data(), blob->size()};
+  p->elided_constants = {b};
+  plan::Plan::ShapeTactics set;
+  set.shapes = {Shape{8, 4}};
+  set.layers.push_back({"add0", plan::PlanTactic{"", 7, 0.25}});
+  set.layers.push_back({"reformat:sum", plan::PlanTactic{"", 3, 0.0}});
+  p->shape_tactics = {set};
+  const auto written = plan::write_plan(*p);
+  auto q = plan::read_plan(written.data(), written.size());
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_EQ(plan::write_plan(*q), written);
+  ASSERT_EQ(q->packed_weights.size(), 1u);
+  const auto& got = q->packed_weights.begin()->second;
+  ASSERT_EQ(got.bytes, 8u);
+  EXPECT_EQ(std::vector<uint8_t>(got.data, got.data + got.bytes), *blob);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(got.data) % 64, 0u);
+  EXPECT_EQ(q->elided_constants, std::vector<ir::ValueId>{b});
+  const auto& c = q->graph.value(b).constant;
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->shape(), (Shape{4}));
+  EXPECT_EQ(c->dtype(), DataType::kFloat32);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(c->data<float>()[i], 0.f);
+  ASSERT_EQ(q->shape_tactics.size(), 1u);
+  EXPECT_EQ(q->shape_tactics[0].shapes, set.shapes);
+  ASSERT_EQ(q->shape_tactics[0].layers.size(), 2u);
+  EXPECT_EQ(q->shape_tactics[0].layers[1].first, "reformat:sum");
+  EXPECT_EQ(q->shape_tactics[0].layers[0].second.id, 7u);
+
+  auto refused = [&](plan::Plan edited, const std::string& field) {
+    const auto w = plan::write_plan(edited);
+    auto r = plan::read_plan(w.data(), w.size());
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
+  };
+  {
+    plan::Plan e = *p;  // without the list the writer stores b in full
+    e.elided_constants.clear();
+    const auto w = plan::write_plan(e);
+    auto r = plan::read_plan(w.data(), w.size());
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->elided_constants.empty());
+    EXPECT_EQ(r->graph.value(b).constant->data<float>()[3], -2.f);
+  }
+  {
+    plan::Plan e = *q;
+    auto renamed = std::move(e.packed_weights.begin()->second);
+    e.packed_weights.clear();
+    e.packed_weights["no_such_layer|b|fp16|rowmajor|[4]"] = renamed;
+    refused(e, "does not name a layer");
+  }
+  {
+    plan::Plan e = *q;
+    e.shape_tactics[0].shapes = {Shape{9, 4}};  // the profile's max is [8, 4]
+    refused(e, "outside profile 0");
+  }
+  {
+    plan::Plan e = *q;
+    e.shape_tactics[0].shapes = {Shape{8, 4}, Shape{1}};
+    refused(e, "graph inputs");
+  }
+  {
+    // Damage after sealing: the elided list names the Add's other (non-constant) input.
+    auto dmg = written;
+    const std::string key = "add0|b|fp16|rowmajor|[4]";
+    const auto at = std::search(dmg.begin(), dmg.end(), key.begin(), key.end());
+    ASSERT_NE(at, dmg.end());
+    // key, u64 offset, u64 bytes, then u32 count and the i32 id.
+    const size_t id_at = static_cast<size_t>(at - dmg.begin()) + key.size() + 8 + 8 + 4;
+    ir::ValueId x = p->graph.inputs[0];
+    store_le(dmg, id_at, static_cast<uint64_t>(x), 4);
+    reseal(dmg);
+    auto r = plan::read_plan(dmg.data(), dmg.size());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("elided_constants"), std::string::npos) << r.status().message();
+    // A packed range past the weights section.
+    auto far = written;
+    store_le(far, id_at - 4 - 8 - 8, uint64_t{1} << 40, 8);
+    reseal(far);
+    auto f = plan::read_plan(far.data(), far.size());
+    ASSERT_FALSE(f.ok());
+    EXPECT_NE(f.status().message().find("packed_weights.offset"), std::string::npos) << f.status().message();
+  }
+}
+
 // The word-wise checksum sees every single-byte change, at every position of buffers whose
 // length leaves each possible tail (0..31 bytes after the 32-byte blocks).
 TEST(PlanFormat, WordHashDetectsEverySingleByteChange) {

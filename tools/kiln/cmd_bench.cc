@@ -91,6 +91,20 @@ int bench_engine(const BenchOptions& o, const Engine& engine, const std::map<std
     return bench_cpu(o, *ctx, *inputs, &j);
   }();
   if (rc != kExitOk) return rc;
+  if (cuda) {
+    // Shapes other than opt: set up on first use with the nearest tuned shape set's tactics.
+    nlohmann::json setups = nlohmann::json::array();
+    for (const auto& [shape_set, ms] : engine.shape_setup_ms()) {
+      std::string label;
+      for (const Shape& sh : shape_set) label += (label.empty() ? "" : " ") + shape_str(sh);
+      std::printf("Shape setup %s: %.1f ms (first use; tactics of the nearest of %zu tuned shape sets)\n",
+                  label.c_str(), ms, engine.tuned_shapes().size());
+      setups.push_back({{"shapes", shape_set}, {"ms", ms}});
+    }
+    j["shape_setup_ms"] = setups;
+    j["tuned_shape_sets"] = engine.tuned_shapes().size();
+    j["weights_uploaded_packed"] = engine.weights_uploaded_packed();
+  }
 
   if (!o.dump_profile.empty()) {
     // A separate context with host inputs: the profile runs the layers unfused from any graph.
@@ -127,8 +141,9 @@ int cmd_bench(const BenchOptions& o) {
   }
   std::printf(")\n");
   if (cuda)
-    std::printf("Tactics: %d restored from the plan's serialized cuDNN plans, %d rebuilt from their heuristic rank\n",
-                (*engine)->tactics_restored(), (*engine)->tactics_rebuilt());
+    std::printf("Tactics: %d restored from the plan's serialized cuDNN plans, %d rebuilt from their heuristic rank; "
+                "%d weights uploaded as packed in the plan\n",
+                (*engine)->tactics_restored(), (*engine)->tactics_rebuilt(), (*engine)->weights_uploaded_packed());
   nlohmann::json j;
   j["plan"] = o.plan;
   j["plan_load_ms"] = load_ms;

@@ -68,6 +68,7 @@ nlohmann::json engine_json(const Engine& e) {
     }
     if (!l.precision.empty()) lj["precision"] = l.precision;
     if (l.precision_constrained) lj["precision_constrained"] = true;
+    if (l.packed_weight_bytes) lj["packed_weight_bytes"] = l.packed_weight_bytes;
     lj["inputs"] = nlohmann::json::array();
     for (const TensorDesc& d : l.inputs) lj["inputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
     lj["outputs"] = nlohmann::json::array();
@@ -75,6 +76,10 @@ nlohmann::json engine_json(const Engine& e) {
     j["layers"].push_back(lj);
   }
   j["weights_bytes"] = e.weights_bytes();
+  if (e.header().target.backend == PlanBackend::kCuda) {
+    j["tuned_shapes"] = e.tuned_shapes();
+    j["weights_uploaded_packed"] = e.weights_uploaded_packed();
+  }
   const std::vector<DeviceLayerInfo> dl = e.device_layers();
   if (!dl.empty()) {
     j["device_layers"] = nlohmann::json::array();
@@ -159,12 +164,23 @@ int cmd_inspect(const InspectOptions& o) {
     for (const auto& n : l.origin) origin += (origin.empty() ? "" : ", ") + n;
     const std::string precision = l.precision.empty() ? ""
                                   : ", precision " + l.precision + (l.precision_constrained ? " (constrained)" : "");
-    std::printf("  [%zu] %s (%s) tactic %s%s, absorbs [%s]%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
-                tactic_id_text(l.tactic_id).c_str(), origin.c_str(), precision.c_str());
+    std::printf("  [%zu] %s (%s) tactic %s%s, absorbs [%s]%s%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
+                tactic_id_text(l.tactic_id).c_str(), origin.c_str(), precision.c_str(),
+                l.packed_weight_bytes ? (", packed weights " + std::to_string(l.packed_weight_bytes) + " bytes").c_str() : "");
     for (const TensorDesc& d : l.inputs) std::printf("        in  %s\n", desc_text(d).c_str());
     for (const TensorDesc& d : l.outputs) std::printf("        out %s\n", desc_text(d).c_str());
   }
   std::printf("Weights: %zu bytes\n", e.weights_bytes());
+  if (e.header().target.backend == PlanBackend::kCuda) {
+    std::string sets;
+    for (const auto& ss : e.tuned_shapes()) {
+      std::string one;
+      for (const Shape& sh : ss) one += (one.empty() ? "" : " ") + shape_str(sh);
+      sets += (sets.empty() ? "" : ", ") + one;
+    }
+    std::printf("Tactics tuned at: %s; %d weights uploaded as packed in the plan\n", sets.c_str(),
+                e.weights_uploaded_packed());
+  }
   const std::vector<DeviceLayerInfo> dl = e.device_layers();
   if (!dl.empty()) {
     std::printf("Device layers (%zu, as the GPU runs them at the opt shapes):\n", dl.size());

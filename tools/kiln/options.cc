@@ -100,6 +100,9 @@ void BuildOptions::add_to(CLI::App* app) {
                    "Most candidate tactics timed per layer and source (0 = defaults: 4 cuDNN graph engine "
                    "configurations, all others)");
   tune->add_option("--avg-timing", timing_iterations, "Timed runs per candidate tactic, after one warm-up (default 10)");
+  tune->add_option("--tuning-shapes", tuning_shapes,
+                   "Dynamic profiles: tune tactics at up to N shapes besides opt (min, max and powers of two "
+                   "between; default 8, 0 = opt only); other shapes run the nearest tuned set's tactics");
   app->add_flag("-v,--verbose", verbose, "Print the library's info and verbose messages (tactic summary, load steps)");
   app->add_option("--device", device, "Target: cpu, gpu or auto")->check(CLI::IsMember({"cpu", "gpu", "cuda", "auto"}));
   auto* opt = app->add_option_group("Optimizer", "Graph optimization passes (src/passes/pipelines.cc)");
@@ -157,6 +160,9 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   if (timing_iterations < 1)
     return invalid_argument("--avg-timing " + std::to_string(timing_iterations) + ": expected >= 1");
   c.timing_iterations = timing_iterations;
+  if (tuning_shapes < 0 || tuning_shapes > 64)
+    return invalid_argument("--tuning-shapes " + std::to_string(tuning_shapes) + ": expected 0..64");
+  c.tuning_shapes = tuning_shapes;
   c.logger = stderr_logger(verbose);
   if (device == "cpu") c.target = TargetDevice::kCpu;
   else if (device == "gpu" || device == "cuda") c.target = TargetDevice::kCuda;

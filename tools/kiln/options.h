@@ -39,6 +39,7 @@ struct BuildOptions {
   std::string tactic_sources;  // --tactic-sources SPEC (CUDA; BuilderConfig::tactic_sources)
   int tuning_budget = 0;       // --tuning-budget N (CUDA): candidates timed per layer and source; 0 = defaults
   int timing_iterations = 10;  // --avg-timing N (CUDA): timed runs per candidate
+  int tuning_shapes = 8;       // --tuning-shapes N (CUDA, dynamic profiles): extra shapes tuned at
   bool verbose = false;        // --verbose: the library's info and verbose messages on stderr
   std::string device = "auto";
   int opt_level = 2;                          // --opt-level 0..3

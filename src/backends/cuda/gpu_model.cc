@@ -160,7 +160,9 @@ class Lowering {
       Status s;
       {
         const ScopedMs timer(o_.logger ? &trace_ms_[ir::op_name(n.op)] : nullptr);
+        cur_node_ = &n;
         s = lower(n);
+        cur_node_ = nullptr;
       }
       convert_inputs_ = false;
       // Device failures (out of memory, ...) stop the build; the rest is collected.
@@ -313,11 +315,13 @@ class Lowering {
     return p;
   }
 
-  // Uploads host floats (already in the wanted element order) as a weight in the storage type.
-  StatusOr<int> upload(const std::string& name, const std::vector<float>& data, const Shape& logical, bool nhwc) {
-    return upload(name, data.data(), data.size(), logical, nhwc);
-  }
-  StatusOr<int> upload(const std::string& name, const float* data, size_t count, const Shape& logical, bool nhwc) {
+  // A weight of the layer being lowered, uploaded in the storage type st_ as `count` elements
+  // of the logical shape `logical`: the plan's packed bytes when it has them (no layout change,
+  // no conversion), else `make()` (count floats, already in the element order the tactic reads)
+  // converted to st_ — and, at build, recorded for the plan. `src` is the graph constant the
+  // weight is made from (ir::kNoValue: made by the lowering, e.g. a zero bias).
+  StatusOr<int> upload(const std::string& name, ir::ValueId src, size_t count, const Shape& logical, bool nhwc,
+                       const std::function<const float*()>& make) {
     const ScopedMs timer(&m_->times.weights_ms);
     const int id = new_val(name, logical, st_, nhwc);
     const size_t bytes = count * storage_bytes(st_);
@@ -325,7 +329,34 @@ class Lowering {
       m_->vals[id].weight = &dry_run_;
       return id;
     }
+    const std::string layer = cur_node_ ? cur_node_->name : std::string();
+    const std::string key = packed_weight_key(layer, name, st_, nhwc, logical);
+    const std::string what = "weight '" + name + "'";
     void* p = nullptr;
+    if (o_.packed) {
+      auto it = o_.packed->by_key.find(key);
+      if (it != o_.packed->by_key.end()) {
+        if (it->second.bytes != bytes)
+          return invalid_plan("packed weight '" + key + "' has " + std::to_string(it->second.bytes) +
+                              " bytes; layer '" + layer + "' needs " + std::to_string(bytes));
+        if (o_.weight_cache) {
+          auto c = o_.weight_cache->get_packed(key, it->second.data, bytes);
+          if (!c.ok()) return c.status().with_context(what);
+          p = *c;
+        } else {
+          KILN_ASSIGN_OR_RETURN(p, device_copy(it->second.data, bytes, what));
+        }
+        ++m_->packed_hits;
+        m_->vals[id].weight = p;
+        m_->weights += bytes;
+        return id;
+      }
+      if (src != ir::kNoValue && o_.packed->is_elided(src))
+        return invalid_plan("layer '" + layer + "' needs weight '" + name + "' as " + key +
+                            ", but the plan holds that constant only packed for other layouts");
+    }
+    const float* data = make();
+    const void* host = data;
     if (st_ != StorageType::kF32) {
       // Scratch reused across weights: fresh pages per weight cost more than the conversion.
       if (hscratch_.size() < count) hscratch_.resize(count);
@@ -337,14 +368,36 @@ class Lowering {
         else
           for (int64_t i = b; i < e; ++i) h[i] = float_to_bf16(data[i]);
       });
-      const ScopedMs copy_timer(o_.logger ? &trace_ms_["(weights: hash + copy)"] : nullptr);
-      KILN_ASSIGN_OR_RETURN(p, device_copy(h, bytes, "weight '" + name + "'"));
-    } else {
-      KILN_ASSIGN_OR_RETURN(p, device_copy(data, bytes, "weight '" + name + "'"));
+      host = h;
     }
+    {
+      const ScopedMs copy_timer(o_.logger ? &trace_ms_["(weights: hash + copy)"] : nullptr);
+      KILN_ASSIGN_OR_RETURN(p, device_copy(host, bytes, what));
+    }
+    if (o_.record_packed) record_packed(key, layer, src, host, bytes);
     m_->vals[id].weight = p;
     m_->weights += bytes;
     return id;
+  }
+
+  // Build: keeps the weight's bytes for the plan, and that `layer` read constant `src` only
+  // through them. A key recorded twice with other bytes is dropped (never stored, never elided).
+  void record_packed(const std::string& key, const std::string& layer, ir::ValueId src, const void* host,
+                     size_t bytes) {
+    const auto* b = static_cast<const uint8_t*>(host);
+    if (m_->packed_conflicts.count(key)) return;
+    auto it = m_->packed.find(key);
+    if (it != m_->packed.end()) {
+      if (it->second.size() != bytes || (bytes && std::memcmp(it->second.data(), b, bytes) != 0)) {
+        m_->packed.erase(it);
+        m_->packed_conflicts.insert(key);
+        for (auto u = m_->packed_uses.begin(); u != m_->packed_uses.end();)
+          u = u->first == layer ? m_->packed_uses.erase(u) : std::next(u);
+      }
+      return;
+    }
+    m_->packed.emplace(key, std::vector<uint8_t>(b, b + bytes));
+    if (src != ir::kNoValue) m_->packed_uses.insert({layer, src});
   }
 
   static std::vector<float> floats_of(const Tensor& t) {
@@ -364,17 +417,20 @@ class Lowering {
     while (s.size() < out.size()) s.insert(s.begin(), 1);
     *phys = (out_nhwc && s.size() == 4) ? Shape{s[0], s[2], s[3], s[1]} : s;
     if (const auto& c = g_.value(v).constant) {
-      std::vector<float> f = floats_of(*c);
-      if (out_nhwc && s.size() == 4 && !layout_free(s)) {
-        std::vector<float> t(f.size());
-        for (int64_t n = 0; n < s[0]; ++n)
-          for (int64_t ch = 0; ch < s[1]; ++ch)
-            for (int64_t h = 0; h < s[2]; ++h)
-              for (int64_t w = 0; w < s[3]; ++w)
-                t[((n * s[2] + h) * s[3] + w) * s[1] + ch] = f[((n * s[1] + ch) * s[2] + h) * s[3] + w];
-        f = std::move(t);
-      }
-      return upload(g_.value(v).name, f, s, out_nhwc);
+      std::vector<float> f;
+      return upload(g_.value(v).name, v, static_cast<size_t>(c->numel()), s, out_nhwc, [&] {
+        f = floats_of(*c);
+        if (out_nhwc && s.size() == 4 && !layout_free(s)) {
+          std::vector<float> t(f.size());
+          for (int64_t n = 0; n < s[0]; ++n)
+            for (int64_t ch = 0; ch < s[1]; ++ch)
+              for (int64_t h = 0; h < s[2]; ++h)
+                for (int64_t w = 0; w < s[3]; ++w)
+                  t[((n * s[2] + h) * s[3] + w) * s[1] + ch] = f[((n * s[1] + ch) * s[2] + h) * s[3] + w];
+          f = std::move(t);
+        }
+        return f.data();
+      });
     }
     KILN_ASSIGN_OR_RETURN(int a, activation(v));
     if (vs_.shapes[v].size() != out.size() && out_nhwc && !layout_free(out) && vs_.shapes[v].size() > 1)
@@ -503,12 +559,6 @@ class Lowering {
     const bool nhwc = nhwc_of(n, low_);
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     xa = as_layout(xa, nhwc);
-    // Float32 weights are read in place (a plan's weights buffer): no host copy before the
-    // layout change / conversion.
-    std::vector<float> w;
-    if (wc->dtype() != DataType::kFloat32) w = floats_of(*wc);
-    const float* wsrc = wc->dtype() == DataType::kFloat32 ? wc->data<float>() : w.data();
-    size_t wcount = static_cast<size_t>(wc->numel());
     Shape w_shape = wc->shape();
     // A channel-padded input (see padded_channels): C grows to Cp, the extra weights are zeros.
     auto padded = padded_from_.find(n.inputs[0]);
@@ -518,30 +568,35 @@ class Lowering {
       p.c = cp;
       w_shape[1] = cp;
     }
-    if (nhwc) {  // KCRS -> KRSC (C padded to cp with zeros)
-      const ScopedMs timer(&m_->times.weights_ms);
+    const size_t wcount = nhwc ? static_cast<size_t>(wc->dim(0) * k[0] * k[1] * cp) : static_cast<size_t>(wc->numel());
+    std::vector<float> w;
+    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, n.inputs[1], wcount, w_shape, nhwc, [&] {
+      // Float32 weights are read in place (a plan's weights buffer): no host copy before the
+      // layout change / conversion.
+      if (wc->dtype() != DataType::kFloat32) w = floats_of(*wc);
+      const float* wsrc = wc->dtype() == DataType::kFloat32 ? wc->data<float>() : w.data();
+      if (!nhwc) return wsrc;
+      // KCRS -> KRSC (C padded to cp with zeros)
       const int64_t K = wc->dim(0), C = wc->dim(1), R = k[0], S = k[1];
-      const size_t count = static_cast<size_t>(K * R * S * cp);
-      if (wscratch_.size() < count) wscratch_.resize(count);  // reused across convs (see upload)
+      if (wscratch_.size() < wcount) wscratch_.resize(wcount);  // reused across convs (see upload)
       float* t = wscratch_.data();
-      if (cp != C) std::fill(t, t + count, 0.f);
+      if (cp != C) std::fill(t, t + wcount, 0.f);
       parallel_for(K, K * C * R * S, [&](int64_t a0, int64_t a1) {
         for (int64_t a = a0; a < a1; ++a)
           for (int64_t c = 0; c < C; ++c)
             for (int64_t r = 0; r < R; ++r)
               for (int64_t q = 0; q < S; ++q) t[((a * R + r) * S + q) * cp + c] = wsrc[((a * C + c) * R + r) * S + q];
       });
-      wsrc = t;
-      wcount = count;
-    }
-    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, wsrc, wcount, w_shape, nhwc));
-    std::vector<float> b(static_cast<size_t>(p.k), 0.f);
-    if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
-      const auto& bc = g_.value(n.inputs[2]).constant;
-      if (!bc || bc->numel() != p.k) return unsupported(where + "non-constant bias");
-      b = floats_of(*bc);
-    }
-    KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", b, {p.k}, false));
+      return static_cast<const float*>(t);
+    }));
+    const ir::ValueId bv = n.inputs.size() > 2 ? n.inputs[2] : ir::kNoValue;
+    const Tensor* bc = bv != ir::kNoValue ? g_.value(bv).constant.get() : nullptr;
+    if (bv != ir::kNoValue && (!bc || bc->numel() != p.k)) return unsupported(where + "non-constant bias");
+    std::vector<float> b;
+    KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", bv, static_cast<size_t>(p.k), {p.k}, false, [&] {
+      b = bc ? floats_of(*bc) : std::vector<float>(static_cast<size_t>(p.k), 0.f);
+      return b.data();
+    }));
     std::vector<int> ins = {xa, wa, ba};
     if (p.has_residual) {
       KILN_ASSIGN_OR_RETURN(int ra, activation(n.inputs[3]));
@@ -683,19 +738,27 @@ class Lowering {
       return invalid_argument(where + "inner dims differ: " + shape_str(a) + " x " + shape_str(wc->shape()) +
                               (p.weight_is_nk ? " (transB)" : ""));
     if (mm_bias && (n.inputs.size() < 3 || n.inputs[2] == ir::kNoValue)) return invalid_argument(where + "bias is required");
-    std::vector<float> w = floats_of(*wc);
+    std::vector<float> w;
     const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
-    for (float& v : w) v *= alpha;
-    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, w, wc->shape(), false));
+    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, n.inputs[1], static_cast<size_t>(wc->numel()),
+                                         wc->shape(), false, [&] {
+                                           w = floats_of(*wc);
+                                           for (float& v : w) v *= alpha;
+                                           return w.data();
+                                         }));
     std::vector<int> ins;
     KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
     ins = {as_layout(xa, false), wa};
     if ((gemm || mm_bias) && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
       const auto& bc = g_.value(n.inputs[2]).constant;
       if (!bc || bc->numel() != p.n) return unsupported(where + "bias must be a constant vector of N");
-      std::vector<float> b = floats_of(*bc);
-      for (float& v : b) v *= n.attr_float("beta", 1.f);
-      KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", b, {p.n}, false));
+      std::vector<float> b;
+      const float beta = n.attr_float("beta", 1.f);
+      KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", n.inputs[2], static_cast<size_t>(p.n), {p.n}, false, [&] {
+        b = floats_of(*bc);
+        for (float& v : b) v *= beta;
+        return b.data();
+      }));
       ins.push_back(ba);
       p.has_bias = true;
     }
@@ -875,7 +938,13 @@ class Lowering {
   // An input in row-major order: a constant uploaded in the storage dtype, or the activation
   // (reformatted out of NHWC first).
   StatusOr<int> row_major_operand(ir::ValueId v) {
-    if (const auto& c = g_.value(v).constant) return upload(g_.value(v).name, floats_of(*c), c->shape(), false);
+    if (const auto& c = g_.value(v).constant) {
+      std::vector<float> f;
+      return upload(g_.value(v).name, v, static_cast<size_t>(c->numel()), c->shape(), false, [&] {
+        f = floats_of(*c);
+        return f.data();
+      });
+    }
     KILN_ASSIGN_OR_RETURN(int a, activation(v));
     return as_layout(a, false);
   }
@@ -1132,6 +1201,7 @@ class Lowering {
   std::map<std::pair<int, bool>, int> reformatted_;
   bool laid_out_ = false;  // the graph carries assign_layouts' decisions
   bool dry_run_ = false;
+  const ir::Node* cur_node_ = nullptr;  // the layer being lowered (packed weights are keyed by it)
   std::map<std::string, double> trace_ms_;  // with a logger: lowering ms per op kind
   struct ConcatSite {
     size_t layer;                // index into m_->layers
@@ -1309,6 +1379,8 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     // Every layer is set up on the device: a plan's tactic, tuning, or (no tuning) a check that
     // the default tactic runs here, which may switch a layer to its fallback path.
     KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
+    step("context (arena, handles)");
+    std::map<std::string, double> select_ms;  // with a logger: set-up time per tactic source
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
     ExecState st = ctx->impl_->state(s);
@@ -1318,14 +1390,16 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     const int total = static_cast<int>(m->layers.size());
     for (int i = 0; i < total && ms.ok(); ++i) {
       Layer& layer = *m->layers[i];
+      const auto ts = std::chrono::steady_clock::now();
       auto preset = opts.preset_tactics.find(layer.name);
       if (preset != opts.preset_tactics.end() && preset->second.id != kNoTactic) {
         // The plan's tactic: it ran at build on this GPU with these libraries (the plan header
         // checks both), so it is selected without running it.
-        st.verify = false;
+        st.verify = opts.verify_presets;
         ms = layer.select(preset->second.id, st);
         st.verify = true;
         if (ms.ok()) layer.tuned_ms = preset->second.tuned_ms;
+        else if (opts.verify_presets) ms = select_first_that_runs(layer, st, opts.sources);
       } else if (opts.tune && opts.select_tactic) {
         if (opts.on_tune_progress) opts.on_tune_progress(i, total, layer.name);
         TunableCudaLayer tl(layer, st);
@@ -1336,6 +1410,14 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
         ms = select_first_that_runs(layer, st, opts.sources);
       }
       if (!ms.ok()) ms = ms.with_context(std::string(opts.tune ? "tuning" : "setting up") + " layer '" + layer.name + "'");
+      if (trace)
+        select_ms[tactic_source_name(tactic_id_source(layer.tactic_id))] +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts).count();
+    }
+    for (const auto& [src, t] : select_ms) {
+      char line[96];
+      std::snprintf(line, sizeof line, "[load]   tactics of source %-12s %8.1f ms", src.c_str(), t);
+      opts.logger(LogSeverity::kVerbose, line);
     }
     if (ms.ok()) ms = cuda_status(cudaStreamSynchronize(s), "cudaStreamSynchronize", __FILE__, __LINE__);
     if (opts.on_tune_progress && opts.tune) opts.on_tune_progress(total, total, "");
@@ -1391,6 +1473,33 @@ std::vector<Shape> GpuModel::output_shapes() const {
 size_t GpuModel::arena_bytes() const { return impl_->arena; }
 size_t GpuModel::activation_bytes_sum() const { return impl_->act_sum; }
 size_t GpuModel::weight_bytes() const { return impl_->weights; }
+const std::map<std::string, std::vector<uint8_t>>& GpuModel::packed_weights() const { return impl_->packed; }
+int GpuModel::packed_hits() const { return impl_->packed_hits; }
+
+std::vector<int> GpuModel::elidable_constants(const ir::Graph& g) const {
+  std::vector<int> r;
+  if (!impl_->opts.record_packed) return r;
+  std::vector<std::vector<const ir::Node*>> readers(g.values.size());
+  for (const ir::Node& n : g.nodes) {
+    if (n.removed) continue;
+    for (ir::ValueId v : n.inputs)
+      if (v != ir::kNoValue) readers[static_cast<size_t>(v)].push_back(&n);
+  }
+  std::vector<bool> output(g.values.size(), false);
+  for (ir::ValueId v : g.outputs) output[static_cast<size_t>(v)] = true;
+  for (const ir::Value& v : g.values) {
+    const auto& c = v.constant;
+    if (!c || output[static_cast<size_t>(v.id)] || c->numel() < kMinElidedElements) continue;
+    if (c->dtype() != DataType::kFloat32 && c->dtype() != DataType::kFloat16 && c->dtype() != DataType::kBFloat16)
+      continue;
+    const auto& rs = readers[static_cast<size_t>(v.id)];
+    bool all = !rs.empty();
+    for (const ir::Node* n : rs) all &= impl_->packed_uses.count({n->name, v.id}) > 0;
+    if (all) r.push_back(v.id);
+  }
+  return r;
+}
+
 std::map<std::string, std::string> GpuModel::tactic_data() const {
   std::map<std::string, std::string> r;
   for (const auto& layer : impl_->layers) layer->export_tactic_data(&r);

@@ -38,13 +38,18 @@ class WeightCache {
   ~WeightCache();
   // The device copy of `bytes` bytes at `host` (uploaded now if these bytes are new).
   StatusOr<void*> get(const void* host, size_t bytes);
+  // The device copy of the plan's packed weight `key` (PackedWeights; uploaded on first use).
+  // Keyed by name, not content: the bytes are not hashed again at every load.
+  StatusOr<void*> get_packed(const std::string& key, const void* host, size_t bytes);
   size_t device_bytes() const;  // bytes held on the device
   int uploads() const;          // distinct weights uploaded
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<uint64_t, size_t>, void*> copies_;
+  std::map<std::string, void*> packed_;
   size_t bytes_ = 0;
+  StatusOr<void*> place(const void* host, size_t bytes);  // a new device copy (mu_ held)
   // Weights are carved out of 64 MiB blocks (256-byte aligned; a larger weight gets its own
   // block): one cudaMalloc per block instead of one per weight, which dominated small uploads.
   std::vector<void*> blocks_;
@@ -55,6 +60,27 @@ class WeightCache {
 // cudaMalloc of `bytes`; on failure an error naming `what`, the bytes and the device's free /
 // total memory (kOutOfMemory when the device is out of memory).
 Status device_alloc(void** p, size_t bytes, const std::string& what);
+
+// Weights as the lowering uploads them: in the layout and storage type of their layer's
+// tactic (a conv's KRSC fp16 filter, a GEMM's alpha-scaled [K, N] bf16 weight, a pointwise
+// constant in NHWC order, ...). The build records them (GpuModel::packed_weights) and the plan
+// stores them (issue 10 item 3, docs/decisions/0040), so a load uploads bytes as they are,
+// without layout changes or conversion. Key: "<layer>|<weight>|<storage>|<layout>|<shape>"
+// (packed_weight_key), so another input shape of the same engine finds the same bytes.
+struct PackedWeight {
+  const uint8_t* data = nullptr;
+  size_t bytes = 0;
+};
+struct PackedWeights {
+  std::shared_ptr<const void> owner;            // keeps `data` of every entry alive
+  std::map<std::string, PackedWeight> by_key;
+  // Constants the plan holds only packed (their graph tensors read as zeros): a layer that
+  // needs one of them under a key the plan lacks is an error, never a silent zero weight.
+  std::vector<int> elided;                      // ir::ValueId, sorted
+  bool is_elided(int value) const;
+};
+std::string packed_weight_key(const std::string& layer, const std::string& weight, StorageType st, bool nhwc,
+                              const Shape& logical);
 
 struct GpuBuildOptions {
   // The plan's precision (kiln/precision.h): precision.fp16 / bf16 — FP16 / BF16 activations and
@@ -85,6 +111,9 @@ struct GpuBuildOptions {
     double tuned_ms = 0;  // the time the build measured, ms (for reports)
   };
   std::map<std::string, PresetTactic> preset_tactics;
+  // Presets chosen at other shapes (the nearest tuned shape set): each is checked to run here
+  // and a layer whose preset does not takes its first candidate that runs.
+  bool verify_presets = false;
   // The builder's tactic selection (builder/tactic_selector.h), used when `tune` and a layer has
   // no preset; when empty (or not `tune`), each layer runs the first of its candidates that runs.
   TacticSelectFn select_tactic;
@@ -101,6 +130,10 @@ struct GpuBuildOptions {
   }
   // When set, weights come from (and go to) this cache instead of allocations of the model.
   std::shared_ptr<WeightCache> weight_cache;
+  // Load: the plan's packed weights (not owned; may be null). Build: record_packed keeps a host
+  // copy of every weight as uploaded (GpuModel::packed_weights) for the plan.
+  const PackedWeights* packed = nullptr;
+  bool record_packed = false;
 };
 
 // Concrete dtype and shape of every value of a graph (indexed by ValueId), e.g. from one CPU
@@ -169,6 +202,15 @@ class GpuModel {
   int aux_streams() const;         // aux streams each context runs branches on (0: none)
   // What the chosen tactics can serialize for a fast load (Layer::export_tactic_data), by key.
   std::map<std::string, std::string> tactic_data() const;
+  // With GpuBuildOptions::record_packed: every weight as uploaded, by packed_weight_key.
+  const std::map<std::string, std::vector<uint8_t>>& packed_weights() const;
+  // Constants of the graph whose every reading layer uploaded them as a recorded packed weight
+  // (float, at least kMinElidedElements elements, not a graph output): the plan may store them
+  // only packed. Empty without record_packed.
+  std::vector<int> elidable_constants(const ir::Graph& g) const;
+  static constexpr int64_t kMinElidedElements = 1024;
+  // Weights this model took from the plan's packed bytes (GpuBuildOptions::packed).
+  int packed_hits() const;
   // Where create() spent its time (ms) and how the plan's tactics were set up.
   struct SetupTimes {
     double lower_ms = 0;    // lowering, weight conversion and upload, memory plan

@@ -7,6 +7,7 @@
 #include <cudnn.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct GpuModel::Impl {
   std::vector<size_t> aux_workspace;  // per aux stream: bytes its layers' tactics need
   GpuBuildOptions opts;
   GpuModel::SetupTimes times;
+  std::map<std::string, std::vector<uint8_t>> packed;      // record_packed: weights as uploaded
+  std::set<std::string> packed_conflicts;                  // keys recorded twice with other bytes
+  std::set<std::pair<std::string, int>> packed_uses;       // (layer, constant value) uploaded packed
+  int packed_hits = 0;                                     // weights taken from the plan's bytes
   ~Impl() {
     for (void* p : weight_allocs) cudaFree(p);
   }

@@ -29,11 +29,7 @@ WeightCache::~WeightCache() {
   for (void* b : blocks_) cudaFree(b);
 }
 
-StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
-  const std::pair<uint64_t, size_t> key{hash64_words(static_cast<const uint8_t*>(host), bytes), bytes};
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = copies_.find(key);
-  if (it != copies_.end()) return it->second;
+StatusOr<void*> WeightCache::place(const void* host, size_t bytes) {
   constexpr size_t kBlock = 64u << 20, kAlign = 256;
   const size_t need = std::max<size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
   if (need > left_) {
@@ -48,8 +44,26 @@ StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
   cursor_ += need;
   left_ -= need;
   if (bytes) KILN_CUDA_CHECK(cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice));
-  copies_[key] = p;
   bytes_ += bytes;
+  return p;
+}
+
+StatusOr<void*> WeightCache::get(const void* host, size_t bytes) {
+  const std::pair<uint64_t, size_t> key{hash64_words(static_cast<const uint8_t*>(host), bytes), bytes};
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = copies_.find(key);
+  if (it != copies_.end()) return it->second;
+  KILN_ASSIGN_OR_RETURN(void* p, place(host, bytes));
+  copies_[key] = p;
+  return p;
+}
+
+StatusOr<void*> WeightCache::get_packed(const std::string& key, const void* host, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = packed_.find(key);
+  if (it != packed_.end()) return it->second;
+  KILN_ASSIGN_OR_RETURN(void* p, place(host, bytes));
+  packed_[key] = p;
   return p;
 }
 
@@ -60,7 +74,18 @@ size_t WeightCache::device_bytes() const {
 
 int WeightCache::uploads() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<int>(copies_.size());
+  return static_cast<int>(copies_.size() + packed_.size());
+}
+
+}  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+bool PackedWeights::is_elided(int value) const { return std::binary_search(elided.begin(), elided.end(), value); }
+
+std::string packed_weight_key(const std::string& layer, const std::string& weight, StorageType st, bool nhwc,
+                              const Shape& logical) {
+  return layer + "|" + weight + "|" + storage_name(st) + "|" + (nhwc ? "nhwc" : "rowmajor") + "|" + shape_str(logical);
 }
 
 }  // namespace kiln::cuda

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Issue 10 on the GPU machine (carry .gpu-carry from scripts/gpu_carry.sh, with KILN_BASE_BIN for ab):
+#   scripts/gpu_issue10.sh tests     GPU tests (kiln_tests Gpu*), then the dynamic-batch run
+#                                    (scripts/gpu_dynamic_batch.sh: one 1..256 engine vs fixed plans,
+#                                    shape switching with scripts/dyn_switch.py)
+#   scripts/gpu_issue10.sh ab        product-path A/B against the previous main (scripts/gpu_product_ab.sh):
+#                                    speed, plan bytes, load time and phases
+# Results under $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
+[ -f .gpu-carry/lib/libopenblas.so.0.xz ] && xz -d -f .gpu-carry/lib/libopenblas.so.0.xz
+. "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
+T0=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+case "${1:-tests}" in
+  tests)
+    stamp "== GPU tests"
+    $C/kiln_tests --gtest_filter="${KILN_GTEST_FILTER:-Gpu*:*Gpu*}" > "$OUT/gpu_tests.txt" 2>&1
+    echo "rc=$?" >> "$OUT/gpu_tests.txt"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^rc=|Failure|plan .* bytes with packed" "$OUT/gpu_tests.txt" | head -40
+    stamp "== dynamic batch"
+    OUT=$OUT scripts/gpu_dynamic_batch.sh
+    ;;
+  ab)
+    stamp "== product-path A/B"
+    OUT=$OUT scripts/gpu_product_ab.sh
+    ;;
+esac
+stamp "done"
