@@ -43,4 +43,38 @@ for b in (1, 8, 64, 256):
     rows.append(r)
     print(json.dumps(r))
 PYEOF
+# BERT-base with a sequence profile 16..512 (batch 2), against plans built for each fixed length.
+if [ "${KILN_DYN_BERT:-1}" = 1 ]; then
+  [ -f models/bert_base.onnx ] || $PY scripts/export_models.py --model bert_base -o models/bert_base.onnx 2>&1 | tail -n 1
+  T0=$(date +%s)
+  $C/kiln build models/bert_base.onnx -o /tmp/dyn/bert_dyn.plan --device gpu --fp16 \
+    --min-shapes input_ids:2x16,attention_mask:2x16 --opt-shapes input_ids:2x128,attention_mask:2x128 \
+    --max-shapes input_ids:2x512,attention_mask:2x512 > /tmp/dyn/bert_dyn_build.txt 2>&1 || tail -n 5 /tmp/dyn/bert_dyn_build.txt
+  echo "{\"bert_dyn_build_s\": $(( $(date +%s) - T0 ))}" | tee -a "$OUT/dynamic_build.txt"
+  for s in 16 128 384 512; do
+    shp=input_ids:2x$s,attention_mask:2x$s
+    $C/kiln build models/bert_base.onnx -o /tmp/dyn/bert_fixed$s.plan --device gpu --fp16 --shapes $shp \
+      > /tmp/dyn/bert_fixed_build$s.txt 2>&1 || tail -n 5 /tmp/dyn/bert_fixed_build$s.txt
+    for kind in fixed dyn; do
+      plan=/tmp/dyn/bert_$kind.plan; [ $kind = fixed ] && plan=/tmp/dyn/bert_fixed$s.plan
+      $C/kiln bench $plan --shapes $shp --cuda-graph --iterations 200 --json /tmp/dyn/bert_$kind$s.json \
+        > /tmp/dyn/bert_$kind$s.txt 2>&1 || { echo "bench failed: bert $kind $s"; tail -n 3 /tmp/dyn/bert_$kind$s.txt; }
+    done
+  done
+  $PY - <<'PYEOF' | tee -a "$OUT/dynamic_batch.txt"
+import json, os
+for s in (16, 128, 384, 512):
+    r = {"bert_seq": s}
+    for kind in ("fixed", "dyn"):
+        p = f"/tmp/dyn/bert_{kind}{s}.json"
+        if os.path.exists(p):
+            j = json.load(open(p))
+            r[kind + "_ms"] = round(j["gpu_compute_ms"]["median"], 4)
+            if kind == "dyn":
+                r["dyn_shape_setup_ms"] = [x["ms"] for x in j.get("shape_setup_ms", [])]
+    if "fixed_ms" in r and "dyn_ms" in r:
+        r["dyn_speed_vs_fixed"] = round(r["fixed_ms"] / r["dyn_ms"], 3)
+    print(json.dumps(r))
+PYEOF
+fi
 PYTHONPATH=$PWD/$C/python $PY scripts/dyn_switch.py /tmp/dyn/dyn.plan --json "$OUT/dyn_switch.json" 2>&1 | tee "$OUT/dyn_switch.txt"

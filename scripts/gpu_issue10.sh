@@ -25,6 +25,8 @@ case "${1:-tests}" in
   ab)
     stamp "== product-path A/B"
     OUT=$OUT scripts/gpu_product_ab.sh
+    stamp "== plan load, three times in one process (R101 FP16 batch 64, this tree)"
+    [ -f /tmp/ab/r101_fp16_b64.new.plan ] && PYTHONPATH=$PWD/$C/python $PY scripts/load_twice.py /tmp/ab/r101_fp16_b64.new.plan 2>&1 | tee "$OUT/load_twice.txt"
     ;;
 esac
 stamp "done"

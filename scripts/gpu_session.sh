@@ -24,13 +24,16 @@ BATCHES=${KILN_BENCH_BATCHES:-1,8,64,256}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$R/gpu.txt"
 if want tests; then
   stamp "== GPU tests"
-  $C/kiln_tests --gtest_filter='Gpu*:CudaPlan*' > "$R/gpu_tests.txt" 2>&1
+  # OpTable/OpTableCuda.*: every op-table row (tests/op_table/) built for cuda in fp32 / fp16 / bf16
+  # through the product path, against the CPU reference (docs/decisions/0036-op-test-table.md).
+  $C/kiln_tests --gtest_filter='Gpu*:CudaPlan*:OpTable/OpTableCuda.*' > "$R/gpu_tests.txt" 2>&1
   grep -E '^\[  (FAILED|PASSED|SKIPPED) |^\[==========\]|^[^[].*(Failure|Which is|Expected|actual)' "$R/gpu_tests.txt" | head -n 80
   pack
 fi
 
-# compute-sanitizer: memcheck (out-of-bounds / misaligned accesses, leaks) on every GPU test;
-# racecheck (shared-memory hazards; much slower) on the small-model tests. Each under a time limit.
+# compute-sanitizer: memcheck (out-of-bounds / misaligned accesses, leaks) on the Gpu* tests (and on
+# the op table's CUDA rows when asked, see below); racecheck (shared-memory hazards; much slower) on
+# the op-table rows of the block-reduction kernels. Each under a time limit.
 SAN=/usr/local/cuda/bin/compute-sanitizer
 [ -x "$SAN" ] || SAN=$(command -v compute-sanitizer || true)
 if ! want sanitizer || [ "${KILN_SANITIZER:-1}" = 0 ]; then
@@ -38,22 +41,26 @@ if ! want sanitizer || [ "${KILN_SANITIZER:-1}" = 0 ]; then
 elif [ -z "$SAN" ]; then
   echo "== compute-sanitizer not found (neither /usr/local/cuda/bin nor PATH)" | tee "$R/sanitizer_missing.txt"
 else
-  for spec in "memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*" "racecheck:${KILN_RACECHECK_S:-150}:${KILN_RACECHECK_FILTER:-GpuOps.LayerNormalization:GpuOps.Reductions:GpuOps.Gelu:GpuPointwise.*:GpuTransformer.RMSNormalization*:GpuTransformer.AttentionChunks*}"; do
-    tool=${spec%%:*}; rest=${spec#*:}; limit=${rest%%:*}; filter=${rest#*:}
-    [[ ",${KILN_SANITIZER_TOOLS:-memcheck,racecheck}," == *",$tool,"* ]] || continue
+  # name:tool:limit:filter. memcheck_optable (every op-table row on CUDA under memcheck; several
+  # minutes) runs only when named: KILN_SANITIZER_TOOLS=memcheck,memcheck_optable,racecheck.
+  for spec in "memcheck:memcheck:${KILN_MEMCHECK_S:-240}:Gpu*:CudaPlan*" \
+      "memcheck_optable:memcheck:${KILN_MEMCHECK_OPTABLE_S:-420}:${KILN_MEMCHECK_OPTABLE_FILTER:-OpTable/OpTableCuda.*}" \
+      "racecheck:racecheck:${KILN_RACECHECK_S:-150}:${KILN_RACECHECK_FILTER:-OpTable/OpTableCuda.*/LayerNormalization_*:OpTable/OpTableCuda.*/Reduce*:OpTable/OpTableCuda.*/Gelu_*:OpTable/OpTableCuda.*/FusedPointwise_*:OpTable/OpTableCuda.*/RMSNormalization_*:OpTable/OpTableCuda.*/Attention_chunked*}"; do
+    name=${spec%%:*}; rest=${spec#*:}; tool=${rest%%:*}; rest=${rest#*:}; limit=${rest%%:*}; filter=${rest#*:}
+    [[ ",${KILN_SANITIZER_TOOLS:-memcheck,racecheck}," == *",$name,"* ]] || continue
     stamp "== compute-sanitizer --tool $tool ($filter, limit ${limit}s)"
-    log=/tmp/sanitizer_$tool.log
+    log=/tmp/sanitizer_$name.log
     timeout "$limit" "$SAN" --tool "$tool" --print-limit 50 --log-file "$log" \
-      $C/kiln_tests --gtest_filter="$filter" > /tmp/sanitizer_${tool}_tests.txt 2>&1
+      $C/kiln_tests --gtest_filter="$filter" > /tmp/sanitizer_${name}_tests.txt 2>&1
     rc=$?
     {
       echo "compute-sanitizer --tool $tool, filter '$filter', exit code $rc$([ $rc = 124 ] && echo ' (TIMED OUT after '"$limit"' s)')"
-      grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]' /tmp/sanitizer_${tool}_tests.txt
-      grep -E -A4 'Failure$' /tmp/sanitizer_${tool}_tests.txt | head -n 40
+      grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]' /tmp/sanitizer_${name}_tests.txt
+      grep -E -A4 'Failure$' /tmp/sanitizer_${name}_tests.txt | head -n 40
       grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|LEAK SUMMARY' "$log"
       echo "-- first reports:"
       grep -v '^========= *$' "$log" | head -n 40
-    } 2>&1 | tee "$R/sanitizer_$tool.txt"
+    } 2>&1 | tee "$R/sanitizer_$name.txt"
     pack
   done
 fi

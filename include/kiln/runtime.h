@@ -84,10 +84,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<DeviceLayerInfo> device_layers() const;
   DeviceMemoryInfo device_memory() const;
   // Where the load of this engine went, in ms, in order: "read" (file, load_engine only),
-  // "parse" (header, checksum, sections), then for CUDA plans "device" (the CUDA context and
+  // "parse" (header, checksum, sections), then for CUDA plans "device" (the CUDA driver, context and
   // cuDNN / cuBLASLt loading: paid once per process, ~0 for later engines), "shapes" (value shapes at the
-  // opt shapes), "lower" (lowering and the memory plan), "weights" (weight layout change,
-  // fp16/bf16 conversion and upload) and "tactics" (each layer's
+  // opt shapes), "lower" (lowering and the memory plan), "weights" (uploading the plan's packed
+  // weights; layout change and fp16/bf16 conversion for any it lacks) and "tactics" (each layer's
   // tactic set up on the device; includes creating the library handles).
   struct LoadPhase {
     std::string name;

@@ -15,4 +15,12 @@ namespace kiln {
 // bytes. `graph` is copied, not changed. Errors as Builder::build's.
 StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config);
 
+// The extra input shapes CUDA tactics are tuned at for profile `prof` (one Shape per graph input,
+// graph input order; BuilderConfig::tuning_shapes, docs/decisions/0041): the profile's min and
+// max, and each power of two p in between with every dynamic dim set to p clamped to its range,
+// duplicates and `opt` left out, thinned evenly to at most `max_sets` (min and max kept). Empty
+// for a static profile or max_sets <= 0.
+std::vector<std::vector<Shape>> tuning_shapes(const ir::Graph& g, const OptimizationProfile& prof,
+                                              const std::vector<Shape>& opt, int max_sets);
+
 }  // namespace kiln

@@ -165,9 +165,19 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   return ir::infer_shapes(*g, nullptr, opts.evaluator);
 }
 
-// The extra shapes CUDA tactics are tuned at (BuilderConfig::tuning_shapes): profile 0's min and
-// max, and each power of two p in between with every dynamic dim set to p clamped to its range,
-// thinned evenly (min and max kept) to at most `max_sets`, opt left out.
+// Tactic selection seam: on CUDA the builder will time every supporting factory at the
+// profile's opt shapes; on the CPU there is one reference tactic per layer.
+// A Concat that passes/concat_in_place.cc marked runs in place (`kiln inspect` shows it).
+std::vector<plan::PlanTactic> select_tactics(const ir::Graph& g) {
+  std::vector<plan::PlanTactic> tactics;
+  for (const ir::Node& n : g.nodes)
+    tactics.push_back(plan::PlanTactic{n.op == ir::OpKind::kConcat && n.has_attr("in_place") ? kCpuConcatInPlaceTactic
+                                                                                            : kCpuReferenceTactic});
+  return tactics;
+}
+
+}  // namespace
+
 std::vector<std::vector<Shape>> tuning_shapes(const ir::Graph& g, const OptimizationProfile& prof,
                                               const std::vector<Shape>& opt, int max_sets) {
   std::vector<const ShapeRange*> ranges;
@@ -206,18 +216,6 @@ std::vector<std::vector<Shape>> tuning_shapes(const ir::Graph& g, const Optimiza
   return thinned;
 }
 
-// Tactic selection seam: on CUDA the builder will time every supporting factory at the
-// profile's opt shapes; on the CPU there is one reference tactic per layer.
-// A Concat that passes/concat_in_place.cc marked runs in place (`kiln inspect` shows it).
-std::vector<plan::PlanTactic> select_tactics(const ir::Graph& g) {
-  std::vector<plan::PlanTactic> tactics;
-  for (const ir::Node& n : g.nodes)
-    tactics.push_back(plan::PlanTactic{n.op == ir::OpKind::kConcat && n.has_attr("in_place") ? kCpuConcatInPlaceTactic
-                                                                                            : kCpuReferenceTactic});
-  return tactics;
-}
-
-}  // namespace
 
 static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config);
 

@@ -1,6 +1,7 @@
 // Concat elimination and Split lowering on the CUDA path against the CPU reference, on random
 // (never zero) data: producers aliased into the Concat's output in the arena (FP32, batch 1),
-// partly eliminated Concats (unaligned slices), NHWC concat/split in FP16, and the layer list.
+// partly eliminated Concats (unaligned slices), NHWC concat/split in FP16, and the layer list
+// (the values alone are also op-table rows, Inception_*).
 // Skips cleanly where there is no GPU (or Kiln was built without CUDA).
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <map>
 
+#include "op_table/op_table.h"
 #include "passes/pass_test_util.h"
 
 #ifdef KILN_HAVE_CUDA
@@ -19,36 +21,12 @@
 namespace kiln::testing {
 namespace {
 
-using ir::Attribute;
-using ir::OpKind;
-
-// An Inception block on x [n, 8, hw, hw]: 1x1 branch, 1x1 -> 3x3, 1x1 -> 3x3, pool -> 1x1, each
-// conv + bias + ReLU, concatenated on channels, then a 1x1 conv reading the concat. `k1` sets the
-// first branch's width (and so the byte offsets of the other slices), `r1` its kernel: with
-// r1 = 1 it joins the horizontal fusion of the 1x1 reductions and reaches the Concat through
-// the Split; with r1 = 3 (pad 1) it stays a conv of its own.
+// The op table's Inception block (op_table.h) after the optimizer's pipeline. `k1` sets the first
+// branch's width (and so the byte offsets of the other slices), `r1` its kernel: with r1 = 1 it
+// joins the horizontal fusion of the 1x1 reductions and reaches the Concat through the Split;
+// with r1 = 3 (pad 1) it stays a conv of its own.
 [[maybe_unused]] ir::Graph inception_block(int64_t n, int64_t hw, int64_t k1, int64_t r1) {
-  TinyGraph t;
-  auto x = t.input("x", {n, 8, hw, hw});
-  auto conv = [&](const std::string& name, ir::ValueId in, int64_t k, int64_t c, int64_t r, uint32_t seed) {
-    std::map<std::string, Attribute> a;
-    if (r == 3) a["pads"] = Attribute::of_ints({1, 1, 1, 1});
-    auto y = t.node(OpKind::kConv, name, {in, t.constant(name + "_w", random_tensor({k, c, r, r}, seed, -0.4f, 0.4f)),
-                                          t.constant(name + "_b", random_tensor({k}, seed + 100))},
-                    {n, k, hw, hw}, a);
-    return t.node(OpKind::kRelu, name + "_relu", {y}, {n, k, hw, hw});
-  };
-  auto b1 = conv("b1", x, k1, 8, r1, 1);
-  auto b2 = conv("b2b", conv("b2a", x, 16, 8, 1, 2), 32, 16, 3, 3);
-  auto b3 = conv("b3b", conv("b3a", x, 8, 8, 1, 4), 16, 8, 3, 5);
-  auto pool = t.node(OpKind::kMaxPool, "pool", {x}, {n, 8, hw, hw},
-                     {{"kernel_shape", Attribute::of_ints({3, 3})}, {"pads", Attribute::of_ints({1, 1, 1, 1})}});
-  auto b4 = conv("b4", pool, 16, 8, 1, 6);
-  const int64_t total = k1 + 32 + 16 + 16;
-  auto cat = t.node(OpKind::kConcat, "cat", {b1, b2, b3, b4}, {n, total, hw, hw}, {{"axis", Attribute::of_int(1)}});
-  auto head = conv("head", cat, 8, total, 1, 7);
-  t.g.outputs = {head, cat};
-  ir::Graph g = t.g;
+  ir::Graph g = op_table::inception_block(n, hw, k1, r1).graph;
   EXPECT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   return g;
 }

@@ -1,0 +1,123 @@
+// The CUDA column of the op table without a GPU (CUDA builds): every CUDA row's graph, after the
+// optimizer's pipeline and the layout assignment of each of its precisions, lowers with that
+// precision's rules (check_gpu_support: no device touched), and where the row is a single op whose plan has a host emulation
+// (cuda_emulation.h) the planned descriptors reproduce the CPU reference. One test per row:
+//   OpTable/OpTableCudaLowering.LowersWithoutGpu/Attention_MHA_d64
+#include <gtest/gtest.h>
+
+#include <ostream>
+
+#include "kiln/precision.h"
+#include "op_table/op_table.h"
+#include "passes/passes.h"
+
+#ifdef KILN_HAVE_CUDA
+#include "op_table/cuda_emulation.h"
+#endif
+
+namespace kiln::testing::op_table {
+
+// gtest prints the parameter of a failing test with this (its row's name, not an address).
+void PrintTo(const Row* row, std::ostream* os) { *os << row->name; }
+
+namespace {
+
+class OpTableCudaLowering : public ::testing::TestWithParam<const Row*> {};
+
+#ifdef KILN_HAVE_CUDA
+cuda::StorageType storage_of(Precision p) {
+  return p == Precision::kFp32 ? cuda::StorageType::kF32
+                               : (p == Precision::kFp16 ? cuda::StorageType::kF16 : cuda::StorageType::kBF16);
+}
+
+// A single Attention node: its plan for fp32 and fp16 scratch layouts, with a scratch limit
+// that allows all units at once and one that forces chunks, emulated on the host.
+void check_attention_plan(const OpCase& c, const cuda::ValueShapes& vs, const std::vector<Tensor>& ref) {
+  const ir::Node& n = c.graph.nodes[0];
+  // Operands as the lowering sees them: graph inputs in order, constants (a bool mask as 0/1).
+  std::vector<Tensor> ops;
+  size_t next_input = 0;
+  for (ir::ValueId v : n.inputs) {
+    if (const auto& k = c.graph.value(v).constant) {
+      Tensor f(DataType::kFloat32, k->shape());
+      for (int64_t i = 0; i < k->numel(); ++i)
+        f.data<float>()[i] = k->dtype() == DataType::kBool ? static_cast<const uint8_t*>(k->raw())[i] : k->data<float>()[i];
+      ops.push_back(std::move(f));
+    } else {
+      ops.push_back(c.inputs.at(next_input++));
+    }
+  }
+  for (int eb : {4, 2})
+    for (size_t limit : {size_t{64} << 20, size_t{4096}}) {
+      auto p = cuda::plan_attention(n, vs, eb, limit);
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      EXPECT_EQ(p->units % p->chunk, 0);
+      auto emu = emulate_attention(*p, ops[0], ops[1], ops[2], ops.size() > 3 ? &ops[3] : nullptr, ref[0].shape());
+      EXPECT_LE(relative_diff(ref, emu), 1e-5)
+          << "host emulation, " << eb << "-byte storage, chunk " << p->chunk << "/" << p->units;
+    }
+}
+#endif
+
+TEST_P(OpTableCudaLowering, LowersWithoutGpu) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  const Row& row = *GetParam();
+  const OpCase c = row.make();
+  auto ref = interpret(c.graph, c.inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  std::vector<Shape> shapes;
+  for (const Tensor& t : c.inputs) shapes.push_back(t.shape());
+
+  // What the builder lowers (builder.cc): the graph after the optimizer's pipeline, each layer's
+  // precision decided (passes::assign_precisions) and laid out by it (NHWC conv / pool and
+  // Reformat layers in fp16 / bf16).
+  ir::Graph opt = c.graph;
+  passes::PassOptions po = reference_pass_options();
+  po.opt_level = row.opt_level;
+  po.disabled = row.disabled_passes;
+  ASSERT_TRUE(passes::run_pipeline(opt, po).ok());
+  opt.compact();
+  ASSERT_TRUE(opt.topo_sort().ok());
+  for (Precision p : row.precisions) {
+    ir::Graph laid = opt;
+    PrecisionConfig pc;
+    pc.fp16 = p == Precision::kFp16;
+    pc.bf16 = p == Precision::kBf16;
+    ASSERT_TRUE(passes::assign_precisions(laid, pc, passes::float_storage_support).ok()) << precision_name(p);
+    auto reformats = passes::assign_layouts(laid, passes::tensor_core_layout_preference);
+    ASSERT_TRUE(reformats.ok()) << "[" << precision_name(p) << "] " << reformats.status().to_string();
+    auto vs = cuda::infer_value_shapes_by_reference(laid, shapes);
+    ASSERT_TRUE(vs.ok()) << "[" << precision_name(p) << "] " << vs.status().to_string();
+    Status s = cuda::check_gpu_support(laid, *vs, storage_of(p));
+    EXPECT_TRUE(s.ok()) << "[" << precision_name(p) << "] " << s.to_string();
+  }
+
+  if (c.graph.nodes.size() != 1) return;
+  auto raw_vs = cuda::infer_value_shapes_by_reference(c.graph, shapes);
+  ASSERT_TRUE(raw_vs.ok()) << raw_vs.status().to_string();
+  if (c.graph.nodes[0].op == ir::OpKind::kAttention) {
+    check_attention_plan(c, *raw_vs, *ref);
+    return;
+  }
+  if (c.inputs.size() != 1 || c.inputs[0].dtype() != DataType::kFloat32) return;
+  auto emu = emulate_single_op(c.graph, *raw_vs, c.inputs[0]);
+  if (emu.ok()) {
+    EXPECT_LE(relative_diff(*ref, *emu), std::max(row.tol.fp32, 1e-6)) << "host emulation of the plan";
+  }
+#endif
+}
+
+std::vector<const Row*> cuda_rows() {
+  std::vector<const Row*> r;
+  for (const Row& row : all_rows())
+    if (row.cuda) r.push_back(&row);
+  return r;
+}
+
+INSTANTIATE_TEST_SUITE_P(OpTable, OpTableCudaLowering, ::testing::ValuesIn(cuda_rows()),
+                         [](const ::testing::TestParamInfo<const Row*>& info) { return info.param->name; });
+
+}  // namespace
+}  // namespace kiln::testing::op_table

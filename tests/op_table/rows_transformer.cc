@@ -1,0 +1,220 @@
+// Transformer rows: LayerNormalization, RMSNormalization, Gelu, Reduce*, batched MatMul,
+// MatMulBias, Attention (MHA / GQA / MQA, causal, masks, rank 3, a chunked scratch), whole
+// blocks through the optimizer, and integer inputs (embedding Gather, attention-mask Cast).
+// Cases from the former tests/gpu/gpu_ops_test.cc, gpu_transformer_test.cc and
+// gpu_int_inputs_test.cc, one row each.
+#include <cmath>
+#include <random>
+
+#include "op_table/op_table.h"
+#include "op_table/transformer_graphs.h"
+
+namespace kiln::testing::op_table {
+namespace {
+
+using ir::Attribute;
+using ir::OpKind;
+
+std::string dims_name(const Shape& s) {
+  std::string r;
+  for (int64_t d : s) {
+    if (!r.empty()) r.push_back('x');
+    r.append(std::to_string(d));
+  }
+  return r;
+}
+
+// "axis2", "axism1" (negative axes spelled with an m: test names allow no '-').
+std::string axis_name(int64_t axis) {
+  std::string r = "_axis";
+  if (axis < 0) r.push_back('m');
+  r.append(std::to_string(axis < 0 ? -axis : axis));
+  return r;
+}
+
+Row layer_norm(const Shape& in, int64_t axis, bool bias) {
+  Row r;
+  r.name = "LayerNormalization_" + dims_name(in) + axis_name(axis) +
+           (bias ? "" : "_nobias");
+  r.make = [=] {
+    TinyGraph t;
+    auto x = t.input("x", in);
+    Shape ns(in.begin() + (axis < 0 ? static_cast<int64_t>(in.size()) + axis : axis), in.end());
+    std::vector<ir::ValueId> ins = {x, t.constant("scale", nonzero(ns, 2))};
+    if (bias) ins.push_back(t.constant("bias", nonzero(ns, 3)));
+    t.g.outputs = {t.node(OpKind::kLayerNormalization, "ln", ins, in,
+                          {{"axis", Attribute::of_int(axis)}, {"epsilon", Attribute::of_float(1e-5f)}})};
+    // Offset 3: a mean far from zero checks the two-pass variance.
+    return OpCase{t.g, {nonzero(in, 1, 1.f, 3.f)}};
+  };
+  return r;
+}
+
+Row rms_norm(const Shape& x, int64_t axis, const Shape& scale, uint32_t seed) {
+  Row r;
+  r.name = "RMSNormalization_" + dims_name(x) + axis_name(axis) +
+           "_scale" + dims_name(scale);
+  r.tol.bf16 = 2e-2;
+  r.make = [=] {
+    TinyGraph t;
+    auto xi = t.input("x", x);
+    t.g.outputs = {t.node(OpKind::kRMSNormalization, "rms", {xi, t.constant("w", nonzero(scale, seed + 1))}, x,
+                          {{"axis", Attribute::of_int(axis)}, {"epsilon", Attribute::of_float(1e-6f)}})};
+    return OpCase{t.g, {nonzero(x, seed + 10, 3.f)}};
+  };
+  return r;
+}
+
+Row gelu(const std::string& approx, const Shape& s) {
+  Row r;
+  r.name = "Gelu_" + approx + "_" + dims_name(s);
+  r.make = [=] {
+    OpCase c = one_op(OpKind::kGelu, s, s, nullptr, {{"approximate", Attribute::of_string(approx)}}, nonzero(s, 4));
+    c.graph.nodes[0].opset = 20;
+    return c;
+  };
+  return r;
+}
+
+struct ReduceArgs {
+  OpKind op;
+  Shape in;
+  std::vector<int64_t> axes;
+  bool keep, axes_input;
+  Shape out;
+};
+
+Row reduce(const std::string& name, const ReduceArgs& k) {
+  Row r;
+  r.name = std::string(ir::op_name(k.op)) + "_" + name;
+  r.make = [=] {
+    std::map<std::string, Attribute> attrs = {{"keepdims", Attribute::of_int(k.keep)}};
+    if (!k.axes_input && !k.axes.empty()) attrs["axes"] = Attribute::of_ints(k.axes);
+    auto extra = [&](TinyGraph& t) {
+      return k.axes_input ? std::vector<ir::ValueId>{t.constant("axes", ints(k.axes))} : std::vector<ir::ValueId>{};
+    };
+    return one_op(k.op, k.in, k.out, extra, attrs, nonzero(k.in, 5));
+  };
+  return r;
+}
+
+Row matmul_bias(const Shape& a, int64_t n, uint32_t seed) {
+  Row r;
+  r.name = "MatMulBias_" + dims_name(a) + "_n" + std::to_string(n);
+  r.make = [=] {
+    TinyGraph t;
+    const int64_t k = a.back();
+    Shape ys = a;
+    ys.back() = n;
+    auto ai = t.input("a", a);
+    Tensor w = nonzero({k, n}, seed + 1, 1.f / std::sqrt(static_cast<float>(k)));
+    t.g.outputs = {t.node(OpKind::kMatMulBias, "mmb", {ai, t.constant("w", w), t.constant("b", nonzero({n}, seed + 2))}, ys)};
+    return OpCase{t.g, {nonzero(a, seed + 10)}};
+  };
+  return r;
+}
+
+Row attention(const std::string& name, const AttnCase& c, uint32_t seed, size_t workspace_limit = 0) {
+  Row r;
+  r.name = "Attention_" + name;
+  r.workspace_limit = workspace_limit;
+  r.make = [=] { return attention_graph(c, seed); };
+  return r;
+}
+
+Row graph_row(const std::string& name, std::function<OpCase()> make, std::vector<std::string> expect, Tolerance tol = kArithTol) {
+  Row r;
+  r.name = name;
+  r.make = std::move(make);
+  r.expect_ops = std::move(expect);
+  r.tol = tol;
+  return r;
+}
+
+}  // namespace
+
+std::vector<Row> transformer_rows() {
+  std::vector<Row> rows = {
+      layer_norm({4, 64}, -1, true), layer_norm({2, 3, 8, 16}, -1, true), layer_norm({2, 5, 24}, 1, false),
+      layer_norm({3, 768}, -1, true), layer_norm({1, 1, 7}, 2, true),
+      rms_norm({4, 64}, -1, {64}, 700), rms_norm({2, 3, 80}, -1, {80}, 710), rms_norm({2, 5, 24}, 1, {5, 24}, 720),
+      rms_norm({3, 7, 33}, -1, {1}, 730), rms_norm({2, 4096}, -1, {4096}, 740), rms_norm({1, 9, 64}, 2, {1, 1, 64}, 750),
+      gelu("none", {5, 33}), gelu("none", {2, 4, 6, 8}), gelu("tanh", {5, 33}), gelu("tanh", {2, 4, 6, 8}),
+      reduce("last_axis_keep", {OpKind::kReduceMean, {4, 8, 32}, {-1}, true, false, {4, 8, 1}}),
+      reduce("long_rows", {OpKind::kReduceMean, {3, 1000}, {1}, false, false, {3}}),
+      reduce("middle_pair_axes_input", {OpKind::kReduceSum, {2, 3, 4, 5}, {1, 2}, true, true, {2, 1, 1, 5}}),
+      reduce("middle_axis", {OpKind::kReduceMax, {3, 7, 5}, {1}, false, false, {3, 5}}),
+      reduce("all_axes", {OpKind::kReduceMin, {2, 3, 4}, {}, true, false, {1, 1, 1}}),
+
+      reduce("size1_axis_between", {OpKind::kReduceMax, {2, 1, 6}, {0, 2}, false, false, {1}}),
+      matmul_bias({2, 8, 32}, 48, 800), matmul_bias({1, 77, 64}, 192, 810), matmul_bias({2, 3, 5, 7}, 9, 820),
+      attention("MHA_d64", {2, 4, 4, 16, 16, 64, 64}, 510),
+      attention("seq77_d80", {1, 2, 2, 77, 77, 80, 80}, 520),
+      attention("GQA_8_2_seq33", {2, 8, 2, 33, 33, 64, 64}, 530),
+      attention("MQA_4_1_dv32", {1, 4, 1, 19, 19, 64, 32}, 540),
+      attention("causal_square", {2, 4, 4, 40, 40, 64, 64, true}, 550),
+      attention("causal_Sq_lt_Sk", {1, 4, 2, 5, 37, 64, 64, true}, 560),
+      attention("causal_Sq_gt_Sk", {1, 2, 2, 9, 4, 64, 64, true}, 570),
+      attention("additive_mask_input", {2, 4, 4, 45, 45, 64, 64, false, AttnCase::kAddInput}, 580),
+      attention("additive_const_SqSk", {2, 2, 2, 24, 24, 80, 80, false, AttnCase::kAddConst2d}, 590),
+      attention("bool_mask_empty_row", {2, 4, 4, 31, 31, 64, 64, false, AttnCase::kBoolConst}, 600),
+      attention("bool_mask_causal_GQA", {2, 4, 2, 20, 20, 64, 64, true, AttnCase::kBoolConst}, 610),
+      attention("rank3", {1, 6, 6, 50, 50, 64, 64, false, AttnCase::kNone, 3}, 620),
+      // 32 units of 128 x 128 scores (64 KiB fp32 each) under a 1 MiB workspace limit: the
+      // scores run in chunks (fp32: 8 units, fp16: 4).
+      attention("chunked_1MiB_workspace", {4, 8, 8, 128, 128, 64, 64, true}, 900, size_t{1} << 20),
+      graph_row("MatMul_batched_equal_batches", [] { return batched_matmul_case(0); }, {"MatMul"}),
+      graph_row("MatMul_batched_A_shared_const", [] { return batched_matmul_case(1); }, {"MatMul"}),
+      graph_row("MatMul_batched_B_shared_2d_activation", [] { return batched_matmul_case(2); }, {"MatMul"}),
+      graph_row("MatMul_batched_const_3d_B", [] { return batched_matmul_case(3); }, {"MatMul"}),
+      graph_row("TransformerBlock_2x8x32_h4", [] { return OpCase{transformer_block(2, 8, 32, 4), {nonzero({2, 8, 32}, 30)}}; },
+                {"Attention", "MatMulBias", "LayerNormalization"}),
+      graph_row("TransformerBlock_ViT_B_sizes",
+                [] { return OpCase{transformer_block(1, 197, 768, 12), {nonzero({1, 197, 768}, 31)}}; },
+                {"Attention", "MatMulBias"}, {1e-3, 2e-2, 6e-2}),
+      graph_row("DecoderBlock_fused_2x37x128", [] { return OpCase{decoder_block(2, 37, 128, 2), {nonzero({2, 37, 128}, 1100)}}; },
+                {"Attention", "RMSNormalization", "MatMulBias"}),
+      graph_row("ClassTokenHead_shape_arithmetic", [] { return OpCase{class_token_head(), {nonzero({2, 4, 8}, 53)}}; },
+                {"LayerNormalization"}),
+  };
+  {  // a spatial mean of a 4-D tensor: the optimizer makes it a GlobalAveragePool (NHWC in 16-bit) ...
+    Row r = reduce("spatial_4d_as_pool", {OpKind::kReduceMean, {2, 16, 4, 4}, {2, 3}, true, false, {2, 16, 1, 1}});
+    r.expect_ops = {"GlobalAveragePool"};
+    r.layout = LayoutRule::kFollowsPrecision;
+    rows.push_back(r);
+  }
+  {  // ... and without that rewrite, the reduce kernel
+    Row r = reduce("spatial_4d", {OpKind::kReduceMean, {2, 16, 4, 4}, {2, 3}, true, false, {2, 16, 1, 1}});
+    r.disabled_passes = {"reduce_mean_to_global_pool"};
+    rows.push_back(r);
+  }
+  {  // the pre-LN block as written (no fusions): every layer on its own kernel
+    Row r = graph_row("TransformerBlock_2x8x32_h4_unoptimized",
+                      [] { return OpCase{transformer_block(2, 8, 32, 4), {nonzero({2, 8, 32}, 30)}}; },
+                      {"MatMul", "Softmax", "Gelu", "LayerNormalization", "Transpose", "Reshape"});
+    r.opt_level = 0;
+    rows.push_back(r);
+  }
+  // Integer graph inputs: negative ids count from the end of the table (ONNX), on both paths.
+  for (DataType dt : {DataType::kInt64, DataType::kInt32}) {
+    Row r;
+    r.name = std::string("Embedding_Gather_LayerNorm_ids_") + (dt == DataType::kInt64 ? "int64" : "int32");
+    r.tol = {1e-5, 2e-2, 6e-2};
+    r.expect_ops = {"Gather", "LayerNormalization"};
+    r.make = [dt] { return OpCase{embedding_graph(dt), {int_tensor(dt, {kBatch, kSeq}, -kVocab, kVocab - 1, 5)}}; };
+    rows.push_back(r);
+  }
+  {
+    Row r;
+    r.name = "AttentionMask_int64_Cast_chain_Softmax";
+    r.tol = {1e-5, 2e-2, 6e-2};
+    r.expect_ops = {"Cast", "Softmax"};
+    r.make = [] {
+      return OpCase{mask_graph(), {random_tensor({kBatch, 4, kSeq, kSeq}, 21), int_tensor(DataType::kInt64, {kBatch, kSeq}, 0, 1, 22)}};
+    };
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace kiln::testing::op_table
