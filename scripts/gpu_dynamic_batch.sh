@@ -12,6 +12,7 @@ OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 mkdir -p models /tmp/dyn
 [ -f models/resnet101.onnx ] || $PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx \
     --photos-npz $C/calib_photos.npz 2>&1 | tail -n 1
+if [ "${KILN_DYN_R101:-1}" = 1 ]; then
 T0=$(date +%s)
 $C/kiln build models/resnet101.onnx -o /tmp/dyn/dyn.plan --device gpu --fp16 --min-shapes input:1x3x224x224 \
   --opt-shapes input:64x3x224x224 --max-shapes input:256x3x224x224 > /tmp/dyn/dyn_build.txt 2>&1 || tail -n 5 /tmp/dyn/dyn_build.txt
@@ -43,6 +44,7 @@ for b in (1, 8, 64, 256):
     rows.append(r)
     print(json.dumps(r))
 PYEOF
+fi
 # BERT-base with a sequence profile 16..512 (batch 2), against plans built for each fixed length.
 if [ "${KILN_DYN_BERT:-1}" = 1 ]; then
   [ -f models/bert_base.onnx ] || $PY scripts/export_models.py --model bert_base -o models/bert_base.onnx 2>&1 | tail -n 1
@@ -77,4 +79,4 @@ for s in (16, 128, 384, 512):
     print(json.dumps(r))
 PYEOF
 fi
-PYTHONPATH=$PWD/$C/python $PY scripts/dyn_switch.py /tmp/dyn/dyn.plan --json "$OUT/dyn_switch.json" 2>&1 | tee "$OUT/dyn_switch.txt"
+[ "${KILN_DYN_R101:-1}" = 1 ] && PYTHONPATH=$PWD/$C/python $PY scripts/dyn_switch.py /tmp/dyn/dyn.plan --json "$OUT/dyn_switch.json" 2>&1 | tee "$OUT/dyn_switch.txt"

@@ -3,6 +3,7 @@
 #   scripts/gpu_issue10.sh tests     GPU tests (kiln_tests Gpu*), then the dynamic-batch run
 #                                    (scripts/gpu_dynamic_batch.sh: one 1..256 engine vs fixed plans,
 #                                    shape switching with scripts/dyn_switch.py)
+#   scripts/gpu_issue10.sh verify    GPU tests + op table CUDA rows, conformance CPU vs GPU, dynamic shapes
 #   scripts/gpu_issue10.sh ab        product-path A/B against the previous main (scripts/gpu_product_ab.sh):
 #                                    speed, plan bytes, load time and phases
 # Results under $OUT.
@@ -20,6 +21,16 @@ case "${1:-tests}" in
     echo "rc=$?" >> "$OUT/gpu_tests.txt"
     grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^rc=|Failure|plan .* bytes with packed" "$OUT/gpu_tests.txt" | head -40
     stamp "== dynamic batch"
+    OUT=$OUT scripts/gpu_dynamic_batch.sh
+    ;;
+  verify)
+    stamp "== GPU tests and the op table's CUDA rows"
+    $C/kiln_tests --gtest_filter="${KILN_GTEST_FILTER:-Gpu*:*Gpu*:OpTable/OpTableCuda.*:CudaPlan*}" > "$OUT/gpu_tests.txt" 2>&1
+    echo "rc=$?" >> "$OUT/gpu_tests.txt"
+    grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]|^rc=|max abs error" "$OUT/gpu_tests.txt" | head -40
+    stamp "== conformance, CPU and GPU"
+    OUT=$OUT scripts/gpu_conformance.sh
+    stamp "== dynamic shapes (${KILN_DYN_R101:-1} = R101 too)"
     OUT=$OUT scripts/gpu_dynamic_batch.sh
     ;;
   ab)

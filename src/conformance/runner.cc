@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -114,12 +117,13 @@ std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefi
 
 // The real deployment path: Builder (the data set's input shapes as the optimization
 // profile) -> serialized plan bytes -> Runtime -> ExecutionContext -> execute.
-StatusOr<std::vector<Tensor>> run_through_plan(const ir::Graph& graph, const std::vector<Tensor>& inputs) {
+StatusOr<std::vector<Tensor>> run_through_plan(const ir::Graph& graph, const std::vector<Tensor>& inputs, bool gpu) {
   if (inputs.size() != graph.inputs.size())
     return invalid_argument("the data set has " + std::to_string(inputs.size()) + " inputs, the model takes " +
                             std::to_string(graph.inputs.size()));
   BuilderConfig config;
-  config.target = TargetDevice::kCpu;
+  config.target = gpu ? TargetDevice::kCuda : TargetDevice::kCpu;
+  config.tf32 = false;  // FP32 math on the GPU: the data's tolerances are FP32's
   OptimizationProfile profile;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Shape& s = inputs[i].shape();
@@ -170,7 +174,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
       }
       inputs.push_back(std::move(t).value());
     }
-    auto outs = run_through_plan(*graph, inputs);
+    auto outs = run_through_plan(*graph, inputs, opts.gpu);
     if (!outs.ok()) {
       r.verdict = outs.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
       r.reason = outs.status().to_string();
@@ -285,16 +289,31 @@ StatusOr<Report> run(const std::string& root, const Options& opts) {
                                [&](const auto& c) { return c.first.find(opts.filter) == std::string::npos; }),
                 cases.end());
   Report rep;
+  rep.cases.resize(cases.size());
+  std::mutex mu;
   int done = 0;
-  for (const auto& [name, dir] : cases) {
-    auto t0 = std::chrono::steady_clock::now();
-    CaseResult r = run_case_isolated(dir, name, opts);
-    r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (r.verdict == Verdict::kPass) ++rep.passed;
-    else if (r.verdict == Verdict::kFail) ++rep.failed;
-    else ++rep.skipped;
-    rep.cases.push_back(r);
-    if (opts.progress) opts.progress(r, ++done, static_cast<int>(cases.size()));
+  std::atomic<size_t> next{0};
+  // Each worker forks one case at a time; the parent's threads only wait on pipes.
+  auto work = [&] {
+    for (size_t i = next++; i < cases.size(); i = next++) {
+      auto t0 = std::chrono::steady_clock::now();
+      CaseResult r = run_case_isolated(cases[i].second, cases[i].first, opts);
+      r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::lock_guard<std::mutex> lock(mu);
+      if (r.verdict == Verdict::kPass) ++rep.passed;
+      else if (r.verdict == Verdict::kFail) ++rep.failed;
+      else ++rep.skipped;
+      rep.cases[i] = r;
+      if (opts.progress) opts.progress(r, ++done, static_cast<int>(cases.size()));
+    }
+  };
+  const int jobs = std::max(1, std::min(opts.jobs, 64));
+  if (jobs == 1) {
+    work();
+  } else {
+    std::vector<std::thread> workers;
+    for (int j = 0; j < jobs; ++j) workers.emplace_back(work);
+    for (auto& t : workers) t.join();
   }
   return rep;
 }

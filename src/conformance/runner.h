@@ -30,6 +30,10 @@ struct Options {
   double atol = 1e-7;
   double timeout_s = 120;            // per case
   std::string filter;                // substring a case name must contain ("" = all)
+  // Build and run on the CUDA target (FP32 without TF32) instead of the CPU reference. A case the
+  // GPU cannot run yet is skipped with the reason (the unsupported layers, named).
+  bool gpu = false;
+  int jobs = 1;                      // cases run at once (each in its own process)
   std::function<void(const CaseResult&, int done, int total)> progress;
 };
 

@@ -110,6 +110,27 @@ class Inferrer {
     return folded_[id].get();
   }
 
+  // A computed shape tensor whose tracked values are all known (Shape -> Gather -> Concat at
+  // concrete input shapes) as a tensor, so the nodes reading it can be folded like constants
+  // (the Equal / Where guards exporters put around Expand and Reshape shapes). Cached.
+  const Tensor* materialize(ValueId id) {
+    const Value& v = g_.value(id);
+    if (!values_[id] || !is_int_dtype(v.dtype) || !v.shape || v.shape->size() > 1) return nullptr;
+    const SymValues& vals = *values_[id];
+    Shape shape;
+    for (const Dim& d : *v.shape) {
+      if (!d.is_known()) return nullptr;
+      shape.push_back(d.value);
+    }
+    if (shape_numel(shape) != static_cast<int64_t>(vals.size())) return nullptr;
+    for (const SymInt& x : vals)
+      if (!x.is_const()) return nullptr;
+    auto t = std::make_shared<Tensor>(v.dtype, shape);
+    for (size_t i = 0; i < vals.size(); ++i) store_from_int64(v.dtype, t->raw(), static_cast<int64_t>(i), vals[i].c);
+    folded_[id] = t;
+    return t.get();
+  }
+
   void resolve_outer(Value& v) {
     if (!parent_) return;
     const Value* o = nullptr;
@@ -151,6 +172,7 @@ class Inferrer {
         in.dtype = v.dtype;
         in.shape = v.shape;
         in.constant = constant_of(id);
+        if (!in.constant) in.constant = materialize(id);
         in.values = values_[id] ? &*values_[id] : nullptr;
         if (!in.constant) all_const = false;
         else in_elems += in.constant->numel();

@@ -8,7 +8,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 DATA=/usr/share/libonnx-testdata/data
 OUT=${2:-$(dirname "$KILN")/conformance.json}
 [ -d "$DATA" ] || { echo "missing $DATA (apt-get install libonnx-testdata)"; exit 1; }
-summary=$("$KILN" conformance "$DATA" --json "$OUT" | tail -n 1)
+summary=$("$KILN" conformance "$DATA" --jobs 2 --json "$OUT" | tail -n 1)
 echo "$summary  (report: $OUT)"
 passed=$(echo "$summary" | awk '{print $1}')
 floor=$(grep -v '^#' "$HERE/floor.txt" | head -n 1)

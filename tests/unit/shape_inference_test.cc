@@ -6,6 +6,8 @@
 
 #include "ir/shape_inference.h"
 
+#include "backends/cpu/interpreter.h"
+
 namespace kiln::ir {
 namespace {
 
@@ -397,6 +399,38 @@ TEST(ShapeInference, ConcreteInputsOverrideDeclaredShapes) {
   std::map<std::string, Shape> concrete{{"x", {8, 3}}};
   ASSERT_TRUE(infer_shapes(b.g, &concrete).ok());
   EXPECT_EQ(b.shape(y), "[3,8]");
+}
+
+// Hugging Face exports guard Expand shapes: Where(Equal(shape, -1), ones, shape) with shape from
+// Shape -> Gather -> Concat. At concrete input shapes the guard folds through the constant
+// evaluator (the tracked shape values become tensors), so every dim is known and the CUDA path
+// needs no CPU reference run to discover it (BERT with a sequence profile, run 33).
+TEST(ShapeInference, ConcreteShapeValuesFoldThroughWhereGuards) {
+  // shape = Reshape(Concat(dim0, dim1), [-1]); ones = ConstantOfShape(Shape(shape), 1);
+  // Expand(row, Where(Equal(shape, ones * -1), ones, shape)) -- BERT's token-type Expand.
+  auto build = [](GraphBuilder& b) {
+    auto x = b.input("x", {S("batch"), S("seq")}, DataType::kInt64);
+    auto s = b.op(OpKind::kShape, "shape", {x});
+    auto d0 = b.op(OpKind::kUnsqueeze, "u0", {b.op(OpKind::kGather, "g0", {s, b.ints("i0", {0}, true)}), b.ints("a0", {0})});
+    auto d1 = b.op(OpKind::kUnsqueeze, "u1", {b.op(OpKind::kGather, "g1", {s, b.ints("i1", {1}, true)}), b.ints("a1", {0})});
+    auto cat = b.op(OpKind::kConcat, "cat", {d0, d1}, {{"axis", Attribute::of_int(0)}});
+    auto target = b.op(OpKind::kReshape, "flat", {cat, b.ints("minus1", {-1})});
+    Tensor one(DataType::kInt64, {1});
+    one.data<int64_t>()[0] = 1;
+    Attribute value;
+    value.kind = Attribute::Kind::kTensor;
+    value.t = std::make_shared<Tensor>(one);
+    auto ones = b.op(OpKind::kConstantOfShape, "ones", {b.op(OpKind::kShape, "shape2", {target})}, {{"value", value}});
+    auto neg = b.op(OpKind::kMul, "neg", {ones, b.ints("m1", {-1}, true)});
+    auto eq = b.op(OpKind::kEqual, "eq", {target, neg});
+    auto guarded = b.op(OpKind::kWhere, "where", {eq, ones, target});
+    return b.op(OpKind::kExpand, "expand", {b.floats("row", {1, 1}), guarded});
+  };
+  std::map<std::string, Shape> concrete{{"x", {3, 384}}};
+  GraphBuilder b;
+  auto y = build(b);
+  ASSERT_TRUE(infer_shapes(b.g, &concrete, &reference_evaluator()).ok());
+  EXPECT_EQ(b.shape(y), "[3,384]");
 }
 
 TEST(ShapeInference, ConcatUnifiesAndChecks) {

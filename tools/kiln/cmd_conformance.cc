@@ -12,6 +12,8 @@ namespace kiln::cli {
 int cmd_conformance(const ConformanceOptions& o) {
   conformance::Options opts;
   opts.filter = o.filter;
+  opts.gpu = o.device != "cpu";
+  opts.jobs = o.jobs;
   const bool verbose = o.verbose;
   opts.progress = [verbose](const conformance::CaseResult& r, int done, int total) {
     if (verbose || r.verdict == conformance::Verdict::kFail)

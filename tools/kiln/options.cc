@@ -296,6 +296,11 @@ void ConformanceOptions::add_to(CLI::App* app) {
   app->add_option("dir", dir, "Case, suite or data directory")->required();
   app->add_option("--json", json, "Write a per-case JSON report here");
   app->add_option("--filter", filter, "Only cases whose name contains this");
+  app->add_option("--device", device,
+                  "cpu (the reference) or gpu (CUDA plans, FP32 without TF32; cases the GPU cannot run are "
+                  "skipped naming why)")
+      ->check(CLI::IsMember({"cpu", "gpu", "cuda"}));
+  app->add_option("--jobs", jobs, "Cases run at once, each in its own process (default 1)")->check(CLI::Range(1, 64));
   app->add_flag("-v,--verbose", verbose, "Print every case");
 }
 

@@ -122,6 +122,8 @@ struct ConformanceOptions {
   std::string dir;
   std::string json;
   std::string filter;
+  std::string device = "cpu";  // cpu or gpu
+  int jobs = 1;
   bool verbose = false;
   void add_to(CLI::App* app);
 };

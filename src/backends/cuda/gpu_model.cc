@@ -21,6 +21,7 @@
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/gpu_transformer.h"
+#include "backends/cuda/layer_factory.h"
 #include "backends/cuda/streams.h"
 #include "core/numerics.h"
 #include "ir/pointwise_program.h"
@@ -97,12 +98,34 @@ struct ScopedMs {
 
 // cudaMalloc whose error says what was being allocated, how many bytes, and the device's
 // free/total memory at that moment.
-class Lowering {
+class Lowering final : public LowerContext {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
       : g_(g), vs_(vs), o_(o), m_(m), plan_st_(o.storage()), st_(plan_st_), low_(st_ != StorageType::kF32) {}
   // Lower without touching the device (weights are not uploaded): for check_gpu_support.
   void dry_run() { dry_run_ = true; }
+
+  // LowerContext (layer_factory.h): what the registered factories use.
+  const ir::Graph& graph() const override { return g_; }
+  const Shape& shape(ir::ValueId v) const override { return vs_.shapes[v]; }
+  StorageType storage() const override { return st_; }
+  bool nhwc(const ir::Node& n, bool dflt) const override { return nhwc_of(n, dflt); }
+  StatusOr<int> activation(ir::ValueId v) override { return activation_of(v); }
+  int as_layout(int value, bool nhwc) override { return as_layout(value, nhwc, std::string()); }
+  int new_value(const std::string& name, const Shape& shape, StorageType type, bool nhwc) override {
+    return new_val(name, shape, type, nhwc);
+  }
+  StorageType value_type(int value) const override { return m_->vals[value].type; }
+  void alias(int value, int of) override { m_->vals[value].alias_of = of; }
+  void bind(ir::ValueId v, int value) override { act_[v] = value; }
+  void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
+                 std::vector<std::string> origin) override {
+    l->name = name;
+    l->ins = std::move(ins);
+    l->outs = std::move(outs);
+    l->origin = std::move(origin);
+    m_->layers.push_back(std::move(l));
+  }
 
   Status run() {
     // A graph through passes::assign_layouts carries each layer's layout ("layout" attribute)
@@ -233,15 +256,6 @@ class Lowering {
     return static_cast<int>(m_->vals.size()) - 1;
   }
 
-  void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
-                 std::vector<std::string> origin) {
-    l->name = name;
-    l->ins = std::move(ins);
-    l->outs = std::move(outs);
-    l->origin = std::move(origin);
-    m_->layers.push_back(std::move(l));
-  }
-
   // The storage a node computes in: its decided precision (the "precision" attribute written by
   // passes::assign_precisions on every layer of a built plan, docs/decisions/0033); the plan's
   // only for graphs lowered without that pass (tests lowering a graph directly).
@@ -257,7 +271,7 @@ class Lowering {
   // The activation of `v`; while a layer is lowered (convert_inputs_), a float activation stored
   // in another precision than the layer's comes through a convert layer (one per value and type,
   // in the value's layout).
-  StatusOr<int> activation(ir::ValueId v) {
+  StatusOr<int> activation_of(ir::ValueId v) {
     auto it = act_.find(v);
     if (it == act_.end()) return unsupported("value '" + g_.value(v).name + "' is not available on the GPU");
     const int a = it->second;
@@ -287,7 +301,7 @@ class Lowering {
   }
 
   // The value in the wanted layout (a reformat layer is added once per value and layout).
-  int as_layout(int gv, bool nhwc, const std::string& layer_name = "") {
+  int as_layout(int gv, bool nhwc, const std::string& layer_name) {
     const GVal& v = m_->vals[gv];
     if (v.shape.size() != 4) return gv;
     if (layout_free(v.shape) || v.nhwc == nhwc) return gv;
@@ -447,6 +461,7 @@ class Lowering {
     for (ir::ValueId v : n.outputs)
       if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) && !(int_in.size() && int_in[0] && is_int_view(n.op)))
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
+    if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
     switch (n.op) {
       case ir::OpKind::kConv:
       case ir::OpKind::kFusedConv: return lower_conv(n, where);
@@ -458,53 +473,12 @@ class Lowering {
       case ir::OpKind::kGemm: return lower_gemm(n, where);
       case ir::OpKind::kMatMul: return has_2d_weight(n) ? lower_gemm(n, where) : lower_matmul(n, where);
       case ir::OpKind::kMatMulBias: return lower_gemm(n, where);
-      case ir::OpKind::kLayerNormalization: return lower_layernorm(n, where);
-      case ir::OpKind::kRMSNormalization: return lower_rms_norm(n, where);
       case ir::OpKind::kAttention: return lower_attention(n, where);
-      case ir::OpKind::kTranspose:
-      case ir::OpKind::kSlice:
-      case ir::OpKind::kExpand: return lower_strided(n, where);
       case ir::OpKind::kSplit: return lower_split(n, where);
       case ir::OpKind::kGather: return lower_gather(n, where);
-      case ir::OpKind::kReduceSum:
-      case ir::OpKind::kReduceMean:
-      case ir::OpKind::kReduceMax:
-      case ir::OpKind::kReduceMin: return lower_reduce(n, where);
-      case ir::OpKind::kPad: return lower_pad(n, where);
-      case ir::OpKind::kResize: return lower_resize(n, where);
       case ir::OpKind::kWhere: return lower_where(n, where);
       case ir::OpKind::kCast: return lower_cast(n, where);
       case ir::OpKind::kReformat: return lower_reformat(n);
-      case ir::OpKind::kReshape:
-      case ir::OpKind::kFlatten:
-      case ir::OpKind::kSqueeze:
-      case ir::OpKind::kUnsqueeze:
-      case ir::OpKind::kIdentity:
-      case ir::OpKind::kDropout: {
-        KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
-        a = as_layout(a, false);
-        const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], m_->vals[a].type, false);
-        m_->vals[out].alias_of = a;
-        act_[n.outputs[0]] = out;
-        return Status::Ok();
-      }
-      case ir::OpKind::kSoftmax:
-      case ir::OpKind::kLogSoftmax: {
-        const Shape& s = vs_.shapes[n.inputs[0]];
-        const int r = static_cast<int>(s.size());
-        int64_t axis = n.attr_int("axis", n.opset >= 13 ? -1 : 1);
-        if (axis < 0) axis += r;
-        if (n.opset >= 13 && axis != r - 1) return unsupported(where + "softmax over a non-innermost axis");
-        int64_t rows = 1;
-        for (int i = 0; i < axis; ++i) rows *= s[i];
-        const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
-        KILN_ASSIGN_OR_RETURN(int a, activation(n.inputs[0]));
-        a = as_layout(a, false);
-        const int out = new_val(g_.value(n.outputs[0]).name, s, st_, false);
-        add_layer(make_softmax_layer(rows, cols, st_, n.op == ir::OpKind::kLogSoftmax), n.name, {a}, {out}, n.origin);
-        act_[n.outputs[0]] = out;
-        return Status::Ok();
-      }
       case ir::OpKind::kConcat:
         if (has_constant_input(n)) return lower_concat_with_constants(n, where);
         {
@@ -562,7 +536,8 @@ class Lowering {
     Shape w_shape = wc->shape();
     // A channel-padded input (see padded_channels): C grows to Cp, the extra weights are zeros.
     auto padded = padded_from_.find(n.inputs[0]);
-    const int64_t cp = padded != padded_from_.end() ? m_->vals[xa].shape[1] : p.c;
+    // The filter's channels per group (KRSC keeps C/groups innermost; padding needs one group).
+    const int64_t cp = padded != padded_from_.end() ? m_->vals[xa].shape[1] : wc->dim(1);
     if (padded != padded_from_.end()) {
       p.c_unpadded = p.c;
       p.c = cp;
@@ -937,7 +912,7 @@ class Lowering {
 
   // An input in row-major order: a constant uploaded in the storage dtype, or the activation
   // (reformatted out of NHWC first).
-  StatusOr<int> row_major_operand(ir::ValueId v) {
+  StatusOr<int> row_major_operand(ir::ValueId v) override {
     if (const auto& c = g_.value(v).constant) {
       std::vector<float> f;
       return upload(g_.value(v).name, v, static_cast<size_t>(c->numel()), c->shape(), false, [&] {
@@ -949,7 +924,7 @@ class Lowering {
     return as_layout(a, false);
   }
 
-  int new_output(const ir::Node& n, size_t k = 0) {
+  int new_output(const ir::Node& n, size_t k = 0) override {
     const int out = new_val(g_.value(n.outputs[k]).name, vs_.shapes[n.outputs[k]], st_, false);
     act_[n.outputs[k]] = out;
     return out;
@@ -994,39 +969,8 @@ class Lowering {
   }
 
   // LayerNormalization over the axes [axis, rank): rows x cols with scale (and bias) of cols elements.
-  Status lower_layernorm(const ir::Node& n, const std::string& where) {
-    const Shape& s = vs_.shapes[n.inputs[0]];
-    int64_t axis = n.attr_int("axis", -1);
-    if (axis < 0) axis += static_cast<int64_t>(s.size());
-    if (axis < 0 || axis >= static_cast<int64_t>(s.size())) return invalid_argument(where + "axis out of range");
-    int64_t rows = 1;
-    for (int64_t i = 0; i < axis; ++i) rows *= s[i];
-    const int64_t cols = shape_numel(s) / std::max<int64_t>(rows, 1);
-    std::vector<int> ins;
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    ins.push_back(x);
-    for (size_t k = 1; k < 3 && k < n.inputs.size(); ++k) {
-      if (n.inputs[k] == ir::kNoValue) continue;
-      if (shape_numel(vs_.shapes[n.inputs[k]]) != cols)
-        return unsupported(where + "scale/bias broadcast over the normalized axes (need " + std::to_string(cols) + " elements)");
-      KILN_ASSIGN_OR_RETURN(int v, row_major_operand(n.inputs[k]));
-      ins.push_back(v);
-    }
-    if (ins.size() < 2) return invalid_argument(where + "Scale is required");
-    add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), st_), n.name, ins, {new_output(n)},
-              n.origin);
-    return Status::Ok();
-  }
 
   // RMSNormalization (gpu_transformer.h): rows x cols, scale of cols values or one.
-  Status lower_rms_norm(const ir::Node& n, const std::string& where) {
-    if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "scale is required");
-    KILN_ASSIGN_OR_RETURN(RmsNormPlan p, plan_rms_norm(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    KILN_ASSIGN_OR_RETURN(int scale, row_major_operand(n.inputs[1]));
-    add_layer(make_rms_norm_layer(p, st_), n.name, {x, scale}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Attention (gpu_transformer.h): Q, K, V and the mask row-major in the storage type (a bool
   // mask as 0/1); the scores of at most 64 MiB (or half the workspace limit) per chunk of heads.
@@ -1045,22 +989,6 @@ class Lowering {
   }
 
   // Transpose, Slice and Expand: one strided copy.
-  Status lower_strided(const ir::Node& n, const std::string& where) {
-    const Shape& in = vs_.shapes[n.inputs[0]];
-    const Shape& out = vs_.shapes[n.outputs[0]];
-    StridedDesc d;
-    if (n.op == ir::OpKind::kTranspose) {
-      KILN_ASSIGN_OR_RETURN(d, plan_transpose(n, in));
-    } else if (n.op == ir::OpKind::kSlice) {
-      KILN_ASSIGN_OR_RETURN(d, plan_slice(n, g_, in, out));
-    } else {
-      KILN_ASSIGN_OR_RETURN(d, plan_expand(n, in, out));
-    }
-    if (in.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_strided_copy_layer(ir::op_name(n.op), d, elem_bytes()), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Split as strided copies of the row-major input, one layer per output.
   Status lower_split_strided(const ir::Node& n, const std::string& where) {
@@ -1103,26 +1031,8 @@ class Lowering {
     return Status::Ok();
   }
 
-  Status lower_reduce(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, g_, vs_.shapes[n.inputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_reduce_layer(ir::op_name(n.op), p, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
-  Status lower_pad(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(PadPlan p, plan_pad(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_pad_layer(p, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
-  Status lower_resize(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(ResizeDesc d, plan_resize(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.outputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    add_layer(make_resize_layer(d, st_), n.name, {x}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Where(cond, a, b) with broadcasting; the bool condition must be a constant (uploaded as 0/1).
   Status lower_where(const ir::Node& n, const std::string& where) {

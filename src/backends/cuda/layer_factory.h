@@ -1,0 +1,75 @@
+// Layer factories (issue 10 item 2, docs/decisions/0042): how an op becomes CUDA layers. A factory
+// is one function for one op (or a family of ops): it checks that it supports the node at the
+// concrete shapes, precision and layout (an `Unsupported` status naming the node and the reason
+// when not: the builder lists every such layer), then creates the engine layers — each a
+// `cuda::Layer` listing its tactics by stable id (backends/kernel.h, gpu_layers.h) — through the
+// LowerContext. Adding a kernel = one factory file in this directory + one line in
+// register_layer_factories() (layer_factories.cc) + rows in the op test table (tests/op_table).
+// Ops without a registered factory are lowered by gpu_model.cc's own lowering (being moved here).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/gpu_layers.h"
+#include "backends/cuda/kernels.h"
+#include "ir/graph.h"
+#include "kiln/status.h"
+
+namespace kiln::cuda {
+
+// What a factory sees of the lowering in progress. Engine values are ints (indices of the
+// model's values); graph values are ir::ValueIds.
+class LowerContext {
+ public:
+  virtual ~LowerContext() = default;
+  virtual const ir::Graph& graph() const = 0;
+  // The concrete shape of a graph value at the shapes being lowered.
+  virtual const Shape& shape(ir::ValueId v) const = 0;
+  // The storage type (precision) of the layer being lowered (its outputs and weights).
+  virtual StorageType storage() const = 0;
+  // The layout the plan chose for this node's 4-D activations (assign_layouts' "layout"
+  // attribute), else `dflt`.
+  virtual bool nhwc(const ir::Node& n, bool dflt) const = 0;
+  // The engine value holding graph value `v` (converted to storage() when the layer reads
+  // another float precision); Unsupported when it does not live on the GPU.
+  virtual StatusOr<int> activation(ir::ValueId v) = 0;
+  // `value` in NHWC / row-major layout (a Reformat layer is added once per value and layout).
+  virtual int as_layout(int value, bool nhwc) = 0;
+  // A new engine value: an activation of `shape` in storage `type`, NHWC when `nhwc` and 4-D.
+  virtual int new_value(const std::string& name, const Shape& shape, StorageType type, bool nhwc) = 0;
+  // The storage type of engine value `value`.
+  virtual StorageType value_type(int value) const = 0;
+  // Sets the value alias: `value` is the bytes of `of` (a view; no copy).
+  virtual void alias(int value, int of) = 0;
+  // An input in row-major order: a constant uploaded as a weight in storage() (packed in the plan,
+  // docs/decisions/0040), else the activation, reformatted out of NHWC.
+  virtual StatusOr<int> row_major_operand(ir::ValueId v) = 0;
+  // Output k of `n` as a new row-major value in storage(), bound to the graph value.
+  virtual int new_output(const ir::Node& n, size_t k = 0) = 0;
+  // Graph value `v` is now engine value `value` (later layers read it).
+  virtual void bind(ir::ValueId v, int value) = 0;
+  // Appends a layer reading engine values `ins` and writing `outs`; `origin` names the ONNX
+  // nodes it stands for.
+  virtual void add_layer(std::unique_ptr<Layer> layer, const std::string& name, std::vector<int> ins,
+                         std::vector<int> outs, std::vector<std::string> origin) = 0;
+};
+
+// `where` is the node's description for messages ("node 'x' (Softmax): ").
+using LayerFactory = Status (*)(LowerContext& ctx, const ir::Node& n, const std::string& where);
+
+// The factory registered for `op`, or null.
+LayerFactory find_layer_factory(ir::OpKind op);
+
+// The factories (layer_factories.cc lists them, one line each).
+Status lower_softmax(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Softmax, LogSoftmax
+Status lower_view(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Reshape, Flatten, Squeeze, ...
+Status lower_strided(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Transpose, Slice, Expand
+Status lower_pad(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_resize(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Mean/Max/Min
+Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
+
+}  // namespace kiln::cuda
