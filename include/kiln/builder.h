@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/logger.h"
+#include "kiln/precision.h"
 #include "kiln/status.h"
 #include "kiln/types.h"
 
@@ -44,17 +45,6 @@ class OptimizationProfile {
 enum class TargetDevice : uint8_t { kCpu = 0, kCuda = 1, kAuto = 2 };
 const char* target_device_name(TargetDevice d);  // "cpu", "cuda", "auto"
 
-// One per-layer precision constraint: the layers whose name, or the name of any ONNX node fused
-// into them, matches `pattern` ('*' matches any run of characters, e.g. "/layer4/*") compute
-// and store their outputs in `precision`: kFloat32 (TF32 math unless BuilderConfig::tf32 is
-// off), kFloat16 or kBFloat16. On CUDA a constrained layer keeps its precision whatever the
-// plan's --fp16/--bf16 say, and convert layers appear where neighbours differ; the CPU target
-// runs everything in float32 and ignores it. Recorded as the node attribute "precision".
-struct LayerPrecision {
-  std::string pattern;
-  DataType precision = DataType::kFloat32;
-};
-
 // One step of a build, reported to BuilderConfig::progress.
 struct BuildProgress {
   // "import", "warning" (detail: one ignored item, see allow_unknown_attributes), "profiles",
@@ -68,7 +58,10 @@ struct BuildProgress {
 };
 
 struct BuilderConfig {
-  // Precisions the builder may choose for layers (the graph's own dtypes are always allowed).
+  // Precisions the builder may choose for layers (the graph's own dtypes are always allowed):
+  // TensorRT's BuilderFlags, kept as flags for the API, the CLI and the Python package; the
+  // builder maps them onto one PrecisionConfig (precision_config(), kiln/precision.h), which is
+  // what the library reads. int8/fp8 are refused until issue 12 (PrecisionConfig::check).
   bool fp16 = false;
   bool bf16 = false;
   bool tf32 = true;   // TF32 tensor-core math for fp32 GEMM/conv on CUDA (TensorRT's default)
@@ -120,6 +113,9 @@ struct BuilderConfig {
   bool allow_unknown_attributes = false;
   std::function<void(const BuildProgress&)> progress;
 };
+
+// BuilderConfig's precision flags and layer constraints as the one PrecisionConfig.
+PrecisionConfig precision_config(const BuilderConfig& c);
 
 class Builder {
  public:

@@ -22,9 +22,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kiln/quant_params.h"
 #include "kiln/status.h"
 #include "kiln/types.h"
 
@@ -37,7 +39,10 @@ namespace kiln {
 // 5: weights packed for their tactics (layout and precision as the device reads them) in the
 //    weights section, listed after the tactic data; constants stored only packed (offset
 //    ~0) (docs/decisions/0040-packed-weights.md).
-constexpr uint32_t kPlanFormatVersion = 5;
+// 6: a value may carry quantization parameters (value flag 16, QuantParams after its constant),
+//    and every layer of a plan records its decided precision (node attribute "precision",
+//    docs/decisions/0033-precision-as-data.md).
+constexpr uint32_t kPlanFormatVersion = 6;
 // The 8 bytes every plan file starts with (the literal's NUL is not part of the file): lets a
 // tool tell a plan from another file (the ONNX importer names a plan passed as a model).
 inline constexpr char kPlanMagic[] = "KILNPLAN";
@@ -69,6 +74,7 @@ struct TensorDesc {
   bool rank_known = true;
   std::vector<int64_t> dims;         // -1: dynamic
   std::vector<std::string> symbols;  // per dim; "" when static or unnamed
+  std::optional<QuantParams> quant;  // set when the tensor holds quantized elements (dtype = quant->type)
   std::string shape_string() const;  // "[batch,3,224,224]", "?" when the rank is unknown
 };
 
@@ -82,7 +88,11 @@ struct LayerInfo {
   std::string tactic;                // "cpu.ref", "cudnn.conv_bias_act algo=1 fp16 nhwc +relu", ...
   uint32_t tactic_id = 0xFFFFFFFFu;  // the tactic's stable id (source << 24 | variant); all ones: none (CPU, views)
   double tuned_ms = 0;               // the tactic's time measured at build, ms (0: not timed)
-  std::string precision;             // a per-layer constraint ("fp32", "fp16", "bf16"), "" = the plan's
+  // The layer's decided precision (passes/assign_precisions.cc: "fp32", "fp16", "bf16"): the
+  // storage of its float outputs and weights on CUDA; the CPU computes in float32 whatever it
+  // says. "" in plans whose graph has no decision.
+  std::string precision;
+  bool precision_constrained = false;  // decided by a --layer-precisions rule (BuilderConfig::layer_precisions)
   uint64_t packed_weight_bytes = 0;  // CUDA: bytes of this layer's weights stored packed for its tactic
 };
 

@@ -165,6 +165,7 @@ class LayerInfo:
     outputs: List[TensorDesc]
     tactic: str
     precision: str
+    precision_constrained: bool
     tactic_id: int
     tuned_ms: float
 

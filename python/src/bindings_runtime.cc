@@ -86,7 +86,10 @@ void init_runtime(pyb::module_& m) {
       .def_readonly("inputs", &LayerInfo::inputs)
       .def_readonly("outputs", &LayerInfo::outputs)
       .def_readonly("tactic", &LayerInfo::tactic)
-      .def_readonly("precision", &LayerInfo::precision, "A per-layer constraint ('fp16', ...) or '' (the plan's).")
+      .def_readonly("precision", &LayerInfo::precision,
+                    "The layer's decided precision ('fp32', 'fp16', 'bf16'; the CPU computes in float32).")
+      .def_readonly("precision_constrained", &LayerInfo::precision_constrained,
+                    "True when a layer-precision rule decided it.")
       .def_readonly("tactic_id", &LayerInfo::tactic_id, "Stable tactic id (source << 24 | variant); 0xFFFFFFFF: none.")
       .def_readonly("tuned_ms", &LayerInfo::tuned_ms, "The tactic's time measured at build, ms (0: not timed).")
       .def("__repr__", [](const LayerInfo& l) { return "<LayerInfo " + l.name + " (" + l.op + ") " + l.tactic + ">"; });

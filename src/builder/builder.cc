@@ -257,6 +257,9 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
     return invalid_argument("builder config: timing_iterations " + std::to_string(config.timing_iterations) +
                             ", expected 1 or more");
 
+  const PrecisionConfig precision = precision_config(config);
+  if (Status s = precision.check(); !s.ok()) return s.with_context("builder config");
+
   report(config, "profiles", 0, 1);
   KILN_ASSIGN_OR_RETURN(std::vector<OptimizationProfile> profiles, resolve_profiles(graph, config));
   report(config, "profiles", 1, 1);
@@ -268,7 +271,8 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
   plan::Plan p;
   p.graph = graph;
   KILN_RETURN_IF_ERROR(optimize(&p.graph, config, profiles));
-  KILN_RETURN_IF_ERROR(passes::apply_layer_precisions(p.graph, config.layer_precisions));
+  // The one precision decision per layer (docs/decisions/0033): the CUDA lowering and layouts read it.
+  KILN_RETURN_IF_ERROR(passes::assign_precisions(p.graph, precision, passes::float_storage_support));
   // Passes create internal ops (FusedConv); they too must run on the target.
   KILN_RETURN_IF_ERROR(verify_kernels(p.graph, "cpu"));
 
@@ -280,12 +284,11 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
     // cannot run yet stays a CPU plan.
     std::vector<Shape> opt;
     for (ir::ValueId v : p.graph.inputs) opt.push_back(profiles[0].find(p.graph.value(v).name)->opt);
-    // Layouts for the CUDA target: NHWC around conv/pool in 16-bit storage, explicit Reformat
-    // layers where the layout changes (they are layers of the plan, with their own tactics).
+    // Layouts for the CUDA target: NHWC around conv/pool whose decided precision is 16-bit,
+    // explicit Reformat layers where the layout changes (they are layers of the plan, with their
+    // own tactics). An FP32 plan's layers are all decided fp32: no NHWC, no Reformat.
     ir::Graph laid = p.graph;
-    KILN_ASSIGN_OR_RETURN(int reformats, passes::assign_layouts(laid, config.fp16 || config.bf16
-                                                                          ? passes::tensor_core_layout_preference
-                                                                          : passes::row_major_layout_preference));
+    KILN_ASSIGN_OR_RETURN(int reformats, passes::assign_layouts(laid, passes::tensor_core_layout_preference));
     if (config.progress) {
       const std::string line = "assign_layouts             " + std::to_string(passes::live_layers(p.graph)) + " -> " +
                                std::to_string(passes::live_layers(laid)) + " layers  (" + std::to_string(reformats) +
@@ -293,9 +296,7 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
       config.progress(BuildProgress{"layouts", 1, 1, line});
     }
     gpu::GpuSettings settings;
-    settings.fp16 = config.fp16;
-    settings.bf16 = config.bf16;
-    settings.tf32 = config.tf32;
+    settings.precision = precision;
     settings.workspace_limit = config.workspace_limit;
     settings.max_aux_streams = config.max_aux_streams;
     settings.timing_cache_path = config.timing_cache_path;
@@ -324,17 +325,24 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
   report(config, "serialize", 0, 1);
   p.header.kiln_version = KILN_VERSION_STRING;
   p.profiles = std::move(profiles);
-  p.build.fp16 = config.fp16;
-  p.build.bf16 = config.bf16;
-  p.build.tf32 = config.tf32;
-  p.build.fp8 = config.fp8;
-  p.build.int8 = config.int8;
+  p.build.precision = precision;
   p.build.opt_level = config.opt_level;
   p.build.workspace_limit = config.workspace_limit;
   p.build.max_aux_streams = config.max_aux_streams;
   std::vector<uint8_t> bytes = plan::write_plan(p);
   report(config, "serialize", 1, 1);
   return bytes;
+}
+
+PrecisionConfig precision_config(const BuilderConfig& c) {
+  PrecisionConfig p;
+  p.fp16 = c.fp16;
+  p.bf16 = c.bf16;
+  p.tf32 = c.tf32;
+  p.int8 = c.int8;
+  p.fp8 = c.fp8;
+  p.layer_precisions = c.layer_precisions;
+  return p;
 }
 
 StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, const BuilderConfig& config) {

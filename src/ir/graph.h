@@ -12,6 +12,7 @@
 
 #include "core/tensor.h"
 #include "ir/op_kind.h"
+#include "kiln/quant_params.h"
 #include "kiln/status.h"
 #include "kiln/types.h"
 
@@ -71,6 +72,9 @@ struct Value {
   std::optional<SymShape> shape;            // nullopt: rank unknown
   std::shared_ptr<const Tensor> constant;   // set for initializers / folded constants
   NodeId producer = -1;                     // -1: graph input, initializer or outer-scope value
+  // Set when the value holds quantized elements of quant->type (ONNX Q/DQ semantics; dtype is
+  // then that type). Absent for plain tensors. docs/decisions/0033-precision-as-data.md.
+  std::optional<QuantParams> quant;
 };
 
 struct Node {

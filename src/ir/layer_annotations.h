@@ -12,11 +12,13 @@
 
 namespace kiln::ir {
 
-// The precision tokens of --layer-precisions and of the node attribute "precision": "fp32",
-// "fp16", "bf16" ("" for any other dtype), and back (kUndefined for anything else).
+// The precision tokens of --layer-precisions and of the node attribute "precision" (the layer's
+// precision decided by passes::assign_precisions, docs/decisions/0033): "fp32", "fp16", "bf16"
+// ("" for any other dtype), and back (kUndefined for anything else).
 const char* precision_token(DataType t);
 DataType precision_from_token(const std::string& token);
-// The precision a node is constrained to (its "precision" attribute); kUndefined when none.
+// The precision decided for a node (its "precision" attribute); kUndefined when none (a graph
+// that did not go through assign_precisions, e.g. a test lowering a graph directly).
 DataType node_precision(const Node& n);
 
 // The storage layout of a layer's 4-D activations.
@@ -24,8 +26,8 @@ enum class Layout { kAny, kNCHW, kNHWC };
 // The layout a backend's tactics want for a node's 4-D activations (kAny: elementwise,
 // follows its inputs); passes::assign_layouts applies one.
 using LayoutPreference = Layout (*)(const Graph& g, const Node& n);
-// CUDA with FP16/BF16 storage: conv and pooling NHWC (tensor cores) unless the node's
-// "precision" attribute says fp32, elementwise kAny, the rest NCHW.
+// CUDA: conv and pooling NHWC (tensor cores) unless the node's decided precision is fp32 (an
+// FP32 plan's layers all are: no NHWC), elementwise kAny, the rest NCHW.
 Layout tensor_core_layout_preference(const Graph& g, const Node& n);
 // Row-major everywhere (CPU, CUDA FP32): never inserts a Reformat.
 Layout row_major_layout_preference(const Graph& g, const Node& n);

@@ -16,8 +16,10 @@ std::string float_str(float f) {
 
 std::string shape_text(const std::optional<SymShape>& s) { return s ? sym_shape_str(*s) : "[...]"; }
 
+// "float32[1,3,224,224]"; a quantized value adds its parameters: "int8[4,6]{int8 per_tensor scale=0.05 zp=-3}".
 std::string type_text(const Value& v) {
-  return std::string(v.dtype == DataType::kUndefined ? "?" : dtype_name(v.dtype)) + shape_text(v.shape);
+  return std::string(v.dtype == DataType::kUndefined ? "?" : dtype_name(v.dtype)) + shape_text(v.shape) +
+         (v.quant ? "{" + quant_params_summary(*v.quant) + "}" : "");
 }
 
 template <typename T, typename F>

@@ -186,6 +186,16 @@ class Verifier {
     for (const Value& v : g.values) {
       if (v.constant) defined[v.id] = 1;
       if (v.producer >= static_cast<NodeId>(g.nodes.size())) return invalid_model(where + ": value '" + v.name + "' names a producer node that does not exist");
+      if (v.quant) {  // quantization parameters (docs/decisions/0033): consistent, and of the value's dtype
+        std::vector<int64_t> dims;
+        if (v.shape)
+          for (const Dim& d : *v.shape) dims.push_back(d.is_known() ? d.value : -1);
+        Status qs = validate_quant_params(*v.quant, v.shape ? &dims : nullptr, where + ": value '" + v.name + "'");
+        if (!qs.ok()) return invalid_model(qs.message());
+        if (v.dtype != v.quant->type)
+          return invalid_model(where + ": value '" + v.name + "' has dtype " + dtype_name(v.dtype) +
+                               " but quantization type " + dtype_name(v.quant->type));
+      }
     }
     for (ValueId v = 0; v < static_cast<ValueId>(g.values.size()); ++v)
       if (defined[v]) visible.insert(g.value(v).name);

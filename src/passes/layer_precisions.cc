@@ -1,11 +1,12 @@
 // Per-layer precision constraints (BuilderConfig::layer_precisions; TensorRT's
 // ILayer::setPrecision under kOBEY_PRECISION_CONSTRAINTS, trtexec --layerPrecisions): parsing
-// the CLI spec and marking the optimized graph's nodes with the "precision" attribute that the
-// CUDA lowering (src/backends/cuda/gpu_model.cc) and assign_layouts read.
+// the CLI spec and marking the optimized graph's constrained nodes with the "precision" attribute;
+// assign_precisions.cc decides the others, and the CUDA lowering (src/backends/cuda/gpu_model.cc)
+// and assign_layouts read the result.
 #include <string>
 #include <vector>
 
-#include "kiln/builder.h"
+#include "kiln/precision.h"
 #include "passes/passes.h"
 
 namespace kiln::passes {
@@ -56,6 +57,7 @@ Status apply_layer_precisions(ir::Graph& g, const std::vector<LayerPrecision>& r
         a.kind = ir::Attribute::Kind::kString;
         a.s = precision_token(rules[r].precision);
         n.attrs["precision"] = a;
+        n.attrs["precision_constrained"] = ir::Attribute::of_int(1);
       }
     }
     for (size_t r = 0; r < rules.size(); ++r)

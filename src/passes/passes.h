@@ -8,7 +8,8 @@
 #include "passes/pass.h"
 
 namespace kiln {
-struct LayerPrecision;  // kiln/builder.h
+struct LayerPrecision;   // kiln/precision.h
+struct PrecisionConfig;  // kiln/precision.h
 }
 
 namespace kiln::passes {
@@ -42,10 +43,23 @@ bool glob_match(const std::string& pattern, const std::string& name);
 // "PATTERN:PREC[,PATTERN:PREC...]" (trtexec --layerPrecisions), PREC one of fp32, fp16, bf16;
 // a pattern may contain ':' (the precision follows the last one). Errors name the bad item.
 StatusOr<std::vector<LayerPrecision>> parse_layer_precisions(const std::string& spec);
-// Writes the "precision" attribute ("fp32", "fp16", "bf16") on every live node whose name or
-// origin (the ONNX nodes fused into it) matches a rule; later rules override earlier ones.
-// Errors list, at once, every rule with a precision other than fp32/fp16/bf16 or no matching node.
+// The constraint half of assign_precisions: writes the "precision" attribute ("fp32", "fp16",
+// "bf16") and "precision_constrained" = 1 on every live node whose name or origin (the ONNX
+// nodes fused into it) matches a rule; later rules override earlier ones. Errors list, at once,
+// every rule with a precision other than fp32/fp16/bf16 or no matching node.
 Status apply_layer_precisions(ir::Graph& g, const std::vector<LayerPrecision>& rules);
+
+// ---- precision assignment (assign_precisions.cc): run by the builder after the pipeline, before
+// layouts; the one place that decides each layer's precision (docs/decisions/0033).
+// Whether a target's tactics run layer `n` with its float outputs and weights in `precision`.
+using PrecisionSupport = bool (*)(const ir::Graph& g, const ir::Node& n, DataType precision);
+// Every layer in fp32, fp16 or bf16: what the CUDA tactics support (every family runs all three,
+// docs/decisions/0013); the CPU records the decision and computes in float32.
+bool float_storage_support(const ir::Graph& g, const ir::Node& n, DataType precision);
+// Writes every live node's decided precision ("precision" attribute; "precision_constrained" = 1
+// when a rule decided it). Errors: config.check()'s, apply_layer_precisions', and a constrained
+// layer whose precision `support` refuses (naming the layer and the rule's precision).
+Status assign_precisions(ir::Graph& g, const PrecisionConfig& config, PrecisionSupport support);
 
 // ---- layout assignment (assign_layouts.cc): run by the builder for a backend, after the pipeline.
 // Layout, LayoutPreference and the two preferences: ir/layer_annotations.h.

@@ -34,6 +34,8 @@ uint8_t attr_code(ir::Attribute::Kind k) {
 constexpr uint8_t kHasShape = 1, kHasConstant = 2;
 // Value kinds other than a plain tensor (sequence/optional values), in flag bits 2..3.
 constexpr uint8_t kKindShift = 2, kKindMask = 3u << kKindShift;
+// Format 6: the value carries QuantParams (after its constant, see encode_quant).
+constexpr uint8_t kHasQuant = 16;
 
 uint8_t kind_code(ir::ValueKind k) {
   switch (k) {
@@ -106,7 +108,69 @@ void encode_attr(const ir::Attribute& a, ByteWriter& w, WeightsWriter& weights) 
   }
 }
 
+// QuantParams on disk: str type, u8 granularity, i64 axis, i64 block_size, u32 scale rank +
+// i64 dims, u32 count + f32 scales, u32 count + i32 zero points, u8 saturate.
+void encode_quant(const QuantParams& q, ByteWriter& w) {
+  w.str(dtype_name(q.type));
+  w.u8(static_cast<uint8_t>(q.granularity));
+  w.i64(q.axis);
+  w.i64(q.block_size);
+  w.u32(static_cast<uint32_t>(q.scale_shape.size()));
+  for (int64_t d : q.scale_shape) w.i64(d);
+  w.u32(static_cast<uint32_t>(q.scale.size()));
+  for (float f : q.scale) w.f32(f);
+  w.u32(static_cast<uint32_t>(q.zero_point.size()));
+  for (int32_t z : q.zero_point) w.i32(z);
+  w.u8(q.saturate ? 1 : 0);
+}
+
 // ---- decoding ----
+
+// Reads and validates one QuantParams of value `v` (validate_quant_params against its shape, and
+// the value's dtype must be the quantized type).
+std::optional<QuantParams> decode_quant(ByteReader& r, const ir::Value& v, const std::string& who) {
+  QuantParams q;
+  const std::string tname = r.str("value.quant.type");
+  const uint8_t gran = r.u8("value.quant.granularity");
+  q.axis = r.i64("value.quant.axis");
+  q.block_size = r.i64("value.quant.block_size");
+  const uint32_t rank = r.count("value.quant.scale_shape", 8);
+  if (r.ok() && rank > kMaxRank) r.fail("value.quant.scale_shape", who + ": rank " + std::to_string(rank));
+  for (uint32_t i = 0; i < rank && r.ok(); ++i) q.scale_shape.push_back(r.i64("value.quant.scale_shape"));
+  const uint32_t ns = r.count("value.quant.scale", 4);
+  for (uint32_t i = 0; i < ns && r.ok(); ++i) q.scale.push_back(r.f32("value.quant.scale"));
+  const uint32_t nz = r.count("value.quant.zero_point", 4);
+  for (uint32_t i = 0; i < nz && r.ok(); ++i) q.zero_point.push_back(r.i32("value.quant.zero_point"));
+  const uint8_t sat = r.u8("value.quant.saturate");
+  if (!r.ok()) return std::nullopt;
+  q.type = dtype_from_name(tname);
+  if (gran > static_cast<uint8_t>(QuantGranularity::kPerBlock)) {
+    r.fail("value.quant.granularity", who + ": unknown granularity code " + std::to_string(gran));
+    return std::nullopt;
+  }
+  q.granularity = static_cast<QuantGranularity>(gran);
+  if (sat > 1) {
+    r.fail("value.quant.saturate", who + ": " + std::to_string(sat) + ", expected 0 or 1");
+    return std::nullopt;
+  }
+  q.saturate = sat == 1;
+  if (q.type == DataType::kUndefined) {
+    r.fail("value.quant.type", who + ": unknown dtype '" + tname + "'");
+    return std::nullopt;
+  }
+  std::vector<int64_t> dims;
+  if (v.shape)
+    for (const ir::Dim& d : *v.shape) dims.push_back(d.is_known() ? d.value : -1);
+  if (Status s = validate_quant_params(q, v.shape ? &dims : nullptr, who); !s.ok()) {
+    r.fail("value.quant", s.message());
+    return std::nullopt;
+  }
+  if (v.dtype != q.type) {
+    r.fail("value.quant.type", who + ": quantized type " + tname + ", but the value's dtype is " + dtype_name(v.dtype));
+    return std::nullopt;
+  }
+  return q;
+}
 
 // A read-only, zero-reading mapping of `bytes` (no memory behind it until read, and then
 // the kernel's shared zero page): the tensor of a constant the plan stores only packed.
@@ -279,7 +343,7 @@ void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights, con
     w.str(v.name);
     w.str(dtype_name(v.dtype));
     w.u8(static_cast<uint8_t>((v.shape ? kHasShape : 0) | (v.constant ? kHasConstant : 0) |
-                              (kind_code(v.kind) << kKindShift)));
+                              (kind_code(v.kind) << kKindShift) | (v.quant ? kHasQuant : 0)));
     if (v.shape) {
       w.u32(static_cast<uint32_t>(v.shape->size()));
       for (const ir::Dim& d : *v.shape) {
@@ -289,6 +353,7 @@ void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights, con
     }
     if (v.constant)
       encode_tensor(*v.constant, w, weights, elided && std::binary_search(elided->begin(), elided->end(), v.id));
+    if (v.quant) encode_quant(*v.quant, w);
   }
   encode_ids(g.inputs, w);
   encode_ids(g.outputs, w);
@@ -333,7 +398,7 @@ std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& wv, in
       r.fail("value.dtype", where + " value '" + name + "': unknown dtype '" + dname + "'");
       break;
     }
-    if (flags & ~(kHasShape | kHasConstant | kKindMask)) {
+    if (flags & ~(kHasShape | kHasConstant | kKindMask | kHasQuant)) {
       r.fail("value.flags", where + " value '" + name + "': unknown flags " + std::to_string(flags));
       break;
     }
@@ -360,6 +425,7 @@ std::shared_ptr<ir::Graph> decode_graph(ByteReader& r, const WeightsView& wv, in
         if (elided_bytes && g->value(id).constant) *elided_bytes += g->value(id).constant->nbytes();
       }
     }
+    if (flags & kHasQuant) g->value(id).quant = decode_quant(r, g->value(id), where + " value '" + name + "'");
   }
   if (!r.ok()) return g;
   g->inputs = decode_ids(r, "graph.inputs", num_values, false);

@@ -47,7 +47,9 @@ const char* section_name(SectionTag tag);  // "graph", ...; nullptr for an unkno
 
 // Build settings recorded in the plan (section "build").
 struct BuildSettings {
-  bool fp16 = false, bf16 = false, tf32 = true, fp8 = false, int8 = false;
+  // The build's precision flags (the "build" section's flag bits). Its layer_precisions are not
+  // recorded: their effect is each layer's decided precision (node attribute "precision").
+  PrecisionConfig precision;
   int opt_level = 2;
   uint64_t workspace_limit = 0;  // bytes; 0 = no limit
   int32_t max_aux_streams = -1;  // CUDA aux streams for independent branches; -1 = the builder decides

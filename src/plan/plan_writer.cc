@@ -31,17 +31,18 @@ void store_u64(std::vector<uint8_t>& b, size_t off, uint64_t v) {
 }  // namespace
 
 uint32_t build_flags(const BuildSettings& b) {
-  return (b.fp16 ? kFlagFp16 : 0) | (b.bf16 ? kFlagBf16 : 0) | (b.tf32 ? kFlagTf32 : 0) | (b.fp8 ? kFlagFp8 : 0) |
-         (b.int8 ? kFlagInt8 : 0);
+  const PrecisionConfig& p = b.precision;
+  return (p.fp16 ? kFlagFp16 : 0) | (p.bf16 ? kFlagBf16 : 0) | (p.tf32 ? kFlagTf32 : 0) | (p.fp8 ? kFlagFp8 : 0) |
+         (p.int8 ? kFlagInt8 : 0);
 }
 
 BuildSettings settings_from_flags(uint32_t flags) {
   BuildSettings b;
-  b.fp16 = flags & kFlagFp16;
-  b.bf16 = flags & kFlagBf16;
-  b.tf32 = flags & kFlagTf32;
-  b.fp8 = flags & kFlagFp8;
-  b.int8 = flags & kFlagInt8;
+  b.precision.fp16 = flags & kFlagFp16;
+  b.precision.bf16 = flags & kFlagBf16;
+  b.precision.tf32 = flags & kFlagTf32;
+  b.precision.fp8 = flags & kFlagFp8;
+  b.precision.int8 = flags & kFlagInt8;
   return b;
 }
 

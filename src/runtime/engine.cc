@@ -30,6 +30,7 @@ TensorDesc describe_value(const ir::Graph& g, ir::ValueId id) {
   d.name = v.name;
   d.dtype = v.dtype;
   d.rank_known = v.shape.has_value();
+  d.quant = v.quant;
   if (v.shape) {
     for (const ir::Dim& dim : *v.shape) {
       d.dims.push_back(dim.is_known() ? dim.value : -1);
@@ -80,11 +81,11 @@ const std::vector<IOTensor>& Engine::io_tensors() const { return impl_->io; }
 const std::vector<OptimizationProfile>& Engine::profiles() const { return impl_->profiles; }
 const std::vector<LayerInfo>& Engine::layers() const { return impl_->layers; }
 size_t Engine::weights_bytes() const { return impl_->weights_bytes; }
-bool Engine::fp16() const { return impl_->build.fp16; }
-bool Engine::bf16() const { return impl_->build.bf16; }
-bool Engine::tf32() const { return impl_->build.tf32; }
-bool Engine::fp8() const { return impl_->build.fp8; }
-bool Engine::int8() const { return impl_->build.int8; }
+bool Engine::fp16() const { return impl_->build.precision.fp16; }
+bool Engine::bf16() const { return impl_->build.precision.bf16; }
+bool Engine::tf32() const { return impl_->build.precision.tf32; }
+bool Engine::fp8() const { return impl_->build.precision.fp8; }
+bool Engine::int8() const { return impl_->build.precision.int8; }
 int Engine::opt_level() const { return impl_->build.opt_level; }
 uint64_t Engine::workspace_limit() const { return impl_->build.workspace_limit; }
 int Engine::max_aux_streams() const { return impl_->build.max_aux_streams; }
@@ -148,9 +149,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
       opt.push_back(r->opt);
     }
     gpu::GpuSettings settings;
-    settings.fp16 = p.build.fp16;
-    settings.bf16 = p.build.bf16;
-    settings.tf32 = p.build.tf32;
+    settings.precision = p.build.precision;
     settings.workspace_limit = p.build.workspace_limit;
     settings.tactic_data = std::move(p.tactic_data);
     for (const auto& [key, b] : p.packed_weights) packed_bytes_by_layer[key.substr(0, key.find('|'))] += b.bytes;
@@ -190,6 +189,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     l.tactic_id = p.tactics[i].id;
     l.tuned_ms = p.tactics[i].tuned_ms;
     l.precision = n.attr_string("precision", "");
+    l.precision_constrained = n.attr_int("precision_constrained", 0) != 0;
     auto pb = packed_bytes_by_layer.find(n.name);
     if (pb != packed_bytes_by_layer.end()) l.packed_weight_bytes = pb->second;
     impl->layers.push_back(std::move(l));

@@ -38,9 +38,7 @@ namespace {
 
 cuda::GpuBuildOptions options(const GpuSettings& s) {
   cuda::GpuBuildOptions o;
-  o.fp16 = s.fp16;
-  o.bf16 = s.bf16;
-  o.tf32 = s.tf32;
+  o.precision = s.precision;
   if (s.workspace_limit) o.workspace_limit = s.workspace_limit;
   o.max_aux_streams = s.max_aux_streams;
   o.sources = s.sources;

@@ -25,7 +25,10 @@ namespace kiln::gpu {
 
 // Precision and tuning settings of a CUDA build or engine.
 struct GpuSettings {
-  bool fp16 = false, bf16 = false, tf32 = true;
+  // The plan's precision flags: fp16/bf16 give the storage of graph inputs and of layers without
+  // a decided precision, tf32 the math of float32 layers. Each layer's own precision is its
+  // node attribute "precision" (passes::assign_precisions).
+  PrecisionConfig precision;
   size_t workspace_limit = 0;     // bytes one layer's tactic may use; 0 = the default (1 GiB)
   int max_aux_streams = -1;       // aux streams for independent branches; -1 = the builder decides, 0 = none
   std::string timing_cache_path;  // build: JSON timing cache to read and rewrite ("" = in memory only)

@@ -36,8 +36,8 @@ std::shared_ptr<cuda::GpuModel> build(const ir::Graph& g, const Shape& in, int m
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
   if (!shapes.ok()) return nullptr;
   cuda::GpuBuildOptions o;
-  o.fp16 = fp16;
-  o.tf32 = false;
+  o.precision.fp16 = fp16;
+  o.precision.tf32 = false;
   o.tune = false;
   o.max_aux_streams = max_aux;
   o.preset_tactics = preset;

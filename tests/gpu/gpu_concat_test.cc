@@ -45,8 +45,8 @@ GpuRun run_gpu(const ir::Graph& g, const Tensor& x, bool fp16) {
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
   if (!shapes.ok()) return r;
   cuda::GpuBuildOptions o;
-  o.fp16 = fp16;
-  o.tf32 = false;
+  o.precision.fp16 = fp16;
+  o.precision.tf32 = false;
   auto model = cuda::GpuModel::create(g, *shapes, o);
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return r;

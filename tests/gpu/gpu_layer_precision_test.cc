@@ -63,7 +63,7 @@ TEST(GpuLayerPrecision, LoweringConvertsOnlyAtPrecisionBoundaries) {
   GTEST_SKIP() << "built without CUDA";
 #else
   cuda::GpuBuildOptions fp16;
-  fp16.fp16 = true;
+  fp16.precision.fp16 = true;
   fp16.max_aux_streams = 0;
   const auto plain = lowered_layers(resnet_block(2, 16), fp16);
   EXPECT_TRUE(with_prefix(plain, "convert:").empty()) << joined(plain);
@@ -78,7 +78,7 @@ TEST(GpuLayerPrecision, LoweringConvertsOnlyAtPrecisionBoundaries) {
   EXPECT_GT(at(converts[1]), at("conv2"));
 
   cuda::GpuBuildOptions fp32 = fp16;
-  fp32.fp16 = false;
+  fp32.precision.fp16 = false;
   EXPECT_EQ(lowered_layers(constrained("*:fp32"), fp16), lowered_layers(resnet_block(2, 16), fp32));
 #endif
 }
@@ -123,8 +123,8 @@ TEST(GpuLayerPrecision, MixedFp16Fp32EngineMatchesCpuReference) {
   auto ref = interpret(resnet_block(2, 16), {x});
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
-  o.fp16 = true;
-  o.tf32 = false;
+  o.precision.fp16 = true;
+  o.precision.tf32 = false;
   Ran r = run_on_gpu(g, x, o);
   ASSERT_EQ(r.out.size(), 1u);
   EXPECT_LE(relative_diff(*ref, r.out), 2e-2);
@@ -145,8 +145,8 @@ TEST(GpuLayerPrecision, AllFp32ConstraintsGiveFp32Accuracy) {
   auto ref = interpret(resnet_block(2, 16), {x});
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
-  o.bf16 = true;
-  o.tf32 = false;
+  o.precision.bf16 = true;
+  o.precision.tf32 = false;
   Ran plain = run_on_gpu(resnet_block(2, 16), x, o);
   Ran all32 = run_on_gpu(constrained("*:fp32"), x, o);
   ASSERT_EQ(plain.out.size(), 1u);

@@ -25,8 +25,8 @@ std::vector<Tensor> run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, s
   auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
   cuda::GpuBuildOptions o;
-  o.fp16 = true;
-  o.tf32 = true;
+  o.precision.fp16 = true;
+  o.precision.tf32 = true;
   for (const auto& [layer, id] : preset) o.preset_tactics[layer] = {id, 0};
   auto model = cuda::GpuModel::create(g, *shapes, o);
   EXPECT_TRUE(model.ok()) << model.status().to_string();

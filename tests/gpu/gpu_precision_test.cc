@@ -136,7 +136,7 @@ TEST(GpuPrecision, Bf16ConvNetMatchesCpuReference) {
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
-  o.bf16 = true;
+  o.precision.bf16 = true;
   GpuRun r = run_gpu(g, in, o);
   ASSERT_TRUE(r.error.empty()) << r.error;
   ASSERT_EQ(r.out.size(), ref->size());
@@ -161,7 +161,7 @@ TEST(GpuPrecision, Bf16GemmMatchesCpuReference) {
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
-  o.bf16 = true;
+  o.precision.bf16 = true;
   GpuRun r = run_gpu(g, in, o);
   ASSERT_TRUE(r.error.empty()) << r.error;
   EXPECT_GE(cosine(*ref, r.out), 0.999) << describe(r.layers);
@@ -232,8 +232,8 @@ TEST(GpuPrecision, PaddedFirstConvMatchesUnpaddedAndReference) {
   ASSERT_TRUE(ref.ok());
   for (bool bf16 : {false, true}) {
     cuda::GpuBuildOptions o;
-    o.fp16 = !bf16;
-    o.bf16 = bf16;
+    o.precision.fp16 = !bf16;
+    o.precision.bf16 = bf16;
     o.pad_input_channels = true;
     GpuRun padded = run_gpu(g, in, o);
     ASSERT_TRUE(padded.error.empty()) << padded.error;
@@ -277,7 +277,7 @@ TEST(GpuPrecision, CeilModeMaxPoolMatchesReference) {
   ASSERT_EQ((*ref)[0].shape(), (Shape{2, 8, 7, 7}));
   for (bool fp16 : {false, true}) {
     cuda::GpuBuildOptions o;
-    o.fp16 = fp16;
+    o.precision.fp16 = fp16;
     GpuRun r = run_gpu(t.g, in, o);
     ASSERT_TRUE(r.error.empty()) << r.error;
     const auto* pool = find_layer(r.layers, "pool");
@@ -301,7 +301,7 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
     TimingCache first(h);
     TacticSelector first_selector(&first, TacticSelectorConfig{});
     cuda::GpuBuildOptions o;
-    o.fp16 = fp16;
+    o.precision.fp16 = fp16;
     o.select_tactic = first_selector.as_function();
     GpuRun a = run_gpu(g, in, o);
     ASSERT_TRUE(a.error.empty()) << a.error;
@@ -338,7 +338,7 @@ TEST(GpuWorkspace, TinyLimitIsHonoured) {
   auto ref = interpret(g, in);
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
-  o.fp16 = true;
+  o.precision.fp16 = true;
   o.workspace_limit = 1024;
   GpuRun r = run_gpu(g, in, o);
   if (!r.error.empty()) {

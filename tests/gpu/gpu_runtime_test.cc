@@ -309,7 +309,7 @@ TEST(GpuRuntime, ModelsForSeveralShapesShareWeights) {
   ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   cuda::GpuBuildOptions o;
   o.tune = false;
-  o.tf32 = false;
+  o.precision.tf32 = false;
   o.weight_cache = std::make_shared<cuda::WeightCache>();
   auto vs2 = cuda::infer_value_shapes_by_reference(g, {{kBatch, 8, 12, 12}});
   ASSERT_TRUE(vs2.ok()) << vs2.status().to_string();

@@ -7,7 +7,9 @@
 
 #include <ostream>
 
+#include "kiln/precision.h"
 #include "op_table/op_table.h"
+#include "passes/passes.h"
 
 #ifdef KILN_HAVE_CUDA
 #include "op_table/cuda_emulation.h"
@@ -68,8 +70,9 @@ TEST_P(OpTableCudaLowering, LowersWithoutGpu) {
   std::vector<Shape> shapes;
   for (const Tensor& t : c.inputs) shapes.push_back(t.shape());
 
-  // What the builder lowers (builder.cc): the graph after the optimizer's pipeline, laid out
-  // for the precision (NHWC conv / pool and Reformat layers in fp16 / bf16).
+  // What the builder lowers (builder.cc): the graph after the optimizer's pipeline, each layer's
+  // precision decided (passes::assign_precisions) and laid out by it (NHWC conv / pool and
+  // Reformat layers in fp16 / bf16).
   ir::Graph opt = c.graph;
   passes::PassOptions po = reference_pass_options();
   po.opt_level = row.opt_level;
@@ -79,8 +82,11 @@ TEST_P(OpTableCudaLowering, LowersWithoutGpu) {
   ASSERT_TRUE(opt.topo_sort().ok());
   for (Precision p : row.precisions) {
     ir::Graph laid = opt;
-    auto reformats = passes::assign_layouts(laid, p == Precision::kFp32 ? passes::row_major_layout_preference
-                                                                        : passes::tensor_core_layout_preference);
+    PrecisionConfig pc;
+    pc.fp16 = p == Precision::kFp16;
+    pc.bf16 = p == Precision::kBf16;
+    ASSERT_TRUE(passes::assign_precisions(laid, pc, passes::float_storage_support).ok()) << precision_name(p);
+    auto reformats = passes::assign_layouts(laid, passes::tensor_core_layout_preference);
     ASSERT_TRUE(reformats.ok()) << "[" << precision_name(p) << "] " << reformats.status().to_string();
     auto vs = cuda::infer_value_shapes_by_reference(laid, shapes);
     ASSERT_TRUE(vs.ok()) << "[" << precision_name(p) << "] " << vs.status().to_string();

@@ -149,8 +149,25 @@ TEST_F(KilnCli, LayerPrecisionsAreRecordedAndChecked) {
   ASSERT_FALSE(j.is_discarded()) << out;
   EXPECT_EQ(j["layers"][0]["precision"], "fp32");
   EXPECT_EQ(j["layers"][1]["precision"], "fp16");
+  EXPECT_EQ(j["layers"][0]["precision_constrained"], true);
+  EXPECT_EQ(j["layers"][1]["precision_constrained"], true);
   ASSERT_EQ(kiln("inspect " + plan, &out), 0) << out;
   EXPECT_NE(out.find("precision fp32 (constrained)"), std::string::npos) << out;
+  // Without rules every layer shows its decided precision, none constrained (docs/decisions/0033).
+  ASSERT_EQ(kiln("build " + model_ + " -o " + plan + " --device cpu --disable-pass fuse_pointwise --shapes x:2x4 --fp16",
+                 &out), 0) << out;
+  EXPECT_EQ(out.find("constrained to"), std::string::npos) << out;
+  ASSERT_EQ(kiln("inspect " + plan + " --json", &out), 0) << out;
+  j = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << out;
+  ASSERT_EQ(j["layers"].size(), 2u);
+  for (const auto& l : j["layers"]) {
+    EXPECT_EQ(l["precision"], "fp16") << l;
+    EXPECT_FALSE(l.contains("precision_constrained")) << l;
+  }
+  // INT8 / FP8 are refused with the reason, not silently built as float layers.
+  expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --int8", 2, "INT8 layers need calibration data");
+  expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --fp8", 2, "FP8 layers need calibration data");
   expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --layer-precisions 'nope*:fp32'", 2,
                "'nope*' matches no layer");
   expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --layer-precisions 'add*:fp8'", 2,

@@ -295,7 +295,7 @@ TEST(PlanFormat, RoundTripsEveryAttributeKindAndSubgraphs) {
   ASSERT_TRUE(prof.set_dimensions("cond", {}, {}, {}).ok());
   p.profiles = {prof};
   p.tactics = {plan::PlanTactic{"cpu.ref"}, plan::PlanTactic{"cudnn.conv_bias_act algo=1", 0x01000001u, 0.0625}};
-  p.build.fp16 = true;
+  p.build.precision.fp16 = true;
   p.build.opt_level = 3;
   p.build.workspace_limit = 1 << 20;
   p.build.max_aux_streams = 2;
@@ -322,8 +322,8 @@ TEST(PlanFormat, RoundTripsEveryAttributeKindAndSubgraphs) {
   EXPECT_EQ(bg.nodes[0].attrs.at("ss").strings, (std::vector<std::string>{"a", "", "c"}));
   EXPECT_TRUE(bg.nodes[0].attrs.at("t").t->bit_equal(tv));
   EXPECT_TRUE(bg.value(bg.find_value("w")).constant->bit_equal(wt));
-  EXPECT_TRUE(back->build.fp16);
-  EXPECT_FALSE(back->build.bf16);
+  EXPECT_TRUE(back->build.precision.fp16);
+  EXPECT_FALSE(back->build.precision.bf16);
   EXPECT_EQ(back->build.opt_level, 3);
   EXPECT_EQ(back->build.workspace_limit, 1u << 20);
   EXPECT_EQ(back->build.max_aux_streams, 2);

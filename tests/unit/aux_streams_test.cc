@@ -315,7 +315,7 @@ TEST(AuxStreams, LoweredGraphsPlanSafely) {
       auto shapes = infer_value_shapes_by_reference(c.g, {c.in});
       ASSERT_TRUE(shapes.ok()) << shapes.status().to_string();
       GpuBuildOptions o;
-      o.fp16 = fp16;
+      o.precision.fp16 = fp16;
       o.max_aux_streams = 0;
       auto seq = plan_gpu_streams(c.g, *shapes, o);
       ASSERT_TRUE(seq.ok()) << seq.status().to_string();

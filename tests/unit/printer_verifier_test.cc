@@ -77,6 +77,23 @@ TEST(Printer, ExactTextOfASmallGraph) {
   EXPECT_EQ(print_graph(g), print_graph(Graph(g)));  // stable
 }
 
+// A quantized value prints its parameters after its type (QuantParams, --dump-after dumps).
+TEST(Printer, ShowsQuantizationParameters) {
+  Graph g = small_graph();
+  QuantParams q;
+  q.type = DataType::kInt8;
+  q.granularity = QuantGranularity::kPerAxis;
+  q.axis = 1;
+  q.scale_shape = {3};
+  q.scale = {0.5f, 0.25f, 2.f};
+  q.zero_point = {-1, 0, 4};
+  g.value(g.inputs[0]).dtype = DataType::kInt8;
+  g.value(g.inputs[0]).quant = q;
+  EXPECT_NE(print_graph(g).find("graph main(%x:int8[batch,3,224,224]{int8 per_axis axis=1 scale[3] 0.25..2 zp -1..4})"),
+            std::string::npos)
+      << print_graph(g);
+}
+
 TEST(Verifier, AcceptsAWellFormedGraph) { EXPECT_TRUE(verify(small_graph()).ok()); }
 
 TEST(Verifier, RejectsUseBeforeDefinition) {
@@ -97,6 +114,32 @@ TEST(Verifier, RejectsTwoProducers) {
   Status s = verify(g);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("node 'relu1' (LeakyRelu): output 'y' is already defined by node 'conv1' (Conv)"), std::string::npos) << s.message();
+}
+
+// Quantization parameters must be consistent with the value's shape and dtype.
+TEST(Verifier, ChecksQuantizationParameters) {
+  Graph g = small_graph();
+  QuantParams q;
+  q.type = DataType::kInt8;
+  q.granularity = QuantGranularity::kPerAxis;
+  q.axis = 1;
+  q.scale_shape = {3};
+  q.scale = {0.5f, 0.25f, 2.f};
+  Value& x = g.value(g.inputs[0]);
+  x.dtype = DataType::kInt8;
+  x.quant = q;
+  EXPECT_TRUE(verify(g).ok());
+  x.quant->scale_shape = {4};
+  x.quant->scale.push_back(1.f);
+  Status s = verify(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("value 'x': quantization scale_shape: [4], but the tensor [-1,3,224,224] has 3 along axis 1"),
+            std::string::npos) << s.message();
+  x.quant = q;
+  x.dtype = DataType::kUInt8;
+  s = verify(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("value 'x' has dtype uint8 but quantization type int8"), std::string::npos) << s.message();
 }
 
 TEST(Verifier, RejectsDanglingIdsAndMissingOutputs) {

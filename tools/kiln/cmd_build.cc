@@ -113,7 +113,7 @@ int cmd_build(const BuildOptions& o) {
   std::printf("  precision: fp32%s%s%s\n", e.tf32() ? " tf32" : "", e.fp16() ? " fp16" : "", e.bf16() ? " bf16" : "");
   std::map<std::string, int> constrained;  // per-layer precision constraints, layers per precision
   for (const LayerInfo& l : e.layers())
-    if (!l.precision.empty()) ++constrained[l.precision];
+    if (l.precision_constrained) ++constrained[l.precision];
   for (const auto& [prec, count] : constrained)
     std::printf("  %d layer(s) constrained to %s (--layer-precisions)\n", count, prec.c_str());
   for (const IOTensor& io : e.io_tensors()) {

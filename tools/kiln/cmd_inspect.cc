@@ -21,7 +21,14 @@ nlohmann::json desc_json(const TensorDesc& d) {
     else if (i < d.symbols.size() && !d.symbols[i].empty()) dims.push_back(d.symbols[i]);
     else dims.push_back(nullptr);
   }
-  return {{"name", d.name}, {"dtype", dtype_name(d.dtype)}, {"shape", d.rank_known ? dims : nlohmann::json(nullptr)}};
+  nlohmann::json j = {{"name", d.name}, {"dtype", dtype_name(d.dtype)}, {"shape", d.rank_known ? dims : nlohmann::json(nullptr)}};
+  if (d.quant) {
+    const QuantParams& q = *d.quant;
+    j["quant"] = {{"type", dtype_name(q.type)}, {"granularity", quant_granularity_name(q.granularity)},
+                  {"axis", q.axis}, {"block_size", q.block_size}, {"scale_shape", q.scale_shape},
+                  {"scale", q.scale}, {"zero_point", q.zero_point}, {"saturate", q.saturate}};
+  }
+  return j;
 }
 
 }  // namespace
@@ -60,6 +67,7 @@ nlohmann::json engine_json(const Engine& e) {
       lj["tuned_ms"] = l.tuned_ms;
     }
     if (!l.precision.empty()) lj["precision"] = l.precision;
+    if (l.precision_constrained) lj["precision_constrained"] = true;
     if (l.packed_weight_bytes) lj["packed_weight_bytes"] = l.packed_weight_bytes;
     lj["inputs"] = nlohmann::json::array();
     for (const TensorDesc& d : l.inputs) lj["inputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
@@ -101,7 +109,8 @@ std::string tactic_id_text(uint32_t id) {
 
 std::string desc_text(const TensorDesc& d) {
   if (d.name.empty()) return "(none)";
-  return d.name + " " + dtype_name(d.dtype) + " " + d.shape_string();
+  return d.name + " " + dtype_name(d.dtype) + " " + d.shape_string() +
+         (d.quant ? " quant " + quant_params_summary(*d.quant) : "");
 }
 
 }  // namespace
@@ -153,9 +162,10 @@ int cmd_inspect(const InspectOptions& o) {
     const LayerInfo& l = e.layers()[i];
     std::string origin;
     for (const auto& n : l.origin) origin += (origin.empty() ? "" : ", ") + n;
+    const std::string precision = l.precision.empty() ? ""
+                                  : ", precision " + l.precision + (l.precision_constrained ? " (constrained)" : "");
     std::printf("  [%zu] %s (%s) tactic %s%s, absorbs [%s]%s%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
-                tactic_id_text(l.tactic_id).c_str(), origin.c_str(),
-                l.precision.empty() ? "" : (", precision " + l.precision + " (constrained)").c_str(),
+                tactic_id_text(l.tactic_id).c_str(), origin.c_str(), precision.c_str(),
                 l.packed_weight_bytes ? (", packed weights " + std::to_string(l.packed_weight_bytes) + " bytes").c_str() : "");
     for (const TensorDesc& d : l.inputs) std::printf("        in  %s\n", desc_text(d).c_str());
     for (const TensorDesc& d : l.outputs) std::printf("        out %s\n", desc_text(d).c_str());

@@ -80,6 +80,8 @@ void BuildOptions::add_to(CLI::App* app) {
   prec->add_flag("--fp16", fp16, "Allow fp16 layers");
   prec->add_flag("--bf16", bf16, "Allow bf16 layers");
   prec->add_flag("--no-tf32", no_tf32, "Disallow TF32 math for fp32 layers");
+  prec->add_flag("--int8", int8, "Allow int8 layers (needs calibration or Q/DQ: issue 12, refused until then)");
+  prec->add_flag("--fp8", fp8, "Allow fp8 layers (needs calibration or Q/DQ: issue 12, refused until then)");
   prec->add_option("--layer-precisions", layer_precisions,
                    "Per-layer precision constraints PATTERN:PREC[,...] (PREC fp32|fp16|bf16; '*' matches any "
                    "characters; later entries override earlier ones), e.g. '/layer4/*:fp32,/fc/*:fp32'");
@@ -139,6 +141,8 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   c.fp16 = fp16;
   c.bf16 = bf16;
   c.tf32 = !no_tf32;
+  c.int8 = int8;
+  c.fp8 = fp8;
   KILN_ASSIGN_OR_RETURN(c.layer_precisions, passes::parse_layer_precisions(layer_precisions));
   if (workspace_mib < 0) return invalid_argument("--workspace must be >= 0 MiB");
   c.workspace_limit = static_cast<size_t>(workspace_mib * 1024 * 1024);

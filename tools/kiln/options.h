@@ -31,7 +31,7 @@ struct BuildOptions {
   std::string model;   // MODEL.onnx
   std::string output;  // -o PLAN
   std::string shapes, min_shapes, opt_shapes, max_shapes;
-  bool fp16 = false, bf16 = false, no_tf32 = false;
+  bool fp16 = false, bf16 = false, no_tf32 = false, int8 = false, fp8 = false;
   std::string layer_precisions;  // --layer-precisions PATTERN:PREC[,...] (BuilderConfig::layer_precisions)
   double workspace_mib = 0;  // MiB; 0 = no limit
   std::string timing_cache;  // --timing-cache FILE (CUDA tactic timings, JSON)

@@ -174,7 +174,7 @@ class Lowering final : public LowerContext {
     std::vector<std::string> errors;
     for (const ir::Node& n : g_.nodes) {
       if (n.removed) continue;
-      // Per-layer precision (the node's "precision" attribute): its outputs and weights in that
+      // Per-layer precision (the node's decided "precision"): its outputs and weights in that
       // storage; float inputs stored otherwise are converted on the way in (activation()), except
       // for views, which keep their input's storage.
       st_ = node_storage(n);
@@ -256,8 +256,9 @@ class Lowering final : public LowerContext {
     return static_cast<int>(m_->vals.size()) - 1;
   }
 
-  // The storage a node computes in: its "precision" attribute (BuilderConfig::layer_precisions),
-  // else the plan's.
+  // The storage a node computes in: its decided precision (the "precision" attribute written by
+  // passes::assign_precisions on every layer of a built plan, docs/decisions/0033); the plan's
+  // only for graphs lowered without that pass (tests lowering a graph directly).
   StorageType node_storage(const ir::Node& n) const {
     switch (ir::node_precision(n)) {
       case DataType::kFloat32: return StorageType::kF32;
@@ -577,7 +578,7 @@ class Lowering final : public LowerContext {
       ins.push_back(as_layout(ra, nhwc));
     }
     const int out = new_val(g_.value(n.outputs[0]).name, y, st_, nhwc);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, st_, nhwc, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, st_, nhwc, o_.precision.tf32));
     // In NHWC a 1x1, stride-1, unpadded, ungrouped conv is the GEMM [N*H*W, C] x [C, K]: offer
     // cuBLASLt (bias, residual as C, ReLU epilogue) beside cuDNN and let tuning choose.
     const bool gemm_like = nhwc && p.r == 1 && p.sk == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
@@ -599,7 +600,7 @@ class Lowering final : public LowerContext {
       gp.has_bias = true;
       gp.relu = p.activation == "Relu";
       gp.has_residual = p.has_residual;
-      KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st_, o_.tf32));
+      KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st_, o_.precision.tf32));
       impls.emplace_back(TacticSource::kCublasLt, std::move(gemm));
     }
     if (!impls.empty()) {
@@ -737,7 +738,7 @@ class Lowering final : public LowerContext {
       p.has_bias = true;
     }
     const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], st_, false);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st_, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st_, o_.precision.tf32));
     add_layer(std::move(layer), n.name, ins, {out}, n.origin);
     act_[n.outputs[0]] = out;
     return Status::Ok();
@@ -962,7 +963,7 @@ class Lowering final : public LowerContext {
                                                                      vs_.shapes[n.outputs[0]]));
     KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[0]));
     KILN_ASSIGN_OR_RETURN(int b, row_major_operand(n.inputs[1]));
-    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, st_, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, st_, o_.precision.tf32));
     add_layer(std::move(layer), n.name, {a, b}, {new_output(n)}, n.origin);
     return Status::Ok();
   }
@@ -982,7 +983,7 @@ class Lowering final : public LowerContext {
       KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[k]));
       ins.push_back(a);
     }
-    KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, st_, o_.tf32));
+    KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, st_, o_.precision.tf32));
     add_layer(std::move(layer), n.name, ins, {new_output(n)}, n.origin);
     return Status::Ok();
   }
@@ -1212,8 +1213,8 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, StorageT
   GpuModel::Impl scratch;
   GpuBuildOptions o;
   o.tune = false;
-  o.fp16 = storage == StorageType::kF16;
-  o.bf16 = storage == StorageType::kBF16;
+  o.precision.fp16 = storage == StorageType::kF16;
+  o.precision.bf16 = storage == StorageType::kBF16;
   ir::Graph folded = g;
   KILN_RETURN_IF_ERROR(fold_shape_computations(folded, shapes));
   Lowering l(folded, shapes, o, &scratch);

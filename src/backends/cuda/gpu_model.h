@@ -22,6 +22,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/kernel.h"
 #include "kiln/logger.h"
+#include "kiln/precision.h"
 #include "kiln/status.h"
 
 namespace kiln::cuda {
@@ -82,9 +83,11 @@ std::string packed_weight_key(const std::string& layer, const std::string& weigh
                               const Shape& logical);
 
 struct GpuBuildOptions {
-  bool fp16 = false;                  // FP16 activations and weights (FP32 accumulation)
-  bool bf16 = false;                  // BF16 activations and weights (FP32 accumulation); fp16 wins if both
-  bool tf32 = true;                   // allow TF32 tensor cores for FP32 convolutions/GEMMs
+  // The plan's precision (kiln/precision.h): precision.fp16 / bf16 — FP16 / BF16 activations and
+  // weights (FP32 accumulation; fp16 wins if both) for graph inputs and for layers without a decided
+  // precision (each layer's own is its "precision" attribute, passes::assign_precisions);
+  // precision.tf32 — TF32 tensor cores for FP32 convolutions/GEMMs.
+  PrecisionConfig precision;
   size_t workspace_limit = 1ull << 30;  // bytes of tactic scratch memory one layer may use
   bool tune = true;                   // select tactics through select_tactic (else: the first that runs)
   // fp16/bf16: a graph input whose only consumers are convolutions with C % 8 != 0 input
@@ -122,7 +125,9 @@ struct GpuBuildOptions {
   // the end (done == total, empty name).
   std::function<void(int done, int total, const std::string& layer)> on_tune_progress;
 
-  StorageType storage() const { return fp16 ? StorageType::kF16 : (bf16 ? StorageType::kBF16 : StorageType::kF32); }
+  StorageType storage() const {
+    return precision.fp16 ? StorageType::kF16 : (precision.bf16 ? StorageType::kBF16 : StorageType::kF32);
+  }
   // When set, weights come from (and go to) this cache instead of allocations of the model.
   std::shared_ptr<WeightCache> weight_cache;
   // Load: the plan's packed weights (not owned; may be null). Build: record_packed keeps a host
@@ -148,7 +153,7 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, StorageT
 // The same with the FP32 (or, when `fp16`, FP16) rules.
 Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp16 = false);
 
-// The stream plan and arena a build with `opts` would make (opts.fp16 / max_aux_streams), from
+// The stream plan and arena a build with `opts` would make (opts.precision / max_aux_streams), from
 // a lowering that touches no device (as check_gpu_support): for tests and tools on machines
 // without a GPU. Tactics are not chosen, so workspaces are not known. Errors as GpuModel::create.
 struct GpuStreamSummary {

@@ -1,0 +1,53 @@
+// Quantization parameters of a tensor, as ONNX QuantizeLinear / DequantizeLinear define them
+// (opsets 10, 13, 19, 21): x = (q - zero_point) * scale, with one scale (and zero point) for
+//   the whole tensor (per tensor, opset 10),
+//   each index along `axis` (per axis, opset 13: scale is 1-D of length dim(axis)), or
+//   each block of `block_size` consecutive elements along `axis` (per block, opset 21: scale has
+//   the tensor's rank, its dims equal the tensor's except dim(axis) = ceil(dim / block_size)).
+// A graph value carries its dtype plus optional QuantParams; plans store them (graph section) and
+// `kiln inspect` prints them. docs/decisions/0033-precision-as-data.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/status.h"
+#include "kiln/types.h"
+
+namespace kiln {
+
+enum class QuantGranularity : uint8_t { kPerTensor = 0, kPerAxis = 1, kPerBlock = 2 };
+const char* quant_granularity_name(QuantGranularity g);  // "per_tensor", "per_axis", "per_block"
+
+struct QuantParams {
+  // The quantized element type (ONNX: y_zero_point's type): int8, uint8, int16, uint16, int4,
+  // uint4, fp8e4m3fn, fp8e5m2, fp4e2m1, or Kiln's nf4 (see quantizable_dtype).
+  DataType type = DataType::kInt8;
+  QuantGranularity granularity = QuantGranularity::kPerTensor;
+  int64_t axis = 0;        // per axis / per block: the quantized axis, in [0, rank); 0 per tensor
+  int64_t block_size = 0;  // per block: elements per block along `axis` (> 0); 0 otherwise
+  // Shape of the scale tensor: [] per tensor, [dim(axis)] per axis, the tensor's shape with
+  // dim(axis) = ceil(dim(axis) / block_size) per block. Every dim >= 1.
+  std::vector<int64_t> scale_shape;
+  std::vector<float> scale;          // row-major, one per element of scale_shape; finite and > 0
+  std::vector<int32_t> zero_point;   // empty (all zero) or one per scale, within `type`'s range;
+                                     // always zero for the float types (ONNX: only the type counts)
+  bool saturate = true;              // float8 only (opset 19): out-of-range values clamp, else inf/NaN
+
+  bool operator==(const QuantParams&) const = default;
+};
+
+// The element types a QuantParams may name.
+bool quantizable_dtype(DataType t);
+
+// Checks every field and their consistency (granularity vs axis/block_size/scale_shape, counts,
+// scales finite and > 0, zero points in range). `shape` is the quantized tensor's shape when its
+// rank is known (dims < 0: unknown), else null; with it, the axis must be inside the rank and the
+// scale shape must match the known dims. Errors are InvalidArgument naming `what` and the field.
+Status validate_quant_params(const QuantParams& q, const std::vector<int64_t>* shape, const std::string& what);
+
+// "int8 per_axis axis=0 scale[64] 0.0123..0.25 zp[64] -3..4" (text dumps, kiln inspect).
+std::string quant_params_summary(const QuantParams& q);
+
+}  // namespace kiln
