@@ -4,6 +4,7 @@
 #                                    (scripts/gpu_dynamic_batch.sh: one 1..256 engine vs fixed plans,
 #                                    shape switching with scripts/dyn_switch.py)
 #   scripts/gpu_issue10.sh verify    GPU tests + op table CUDA rows, conformance CPU vs GPU, dynamic shapes
+#   scripts/gpu_issue10.sh all       verify, then the A/B (KILN_AB_MODELS, KILN_AB_ITERS as gpu_product_ab.sh)
 #   scripts/gpu_issue10.sh ab        product-path A/B against the previous main (scripts/gpu_product_ab.sh):
 #                                    speed, plan bytes, load time and phases
 # Results under $OUT.
@@ -32,6 +33,11 @@ case "${1:-tests}" in
     OUT=$OUT scripts/gpu_conformance.sh
     stamp "== dynamic shapes (${KILN_DYN_R101:-1} = R101 too)"
     OUT=$OUT scripts/gpu_dynamic_batch.sh
+    ;;
+  all)
+    "$0" verify
+    stamp "== product-path A/B"
+    OUT=$OUT scripts/gpu_product_ab.sh
     ;;
   ab)
     stamp "== product-path A/B"
