@@ -61,28 +61,6 @@ void parallel_for(int64_t n, int64_t work, F f) {
   for (auto& th : pool) th.join();
 }
 
-// Symmetric 2-D pads of a conv/pool node (auto_pad resolved); false if asymmetric.
-bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
-                    const std::vector<int64_t>& d, int64_t* ph, int64_t* pw) {
-  const std::string ap = n.attr_string("auto_pad", "NOTSET");
-  std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0});
-  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
-    pads.assign(4, 0);
-    for (int i = 0; i < 2; ++i) {
-      const int64_t out = ceil_div(in[2 + i], s[i]);
-      const int64_t total = std::max<int64_t>(0, (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[2 + i]);
-      pads[i] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[i + 2] = total - pads[i];
-    }
-  } else if (ap == "VALID") {
-    pads.assign(4, 0);
-  }
-  if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) return false;
-  *ph = pads[0];
-  *pw = pads[1];
-  return true;
-}
-
 // Adds the time until its end to *ms, when ms is not null (load phases, verbose load trace).
 struct ScopedMs {
   explicit ScopedMs(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
@@ -116,6 +94,7 @@ class Lowering final : public LowerContext {
     return new_val(name, shape, type, nhwc);
   }
   StorageType value_type(int value) const override { return m_->vals[value].type; }
+  DataType dtype(ir::ValueId v) const override { return vs_.dtypes[v]; }
   void alias(int value, int of) override { m_->vals[value].alias_of = of; }
   void bind(ir::ValueId v, int value) override { act_[v] = value; }
   void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
@@ -466,10 +445,6 @@ class Lowering final : public LowerContext {
       case ir::OpKind::kConv:
       case ir::OpKind::kFusedConv: return lower_conv(n, where);
       case ir::OpKind::kFusedPointwise: return lower_fused_pointwise(n, where);
-      case ir::OpKind::kMaxPool:
-      case ir::OpKind::kAveragePool:
-      case ir::OpKind::kGlobalAveragePool:
-      case ir::OpKind::kGlobalMaxPool: return lower_pool(n, where);
       case ir::OpKind::kGemm: return lower_gemm(n, where);
       case ir::OpKind::kMatMul: return has_2d_weight(n) ? lower_gemm(n, where) : lower_matmul(n, where);
       case ir::OpKind::kMatMulBias: return lower_gemm(n, where);
@@ -477,7 +452,6 @@ class Lowering final : public LowerContext {
       case ir::OpKind::kSplit: return lower_split(n, where);
       case ir::OpKind::kGather: return lower_gather(n, where);
       case ir::OpKind::kWhere: return lower_where(n, where);
-      case ir::OpKind::kCast: return lower_cast(n, where);
       case ir::OpKind::kReformat: return lower_reformat(n);
       case ir::OpKind::kConcat:
         if (has_constant_input(n)) return lower_concat_with_constants(n, where);
@@ -656,45 +630,6 @@ class Lowering final : public LowerContext {
     return Status::Ok();
   }
 
-  Status lower_pool(const ir::Node& n, const std::string& where) {
-    const Shape& x = vs_.shapes[n.inputs[0]];
-    const Shape& y = vs_.shapes[n.outputs[0]];
-    if (x.size() != 4) return unsupported(where + "only 2-D pooling");
-    if (n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue) return unsupported(where + "MaxPool Indices output");
-    PoolParams p{};
-    p.max = n.op == ir::OpKind::kMaxPool || n.op == ir::OpKind::kGlobalMaxPool;
-    p.n = x[0]; p.c = x[1]; p.h = x[2]; p.w = x[3]; p.oh = y[2]; p.ow = y[3];
-    if (n.op == ir::OpKind::kGlobalAveragePool || n.op == ir::OpKind::kGlobalMaxPool) {
-      p.kh = x[2]; p.kw = x[3]; p.stride_h = p.stride_w = 1;
-    } else {
-      const auto k = n.attr_ints("kernel_shape");
-      const auto s = n.attr_ints("strides", {1, 1});
-      const auto d = n.attr_ints("dilations", {1, 1});
-      if (k.size() != 2 || d != std::vector<int64_t>{1, 1}) return unsupported(where + "pooling window/dilations");
-      if (!symmetric_pads(n, x, k, s, d, &p.pad_h, &p.pad_w)) return unsupported(where + "asymmetric padding");
-      p.kh = k[0]; p.kw = k[1]; p.stride_h = s[0]; p.stride_w = s[1];
-      p.count_include_pad = n.attr_int("count_include_pad", 0) != 0;
-      // cuDNN floors the output size. A larger ceil_mode output runs Kiln's pool kernel, whose
-      // windows skip positions past the input: exact for MaxPool and for AveragePool without
-      // count_include_pad (divides by the in-bounds count); with it, the divisor of a window
-      // that ends past the padding differs between frameworks, so that case stays unsupported.
-      const int64_t fh = (x[2] + 2 * p.pad_h - k[0]) / s[0] + 1, fw = (x[3] + 2 * p.pad_w - k[1]) / s[1] + 1;
-      if (fh != y[2] || fw != y[3]) {
-        if (y[2] < fh || y[3] < fw || y[2] > fh + 1 || y[3] > fw + 1 || (!p.max && p.count_include_pad))
-          return unsupported(where + "ceil_mode output size " + std::to_string(y[2]) + "x" + std::to_string(y[3]) +
-                             (p.max ? "" : " with count_include_pad"));
-        p.ceil_output = true;
-      }
-    }
-    const bool nhwc = nhwc_of(n, low_);
-    KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
-    xa = as_layout(xa, nhwc);
-    const int out = new_val(g_.value(n.outputs[0]).name, y, st_, nhwc);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_pool_layer(p, st_, nhwc));
-    add_layer(std::move(layer), n.name, {xa}, {out}, n.origin);
-    act_[n.outputs[0]] = out;
-    return Status::Ok();
-  }
 
   Status lower_gemm(const ir::Node& n, const std::string& where) {
     const Shape& a = vs_.shapes[n.inputs[0]];
@@ -1069,31 +1004,6 @@ class Lowering final : public LowerContext {
 
   // Cast between float types: a view, except float32 storage of a float16 result (rounded).
   // Cast from an int32/int64 activation (attention masks): converted to the float storage.
-  Status lower_cast(const ir::Node& n, const std::string& where) {
-    const DataType from = vs_.dtypes[n.inputs[0]];
-    const bool from_int = (from == DataType::kInt64 || from == DataType::kInt32) && !g_.value(n.inputs[0]).constant;
-    if (!is_float(from) && !from_int) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    // Only float32 storage rounds: fp16 storage already holds halves, and bf16 storage keeps
-    // fewer mantissa bits than a half (a view, like a Cast to float32 in fp16 storage).
-    const bool round = st_ == StorageType::kF32 && vs_.dtypes[n.outputs[0]] == DataType::kFloat16 &&
-                       (vs_.dtypes[n.inputs[0]] == DataType::kFloat32 || from_int);
-    if (from_int) {
-      const int64_t count = shape_numel(vs_.shapes[n.inputs[0]]);
-      // float32 storage of a float16 result: then rounded to half, as the CPU reference does.
-      const int conv = round ? new_val(n.name + ":converted", vs_.shapes[n.inputs[0]], st_, false) : new_output(n);
-      add_layer(make_convert_layer(count, m_->vals[x].type, st_), n.name, {x}, {conv}, n.origin);
-      if (round) add_layer(make_round_to_half_layer(count), n.name + ":round", {conv}, {new_output(n)}, n.origin);
-      return Status::Ok();
-    }
-    if (round) {
-      add_layer(make_round_to_half_layer(shape_numel(vs_.shapes[n.inputs[0]])), n.name, {x}, {new_output(n)}, n.origin);
-      return Status::Ok();
-    }
-    const int out = new_output(n);
-    m_->vals[out].alias_of = x;
-    return Status::Ok();
-  }
 
   const ir::Graph& g_;
   const ValueShapes& vs_;

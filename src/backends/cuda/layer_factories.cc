@@ -1,4 +1,5 @@
 // The registered layer factories (layer_factory.h): one line per op.
+#include <algorithm>
 #include <array>
 
 #include "backends/cuda/layer_factory.h"
@@ -33,9 +34,36 @@ constexpr Registration kFactories[] = {
     {OpKind::kReduceMin, lower_reduce},
     {OpKind::kLayerNormalization, lower_layernorm},
     {OpKind::kRMSNormalization, lower_rms_norm},
+    {OpKind::kMaxPool, lower_pool},
+    {OpKind::kAveragePool, lower_pool},
+    {OpKind::kGlobalAveragePool, lower_pool},
+    {OpKind::kGlobalMaxPool, lower_pool},
+    {OpKind::kCast, lower_cast},
 };
 
 }  // namespace
+
+// Symmetric 2-D pads of a conv/pool node (auto_pad resolved); false if asymmetric.
+bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
+                    const std::vector<int64_t>& d, int64_t* ph, int64_t* pw) {
+  const std::string ap = n.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> pads = n.attr_ints("pads", {0, 0, 0, 0});
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    pads.assign(4, 0);
+    for (int i = 0; i < 2; ++i) {
+      const int64_t out = (in[2 + i] + s[i] - 1) / s[i];
+      const int64_t total = std::max<int64_t>(0, (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[2 + i]);
+      pads[i] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + 2] = total - pads[i];
+    }
+  } else if (ap == "VALID") {
+    pads.assign(4, 0);
+  }
+  if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3]) return false;
+  *ph = pads[0];
+  *pw = pads[1];
+  return true;
+}
 
 LayerFactory find_layer_factory(ir::OpKind op) {
   static const std::array<LayerFactory, ir::kNumOps> table = [] {

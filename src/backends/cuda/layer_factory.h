@@ -39,6 +39,8 @@ class LowerContext {
   virtual int as_layout(int value, bool nhwc) = 0;
   // A new engine value: an activation of `shape` in storage `type`, NHWC when `nhwc` and 4-D.
   virtual int new_value(const std::string& name, const Shape& shape, StorageType type, bool nhwc) = 0;
+  // The dtype of a graph value at the shapes being lowered.
+  virtual DataType dtype(ir::ValueId v) const = 0;
   // The storage type of engine value `value`.
   virtual StorageType value_type(int value) const = 0;
   // Sets the value alias: `value` is the bytes of `of` (a view; no copy).
@@ -71,5 +73,12 @@ Status lower_resize(LowerContext& ctx, const ir::Node& n, const std::string& whe
 Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Mean/Max/Min
 Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_pool(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Max/Average/Global pools
+Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where);
+
+// Symmetric 2-D pads of a conv/pool node at input shape `in` (auto_pad resolved; ONNX Conv/Pool
+// SAME_UPPER / SAME_LOWER / VALID); false if asymmetric.
+bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
+                    const std::vector<int64_t>& d, int64_t* ph, int64_t* pw);
 
 }  // namespace kiln::cuda
