@@ -93,6 +93,9 @@ struct BuilderConfig {
   int tuning_budget = 0;
   // CUDA: timed runs per candidate tactic, after one warm-up run (TensorRT's --avgTiming).
   int timing_iterations = 10;
+  // CUDA: time each candidate with the GPU's L2 cache flushed first (true: as layers meet their
+  // weights in a whole network), or back to back (false). Part of the timing-cache key.
+  bool timing_cold_cache = true;
   // CUDA, dynamic profiles: tactics are tuned at profile 0's opt shapes and at up to this many
   // more shapes of it (its min and max, and every power of two in between along the dynamic
   // dims, evenly thinned to this count); a context at other shapes runs the nearest set's

@@ -107,6 +107,7 @@ class BuilderConfig:
     tuning_budget: int
     timing_iterations: int
     tuning_shapes: int
+    timing_cold_cache: bool
     logger: Any                # set: Callable[[LogSeverity, str], None] or None; get: bool
     target: TargetDevice
     opt_level: int             # 0..3

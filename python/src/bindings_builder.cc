@@ -155,6 +155,8 @@ void init_builder(pyb::module_& m) {
                      "CUDA: most candidate tactics timed per layer and source; 0 = the defaults.")
       .def_readwrite("timing_iterations", &BuilderConfig::timing_iterations,
                      "CUDA: timed runs per candidate tactic after one warm-up (TensorRT's --avgTiming).")
+      .def_readwrite("timing_cold_cache", &BuilderConfig::timing_cold_cache,
+                     "CUDA: time candidate tactics with the L2 cache flushed before each run (default) or warm.")
       .def_readwrite("tuning_shapes", &BuilderConfig::tuning_shapes,
                      "CUDA, dynamic profiles: tune tactics at up to this many shapes besides opt (min, max, powers "
                      "of two between); other shapes run the nearest tuned set's tactics. 0 = opt only.")

@@ -75,8 +75,13 @@ struct TuningBudget {
   // configurations (finalizing one may compile a kernel, ~1 s), every candidate of the others.
   int max_tactics = 0;
   int timing_iterations = 10;  // timed runs per candidate, after one untimed warm-up (>= 1)
+  // Each timed run starts with the GPU's L2 cache flushed (a write of twice its size), as a layer
+  // meets its weights inside a whole network (each weight read once per inference); timing runs
+  // back to back instead keeps weights in L2 and favours tactics that lose in the network
+  // (docs/decisions/0014, run 35). Part of the timing-cache key.
+  bool cold_l2 = true;
   int limit(TacticSource s) const;  // max_tactics for `s`, the defaults applied
-  std::string to_string() const;  // "tactics<=default iters=10", "tactics<=8 iters=10"
+  std::string to_string() const;  // "tactics<=default iters=10 l2=cold", "tactics<=8 iters=10 l2=warm"
 };
 
 // The build-time face of one layer, as the tactic selector sees it. A backend wraps each of

@@ -72,7 +72,7 @@ int TuningBudget::limit(TacticSource s) const {
 
 std::string TuningBudget::to_string() const {
   return "tactics<=" + (max_tactics > 0 ? std::to_string(max_tactics) : std::string("default")) +
-         " iters=" + std::to_string(timing_iterations);
+         " iters=" + std::to_string(timing_iterations) + (cold_l2 ? " l2=cold" : " l2=warm");
 }
 
 }  // namespace kiln

@@ -303,6 +303,7 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
     settings.sources = sources;
     settings.budget.max_tactics = config.tuning_budget;
     settings.budget.timing_iterations = config.timing_iterations;
+    settings.budget.cold_l2 = config.timing_cold_cache;
     settings.logger = config.logger;
     settings.progress = config.progress;
     auto cuda = gpu::select_tactics(laid, opt, tuning_shapes(laid, profiles[0], opt, config.tuning_shapes), settings);

@@ -42,6 +42,7 @@ cuda::GpuBuildOptions options(const GpuSettings& s) {
   if (s.workspace_limit) o.workspace_limit = s.workspace_limit;
   o.max_aux_streams = s.max_aux_streams;
   o.sources = s.sources;
+  o.cold_l2_timing = s.budget.cold_l2;
   o.logger = s.logger;
   return o;
 }

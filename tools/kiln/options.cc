@@ -100,6 +100,9 @@ void BuildOptions::add_to(CLI::App* app) {
                    "Most candidate tactics timed per layer and source (0 = defaults: 4 cuDNN graph engine "
                    "configurations, all others)");
   tune->add_option("--avg-timing", timing_iterations, "Timed runs per candidate tactic, after one warm-up (default 10)");
+  tune->add_flag("--timing-warm-cache", timing_warm_cache,
+                 "Time candidate tactics back to back with a warm L2 cache (default: L2 flushed before each run, "
+                 "as layers meet their weights in the whole network)");
   tune->add_option("--tuning-shapes", tuning_shapes,
                    "Dynamic profiles: tune tactics at up to N shapes besides opt (min, max and powers of two "
                    "between; default 8, 0 = opt only); other shapes run the nearest tuned set's tactics");
@@ -163,6 +166,7 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   if (tuning_shapes < 0 || tuning_shapes > 64)
     return invalid_argument("--tuning-shapes " + std::to_string(tuning_shapes) + ": expected 0..64");
   c.tuning_shapes = tuning_shapes;
+  c.timing_cold_cache = !timing_warm_cache;
   c.logger = stderr_logger(verbose);
   if (device == "cpu") c.target = TargetDevice::kCpu;
   else if (device == "gpu" || device == "cuda") c.target = TargetDevice::kCuda;

@@ -40,6 +40,7 @@ struct BuildOptions {
   int tuning_budget = 0;       // --tuning-budget N (CUDA): candidates timed per layer and source; 0 = defaults
   int timing_iterations = 10;  // --avg-timing N (CUDA): timed runs per candidate
   int tuning_shapes = 8;       // --tuning-shapes N (CUDA, dynamic profiles): extra shapes tuned at
+  bool timing_warm_cache = false;  // --timing-warm-cache (CUDA): time candidates back to back, L2 warm
   bool verbose = false;        // --verbose: the library's info and verbose messages on stderr
   std::string device = "auto";
   int opt_level = 2;                          // --opt-level 0..3

@@ -46,6 +46,10 @@ struct ExecState {
   // select() runs the tactic once to check that it runs here (build, and shapes a plan did not
   // tune for); false when loading a plan's tactics, which ran at build on this GPU and libraries.
   bool verify = true;
+  // Build: a scratch buffer written before each timed run to flush the L2 cache (TuningBudget::
+  // cold_l2); null = timed runs back to back.
+  void* l2_flush = nullptr;
+  size_t l2_flush_bytes = 0;
   void* ptr(int v) const;
 };
 

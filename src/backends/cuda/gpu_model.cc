@@ -1205,6 +1205,22 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
     ExecState st = ctx->impl_->state(s);
     st.tactic_data = opts.tactic_data;
+    // Cold-L2 timing: a scratch buffer of twice the L2 size, written before each timed run.
+    void* flush = nullptr;
+    if (opts.tune && opts.select_tactic && opts.cold_l2_timing) {
+      int dev = 0, l2 = 0;
+      if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) == cudaSuccess &&
+          l2 > 0) {
+        const size_t bytes = 2 * static_cast<size_t>(l2);
+        KILN_RETURN_IF_ERROR(device_alloc(&flush, bytes, "the L2 flush buffer of tactic timing"));
+        st.l2_flush = flush;
+        st.l2_flush_bytes = bytes;
+      }
+    }
+    struct FreeFlush {
+      void* p;
+      ~FreeFlush() { if (p) cudaFree(p); }
+    } free_flush{flush};
     Status ms = cuda_status(cudaMemsetAsync(ctx->impl_->arena, 0, std::max<size_t>(m->arena, 1), s), "cudaMemsetAsync",
                             __FILE__, __LINE__);
     const int total = static_cast<int>(m->layers.size());

@@ -111,6 +111,8 @@ struct GpuBuildOptions {
     double tuned_ms = 0;  // the time the build measured, ms (for reports)
   };
   std::map<std::string, PresetTactic> preset_tactics;
+  // Tuning: time each candidate with the L2 cache flushed before every run (TuningBudget::cold_l2).
+  bool cold_l2_timing = true;
   // Presets chosen at other shapes (the nearest tuned shape set): each is checked to run here
   // and a layer whose preset does not takes its first candidate that runs.
   bool verify_presets = false;
