@@ -94,8 +94,12 @@ class Lowering final : public LowerContext {
     return new_val(name, shape, type, nhwc);
   }
   StorageType value_type(int value) const override { return m_->vals[value].type; }
+  bool value_nhwc(int value) const override { return m_->vals[value].nhwc; }
   DataType dtype(ir::ValueId v) const override { return vs_.dtypes[v]; }
-  void alias(int value, int of) override { m_->vals[value].alias_of = of; }
+  void alias(int value, int of, int64_t offset) override {
+    m_->vals[value].alias_of = of;
+    m_->vals[value].alias_offset = offset;
+  }
   void bind(ir::ValueId v, int value) override { act_[v] = value; }
   void add_layer(std::unique_ptr<Layer> l, const std::string& name, std::vector<int> ins, std::vector<int> outs,
                  std::vector<std::string> origin) override {
@@ -405,7 +409,7 @@ class Lowering final : public LowerContext {
 
   // An operand of a pointwise layer: an activation in the output's layout or a constant
   // uploaded in the output's physical order, broadcast-padded to the output rank.
-  StatusOr<int> pointwise_operand(ir::ValueId v, const Shape& out, bool out_nhwc, Shape* phys) {
+  StatusOr<int> pointwise_operand(ir::ValueId v, const Shape& out, bool out_nhwc, Shape* phys) override {
     Shape s = vs_.shapes[v];
     while (s.size() < out.size()) s.insert(s.begin(), 1);
     *phys = (out_nhwc && s.size() == 4) ? Shape{s[0], s[2], s[3], s[1]} : s;
@@ -449,9 +453,7 @@ class Lowering final : public LowerContext {
       case ir::OpKind::kMatMul: return has_2d_weight(n) ? lower_gemm(n, where) : lower_matmul(n, where);
       case ir::OpKind::kMatMulBias: return lower_gemm(n, where);
       case ir::OpKind::kAttention: return lower_attention(n, where);
-      case ir::OpKind::kSplit: return lower_split(n, where);
       case ir::OpKind::kGather: return lower_gather(n, where);
-      case ir::OpKind::kWhere: return lower_where(n, where);
       case ir::OpKind::kReformat: return lower_reformat(n);
       case ir::OpKind::kConcat:
         if (has_constant_input(n)) return lower_concat_with_constants(n, where);
@@ -589,46 +591,6 @@ class Lowering final : public LowerContext {
   // Split: views of the input when the parts are contiguous, 256-byte-aligned byte ranges
   // (row-major, every dim before the axis 1); a channel split of an NHWC activation runs as one
   // copy layer in NHWC (outer = N*H*W) and its parts stay NHWC; else strided row-major copies.
-  Status lower_split(const ir::Node& n, const std::string& where) {
-    const Shape& x = vs_.shapes[n.inputs[0]];
-    const int64_t r = static_cast<int64_t>(x.size());
-    int64_t axis = n.attr_int("axis", 0);
-    if (axis < 0) axis += r;
-    if (axis < 0 || axis >= r) return unsupported(where + "axis out of range");
-    KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
-    const bool nhwc = nhwc_of(n, m_->vals[xa].nhwc) && x.size() == 4 && !layout_free(x) && axis == 1;
-    if (!nhwc) xa = as_layout(xa, false);
-    const StorageType type = m_->vals[xa].type;
-    const int eb = static_cast<int>(storage_bytes(type));
-    int64_t outer = 1;
-    for (int64_t i = 0; i < axis; ++i) outer *= x[i];
-    if (nhwc) outer = x[0] * x[2] * x[3];
-    const int64_t total = shape_numel(x) / std::max<int64_t>(outer, 1);
-    std::vector<int64_t> inner, starts;
-    int64_t sum = 0;
-    for (ir::ValueId v : n.outputs) {
-      if (v == ir::kNoValue) return unsupported(where + "omitted output");
-      starts.push_back(sum);
-      inner.push_back(shape_numel(vs_.shapes[v]) / std::max<int64_t>(outer, 1));
-      sum += inner.back();
-    }
-    if (sum != total) return unsupported(where + "parts do not add up to the input");
-    bool views = !nhwc && outer == 1;
-    for (int64_t st : starts) views = views && (st * eb) % 256 == 0;
-    if (!nhwc && !views) return lower_split_strided(n, where);
-    std::vector<int> outs;
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      const int o = new_val(g_.value(n.outputs[k]).name, vs_.shapes[n.outputs[k]], type, nhwc);
-      if (views) {
-        m_->vals[o].alias_of = xa;
-        m_->vals[o].alias_offset = starts[k] * eb;
-      }
-      outs.push_back(o);
-      act_[n.outputs[k]] = o;
-    }
-    if (!views) add_layer(make_split_layer(outer, inner, eb), n.name, {xa}, outs, n.origin);
-    return Status::Ok();
-  }
 
 
   Status lower_gemm(const ir::Node& n, const std::string& where) {
@@ -926,19 +888,6 @@ class Lowering final : public LowerContext {
   // Transpose, Slice and Expand: one strided copy.
 
   // Split as strided copies of the row-major input, one layer per output.
-  Status lower_split_strided(const ir::Node& n, const std::string& where) {
-    std::vector<Shape> outs;
-    for (ir::ValueId v : n.outputs) {
-      if (v == ir::kNoValue) return unsupported(where + "Split with an omitted output");
-      outs.push_back(vs_.shapes[v]);
-    }
-    KILN_ASSIGN_OR_RETURN(auto descs, plan_split(n, vs_.shapes[n.inputs[0]], outs));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    for (size_t k = 0; k < descs.size(); ++k)
-      add_layer(make_strided_copy_layer("Split", descs[k], elem_bytes()), n.name + ":" + std::to_string(k), {x},
-                {new_output(n, k)}, n.origin);
-    return Status::Ok();
-  }
 
   Status lower_gather(const ir::Node& n, const std::string& where) {
     if (n.inputs.size() < 2) return invalid_argument(where + "indices are required");
@@ -970,37 +919,6 @@ class Lowering final : public LowerContext {
 
 
   // Where(cond, a, b) with broadcasting; the bool condition must be a constant (uploaded as 0/1).
-  Status lower_where(const ir::Node& n, const std::string& where) {
-    if (!g_.value(n.inputs[0]).constant) return unsupported(where + "the condition must be a constant on the GPU path");
-    const Shape& out_s = vs_.shapes[n.outputs[0]];
-    if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
-    BroadcastDesc d;
-    d.rank = static_cast<int>(out_s.size());
-    for (int i = 0; i < d.rank; ++i) d.out_dims[i] = out_s[i];
-    std::vector<int> ins;
-    std::vector<int64_t> strides[3];
-    for (size_t k = 0; k < 3; ++k) {
-      Shape phys;
-      KILN_ASSIGN_OR_RETURN(int a, pointwise_operand(n.inputs[k], out_s, false, &phys));
-      ins.push_back(a);
-      strides[k].assign(kMaxRank, 0);
-      int64_t stride = 1;
-      for (int i = d.rank - 1; i >= 0; --i) {
-        strides[k][i] = phys[i] == 1 ? 0 : stride;
-        stride *= phys[i];
-      }
-    }
-    for (int i = 0; i < d.rank; ++i) {
-      d.a_strides[i] = strides[1][i];
-      d.b_strides[i] = strides[2][i];
-    }
-    if (d.rank == 0) {
-      d.rank = 1;
-      d.out_dims[0] = 1;
-    }
-    add_layer(make_where_layer(d, strides[0], st_), n.name, ins, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
 
   // Cast between float types: a view, except float32 storage of a float16 result (rounded).
   // Cast from an int32/int64 activation (attention masks): converted to the float storage.

@@ -39,6 +39,8 @@ constexpr Registration kFactories[] = {
     {OpKind::kGlobalAveragePool, lower_pool},
     {OpKind::kGlobalMaxPool, lower_pool},
     {OpKind::kCast, lower_cast},
+    {OpKind::kSplit, lower_split},
+    {OpKind::kWhere, lower_where},
 };
 
 }  // namespace

@@ -41,10 +41,15 @@ class LowerContext {
   virtual int new_value(const std::string& name, const Shape& shape, StorageType type, bool nhwc) = 0;
   // The dtype of a graph value at the shapes being lowered.
   virtual DataType dtype(ir::ValueId v) const = 0;
-  // The storage type of engine value `value`.
+  // The storage type of engine value `value`, and whether it is stored NHWC.
   virtual StorageType value_type(int value) const = 0;
-  // Sets the value alias: `value` is the bytes of `of` (a view; no copy).
-  virtual void alias(int value, int of) = 0;
+  virtual bool value_nhwc(int value) const = 0;
+  // Sets the value alias: `value` is the bytes of `of` from byte `offset` on (a view; no copy).
+  virtual void alias(int value, int of, int64_t offset = 0) = 0;
+  // An operand of an elementwise layer with output shape `out` in `out_nhwc` layout: a constant
+  // uploaded in that physical order (packed in the plan), or the activation in the output's
+  // layout; `phys` receives its physical shape, broadcast-padded to the output's rank.
+  virtual StatusOr<int> pointwise_operand(ir::ValueId v, const Shape& out, bool out_nhwc, Shape* phys) = 0;
   // An input in row-major order: a constant uploaded as a weight in storage() (packed in the plan,
   // docs/decisions/0040), else the activation, reformatted out of NHWC.
   virtual StatusOr<int> row_major_operand(ir::ValueId v) = 0;
@@ -75,6 +80,8 @@ Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& 
 Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_pool(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Max/Average/Global pools
 Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_split(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_where(LowerContext& ctx, const ir::Node& n, const std::string& where);    // constant condition
 
 // Symmetric 2-D pads of a conv/pool node at input shape `in` (auto_pad resolved; ONNX Conv/Pool
 // SAME_UPPER / SAME_LOWER / VALID); false if asymmetric.
