@@ -15,6 +15,13 @@ namespace kiln {
 // bytes. `graph` is copied, not changed. Errors as Builder::build's.
 StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config);
 
+// The graph a CUDA plan of `graph` lowers — Builder::build's own steps up to the tactics (config
+// checks, profiles, the pass pipeline, the precision decision, CUDA layouts) — and profile 0's opt
+// shapes (one per graph input). For tests and tools that lower without a GPU
+// (cuda::check_gpu_support); config.target is not checked against this machine. Errors as
+// Builder::build's.
+StatusOr<ir::Graph> cuda_layer_graph(const ir::Graph& graph, const BuilderConfig& config, std::vector<Shape>* opt_shapes);
+
 // The extra input shapes CUDA tactics are tuned at for profile `prof` (one Shape per graph input,
 // graph input order; BuilderConfig::tuning_shapes, docs/decisions/0041): the profile's min and
 // max, and each power of two p in between with every dynamic dim set to p clamped to its range,

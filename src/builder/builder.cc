@@ -229,13 +229,23 @@ StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const Bu
   }
 }
 
-static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config) {
+// Builder::build's steps before the tactics, shared by build_graph and cuda_layer_graph (one
+// pipeline): config checks, profiles, kernel check, the pass pipeline, the precision decision.
+struct Prepared {
+  ir::Graph graph;
+  std::vector<OptimizationProfile> profiles;
+  PrecisionConfig precision;
+  TacticSources sources = TacticSources::all();
+  bool want_gpu = false;
+};
+
+static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderConfig& config, bool check_target) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
   if (config.max_aux_streams < -1 || config.max_aux_streams > plan::kMaxAuxStreamsInPlan)
     return invalid_argument("builder config: max_aux_streams " + std::to_string(config.max_aux_streams) +
                             ", expected -1 (the builder decides) or 0.." + std::to_string(plan::kMaxAuxStreamsInPlan));
-  if (config.target == TargetDevice::kCuda && !gpu::available())
+  if (check_target && config.target == TargetDevice::kCuda && !gpu::available())
     return unsupported(std::string("builder config: target cuda: ") +
 #ifdef KILN_HAVE_CUDA
                        "this machine has no CUDA GPU"
@@ -243,6 +253,7 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
                        "this Kiln build has no CUDA backend"
 #endif
                        + " (use target cpu or auto)");
+  Prepared out;
   const bool want_gpu = config.target == TargetDevice::kCuda || (config.target == TargetDevice::kAuto && gpu::available());
   TacticSources sources = TacticSources::all();
   if (!config.tactic_sources.empty()) {
@@ -268,13 +279,50 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
   KILN_RETURN_IF_ERROR(verify_kernels(graph, "cpu"));
   report(config, "verify", 1, 1);
 
-  plan::Plan p;
-  p.graph = graph;
-  KILN_RETURN_IF_ERROR(optimize(&p.graph, config, profiles));
+  out.graph = graph;
+  KILN_RETURN_IF_ERROR(optimize(&out.graph, config, profiles));
   // The one precision decision per layer (docs/decisions/0033): the CUDA lowering and layouts read it.
-  KILN_RETURN_IF_ERROR(passes::assign_precisions(p.graph, precision, passes::float_storage_support));
+  KILN_RETURN_IF_ERROR(passes::assign_precisions(out.graph, precision, passes::float_storage_support));
   // Passes create internal ops (FusedConv); they too must run on the target.
-  KILN_RETURN_IF_ERROR(verify_kernels(p.graph, "cpu"));
+  KILN_RETURN_IF_ERROR(verify_kernels(out.graph, "cpu"));
+  out.profiles = std::move(profiles);
+  out.precision = precision;
+  out.sources = sources;
+  out.want_gpu = want_gpu;
+  return out;
+}
+
+// The CUDA layouts (docs/decisions/0010): NHWC around conv/pool whose decided precision is
+// 16-bit, explicit Reformat layers where the layout changes.
+static StatusOr<ir::Graph> lay_out_for_cuda(const ir::Graph& g, int* reformats) {
+  ir::Graph laid = g;
+  KILN_ASSIGN_OR_RETURN(*reformats, passes::assign_layouts(laid, passes::tensor_core_layout_preference));
+  return laid;
+}
+
+StatusOr<ir::Graph> cuda_layer_graph(const ir::Graph& graph, const BuilderConfig& config, std::vector<Shape>* opt_shapes) {
+  try {
+    KILN_ASSIGN_OR_RETURN(Prepared prep, prepare_graph(graph, config, false));
+    if (opt_shapes) {
+      opt_shapes->clear();
+      for (ir::ValueId v : prep.graph.inputs) opt_shapes->push_back(prep.profiles[0].find(prep.graph.value(v).name)->opt);
+    }
+    int reformats = 0;
+    return lay_out_for_cuda(prep.graph, &reformats);
+  } catch (const TensorAllocationError& e) {
+    return e.status().with_context("build");
+  }
+}
+
+static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config) {
+  KILN_ASSIGN_OR_RETURN(Prepared prep, prepare_graph(graph, config, true));
+  const PrecisionConfig& precision = prep.precision;
+  const TacticSources& sources = prep.sources;
+  const bool want_gpu = prep.want_gpu;
+  std::vector<OptimizationProfile> profiles = std::move(prep.profiles);
+  plan::Plan p;
+  p.graph = std::move(prep.graph);
+
 
   const int layers = static_cast<int>(p.graph.nodes.size());
   report(config, "tactics", 0, layers);
@@ -287,8 +335,8 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
     // Layouts for the CUDA target: NHWC around conv/pool whose decided precision is 16-bit,
     // explicit Reformat layers where the layout changes (they are layers of the plan, with their
     // own tactics). An FP32 plan's layers are all decided fp32: no NHWC, no Reformat.
-    ir::Graph laid = p.graph;
-    KILN_ASSIGN_OR_RETURN(int reformats, passes::assign_layouts(laid, passes::tensor_core_layout_preference));
+    int reformats = 0;
+    KILN_ASSIGN_OR_RETURN(ir::Graph laid, lay_out_for_cuda(p.graph, &reformats));
     if (config.progress) {
       const std::string line = "assign_layouts             " + std::to_string(passes::live_layers(p.graph)) + " -> " +
                                std::to_string(passes::live_layers(laid)) + " layers  (" + std::to_string(reformats) +

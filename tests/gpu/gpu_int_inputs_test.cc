@@ -41,26 +41,20 @@ std::string model_path(const std::string& file) {
   return std::string(dir ? dir : KILN_SOURCE_DIR "/models") + "/" + file;
 }
 
-// The builder's optimization for a profile with min == opt == max: input dims pinned, the
-// default pipeline, then the CUDA layout assignment (row-major or tensor-core preference).
+// The graph the builder lowers for the CUDA target with a profile of min == opt == max
+// (cuda_layer_graph: the builder's own pipeline — passes, precisions, layouts).
 [[maybe_unused]] StatusOr<ir::Graph> optimize_pinned(const std::string& path, const std::map<std::string, Shape>& shapes, bool fp16) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, onnx_import::import_model_file(path));
+  BuilderConfig c;
+  c.fp16 = fp16;
+  OptimizationProfile p;
   for (ir::ValueId v : g.inputs) {
     auto it = shapes.find(g.value(v).name);
     if (it == shapes.end()) return invalid_argument("no shape for input '" + g.value(v).name + "'");
-    ir::SymShape s;
-    for (int64_t d : it->second) s.push_back(ir::Dim::known(d));
-    g.value(v).shape = s;
+    KILN_RETURN_IF_ERROR(p.set_dimensions(it->first, it->second, it->second, it->second));
   }
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(g, nullptr, &reference_evaluator()));
-  KILN_RETURN_IF_ERROR(passes::run_pipeline(g, kiln::testing::reference_pass_options()));
-  g.compact();
-  KILN_RETURN_IF_ERROR(g.topo_sort());
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(g, nullptr, &reference_evaluator()));
-  KILN_RETURN_IF_ERROR(passes::assign_layouts(g, fp16 ? passes::tensor_core_layout_preference
-                                                      : passes::row_major_layout_preference)
-                           .status());
-  return g;
+  c.profiles.push_back(p);
+  return cuda_layer_graph(g, c, nullptr);
 }
 
 void expect_model_supported(const std::string& file, const std::map<std::string, Shape>& shapes) {

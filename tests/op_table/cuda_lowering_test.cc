@@ -5,6 +5,8 @@
 //   OpTable/OpTableCudaLowering.LowersWithoutGpu/Attention_MHA_d64
 #include <gtest/gtest.h>
 
+#include "builder/build_from_graph.h"
+
 #include <ostream>
 
 #include "kiln/precision.h"
@@ -70,27 +72,23 @@ TEST_P(OpTableCudaLowering, LowersWithoutGpu) {
   std::vector<Shape> shapes;
   for (const Tensor& t : c.inputs) shapes.push_back(t.shape());
 
-  // What the builder lowers (builder.cc): the graph after the optimizer's pipeline, each layer's
-  // precision decided (passes::assign_precisions) and laid out by it (NHWC conv / pool and
-  // Reformat layers in fp16 / bf16).
-  ir::Graph opt = c.graph;
-  passes::PassOptions po = reference_pass_options();
-  po.opt_level = row.opt_level;
-  po.disabled = row.disabled_passes;
-  ASSERT_TRUE(passes::run_pipeline(opt, po).ok());
-  opt.compact();
-  ASSERT_TRUE(opt.topo_sort().ok());
+  // What the builder lowers: cuda_layer_graph runs Builder::build's own steps (the optimizer's
+  // pipeline, each layer's precision decided, NHWC conv / pool and Reformat layers in fp16 / bf16).
   for (Precision p : row.precisions) {
-    ir::Graph laid = opt;
-    PrecisionConfig pc;
-    pc.fp16 = p == Precision::kFp16;
-    pc.bf16 = p == Precision::kBf16;
-    ASSERT_TRUE(passes::assign_precisions(laid, pc, passes::float_storage_support).ok()) << precision_name(p);
-    auto reformats = passes::assign_layouts(laid, passes::tensor_core_layout_preference);
-    ASSERT_TRUE(reformats.ok()) << "[" << precision_name(p) << "] " << reformats.status().to_string();
-    auto vs = cuda::infer_value_shapes_by_reference(laid, shapes);
+    BuilderConfig config;
+    config.opt_level = row.opt_level;
+    config.disabled_passes = {row.disabled_passes.begin(), row.disabled_passes.end()};
+    config.fp16 = p == Precision::kFp16;
+    config.bf16 = p == Precision::kBf16;
+    OptimizationProfile prof;
+    for (size_t i = 0; i < c.graph.inputs.size() && i < shapes.size(); ++i)
+      ASSERT_TRUE(prof.set_dimensions(c.graph.value(c.graph.inputs[i]).name, shapes[i], shapes[i], shapes[i]).ok());
+    config.profiles.push_back(prof);
+    auto laid = cuda_layer_graph(c.graph, config, nullptr);
+    ASSERT_TRUE(laid.ok()) << "[" << precision_name(p) << "] " << laid.status().to_string();
+    auto vs = cuda::infer_value_shapes_by_reference(*laid, shapes);
     ASSERT_TRUE(vs.ok()) << "[" << precision_name(p) << "] " << vs.status().to_string();
-    Status s = cuda::check_gpu_support(laid, *vs, storage_of(p));
+    Status s = cuda::check_gpu_support(*laid, *vs, storage_of(p));
     EXPECT_TRUE(s.ok()) << "[" << precision_name(p) << "] " << s.to_string();
   }
 
