@@ -54,6 +54,10 @@ kiln_sources(PASSES_SOURCES passes)
 kiln_module(kiln_passes SOURCES ${PASSES_SOURCES} EXPOSE passes DEPENDS kiln_ir)
 
 # The tactic contract (backends/kernel.h, docs/decisions/0014): ids, sources, budget, TunableLayer.
+# Quantization (issue 12, docs/decisions/0043): calibration statistics and methods.
+kiln_sources(QUANT_SOURCES quant)
+kiln_module(kiln_quant SOURCES ${QUANT_SOURCES} EXPOSE quant DEPENDS kiln_core)
+
 kiln_module(kiln_backend SOURCES ${CMAKE_SOURCE_DIR}/src/backends/tactics.cc EXPOSE backends/kernel.h
   DEPENDS kiln_core)
 
@@ -104,5 +108,5 @@ kiln_module(kiln_conformance SOURCES ${CONFORMANCE_SOURCES} EXPOSE conformance
 
 # Everything: what tools/, tests/ and bench/ link.
 add_library(kiln INTERFACE)
-target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_backend kiln_cpu kiln_plan
+target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_quant kiln_backend kiln_cpu kiln_plan
   kiln_io kiln_timing_cache ${KILN_CUDA_TARGET} kiln_runtime kiln_builder kiln_conformance fmt::fmt)
