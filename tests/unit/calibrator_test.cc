@@ -9,6 +9,7 @@
 #include <random>
 
 #include "quant/calibrator.h"
+#include "quant/delayed_scaling.h"
 
 namespace kiln::quant {
 namespace {
@@ -108,6 +109,46 @@ TEST(Calibrator, EmptyAndZeroTensors) {
   EXPECT_EQ(*percentile_amax(h, 99.9), 0.0);
   EXPECT_EQ(*entropy_amax(h), 0.0);
   EXPECT_EQ(*mse_amax(h), 0.0);
+}
+
+}  // namespace
+}  // namespace kiln::quant
+
+namespace kiln::quant {
+namespace {
+
+TEST(DelayedScaling, HistoryMaxMostRecentMarginAndRing) {
+  DelayedScaling r;
+  r.history_len = 3;
+  AmaxHistory h(r.history_len);
+  EXPECT_EQ(delayed_scale(h, r), 1.0);  // no amax yet: scale 1, as Transformer Engine keeps it
+  for (double a : {2.0, 8.0, 4.0}) h.push(a);
+  EXPECT_EQ(h.reduce(AmaxAlgo::kMax), 8.0);
+  EXPECT_EQ(h.reduce(AmaxAlgo::kMostRecent), 4.0);
+  EXPECT_DOUBLE_EQ(delayed_scale(h, r), 448.0 / 8.0);
+  r.margin = 2;
+  EXPECT_DOUBLE_EQ(delayed_scale(h, r), 448.0 / 8.0 / 4.0);
+  // The ring keeps the last 3: after two more batches it holds 4, 1, 3 (8 dropped out), after a
+  // third 1, 3, 2.
+  h.push(1.0);
+  h.push(3.0);
+  EXPECT_EQ(h.reduce(AmaxAlgo::kMax), 4.0);
+  EXPECT_EQ(h.reduce(AmaxAlgo::kMostRecent), 3.0);
+  h.push(2.0);
+  EXPECT_EQ(h.reduce(AmaxAlgo::kMax), 3.0);
+  EXPECT_EQ(h.reduce(AmaxAlgo::kMostRecent), 2.0);
+  r.algo = AmaxAlgo::kMostRecent;
+  r.margin = 0;
+  EXPECT_DOUBLE_EQ(delayed_scale(h, r), 448.0 / 2.0);
+  AmaxHistory z(4);
+  z.push(0.0);
+  EXPECT_EQ(delayed_scale(z, r), 1.0);  // an all-zero tensor keeps scale 1
+  DelayedScaling bad;
+  bad.history_len = 0;
+  EXPECT_FALSE(bad.check().ok());
+  bad.history_len = 4;
+  bad.margin = -1;
+  EXPECT_NE(bad.check().message().find("margin"), std::string::npos);
 }
 
 }  // namespace
