@@ -9,6 +9,26 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
+# summarize PREFIX KEY VALUES...: one JSON line per value from /tmp/dyn/PREFIX{fixed,dyn}VALUE.json
+# (GPU compute medians, the dynamic engine's first-use set-up ms, and dynamic/fixed speed).
+summarize() {
+  $PY - "$@" <<'PYEOF'
+import json, os, sys
+prefix, key = sys.argv[1], sys.argv[2]
+for v in sys.argv[3:]:
+    r = {key: int(v)}
+    for kind in ("fixed", "dyn"):
+        p = f"/tmp/dyn/{prefix}{kind}{v}.json"
+        if os.path.exists(p):
+            j = json.load(open(p))
+            r[kind + "_ms"] = round(j["gpu_compute_ms"]["median"], 4)
+            if kind == "dyn":
+                r["dyn_shape_setup_ms"] = [x["ms"] for x in j.get("shape_setup_ms", [])]
+    if "fixed_ms" in r and "dyn_ms" in r:
+        r["dyn_speed_vs_fixed"] = round(r["fixed_ms"] / r["dyn_ms"], 3)
+    print(json.dumps(r))
+PYEOF
+}
 mkdir -p models /tmp/dyn
 [ -f models/resnet101.onnx ] || $PY scripts/export_models.py --model resnet101 -o models/resnet101.onnx \
     --photos-npz $C/calib_photos.npz 2>&1 | tail -n 1
@@ -27,23 +47,7 @@ for b in 1 8 64 256; do
       > /tmp/dyn/$kind$b.txt 2>&1 || { echo "bench failed: $kind $b"; tail -n 3 /tmp/dyn/$kind$b.txt; }
   done
 done
-$PY - <<'PYEOF' | tee "$OUT/dynamic_batch.txt"
-import json, os
-rows = []
-for b in (1, 8, 64, 256):
-    r = {"batch": b}
-    for kind in ("fixed", "dyn"):
-        p = f"/tmp/dyn/{kind}{b}.json"
-        if os.path.exists(p):
-            j = json.load(open(p))
-            r[kind + "_ms"] = round(j["gpu_compute_ms"]["median"], 4)
-            if kind == "dyn":
-                r["dyn_shape_setup_ms"] = [x["ms"] for x in j.get("shape_setup_ms", [])]
-    if "fixed_ms" in r and "dyn_ms" in r:
-        r["dyn_speed_vs_fixed"] = round(r["fixed_ms"] / r["dyn_ms"], 3)
-    rows.append(r)
-    print(json.dumps(r))
-PYEOF
+summarize "" batch 1 8 64 256 | tee "$OUT/dynamic_batch.txt"
 fi
 # BERT-base with a sequence profile 16..512 (batch 2), against plans built for each fixed length.
 if [ "${KILN_DYN_BERT:-1}" = 1 ]; then
@@ -63,20 +67,6 @@ if [ "${KILN_DYN_BERT:-1}" = 1 ]; then
         > /tmp/dyn/bert_$kind$s.txt 2>&1 || { echo "bench failed: bert $kind $s"; tail -n 3 /tmp/dyn/bert_$kind$s.txt; }
     done
   done
-  $PY - <<'PYEOF' | tee -a "$OUT/dynamic_batch.txt"
-import json, os
-for s in (16, 128, 384, 512):
-    r = {"bert_seq": s}
-    for kind in ("fixed", "dyn"):
-        p = f"/tmp/dyn/bert_{kind}{s}.json"
-        if os.path.exists(p):
-            j = json.load(open(p))
-            r[kind + "_ms"] = round(j["gpu_compute_ms"]["median"], 4)
-            if kind == "dyn":
-                r["dyn_shape_setup_ms"] = [x["ms"] for x in j.get("shape_setup_ms", [])]
-    if "fixed_ms" in r and "dyn_ms" in r:
-        r["dyn_speed_vs_fixed"] = round(r["fixed_ms"] / r["dyn_ms"], 3)
-    print(json.dumps(r))
-PYEOF
+  summarize bert_ bert_seq 16 128 384 512 | tee -a "$OUT/dynamic_batch.txt"
 fi
 [ "${KILN_DYN_R101:-1}" = 1 ] && PYTHONPATH=$PWD/$C/python $PY scripts/dyn_switch.py /tmp/dyn/dyn.plan --json "$OUT/dyn_switch.json" 2>&1 | tee "$OUT/dyn_switch.txt"

@@ -98,6 +98,11 @@ struct Plan {
     uint64_t bytes = 0;
   };
   std::map<std::string, PackedBlob> packed_weights;
+  // The layer a packed-weight key names (its text before the first '|'; "" when it has none).
+  static std::string packed_key_layer(const std::string& key) {
+    const size_t bar = key.find('|');
+    return bar == std::string::npos ? std::string() : key.substr(0, bar);
+  }
   // Top-level constants stored only packed (sorted value ids): their graph tensors keep dtype and
   // shape but no bytes (graph_codec.h kElidedOffset). Each must be read only by layers whose
   // packed weights the plan holds; the reader checks the list against the graph.

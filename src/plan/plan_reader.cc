@@ -96,8 +96,8 @@ void decode_packed(ByteReader& r, const ir::Graph& g, const WeightsView& wv, Pla
     const uint64_t offset = r.u64("packed_weights.offset");
     const uint64_t bytes = r.u64("packed_weights.bytes");
     if (!r.ok()) break;
-    const std::string layer = key.substr(0, key.find('|'));
-    if (key.find('|') == std::string::npos || !layers.count(layer)) {
+    const std::string layer = Plan::packed_key_layer(key);
+    if (layer.empty() || !layers.count(layer)) {
       r.fail("packed_weights.key", "'" + key + "' does not name a layer of the graph");
       break;
     }

@@ -152,7 +152,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     settings.precision = p.build.precision;
     settings.workspace_limit = p.build.workspace_limit;
     settings.tactic_data = std::move(p.tactic_data);
-    for (const auto& [key, b] : p.packed_weights) packed_bytes_by_layer[key.substr(0, key.find('|'))] += b.bytes;
+    for (const auto& [key, b] : p.packed_weights) packed_bytes_by_layer[plan::Plan::packed_key_layer(key)] += b.bytes;
     impl->tuned_shapes.push_back(opt);
     for (size_t i = 1; i < p.shape_tactics.size(); ++i) impl->tuned_shapes.push_back(p.shape_tactics[i].shapes);
     settings.packed_weights = std::move(p.packed_weights);

@@ -6,49 +6,13 @@
 #include <limits>
 
 #include "ir/shape_inference.h"
+#include "unit/shape_graph_builder.h"
 
 namespace kiln::ir {
 namespace {
 
-Dim K(int64_t v) { return Dim::known(v); }
-
-// A one-opset graph built node by node (inputs, int64 / float constants, nodes).
-struct GraphBuilder {
-  explicit GraphBuilder(int opset = 17) : opset(opset) { g.opset_imports[""] = opset; }
-  ValueId input(const std::string& name, SymShape shape, DataType dt = DataType::kFloat32) {
-    ValueId v = g.add_value(name, dt);
-    g.value(v).shape = std::move(shape);
-    g.inputs.push_back(v);
-    return v;
-  }
-  ValueId ints(const std::string& name, std::vector<int64_t> vals) {
-    Tensor t(DataType::kInt64, Shape{static_cast<int64_t>(vals.size())});
-    for (size_t i = 0; i < vals.size(); ++i) t.data<int64_t>()[i] = vals[i];
-    return constant(name, std::move(t));
-  }
-  ValueId floats(const std::string& name, Shape shape) { return constant(name, Tensor(DataType::kFloat32, shape)); }
-  ValueId constant(const std::string& name, Tensor t) {
-    ValueId v = g.add_value(name, t.dtype());
-    g.value(v).constant = std::make_shared<Tensor>(std::move(t));
-    return v;
-  }
-  ValueId op(OpKind o, const std::string& name, std::vector<ValueId> in, std::map<std::string, Attribute> attrs = {}) {
-    Node n;
-    n.name = name;
-    n.op = o;
-    n.opset = opset;
-    n.inputs = std::move(in);
-    n.attrs = std::move(attrs);
-    n.outputs.push_back(g.add_value(name + "_out"));
-    const ValueId out = n.outputs[0];
-    g.add_node(std::move(n));
-    return out;
-  }
-  std::string shape(ValueId v) const { return g.value(v).shape ? sym_shape_str(*g.value(v).shape) : "norank"; }
-
-  Graph g;
-  int opset;
-};
+using testing::GraphBuilder;
+using testing::K;
 
 TEST(ShapeInferenceOverflow, IsAnErrorOrUnknownNeverWrapped) {
   const auto error_of = [](GraphBuilder& b) { Status s = infer_shapes(b.g); return s.ok() ? std::string("ok") : s.message(); };

@@ -9,9 +9,8 @@ namespace kiln::cuda {
 
 Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   const DataType from = ctx.dtype(n.inputs[0]);
-  const bool is_float = from == DataType::kFloat32 || from == DataType::kFloat16;
   const bool from_int = (from == DataType::kInt64 || from == DataType::kInt32) && !ctx.graph().value(n.inputs[0]).constant;
-  if (!is_float && !from_int) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
+  if (!is_float(from) && !from_int) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
   KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
   const StorageType st = ctx.storage();
   // Only float32 storage rounds: fp16 storage already holds halves, and bf16 storage keeps

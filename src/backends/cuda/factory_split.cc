@@ -7,8 +7,6 @@
 namespace kiln::cuda {
 namespace {
 
-bool layout_free(const Shape& s) { return s.size() != 4 || s[2] * s[3] == 1 || s[1] == 1; }
-
 Status lower_split_strided(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   std::vector<Shape> outs;
   for (ir::ValueId v : n.outputs) {

@@ -34,9 +34,6 @@ namespace kiln::cuda {
 
 namespace {
 
-bool is_float(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16; }
-
-bool layout_free(const Shape& s) { return s.size() != 4 || s[2] * s[3] == 1 || s[1] == 1; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

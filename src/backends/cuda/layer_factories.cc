@@ -67,6 +67,9 @@ bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_
   return true;
 }
 
+bool is_float(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16; }
+bool layout_free(const Shape& s) { return s.size() != 4 || s[2] * s[3] == 1 || s[1] == 1; }
+
 LayerFactory find_layer_factory(ir::OpKind op) {
   static const std::array<LayerFactory, ir::kNumOps> table = [] {
     std::array<LayerFactory, ir::kNumOps> t{};

@@ -83,6 +83,11 @@ Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where
 Status lower_split(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_where(LowerContext& ctx, const ir::Node& n, const std::string& where);    // constant condition
 
+// Float activations the CUDA path computes on (float32, float16).
+bool is_float(DataType t);
+// A 4-D shape whose NCHW and NHWC orders are the same bytes (H*W == 1 or C == 1), or not 4-D.
+bool layout_free(const Shape& s);
+
 // Symmetric 2-D pads of a conv/pool node at input shape `in` (auto_pad resolved; ONNX Conv/Pool
 // SAME_UPPER / SAME_LOWER / VALID); false if asymmetric.
 bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
