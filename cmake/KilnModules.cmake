@@ -56,7 +56,7 @@ kiln_module(kiln_passes SOURCES ${PASSES_SOURCES} EXPOSE passes DEPENDS kiln_ir)
 # The tactic contract (backends/kernel.h, docs/decisions/0014): ids, sources, budget, TunableLayer.
 # Quantization (issue 12, docs/decisions/0043): calibration statistics and methods.
 kiln_sources(QUANT_SOURCES quant)
-kiln_module(kiln_quant SOURCES ${QUANT_SOURCES} EXPOSE quant DEPENDS kiln_core)
+kiln_module(kiln_quant SOURCES ${QUANT_SOURCES} EXPOSE quant DEPENDS kiln_core kiln_onnx kiln_cpu kiln_io kiln_plan)
 
 kiln_module(kiln_backend SOURCES ${CMAKE_SOURCE_DIR}/src/backends/tactics.cc EXPOSE backends/kernel.h
   DEPENDS kiln_core)
@@ -77,7 +77,7 @@ kiln_module(kiln_timing_cache
   EXPOSE builder/timing_cache.h builder/tactic_selector.h DEPENDS kiln_core kiln_backend nlohmann_json::nlohmann_json)
 
 kiln_sources(IO_SOURCES io)
-kiln_module(kiln_io SOURCES ${IO_SOURCES} EXPOSE io DEPENDS kiln_core)
+kiln_module(kiln_io SOURCES ${IO_SOURCES} EXPOSE io DEPENDS kiln_core PkgConfig::LIBZIP)
 
 set(KILN_CUDA_TARGET)
 if(KILN_HAVE_CUDA)
@@ -100,7 +100,7 @@ kiln_module(kiln_runtime SOURCES ${RUNTIME_SOURCES} EXPOSE runtime
 kiln_sources(BUILDER_SOURCES builder)
 list(FILTER BUILDER_SOURCES EXCLUDE REGEX "/(timing_cache|tactic_selector)\\.cc$")
 kiln_module(kiln_builder SOURCES ${BUILDER_SOURCES} EXPOSE builder
-  DEPENDS kiln_onnx kiln_passes kiln_plan kiln_cpu kiln_runtime kiln_timing_cache)
+  DEPENDS kiln_onnx kiln_passes kiln_quant kiln_plan kiln_cpu kiln_runtime kiln_timing_cache)
 
 kiln_sources(CONFORMANCE_SOURCES conformance)
 kiln_module(kiln_conformance SOURCES ${CONFORMANCE_SOURCES} EXPOSE conformance

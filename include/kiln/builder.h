@@ -14,6 +14,7 @@
 
 #include "kiln/logger.h"
 #include "kiln/precision.h"
+#include "kiln/quantize.h"
 #include "kiln/status.h"
 #include "kiln/types.h"
 
@@ -61,12 +62,17 @@ struct BuilderConfig {
   // Precisions the builder may choose for layers (the graph's own dtypes are always allowed):
   // TensorRT's BuilderFlags, kept as flags for the API, the CLI and the Python package; the
   // builder maps them onto one PrecisionConfig (precision_config(), kiln/precision.h), which is
-  // what the library reads. int8/fp8 are refused until issue 12 (PrecisionConfig::check).
+  // what the library reads. int8/fp8 need Q/DQ nodes: the model's, or a calibration's (below).
   bool fp16 = false;
   bool bf16 = false;
   bool tf32 = true;   // TF32 tensor-core math for fp32 GEMM/conv on CUDA (TensorRT's default)
   bool fp8 = false;
   bool int8 = false;
+  // With int8 or fp8: post-training calibration (kiln/quantize.h). When `data` or `cache` is set,
+  // Builder::build quantizes the model first (INT8 with int8, FP8 E4M3 with fp8; `format` is set
+  // from the flags) and builds the Q/DQ model it writes. Models that carry their own Q/DQ nodes
+  // need none of it.
+  QuantizeConfig calibration;
   // Per-layer precision constraints (TensorRT's ILayer::setPrecision with
   // BuilderFlag::kOBEY_PRECISION_CONSTRAINTS; trtexec --layerPrecisions), applied after the
   // optimizer's fusions, read left to right, a later match overriding an earlier one. See

@@ -30,10 +30,13 @@ struct PrecisionConfig {
   bool fp16 = false;
   bool bf16 = false;
   bool tf32 = true;  // TF32 tensor-core math for float32 GEMM/conv on CUDA (TensorRT's default)
-  // INT8 / FP8 layers need calibration data or Q/DQ nodes and quantized tactics (issue 12); a
-  // build that asks for them is refused by check() until then.
+  // INT8 / FP8 layers come from QuantizeLinear / DequantizeLinear nodes: the model's own
+  // (explicit quantization) or those a calibration inserted (kiln/quantize.h; the builder does
+  // that when BuilderConfig::calibration names data or a cache). check() refuses int8 / fp8 for a
+  // graph without Q/DQ (quantized_graph false) instead of building float layers that look quantized.
   bool int8 = false;
   bool fp8 = false;
+  bool quantized_graph = false;  // the graph holds Q/DQ nodes (set by the builder)
   // Per-layer constraints, read left to right, a later match overriding an earlier one; each
   // pattern must match at least one layer (passes::assign_precisions checks).
   std::vector<LayerPrecision> layer_precisions;
@@ -41,8 +44,8 @@ struct PrecisionConfig {
   // The precision of float layers no constraint names: kFloat16 if fp16, else kBFloat16 if
   // bf16, else kFloat32.
   DataType float_precision() const;
-  // InvalidArgument naming the flag when the combination cannot be built: int8 / fp8 (not built
-  // yet, see above). The rules are checked against the graph by passes::assign_precisions.
+  // InvalidArgument naming the flag when the combination cannot be built: int8 / fp8 without
+  // Q/DQ nodes (see above). The rules are checked against the graph by passes::assign_precisions.
   Status check() const;
 };
 

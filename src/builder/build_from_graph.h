@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"
@@ -10,6 +11,12 @@
 #include "kiln/status.h"
 
 namespace kiln {
+
+// Builder::build's import: the ONNX model at `onnx_path` as a graph — quantized first (a
+// calibration or its cache, kiln/quantize.h) when config.int8 / fp8 and config.calibration name
+// data or a cache. Reports the "calibrate", "import" and "warning" steps. Errors as
+// Builder::build's and quantize_onnx's.
+StatusOr<ir::Graph> import_for_build(const std::string& onnx_path, const BuilderConfig& config);
 
 // Builder::build without the import: profiles -> kernel check -> passes -> tactics -> plan
 // bytes. `graph` is copied, not changed. Errors as Builder::build's.

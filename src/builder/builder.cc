@@ -2,6 +2,7 @@
 //   import -> resolve profiles -> verify kernels -> optimize (src/passes pipeline) -> select
 //   tactics (the seam for timed CUDA tactics; today "cpu.ref" for every layer) -> serialize.
 // Each step reports progress and returns a Status naming what is wrong.
+#include <filesystem>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -268,7 +269,9 @@ static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderCon
     return invalid_argument("builder config: timing_iterations " + std::to_string(config.timing_iterations) +
                             ", expected 1 or more");
 
-  const PrecisionConfig precision = precision_config(config);
+  PrecisionConfig precision = precision_config(config);
+  for (const ir::Node& n : graph.nodes)
+    if (n.op == ir::OpKind::kQuantizeLinear || n.op == ir::OpKind::kDequantizeLinear) precision.quantized_graph = true;
   if (Status s = precision.check(); !s.ok()) return s.with_context("builder config");
 
   report(config, "profiles", 0, 1);
@@ -394,18 +397,43 @@ PrecisionConfig precision_config(const BuilderConfig& c) {
   return p;
 }
 
-StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, const BuilderConfig& config) {
-  report(config, "import", 0, 1);
+StatusOr<ir::Graph> import_for_build(const std::string& onnx_path, const BuilderConfig& config) {
   std::vector<std::string> warnings;
   onnx_import::ImportOptions opts;
   opts.allow_unknown = config.allow_unknown_attributes;
   opts.warnings = &warnings;
-  auto graph = onnx_import::import_model_file(onnx_path, opts);
-  if (!graph.ok()) return graph.status();
+  StatusOr<ir::Graph> graph = invalid_argument("");
+  const QuantizeConfig& calib = config.calibration;
+  if ((config.int8 || config.fp8) && (!calib.data.empty() || !calib.cache.empty())) {
+    // Implicit quantization = `kiln quantize` in memory, then the import of its Q/DQ model
+    // (docs/decisions/0050): both paths give the same plan.
+    if (config.int8 && config.fp8)
+      return invalid_argument("builder config: calibration makes either an INT8 or an FP8 model; set int8 or fp8, "
+                              "not both");
+    QuantizeConfig q = calib;
+    q.format = config.fp8 ? QuantFormat::kFp8E4M3 : QuantFormat::kInt8;
+    if (!q.logger) q.logger = config.logger;
+    if (!q.progress && config.progress)
+      q.progress = [&](int done, int total) { config.progress(BuildProgress{"calibrate", done, total, ""}); };
+    report(config, "calibrate", 0, 0);
+    KILN_ASSIGN_OR_RETURN(std::string qdq, quantize_onnx(onnx_path, q));
+    report(config, "import", 0, 1);
+    graph = onnx_import::import_model_bytes(qdq, std::filesystem::path(onnx_path).parent_path().string(), opts);
+    if (!graph.ok()) return graph.status().with_context("the quantized model");
+  } else {
+    report(config, "import", 0, 1);
+    graph = onnx_import::import_model_file(onnx_path, opts);
+    if (!graph.ok()) return graph.status();
+  }
   for (const std::string& w : warnings)
     if (config.progress) config.progress(BuildProgress{"warning", 1, 1, w});
   report(config, "import", 1, 1);
-  return build_from_graph(*graph, config);
+  return graph;
+}
+
+StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, const BuilderConfig& config) {
+  KILN_ASSIGN_OR_RETURN(ir::Graph graph, import_for_build(onnx_path, config));
+  return build_from_graph(graph, config);
 }
 
 }  // namespace kiln

@@ -11,15 +11,16 @@ DataType PrecisionConfig::float_precision() const {
 Status PrecisionConfig::check() const {
   // Accepting the flags and building float layers anyway would look like a quantized plan that
   // is not one; say what is missing instead.
-  if (int8)
+  if (int8 && !quantized_graph)
     return invalid_argument(
-        "precision int8: INT8 layers need calibration data or a model with QuantizeLinear/DequantizeLinear "
-        "nodes, and INT8 tactics (issue 12: calibration and Q/DQ); this Kiln does not build them yet. Build "
-        "without --int8 (a model's Q/DQ nodes then run as float operations)");
-  if (fp8)
+        "precision int8: INT8 layers need calibration data (--calib DATA, or a calibration cache: --calib-cache "
+        "FILE) or a model with QuantizeLinear/DequantizeLinear nodes (`kiln quantize` writes one); this model has "
+        "no Q/DQ nodes");
+  if (fp8 && !quantized_graph)
     return invalid_argument(
-        "precision fp8: FP8 layers need calibration data or a model with QuantizeLinear/DequantizeLinear "
-        "nodes, and FP8 tactics (issue 12); this Kiln does not build them yet. Build without --fp8");
+        "precision fp8: FP8 layers need calibration data (--calib DATA, or a calibration cache: --calib-cache "
+        "FILE) or a model with QuantizeLinear/DequantizeLinear nodes (`kiln quantize --format fp8` writes one); "
+        "this model has no Q/DQ nodes");
   return Status::Ok();
 }
 

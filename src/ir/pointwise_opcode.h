@@ -21,13 +21,31 @@ constexpr int kMaxPwInstrs = 32;  // instructions (= registers) of one program
 constexpr int kMaxPwArgs = 3;     // operands of one instruction
 
 // Operands: Add..Pow (a, b); LeakyRelu (x, alpha); Elu (x, alpha); Clip (x, min, max);
-// HardSigmoid (x, alpha, beta); every other opcode (x).
+// HardSigmoid (x, alpha, beta); QdqS8 / QdqU8 (x, scale, zero point); QdqE4M3 (x, scale);
+// every other opcode (x).
 enum class PwOpcode : int32_t {
   kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,
   kRelu, kLeakyRelu, kSigmoid, kTanh, kExp, kLog, kSqrt, kReciprocal, kNeg, kAbs, kErf,
   kClip, kHardSigmoid, kHardSwish, kGelu, kGeluTanh, kSoftplus, kElu,
+  // A per-tensor QuantizeLinear -> DequantizeLinear pair (ONNX Operators.md QuantizeLinear /
+  // DequantizeLinear; passes::fuse_qdq_pairs): the value the quantized tensor stands for.
+  kQdqS8, kQdqU8, kQdqE4M3,
   kCount,
 };
+
+// The nearest FP8 E4M3FN value to v (round half to even), saturating at +-448 (ONNX Cast /
+// QuantizeLinear with saturate = 1; OCP 8-bit floating point spec: 4 exponent bits, bias 7,
+// 3 mantissa bits, subnormal quantum 2^-9, no infinities). NaN stays NaN.
+KILN_HOST_DEVICE inline float round_to_e4m3fn(float v) {
+  const float a = fabsf(v);
+  if (!(a == a)) return v;
+  if (a >= 448.f) return copysignf(448.f, v);
+  int e = 0;
+  frexpf(a, &e);                // a in [2^(e-1), 2^e)
+  const int binade = e - 1 < -6 ? -6 : e - 1;
+  const float quantum = ldexpf(1.f, binade - 3);
+  return copysignf(rintf(a / quantum) * quantum, v);
+}
 
 // y = op(a, b, c) in float, with the formulas of the CPU reference kernels of the ONNX ops
 // (onnx/docs/Operators.md): Sigmoid and Softplus in their overflow-safe forms, Elu via expm1,
@@ -73,6 +91,16 @@ KILN_HOST_DEVICE inline float pw_apply(PwOpcode op, float a, float b, float c) {
     case PwOpcode::kGeluTanh: return 0.5f * a * (1.f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a)));
     case PwOpcode::kSoftplus: return a > 0.f ? a + log1pf(expf(-a)) : log1pf(expf(a));
     case PwOpcode::kElu: return a >= 0.f ? a : b * expm1f(a);
+    // y = (saturate(round_half_even(x / scale) + zp) - zp) * scale, int8 [-128, 127] / uint8 [0, 255].
+    case PwOpcode::kQdqS8: {
+      const float q = rintf(a / b) + c;
+      return ((q < -128.f ? -128.f : (q > 127.f ? 127.f : q)) - c) * b;
+    }
+    case PwOpcode::kQdqU8: {
+      const float q = rintf(a / b) + c;
+      return ((q < 0.f ? 0.f : (q > 255.f ? 255.f : q)) - c) * b;
+    }
+    case PwOpcode::kQdqE4M3: return round_to_e4m3fn(a / b) * b;
     case PwOpcode::kCount: break;
   }
   return a;

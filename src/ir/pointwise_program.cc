@@ -43,6 +43,9 @@ OpInfo info(PwOpcode op) {
     case PwOpcode::kGeluTanh: return {"GeluTanh", 1};
     case PwOpcode::kSoftplus: return {"Softplus", 1};
     case PwOpcode::kElu: return {"Elu", 2};
+    case PwOpcode::kQdqS8: return {"QdqS8", 3};
+    case PwOpcode::kQdqU8: return {"QdqU8", 3};
+    case PwOpcode::kQdqE4M3: return {"QdqE4M3", 2};
     case PwOpcode::kCount: break;
   }
   return {"?", 0};

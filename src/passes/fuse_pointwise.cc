@@ -2,7 +2,9 @@
 //   g_k(... g_2(g_1(a, b), c) ...)  ->  FusedPointwise(a, b, c, ...){program="r0=g1(in0,in1); r1=g2(r0,in2); ..."}
 // for single-output regions (chains and small DAGs) of float32/float16 elementwise layers —
 // Add Sub Mul Div Max Min Pow(scalar constant exponent) Relu LeakyRelu Sigmoid Tanh Exp Log Sqrt
-// Reciprocal Neg Abs Erf Clip HardSigmoid HardSwish Gelu Softplus Elu. Every value computed
+// Reciprocal Neg Abs Erf Clip HardSigmoid HardSwish Gelu Softplus Elu, and per-tensor
+// QuantizeLinear -> DequantizeLinear pairs (INT8/UINT8/FP8 E4M3FN; a lone pair is fused alone
+// too, so a Q/DQ model's activations need no Q/DQ layers). Every value computed
 // inside a region is read only inside it (not a graph output, not read by a subgraph); scalar
 // constants become immediates, activations and other constants become inputs (at most 8,
 // numpy-broadcast, so the output is their broadcast); regions of one layer stay as they are.
@@ -32,6 +34,7 @@ struct Step {
   int nargs = 0;
   std::array<ir::ValueId, ir::kMaxPwArgs> vals{ir::kNoValue, ir::kNoValue, ir::kNoValue};
   std::array<float, ir::kMaxPwArgs> imm{};
+  ir::NodeId also = -1;  // a layer absorbed with this one (a Q/DQ pair's QuantizeLinear)
 };
 
 bool fusable_dtype(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16; }
@@ -97,6 +100,61 @@ std::optional<Step> clip_step(const ir::Graph& g, const ir::Node& n) {
   return s;
 }
 
+// A one-element constant's value and dtype (a Q/DQ scale or zero point).
+bool scalar_of(const ir::Graph& g, ir::ValueId v, double* out, DataType* dt) {
+  if (v == ir::kNoValue || !g.value(v).constant || g.value(v).constant->numel() != 1) return false;
+  *dt = g.value(v).constant->dtype();
+  *out = tensor_to_doubles(*g.value(v).constant)[0];
+  return true;
+}
+
+// DequantizeLinear(QuantizeLinear(x, s, zp), s, zp) with one per-tensor scale and zero point
+// (constants, equal in both) and nothing else reading the quantized tensor: the value x stands
+// for after 8-bit quantization, one QdqS8 / QdqU8 / QdqE4M3 instruction (ONNX Operators.md:
+// y = (saturate(round(x / s) + zp) - zp) * s). INT8, UINT8 and FP8 E4M3FN (saturate = 1).
+std::optional<Step> qdq_pair_step(const ir::Graph& g, const ir::Node& dq) {
+  if (dq.inputs.size() < 2 || dq.inputs[0] == ir::kNoValue) return std::nullopt;
+  const ir::ValueId qv = dq.inputs[0];
+  const ir::NodeId qi = g.value(qv).producer;
+  if (qi < 0) return std::nullopt;
+  const ir::Node& q = g.node(qi);
+  if (q.removed || q.op != OpKind::kQuantizeLinear || q.inputs.size() < 2 || q.attr_int("saturate", 1) != 1)
+    return std::nullopt;
+  for (ir::ValueId o : g.outputs)
+    if (o == qv) return std::nullopt;
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && n.id != dq.id && std::find(n.inputs.begin(), n.inputs.end(), qv) != n.inputs.end())
+      return std::nullopt;
+  double qs, ds, qz = 0, dz = 0;
+  DataType qst, dst, qzt = DataType::kUInt8, dzt = DataType::kUInt8;
+  if (!scalar_of(g, q.inputs[1], &qs, &qst) || !scalar_of(g, dq.inputs[1], &ds, &dst) || qs != ds ||
+      qst != DataType::kFloat32 || dst != DataType::kFloat32 || !(qs > 0))
+    return std::nullopt;
+  const bool qzp = q.inputs.size() > 2 && q.inputs[2] != ir::kNoValue;
+  const bool dzp = dq.inputs.size() > 2 && dq.inputs[2] != ir::kNoValue;
+  if (qzp && !scalar_of(g, q.inputs[2], &qz, &qzt)) return std::nullopt;
+  if (dzp && !scalar_of(g, dq.inputs[2], &dz, &dzt)) return std::nullopt;
+  if (!qzp && q.attr_int("output_dtype", 0) != 0) return std::nullopt;
+  if (qz != dz || qzt != dzt || g.value(qv).dtype != qzt) return std::nullopt;
+  Step s;
+  s.also = qi;
+  s.nargs = 3;
+  switch (qzt) {
+    case DataType::kInt8: s.op = PwOpcode::kQdqS8; break;
+    case DataType::kUInt8: s.op = PwOpcode::kQdqU8; break;
+    case DataType::kFloat8E4M3FN:
+      if (qz != 0) return std::nullopt;
+      s.op = PwOpcode::kQdqE4M3;
+      s.nargs = 2;
+      break;
+    default: return std::nullopt;
+  }
+  if (!set_operand(g, &s, 0, q.inputs[0], -1) || s.vals[0] == ir::kNoValue) return std::nullopt;
+  set_param(&s, 1, static_cast<float>(qs));
+  if (s.nargs == 3) set_param(&s, 2, static_cast<float>(qz));
+  return s;
+}
+
 // The instruction a layer becomes, or nullopt when it cannot join a region.
 std::optional<Step> step_of(const ir::Graph& g, const ir::Node& n) {
   if (n.removed || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue) return std::nullopt;
@@ -153,6 +211,7 @@ std::optional<Step> step_of(const ir::Graph& g, const ir::Node& n) {
       return s;
     }
     case OpKind::kClip: return clip_step(g, n);
+    case OpKind::kDequantizeLinear: return qdq_pair_step(g, n);
     default: return std::nullopt;
   }
 }
@@ -173,6 +232,12 @@ class RegionBuilder {
       std::vector<char> in(g_.nodes.size(), 0);
       std::vector<ir::NodeId> region = {r};
       in[r] = 1;
+      // A Q/DQ pair's QuantizeLinear counts as inside with its DequantizeLinear (it reads x).
+      auto mark = [&](ir::NodeId m, char v) {
+        in[m] = v;
+        if (steps_[m]->also >= 0) in[steps_[m]->also] = v;
+      };
+      mark(r, 1);
       for (bool grew = true; grew;) {
         grew = false;
         for (size_t i = 0; i < region.size(); ++i)
@@ -183,17 +248,18 @@ class RegionBuilder {
             bool inside = true;
             for (ir::NodeId c : consumers_[v]) inside &= in[c] != 0;
             if (!inside) continue;
-            in[p] = 1;
+            mark(p, 1);
             region.push_back(p);
             if (static_cast<int>(inputs_of(region, in).size()) > ir::kMaxPwInputs) {
-              in[p] = 0;
+              mark(p, 0);
               region.pop_back();
               continue;
             }
             grew = true;
           }
       }
-      if (region.size() < 2) continue;
+      // A lone Q/DQ pair becomes a one-instruction program too (the GPU runs no Q/DQ layers).
+      if (region.size() < 2 && steps_[r]->also < 0) continue;
       fuse(region, in);
     }
   }
@@ -245,6 +311,10 @@ class RegionBuilder {
     for (ir::NodeId m : region) {
       absorbed.push_back(&g_.node(m));
       taken_[m] = 1;
+      if (const ir::NodeId also = steps_[m]->also; also >= 0) {
+        absorbed.push_back(&g_.node(also));
+        taken_[also] = 1;
+      }
     }
     root.op = OpKind::kFusedPointwise;
     root.inputs = ins;

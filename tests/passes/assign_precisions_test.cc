@@ -119,14 +119,14 @@ TEST(AssignPrecisions, UnsupportedPrecisionFallsBackOrFailsWhenConstrained) {
   EXPECT_NE(s.message().find("'" + add_name + "' (Add): constrained to fp16"), std::string::npos) << s.message();
 }
 
-TEST(AssignPrecisions, Int8AndFp8AreRefusedUntilIssue12) {
+TEST(AssignPrecisions, Int8AndFp8NeedQdqNodes) {
   ir::Graph g = testing::resnet_block(1, 8);
   PrecisionConfig c;
   c.int8 = true;
   Status s = assign_precisions(g, c, float_storage_support);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("INT8 layers need calibration data"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("issue 12"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--calib"), std::string::npos) << s.message();
   c.int8 = false;
   c.fp8 = true;
   s = assign_precisions(g, c, float_storage_support);

@@ -105,6 +105,18 @@ TEST(FusePointwise, EveryOpcodeMatchesTheUnfusedLayers) {
   bin(OpKind::kMin, x);
   un(OpKind::kRelu);
   un(OpKind::kSigmoid);
+  // QuantizeLinear -> DequantizeLinear pairs (int8 zp -3, uint8 zp 128, fp8 e4m3fn): one
+  // instruction each, the Q absorbed with its DQ.
+  auto qdq = [&](DataType zt, const Tensor& zp, float scale) {
+    const ir::ValueId sv = scalar(t, "qs" + std::to_string(i), scale);
+    const ir::ValueId zv = t.constant("qz" + std::to_string(i), zp);
+    const ir::ValueId q = t.node(OpKind::kQuantizeLinear, "q" + std::to_string(i++), {v, sv, zv}, xs);
+    t.g.value(q).dtype = zt;
+    v = t.node(OpKind::kDequantizeLinear, "dq" + std::to_string(i++), {q, sv, zv}, xs);
+  };
+  qdq(DataType::kInt8, Tensor::scalar<int8_t>(DataType::kInt8, -3), 0.01f);
+  qdq(DataType::kUInt8, Tensor::scalar<uint8_t>(DataType::kUInt8, 128), 0.02f);
+  qdq(DataType::kFloat8E4M3FN, Tensor(DataType::kFloat8E4M3FN, {}), 0.005f);
   t.g.outputs = {v};
   ir::Graph opt = check_pass(t.g, passes::fuse_pointwise, {random_tensor(xs, 46, -2.f, 2.f), random_tensor({7, 1}, 47, -0.3f, 0.3f)});
   EXPECT_EQ(passes::live_layers(opt), 1);
@@ -112,11 +124,40 @@ TEST(FusePointwise, EveryOpcodeMatchesTheUnfusedLayers) {
   ASSERT_NE(f, nullptr);
   auto prog = ir::parse_pw_program(f->attr_string("program", ""));
   ASSERT_TRUE(prog.ok()) << prog.status().to_string();
-  EXPECT_EQ(prog->instrs.size(), 28u);
+  EXPECT_EQ(prog->instrs.size(), 31u);
   EXPECT_EQ(f->inputs.size(), 2u);  // x and w; every scalar became an immediate
   std::set<ir::PwOpcode> ops;
   for (const auto& in : prog->instrs) ops.insert(in.op);
   EXPECT_EQ(static_cast<int>(ops.size()), static_cast<int>(ir::PwOpcode::kCount));
+}
+
+// A lone per-tensor Q/DQ pair becomes a one-instruction program (the GPU has no Q/DQ layers);
+// a pair whose quantized tensor is also read elsewhere, or with different scales, stays.
+TEST(FusePointwise, LoneQdqPairBecomesOneInstruction) {
+  TinyGraph t;
+  const Shape xs = {2, 9};
+  auto x = t.input("x", xs);
+  auto s = scalar(t, "s", 0.05f);
+  auto z = t.constant("z", Tensor::scalar<int8_t>(DataType::kInt8, 0));
+  auto q = t.node(OpKind::kQuantizeLinear, "q", {x, s, z}, xs);
+  t.g.value(q).dtype = DataType::kInt8;
+  t.g.outputs = {t.node(OpKind::kDequantizeLinear, "dq", {q, s, z}, xs)};
+  ir::Graph opt = check_pass(t.g, passes::fuse_pointwise, {random_tensor(xs, 48, -8.f, 8.f)});
+  EXPECT_EQ(passes::live_layers(opt), 1);
+  const ir::Node* f = only_fused(opt);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->attr_string("program", ""), "r0=QdqS8(in0,0.05,0)");
+  EXPECT_EQ(f->origin, (std::vector<std::string>{"dq", "q"}));
+
+  TinyGraph u;
+  auto ux = u.input("x", xs);
+  auto us = scalar(u, "s", 0.05f), us2 = scalar(u, "s2", 0.1f);
+  auto uz = u.constant("z", Tensor::scalar<int8_t>(DataType::kInt8, 0));
+  auto uq = u.node(OpKind::kQuantizeLinear, "q", {ux, us, uz}, xs);
+  u.g.value(uq).dtype = DataType::kInt8;
+  u.g.outputs = {u.node(OpKind::kDequantizeLinear, "dq", {uq, us2, uz}, xs)};
+  ir::Graph kept = check_pass(u.g, passes::fuse_pointwise, {random_tensor(xs, 49, -8.f, 8.f)});
+  EXPECT_EQ(passes::live_layers(kept), 2);  // scales differ: not a pair
 }
 
 // sig's output is also a graph output: it must stay materialized, so the Mul after it cannot

@@ -69,6 +69,11 @@ int cmd_build(const BuildOptions& o) {
   TuningProgress tuning;
   config->progress = [t0, &tuning](const BuildProgress& p) {
     if (p.step == "tuning") return tuning.update(p);
+    if (p.step == "calibrate" && p.total > 0) {
+      if (p.done == p.total || p.done == 1 || p.done % 10 == 0)
+        std::fprintf(stderr, "calibration batch %d/%d\n", p.done, p.total);
+      return;
+    }
     tuning.finish();
     if (p.step == "warning") {
       std::fprintf(stderr, "warning: %s\n", p.detail.c_str());
@@ -88,7 +93,8 @@ int cmd_build(const BuildOptions& o) {
     }
   };
   std::fprintf(stderr, "Building '%s'\n", o.model.c_str());
-  auto graph = onnx_import::import_model_file(o.model);
+  auto graph = import_for_build(o.model, *config);
+  tuning.finish();
   if (!graph.ok()) return report_error("build", graph.status());
   // trtexec's habit: dynamic dims without shapes build with 1 (and say so).
   for (const std::string& w : fill_dynamic_dims(*graph, &*config)) std::fprintf(stderr, "kiln build: warning: %s\n", w.c_str());

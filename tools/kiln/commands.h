@@ -55,5 +55,6 @@ int cmd_bench(const BenchOptions& o);
 int cmd_inspect(const InspectOptions& o);
 int cmd_compare(const CompareOptions& o);
 int cmd_conformance(const ConformanceOptions& o);
+int cmd_quantize(const QuantizeOptions& o);
 
 }  // namespace kiln::cli

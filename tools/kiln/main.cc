@@ -1,4 +1,4 @@
-// `kiln`: the command-line tool. Subcommands: build, run, bench, inspect, compare, conformance
+// `kiln`: the command-line tool. Subcommands: build, run, bench, inspect, compare, conformance, quantize
 // (one file each, cmd_*.cc; options in options.h). Exit codes: 0 ok, 1 mismatch, 2 usage or
 // input error.
 #include <CLI/CLI.hpp>
@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   inspect.add_to(app.add_subcommand("inspect", "Print a plan's header, io tensors, profiles and layers"));
   CompareOptions compare;
   compare.add_to(app.add_subcommand("compare", "Compare a plan's outputs with the reference on the ONNX model"));
+  QuantizeOptions quantize;
+  quantize.add_to(app.add_subcommand("quantize", "Calibrate a model and write it as a Q/DQ ONNX (INT8 or FP8)"));
   ConformanceOptions conformance;
   conformance.add_to(app.add_subcommand("conformance", "Run ONNX backend test data (model.onnx + test_data_set_N)"));
 
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("inspect")) return cmd_inspect(inspect);
     if (app.got_subcommand("compare")) return cmd_compare(compare);
     if (app.got_subcommand("conformance")) return cmd_conformance(conformance);
+    if (app.got_subcommand("quantize")) return cmd_quantize(quantize);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kiln: error: %s\n", e.what());
   }

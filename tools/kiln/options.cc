@@ -68,6 +68,41 @@ StatusOr<std::map<std::string, std::string>> parse_input_specs(const std::vector
   return out;
 }
 
+void CalibrationOptions::add_to(CLI::App* app) {
+  auto* g = app->add_option_group("Calibration", "Post-training quantization (docs/decisions/0050)");
+  g->add_option("--calib", data,
+                "Calibration samples: a .npz (numpy.savez) or a directory of <input>.npy, one array per input with "
+                "the samples stacked along dim 0");
+  g->add_option("--calib-cache", cache,
+                "Calibration cache: read when it exists (and is this model's), written after calibrating");
+  g->add_option("--calibrator", calibrator,
+                "entropy (INT8 default), minmax (FP8 default), percentile[:P], mse, delayed[:N[:max|most_recent[:M]]]");
+  g->add_option("--calib-batch", batch, "Samples per calibration batch for a dynamic batch dim (default 8)");
+  g->add_option("--calib-max-batches", max_batches, "Calibrate on at most N batches (0 = all)");
+  g->add_option("--quant-exclude", exclude, "Leave this node float (exact name, or a prefix ending in '*'; repeatable)");
+}
+
+StatusOr<QuantizeConfig> CalibrationOptions::to_config() const {
+  if (batch < 0) return invalid_argument("--calib-batch must be >= 1 (0 = default)");
+  if (max_batches < 0) return invalid_argument("--calib-max-batches must be >= 0");
+  QuantizeConfig q;
+  q.data = data;
+  q.cache = cache;
+  q.calibrator = calibrator;
+  q.batch_size = batch;
+  q.max_batches = max_batches;
+  q.exclude = exclude;
+  return q;
+}
+
+void QuantizeOptions::add_to(CLI::App* app) {
+  app->add_option("model", model, "ONNX model")->required();
+  app->add_option("-o,--output", output, "Q/DQ ONNX model to write")->required();
+  app->add_option("--format", format, "int8 or fp8 (E4M3FN; needs opset 19)")->check(CLI::IsMember({"int8", "fp8"}));
+  calib.add_to(app);
+  app->add_flag("-v,--verbose", verbose, "Print the calibration's messages");
+}
+
 void BuildOptions::add_to(CLI::App* app) {
   app->add_option("model", model, "ONNX model")->required();
   app->add_option("-o,--output", output, "Plan file to write")->required();
@@ -80,8 +115,9 @@ void BuildOptions::add_to(CLI::App* app) {
   prec->add_flag("--fp16", fp16, "Allow fp16 layers");
   prec->add_flag("--bf16", bf16, "Allow bf16 layers");
   prec->add_flag("--no-tf32", no_tf32, "Disallow TF32 math for fp32 layers");
-  prec->add_flag("--int8", int8, "Allow int8 layers (needs calibration or Q/DQ: issue 12, refused until then)");
-  prec->add_flag("--fp8", fp8, "Allow fp8 layers (needs calibration or Q/DQ: issue 12, refused until then)");
+  prec->add_flag("--int8", int8, "INT8 layers: calibrate with --calib/--calib-cache, or a model with Q/DQ nodes");
+  prec->add_flag("--fp8", fp8, "FP8 E4M3 layers: calibrate with --calib/--calib-cache, or a model with Q/DQ nodes");
+  calib.add_to(app);
   prec->add_option("--layer-precisions", layer_precisions,
                    "Per-layer precision constraints PATTERN:PREC[,...] (PREC fp32|fp16|bf16; '*' matches any "
                    "characters; later entries override earlier ones), e.g. '/layer4/*:fp32,/fc/*:fp32'");
@@ -146,6 +182,9 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   c.tf32 = !no_tf32;
   c.int8 = int8;
   c.fp8 = fp8;
+  KILN_ASSIGN_OR_RETURN(c.calibration, calib.to_config());
+  if (!int8 && !fp8 && (!calib.data.empty() || !calib.cache.empty()))
+    return invalid_argument("--calib / --calib-cache calibrate INT8 or FP8 layers: add --int8 or --fp8");
   KILN_ASSIGN_OR_RETURN(c.layer_precisions, passes::parse_layer_precisions(layer_precisions));
   if (workspace_mib < 0) return invalid_argument("--workspace must be >= 0 MiB");
   c.workspace_limit = static_cast<size_t>(workspace_mib * 1024 * 1024);

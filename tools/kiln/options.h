@@ -27,6 +27,19 @@ StatusOr<std::pair<std::string, std::string>> parse_input_spec(const std::string
 StatusOr<std::map<std::string, std::string>> parse_input_specs(const std::vector<std::string>& specs);
 
 // `kiln build` options.
+// Post-training calibration (kiln/quantize.h): `kiln build --int8|--fp8 --calib ...` and
+// `kiln quantize`.
+struct CalibrationOptions {
+  std::string data;        // --calib DATA (.npz or a directory of <input>.npy)
+  std::string cache;       // --calib-cache FILE
+  std::string calibrator;  // --calibrator SPEC
+  int batch = 0;           // --calib-batch N
+  int max_batches = 0;     // --calib-max-batches N
+  std::vector<std::string> exclude;  // --quant-exclude NODE[*]
+  void add_to(CLI::App* app);
+  StatusOr<QuantizeConfig> to_config() const;
+};
+
 struct BuildOptions {
   std::string model;   // MODEL.onnx
   std::string output;  // -o PLAN
@@ -48,10 +61,20 @@ struct BuildOptions {
   std::string dump_after;                     // --dump-after PASS
   bool verify_passes = false;                 // --verify-passes
   bool allow_unknown_attributes = false;      // --allow-unknown-attributes
+  CalibrationOptions calib;
 
   void add_to(CLI::App* app);
   // --shapes gives min = opt = max; otherwise an input needs all of --min/--opt/--max-shapes.
   StatusOr<BuilderConfig> to_config() const;
+};
+
+// `kiln quantize MODEL.onnx --calib DATA -o MODEL.qdq.onnx [--format int8|fp8]`.
+struct QuantizeOptions {
+  std::string model, output;
+  std::string format = "int8";
+  CalibrationOptions calib;
+  bool verbose = false;
+  void add_to(CLI::App* app);
 };
 
 // Inputs of `kiln run` / `kiln compare`: files, shapes for generated inputs, seed.

@@ -1,0 +1,633 @@
+// Post-training quantization of an ONNX model into Q/DQ form (kiln/quantize.h,
+// docs/decisions/0050). Three steps:
+//  1. targets: the Conv / Gemm / MatMul nodes of the main graph with a float initializer weight;
+//  2. calibration: the imported (unoptimized) graph runs on the CPU reference over the samples,
+//     and every activation a target reads is observed (AbsHistogram, calibrator.h; the per-batch
+//     amax history for `delayed`, delayed_scaling.h) — or the scales come from the cache;
+//  3. rewrite: the ModelProto gets Q -> DQ on each such activation and a quantized initializer +
+//     DequantizeLinear for each weight, inserted just before the first node that reads them (the
+//     node order stays topological); the targets read the DQ outputs.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "backends/cpu/interpreter.h"
+#include "core/numerics.h"
+#include "core/onnx_dtype.h"
+#include "io/input_file.h"
+#include "ir/shape_inference.h"
+#include "io/npy.h"
+#include "io/npz.h"
+#include "kiln/plan.h"
+#include "kiln/quantize.h"
+#include "onnx/importer.h"
+#include "quant/calibration_cache.h"
+#include "quant/calibrator.h"
+#include "quant/delayed_scaling.h"
+
+namespace kiln {
+
+const char* quant_format_name(QuantFormat f) { return f == QuantFormat::kFp8E4M3 ? "fp8e4m3" : "int8"; }
+
+namespace {
+
+namespace fs = std::filesystem;
+
+double qmax_of(QuantFormat f) { return f == QuantFormat::kFp8E4M3 ? 448.0 : 127.0; }
+
+// A resolved calibrator spec.
+struct Calibrator {
+  enum Kind { kEntropy, kMinMax, kPercentile, kMse, kDelayed } kind = kEntropy;
+  double percentile = 99.99;
+  quant::DelayedScaling delayed;
+  std::string spec;  // canonical text (cache header, reports)
+  bool needs_histogram() const { return kind == kEntropy || kind == kPercentile || kind == kMse; }
+};
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (true) {
+    const size_t e = s.find(sep, b);
+    out.push_back(s.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) return out;
+    b = e + 1;
+  }
+}
+
+StatusOr<Calibrator> parse_calibrator(const std::string& text, QuantFormat format) {
+  const std::string s = text.empty() ? (format == QuantFormat::kFp8E4M3 ? "minmax" : "entropy") : text;
+  const std::vector<std::string> f = split(s, ':');
+  Calibrator c;
+  auto bad = [&](const std::string& why) {
+    return invalid_argument("calibrator '" + s + "': " + why +
+                            " (expected entropy, minmax, percentile[:P], mse or delayed[:N[:max|most_recent[:M]]])");
+  };
+  auto number = [&](const std::string& v, double* out) {
+    char* end = nullptr;
+    *out = std::strtod(v.c_str(), &end);
+    return !v.empty() && *end == 0 && std::isfinite(*out);
+  };
+  if (f[0] == "entropy" || f[0] == "minmax" || f[0] == "mse") {
+    if (f.size() != 1) return bad("takes no parameter");
+    c.kind = f[0] == "entropy" ? Calibrator::kEntropy : f[0] == "minmax" ? Calibrator::kMinMax : Calibrator::kMse;
+    c.spec = f[0];
+  } else if (f[0] == "percentile") {
+    c.kind = Calibrator::kPercentile;
+    if (f.size() > 2) return bad("too many parameters");
+    if (f.size() == 2 && (!number(f[1], &c.percentile) || c.percentile <= 0 || c.percentile > 100))
+      return bad("the percentile must be a number in (0, 100]");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "percentile:%g", c.percentile);
+    c.spec = buf;
+  } else if (f[0] == "delayed") {
+    c.kind = Calibrator::kDelayed;
+    if (f.size() > 4) return bad("too many parameters");
+    double v = 0;
+    if (f.size() > 1) {
+      if (!number(f[1], &v) || v < 1 || v != std::floor(v) || v > 1e7) return bad("history length must be an integer >= 1");
+      c.delayed.history_len = static_cast<int>(v);
+    }
+    if (f.size() > 2) {
+      if (f[2] == "max") c.delayed.algo = quant::AmaxAlgo::kMax;
+      else if (f[2] == "most_recent") c.delayed.algo = quant::AmaxAlgo::kMostRecent;
+      else return bad("the amax algorithm must be max or most_recent");
+    }
+    if (f.size() > 3) {
+      if (!number(f[3], &v) || v < 0 || v != std::floor(v) || v > 64) return bad("the margin must be an integer in [0, 64]");
+      c.delayed.margin = static_cast<int>(v);
+    }
+    KILN_RETURN_IF_ERROR(c.delayed.check());
+    c.spec = "delayed:" + std::to_string(c.delayed.history_len) + ":" +
+             (c.delayed.algo == quant::AmaxAlgo::kMax ? "max" : "most_recent") + ":" + std::to_string(c.delayed.margin);
+  } else {
+    return bad("unknown method '" + f[0] + "'");
+  }
+  return c;
+}
+
+bool excluded(const std::string& node, const std::vector<std::string>& patterns) {
+  for (const std::string& p : patterns) {
+    if (!p.empty() && p.back() == '*' ? node.rfind(p.substr(0, p.size() - 1), 0) == 0 : node == p) return true;
+  }
+  return false;
+}
+
+// One Conv / Gemm / MatMul to quantize.
+struct Target {
+  int node = -1;            // index in the ModelProto graph's node list
+  std::string activation;   // the float input it reads
+  int act_input = 0;        // its input slot
+  std::string weight;       // the initializer
+  int weight_input = 1;
+  int64_t weight_axis = 0;  // output-channel axis of the weight
+};
+
+// What one activation's samples showed.
+struct Observed {
+  quant::AbsHistogram hist{2048};
+  double max_abs = 0;
+  quant::AmaxHistory history{1};
+  bool seen = false;
+};
+
+// Calibration inputs: one [samples, ...] tensor per graph input, in graph-input order.
+StatusOr<std::vector<Tensor>> load_samples(const std::string& path, const ir::Graph& g) {
+  std::map<std::string, Tensor> by_name;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec)) {
+      if (e.path().extension() != ".npy") continue;
+      KILN_ASSIGN_OR_RETURN(Tensor t, io::read_npy(e.path().string()));
+      by_name[e.path().stem().string()] = std::move(t);
+    }
+    if (by_name.empty()) return invalid_argument("calibration data '" + path + "': the directory holds no .npy files");
+  } else {
+    KILN_ASSIGN_OR_RETURN(auto arrays, io::read_npz(path));
+    for (auto& [name, t] : arrays) by_name[name] = std::move(t);
+  }
+  std::vector<Tensor> out;
+  int64_t samples = -1;
+  std::string first;
+  std::set<std::string> used;
+  for (ir::ValueId id : g.inputs) {
+    const ir::Value& v = g.value(id);
+    auto it = by_name.find(v.name);
+    if (it == by_name.end()) {
+      std::string have;
+      for (const auto& [n, t] : by_name) have += (have.empty() ? "" : ", ") + n;
+      return invalid_argument("calibration data '" + path + "' has no array for input '" + v.name + "' (it holds: " +
+                              have + ")");
+    }
+    used.insert(v.name);
+    Tensor t = it->second;
+    const std::string what = "calibration data '" + path + "' array '" + v.name + "'";
+    if (v.shape) {
+      if (t.rank() != static_cast<int>(v.shape->size()))
+        return invalid_argument(what + " has rank " + std::to_string(t.rank()) + "; input '" + v.name + "' is " +
+                                ir::sym_shape_str(*v.shape) + " (samples are stacked along dim 0)");
+      for (int d = 1; d < t.rank(); ++d)
+        if ((*v.shape)[d].is_known() && (*v.shape)[d].value != t.dim(d))
+          return invalid_argument(what + " has shape " + shape_str(t.shape()) + "; input '" + v.name + "' is " +
+                                  ir::sym_shape_str(*v.shape));
+    }
+    if (t.rank() == 0 || t.dim(0) == 0) return invalid_argument(what + " holds no samples");
+    if (samples < 0) {
+      samples = t.dim(0);
+      first = v.name;
+    } else if (t.dim(0) != samples) {
+      return invalid_argument(what + " holds " + std::to_string(t.dim(0)) + " samples, '" + first + "' " +
+                              std::to_string(samples));
+    }
+    if (t.dtype() != v.dtype) {
+      const bool ok = (dtype_is_float(t.dtype()) && dtype_is_float(v.dtype)) ||
+                      (dtype_is_integer(t.dtype()) && dtype_is_integer(v.dtype));
+      if (!ok)
+        return invalid_argument(what + " is " + dtype_name(t.dtype()) + "; input '" + v.name + "' is " +
+                                dtype_name(v.dtype));
+      KILN_ASSIGN_OR_RETURN(t, cast_tensor(t, v.dtype));
+    }
+    out.push_back(std::move(t));
+  }
+  for (const auto& [n, t] : by_name)
+    if (!used.count(n)) return invalid_argument("calibration data '" + path + "' has an array '" + n + "' the model has no input for");
+  return out;
+}
+
+// A float32 TensorProto / int8 / fp8 initializer from raw bytes.
+void set_raw(onnx::TensorProto* t, const std::string& name, int onnx_type, const Shape& dims, const void* data,
+             size_t bytes) {
+  t->Clear();
+  t->set_name(name);
+  t->set_data_type(onnx_type);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(static_cast<const char*>(data), bytes));
+}
+
+std::string unique_name(std::set<std::string>& names, const std::string& want) {
+  std::string n = want;
+  for (int i = 1; names.count(n); ++i) n = want + "_" + std::to_string(i);
+  names.insert(n);
+  return n;
+}
+
+int64_t opset_of(const onnx::ModelProto& m) {
+  for (const auto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 0;
+}
+
+}  // namespace
+
+StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const QuantizeConfig& config,
+                                    QuantizeReport* report) {
+  QuantizeReport local;
+  QuantizeReport& rep = report ? *report : local;
+  rep = QuantizeReport{};
+  KILN_ASSIGN_OR_RETURN(Calibrator cal, parse_calibrator(config.calibrator, config.format));
+  rep.calibrator = cal.spec;
+  if (config.batch_size < 0) return invalid_argument("quantize: batch size " + std::to_string(config.batch_size) + " < 0");
+  if (config.data.empty() && config.cache.empty())
+    return invalid_argument("quantize: needs calibration data (--calib: a .npz or a directory of .npy files) or a "
+                            "calibration cache (--calib-cache)");
+
+  KILN_ASSIGN_OR_RETURN(std::string bytes, io::read_input_file(onnx_path, "ONNX model"));
+  const uint64_t model_hash = fnv1a64(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  onnx::ModelProto model;
+  if (!model.ParseFromString(bytes) || !model.has_graph())
+    return invalid_model("'" + onnx_path + "' does not parse as an ONNX model");
+  const std::string base_dir = fs::path(onnx_path).parent_path().string();
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, onnx_import::import_model_bytes(bytes, base_dir));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(g));  // every value's dtype: which inputs are float
+  const int64_t opset = opset_of(model);
+  const bool fp8 = config.format == QuantFormat::kFp8E4M3;
+  if (fp8 && opset < 19)
+    return unsupported("quantize: FP8 Q/DQ needs ONNX opset 19 or newer (QuantizeLinear-19 adds float8); '" + onnx_path +
+                       "' imports opset " + std::to_string(opset) + ": re-export it with opset 19+ or use --int8");
+  const bool per_axis = opset >= 13;
+
+  onnx::GraphProto* gp = model.mutable_graph();
+  std::map<std::string, int> init_index;
+  for (int i = 0; i < gp->initializer_size(); ++i) init_index[gp->initializer(i).name()] = i;
+  // The float type of each graph input / value_info, where the model declares it.
+  std::map<std::string, int> elem_type;
+  auto note_types = [&](const auto& list) {
+    for (const auto& vi : list)
+      if (vi.type().has_tensor_type()) elem_type[vi.name()] = vi.type().tensor_type().elem_type();
+  };
+  note_types(gp->input());
+  note_types(gp->value_info());
+  note_types(gp->output());
+  for (const ir::Value& v : g.values)
+    if (!v.name.empty() && v.dtype != DataType::kUndefined) elem_type.emplace(v.name, dtype_to_onnx(v.dtype));
+  auto is_float_value = [&](const std::string& name) {
+    auto it = elem_type.find(name);
+    return it != elem_type.end() && it->second == onnx::TensorProto::FLOAT;
+  };
+
+  // 1. Targets.
+  std::vector<Target> targets;
+  for (int i = 0; i < gp->node_size(); ++i) {
+    const onnx::NodeProto& n = gp->node(i);
+    if (!(n.domain().empty() || n.domain() == "ai.onnx")) continue;
+    const std::string& op = n.op_type();
+    if (op != "Conv" && op != "Gemm" && op != "MatMul") continue;
+    const std::string name = n.name().empty() ? op + "_" + std::to_string(i) : n.name();
+    auto skip = [&](const std::string& why) { rep.skipped.push_back(name + " (" + op + "): " + why); };
+    if (excluded(name, config.exclude)) {
+      skip("excluded");
+      continue;
+    }
+    if (n.input_size() < 2) continue;
+    Target t;
+    t.node = i;
+    t.activation = n.input(0);
+    t.weight = n.input(1);
+    auto wit = init_index.find(t.weight);
+    if (wit == init_index.end()) {
+      skip("its weight '" + t.weight + "' is not an initializer");
+      continue;
+    }
+    const onnx::TensorProto& w = gp->initializer(wit->second);
+    if (w.data_type() != onnx::TensorProto::FLOAT) {
+      skip("its weight is not float32");
+      continue;
+    }
+    if (init_index.count(t.activation)) {
+      skip("its input '" + t.activation + "' is an initializer");
+      continue;
+    }
+    if (!is_float_value(t.activation)) {
+      skip("its input '" + t.activation + "' is not float32");
+      continue;
+    }
+    const int wr = w.dims_size();
+    if (op == "Conv") {
+      if (wr < 3) { skip("weight rank < 3"); continue; }
+      t.weight_axis = 0;
+    } else if (op == "Gemm") {
+      int64_t trans_b = 0, trans_a = 0;
+      for (const auto& a : n.attribute()) {
+        if (a.name() == "transB") trans_b = a.i();
+        if (a.name() == "transA") trans_a = a.i();
+      }
+      if (wr != 2) { skip("weight is not 2-D"); continue; }
+      if (trans_a) { skip("transA = 1"); continue; }
+      t.weight_axis = trans_b ? 0 : 1;
+    } else {
+      if (wr != 2) { skip("weight is not 2-D"); continue; }
+      t.weight_axis = 1;
+    }
+    targets.push_back(t);
+  }
+  if (targets.empty())
+    return unsupported("quantize: '" + onnx_path + "' has no Conv, Gemm or MatMul with a float32 initializer weight" +
+                       (rep.skipped.empty() ? std::string() : " (left float: " + rep.skipped.front() + ", ...)"));
+
+  // 2. Activation scales: from the cache, else by calibration.
+  std::set<std::string> acts;
+  for (const Target& t : targets) acts.insert(t.activation);
+  std::map<std::string, float> scales;
+  bool cache_usable = false;
+  std::error_code ec;
+  if (!config.cache.empty() && fs::exists(config.cache, ec)) {
+    KILN_ASSIGN_OR_RETURN(quant::CalibrationCache c, quant::read_calibration_cache(config.cache));
+    char want[32], got[32];
+    std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(model_hash));
+    std::snprintf(got, sizeof got, "%016llx", static_cast<unsigned long long>(c.model_hash));
+    if (c.model_hash != model_hash)
+      return invalid_argument("calibration cache '" + config.cache + "' was made for another model (model hash " +
+                              got + "; '" + onnx_path + "' is " + want +
+                              "): pass another --calib-cache path, or delete it to recalibrate");
+    std::string mismatch;
+    if (c.format != quant_format_name(config.format)) mismatch = "format " + c.format;
+    else if (c.calibrator != cal.spec) mismatch = "calibrator " + c.calibrator;
+    for (const std::string& a : acts)
+      if (mismatch.empty() && !c.scales.count(a)) mismatch = "no scale for tensor '" + a + "'";
+    if (mismatch.empty()) {
+      cache_usable = true;
+      for (const std::string& a : acts) scales[a] = c.scales.at(a);
+      rep.from_cache = true;
+      rep.samples = static_cast<int>(c.samples);
+      if (config.logger) config.logger(LogSeverity::kInfo, "calibration: " + std::to_string(scales.size()) +
+                                                               " scales from the cache '" + config.cache + "'");
+    } else if (config.data.empty()) {
+      return invalid_argument("calibration cache '" + config.cache + "' does not fit this build (" + mismatch +
+                              "; this build wants format " + quant_format_name(config.format) + ", calibrator " +
+                              cal.spec + ") and no calibration data (--calib) was given to recalibrate");
+    } else if (config.logger) {
+      config.logger(LogSeverity::kInfo, "calibration cache '" + config.cache + "' does not fit (" + mismatch +
+                                            "): recalibrating and rewriting it");
+    }
+  }
+  if (!cache_usable) {
+    if (config.data.empty())
+      return invalid_argument("calibration cache '" + config.cache +
+                              "' does not exist and no calibration data (--calib) was given");
+    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> samples, load_samples(config.data, g));
+    const int64_t count = samples.front().dim(0);
+    // Samples per batch: an input's fixed batch dim, else the configured size.
+    int64_t batch = config.batch_size > 0 ? config.batch_size : 8;
+    for (ir::ValueId id : g.inputs) {
+      const ir::Value& v = g.value(id);
+      if (v.shape && !v.shape->empty() && (*v.shape)[0].is_known()) batch = std::max<int64_t>((*v.shape)[0].value, 1);
+    }
+    batch = std::min(batch, count);
+    int64_t batches = count / batch;
+    if (config.max_batches > 0) batches = std::min<int64_t>(batches, config.max_batches);
+    std::map<std::string, Observed> seen;
+    for (const std::string& a : acts) {
+      Observed& o = seen[a];
+      if (cal.kind == Calibrator::kDelayed) o.history = quant::AmaxHistory(cal.delayed.history_len);
+    }
+    auto observe = [&](const std::string& name, const Tensor& t) {
+      auto it = seen.find(name);
+      if (it == seen.end() || t.dtype() != DataType::kFloat32 || !t.raw()) return;
+      Observed& o = it->second;
+      o.seen = true;
+      const float* p = t.data<float>();
+      double m = 0;
+      for (int64_t i = 0; i < t.numel(); ++i)
+        if (std::isfinite(p[i])) m = std::max(m, static_cast<double>(std::fabs(p[i])));
+      o.max_abs = std::max(o.max_abs, m);
+      if (cal.needs_histogram()) o.hist.add(p, t.numel());
+      if (cal.kind == Calibrator::kDelayed) o.history.push(m);
+    };
+    InterpreterOptions iopts;
+    iopts.on_node = [&](const ir::Node& n, const std::vector<Tensor>& outs, double) {
+      for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k)
+        if (n.outputs[k] != ir::kNoValue) observe(g.value(n.outputs[k]).name, outs[k]);
+    };
+    for (int64_t b = 0; b < batches; ++b) {
+      std::vector<Tensor> in;
+      for (const Tensor& s : samples) {
+        Shape sh = s.shape();
+        sh[0] = batch;
+        const size_t per = s.nbytes() / static_cast<size_t>(s.dim(0));
+        in.push_back(s.view(per * static_cast<size_t>(b * batch), s.dtype(), sh));
+      }
+      for (size_t k = 0; k < in.size(); ++k) observe(g.value(g.inputs[k]).name, in[k]);
+      auto r = interpret(g, in, nullptr, iopts);
+      if (!r.ok()) return r.status().with_context("calibration batch " + std::to_string(b));
+      if (config.progress) config.progress(static_cast<int>(b + 1), static_cast<int>(batches));
+    }
+    rep.batches = static_cast<int>(batches);
+    rep.samples = static_cast<int>(batches * batch);
+    const double qmax = qmax_of(config.format);
+    for (auto& [name, o] : seen) {
+      if (!o.seen) return internal_error("calibration: tensor '" + name + "' was never computed");
+      double amax = o.max_abs;
+      double scale = 0;
+      switch (cal.kind) {
+        case Calibrator::kMinMax: break;
+        case Calibrator::kEntropy: {
+          auto a = quant::entropy_amax(o.hist);
+          if (a.ok()) amax = *a;
+          break;
+        }
+        case Calibrator::kPercentile: {
+          auto a = quant::percentile_amax(o.hist, cal.percentile);
+          if (a.ok()) amax = *a;
+          break;
+        }
+        case Calibrator::kMse: {
+          auto a = quant::mse_amax(o.hist, static_cast<int>(qmax));
+          if (a.ok()) amax = *a;
+          break;
+        }
+        case Calibrator::kDelayed:
+          amax = o.history.reduce(cal.delayed.algo) * std::ldexp(1.0, cal.delayed.margin);
+          break;
+      }
+      scale = amax > 0 && std::isfinite(amax) ? amax / qmax : 1.0;
+      scales[name] = static_cast<float>(scale);
+    }
+    if (!config.cache.empty()) {
+      quant::CalibrationCache c;
+      c.model_hash = model_hash;
+      c.format = quant_format_name(config.format);
+      c.calibrator = cal.spec;
+      c.samples = rep.samples;
+      c.scales = scales;
+      KILN_RETURN_IF_ERROR(quant::write_calibration_cache(config.cache, c));
+    }
+  }
+  rep.activation_scales = scales;
+
+  // 3. Rewrite the ModelProto.
+  std::set<std::string> names;
+  for (const auto& n : gp->node())
+    for (const auto& s : n.output()) names.insert(s);
+  for (const auto& n : gp->node()) names.insert(n.name());
+  for (const auto& i : gp->input()) names.insert(i.name());
+  for (const auto& i : gp->initializer()) names.insert(i.name());
+  const int q_type = fp8 ? 17 /* FLOAT8E4M3FN */ : onnx::TensorProto::INT8;
+  const uint8_t zero_byte = 0;  // int8 0 and E4M3FN +0 are both the byte 0
+
+  std::map<int, std::vector<onnx::NodeProto>> before;
+  std::map<std::string, std::string> act_dq;     // activation -> its DQ output
+  std::map<std::string, std::string> weight_dq;  // weight initializer -> its DQ output
+  std::set<std::string> quantized_weights;
+  std::vector<onnx::TensorProto> new_inits;
+  for (const Target& t : targets) {
+    std::vector<onnx::NodeProto>& ins = before[t.node];
+    if (!act_dq.count(t.activation)) {
+      const float s = scales.at(t.activation);
+      const std::string sn = unique_name(names, t.activation + "_scale");
+      const std::string zn = unique_name(names, t.activation + "_zero_point");
+      const std::string qn = unique_name(names, t.activation + "_quantized");
+      const std::string dn = unique_name(names, t.activation + "_dequantized");
+      onnx::TensorProto st, zt;
+      set_raw(&st, sn, onnx::TensorProto::FLOAT, {}, &s, sizeof s);
+      set_raw(&zt, zn, q_type, {}, &zero_byte, 1);
+      new_inits.push_back(st);
+      new_inits.push_back(zt);
+      onnx::NodeProto q;
+      q.set_op_type("QuantizeLinear");
+      q.set_name(unique_name(names, t.activation + "/QuantizeLinear"));
+      q.add_input(t.activation);
+      q.add_input(sn);
+      q.add_input(zn);
+      q.add_output(qn);
+      onnx::NodeProto d;
+      d.set_op_type("DequantizeLinear");
+      d.set_name(unique_name(names, t.activation + "/DequantizeLinear"));
+      d.add_input(qn);
+      d.add_input(sn);
+      d.add_input(zn);
+      d.add_output(dn);
+      ins.push_back(q);
+      ins.push_back(d);
+      act_dq[t.activation] = dn;
+    }
+    if (!weight_dq.count(t.weight)) {
+      const onnx::TensorProto& wp = gp->initializer(init_index.at(t.weight));
+      KILN_ASSIGN_OR_RETURN(Tensor w, onnx_import::tensor_from_proto(wp, base_dir));
+      const Shape& ws = w.shape();
+      const int64_t channels = per_axis ? ws[t.weight_axis] : 1;
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < t.weight_axis; ++d) outer *= ws[d];
+      for (size_t d = t.weight_axis + 1; d < ws.size(); ++d) inner *= ws[d];
+      if (!per_axis) {
+        outer = 1;
+        inner = w.numel();
+      }
+      const float* wv = w.data<float>();
+      const double qmax = qmax_of(config.format);
+      std::vector<float> ch_scale(static_cast<size_t>(channels));
+      for (int64_t c = 0; c < channels; ++c) {
+        double m = 0;
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) {
+            const float v = wv[(o * channels + c) * inner + i];
+            if (std::isfinite(v)) m = std::max(m, static_cast<double>(std::fabs(v)));
+          }
+        ch_scale[c] = m > 0 ? static_cast<float>(m / qmax) : 1.0f;
+      }
+      std::vector<uint8_t> q(static_cast<size_t>(w.numel()));
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t c = 0; c < channels; ++c)
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t k = (o * channels + c) * inner + i;
+            const float x = wv[k] / ch_scale[c];
+            if (fp8) {
+              q[k] = float_to_fp8e4m3fn(x, true);
+            } else {
+              const float r = std::clamp(std::nearbyint(x), -128.0f, 127.0f);
+              q[k] = static_cast<uint8_t>(static_cast<int8_t>(r));
+            }
+          }
+      const std::string qn = unique_name(names, t.weight + "_quantized");
+      const std::string sn = unique_name(names, t.weight + "_scale");
+      const std::string zn = unique_name(names, t.weight + "_zero_point");
+      const std::string dn = unique_name(names, t.weight + "_dequantized");
+      onnx::TensorProto qt, st, zt;
+      set_raw(&qt, qn, q_type, ws, q.data(), q.size());
+      const Shape sshape = per_axis ? Shape{channels} : Shape{};
+      set_raw(&st, sn, onnx::TensorProto::FLOAT, sshape, ch_scale.data(), ch_scale.size() * sizeof(float));
+      std::vector<uint8_t> zeros(static_cast<size_t>(channels), 0);
+      set_raw(&zt, zn, q_type, sshape, zeros.data(), zeros.size());
+      new_inits.push_back(qt);
+      new_inits.push_back(st);
+      new_inits.push_back(zt);
+      onnx::NodeProto d;
+      d.set_op_type("DequantizeLinear");
+      d.set_name(unique_name(names, t.weight + "/DequantizeLinear"));
+      d.add_input(qn);
+      d.add_input(sn);
+      d.add_input(zn);
+      d.add_output(dn);
+      if (per_axis) {
+        auto* a = d.add_attribute();
+        a->set_name("axis");
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(t.weight_axis);
+      }
+      ins.push_back(d);
+      weight_dq[t.weight] = dn;
+      quantized_weights.insert(t.weight);
+    }
+  }
+  // The new node list: the Q/DQ nodes right before the first target that reads them.
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  for (int i = 0; i < gp->node_size(); ++i) {
+    auto it = before.find(i);
+    if (it != before.end())
+      for (onnx::NodeProto& n : it->second) *nodes.Add() = std::move(n);
+    onnx::NodeProto n = gp->node(i);
+    for (const Target& t : targets)
+      if (t.node == i) {
+        n.set_input(t.act_input, act_dq.at(t.activation));
+        n.set_input(t.weight_input, weight_dq.at(t.weight));
+        rep.quantized.push_back(n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name());
+      }
+    *nodes.Add() = std::move(n);
+  }
+  gp->mutable_node()->Swap(&nodes);
+  // Drop the float weights nothing reads any more (subgraphs and outputs included).
+  std::set<std::string> still_read;
+  std::function<void(const onnx::GraphProto&)> collect = [&](const onnx::GraphProto& sg) {
+    for (const auto& n : sg.node()) {
+      for (const auto& s : n.input()) still_read.insert(s);
+      for (const auto& a : n.attribute()) {
+        if (a.has_g()) collect(a.g());
+        for (const auto& gg : a.graphs()) collect(gg);
+      }
+    }
+    for (const auto& o : sg.output()) still_read.insert(o.name());
+  };
+  collect(*gp);
+  google::protobuf::RepeatedPtrField<onnx::TensorProto> inits;
+  for (int i = 0; i < gp->initializer_size(); ++i) {
+    onnx::TensorProto& t = *gp->mutable_initializer(i);
+    if (quantized_weights.count(t.name()) && !still_read.count(t.name())) continue;
+    if (t.data_location() == onnx::TensorProto::EXTERNAL) {  // inline: the output may live elsewhere
+      KILN_ASSIGN_OR_RETURN(Tensor v, onnx_import::tensor_from_proto(t, base_dir));
+      const std::string nm = t.name();
+      const int type = t.data_type();
+      set_raw(&t, nm, type, v.shape(), v.raw(), v.nbytes());
+    }
+    *inits.Add() = std::move(t);
+  }
+  for (onnx::TensorProto& t : new_inits) *inits.Add() = std::move(t);
+  gp->mutable_initializer()->Swap(&inits);
+  // Graph inputs that named a dropped initializer (IR < 4 models list initializers as inputs).
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> inputs;
+  for (const auto& in : gp->input())
+    if (!(quantized_weights.count(in.name()) && !still_read.count(in.name()))) *inputs.Add() = in;
+  gp->mutable_input()->Swap(&inputs);
+  if (fp8 && model.ir_version() < 9) model.set_ir_version(9);  // FLOAT8 types need IR 9
+
+  std::string out;
+  if (model.ByteSizeLong() > (2ull << 30) - 1 || !model.SerializeToString(&out))
+    return unsupported("quantize: the quantized model is larger than protobuf's 2 GB limit");
+  return out;
+}
+
+}  // namespace kiln
