@@ -56,7 +56,7 @@ kiln_module(kiln_passes SOURCES ${PASSES_SOURCES} EXPOSE passes DEPENDS kiln_ir)
 # The tactic contract (backends/kernel.h, docs/decisions/0014): ids, sources, budget, TunableLayer.
 # Quantization (issue 12, docs/decisions/0043): calibration statistics and methods.
 kiln_sources(QUANT_SOURCES quant)
-kiln_module(kiln_quant SOURCES ${QUANT_SOURCES} EXPOSE quant DEPENDS kiln_core kiln_onnx kiln_cpu kiln_io kiln_plan)
+kiln_module(kiln_quant SOURCES ${QUANT_SOURCES} EXPOSE quant DEPENDS kiln_core kiln_onnx kiln_cpu kiln_io kiln_plan ${ONNX_LIB})
 
 kiln_module(kiln_backend SOURCES ${CMAKE_SOURCE_DIR}/src/backends/tactics.cc EXPOSE backends/kernel.h
   DEPENDS kiln_core)

@@ -22,7 +22,7 @@ if [ ${#PYTARGET[@]} -gt 0 ]; then  # `import kiln` there: PYTHONPATH=.gpu-carry
   mkdir -p .gpu-carry/python && cp -r build-cuda/python/kiln .gpu-carry/python/
   strip --strip-unneeded .gpu-carry/python/kiln/_kiln*.so
 fi
-for lib in libprotobuf.so.32 libonnx_proto.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libzip.so.4 libbz2.so.1.0; do
+for lib in libprotobuf.so.32 libonnx_proto.so.1 libonnx.so.1 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libfmt.so.9 libzip.so.4 libbz2.so.1.0; do
   cp -L "/lib/x86_64-linux-gnu/$lib" .gpu-carry/lib/ 2>/dev/null || cp -L "/usr/lib/x86_64-linux-gnu/$lib" .gpu-carry/lib/
 done
 # KILN_BASE_BIN=path/to/kiln: another commit's kiln, for scripts/gpu_product_ab.sh's A/B.

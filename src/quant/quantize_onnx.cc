@@ -8,6 +8,8 @@
 //     DequantizeLinear for each weight, inserted just before the first node that reads them (the
 //     node order stays topological); the targets read the DQ outputs.
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <onnx/version_converter/convert.h>
 
 #include <algorithm>
 #include <cmath>
@@ -62,7 +64,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 StatusOr<Calibrator> parse_calibrator(const std::string& text, QuantFormat format) {
-  const std::string s = text.empty() ? (format == QuantFormat::kFp8E4M3 ? "minmax" : "entropy") : text;
+  (void)format;
+  const std::string s = text.empty() ? "minmax" : text;
   const std::vector<std::string> f = split(s, ':');
   Calibrator c;
   auto bad = [&](const std::string& why) {
@@ -243,18 +246,82 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
   if (!model.ParseFromString(bytes) || !model.has_graph())
     return invalid_model("'" + onnx_path + "' does not parse as an ONNX model");
   const std::string base_dir = fs::path(onnx_path).parent_path().string();
-  KILN_ASSIGN_OR_RETURN(ir::Graph g, onnx_import::import_model_bytes(bytes, base_dir));
-  KILN_RETURN_IF_ERROR(ir::infer_shapes(g));  // every value's dtype: which inputs are float
-  const int64_t opset = opset_of(model);
+  int64_t opset = opset_of(model);
   const bool fp8 = config.format == QuantFormat::kFp8E4M3;
   if (fp8 && opset < 19)
     return unsupported("quantize: FP8 Q/DQ needs ONNX opset 19 or newer (QuantizeLinear-19 adds float8); '" + onnx_path +
                        "' imports opset " + std::to_string(opset) + ": re-export it with opset 19+ or use --int8");
+  // INT8 Q/DQ needs opset 10 (QuantizeLinear), per-channel weights opset 13 (its axis): an older
+  // model is converted to opset 13 with ONNX's own version converter (libonnx), as ONNX Runtime's
+  // quantizer does; where that fails, opset 10..12 keeps per-tensor weight scales.
+  if (!fp8 && opset < 13) {
+    std::string why;
+    try {
+      // The Softmax 12 -> 13 adapter needs its input's rank: Kiln's shape inference gives every
+      // value's as value_info (ONNX's own stops at ops it cannot type).
+      onnx::ModelProto typed = model;
+      KILN_ASSIGN_OR_RETURN(ir::Graph g0, onnx_import::import_model_bytes(bytes, base_dir));
+      KILN_RETURN_IF_ERROR(ir::infer_shapes(g0));
+      std::set<std::string> declared;
+      for (const auto& vi : typed.graph().value_info()) declared.insert(vi.name());
+      for (const auto& vi : typed.graph().input()) declared.insert(vi.name());
+      for (const auto& vi : typed.graph().output()) declared.insert(vi.name());
+      for (const ir::Value& v : g0.values) {
+        if (v.name.empty() || v.constant || !v.shape || v.dtype == DataType::kUndefined || declared.count(v.name)) continue;
+        auto* vi = typed.mutable_graph()->add_value_info();
+        vi->set_name(v.name);
+        auto* tt = vi->mutable_type()->mutable_tensor_type();
+        tt->set_elem_type(dtype_to_onnx(v.dtype));
+        auto* sh = tt->mutable_shape();
+        for (const ir::Dim& d : *v.shape) {
+          auto* dim = sh->add_dim();
+          if (d.is_known()) dim->set_dim_value(d.value);
+          else dim->set_dim_param(d.symbol.empty() ? "unk_" + v.name : d.symbol);
+        }
+      }
+      onnx::ModelProto up = onnx::version_conversion::ConvertVersion(typed, 13);
+      if (up.ir_version() < 7) up.set_ir_version(7);
+      model = std::move(up);
+      if (config.logger)
+        config.logger(LogSeverity::kInfo, "quantize: converted '" + onnx_path + "' from opset " + std::to_string(opset) +
+                                              " to 13 (per-channel DequantizeLinear)");
+      opset = 13;
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (opset < 10)
+      return unsupported("quantize: '" + onnx_path + "' imports opset " + std::to_string(opset) +
+                         ", before QuantizeLinear (opset 10), and ONNX's version converter could not upgrade it: " + why);
+    if (!why.empty() && config.logger)
+      config.logger(LogSeverity::kWarning, "quantize: opset " + std::to_string(opset) +
+                                               " could not be converted to 13 (" + why +
+                                               "): weights get one scale per tensor");
+  }
   const bool per_axis = opset >= 13;
+  // The graph that calibrates: the model as it will be written (converted), unquantized.
+  std::string model_bytes;
+  if (!model.SerializeToString(&model_bytes)) return invalid_model("'" + onnx_path + "' cannot be re-serialized");
+  KILN_ASSIGN_OR_RETURN(ir::Graph g, onnx_import::import_model_bytes(model_bytes, base_dir));
+  KILN_RETURN_IF_ERROR(ir::infer_shapes(g));  // every value's dtype: which inputs are float
 
   onnx::GraphProto* gp = model.mutable_graph();
   std::map<std::string, int> init_index;
   for (int i = 0; i < gp->initializer_size(); ++i) init_index[gp->initializer(i).name()] = i;
+  // Weights: initializers, or outputs of Constant nodes (older exporters write those).
+  std::map<std::string, int> constant_node;
+  for (int i = 0; i < gp->node_size(); ++i) {
+    const onnx::NodeProto& n = gp->node(i);
+    if (n.op_type() == "Constant" && (n.domain().empty() || n.domain() == "ai.onnx") && n.output_size() == 1)
+      for (const auto& a : n.attribute())
+        if (a.name() == "value" && a.has_t()) constant_node[n.output(0)] = i;
+  }
+  auto constant_proto = [&](const std::string& name) -> const onnx::TensorProto* {
+    if (auto it = init_index.find(name); it != init_index.end()) return &gp->initializer(it->second);
+    if (auto it = constant_node.find(name); it != constant_node.end())
+      for (const auto& a : gp->node(it->second).attribute())
+        if (a.name() == "value") return &a.t();
+    return nullptr;
+  };
   // The float type of each graph input / value_info, where the model declares it.
   std::map<std::string, int> elem_type;
   auto note_types = [&](const auto& list) {
@@ -289,18 +356,18 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
     t.node = i;
     t.activation = n.input(0);
     t.weight = n.input(1);
-    auto wit = init_index.find(t.weight);
-    if (wit == init_index.end()) {
-      skip("its weight '" + t.weight + "' is not an initializer");
+    const onnx::TensorProto* wp = constant_proto(t.weight);
+    if (!wp) {
+      skip("its weight '" + t.weight + "' is not a constant (an initializer or a Constant node)");
       continue;
     }
-    const onnx::TensorProto& w = gp->initializer(wit->second);
+    const onnx::TensorProto& w = *wp;
     if (w.data_type() != onnx::TensorProto::FLOAT) {
       skip("its weight is not float32");
       continue;
     }
-    if (init_index.count(t.activation)) {
-      skip("its input '" + t.activation + "' is an initializer");
+    if (constant_proto(t.activation)) {
+      skip("its input '" + t.activation + "' is a constant");
       continue;
     }
     if (!is_float_value(t.activation)) {
@@ -374,12 +441,24 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
     const int64_t count = samples.front().dim(0);
     // Samples per batch: an input's fixed batch dim, else the configured size.
     int64_t batch = config.batch_size > 0 ? config.batch_size : 8;
+    bool fixed_batch = false;
     for (ir::ValueId id : g.inputs) {
       const ir::Value& v = g.value(id);
-      if (v.shape && !v.shape->empty() && (*v.shape)[0].is_known()) batch = std::max<int64_t>((*v.shape)[0].value, 1);
+      if (v.shape && !v.shape->empty() && (*v.shape)[0].is_known()) {
+        batch = std::max<int64_t>((*v.shape)[0].value, 1);
+        fixed_batch = true;
+      }
     }
+    if (fixed_batch && count < batch)
+      return invalid_argument("calibration data '" + config.data + "' holds " + std::to_string(count) +
+                              " samples; the model's inputs take batches of " + std::to_string(batch));
     batch = std::min(batch, count);
-    int64_t batches = count / batch;
+    // A dynamic batch dim takes a last, smaller batch; a fixed one leaves the remainder out.
+    int64_t batches = fixed_batch ? count / batch : (count + batch - 1) / batch;
+    if (fixed_batch && count % batch && config.logger)
+      config.logger(LogSeverity::kWarning, "calibration: " + std::to_string(count % batch) +
+                                               " samples left out (the model's batch is fixed at " +
+                                               std::to_string(batch) + ")");
     if (config.max_batches > 0) batches = std::min<int64_t>(batches, config.max_batches);
     std::map<std::string, Observed> seen;
     for (const std::string& a : acts) {
@@ -404,11 +483,14 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
       for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k)
         if (n.outputs[k] != ir::kNoValue) observe(g.value(n.outputs[k]).name, outs[k]);
     };
+    int64_t used = 0;
     for (int64_t b = 0; b < batches; ++b) {
       std::vector<Tensor> in;
+      const int64_t rows = std::min(batch, count - b * batch);
+      used += rows;
       for (const Tensor& s : samples) {
         Shape sh = s.shape();
-        sh[0] = batch;
+        sh[0] = rows;
         const size_t per = s.nbytes() / static_cast<size_t>(s.dim(0));
         in.push_back(s.view(per * static_cast<size_t>(b * batch), s.dtype(), sh));
       }
@@ -418,7 +500,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
       if (config.progress) config.progress(static_cast<int>(b + 1), static_cast<int>(batches));
     }
     rep.batches = static_cast<int>(batches);
-    rep.samples = static_cast<int>(batches * batch);
+    rep.samples = static_cast<int>(used);
     const double qmax = qmax_of(config.format);
     for (auto& [name, o] : seen) {
       if (!o.seen) return internal_error("calibration: tensor '" + name + "' was never computed");
@@ -507,8 +589,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
       act_dq[t.activation] = dn;
     }
     if (!weight_dq.count(t.weight)) {
-      const onnx::TensorProto& wp = gp->initializer(init_index.at(t.weight));
-      KILN_ASSIGN_OR_RETURN(Tensor w, onnx_import::tensor_from_proto(wp, base_dir));
+      KILN_ASSIGN_OR_RETURN(Tensor w, onnx_import::tensor_from_proto(*constant_proto(t.weight), base_dir));
       const Shape& ws = w.shape();
       const int64_t channels = per_axis ? ws[t.weight_axis] : 1;
       int64_t outer = 1, inner = 1;
@@ -617,6 +698,15 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
   }
   for (onnx::TensorProto& t : new_inits) *inits.Add() = std::move(t);
   gp->mutable_initializer()->Swap(&inits);
+  // Constant nodes that held a quantized weight nothing reads any more.
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (auto& n : *gp->mutable_node()) {
+    if (n.op_type() == "Constant" && n.output_size() == 1 && quantized_weights.count(n.output(0)) &&
+        !still_read.count(n.output(0)))
+      continue;
+    *kept.Add() = std::move(n);
+  }
+  gp->mutable_node()->Swap(&kept);
   // Graph inputs that named a dropped initializer (IR < 4 models list initializers as inputs).
   google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> inputs;
   for (const auto& in : gp->input())

@@ -219,7 +219,8 @@ TEST_F(Quantize, QdqModelComputesTheFakeQuantizedProduct) {
 TEST_F(Quantize, BuilderInt8MatchesTheWrittenQdqModelAndStaysNearFloat) {
   QuantizeConfig c;
   c.data = data_;
-  auto bytes = quantize_onnx(model_, c);  // entropy, the INT8 default
+  c.calibrator = "entropy";
+  auto bytes = quantize_onnx(model_, c);
   ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
   const std::string qpath = dir_ + "/mlp.qdq.onnx";
   {
@@ -230,6 +231,7 @@ TEST_F(Quantize, BuilderInt8MatchesTheWrittenQdqModelAndStaysNearFloat) {
   BuilderConfig q;
   q.int8 = true;
   q.calibration.data = data_;
+  q.calibration.calibrator = "entropy";
   const Tensor y_calib = run_cpu(model_, q, x);
   BuilderConfig from_file;
   from_file.int8 = true;  // the file has Q/DQ: no calibration needed
@@ -332,7 +334,7 @@ TEST_F(Quantize, Fp8NeedsOpset19AndWritesE4M3Weights) {
   QuantizeReport rep;
   auto bytes = quantize_onnx(m19, c, &rep);
   ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
-  EXPECT_EQ(rep.calibrator, "minmax");  // the FP8 default
+  EXPECT_EQ(rep.calibrator, "minmax");  // the default
   onnx::ModelProto m;
   ASSERT_TRUE(m.ParseFromString(*bytes));
   const onnx::TensorProto* wq = find_init(m, "W1_quantized");

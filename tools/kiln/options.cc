@@ -76,7 +76,7 @@ void CalibrationOptions::add_to(CLI::App* app) {
   g->add_option("--calib-cache", cache,
                 "Calibration cache: read when it exists (and is this model's), written after calibrating");
   g->add_option("--calibrator", calibrator,
-                "entropy (INT8 default), minmax (FP8 default), percentile[:P], mse, delayed[:N[:max|most_recent[:M]]]");
+                "minmax (default), entropy, percentile[:P], mse, delayed[:N[:max|most_recent[:M]]]");
   g->add_option("--calib-batch", batch, "Samples per calibration batch for a dynamic batch dim (default 8)");
   g->add_option("--calib-max-batches", max_batches, "Calibrate on at most N batches (0 = all)");
   g->add_option("--quant-exclude", exclude, "Leave this node float (exact name, or a prefix ending in '*'; repeatable)");
