@@ -172,7 +172,7 @@ TEST(AnnotateQdq, InvalidParametersAreErrorsNamingTheNode) {
   EXPECT_NE(g.status().message().find("expected 3"), std::string::npos) << g.status().message();
 }
 
-TEST(AnnotateQdq, ParametersReachThePlanAndRunUnchanged) {
+TEST(AnnotateQdq, ParametersReachThePlan) {
   const OnnxModel m = qdq_model();
   auto g = import(m);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
