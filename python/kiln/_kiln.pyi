@@ -38,6 +38,11 @@ class DataType:
     uint4: DataType
     fp4e2m1: DataType
     nf4: DataType
+    fp8e4m3fnuz: DataType
+    fp8e5m2fnuz: DataType
+    fp8e8m0: DataType
+    int2: DataType
+    uint2: DataType
     string: DataType
     name: str
     value: int

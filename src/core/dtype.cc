@@ -27,6 +27,11 @@ const char* dtype_name(DataType t) {
     case DataType::kUInt4: return "uint4";
     case DataType::kFloat4E2M1: return "fp4e2m1";
     case DataType::kNF4: return "nf4";
+    case DataType::kFloat8E4M3FNUZ: return "fp8e4m3fnuz";
+    case DataType::kFloat8E5M2FNUZ: return "fp8e5m2fnuz";
+    case DataType::kFloat8E8M0: return "fp8e8m0";
+    case DataType::kInt2: return "int2";
+    case DataType::kUInt2: return "uint2";
     case DataType::kString: return "string";
     case DataType::kCount: break;
   }
@@ -47,8 +52,10 @@ int dtype_bits(DataType t) {
     case DataType::kFloat32: case DataType::kInt32: case DataType::kUInt32: return 32;
     case DataType::kFloat16: case DataType::kBFloat16: case DataType::kInt16: case DataType::kUInt16: return 16;
     case DataType::kFloat8E4M3FN: case DataType::kFloat8E5M2: case DataType::kInt8: case DataType::kUInt8:
+    case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2FNUZ: case DataType::kFloat8E8M0:
     case DataType::kBool: return 8;
     case DataType::kInt4: case DataType::kUInt4: case DataType::kFloat4E2M1: case DataType::kNF4: return 4;
+    case DataType::kInt2: case DataType::kUInt2: return 2;
     case DataType::kString: return 8 * static_cast<int>(sizeof(void*));
     case DataType::kUndefined: case DataType::kCount: return 0;
   }
@@ -63,6 +70,7 @@ bool dtype_is_float(DataType t) {
   switch (t) {
     case DataType::kFloat32: case DataType::kFloat64: case DataType::kFloat16: case DataType::kBFloat16:
     case DataType::kFloat8E4M3FN: case DataType::kFloat8E5M2: case DataType::kFloat4E2M1: case DataType::kNF4:
+    case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2FNUZ: case DataType::kFloat8E8M0:
       return true;
     default: return false;
   }
@@ -72,7 +80,7 @@ bool dtype_is_integer(DataType t) {
   switch (t) {
     case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: case DataType::kInt64:
     case DataType::kUInt8: case DataType::kUInt16: case DataType::kUInt32: case DataType::kUInt64:
-    case DataType::kInt4: case DataType::kUInt4:
+    case DataType::kInt4: case DataType::kUInt4: case DataType::kInt2: case DataType::kUInt2:
       return true;
     default: return false;
   }
@@ -81,7 +89,9 @@ bool dtype_is_integer(DataType t) {
 bool dtype_is_signed(DataType t) {
   switch (t) {
     case DataType::kInt8: case DataType::kInt16: case DataType::kInt32: case DataType::kInt64: case DataType::kInt4:
+    case DataType::kInt2:
       return true;
+    case DataType::kFloat8E8M0: return false;  // exponent only: every value is positive (or NaN)
     default: return dtype_is_float(t);
   }
 }

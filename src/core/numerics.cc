@@ -54,6 +54,10 @@ uint32_t encode_magnitude(const MiniFloat& f, double a, double* rounded) {
 
 constexpr MiniFloat kE4M3{4, 3, 7, 448.0};
 constexpr MiniFloat kE5M2{5, 2, 15, 57344.0};
+// FNUZ: every exponent code is a number (0x80 is the one NaN), so the largest is S.1111.111 /
+// S.11111.11: 1.875 * 2^(15-8) = 240 and 1.75 * 2^(31-16) = 57344.
+constexpr MiniFloat kE4M3FNUZ{4, 3, 8, 240.0};
+constexpr MiniFloat kE5M2FNUZ{5, 2, 16, 57344.0};
 constexpr MiniFloat kE2M1{2, 1, 1, 6.0};
 
 constexpr float kNF4Codebook[16] = {
@@ -173,6 +177,71 @@ uint8_t double_to_fp8e5m2(double f, bool saturate) {
 
 uint8_t float_to_fp8e5m2(float f, bool saturate) { return double_to_fp8e5m2(f, saturate); }
 
+namespace {
+
+// The FNUZ encoders: like the FN ones, but -0 and negative underflow give 0x00, and NaN, +-inf
+// (without saturate) and overflow (without saturate) give the single NaN 0x80.
+uint8_t double_to_fnuz(const MiniFloat& fmt, double f, bool saturate) {
+  const uint8_t kNaN = 0x80, max_code = 0x7f;
+  if (std::isnan(f)) return kNaN;
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isinf(f)) return saturate ? (sign | max_code) : kNaN;
+  const double a = std::fabs(f);
+  if (a == 0) return 0;
+  double r;
+  const uint32_t code = encode_magnitude(fmt, a, &r);
+  if (r > fmt.max_finite) return saturate ? (sign | max_code) : kNaN;
+  if (code == 0) return 0;  // rounded to zero: FNUZ has no -0
+  return sign | static_cast<uint8_t>(code);
+}
+
+}  // namespace
+
+float fp8e4m3fnuz_to_float(uint8_t v) {
+  if (v == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  return static_cast<float>(decode_minifloat(kE4M3FNUZ, v));
+}
+uint8_t double_to_fp8e4m3fnuz(double f, bool saturate) { return double_to_fnuz(kE4M3FNUZ, f, saturate); }
+
+float fp8e5m2fnuz_to_float(uint8_t v) {
+  if (v == 0x80) return std::numeric_limits<float>::quiet_NaN();
+  return static_cast<float>(decode_minifloat(kE5M2FNUZ, v));
+}
+uint8_t double_to_fp8e5m2fnuz(double f, bool saturate) { return double_to_fnuz(kE5M2FNUZ, f, saturate); }
+
+float fp8e8m0_to_float(uint8_t v) {
+  if (v == 0xff) return std::numeric_limits<float>::quiet_NaN();
+  return std::ldexp(1.0f, static_cast<int>(v) - 127);
+}
+
+bool e8m0_rounding_from_name(const std::string& name, E8M0Rounding* out) {
+  if (name == "up") *out = E8M0Rounding::kUp;
+  else if (name == "down") *out = E8M0Rounding::kDown;
+  else if (name == "nearest") *out = E8M0Rounding::kNearest;
+  else return false;
+  return true;
+}
+
+uint8_t double_to_fp8e8m0(double f, bool saturate, E8M0Rounding mode) {
+  constexpr uint8_t kNaN = 0xff, kMin = 0x00, kMax = 0xfe;
+  if (std::isnan(f)) return kNaN;
+  const double a = std::fabs(f);
+  if (std::isinf(a)) return saturate ? kMax : kNaN;
+  if (a == 0) return saturate ? kMin : kNaN;
+  int ex;
+  const double fr = std::frexp(a, &ex);  // a = fr * 2^ex, fr in [0.5, 1)
+  const double m = 2 * fr;                // a = m * 2^(ex - 1), m in [1, 2)
+  int e = ex - 1;
+  switch (mode) {
+    case E8M0Rounding::kUp: e += m > 1.0 ? 1 : 0; break;
+    case E8M0Rounding::kDown: break;
+    case E8M0Rounding::kNearest: e += m >= 1.5 ? 1 : 0; break;
+  }
+  if (e < -127) return saturate ? kMin : kNaN;
+  if (e > 127) return saturate ? kMax : kNaN;
+  return static_cast<uint8_t>(e + 127);
+}
+
 float fp4e2m1_to_float(uint8_t code) { return static_cast<float>(decode_minifloat(kE2M1, code & 0xf)); }
 
 uint8_t double_to_fp4e2m1(double f) {
@@ -203,6 +272,7 @@ uint8_t float_to_nf4(float f) {
 }
 
 int int4_from_code(uint8_t code) { return (code & 0x8) ? static_cast<int>(code & 0xf) - 16 : code & 0xf; }
+int int2_from_code(uint8_t code) { return (code & 0x2) ? static_cast<int>(code & 0x3) - 4 : code & 0x3; }
 
 namespace {
 
@@ -214,6 +284,18 @@ uint8_t get_nibble(const void* data, int64_t i) {
 void set_nibble(void* data, int64_t i, uint8_t v) {
   uint8_t& b = static_cast<uint8_t*>(data)[i / 2];
   b = (i & 1) ? static_cast<uint8_t>((b & 0x0f) | (v << 4)) : static_cast<uint8_t>((b & 0xf0) | (v & 0xf));
+}
+
+// 2-bit elements: four per byte, element i in bits 2*(i%4) .. 2*(i%4)+1.
+uint8_t get_crumb(const void* data, int64_t i) {
+  const uint8_t b = static_cast<const uint8_t*>(data)[i / 4];
+  return (b >> (2 * (i & 3))) & 0x3;
+}
+
+void set_crumb(void* data, int64_t i, uint8_t v) {
+  uint8_t& b = static_cast<uint8_t*>(data)[i / 4];
+  const int shift = 2 * static_cast<int>(i & 3);
+  b = static_cast<uint8_t>((b & ~(0x3 << shift)) | ((v & 0x3) << shift));
 }
 
 template <typename T>
@@ -251,6 +333,11 @@ double load_as_double(DataType t, const void* d, int64_t i) {
     case DataType::kUInt4: return get_nibble(d, i);
     case DataType::kFloat4E2M1: return fp4e2m1_to_float(get_nibble(d, i));
     case DataType::kNF4: return nf4_to_float(get_nibble(d, i));
+    case DataType::kFloat8E4M3FNUZ: return fp8e4m3fnuz_to_float(at<uint8_t>(d, i));
+    case DataType::kFloat8E5M2FNUZ: return fp8e5m2fnuz_to_float(at<uint8_t>(d, i));
+    case DataType::kFloat8E8M0: return fp8e8m0_to_float(at<uint8_t>(d, i));
+    case DataType::kInt2: return int2_from_code(get_crumb(d, i));
+    case DataType::kUInt2: return get_crumb(d, i);
     case DataType::kString: case DataType::kUndefined: case DataType::kCount: break;
   }
   KILN_CHECK(false && "load_as_double: unsupported dtype");
@@ -270,6 +357,8 @@ int64_t load_as_int64(DataType t, const void* d, int64_t i) {
     case DataType::kBool: return at<uint8_t>(d, i) ? 1 : 0;
     case DataType::kInt4: return int4_from_code(get_nibble(d, i));
     case DataType::kUInt4: return get_nibble(d, i);
+    case DataType::kInt2: return int2_from_code(get_crumb(d, i));
+    case DataType::kUInt2: return get_crumb(d, i);
     default: return double_to_int64(load_as_double(t, d, i));
   }
 }
@@ -287,6 +376,8 @@ void store_from_int64(DataType t, void* d, int64_t i, int64_t v) {
     case DataType::kBool: put<uint8_t>(d, i, v != 0); return;
     case DataType::kInt4: set_nibble(d, i, static_cast<uint8_t>(v < -8 ? -8 : v > 7 ? 7 : v) & 0xf); return;
     case DataType::kUInt4: set_nibble(d, i, static_cast<uint8_t>(v < 0 ? 0 : v > 15 ? 15 : v)); return;
+    case DataType::kInt2: set_crumb(d, i, static_cast<uint8_t>(v < -2 ? -2 : v > 1 ? 1 : v) & 0x3); return;
+    case DataType::kUInt2: set_crumb(d, i, static_cast<uint8_t>(v < 0 ? 0 : v > 3 ? 3 : v)); return;
     default: store_from_double(t, d, i, static_cast<double>(v)); return;
   }
 }
@@ -302,7 +393,10 @@ void store_from_double(DataType t, void* d, int64_t i, double v, bool saturate) 
     case DataType::kBool: put<uint8_t>(d, i, v != 0); return;
     case DataType::kFloat4E2M1: set_nibble(d, i, double_to_fp4e2m1(v)); return;
     case DataType::kNF4: set_nibble(d, i, float_to_nf4(static_cast<float>(v))); return;
-    case DataType::kInt4: case DataType::kUInt4: {
+    case DataType::kFloat8E4M3FNUZ: put<uint8_t>(d, i, double_to_fp8e4m3fnuz(v, saturate)); return;
+    case DataType::kFloat8E5M2FNUZ: put<uint8_t>(d, i, double_to_fp8e5m2fnuz(v, saturate)); return;
+    case DataType::kFloat8E8M0: put<uint8_t>(d, i, double_to_fp8e8m0(v, saturate)); return;
+    case DataType::kInt4: case DataType::kUInt4: case DataType::kInt2: case DataType::kUInt2: {
       // Round to nearest even, then clamp; clamping before the conversion keeps huge values
       // (and infinities) out of the undefined float->int64 range. NaN stores 0.
       const double r = std::isnan(v) ? 0.0 : std::clamp(std::nearbyint(v), -16.0, 16.0);

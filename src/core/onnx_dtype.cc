@@ -20,11 +20,16 @@ DataType dtype_from_onnx(int code) {
     case 13: return DataType::kUInt64;
     case 16: return DataType::kBFloat16;
     case 17: return DataType::kFloat8E4M3FN;
+    case 18: return DataType::kFloat8E4M3FNUZ;
     case 19: return DataType::kFloat8E5M2;
+    case 20: return DataType::kFloat8E5M2FNUZ;
     case 21: return DataType::kUInt4;
     case 22: return DataType::kInt4;
     case 23: return DataType::kFloat4E2M1;
-    default: return DataType::kUndefined;  // complex, FNUZ fp8 variants: not supported
+    case 24: return DataType::kFloat8E8M0;
+    case 25: return DataType::kUInt2;
+    case 26: return DataType::kInt2;
+    default: return DataType::kUndefined;  // complex (14, 15) and codes past 26: not supported
   }
 }
 
@@ -49,6 +54,11 @@ int dtype_to_onnx(DataType t) {
     case DataType::kUInt4: return 21;
     case DataType::kInt4: return 22;
     case DataType::kFloat4E2M1: return 23;
+    case DataType::kFloat8E4M3FNUZ: return 18;
+    case DataType::kFloat8E5M2FNUZ: return 20;
+    case DataType::kFloat8E8M0: return 24;
+    case DataType::kUInt2: return 25;
+    case DataType::kInt2: return 26;
     case DataType::kNF4: case DataType::kUndefined: case DataType::kCount: return 0;
   }
   return 0;

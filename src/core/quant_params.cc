@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 namespace kiln {
@@ -18,6 +19,9 @@ std::pair<int64_t, int64_t> zero_point_range(DataType t) {
     case DataType::kUInt16: return {0, 65535};
     case DataType::kInt4: return {-8, 7};
     case DataType::kUInt4: return {0, 15};
+    case DataType::kInt2: return {-2, 1};
+    case DataType::kUInt2: return {0, 3};
+    case DataType::kInt32: return {INT32_MIN, INT32_MAX};
     default: return {0, 0};
   }
 }
@@ -43,11 +47,17 @@ bool quantizable_dtype(DataType t) {
   switch (t) {
     case DataType::kInt8: case DataType::kUInt8: case DataType::kInt16: case DataType::kUInt16:
     case DataType::kInt4: case DataType::kUInt4: case DataType::kFloat8E4M3FN: case DataType::kFloat8E5M2:
-    case DataType::kFloat4E2M1: case DataType::kNF4:
+    case DataType::kFloat4E2M1: case DataType::kNF4: case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2FNUZ:
+    case DataType::kInt2: case DataType::kUInt2: case DataType::kInt32:
       return true;
     default:
       return false;
   }
+}
+
+bool quant_saturate_applies(DataType t) {
+  return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E5M2 || t == DataType::kFloat8E4M3FNUZ ||
+         t == DataType::kFloat8E5M2FNUZ;
 }
 
 Status validate_quant_params(const QuantParams& q, const std::vector<int64_t>* shape, const std::string& what) {
@@ -56,8 +66,8 @@ Status validate_quant_params(const QuantParams& q, const std::vector<int64_t>* s
   };
   if (!quantizable_dtype(q.type))
     return bad("type", std::string("'") + dtype_name(q.type) +
-                           "' is not a quantized type (int8, uint8, int16, uint16, int4, uint4, fp8e4m3fn, fp8e5m2, "
-                           "fp4e2m1, nf4)");
+                           "' is not a quantized type (int8, uint8, int16, uint16, int32, int4, uint4, int2, uint2, "
+                           "fp8e4m3fn, fp8e5m2, fp8e4m3fnuz, fp8e5m2fnuz, fp4e2m1, nf4)");
   int64_t count = 1;
   for (int64_t d : q.scale_shape) {
     if (d < 1 || d > (int64_t{1} << 40) || count > (int64_t{1} << 40) / d)
@@ -98,7 +108,7 @@ Status validate_quant_params(const QuantParams& q, const std::vector<int64_t>* s
       return bad("zero_point", "zero_point[" + std::to_string(i) + "] = " + std::to_string(q.zero_point[i]) +
                                    " is outside " + dtype_name(q.type) + "'s [" + std::to_string(lo) + ", " +
                                    std::to_string(hi) + "]");
-  if (!q.saturate && q.type != DataType::kFloat8E4M3FN && q.type != DataType::kFloat8E5M2)
+  if (!q.saturate && !quant_saturate_applies(q.type))
     return bad("saturate", std::string("false, but saturation applies to the float8 types only, not ") + dtype_name(q.type));
   if (!shape) return Status::Ok();
   const int64_t t_rank = static_cast<int64_t>(shape->size());
@@ -124,6 +134,52 @@ Status validate_quant_params(const QuantParams& q, const std::vector<int64_t>* s
     }
   }
   return Status::Ok();
+}
+
+StatusOr<QdqLayout> qdq_layout(const std::vector<int64_t>& x_shape, const std::vector<int64_t>& scale_shape,
+                               const std::vector<int64_t>* zp_shape, int64_t axis, int64_t block_size) {
+  auto numel = [](const std::vector<int64_t>& d) {
+    int64_t n = 1;
+    for (int64_t v : d) n *= v;
+    return n;
+  };
+  const int64_t s_count = numel(scale_shape);
+  if (zp_shape && *zp_shape != scale_shape && !(numel(*zp_shape) == 1 && s_count == 1))
+    return invalid_argument("zero point shape " + dims_str(*zp_shape) + " differs from the scale's " +
+                            dims_str(scale_shape) + " (ONNX: y_zero_point must have y_scale's shape)");
+  if (block_size < 0) return invalid_argument("block_size " + std::to_string(block_size) + " is negative");
+  QdqLayout l;
+  if (s_count == 1) return l;
+  const int64_t rank = static_cast<int64_t>(x_shape.size());
+  const std::string where = "scale " + dims_str(scale_shape) + " for x " + dims_str(x_shape) + " with axis " +
+                            std::to_string(axis) + (block_size ? ", block_size " + std::to_string(block_size) : "");
+  if (axis < -rank || axis >= rank)
+    return invalid_argument(where + ": axis is outside x's rank " + std::to_string(rank) + " (range [-r, r-1])");
+  l.axis = axis < 0 ? axis + rank : axis;
+  const int64_t xa = x_shape[static_cast<size_t>(l.axis)];
+  if (block_size == 0) {
+    if (scale_shape.size() != 1)
+      return invalid_argument(where + ": without block_size the scale must be a scalar (per tensor) or 1-D (per axis)");
+    if (xa >= 0 && scale_shape[0] != xa)
+      return invalid_argument(where + ": per-axis scale has " + std::to_string(scale_shape[0]) +
+                              " values, x has " + std::to_string(xa) + " along the axis");
+    l.granularity = QuantGranularity::kPerAxis;
+    return l;
+  }
+  if (static_cast<int64_t>(scale_shape.size()) != rank)
+    return invalid_argument(where + ": a blocked scale must have x's rank " + std::to_string(rank));
+  for (int64_t a = 0; a < rank; ++a) {
+    const int64_t xd = x_shape[static_cast<size_t>(a)];
+    if (xd < 0) continue;
+    const int64_t want = a == l.axis ? (xd + block_size - 1) / block_size : xd;
+    if (scale_shape[static_cast<size_t>(a)] != want)
+      return invalid_argument(where + ": blocked scale dim " + std::to_string(a) + " is " +
+                              std::to_string(scale_shape[static_cast<size_t>(a)]) + ", expected " +
+                              std::to_string(want) + (a == l.axis ? " (ceil(dim / block_size))" : " (x's dim)"));
+  }
+  l.granularity = QuantGranularity::kPerBlock;
+  l.block_size = block_size;
+  return l;
 }
 
 std::string quant_params_summary(const QuantParams& q) {

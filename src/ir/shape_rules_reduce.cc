@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ir/shape_rules.h"
+#include "kiln/quant_params.h"
 
 namespace kiln::ir {
 namespace {
@@ -80,17 +81,56 @@ Status topk_rule(ShapeContext& ctx) {
   return Status::Ok();
 }
 
+// Q/DQ scale and zero-point shapes against x (kiln/quant_params.h qdq_layout), checked when
+// all three shapes are known (x dims that are symbols are skipped).
+Status check_qdq_shapes(ShapeContext& ctx) {
+  const auto& xs = ctx.shape(0);
+  const auto& ss = ctx.shape(1);
+  if (!xs || !ss) return Status::Ok();
+  auto dims = [](const SymShape& s, bool allow_unknown, std::vector<int64_t>* out) {
+    for (const Dim& d : s) {
+      if (!d.is_known() && !allow_unknown) return false;
+      out->push_back(d.is_known() ? d.value : -1);
+    }
+    return true;
+  };
+  std::vector<int64_t> x, scale, zp;
+  if (!dims(*xs, true, &x) || !dims(*ss, false, &scale)) return Status::Ok();
+  const bool has_zp = ctx.has_input(2) && ctx.shape(2);
+  if (has_zp && !dims(*ctx.shape(2), false, &zp)) return Status::Ok();
+  auto l = qdq_layout(x, scale, has_zp ? &zp : nullptr, ctx.node().attr_int("axis", 1), ctx.node().attr_int("block_size", 0));
+  if (!l.ok()) return ctx.fail(l.status().message());
+  return Status::Ok();
+}
+
+// QuantizeLinear: y has x's shape and the quantized type: output_dtype (opset 21+), which must
+// equal the zero point's type when both are given; else the zero point's type; else uint8.
 Status quantize_rule(ShapeContext& ctx) {
   DataType dt = DataType::kUInt8;
-  if (ctx.opset() >= 21 && ctx.node().attr_int("output_dtype", 0) != 0) dt = dtype_from_onnx_code(ctx.node().attr_int("output_dtype", 0));
-  else if (ctx.has_input(2) && ctx.dtype(2) != DataType::kUndefined) dt = ctx.dtype(2);
+  const DataType zt = ctx.has_input(2) ? ctx.dtype(2) : DataType::kUndefined;
+  if (zt != DataType::kUndefined) dt = zt;
+  if (const int64_t od = ctx.node().attr_int("output_dtype", 0); ctx.opset() >= 21 && od != 0) {
+    const DataType ot = dtype_from_onnx_code(od);
+    if (zt != DataType::kUndefined && ot != zt)
+      return ctx.fail("output_dtype " + std::to_string(od) + " (" + dtype_name(ot) + ") differs from the zero point's type " +
+                      dtype_name(zt));
+    dt = ot;
+  }
+  KILN_RETURN_IF_ERROR(check_qdq_shapes(ctx));
   ctx.set_output(0, dt, ctx.shape(0));
   return Status::Ok();
 }
 
+// DequantizeLinear: y has x's shape; its type is output_dtype (opset 23+), else the scale's
+// (opset 19+; a float8e8m0 scale, opset 24, requires output_dtype), else float32.
 Status dequantize_rule(ShapeContext& ctx) {
-  // DequantizeLinear-19 outputs the scale's type; earlier versions always float32.
-  const DataType dt = ctx.opset() >= 19 && ctx.dtype(1) != DataType::kUndefined ? ctx.dtype(1) : DataType::kFloat32;
+  DataType dt = ctx.opset() >= 19 && ctx.dtype(1) != DataType::kUndefined ? ctx.dtype(1) : DataType::kFloat32;
+  if (const int64_t od = ctx.node().attr_int("output_dtype", 0); ctx.opset() >= 23 && od != 0) {
+    dt = dtype_from_onnx_code(od);
+  } else if (dt == DataType::kFloat8E8M0) {
+    return ctx.fail("the scale is float8e8m0, so output_dtype is required (the output is float, float16 or bfloat16)");
+  }
+  KILN_RETURN_IF_ERROR(check_qdq_shapes(ctx));
   ctx.set_output(0, dt, ctx.shape(0));
   return Status::Ok();
 }

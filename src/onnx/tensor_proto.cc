@@ -106,7 +106,9 @@ StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
     return invalid_model(where + ": raw_data holds " + std::to_string(p.raw_data().size()) + " bytes, expected " + std::to_string(nbytes));
   const int64_t typed = p.float_data_size() + p.double_data_size() + p.int64_data_size() + p.uint64_data_size() +
                         p.int32_data_size();
-  if (!p.has_raw_data() && typed < (dtype_bits(dt) == 4 ? (n + 1) / 2 : n))
+  // Sub-byte types hold their packed bytes in int32_data: 2 (4-bit) or 4 (2-bit) elements each.
+  const int64_t per_value = dtype_bits(dt) < 8 ? 8 / dtype_bits(dt) : 1;
+  if (!p.has_raw_data() && typed < (n + per_value - 1) / per_value)
     return invalid_model(where + ": holds " + std::to_string(typed) + " values, shape " + shape_str(shape) + " needs " +
                          std::to_string(n));
   Tensor t(dt, shape);
@@ -138,14 +140,18 @@ StatusOr<Tensor> tensor_from_proto(const onnx::TensorProto& p, const std::string
       if (p.int32_data_size() != n) return count_err(p.int32_data_size());
       for (int64_t i = 0; i < n; ++i) t.data<uint16_t>()[i] = static_cast<uint16_t>(p.int32_data(i));
       return t;
-    case DataType::kFloat8E4M3FN: case DataType::kFloat8E5M2:
+    case DataType::kFloat8E4M3FN: case DataType::kFloat8E5M2: case DataType::kFloat8E4M3FNUZ:
+    case DataType::kFloat8E5M2FNUZ: case DataType::kFloat8E8M0:
+      // onnx.proto: float8 values are written bit-wise, one code per int32_data entry.
       if (p.int32_data_size() != n) return count_err(p.int32_data_size());
       for (int64_t i = 0; i < n; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(p.int32_data(i));
       return t;
-    case DataType::kInt4: case DataType::kUInt4: case DataType::kFloat4E2M1: {
-      // int32_data holds the packed bytes (two elements per value).
-      const int64_t packed = (n + 1) / 2;
-      if (p.int32_data_size() != packed) return count_err(p.int32_data_size() * 2);
+    case DataType::kInt4: case DataType::kUInt4: case DataType::kFloat4E2M1: case DataType::kInt2:
+    case DataType::kUInt2: {
+      // onnx.proto: int32_data holds the packed bytes (two 4-bit or four 2-bit elements each,
+      // the first element in the least significant bits), as raw_data does.
+      const int64_t packed = (n + per_value - 1) / per_value;
+      if (p.int32_data_size() != packed) return count_err(p.int32_data_size() * per_value);
       for (int64_t i = 0; i < packed; ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(p.int32_data(i));
       return t;
     }

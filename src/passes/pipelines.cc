@@ -9,6 +9,10 @@ namespace kiln::passes {
 
 const std::vector<Pass>& default_pipeline() {
   static const std::vector<Pass> kPipeline = {
+      // An analysis at every opt level: Q/DQ scales as QuantParams on the quantized values. First,
+      // while DequantizeLinear(constant weight) still exists (fold_constants turns it into a
+      // float weight); it needs only initializer scales.
+      {"annotate_qdq", 0, annotate_qdq},
       // Drop Identity/Dropout/no-op Cast first so every later pattern sees producers directly.
       {"eliminate_noops", 1, eliminate_noops},
       // Evaluate constant subgraphs (exporters' shape arithmetic, Shape of known dims) before

@@ -9,33 +9,14 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "backends/cpu/ops_elementwise_broadcast.h"
+#include "ops/run_op.h"
 
 namespace kiln::cpu {
 namespace {
 
-struct OpRun {
-  Status status;
-  std::vector<Tensor> outputs;
-};
-
-// Runs one CPU kernel on `inputs` (nullptr = omitted) with `attrs`, producing `n_out` outputs.
-OpRun run_op(ir::OpKind op, int opset, const std::vector<const Tensor*>& inputs,
-             std::map<std::string, ir::Attribute> attrs = {}, int n_out = 1) {
-  ir::Node node;
-  node.name = "test_node";
-  node.op = op;
-  node.opset = opset;
-  node.attrs = std::move(attrs);
-  for (size_t i = 0; i < inputs.size(); ++i) node.inputs.push_back(inputs[i] ? static_cast<ir::ValueId>(i) : ir::kNoValue);
-  for (int i = 0; i < n_out; ++i) node.outputs.push_back(static_cast<ir::ValueId>(100 + i));
-  OpRun r;
-  r.outputs.resize(n_out);
-  KernelContext ctx(node, inputs, &r.outputs, nullptr);
-  KernelFn fn = KernelRegistry::get().find(op);
-  r.status = fn ? fn(ctx) : unsupported("no kernel");
-  return r;
-}
-
+using testing::make;
+using testing::OpRun;
+using testing::run_op;
 
 // Random values in [-4, 4) that are never exactly zero.
 Tensor random_float(const Shape& shape, uint32_t seed) {
@@ -46,13 +27,6 @@ Tensor random_float(const Shape& shape, uint32_t seed) {
     float v = dist(rng);
     t.data<float>()[i] = v == 0.0f ? 0.5f : v;
   }
-  return t;
-}
-
-template <typename T>
-Tensor make(DataType dt, const Shape& shape, const std::vector<T>& values) {
-  Tensor t(dt, shape);
-  for (size_t i = 0; i < values.size(); ++i) t.data<T>()[i] = values[i];
   return t;
 }
 

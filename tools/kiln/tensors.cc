@@ -190,7 +190,9 @@ std::string tensor_summary(const std::string& name, const Tensor& t, int first) 
 Tensor npy_compatible(const Tensor& t) {
   switch (t.dtype()) {
     case DataType::kBFloat16: case DataType::kFloat8E4M3FN: case DataType::kFloat8E5M2:
-    case DataType::kFloat4E2M1: case DataType::kNF4: case DataType::kInt4: case DataType::kUInt4: {
+    case DataType::kFloat4E2M1: case DataType::kNF4: case DataType::kInt4: case DataType::kUInt4:
+    case DataType::kFloat8E4M3FNUZ: case DataType::kFloat8E5M2FNUZ: case DataType::kFloat8E8M0:
+    case DataType::kInt2: case DataType::kUInt2: {
       auto c = cast_tensor(t, dtype_is_float(t.dtype()) ? DataType::kFloat32 : DataType::kInt8);
       return c.ok() ? std::move(c).value() : t;
     }

@@ -38,7 +38,7 @@ struct TensorStats {
 TensorStats tensor_stats(const Tensor& t);
 // "y float32 [1,1000] min -3.1 max 4.2 mean 0.01 first [0.1, 0.2, ...]"
 std::string tensor_summary(const std::string& name, const Tensor& t, int first = 8);
-// Casts dtypes .npy cannot hold (bf16, fp8, 4-bit) to float32 for writing.
+// Casts dtypes .npy cannot hold (bf16, fp8, 4- and 2-bit) to float32 / int8 for writing.
 Tensor npy_compatible(const Tensor& t);
 
 }  // namespace kiln::cli

@@ -1,8 +1,8 @@
 // CPU reference kernels: dtype conversions. Cast / CastLike (element conversion is
-// cast_tensor's: float->int truncates, fp8 honours `saturate`), QuantizeLinear and
-// DequantizeLinear (per-tensor or per-axis scale/zero point) and DynamicQuantizeLinear.
-// Quantization rounds half to even and saturates to the output type's range (Operator
-// QuantizeLinear, since version 10/13/19).
+// cast_tensor's: float->int truncates, fp8 honours `saturate`, float8e8m0 `round_mode`),
+// QuantizeLinear and DequantizeLinear (per-tensor, per-axis and blocked scale/zero point, every
+// quantized type of opset 25) and DynamicQuantizeLinear. Quantization rounds half to even and
+// saturates to the output type's range (Operator QuantizeLinear, versions 10 to 25).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,6 +10,7 @@
 
 #include "backends/cpu/ops_elementwise_broadcast.h"
 #include "core/onnx_dtype.h"
+#include "kiln/quant_params.h"
 
 namespace kiln::cpu {
 namespace {
@@ -32,7 +33,19 @@ Status cast_to(KernelContext& ctx, DataType to) {
     return ctx.unsupported_here(std::string("cast from ") + dtype_name(x.dtype()) + " to " + dtype_name(to) +
                                 " is not supported (string tensors)");
   // Opset 19's saturate (default 1) only affects fp8 targets.
-  auto y = cast_tensor(x, to, ctx.attr_int("saturate", 1) != 0);
+  const bool saturate = ctx.attr_int("saturate", 1) != 0;
+  if (to == DataType::kFloat8E8M0 && x.dtype() != to) {
+    // Cast-24's round_mode (default "up") picks the power of two (numerics.h, E8M0Rounding).
+    E8M0Rounding mode;
+    const std::string rm = ctx.attr_string("round_mode", "up");
+    if (!e8m0_rounding_from_name(rm, &mode)) return ctx.fail("round_mode '" + rm + "' is not up, down or nearest");
+    Tensor y(to, x.shape());
+    for (int64_t i = 0; i < x.numel(); ++i)
+      y.data<uint8_t>()[i] = double_to_fp8e8m0(load_as_double(x.dtype(), x.raw(), i), saturate, mode);
+    ctx.set_output(0, std::move(y));
+    return Status::Ok();
+  }
+  auto y = cast_tensor(x, to, saturate);
   if (!y.ok()) return ctx.unsupported_here(y.status().message());
   ctx.set_output(0, std::move(y).value());
   return Status::Ok();
@@ -54,41 +67,64 @@ Status cast_like(KernelContext& ctx) {
   return cast_to(ctx, ctx.in(1).dtype());
 }
 
-// How a scale/zero-point pair maps onto x: one value, or one per index of `axis`.
-struct QuantLayout {
-  int64_t outer = 1, channels = 1, inner = 1;  // x viewed as [outer, channels, inner]
+// The scale/zero-point index of each x element: x viewed as [outer, dim(axis), inner]; per
+// tensor everything is one row (index 0), per axis the index is the position d along the axis,
+// per block it is (o * S + d / block_size) * inner + k with S = ceil(dim(axis) / block_size).
+struct QuantIndex {
+  QuantGranularity granularity = QuantGranularity::kPerTensor;
+  int64_t outer = 1, dim = 1, inner = 1, block = 1, blocks = 1;
 };
 
-StatusOr<QuantLayout> quant_layout(const KernelContext& ctx, const Tensor& x, const Tensor& scale,
-                                   const Tensor* zp) {
-  if (zp && zp->shape() != scale.shape())
-    return invalid_argument("zero point " + shape_str(zp->shape()) + " and scale " + shape_str(scale.shape()) +
-                            " shapes differ");
-  if (ctx.attr_int("block_size", 0) != 0) return unsupported("blocked quantization (block_size) is not supported");
-  QuantLayout l;
-  l.inner = x.numel();
-  if (scale.numel() == 1) return l;
-  if (scale.rank() != 1) return invalid_argument("scale must be a scalar or 1-D, got " + shape_str(scale.shape()));
-  int64_t axis = ctx.attr_int("axis", 1);
-  if (axis < -x.rank() || axis >= x.rank())
-    return invalid_argument("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(x.rank()));
-  if (axis < 0) axis += x.rank();
-  if (x.dim(static_cast<int>(axis)) != scale.numel())
-    return invalid_argument("scale has " + std::to_string(scale.numel()) + " values, x dim " +
-                            std::to_string(axis) + " is " + std::to_string(x.dim(static_cast<int>(axis))));
-  l.outer = 1;
-  for (int d = 0; d < axis; ++d) l.outer *= x.dim(d);
-  l.channels = scale.numel();
-  l.inner = 1;
-  for (int d = static_cast<int>(axis) + 1; d < x.rank(); ++d) l.inner *= x.dim(d);
-  return l;
+StatusOr<QuantIndex> quant_index(const KernelContext& ctx, const Tensor& x, const Tensor& scale, const Tensor* zp) {
+  const Shape zs = zp ? zp->shape() : Shape{};
+  auto l = qdq_layout(x.shape(), scale.shape(), zp ? &zs : nullptr, ctx.attr_int("axis", 1), ctx.attr_int("block_size", 0));
+  if (!l.ok()) return l.status();
+  QuantIndex q;
+  q.granularity = l->granularity;
+  if (q.granularity == QuantGranularity::kPerTensor) {
+    q.inner = x.numel();
+    return q;
+  }
+  const int axis = static_cast<int>(l->axis);
+  for (int d = 0; d < axis; ++d) q.outer *= x.dim(d);
+  q.dim = x.dim(axis);
+  for (int d = axis + 1; d < x.rank(); ++d) q.inner *= x.dim(d);
+  if (q.granularity == QuantGranularity::kPerBlock) {
+    q.block = l->block_size;
+    q.blocks = scale.dim(axis);
+  }
+  return q;
 }
 
-// Integer range of a quantized type (4-bit types included).
+// Calls f(i, sidx) for every element i of x (row-major) with its scale/zero-point index.
+template <typename F>
+void for_each_quant(const QuantIndex& q, F&& f) {
+  int64_t i = 0;
+  for (int64_t o = 0; o < q.outer; ++o)
+    for (int64_t d = 0; d < q.dim; ++d) {
+      switch (q.granularity) {
+        case QuantGranularity::kPerTensor:
+          for (int64_t k = 0; k < q.inner; ++k, ++i) f(i, int64_t{0});
+          break;
+        case QuantGranularity::kPerAxis:
+          for (int64_t k = 0; k < q.inner; ++k, ++i) f(i, d);
+          break;
+        case QuantGranularity::kPerBlock: {
+          const int64_t row = (o * q.blocks + d / q.block) * q.inner;
+          for (int64_t k = 0; k < q.inner; ++k, ++i) f(i, row + k);
+          break;
+        }
+      }
+    }
+}
+
+// Integer range of a quantized integer type (4- and 2-bit types included).
 void int_range(DataType t, double* lo, double* hi) {
   switch (t) {
     case DataType::kInt4: *lo = -8; *hi = 7; return;
     case DataType::kUInt4: *lo = 0; *hi = 15; return;
+    case DataType::kInt2: *lo = -2; *hi = 1; return;
+    case DataType::kUInt2: *lo = 0; *hi = 3; return;
     default: break;
   }
   const int bits = dtype_bits(t);
@@ -101,116 +137,175 @@ void int_range(DataType t, double* lo, double* hi) {
   }
 }
 
-// Operator QuantizeLinear: y = saturate(round_half_even(x / scale) + zero_point). The output
-// dtype is the zero point's (uint8 without one; opset 21's output_dtype when given).
+bool is_quant_float(DataType t) {
+  return t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E5M2 || t == DataType::kFloat8E4M3FNUZ ||
+         t == DataType::kFloat8E5M2FNUZ || t == DataType::kFloat4E2M1;
+}
+
+// ONNX QuantizeLinear's T3 / DequantizeLinear's T1 (opset 25), int32 aside.
+bool is_quant_type(DataType t) {
+  switch (t) {
+    case DataType::kInt8: case DataType::kUInt8: case DataType::kInt16: case DataType::kUInt16:
+    case DataType::kInt4: case DataType::kUInt4: case DataType::kInt2: case DataType::kUInt2:
+      return true;
+    default: return is_quant_float(t);
+  }
+}
+
+// Rounds v to dtype `t`'s precision (float32, float16, bfloat16; anything else: unchanged, the
+// computation stays in double).
+double round_to(DataType t, double v) {
+  switch (t) {
+    case DataType::kFloat32: return static_cast<float>(v);
+    case DataType::kFloat16: return fp16_to_float(double_to_fp16(v));
+    case DataType::kBFloat16: return bf16_to_float(double_to_bf16(v));
+    default: return v;
+  }
+}
+
+// The float types' zero points carry no information (ONNX: "usually not used ... the type still
+// determines the quantization type"); ONNX's reference refuses non-zero float8 ones. Kiln refuses
+// every non-zero float zero point, so a QuantParams never needs one.
+Status check_float_zero_point(const KernelContext& ctx, const Tensor* zp) {
+  if (!zp || !is_quant_float(zp->dtype())) return Status::Ok();
+  for (int64_t i = 0; i < zp->numel(); ++i)
+    if (load_as_double(zp->dtype(), zp->raw(), i) != 0.0)
+      return ctx.fail(std::string("zero point ") + std::to_string(i) + " of type " + dtype_name(zp->dtype()) +
+                      " is not zero (float quantized types take no zero point)");
+  return Status::Ok();
+}
+
+// Operator QuantizeLinear (opsets 10, 13, 19, 21, 23, 24, 25):
+//   y = saturate(round_half_even(x / scale) + zero_point)       (integer types: clamp to range)
+//   y = cast(x / scale, saturate)                                (float8 / float4 types)
+// The output type is output_dtype (opset 21+; must equal the zero point's type when both are
+// given), else the zero point's type, else uint8. The division is done in `precision` (opset
+// 23+, a TensorProto float type) when set, else in the scale's type when that is float32/16/bf16
+// (x converted to it), else (int32, float8e8m0 scales) exactly. Scale/zero-point shapes:
+// qdq_layout (kiln/quant_params.h).
 Status quantize_linear(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(2));
   const Tensor& x = ctx.in(0);
   const Tensor& scale = ctx.in(1);
   const Tensor* zp = ctx.input(2);
   DataType qt = zp ? zp->dtype() : DataType::kUInt8;
-  if (!zp && ctx.attr_int("output_dtype", 0) != 0) qt = dtype_from_onnx(ctx.attr_int("output_dtype", 0));
-  const bool q_float = qt == DataType::kFloat8E4M3FN || qt == DataType::kFloat8E5M2;
-  if (!q_float && !(dtype_is_integer(qt) && dtype_bits(qt) <= 32))
-    return ctx.unsupported_here(std::string("quantized dtype ") + dtype_name(qt) + " is not supported");
-  auto layout = quant_layout(ctx, x, scale, zp);
-  if (!layout.ok()) return ctx.fail(layout.status().message());
-  const QuantLayout l = *layout;
+  if (const int64_t od = ctx.attr_int("output_dtype", 0); od != 0) {
+    const DataType ot = dtype_from_onnx(static_cast<int>(od));
+    if (zp && ot != zp->dtype())
+      return ctx.fail("output_dtype " + std::to_string(od) + " (" + dtype_name(ot) + ") differs from the zero point's type " +
+                      dtype_name(zp->dtype()));
+    qt = ot;
+  }
+  if (!is_quant_type(qt))
+    return ctx.unsupported_here(std::string("quantized type ") + dtype_name(qt) +
+                                " is not one QuantizeLinear produces (int8/uint8/int16/uint16/int4/uint4/int2/uint2, "
+                                "the four float8 types, float4e2m1)");
+  if (x.dtype() == DataType::kString || scale.dtype() == DataType::kString || scale.dtype() == DataType::kBool)
+    return ctx.fail(std::string("x ") + dtype_name(x.dtype()) + " / scale " + dtype_name(scale.dtype()) + " is not numeric");
+  DataType div = scale.dtype();
+  if (const int64_t p = ctx.attr_int("precision", 0); p != 0) {
+    div = dtype_from_onnx(static_cast<int>(p));
+    if (div != DataType::kFloat32 && div != DataType::kFloat16 && div != DataType::kBFloat16 && div != DataType::kFloat64)
+      return ctx.fail("precision " + std::to_string(p) + " is not a float type (float, float16, bfloat16, double)");
+  }
+  KILN_RETURN_IF_ERROR(check_float_zero_point(ctx, zp));
+  auto index = quant_index(ctx, x, scale, zp);
+  if (!index.ok()) return ctx.fail(index.status().message());
+  const bool q_float = is_quant_float(qt);
   double lo = 0, hi = 0;
   if (!q_float) int_range(qt, &lo, &hi);
   const bool saturate = ctx.attr_int("saturate", 1) != 0;
-  // Per-channel scale and zero point, widened once.
-  std::vector<double> s(l.channels), z(l.channels, 0.0);
-  for (int64_t c = 0; c < l.channels; ++c) {
-    s[c] = load_as_double(scale.dtype(), scale.raw(), c);
-    if (zp) z[c] = load_as_double(zp->dtype(), zp->raw(), c);
+  std::vector<double> s(scale.numel()), z(scale.numel(), 0.0);
+  for (int64_t c = 0; c < scale.numel(); ++c) {
+    s[c] = round_to(div, load_as_double(scale.dtype(), scale.raw(), c));
+    if (zp && !q_float) z[c] = load_as_double(zp->dtype(), zp->raw(), c);
   }
   Tensor y(qt, x.shape());
-  Status st = dispatch_numeric(x.dtype(), [&](auto tag) -> Status {
-    using T = decltype(tag);
-    // float32 inputs divide in float32 (so ties round as the reference's); others in double.
-    using W = std::conditional_t<std::is_same_v<compute_t<T>, float>, float, double>;
-    const T* px = x.data<T>();
-    auto run = [&](auto store) {
-      int64_t i = 0;
-      for (int64_t o = 0; o < l.outer; ++o)
-        for (int64_t c = 0; c < l.channels; ++c) {
-          const W sc = static_cast<W>(s[c]);
-          const double zc = z[c];
-          for (int64_t k = 0; k < l.inner; ++k, ++i) store(i, static_cast<W>(load_c(px[i])) / sc, zc);
-        }
-    };
-    if (q_float) {
-      run([&](int64_t i, W v, double zc) { store_from_double(qt, y.raw(), i, static_cast<double>(v) + zc, saturate); });
-    } else if (qt == DataType::kUInt8 || qt == DataType::kInt8) {
-      // The common case, stored directly.
-      auto store8 = [&](auto* py) {
-        using Q = std::remove_pointer_t<decltype(py)>;
-        run([&](int64_t i, W v, double zc) {
-          const double q = std::nearbyint(static_cast<double>(v)) + zc;
-          py[i] = static_cast<Q>(std::clamp(std::isnan(q) ? 0.0 : q, lo, hi));
-        });
-      };
-      if (qt == DataType::kUInt8) store8(y.data<uint8_t>());
-      else store8(y.data<int8_t>());
-    } else {
-      run([&](int64_t i, W v, double zc) {
-        const double q = std::nearbyint(static_cast<double>(v)) + zc;
-        store_from_int64(qt, y.raw(), i, static_cast<int64_t>(std::clamp(std::isnan(q) ? 0.0 : q, lo, hi)));
+  // x / scale in `div`'s precision: both operands and the quotient rounded to it (a double
+  // quotient of two floats rounds correctly to float32, float16 and bfloat16).
+  auto quotient = [&](int64_t i, int64_t c) { return round_to(div, round_to(div, load_as_double(x.dtype(), x.raw(), i)) / s[c]); };
+  auto to_int = [&](double v, int64_t c) {
+    const double q = std::nearbyint(v) + z[c];  // default rounding mode: half to even
+    return std::clamp(std::isnan(q) ? 0.0 : q, lo, hi);
+  };
+  if (q_float) {
+    for_each_quant(*index, [&](int64_t i, int64_t c) { store_from_double(qt, y.raw(), i, quotient(i, c), saturate); });
+  } else if (x.dtype() == DataType::kFloat32 && div == DataType::kFloat32 && (qt == DataType::kInt8 || qt == DataType::kUInt8)) {
+    // The common case: float32 division, stored directly.
+    const float* px = x.data<float>();
+    auto run = [&](auto* py) {
+      using Q = std::remove_pointer_t<decltype(py)>;
+      for_each_quant(*index, [&](int64_t i, int64_t c) {
+        py[i] = static_cast<Q>(to_int(px[i] / static_cast<float>(s[c]), c));
       });
-    }
-    return Status::Ok();
-  });
-  if (!st.ok()) return ctx.unsupported_here(st.message());
+    };
+    if (qt == DataType::kUInt8) run(y.data<uint8_t>());
+    else run(y.data<int8_t>());
+  } else {
+    for_each_quant(*index, [&](int64_t i, int64_t c) {
+      store_from_int64(qt, y.raw(), i, static_cast<int64_t>(to_int(quotient(i, c), c)));
+    });
+  }
   ctx.set_output(0, std::move(y));
   return Status::Ok();
 }
 
-// Operator DequantizeLinear: y = (x - zero_point) * scale, in the scale's dtype (float32
-// before opset 19). x may be int32 (with no or a zero zero point), fp8 or 4-bit.
+// Operator DequantizeLinear (opsets 10, 13, 19, 21, 23, 24, 25): y = (x - zero_point) * scale,
+// computed in float32 (ONNX's reference) and stored as output_dtype (opset 23+), else the scale's
+// type (opset 19+; a float8e8m0 scale needs output_dtype), else float32. x: int8/uint8/int16/
+// uint16/int32/int4/uint4/int2/uint2, the four float8 types or float4e2m1; the zero point has x's
+// type (zero for the float types). Scale/zero-point shapes: qdq_layout (kiln/quant_params.h).
 Status dequantize_linear(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(2));
   const Tensor& x = ctx.in(0);
   const Tensor& scale = ctx.in(1);
   const Tensor* zp = ctx.input(2);
+  if (!is_quant_type(x.dtype()) && x.dtype() != DataType::kInt32)
+    return ctx.unsupported_here(std::string("x dtype ") + dtype_name(x.dtype()) + " is not a quantized type");
   if (zp && zp->dtype() != x.dtype())
     return ctx.fail(std::string("zero point dtype ") + dtype_name(zp->dtype()) + " differs from x dtype " +
                     dtype_name(x.dtype()));
-  if (!dtype_is_float(scale.dtype()) || dtype_bits(scale.dtype()) < 16)
-    return ctx.unsupported_here(std::string("scale dtype ") + dtype_name(scale.dtype()) + " is not supported");
-  auto layout = quant_layout(ctx, x, scale, zp);
-  if (!layout.ok()) return ctx.fail(layout.status().message());
-  const QuantLayout l = *layout;
-  std::vector<float> s(l.channels), z(l.channels, 0.0f);
-  for (int64_t c = 0; c < l.channels; ++c) {
+  const bool scale_float = scale.dtype() == DataType::kFloat32 || scale.dtype() == DataType::kFloat16 ||
+                           scale.dtype() == DataType::kBFloat16;
+  if (!scale_float && scale.dtype() != DataType::kFloat8E8M0)
+    return ctx.unsupported_here(std::string("scale dtype ") + dtype_name(scale.dtype()) +
+                                " is not float, float16, bfloat16 or float8e8m0");
+  DataType out = ctx.opset() >= 19 ? scale.dtype() : DataType::kFloat32;
+  if (const int64_t od = ctx.attr_int("output_dtype", 0); od != 0) {
+    out = dtype_from_onnx(static_cast<int>(od));
+  } else if (!scale_float) {
+    return ctx.fail("the scale is float8e8m0, so output_dtype is required (the output is float, float16 or bfloat16)");
+  }
+  if (out != DataType::kFloat32 && out != DataType::kFloat16 && out != DataType::kBFloat16)
+    return ctx.fail(std::string("output dtype ") + dtype_name(out) + " is not float, float16 or bfloat16");
+  KILN_RETURN_IF_ERROR(check_float_zero_point(ctx, zp));
+  auto index = quant_index(ctx, x, scale, zp);
+  if (!index.ok()) return ctx.fail(index.status().message());
+  std::vector<float> s(scale.numel()), z(scale.numel(), 0.0f);
+  for (int64_t c = 0; c < scale.numel(); ++c) {
     s[c] = static_cast<float>(load_as_double(scale.dtype(), scale.raw(), c));
     if (zp) z[c] = static_cast<float>(load_as_double(zp->dtype(), zp->raw(), c));
   }
-  // Computed in float32, then stored in the scale's dtype.
   Tensor yf(DataType::kFloat32, x.shape());
   float* py = yf.data<float>();
-  auto run = [&](auto load) {
-    int64_t i = 0;
-    for (int64_t o = 0; o < l.outer; ++o)
-      for (int64_t c = 0; c < l.channels; ++c)
-        for (int64_t k = 0; k < l.inner; ++k, ++i) py[i] = (load(i) - z[c]) * s[c];
-  };
   switch (x.dtype()) {
-    case DataType::kUInt8: run([p = x.data<uint8_t>()](int64_t i) { return static_cast<float>(p[i]); }); break;
-    case DataType::kInt8: run([p = x.data<int8_t>()](int64_t i) { return static_cast<float>(p[i]); }); break;
-    case DataType::kInt32: run([p = x.data<int32_t>()](int64_t i) { return static_cast<float>(p[i]); }); break;
-    case DataType::kUInt16: case DataType::kInt16: case DataType::kFloat8E4M3FN: case DataType::kFloat8E5M2:
-    case DataType::kInt4: case DataType::kUInt4:
-      run([&x](int64_t i) { return static_cast<float>(load_as_double(x.dtype(), x.raw(), i)); });
+    case DataType::kUInt8:
+      for_each_quant(*index, [&, p = x.data<uint8_t>()](int64_t i, int64_t c) { py[i] = (p[i] - z[c]) * s[c]; });
+      break;
+    case DataType::kInt8:
+      for_each_quant(*index, [&, p = x.data<int8_t>()](int64_t i, int64_t c) { py[i] = (p[i] - z[c]) * s[c]; });
       break;
     default:
-      return ctx.unsupported_here(std::string("x dtype ") + dtype_name(x.dtype()) + " is not supported");
+      for_each_quant(*index, [&](int64_t i, int64_t c) {
+        py[i] = (static_cast<float>(load_as_double(x.dtype(), x.raw(), i)) - z[c]) * s[c];
+      });
+      break;
   }
-  if (scale.dtype() == DataType::kFloat32) {
+  if (out == DataType::kFloat32) {
     ctx.set_output(0, std::move(yf));
     return Status::Ok();
   }
-  auto y = cast_tensor(yf, scale.dtype());
+  auto y = cast_tensor(yf, out);
   if (!y.ok()) return ctx.unsupported_here(y.status().message());
   ctx.set_output(0, std::move(y).value());
   return Status::Ok();

@@ -48,7 +48,7 @@ Status apply(const KernelContext& ctx, DataType t, void* dst, int64_t di, const 
                 static_cast<size_t>(count) * esize);
     return Status::Ok();
   }
-  if (t == DataType::kFloat8E4M3FN || t == DataType::kFloat8E5M2) {
+  if (dtype_is_float(t) && dtype_bits(t) == 8) {  // the five float8 types: through double
     for (int64_t k = 0; k < count; ++k)
       store_from_double(t, dst, di + k, combine(load_as_double(t, dst, di + k), load_as_double(t, src, si + k), r));
     return Status::Ok();
