@@ -2,7 +2,6 @@
 #include "llm/bpe_tokenizer.h"
 
 #include <algorithm>
-#include <climits>
 #include <nlohmann/json.hpp>
 
 #include "llm/unicode.h"
@@ -14,6 +13,8 @@ using nlohmann::json;
 namespace {
 
 constexpr size_t kMaxCacheEntries = 1 << 16;
+// Largest token id accepted (real vocabularies: <= 262,144); the id table is allocated up front.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
 
 // GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the other 68 bytes to
 // U+0100.. in byte order, so every byte is one visible character.
@@ -59,8 +60,9 @@ StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_json(const std::strin
   if (!m.contains("vocab") || !m["vocab"].is_object()) return invalid_model(where + ": model.vocab is not an object");
   int64_t max_id = -1;
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() >= INT32_MAX)
-      return invalid_model(where + ": vocab entry '" + it.key() + "' has id " + it.value().dump() + ", expected a non-negative int32");
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > kMaxTokenId)
+      return invalid_model(where + ": vocab entry '" + it.key() + "' has id " + it.value().dump() + ", expected 0.." +
+                           std::to_string(kMaxTokenId));
     const int32_t id = it.value().get<int32_t>();
     t->vocab_[it.key()] = id;
     max_id = std::max<int64_t>(max_id, id);
@@ -77,7 +79,9 @@ StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_json(const std::strin
       auto u = utf8_decode(at.content);
       if (!u.ok()) return invalid_model(where + ": added token " + std::to_string(id) + ": " + u.status().message());
       at.content32 = std::move(*u);
-      if (id < 0 || id >= INT32_MAX) return invalid_model(where + ": added token '" + at.content + "' has id " + std::to_string(id));
+      if (id < 0 || id > kMaxTokenId)
+        return invalid_model(where + ": added token '" + at.content + "' has id " + std::to_string(id) + ", expected 0.." +
+                             std::to_string(kMaxTokenId));
       if (at.content.empty()) return invalid_model(where + ": added token " + std::to_string(id) + " has empty content");
       if (flag(a, "single_word", false))
         return unsupported(where + ": added token '" + at.content + "' has single_word, which is not supported");
@@ -121,10 +125,11 @@ StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_json(const std::strin
   t->decoded_.resize(t->id_to_token_.size());
   for (size_t id = 0; id < t->id_to_token_.size(); ++id) {
     const std::string& tok = t->id_to_token_[id];
-    std::u32string chars = utf8_decode(tok).value();  // JSON strings are valid UTF-8
+    auto chars = utf8_decode(tok);  // JSON strings are valid UTF-8; checked all the same
+    if (!chars.ok()) return invalid_model(where + ": token " + std::to_string(id) + ": " + chars.status().message());
     std::string bytes;
     bool all = true;
-    for (char32_t c : chars) {
+    for (char32_t c : *chars) {
       auto it = t->char_byte_.find(c);
       if (it == t->char_byte_.end()) {
         all = false;

@@ -36,9 +36,11 @@ class Fields {
     *out = v.get<int64_t>();
     return Status::Ok();
   }
+  // A size: positive and at most 2^31 (so products of two sizes stay far inside int64).
   Status positive(const char* k, int64_t def, int64_t* out) const {
     KILN_RETURN_IF_ERROR(int_field(k, def, out));
     if (*out <= 0) return invalid_model(where_ + ": '" + k + "' is " + std::to_string(*out) + ", expected a positive integer");
+    if (*out > (int64_t{1} << 31)) return invalid_model(where_ + ": '" + k + "' is " + std::to_string(*out) + ", past Kiln's limit of 2^31");
     return Status::Ok();
   }
   Status number(const char* k, double def, double* out) const {
@@ -239,6 +241,9 @@ StatusOr<ModelConfig> parse_model_config(const std::string& text, const std::str
   if (c.architecture == Architecture::kGpt2) KILN_RETURN_IF_ERROR(parse_gpt2(f, &c));
   else KILN_RETURN_IF_ERROR(parse_llama_family(j, f, where, &c));
 
+  // The weight spec lists every layer's tensors; a layer count no model comes near is a broken file.
+  if (c.num_layers > kMaxLayers)
+    return invalid_model(where + ": " + std::to_string(c.num_layers) + " layers, past Kiln's limit of " + std::to_string(kMaxLayers));
   if (c.head_dim == 0) {
     if (c.hidden_size % c.num_heads != 0)
       return invalid_model(where + ": hidden size " + std::to_string(c.hidden_size) + " is not a multiple of the " +

@@ -21,6 +21,8 @@ enum class Architecture : uint8_t {
   kMistral,  // MistralForCausalLM / mistral: Llama's layers, optional sliding-window attention
   kQwen2,    // Qwen2ForCausalLM / qwen2: Llama's layers with q/k/v biases
 };
+inline constexpr int64_t kMaxLayers = 4096;  // largest num_layers accepted (real models: <= 126)
+
 const char* architecture_name(Architecture a);  // "gpt2", "llama", "mistral", "qwen2"
 // "GPT2LMHeadModel (gpt2), LlamaForCausalLM (llama), ..." for error messages.
 std::string supported_architectures();

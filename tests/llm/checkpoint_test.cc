@@ -115,6 +115,8 @@ TEST(LlmConfig, Errors) {
                       "needs 'low_freq_factor'");
   expect_config_error(R"({"model_type": "llama", "torch_dtype": "float64"})", StatusCode::kUnsupported, "float64");
   expect_config_error("not json", StatusCode::kInvalidModel, "not valid JSON");
+  expect_config_error(R"({"model_type": "llama", "num_hidden_layers": 1000000})", StatusCode::kInvalidModel, "limit of 4096");
+  expect_config_error(R"({"model_type": "llama", "vocab_size": 9000000000000})", StatusCode::kInvalidModel, "limit of 2^31");
 }
 
 TEST(LlmConfig, GenerationConfig) {

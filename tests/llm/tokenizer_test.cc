@@ -209,6 +209,9 @@ TEST(BpeTokenizer, Refusals) {
   j["model"]["byte_fallback"] = true;
   expect(j, StatusCode::kUnsupported, "byte_fallback");
   expect(json::array(), StatusCode::kInvalidModel, "not a JSON object");
+  j = base;
+  j["model"]["vocab"]["huge"] = 2000000000;  // would size the id table at 2e9 entries
+  expect(j, StatusCode::kInvalidModel, "'huge' has id 2000000000");
 }
 
 std::vector<std::string> split(SplitPattern p, const std::string& s) {
@@ -246,7 +249,9 @@ TEST(Unicode, ClassesAndUtf8) {
   EXPECT_FALSE(utf8_decode("\xED\xA0\x80").ok());      // surrogate
   EXPECT_FALSE(utf8_decode("\xF4\x90\x80\x80").ok());  // past U+10FFFF
   EXPECT_EQ(utf8_encode(utf8_decode("a€😀").value()), "a€😀");
-  if (have_nfc()) EXPECT_EQ(nfc(U"e\u0301"), U"é");
+  if (have_nfc()) {
+    EXPECT_EQ(nfc(U"e\u0301"), U"é");
+  }
 }
 
 TEST(SentencePiece, WithoutALoaderSaysWhereItIs) {
