@@ -105,6 +105,7 @@ StatusOr<std::unique_ptr<BpeTokenizer>> BpeTokenizer::from_json(const std::strin
     t->is_special_[a.id] = a.special;
   }
   std::stable_sort(t->added_.begin(), t->added_.end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  for (size_t k = 0; k < t->added_.size(); ++k) t->added_by_first_[t->added_[k].content32[0]].push_back(k);
 
   // Byte alphabet: every byte's character must be a token, or some text could not be encoded.
   const auto b2u = bytes_to_unicode();
@@ -374,14 +375,16 @@ StatusOr<std::vector<int32_t>> BpeTokenizer::encode(std::string_view text, const
   while (i < u.size()) {
     const AddedToken* hit = nullptr;
     size_t len = 0;
-    for (size_t k = 0; k < added_.size(); ++k) {
-      if (added_[k].special && !options.parse_special) continue;
-      const std::u32string& c = added_[k].content32;
-      if (c[0] == u[i] && u.compare(i, c.size(), c) == 0) {
-        hit = &added_[k], len = c.size();
-        break;  // longest first
+    auto cands = added_by_first_.find(u[i]);
+    if (cands != added_by_first_.end())
+      for (size_t k : cands->second) {  // longest first
+        if (added_[k].special && !options.parse_special) continue;
+        const std::u32string& c = added_[k].content32;
+        if (u.compare(i, c.size(), c) == 0) {
+          hit = &added_[k], len = c.size();
+          break;
+        }
       }
-    }
     if (!hit) {
       ++i;
       continue;

@@ -69,6 +69,7 @@ class BpeTokenizer final : public Tokenizer {
   std::array<std::string, 256> byte_char_;          // bytes_to_unicode, UTF-8
   std::unordered_map<char32_t, uint8_t> char_byte_; // its inverse
   std::vector<AddedToken> added_;                   // longest content first
+  std::unordered_map<char32_t, std::vector<size_t>> added_by_first_;  // first code point -> indices into added_
   bool ignore_merges_ = false;
   bool nfc_ = false;
   std::optional<SplitPattern> split_;  // a Split pre-tokenizer before ByteLevel
