@@ -76,6 +76,24 @@ kiln_module(kiln_timing_cache
   SOURCES ${CMAKE_SOURCE_DIR}/src/builder/timing_cache.cc ${CMAKE_SOURCE_DIR}/src/builder/tactic_selector.cc
   EXPOSE builder/timing_cache.h builder/tactic_selector.h DEPENDS kiln_core kiln_backend nlohmann_json::nlohmann_json)
 
+# LLM checkpoints and tokenizers (issue 13, docs/decisions/0048): safetensors (mmap), config.json,
+# the weight spec per architecture, byte-level BPE from tokenizer.json (NFC through ICU if found).
+kiln_sources(LLM_SOURCES llm)
+list(FILTER LLM_SOURCES EXCLUDE REGEX "/sentencepiece_tokenizer\\.cc$")
+kiln_module(kiln_llm SOURCES ${LLM_SOURCES} EXPOSE llm DEPENDS kiln_core nlohmann_json::nlohmann_json)
+if(KILN_HAVE_ICU)
+  target_link_libraries(kiln_llm PRIVATE ICU::uc ICU::data)
+  target_compile_definitions(kiln_llm PRIVATE KILN_HAVE_ICU=1)
+endif()
+# tokenizer.model through libsentencepiece: not part of `kiln` (its bundled protobuf-lite crashes
+# processes that also load libprotobuf); programs link it and call register_sentencepiece().
+if(KILN_HAVE_SENTENCEPIECE)
+  kiln_module(kiln_llm_sentencepiece SOURCES ${CMAKE_SOURCE_DIR}/src/llm/sentencepiece_tokenizer.cc
+    EXPOSE llm/sentencepiece_tokenizer.h DEPENDS kiln_llm)
+  target_include_directories(kiln_llm_sentencepiece PRIVATE ${SENTENCEPIECE_INCLUDE_DIR})
+  target_link_libraries(kiln_llm_sentencepiece PUBLIC ${SENTENCEPIECE_LIB})
+endif()
+
 kiln_sources(IO_SOURCES io)
 kiln_module(kiln_io SOURCES ${IO_SOURCES} EXPOSE io DEPENDS kiln_core PkgConfig::LIBZIP)
 
@@ -108,5 +126,5 @@ kiln_module(kiln_conformance SOURCES ${CONFORMANCE_SOURCES} EXPOSE conformance
 
 # Everything: what tools/, tests/ and bench/ link.
 add_library(kiln INTERFACE)
-target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_quant kiln_backend kiln_cpu kiln_plan
+target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_quant kiln_llm kiln_backend kiln_cpu kiln_plan
   kiln_io kiln_timing_cache ${KILN_CUDA_TARGET} kiln_runtime kiln_builder kiln_conformance fmt::fmt)

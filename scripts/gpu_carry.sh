@@ -13,11 +13,14 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 PY312=${KILN_PY312:-/root/.pyenv/versions/3.12.1/bin/python3.12}
 PYARGS=(); PYTARGET=()
 if [ -x "$PY312" ]; then PYARGS=(-DKILN_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PY312"); PYTARGET=(kiln_python); fi
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${PYARGS[@]}" >/dev/null
-ninja -C build-cuda kiln_cli kiln_tests kiln_gpu_bench "${PYTARGET[@]}"
+# ICU and SentencePiece (src/llm: NFC, tokenizer.model) off: no need to carry libicu (33 MB) and
+# libsentencepiece to the GPU machine, which has no Debian libraries.
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DKILN_WITH_ICU=OFF -DKILN_WITH_SENTENCEPIECE=OFF "${PYARGS[@]}" >/dev/null
+ninja -C build-cuda kiln_cli kiln_tests kiln_gpu_bench kiln_llm_inspect "${PYTARGET[@]}"
 rm -rf .gpu-carry && mkdir -p .gpu-carry/lib
-cp build-cuda/kiln build-cuda/kiln_tests build-cuda/kiln_gpu_bench .gpu-carry/
-strip .gpu-carry/kiln .gpu-carry/kiln_tests .gpu-carry/kiln_gpu_bench
+cp build-cuda/kiln build-cuda/kiln_tests build-cuda/kiln_gpu_bench build-cuda/kiln_llm_inspect .gpu-carry/
+strip .gpu-carry/kiln .gpu-carry/kiln_tests .gpu-carry/kiln_gpu_bench .gpu-carry/kiln_llm_inspect
 if [ ${#PYTARGET[@]} -gt 0 ]; then  # `import kiln` there: PYTHONPATH=.gpu-carry/python (scripts/gpu_python.sh)
   mkdir -p .gpu-carry/python && cp -r build-cuda/python/kiln .gpu-carry/python/
   strip --strip-unneeded .gpu-carry/python/kiln/_kiln*.so

@@ -6,6 +6,7 @@ PKGS=(build-essential cmake ninja-build ccache pkg-config
   libprotobuf-dev protobuf-compiler libonnx-dev libonnx-testdata
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
   libopenblas-dev libzip-dev
+  libicu-dev libsentencepiece-dev  # src/llm: NFC; tokenizer.model (both optional at build time)
   pybind11-dev python3-dev python3-pytest
   python3-numpy python3-onnx python3-torch python3-torchvision python3-skimage python3-pil
   fonts-dejavu-core graphviz
