@@ -168,6 +168,7 @@ TEST_F(KilnCli, LayerPrecisionsAreRecordedAndChecked) {
   // INT8 / FP8 are refused with the reason, not silently built as float layers.
   expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --int8", 2, "INT8 layers need calibration data");
   expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --fp8", 2, "FP8 layers need calibration data");
+  expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --calib x.npz", 2, "add --int8 or --fp8");
   expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --layer-precisions 'nope*:fp32'", 2,
                "'nope*' matches no layer");
   expect_error("build " + model_ + " -o " + plan + " --shapes x:2x4 --layer-precisions 'add*:fp8'", 2,
@@ -339,6 +340,34 @@ TEST_F(KilnCli, InputErrorsExit2) {
   expect_error("run " + plan + " --input y=" + write_input(sample_x(2), "y.npy"), 2, "'y' is not an input of the plan");
   expect_error("run " + plan + " --input x=" + dir_ + "/nothing.npy", 2, "not found");
   expect_error("run " + plan + " --input x.npy", 2, "expected name=FILE");
+}
+
+// `kiln quantize` writes a Q/DQ model; `kiln build --int8 --calib-cache` of the float model and
+// `kiln build --int8` of the written model are the same plan, byte for byte (docs/decisions/0050).
+TEST_F(KilnCli, QuantizeAndBuildInt8GiveTheSamePlan) {
+  const std::string mlp = testing::mlp_model().save(dir_ + "/mlp.onnx");
+  Tensor x(DataType::kFloat32, {16, 4});
+  for (int i = 0; i < 64; ++i) x.data<float>()[i] = static_cast<float>((i * 29) % 41 - 20) / 10.f;
+  std::filesystem::create_directories(dir_ + "/calib");
+  ASSERT_TRUE(io::write_npy(dir_ + "/calib/x.npy", x).ok());
+  std::string out;
+  ASSERT_EQ(kiln("quantize " + mlp + " --calib " + dir_ + "/calib -o " + dir_ + "/mlp.qdq.onnx --calib-cache " + dir_ +
+                 "/mlp.calib", &out), 0) << out;
+  EXPECT_NE(out.find("2 layers quantized"), std::string::npos) << out;
+  ASSERT_EQ(kiln("build " + mlp + " -o " + dir_ + "/a.plan --device cpu --shapes x:2x4 --int8 --calib-cache " + dir_ +
+                 "/mlp.calib", &out), 0) << out;
+  ASSERT_EQ(kiln("build " + dir_ + "/mlp.qdq.onnx -o " + dir_ + "/b.plan --device cpu --shapes x:2x4 --int8", &out), 0)
+      << out;
+  auto read = [](const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const std::string a = read(dir_ + "/a.plan"), b = read(dir_ + "/b.plan");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  // A cache for another model is refused, and names why.
+  expect_error("build " + model_ + " -o " + dir_ + "/c.plan --device cpu --shapes x:2x4 --int8 --calib-cache " + dir_ +
+                   "/mlp.calib", 2, "made for another model");
 }
 
 }  // namespace

@@ -104,6 +104,29 @@ inline OnnxModel static_model() {
   return m;
 }
 
+// y = MatMul(Relu(Gemm(x, W1^T) + b1), W2): x [batch, 4], W1 [8, 4] (transB), W2 [8, 3], weights
+// from a fixed formula (for quantization tests: two layers with constant weights).
+inline OnnxModel mlp_model(int opset = 17) {
+  OnnxModel m(opset);
+  m.input("x", kF32, {std::string("batch"), int64_t{4}});
+  std::vector<float> w1(32), b1(8), w2(24);
+  for (int i = 0; i < 32; ++i) w1[i] = 0.9f * static_cast<float>(((i * 37) % 61) - 30) / 30.f;
+  for (int i = 0; i < 8; ++i) b1[i] = 0.01f * static_cast<float>(i - 4);
+  for (int i = 0; i < 24; ++i) w2[i] = 0.5f * static_cast<float>(((i * 17) % 23) - 11) / 11.f;
+  m.initializer("W1", {8, 4}, w1);
+  m.initializer("b1", {8}, b1);
+  m.initializer("W2", {8, 3}, w2);
+  auto* g = m.node("Gemm", {"x", "W1", "b1"}, {"h"}, "fc1");
+  auto* a = g->add_attribute();
+  a->set_name("transB");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(1);
+  m.node("Relu", {"h"}, {"r"}, "relu1");
+  m.node("MatMul", {"r", "W2"}, {"y"}, "fc2");
+  m.output("y", kF32, {std::string("batch"), int64_t{3}});
+  return m;
+}
+
 // A fresh directory under the system temp dir, removed by the caller (or left for debugging).
 inline std::string make_temp_dir(const std::string& tag) {
   std::string tmpl = (std::filesystem::temp_directory_path() / ("kiln_" + tag + "_XXXXXX")).string();

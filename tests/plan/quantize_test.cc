@@ -23,7 +23,6 @@ namespace kiln {
 namespace {
 
 using testing::OnnxModel;
-constexpr int kF32 = onnx::TensorProto::FLOAT;
 
 std::vector<float> ramp(size_t n, float lo, float hi, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -33,23 +32,7 @@ std::vector<float> ramp(size_t n, float lo, float hi, uint32_t seed) {
   return v;
 }
 
-// y = MatMul(Relu(Gemm(x, W1^T) + b1), W2): x [batch, 4], W1 [8, 4] (transB), W2 [8, 3].
-OnnxModel mlp_model(int opset = 17) {
-  OnnxModel m(opset);
-  m.input("x", kF32, {std::string("batch"), int64_t{4}});
-  m.initializer("W1", {8, 4}, ramp(32, -1.f, 1.f, 1));
-  m.initializer("b1", {8}, ramp(8, -0.1f, 0.1f, 2));
-  m.initializer("W2", {8, 3}, ramp(24, -0.5f, 0.5f, 3));
-  auto* g = m.node("Gemm", {"x", "W1", "b1"}, {"h"}, "fc1");
-  auto* a = g->add_attribute();
-  a->set_name("transB");
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(1);
-  m.node("Relu", {"h"}, {"r"}, "relu1");
-  m.node("MatMul", {"r", "W2"}, {"y"}, "fc2");
-  m.output("y", kF32, {std::string("batch"), int64_t{3}});
-  return m;
-}
+using testing::mlp_model;
 
 Tensor samples(int64_t n, uint32_t seed, float lo = -2.f, float hi = 2.f) {
   Tensor t(DataType::kFloat32, {n, 4});
@@ -138,7 +121,8 @@ TEST_F(Quantize, WritesQdqWithMinMaxScalesAndPerChannelInt8Weights) {
   ASSERT_EQ(ws->dims_size(), 1);
   EXPECT_EQ(ws->dims(0), 8);
   EXPECT_EQ(find_init(m, "W1"), nullptr);  // the float weight is gone
-  const std::vector<float> w1 = ramp(32, -1.f, 1.f, 1);
+  std::vector<float> w1(32);
+  for (int i = 0; i < 32; ++i) w1[i] = mlp_model().proto().graph().initializer(0).float_data(i);
   for (int r = 0; r < 8; ++r) {
     float m_abs = 0;
     for (int k = 0; k < 4; ++k) m_abs = std::max(m_abs, std::fabs(w1[r * 4 + k]));
@@ -200,7 +184,9 @@ TEST_F(Quantize, QdqModelComputesTheFakeQuantizedProduct) {
   auto h = ctx->output("h");
   ASSERT_TRUE(h.ok()) << h.status().to_string();
   const float sx = rep.activation_scales.at("x");
-  const std::vector<float> w1 = ramp(32, -1.f, 1.f, 1), b1 = ramp(8, -0.1f, 0.1f, 2);
+  std::vector<float> w1(32), b1(8);
+  for (int i = 0; i < 32; ++i) w1[i] = mlp_model().proto().graph().initializer(0).float_data(i);
+  for (int i = 0; i < 8; ++i) b1[i] = mlp_model().proto().graph().initializer(1).float_data(i);
   for (int n = 0; n < 5; ++n)
     for (int r = 0; r < 8; ++r) {
       float m_abs = 0;
