@@ -22,6 +22,11 @@ StatusOr<ir::Graph> import_for_build(const std::string& onnx_path, const Builder
 // bytes. `graph` is copied, not changed. Errors as Builder::build's.
 StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config);
 
+// The graph after Builder::build's pass pipeline alone (config checks, profiles, kernel check, the
+// optimizer at config.opt_level), before the precision decision and layouts: for tests of the
+// passes that run after it (assign_precisions, layer precisions, layouts). Errors as Builder::build's.
+StatusOr<ir::Graph> optimized_graph(const ir::Graph& graph, const BuilderConfig& config);
+
 // The graph a CUDA plan of `graph` lowers — Builder::build's own steps up to the tactics (config
 // checks, profiles, the pass pipeline, the precision decision, CUDA layouts) — and profile 0's opt
 // shapes (one per graph input). For tests and tools that lower without a GPU

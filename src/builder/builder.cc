@@ -240,7 +240,9 @@ struct Prepared {
   bool want_gpu = false;
 };
 
-static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderConfig& config, bool check_target) {
+// `decide_precisions` false stops after the pass pipeline (optimized_graph).
+static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderConfig& config, bool check_target,
+                                        bool decide_precisions = true) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
   if (config.max_aux_streams < -1 || config.max_aux_streams > plan::kMaxAuxStreamsInPlan)
@@ -285,7 +287,8 @@ static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderCon
   out.graph = graph;
   KILN_RETURN_IF_ERROR(optimize(&out.graph, config, profiles));
   // The one precision decision per layer (docs/decisions/0033): the CUDA lowering and layouts read it.
-  KILN_RETURN_IF_ERROR(passes::assign_precisions(out.graph, precision, passes::float_storage_support));
+  if (decide_precisions)
+    KILN_RETURN_IF_ERROR(passes::assign_precisions(out.graph, precision, passes::float_storage_support));
   // Passes create internal ops (FusedConv); they too must run on the target.
   KILN_RETURN_IF_ERROR(verify_kernels(out.graph, "cpu"));
   out.profiles = std::move(profiles);
@@ -301,6 +304,15 @@ static StatusOr<ir::Graph> lay_out_for_cuda(const ir::Graph& g, int* reformats) 
   ir::Graph laid = g;
   KILN_ASSIGN_OR_RETURN(*reformats, passes::assign_layouts(laid, passes::tensor_core_layout_preference));
   return laid;
+}
+
+StatusOr<ir::Graph> optimized_graph(const ir::Graph& graph, const BuilderConfig& config) {
+  try {
+    KILN_ASSIGN_OR_RETURN(Prepared prep, prepare_graph(graph, config, false, false));
+    return std::move(prep.graph);
+  } catch (const TensorAllocationError& e) {
+    return e.status().with_context("build");
+  }
 }
 
 StatusOr<ir::Graph> cuda_layer_graph(const ir::Graph& graph, const BuilderConfig& config, std::vector<Shape>* opt_shapes) {

@@ -1,11 +1,13 @@
 // Small graphs with independent branches, shared by the aux-stream tests (the CPU planner test
-// in tests/unit and the GPU tests): an Inception-like block and a ResNet bottleneck with a
-// downsample branch, built in IR and run through the pass pipeline.
+// in tests/unit and the GPU tests) and the precision tests: an Inception-like block and a ResNet
+// bottleneck with a downsample branch, built in IR (*_graph) and, for lowering, taken through the
+// builder's own pipeline for a CUDA plan config (builder_graph.h).
 #pragma once
 
 #include <map>
 #include <string>
 
+#include "gpu/builder_graph.h"
 #include "passes/pass_test_util.h"
 
 namespace kiln::testing {
@@ -27,8 +29,8 @@ inline ir::ValueId conv_relu(TinyGraph& t, const std::string& name, ir::ValueId 
 }
 
 // x [n, 8, hw, hw] -> stem 3x3 -> four branches (3x3; 1x1 -> 3x3; 1x1 -> 5x5; maxpool -> 1x1)
-// -> Concat on channels -> 1x1 head. Outputs: the head and the Concat.
-inline ir::Graph inception(int64_t n, int64_t hw) {
+// -> Concat on channels -> 1x1 head. Outputs: the head and the Concat. As built (before any pass).
+inline ir::Graph inception_graph(int64_t n, int64_t hw) {
   TinyGraph t;
   auto x = t.input("x", {n, 8, hw, hw});
   auto stem = conv_relu(t, "stem", x, {n, 16, hw, hw}, 8, 3, 1, 1);
@@ -41,14 +43,13 @@ inline ir::Graph inception(int64_t n, int64_t hw) {
   auto cat = t.node(OpKind::kConcat, "cat", {b1, b2, b3, b4}, {n, 80, hw, hw}, {{"axis", Attribute::of_int(1)}});
   auto head = conv_relu(t, "head", cat, {n, 8, hw, hw}, 80, 1, 1, 8);
   t.g.outputs = {head, cat};
-  ir::Graph g = t.g;
-  EXPECT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
-  return g;
+  return t.g;
 }
 
 // x [n, 16, hw, hw] -> stem 3x3 -> bottleneck (1x1 -> 3x3 stride 2 -> 1x1) + downsample 1x1
-// stride 2 -> ReLU -> 1x1 head (the residual Add fuses into the last conv of the main path).
-inline ir::Graph resnet_block(int64_t n, int64_t hw) {
+// stride 2 -> ReLU -> 1x1 head (the builder's passes fuse the residual Add into the last conv of
+// the main path). As built (before any pass).
+inline ir::Graph resnet_block_graph(int64_t n, int64_t hw) {
   TinyGraph t;
   auto x = t.input("x", {n, 16, hw, hw});
   const int64_t h2 = hw / 2;
@@ -61,9 +62,16 @@ inline ir::Graph resnet_block(int64_t n, int64_t hw) {
   auto r = t.node(OpKind::kRelu, "add_relu", {add}, {n, 64, h2, h2});
   auto head = conv_relu(t, "head", r, {n, 8, h2, h2}, 64, 1, 1, 16);
   t.g.outputs = {head};
-  ir::Graph g = t.g;
-  EXPECT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
-  return g;
+  return t.g;
+}
+
+// What the builder lowers for a CUDA plan of config `c` (cuda_graph: the builder's passes,
+// precisions, layouts); fp32 by default.
+inline ir::Graph inception(int64_t n, int64_t hw, const BuilderConfig& c = cuda_config()) {
+  return cuda_graph(inception_graph(n, hw), c);
+}
+inline ir::Graph resnet_block(int64_t n, int64_t hw, const BuilderConfig& c = cuda_config()) {
+  return cuda_graph(resnet_block_graph(n, hw), c);
 }
 
 }  // namespace kiln::testing

@@ -226,14 +226,14 @@ TEST(GpuAuxStreams, InceptionBitIdenticalFp32) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   // The four branches are independent after the stem: at least three streams in use.
-  check_bit_identical(inception(1, 16), {1, 8, 16, 16}, false, 2);
+  check_bit_identical(inception(1, 16, cuda_config(false)), {1, 8, 16, 16}, false, 2);
 #endif
 }
 
 TEST(GpuAuxStreams, InceptionBitIdenticalFp16) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  check_bit_identical(inception(2, 16), {2, 8, 16, 16}, true, 2);
+  check_bit_identical(inception(2, 16, cuda_config(true)), {2, 8, 16, 16}, true, 2);
 #endif
 }
 
@@ -242,7 +242,7 @@ TEST(GpuAuxStreams, ResNetBlockBitIdentical) {
 #ifdef KILN_HAVE_CUDA
   for (bool fp16 : {false, true}) {
     SCOPED_TRACE(fp16 ? "FP16" : "FP32");
-    check_bit_identical(resnet_block(2, 16), {2, 16, 16, 16}, fp16, 1);
+    check_bit_identical(resnet_block(2, 16, cuda_config(fp16)), {2, 16, 16, 16}, fp16, 1);
   }
 #endif
 }
@@ -251,7 +251,7 @@ TEST(GpuAuxStreams, ResNetBlockBitIdentical) {
 TEST(GpuAuxStreams, ResNetDownsampleOnAuxStream) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  auto m = build(resnet_block(1, 16), {1, 16, 16, 16}, -1, false);  // the builder decides
+  auto m = build(resnet_block(1, 16, cuda_config(false)), {1, 16, 16, 16}, -1, false);  // the builder decides
   ASSERT_TRUE(m);
   EXPECT_EQ(m->aux_streams(), 1);
   for (const auto& l : m->layers()) {
@@ -264,8 +264,8 @@ TEST(GpuAuxStreams, ResNetDownsampleOnAuxStream) {
 TEST(GpuAuxStreams, FourContextsOnFourStreams) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  check_concurrent_contexts(inception(1, 16), {1, 8, 16, 16}, false);
-  check_concurrent_contexts(resnet_block(2, 16), {2, 16, 16, 16}, true);
+  check_concurrent_contexts(inception(1, 16, cuda_config(false)), {1, 8, 16, 16}, false);
+  check_concurrent_contexts(resnet_block(2, 16, cuda_config(true)), {2, 16, 16, 16}, true);
 #endif
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 
+#include "gpu/builder_graph.h"
 #include "op_table/op_table.h"
 #include "passes/pass_test_util.h"
 
@@ -21,14 +22,16 @@
 namespace kiln::testing {
 namespace {
 
-// The op table's Inception block (op_table.h) after the optimizer's pipeline. `k1` sets the first
-// branch's width (and so the byte offsets of the other slices), `r1` its kernel: with r1 = 1 it
-// joins the horizontal fusion of the 1x1 reductions and reaches the Concat through the Split;
-// with r1 = 3 (pad 1) it stays a conv of its own.
-[[maybe_unused]] ir::Graph inception_block(int64_t n, int64_t hw, int64_t k1, int64_t r1) {
-  ir::Graph g = op_table::inception_block(n, hw, k1, r1).graph;
-  EXPECT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
-  return g;
+// The op table's Inception block (op_table.h) as the builder lowers it for an fp32 / fp16 CUDA
+// plan (builder_graph.h). `k1` sets the first branch's width (and so the byte offsets of the other
+// slices), `r1` its kernel: with r1 = 1 it joins the horizontal fusion of the 1x1 reductions and
+// reaches the Concat through the Split; with r1 = 3 (pad 1) it stays a conv of its own.
+[[maybe_unused]] ir::Graph inception_block(int64_t n, int64_t hw, int64_t k1, int64_t r1, bool fp16) {
+  return cuda_graph(op_table::inception_block(n, hw, k1, r1).graph, cuda_config(fp16));
+}
+// The block as written, for the CPU reference.
+[[maybe_unused]] ir::Graph inception_as_built(int64_t n, int64_t hw, int64_t k1, int64_t r1) {
+  return op_table::inception_block(n, hw, k1, r1).graph;
 }
 
 #ifdef KILN_HAVE_CUDA
@@ -70,9 +73,9 @@ bool has(const std::vector<std::string>& v, const std::string& s) { return std::
 TEST(GpuConcat, Fp32Batch1ProducersWriteInPlace) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  ir::Graph g = inception_block(1, 16, 16, 3);
+  const ir::Graph g = inception_block(1, 16, 16, 3, false);
   Tensor x = random_tensor({1, 8, 16, 16}, 11);
-  auto ref = interpret(g, {x});
+  auto ref = interpret(inception_as_built(1, 16, 16, 3), {x});
   ASSERT_TRUE(ref.ok());
   GpuRun r = run_gpu(g, x, false);
   ASSERT_EQ(r.out.size(), ref->size());
@@ -87,9 +90,9 @@ TEST(GpuConcat, Fp32Batch1ProducersWriteInPlace) {
 TEST(GpuConcat, Fp32SplitViewsAndPartialConcat) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  ir::Graph g = inception_block(1, 16, 16, 1);
+  const ir::Graph g = inception_block(1, 16, 16, 1, false);
   Tensor x = random_tensor({1, 8, 16, 16}, 15);
-  auto ref = interpret(g, {x});
+  auto ref = interpret(inception_as_built(1, 16, 16, 1), {x});
   ASSERT_TRUE(ref.ok());
   GpuRun r = run_gpu(g, x, false);
   ASSERT_EQ(r.out.size(), ref->size());
@@ -103,9 +106,9 @@ TEST(GpuConcat, Fp32SplitViewsAndPartialConcat) {
 TEST(GpuConcat, Fp32Batch2KeepsTheConcat) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  ir::Graph g = inception_block(2, 16, 16, 3);
+  const ir::Graph g = inception_block(2, 16, 16, 3, false);
   Tensor x = random_tensor({2, 8, 16, 16}, 12);
-  auto ref = interpret(g, {x});
+  auto ref = interpret(inception_as_built(2, 16, 16, 3), {x});
   ASSERT_TRUE(ref.ok());
   GpuRun r = run_gpu(g, x, false);
   ASSERT_EQ(r.out.size(), ref->size());
@@ -121,9 +124,9 @@ TEST(GpuConcat, Fp32Batch2KeepsTheConcat) {
 TEST(GpuConcat, UnalignedSlicesStayCopies) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  ir::Graph g = inception_block(1, 5, 3, 1);
+  const ir::Graph g = inception_block(1, 5, 3, 1, false);
   Tensor x = random_tensor({1, 8, 5, 5}, 13);
-  auto ref = interpret(g, {x});
+  auto ref = interpret(inception_as_built(1, 5, 3, 1), {x});
   ASSERT_TRUE(ref.ok());
   GpuRun r = run_gpu(g, x, false);
   ASSERT_EQ(r.out.size(), ref->size());
@@ -138,9 +141,9 @@ TEST(GpuConcat, Fp16NhwcConcatAndSplit) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   for (int64_t n : {1, 2}) {
-    ir::Graph g = inception_block(n, 16, 16, 1);
+    const ir::Graph g = inception_block(n, 16, 16, 1, true);
     Tensor x = random_tensor({n, 8, 16, 16}, 14);
-    auto ref = interpret(g, {x});
+    auto ref = interpret(inception_as_built(n, 16, 16, 1), {x});
     ASSERT_TRUE(ref.ok());
     GpuRun r = run_gpu(g, x, true);
     ASSERT_EQ(r.out.size(), ref->size());

@@ -1,10 +1,11 @@
 // Integer graph inputs on the CUDA path (token ids, attention masks): int32/int64 inputs staged
 // as-is, Gather with runtime indices (embedding lookups), Cast from integers to float. Without a
-// GPU: the optimized BERT-base and GPT-2 graphs (models/ of the main checkout, skipped when
-// absent) pass check_gpu_support with the fp32 and fp16 rules, and unsupported integer uses are
-// refused by name. With a GPU (GpuIntInputs* suites): out-of-range ids, the engine's input dtype
-// checks and BERT end to end against the CPU plan. The small embedding / mask graphs against the
-// CPU reference are rows of the op table (Embedding_*, AttentionMask_*; tests/op_table/).
+// GPU: the BERT-base and GPT-2 graphs as the builder lowers them (models/ of the main checkout,
+// skipped when absent) pass check_gpu_support with the fp32 and fp16 rules, and unsupported
+// integer uses are refused by name. With a GPU (GpuIntInputs* suites): out-of-range ids, the
+// engine's input dtype checks and BERT end to end against the CPU plan. The small embedding / mask
+// graphs against the CPU reference are rows of the op table (Embedding_*, AttentionMask_*;
+// tests/op_table/).
 #include <gtest/gtest.h>
 
 #include "builder/build_from_graph.h"
@@ -43,7 +44,7 @@ std::string model_path(const std::string& file) {
 
 // The graph the builder lowers for the CUDA target with a profile of min == opt == max
 // (cuda_layer_graph: the builder's own pipeline — passes, precisions, layouts).
-[[maybe_unused]] StatusOr<ir::Graph> optimize_pinned(const std::string& path, const std::map<std::string, Shape>& shapes, bool fp16) {
+[[maybe_unused]] StatusOr<ir::Graph> pinned_layer_graph(const std::string& path, const std::map<std::string, Shape>& shapes, bool fp16) {
   KILN_ASSIGN_OR_RETURN(ir::Graph g, onnx_import::import_model_file(path));
   BuilderConfig c;
   c.fp16 = fp16;
@@ -63,7 +64,7 @@ void expect_model_supported(const std::string& file, const std::map<std::string,
   const std::string path = model_path(file);
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent";
   for (bool fp16 : {false, true}) {
-    auto g = optimize_pinned(path, shapes, fp16);
+    auto g = pinned_layer_graph(path, shapes, fp16);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
     std::vector<Shape> in;
     for (ir::ValueId v : g->inputs) in.push_back(shapes.at(g->value(v).name));

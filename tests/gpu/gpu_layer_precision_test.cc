@@ -23,12 +23,12 @@
 namespace kiln::testing {
 namespace {
 
-[[maybe_unused]] ir::Graph constrained(const std::string& spec, int64_t n = 2) {
-  ir::Graph g = resnet_block(n, 16);
+// The ResNet block as the builder lowers it for a CUDA plan in fp16 / bf16 / fp32 with the
+// `--layer-precisions` rules `spec` (BuilderConfig::layer_precisions).
+[[maybe_unused]] ir::Graph constrained(const std::string& spec, bool fp16, bool bf16 = false) {
   auto rules = passes::parse_layer_precisions(spec);
   EXPECT_TRUE(rules.ok()) << rules.status().to_string();
-  if (rules.ok()) EXPECT_TRUE(passes::apply_layer_precisions(g, *rules).ok());
-  return g;
+  return resnet_block(2, 16, cuda_config(fp16, bf16, rules.ok() ? *rules : std::vector<LayerPrecision>{}));
 }
 
 #ifdef KILN_HAVE_CUDA
@@ -65,9 +65,9 @@ TEST(GpuLayerPrecision, LoweringConvertsOnlyAtPrecisionBoundaries) {
   cuda::GpuBuildOptions fp16;
   fp16.precision.fp16 = true;
   fp16.max_aux_streams = 0;
-  const auto plain = lowered_layers(resnet_block(2, 16), fp16);
+  const auto plain = lowered_layers(resnet_block(2, 16, cuda_config(true)), fp16);
   EXPECT_TRUE(with_prefix(plain, "convert:").empty()) << joined(plain);
-  const auto mixed = lowered_layers(constrained("conv2:fp32"), fp16);
+  const auto mixed = lowered_layers(constrained("conv2:fp32", true), fp16);
   const auto converts = with_prefix(mixed, "convert:");
   ASSERT_EQ(converts.size(), 2u) << joined(mixed);
   EXPECT_NE(converts[0].find(":fp32"), std::string::npos) << converts[0];
@@ -79,7 +79,7 @@ TEST(GpuLayerPrecision, LoweringConvertsOnlyAtPrecisionBoundaries) {
 
   cuda::GpuBuildOptions fp32 = fp16;
   fp32.precision.fp16 = false;
-  EXPECT_EQ(lowered_layers(constrained("*:fp32"), fp16), lowered_layers(resnet_block(2, 16), fp32));
+  EXPECT_EQ(lowered_layers(constrained("*:fp32", true), fp16), lowered_layers(resnet_block(2, 16), fp32));
 #endif
 }
 
@@ -118,9 +118,9 @@ std::string tactic_of(const Ran& r, const std::string& layer) {
 TEST(GpuLayerPrecision, MixedFp16Fp32EngineMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  const ir::Graph g = constrained("conv2:fp32,head:fp32");
+  const ir::Graph g = constrained("conv2:fp32,head:fp32", true);
   const Tensor x = random_tensor({2, 16, 16, 16}, 71);
-  auto ref = interpret(resnet_block(2, 16), {x});
+  auto ref = interpret(resnet_block_graph(2, 16), {x});
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
   o.precision.fp16 = true;
@@ -142,13 +142,13 @@ TEST(GpuLayerPrecision, AllFp32ConstraintsGiveFp32Accuracy) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
   const Tensor x = random_tensor({2, 16, 16, 16}, 72);
-  auto ref = interpret(resnet_block(2, 16), {x});
+  auto ref = interpret(resnet_block_graph(2, 16), {x});
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
   o.precision.bf16 = true;
   o.precision.tf32 = false;
-  Ran plain = run_on_gpu(resnet_block(2, 16), x, o);
-  Ran all32 = run_on_gpu(constrained("*:fp32"), x, o);
+  Ran plain = run_on_gpu(resnet_block(2, 16, cuda_config(false, true)), x, o);
+  Ran all32 = run_on_gpu(constrained("*:fp32", false, true), x, o);
   ASSERT_EQ(plain.out.size(), 1u);
   ASSERT_EQ(all32.out.size(), 1u);
   const double e_plain = relative_diff(*ref, plain.out), e_all32 = relative_diff(*ref, all32.out);
@@ -167,7 +167,7 @@ TEST(GpuLayerPrecision, ConstraintsSurviveThePlanRoundTrip) {
   c.target = TargetDevice::kCuda;
   c.fp16 = true;
   c.layer_precisions = {{"conv2", DataType::kFloat32}};
-  ir::Graph g = resnet_block(2, 16);
+  const ir::Graph g = resnet_block_graph(2, 16);
   auto plan = build_from_graph(g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);

@@ -42,7 +42,7 @@ Lowered lower(const ir::Graph& g, bool fp16, bool bf16) {
 // Before decision 0033: only the constrained layers carried "precision", and the builder chose
 // the layout policy from the plan's flags.
 Lowered previous_flow(const PrecisionConfig& c) {
-  ir::Graph g = resnet_block(2, 16);
+  ir::Graph g = passes_output(resnet_block_graph(2, 16));
   EXPECT_TRUE(passes::apply_layer_precisions(g, c.layer_precisions).ok());
   const bool low = c.fp16 || c.bf16;
   EXPECT_TRUE(passes::assign_layouts(g, low ? passes::tensor_core_layout_preference
@@ -51,7 +51,7 @@ Lowered previous_flow(const PrecisionConfig& c) {
 }
 
 Lowered decided_flow(const PrecisionConfig& c, ir::Graph* out = nullptr) {
-  ir::Graph g = resnet_block(2, 16);
+  ir::Graph g = passes_output(resnet_block_graph(2, 16));
   EXPECT_TRUE(passes::assign_precisions(g, c, passes::float_storage_support).ok());
   EXPECT_TRUE(passes::assign_layouts(g, passes::tensor_core_layout_preference).ok());
   if (out) *out = g;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 
+#include "gpu/builder_graph.h"
 #include "kiln/builder.h"
 #include "kiln/runtime.h"
 #include "passes/pass_test_util.h"
@@ -130,10 +131,9 @@ const cuda::GpuLayerInfo* find_layer(const std::vector<cuda::GpuLayerInfo>& laye
 TEST(GpuPrecision, Bf16ConvNetMatchesCpuReference) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
+  const ir::Graph g = cuda_graph(conv_net(8), cuda_config(false, true));
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 46)};
-  auto ref = interpret(g, in);
+  auto ref = interpret(conv_net(8), in);
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
   o.precision.bf16 = true;
@@ -202,11 +202,9 @@ TEST(GpuPrecision, Bf16PlanRecordsPrecisionAndDeviceLayers) {
   ASSERT_TRUE(ctx->set_input("x", x).ok());
   Status s = ctx->execute();
   ASSERT_TRUE(s.ok()) << s.to_string();
-  ir::Graph opt = g;
-  ASSERT_TRUE(passes::run_pipeline(opt, kiln::testing::reference_pass_options()).ok());
-  auto ref = interpret(opt, {x});
+  auto ref = interpret(g, {x});
   ASSERT_TRUE(ref.ok());
-  auto out = ctx->output(opt.value(opt.outputs[0]).name);
+  auto out = ctx->output(g.value(g.outputs[0]).name);  // the passes keep graph output names
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_GE(cosine({(*ref)[0]}, {*out}), 0.999);
 #endif
@@ -225,12 +223,11 @@ TEST(GpuPrecision, PaddedFirstConvMatchesUnpaddedAndReference) {
                   {{"pads", ir::Attribute::of_ints({3, 3, 3, 3})}, {"strides", ir::Attribute::of_ints({2, 2})}});
   auto r = t.node(OpKind::kRelu, "relu", {c}, {4, 16, 16, 16});
   t.g.outputs = {r};
-  ir::Graph g = t.g;
-  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({4, 3, 32, 32}, 63)};
-  auto ref = interpret(g, in);
+  auto ref = interpret(t.g, in);
   ASSERT_TRUE(ref.ok());
   for (bool bf16 : {false, true}) {
+    const ir::Graph g = cuda_graph(t.g, cuda_config(!bf16, bf16));
     cuda::GpuBuildOptions o;
     o.precision.fp16 = !bf16;
     o.precision.bf16 = bf16;
@@ -293,11 +290,10 @@ TEST(GpuPrecision, CeilModeMaxPoolMatchesReference) {
 TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 71)};
   const TimingCacheHeader h = gpu::timing_cache_header();
   for (bool fp16 : {false, true}) {
+    const ir::Graph g = cuda_graph(conv_net(8), cuda_config(fp16));
     TimingCache first(h);
     TacticSelector first_selector(&first, TacticSelectorConfig{});
     cuda::GpuBuildOptions o;
@@ -332,10 +328,9 @@ TEST(GpuTimingCache, SecondBuildSkipsTimingAndPicksSameTactics) {
 TEST(GpuWorkspace, TinyLimitIsHonoured) {
   REQUIRE_GPU();
 #ifdef KILN_HAVE_CUDA
-  ir::Graph g = conv_net(8);
-  ASSERT_TRUE(passes::run_pipeline(g, kiln::testing::reference_pass_options()).ok());
+  const ir::Graph g = cuda_graph(conv_net(8), cuda_config(true));
   std::vector<Tensor> in = {random_tensor({2, 8, 16, 16}, 81)};
-  auto ref = interpret(g, in);
+  auto ref = interpret(conv_net(8), in);
   ASSERT_TRUE(ref.ok());
   cuda::GpuBuildOptions o;
   o.precision.fp16 = true;

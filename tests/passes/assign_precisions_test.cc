@@ -24,7 +24,7 @@ std::map<std::string, std::string> decisions(const ir::Graph& g) {
 }
 
 TEST(AssignPrecisions, Fp32PlanDecidesFp32Everywhere) {
-  ir::Graph g = testing::resnet_block(1, 8);
+  ir::Graph g = testing::passes_output(testing::resnet_block_graph(1, 8));
   PrecisionConfig c;
   ASSERT_TRUE(assign_precisions(g, c, float_storage_support).ok());
   const auto d = decisions(g);
@@ -33,7 +33,7 @@ TEST(AssignPrecisions, Fp32PlanDecidesFp32Everywhere) {
 }
 
 TEST(AssignPrecisions, Fp16PlanWithOverrides) {
-  ir::Graph g = testing::resnet_block(1, 8);
+  ir::Graph g = testing::passes_output(testing::resnet_block_graph(1, 8));
   PrecisionConfig c;
   c.fp16 = true;
   c.layer_precisions = {{"conv2", DataType::kFloat32}, {"head", DataType::kBFloat16}};
@@ -56,7 +56,7 @@ TEST(AssignPrecisions, Fp16PlanWithOverrides) {
 // bf16 plan; a later rule overrides an earlier one, fused layers match by origin ("*_relu" names
 // ONNX ReLU nodes that live on inside the fused convs), fp16 wins when both flags are set.
 TEST(AssignPrecisions, Bf16PlanLaterRulesWinAndFp16BeatsBf16) {
-  ir::Graph g = testing::resnet_block(1, 8);
+  ir::Graph g = testing::passes_output(testing::resnet_block_graph(1, 8));
   PrecisionConfig c;
   c.bf16 = true;
   c.layer_precisions = {{"*_relu", DataType::kFloat32}, {"conv2", DataType::kFloat16}};
@@ -85,7 +85,7 @@ bool no_half_add(const ir::Graph&, const ir::Node& n, DataType p) {
 }
 
 TEST(AssignPrecisions, UnsupportedPrecisionFallsBackOrFailsWhenConstrained) {
-  ir::Graph g = testing::resnet_block(1, 8);
+  ir::Graph g = testing::passes_output(testing::resnet_block_graph(1, 8));
   // Keep a plain Add node: the block's Add is fused into conv3 by the pipeline, so add one.
   PrecisionConfig c;
   c.fp16 = true;
@@ -120,7 +120,7 @@ TEST(AssignPrecisions, UnsupportedPrecisionFallsBackOrFailsWhenConstrained) {
 }
 
 TEST(AssignPrecisions, Int8AndFp8NeedQdqNodes) {
-  ir::Graph g = testing::resnet_block(1, 8);
+  ir::Graph g = testing::passes_output(testing::resnet_block_graph(1, 8));
   PrecisionConfig c;
   c.int8 = true;
   Status s = assign_precisions(g, c, float_storage_support);
@@ -138,7 +138,7 @@ TEST(AssignPrecisions, Int8AndFp8NeedQdqNodes) {
 
 // A rule's errors come through unchanged (apply_layer_precisions): no match, bad precision.
 TEST(AssignPrecisions, RuleErrorsNameTheRule) {
-  ir::Graph g = testing::resnet_block(1, 8);
+  ir::Graph g = testing::passes_output(testing::resnet_block_graph(1, 8));
   PrecisionConfig c;
   c.layer_precisions = {{"nope*", DataType::kFloat32}, {"stem", DataType::kFloat16}};
   Status s = assign_precisions(g, c, float_storage_support);
@@ -154,7 +154,7 @@ TEST(AssignPrecisions, RuleErrorsNameTheRule) {
 // same "layout" attributes as row_major_layout_preference); FP16 decisions put convs NHWC;
 // a conv constrained to fp32 in an FP16 plan stays NCHW.
 TEST(AssignPrecisions, LayoutsFollowTheDecisions) {
-  ir::Graph g32 = testing::resnet_block(1, 8);
+  ir::Graph g32 = testing::passes_output(testing::resnet_block_graph(1, 8));
   ASSERT_TRUE(assign_precisions(g32, PrecisionConfig{}, float_storage_support).ok());
   ir::Graph row = g32;
   auto tc = assign_layouts(g32, tensor_core_layout_preference);
@@ -167,7 +167,7 @@ TEST(AssignPrecisions, LayoutsFollowTheDecisions) {
   for (const ir::Node& n : row.nodes) b[n.name] = n.attr_string("layout", "");
   EXPECT_EQ(a, b);
 
-  ir::Graph g16 = testing::resnet_block(1, 8);
+  ir::Graph g16 = testing::passes_output(testing::resnet_block_graph(1, 8));
   PrecisionConfig c;
   c.fp16 = true;
   c.layer_precisions = {{"conv2", DataType::kFloat32}};

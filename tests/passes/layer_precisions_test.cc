@@ -52,7 +52,7 @@ std::string precision_of(const ir::Graph& g, const std::string& name) {
 }
 
 TEST(LayerPrecisions, MarksFusedLayersByOriginAndLaterRulesWin) {
-  ir::Graph g = testing::resnet_block(1, 8);  // convs with ReLU (and the residual Add) fused
+  ir::Graph g = testing::passes_output(testing::resnet_block_graph(1, 8));  // convs with ReLU (and the residual Add) fused
   // "*_relu" names only ReLU nodes of the ONNX graph, which live on as origins of the fused convs.
   std::vector<LayerPrecision> rules = {{"*_relu", DataType::kFloat32}, {"conv2", DataType::kBFloat16}};
   ASSERT_TRUE(apply_layer_precisions(g, rules).ok());
@@ -64,7 +64,7 @@ TEST(LayerPrecisions, MarksFusedLayersByOriginAndLaterRulesWin) {
 }
 
 TEST(LayerPrecisions, ListsEveryBadRuleAtOnce) {
-  ir::Graph g = testing::resnet_block(1, 8);
+  ir::Graph g = testing::passes_output(testing::resnet_block_graph(1, 8));
   std::vector<LayerPrecision> rules = {{"nope*", DataType::kFloat32}, {"stem", DataType::kFloat32},
                                        {"missing", DataType::kFloat16}};
   Status s = apply_layer_precisions(g, rules);

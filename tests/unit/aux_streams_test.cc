@@ -299,30 +299,33 @@ TEST(AuxStreams, RandomGraphsAreSafe) {
 // FP16) planned with and without aux streams; plan_gpu_streams fails if the arena checker finds
 // concurrent layers sharing bytes.
 TEST(AuxStreams, LoweredGraphsPlanSafely) {
+  using testing::cuda_config;
   using testing::inception;
   using testing::resnet_block;
+  // The graph the builder lowers for each precision (builder_graph.h).
   struct Case {
     const char* name;
-    ir::Graph g;
+    ir::Graph (*make)(bool fp16);
     Shape in;
   };
-  const Case cases[] = {{"inception b1", inception(1, 16), {1, 8, 16, 16}},
-                        {"inception b2", inception(2, 16), {2, 8, 16, 16}},
-                        {"resnet", resnet_block(2, 16), {2, 16, 16, 16}}};
+  const Case cases[] = {{"inception b1", [](bool fp16) { return inception(1, 16, cuda_config(fp16)); }, {1, 8, 16, 16}},
+                        {"inception b2", [](bool fp16) { return inception(2, 16, cuda_config(fp16)); }, {2, 8, 16, 16}},
+                        {"resnet", [](bool fp16) { return resnet_block(2, 16, cuda_config(fp16)); }, {2, 16, 16, 16}}};
   for (const Case& c : cases)
     for (bool fp16 : {false, true}) {
       SCOPED_TRACE(std::string(c.name) + (fp16 ? " fp16" : " fp32"));
-      auto shapes = infer_value_shapes_by_reference(c.g, {c.in});
+      const ir::Graph g = c.make(fp16);
+      auto shapes = infer_value_shapes_by_reference(g, {c.in});
       ASSERT_TRUE(shapes.ok()) << shapes.status().to_string();
       GpuBuildOptions o;
       o.precision.fp16 = fp16;
       o.max_aux_streams = 0;
-      auto seq = plan_gpu_streams(c.g, *shapes, o);
+      auto seq = plan_gpu_streams(g, *shapes, o);
       ASSERT_TRUE(seq.ok()) << seq.status().to_string();
       EXPECT_EQ(seq->aux_streams, 0);
       for (int s : seq->streams) EXPECT_EQ(s, 0);
       o.max_aux_streams = -1;  // the builder decides
-      auto par = plan_gpu_streams(c.g, *shapes, o);
+      auto par = plan_gpu_streams(g, *shapes, o);
       ASSERT_TRUE(par.ok()) << par.status().to_string();
       EXPECT_EQ(par->layers, seq->layers) << "aux streams change no layer";
       EXPECT_GE(par->arena_bytes, seq->arena_bytes);  // true of these graphs (first fit is not monotone in general)

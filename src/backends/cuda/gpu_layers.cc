@@ -32,58 +32,43 @@ cudnnDataType_t cudnn_type(StorageType t) {
   return CUDNN_DATA_FLOAT;
 }
 
-// Mean device time (ms) of `reps` back-to-back runs on s.stream after one untimed warm-up run.
-StatusOr<float> time_runs(ExecState& s, int reps, const std::function<Status()>& run) {
-  KILN_RETURN_IF_ERROR(run());
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  KILN_CUDA_CHECK(cudaEventCreate(&e0));
-  cudaError_t ce = cudaEventCreate(&e1);
-  if (ce != cudaSuccess) {
-    cudaEventDestroy(e0);
-    return cuda_status(ce, "cudaEventCreate", __FILE__, __LINE__);
-  }
-  Status st = cuda_status(cudaEventRecord(e0, s.stream), "cudaEventRecord", __FILE__, __LINE__);
-  for (int r = 0; r < reps && st.ok(); ++r) st = run();
-  if (st.ok()) st = cuda_status(cudaEventRecord(e1, s.stream), "cudaEventRecord", __FILE__, __LINE__);
-  if (st.ok()) st = cuda_status(cudaEventSynchronize(e1), "cudaEventSynchronize", __FILE__, __LINE__);
-  float ms = 0;
-  if (st.ok()) st = cuda_status(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime", __FILE__, __LINE__);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  KILN_RETURN_IF_ERROR(st);
-  return ms / static_cast<float>(std::max(reps, 1));
-}
-
-StatusOr<double> TunableCudaLayer::time_ms(int iterations) {
-  if (!s_.l2_flush) {
-    KILN_ASSIGN_OR_RETURN(float ms, time_runs(s_, iterations, [&] { return l_.enqueue(s_); }));
-    return static_cast<double>(ms);
-  }
-  // Cold L2: each run timed alone, after a write of the flush buffer (not timed).
-  KILN_RETURN_IF_ERROR(l_.enqueue(s_));
-  const int reps = std::max(iterations, 1);
-  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(reps), nullptr);
+StatusOr<double> time_runs(ExecState& s, int reps, const std::function<Status()>& run) {
+  KILN_RETURN_IF_ERROR(run());  // warm-up (not timed)
+  reps = std::max(reps, 1);
+  const bool cold = s.l2_flush != nullptr;
+  // Warm: one event pair around all runs. Cold: a pair around each run, the flush write between
+  // pairs (not timed).
+  const int pairs = cold ? reps : 1;
+  std::vector<cudaEvent_t> ev(2 * static_cast<size_t>(pairs), nullptr);
   Status st;
   for (auto& e : ev)
     if (st.ok()) st = cuda_status(cudaEventCreate(&e), "cudaEventCreate", __FILE__, __LINE__);
   for (int r = 0; r < reps && st.ok(); ++r) {
-    st = cuda_status(cudaMemsetAsync(s_.l2_flush, r & 0xff, s_.l2_flush_bytes, s_.stream), "cudaMemsetAsync", __FILE__,
-                     __LINE__);
-    if (st.ok()) st = cuda_status(cudaEventRecord(ev[2 * r], s_.stream), "cudaEventRecord", __FILE__, __LINE__);
-    if (st.ok()) st = l_.enqueue(s_);
-    if (st.ok()) st = cuda_status(cudaEventRecord(ev[2 * r + 1], s_.stream), "cudaEventRecord", __FILE__, __LINE__);
+    const int p = cold ? r : 0;
+    if (cold)
+      st = cuda_status(cudaMemsetAsync(s.l2_flush, r & 0xff, s.l2_flush_bytes, s.stream), "cudaMemsetAsync", __FILE__,
+                       __LINE__);
+    if (st.ok() && (cold || r == 0))
+      st = cuda_status(cudaEventRecord(ev[2 * p], s.stream), "cudaEventRecord", __FILE__, __LINE__);
+    if (st.ok()) st = run();
+    if (st.ok() && (cold || r == reps - 1))
+      st = cuda_status(cudaEventRecord(ev[2 * p + 1], s.stream), "cudaEventRecord", __FILE__, __LINE__);
   }
   if (st.ok()) st = cuda_status(cudaEventSynchronize(ev.back()), "cudaEventSynchronize", __FILE__, __LINE__);
   double total = 0;
-  for (int r = 0; r < reps && st.ok(); ++r) {
+  for (int p = 0; p < pairs && st.ok(); ++p) {
     float ms = 0;
-    st = cuda_status(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]), "cudaEventElapsedTime", __FILE__, __LINE__);
+    st = cuda_status(cudaEventElapsedTime(&ms, ev[2 * p], ev[2 * p + 1]), "cudaEventElapsedTime", __FILE__, __LINE__);
     total += ms;
   }
   for (auto& e : ev)
     if (e) cudaEventDestroy(e);
   KILN_RETURN_IF_ERROR(st);
   return total / reps;
+}
+
+StatusOr<double> TunableCudaLayer::time_ms(int iterations) {
+  return time_runs(s_, iterations, [&] { return l_.enqueue(s_); });
 }
 
 Status select_first_that_runs(Layer& l, ExecState& s, const TacticSources& sources) {

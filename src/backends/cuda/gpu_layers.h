@@ -100,8 +100,11 @@ class Layer {
   virtual TacticId single_id() const { return make_tactic_id(TacticSource::kKiln, 0); }
 };
 
-// Mean device time (ms) of `reps` back-to-back runs of `run` on s.stream after one untimed warm-up run.
-StatusOr<float> time_runs(ExecState& s, int reps, const std::function<Status()>& run);
+// Mean device time (ms) of `reps` runs of `run` on s.stream (at least one) after one untimed
+// warm-up run. Warm L2 (s.l2_flush null): the runs back to back between two events. Cold L2
+// (s.l2_flush set, TuningBudget::cold_l2): each run timed alone, after an untimed write of the
+// s.l2_flush_bytes flush buffer. Errors: the CUDA call that failed, or run()'s status.
+StatusOr<double> time_runs(ExecState& s, int reps, const std::function<Status()>& run);
 
 // A layer with the device state it runs on, as the builder's tactic selector sees it.
 class TunableCudaLayer : public TunableLayer {

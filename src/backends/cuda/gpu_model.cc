@@ -1,5 +1,7 @@
-// Lowering an optimized ir::Graph to CUDA layers, layout assignment, the activation memory
-// plan (first-fit offsets from live ranges), weight upload and tactic setup. The execution
+// Lowering an optimized ir::Graph to CUDA layers: the LowerContext the op factories lower through
+// (layer_factory.h; values, layouts, precision converts, weight upload with the plan's packed
+// weights), the plan's Reformat layers, concat elimination, the stream and activation memory plan
+// (first-fit offsets from live ranges) and model setup (tactics). The execution
 // context (the caller's stream plus aux streams for independent branches: planned in
 // streams.cc, run by aux_streams.cc) is gpu_context.cc; the internals both share are in
 // gpu_model_impl.h.
@@ -14,8 +16,6 @@
 #include <cstring>
 #include <iterator>
 #include <map>
-#include <random>
-#include <thread>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_layers.h"
@@ -34,30 +34,6 @@ namespace kiln::cuda {
 
 namespace {
 
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// f(begin, end) over [0, n) in contiguous chunks on up to 16 threads (the calling one included)
-// when `work` (elements touched) is large enough to pay for the threads; else inline. Weight
-// preparation at load time (layout change, fp16/bf16 conversion) is ~40% of a ResNet-101 plan load.
-template <typename F>
-void parallel_for(int64_t n, int64_t work, F f) {
-  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  const int64_t threads = std::min<int64_t>({hw, 16, n, std::max<int64_t>(1, work >> 16)});
-  if (threads <= 1) {
-    f(int64_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int64_t chunk = ceil_div(n, threads);
-  for (int64_t t = 1; t < threads; ++t) {
-    const int64_t b = t * chunk, e = std::min(n, b + chunk);
-    if (b < e) pool.emplace_back([&f, b, e] { f(b, e); });
-  }
-  f(int64_t{0}, std::min(n, chunk));
-  for (auto& th : pool) th.join();
-}
-
 // Adds the time until its end to *ms, when ms is not null (load phases, verbose load trace).
 struct ScopedMs {
   explicit ScopedMs(double* ms) : ms_(ms), t0_(std::chrono::steady_clock::now()) {}
@@ -70,9 +46,8 @@ struct ScopedMs {
   std::chrono::steady_clock::time_point t0_;
 };
 
-
-// cudaMalloc whose error says what was being allocated, how many bytes, and the device's
-// free/total memory at that moment.
+// A lowering in progress: graph inputs staged (and converted / channel-padded), each node lowered
+// by its factory through this LowerContext, graph outputs converted back to fp32 row-major.
 class Lowering final : public LowerContext {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
@@ -105,6 +80,21 @@ class Lowering final : public LowerContext {
     l->outs = std::move(outs);
     l->origin = std::move(origin);
     m_->layers.push_back(std::move(l));
+  }
+  const ValueShapes& value_shapes() const override { return vs_; }
+  const GpuBuildOptions& options() const override { return o_; }
+  const Shape& value_shape(int value) const override { return m_->vals[value].shape; }
+  int bound(ir::ValueId v) const override {
+    auto it = act_.find(v);
+    return it == act_.end() ? -1 : it->second;
+  }
+  bool channel_padded(ir::ValueId v) const override { return padded_from_.count(v) > 0; }
+  float* weight_scratch(size_t count) override {
+    if (wscratch_.size() < count) wscratch_.resize(count);
+    return wscratch_.data();
+  }
+  void mark_concat(int64_t outer, std::vector<int64_t> inner, int elem_bytes) override {
+    concat_sites_.push_back({m_->layers.size() - 1, outer, std::move(inner), elem_bytes});
   }
 
   Status run() {
@@ -315,7 +305,7 @@ class Lowering final : public LowerContext {
   // converted to st_ — and, at build, recorded for the plan. `src` is the graph constant the
   // weight is made from (ir::kNoValue: made by the lowering, e.g. a zero bias).
   StatusOr<int> upload(const std::string& name, ir::ValueId src, size_t count, const Shape& logical, bool nhwc,
-                       const std::function<const float*()>& make) {
+                       const std::function<const float*()>& make) override {
     const ScopedMs timer(&m_->times.weights_ms);
     const int id = new_val(name, logical, st_, nhwc);
     const size_t bytes = count * storage_bytes(st_);
@@ -394,16 +384,6 @@ class Lowering final : public LowerContext {
     if (src != ir::kNoValue) m_->packed_uses.insert({layer, src});
   }
 
-  static std::vector<float> floats_of(const Tensor& t) {
-    std::vector<float> f(static_cast<size_t>(t.numel()));
-    if (t.dtype() == DataType::kFloat32) {
-      if (!f.empty()) std::memcpy(f.data(), t.raw(), f.size() * sizeof(float));
-      return f;
-    }
-    for (int64_t i = 0; i < t.numel(); ++i) f[i] = static_cast<float>(load_as_double(t.dtype(), t.raw(), i));
-    return f;
-  }
-
   // An operand of a pointwise layer: an activation in the output's layout or a constant
   // uploaded in the output's physical order, broadcast-padded to the output rank.
   StatusOr<int> pointwise_operand(ir::ValueId v, const Shape& out, bool out_nhwc, Shape* phys) override {
@@ -432,376 +412,20 @@ class Lowering final : public LowerContext {
     return vs_.shapes[v].size() == 4 ? as_layout(a, out_nhwc) : a;
   }
 
+  // One node: the checks every layer shares (integer activations flow only into views, Gather
+  // indices and Cast; outputs are float unless a view of an integer input), then the plan's own
+  // Reformat layers here and every other op through its registered factory (layer_factory.h).
   Status lower(const ir::Node& n) {
     const std::string where = n.describe() + ": ";
-    // Integer activations (graph inputs and their views) flow only into views, Gather indices and Cast.
     std::vector<bool> int_in;
     for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && storage_is_int(m_->vals[act_.at(v)].type));
     KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
     for (ir::ValueId v : n.outputs)
       if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) && !(int_in.size() && int_in[0] && is_int_view(n.op)))
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
+    if (n.op == ir::OpKind::kReformat) return lower_reformat(n);
     if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
-    switch (n.op) {
-      case ir::OpKind::kConv:
-      case ir::OpKind::kFusedConv: return lower_conv(n, where);
-      case ir::OpKind::kFusedPointwise: return lower_fused_pointwise(n, where);
-      case ir::OpKind::kGemm: return lower_gemm(n, where);
-      case ir::OpKind::kMatMul: return has_2d_weight(n) ? lower_gemm(n, where) : lower_matmul(n, where);
-      case ir::OpKind::kMatMulBias: return lower_gemm(n, where);
-      case ir::OpKind::kAttention: return lower_attention(n, where);
-      case ir::OpKind::kGather: return lower_gather(n, where);
-      case ir::OpKind::kReformat: return lower_reformat(n);
-      case ir::OpKind::kConcat:
-        if (has_constant_input(n)) return lower_concat_with_constants(n, where);
-        {
-        const Shape& out_s = vs_.shapes[n.outputs[0]];
-        int64_t axis = n.attr_int("axis", 1);
-        if (axis < 0) axis += static_cast<int64_t>(out_s.size());
-        // A channel concat of NHWC activations stays NHWC (outer = N*H*W, inner = channels):
-        // no reformat round trip around it. The plan's layout attribute decides when present.
-        const bool nhwc = nhwc_of(n, low_) && out_s.size() == 4 && axis == 1 && !layout_free(out_s);
-        int64_t outer = 1;
-        for (int64_t i = 0; i < axis; ++i) outer *= out_s[i];
-        if (nhwc) outer = out_s[0] * out_s[2] * out_s[3];
-        std::vector<int> ins;
-        std::vector<int64_t> inner;
-        for (ir::ValueId v : n.inputs) {
-          if (g_.value(v).constant) return unsupported(where + "concat of a constant");
-          KILN_ASSIGN_OR_RETURN(int a, activation(v));
-          ins.push_back(as_layout(a, nhwc));
-          inner.push_back(shape_numel(vs_.shapes[v]) / std::max<int64_t>(outer, 1));
-        }
-        const int out = new_val(g_.value(n.outputs[0]).name, out_s, st_, nhwc);
-        add_layer(make_concat_layer(outer, inner, storage_bytes(st_)), n.name, ins, {out}, n.origin);
-        concat_sites_.push_back({m_->layers.size() - 1, outer, inner, static_cast<int>(storage_bytes(st_))});
-        act_[n.outputs[0]] = out;
-        return Status::Ok();
-      }
-      default: return lower_pointwise(n, where);
-    }
-  }
-
-  Status lower_conv(const ir::Node& n, const std::string& where) {
-    const Shape& x = vs_.shapes[n.inputs[0]];
-    const auto& wc = g_.value(n.inputs[1]).constant;
-    if (x.size() != 4 || !wc || wc->rank() != 4) return unsupported(where + "only 2-D convolutions with constant weights");
-    const std::vector<int64_t> k = {wc->dim(2), wc->dim(3)};
-    const std::vector<int64_t> s = n.attr_ints("strides", {1, 1}), d = n.attr_ints("dilations", {1, 1});
-    ConvParams p{};
-    if (!symmetric_pads(n, x, k, s, d, &p.pad_h, &p.pad_w)) return unsupported(where + "asymmetric padding");
-    const Shape& y = vs_.shapes[n.outputs[0]];
-    p.n = x[0]; p.c = x[1]; p.h = x[2]; p.w = x[3];
-    p.k = wc->dim(0); p.r = k[0]; p.sk = k[1]; p.oh = y[2]; p.ow = y[3];
-    p.stride_h = s[0]; p.stride_w = s[1]; p.dil_h = d[0]; p.dil_w = d[1];
-    p.groups = n.attr_int("group", 1);
-    p.has_residual = n.op == ir::OpKind::kFusedConv && n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue;
-    p.activation = n.op == ir::OpKind::kFusedConv ? n.attr_string("activation", "") : "";
-    p.act_alpha = n.attr_float("act_alpha", 0);
-    p.act_beta = n.attr_float("act_beta", 0);
-    static const char* const kActivations[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid",
-                                               "HardSwish", "Silu", "Gelu", "GeluTanh"};
-    if (std::find(std::begin(kActivations), std::end(kActivations), p.activation) == std::end(kActivations))
-      return unsupported(where + "fused activation '" + p.activation + "'");
-    const bool nhwc = nhwc_of(n, low_);
-    KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
-    xa = as_layout(xa, nhwc);
-    Shape w_shape = wc->shape();
-    // A channel-padded input (see padded_channels): C grows to Cp, the extra weights are zeros.
-    auto padded = padded_from_.find(n.inputs[0]);
-    // The filter's channels per group (KRSC keeps C/groups innermost; padding needs one group).
-    const int64_t cp = padded != padded_from_.end() ? m_->vals[xa].shape[1] : wc->dim(1);
-    if (padded != padded_from_.end()) {
-      p.c_unpadded = p.c;
-      p.c = cp;
-      w_shape[1] = cp;
-    }
-    const size_t wcount = nhwc ? static_cast<size_t>(wc->dim(0) * k[0] * k[1] * cp) : static_cast<size_t>(wc->numel());
-    std::vector<float> w;
-    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, n.inputs[1], wcount, w_shape, nhwc, [&] {
-      // Float32 weights are read in place (a plan's weights buffer): no host copy before the
-      // layout change / conversion.
-      if (wc->dtype() != DataType::kFloat32) w = floats_of(*wc);
-      const float* wsrc = wc->dtype() == DataType::kFloat32 ? wc->data<float>() : w.data();
-      if (!nhwc) return wsrc;
-      // KCRS -> KRSC (C padded to cp with zeros)
-      const int64_t K = wc->dim(0), C = wc->dim(1), R = k[0], S = k[1];
-      if (wscratch_.size() < wcount) wscratch_.resize(wcount);  // reused across convs (see upload)
-      float* t = wscratch_.data();
-      if (cp != C) std::fill(t, t + wcount, 0.f);
-      parallel_for(K, K * C * R * S, [&](int64_t a0, int64_t a1) {
-        for (int64_t a = a0; a < a1; ++a)
-          for (int64_t c = 0; c < C; ++c)
-            for (int64_t r = 0; r < R; ++r)
-              for (int64_t q = 0; q < S; ++q) t[((a * R + r) * S + q) * cp + c] = wsrc[((a * C + c) * R + r) * S + q];
-      });
-      return static_cast<const float*>(t);
-    }));
-    const ir::ValueId bv = n.inputs.size() > 2 ? n.inputs[2] : ir::kNoValue;
-    const Tensor* bc = bv != ir::kNoValue ? g_.value(bv).constant.get() : nullptr;
-    if (bv != ir::kNoValue && (!bc || bc->numel() != p.k)) return unsupported(where + "non-constant bias");
-    std::vector<float> b;
-    KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", bv, static_cast<size_t>(p.k), {p.k}, false, [&] {
-      b = bc ? floats_of(*bc) : std::vector<float>(static_cast<size_t>(p.k), 0.f);
-      return b.data();
-    }));
-    std::vector<int> ins = {xa, wa, ba};
-    if (p.has_residual) {
-      KILN_ASSIGN_OR_RETURN(int ra, activation(n.inputs[3]));
-      ins.push_back(as_layout(ra, nhwc));
-    }
-    const int out = new_val(g_.value(n.outputs[0]).name, y, st_, nhwc);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_conv_layer(p, st_, nhwc, o_.precision.tf32));
-    // In NHWC a 1x1, stride-1, unpadded, ungrouped conv is the GEMM [N*H*W, C] x [C, K]: offer
-    // cuBLASLt (bias, residual as C, ReLU epilogue) beside cuDNN and let tuning choose.
-    const bool gemm_like = nhwc && p.r == 1 && p.sk == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
-                           p.pad_w == 0 && p.groups == 1 && (p.activation.empty() || p.activation == "Relu");
-    std::vector<std::pair<TacticSource, std::unique_ptr<Layer>>> impls;
-    // In NHWC fp16/bf16, cuDNN's graph API (engine configurations with the epilogue fused) competes
-    // with the legacy fused call; the tactic selector keeps the faster per layer.
-    if (nhwc && o_.sources.has(TacticSource::kCudnnGraph)) {
-      if (auto graph = st_ == StorageType::kF32 ? nullptr
-                       : make_conv_graph_layer(p, st_ == StorageType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF))
-        impls.emplace_back(TacticSource::kCudnnGraph, std::move(graph));
-    }
-    if (gemm_like && o_.sources.has(TacticSource::kCublasLt)) {
-      GemmParams gp{};
-      gp.m = p.n * p.h * p.w;
-      gp.k = p.c;
-      gp.n = p.k;
-      gp.weight_is_nk = true;  // KRSC with R = S = 1 is [K, C]
-      gp.has_bias = true;
-      gp.relu = p.activation == "Relu";
-      gp.has_residual = p.has_residual;
-      KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st_, o_.precision.tf32));
-      impls.emplace_back(TacticSource::kCublasLt, std::move(gemm));
-    }
-    if (!impls.empty()) {
-      impls.insert(impls.begin(), {TacticSource::kCudnn, std::move(layer)});
-      layer = make_choice_layer(std::move(impls));
-    }
-    add_layer(std::move(layer), n.name, ins, {out}, n.origin);
-    act_[n.outputs[0]] = out;
-    return Status::Ok();
-  }
-
-  // Split: views of the input when the parts are contiguous, 256-byte-aligned byte ranges
-  // (row-major, every dim before the axis 1); a channel split of an NHWC activation runs as one
-  // copy layer in NHWC (outer = N*H*W) and its parts stay NHWC; else strided row-major copies.
-
-
-  Status lower_gemm(const ir::Node& n, const std::string& where) {
-    const Shape& a = vs_.shapes[n.inputs[0]];
-    const auto& wc = g_.value(n.inputs[1]).constant;
-    if (!wc || wc->rank() != 2 || a.size() < 2) return unsupported(where + "GEMM needs a constant 2-D weight");
-    GemmParams p{};
-    const bool gemm = n.op == ir::OpKind::kGemm;
-    // MatMulBias (A [*, M, K] of rank > 2): the leading dims fold into M, the bias is the epilogue's.
-    const bool mm_bias = n.op == ir::OpKind::kMatMulBias;
-    if (gemm && (n.attr_int("transA", 0) != 0 || a.size() != 2)) return unsupported(where + "transA");
-    p.weight_is_nk = gemm && n.attr_int("transB", 0) != 0;
-    p.k = a.back();
-    p.m = p.k > 0 ? shape_numel(a) / p.k : 0;
-    p.n = p.weight_is_nk ? wc->dim(0) : wc->dim(1);
-    if ((p.weight_is_nk ? wc->dim(1) : wc->dim(0)) != p.k)
-      return invalid_argument(where + "inner dims differ: " + shape_str(a) + " x " + shape_str(wc->shape()) +
-                              (p.weight_is_nk ? " (transB)" : ""));
-    if (mm_bias && (n.inputs.size() < 3 || n.inputs[2] == ir::kNoValue)) return invalid_argument(where + "bias is required");
-    std::vector<float> w;
-    const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
-    KILN_ASSIGN_OR_RETURN(int wa, upload(g_.value(n.inputs[1]).name, n.inputs[1], static_cast<size_t>(wc->numel()),
-                                         wc->shape(), false, [&] {
-                                           w = floats_of(*wc);
-                                           for (float& v : w) v *= alpha;
-                                           return w.data();
-                                         }));
-    std::vector<int> ins;
-    KILN_ASSIGN_OR_RETURN(int xa, activation(n.inputs[0]));
-    ins = {as_layout(xa, false), wa};
-    if ((gemm || mm_bias) && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
-      const auto& bc = g_.value(n.inputs[2]).constant;
-      if (!bc || bc->numel() != p.n) return unsupported(where + "bias must be a constant vector of N");
-      std::vector<float> b;
-      const float beta = n.attr_float("beta", 1.f);
-      KILN_ASSIGN_OR_RETURN(int ba, upload(n.name + ":bias", n.inputs[2], static_cast<size_t>(p.n), {p.n}, false, [&] {
-        b = floats_of(*bc);
-        for (float& v : b) v *= beta;
-        return b.data();
-      }));
-      ins.push_back(ba);
-      p.has_bias = true;
-    }
-    const int out = new_val(g_.value(n.outputs[0]).name, vs_.shapes[n.outputs[0]], st_, false);
-    KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st_, o_.precision.tf32));
-    add_layer(std::move(layer), n.name, ins, {out}, n.origin);
-    act_[n.outputs[0]] = out;
-    return Status::Ok();
-  }
-
-  // A pointwise layer's output is NHWC when any 4-D activation input is (and it is 4-D itself).
-  bool pointwise_nhwc(const std::vector<ir::ValueId>& inputs, const Shape& out_s) {
-    bool out_nhwc = false;
-    for (const ir::ValueId v : inputs) {
-      if (v == ir::kNoValue || g_.value(v).constant || act_.find(v) == act_.end()) continue;
-      const GVal& gv = m_->vals[act_[v]];
-      out_nhwc |= gv.nhwc && out_s.size() == 4 && gv.shape.size() == 4 && !layout_free(gv.shape);
-    }
-    return out_nhwc;
-  }
-
-  // Element strides of a dense operand of physical shape `phys` (the output's rank), 0 where it broadcasts.
-  static void broadcast_strides(const Shape& phys, int rank, int64_t* strides) {
-    int64_t stride = 1;
-    for (int i = rank - 1; i >= 0; --i) {
-      strides[i] = phys[i] == 1 ? 0 : stride;
-      stride *= phys[i];
-    }
-  }
-
-  // FusedPointwise: the program runs per output element; inputs follow the output's layout
-  // (NHWC when an input is), constants are uploaded in that order, like lower_pointwise.
-  Status lower_fused_pointwise(const ir::Node& n, const std::string& where) {
-    auto prog = ir::parse_pw_program(n.attr_string("program", ""));
-    if (!prog.ok()) return unsupported(where + prog.status().message());
-    if (prog->num_inputs != static_cast<int>(n.inputs.size()) || n.inputs.size() > static_cast<size_t>(ir::kMaxPwInputs))
-      return unsupported(where + "the program reads " + std::to_string(prog->num_inputs) + " inputs, the layer has " +
-                         std::to_string(n.inputs.size()));
-    const Shape& out_s = vs_.shapes[n.outputs[0]];
-    if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
-    bool out_nhwc = pointwise_nhwc(n.inputs, out_s);
-    if (laid_out_ && n.has_attr("layout")) out_nhwc = nhwc_of(n, false) && out_s.size() == 4 && !layout_free(out_s);
-    PwDeviceProgram p;
-    p.rank = static_cast<int>(out_s.size());
-    const Shape phys_out = (out_nhwc && out_s.size() == 4) ? Shape{out_s[0], out_s[2], out_s[3], out_s[1]} : out_s;
-    for (int i = 0; i < p.rank; ++i) p.out_dims[i] = phys_out[i];
-    std::vector<int> ins;
-    for (size_t k = 0; k < n.inputs.size(); ++k) {
-      if (n.inputs[k] == ir::kNoValue) return unsupported(where + "omitted input " + std::to_string(k));
-      Shape phys;
-      KILN_ASSIGN_OR_RETURN(int a, pointwise_operand(n.inputs[k], out_s, out_nhwc, &phys));
-      ins.push_back(a);
-      broadcast_strides(phys, p.rank, p.in_strides[k]);
-    }
-    if (p.rank == 0) {  // scalar: one element
-      p.rank = 1;
-      p.out_dims[0] = 1;
-    }
-    p.num_inputs = static_cast<int>(ins.size());
-    p.num_instrs = static_cast<int>(prog->instrs.size());
-    for (int j = 0; j < p.num_instrs; ++j) {
-      const ir::PwInstr& in = prog->instrs[j];
-      PwDeviceInstr& d = p.instrs[j];
-      d.op = static_cast<int32_t>(in.op);
-      for (int q = 0; q < ir::kMaxPwArgs; ++q) {
-        d.src[q] = kPwImmediate;
-        d.imm[q] = 0.f;
-        if (q >= ir::pw_arity(in.op)) continue;
-        const ir::PwOperand& o = in.args[q];
-        switch (o.kind) {
-          case ir::PwOperand::Kind::kInput: d.src[q] = -1 - o.index; break;
-          case ir::PwOperand::Kind::kRegister: d.src[q] = o.index; break;
-          case ir::PwOperand::Kind::kImmediate: d.imm[q] = o.imm; break;
-        }
-      }
-    }
-    const int out = new_val(g_.value(n.outputs[0]).name, out_s, st_, out_nhwc);
-    add_layer(make_fused_pointwise_layer(p, st_), n.name, ins, {out}, n.origin);
-    act_[n.outputs[0]] = out;
-    return Status::Ok();
-  }
-
-  Status lower_pointwise(const ir::Node& n, const std::string& where) {
-    PointwiseOp op;
-    float alpha = 0, beta = 0;
-    bool binary = false;
-    switch (n.op) {
-      case ir::OpKind::kAdd: op = PointwiseOp::kAdd; binary = true; break;
-      case ir::OpKind::kSub: op = PointwiseOp::kSub; binary = true; break;
-      case ir::OpKind::kMul: op = PointwiseOp::kMul; binary = true; break;
-      case ir::OpKind::kDiv: op = PointwiseOp::kDiv; binary = true; break;
-      case ir::OpKind::kPow: op = PointwiseOp::kPow; binary = true; break;
-      case ir::OpKind::kRelu: op = PointwiseOp::kRelu; break;
-      case ir::OpKind::kSigmoid: op = PointwiseOp::kSigmoid; break;
-      case ir::OpKind::kTanh: op = PointwiseOp::kTanh; break;
-      case ir::OpKind::kErf: op = PointwiseOp::kErf; break;
-      case ir::OpKind::kExp: op = PointwiseOp::kExp; break;
-      case ir::OpKind::kSqrt: op = PointwiseOp::kSqrt; break;
-      case ir::OpKind::kNeg: op = PointwiseOp::kNeg; break;
-      case ir::OpKind::kAbs: op = PointwiseOp::kAbs; break;
-      case ir::OpKind::kReciprocal: op = PointwiseOp::kReciprocal; break;
-      case ir::OpKind::kLog: op = PointwiseOp::kLog; break;
-      case ir::OpKind::kHardSwish: op = PointwiseOp::kHardSwish; break;
-      case ir::OpKind::kGelu:
-        op = n.attr_string("approximate", "none") == "tanh" ? PointwiseOp::kGeluTanh : PointwiseOp::kGeluErf;
-        break;
-      case ir::OpKind::kLeakyRelu: op = PointwiseOp::kLeakyRelu; alpha = n.attr_float("alpha", 0.01f); break;
-      case ir::OpKind::kElu: op = PointwiseOp::kElu; alpha = n.attr_float("alpha", 1.f); break;
-      case ir::OpKind::kHardSigmoid:
-        op = PointwiseOp::kHardSigmoid;
-        alpha = n.attr_float("alpha", 0.2f);
-        beta = n.attr_float("beta", 0.5f);
-        break;
-      case ir::OpKind::kClip: {
-        op = PointwiseOp::kClip;
-        alpha = -INFINITY;
-        beta = INFINITY;
-        if (n.opset < 11) {
-          alpha = n.attr_float("min", alpha);
-          beta = n.attr_float("max", beta);
-        } else {
-          for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {
-            if (n.inputs[k] == ir::kNoValue) continue;
-            const auto& c = g_.value(n.inputs[k]).constant;
-            if (!c) return unsupported(where + "Clip bounds must be constants");
-            (k == 1 ? alpha : beta) = static_cast<float>(load_as_double(c->dtype(), c->raw(), 0));
-          }
-        }
-        break;
-      }
-      default: return unsupported(where + "no CUDA tactic for this op");
-    }
-    const Shape& out_s = vs_.shapes[n.outputs[0]];
-    if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
-    // NHWC when any 4-D activation input is NHWC.
-    bool out_nhwc = false;
-    for (size_t k = 0; k < (binary ? 2u : 1u); ++k) {
-      const ir::ValueId v = n.inputs[k];
-      if (g_.value(v).constant || act_.find(v) == act_.end()) continue;
-      const GVal& gv = m_->vals[act_[v]];
-      out_nhwc |= gv.nhwc && out_s.size() == 4 && gv.shape.size() == 4 && !layout_free(gv.shape);
-    }
-    if (laid_out_ && n.has_attr("layout")) out_nhwc = nhwc_of(n, false) && out_s.size() == 4 && !layout_free(out_s);
-    BroadcastDesc d;
-    d.rank = static_cast<int>(out_s.size());
-    const Shape phys_out = (out_nhwc && out_s.size() == 4) ? Shape{out_s[0], out_s[2], out_s[3], out_s[1]} : out_s;
-    for (int i = 0; i < d.rank; ++i) d.out_dims[i] = phys_out[i];
-    std::vector<int> ins;
-    for (size_t k = 0; k < (binary ? 2u : 1u); ++k) {
-      Shape phys;
-      KILN_ASSIGN_OR_RETURN(int a, pointwise_operand(n.inputs[k], out_s, out_nhwc, &phys));
-      ins.push_back(a);
-      int64_t stride = 1;
-      int64_t* strides = k == 0 ? d.a_strides : d.b_strides;
-      for (int i = d.rank - 1; i >= 0; --i) {
-        strides[i] = phys[i] == 1 ? 0 : stride;
-        stride *= phys[i];
-      }
-    }
-    if (d.rank == 0) {  // scalar: one element
-      d.rank = 1;
-      d.out_dims[0] = 1;
-    }
-    const int out = new_val(g_.value(n.outputs[0]).name, out_s, st_, out_nhwc);
-    add_layer(make_pointwise_layer(op, d, st_, alpha, beta), n.name, ins, {out}, n.origin);
-    m_->layers.back()->op = ir::op_name(n.op);
-    act_[n.outputs[0]] = out;
-    return Status::Ok();
-  }
-
-  // ---- transformer / data-movement ops (gpu_ops.h): row-major operands, outputs in storage dtype.
-  bool has_2d_weight(const ir::Node& n) const {
-    const auto& c = g_.value(n.inputs[1]).constant;
-    return c && c->rank() == 2 && vs_.shapes[n.inputs[0]].size() >= 2;
+    return unsupported(where + "no CUDA tactic for this op");
   }
 
   // An input in row-major order: a constant uploaded in the storage dtype, or the activation
@@ -824,101 +448,20 @@ class Lowering final : public LowerContext {
     return out;
   }
 
-  int elem_bytes() const { return storage_bytes(st_); }
-
-  bool has_constant_input(const ir::Node& n) const {
-    for (ir::ValueId v : n.inputs)
-      if (v != ir::kNoValue && g_.value(v).constant) return true;
-    return false;
-  }
-
-  // Concat with constant parts (the ViT class token once the batch is concrete): the
-  // constants are uploaded row-major and copied like any other part.
-  Status lower_concat_with_constants(const ir::Node& n, const std::string& where) {
-    const Shape& out_s = vs_.shapes[n.outputs[0]];
-    int64_t axis = n.attr_int("axis", 1);
-    if (axis < 0) axis += static_cast<int64_t>(out_s.size());
-    if (axis < 0 || axis >= static_cast<int64_t>(out_s.size())) return invalid_argument(where + "axis out of range");
-    int64_t outer = 1;
-    for (int64_t i = 0; i < axis; ++i) outer *= out_s[i];
-    std::vector<int> ins;
-    std::vector<int64_t> inner;
-    for (ir::ValueId v : n.inputs) {
-      KILN_ASSIGN_OR_RETURN(int a, row_major_operand(v));
-      ins.push_back(a);
-      inner.push_back(shape_numel(vs_.shapes[v]) / std::max<int64_t>(outer, 1));
-    }
-    add_layer(make_concat_layer(outer, inner, elem_bytes()), n.name, ins, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
-
-  Status lower_matmul(const ir::Node& n, const std::string& where) {
-    KILN_ASSIGN_OR_RETURN(BatchedMatMulParams p, plan_batched_matmul(n, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
-                                                                     vs_.shapes[n.outputs[0]]));
-    KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[0]));
-    KILN_ASSIGN_OR_RETURN(int b, row_major_operand(n.inputs[1]));
-    KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, st_, o_.precision.tf32));
-    add_layer(std::move(layer), n.name, {a, b}, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
-
-  // LayerNormalization over the axes [axis, rank): rows x cols with scale (and bias) of cols elements.
-
-  // RMSNormalization (gpu_transformer.h): rows x cols, scale of cols values or one.
-
-  // Attention (gpu_transformer.h): Q, K, V and the mask row-major in the storage type (a bool
-  // mask as 0/1); the scores of at most 64 MiB (or half the workspace limit) per chunk of heads.
-  Status lower_attention(const ir::Node& n, const std::string& where) {
-    const size_t scratch_limit = std::min<size_t>(64u << 20, o_.workspace_limit / 2);
-    KILN_ASSIGN_OR_RETURN(AttentionPlan p, plan_attention(n, vs_, elem_bytes(), scratch_limit));
-    std::vector<int> ins;
-    for (size_t k = 0; k < n.inputs.size() && k < 4; ++k) {
-      if (n.inputs[k] == ir::kNoValue) continue;  // the optional mask
-      KILN_ASSIGN_OR_RETURN(int a, row_major_operand(n.inputs[k]));
-      ins.push_back(a);
-    }
-    KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, st_, o_.precision.tf32));
-    add_layer(std::move(layer), n.name, ins, {new_output(n)}, n.origin);
-    return Status::Ok();
-  }
-
-  // Transpose, Slice and Expand: one strided copy.
-
-  // Split as strided copies of the row-major input, one layer per output.
-
-  Status lower_gather(const ir::Node& n, const std::string& where) {
-    if (n.inputs.size() < 2) return invalid_argument(where + "indices are required");
-    KILN_ASSIGN_OR_RETURN(GatherPlan p, plan_gather(n, g_, vs_.shapes[n.inputs[0]], vs_.shapes[n.inputs[1]],
-                                                    vs_.dtypes[n.inputs[1]]));
-    KILN_ASSIGN_OR_RETURN(int x, row_major_operand(n.inputs[0]));
-    if (p.runtime) {  // indices from an integer activation (plan_gather checked the dtype): token ids
-      KILN_ASSIGN_OR_RETURN(int idx, activation(n.inputs[1]));
-      add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
-      return Status::Ok();
-    }
-    // The normalized indices as an int64 weight (the GVal's dtype fields do not describe it;
-    // only the gather layer reads it).
-    const int idx = new_val(n.name + ":indices", {static_cast<int64_t>(p.indices.size())}, StorageType::kF32, false);
-    const size_t bytes = p.indices.size() * sizeof(int64_t);
+  // Host bytes uploaded as they are (no conversion, not recorded for the plan): e.g. Gather's
+  // normalized int64 indices.
+  StatusOr<int> upload_raw(const std::string& name, const Shape& shape, const void* host, size_t bytes,
+                           const std::string& what) override {
+    const int id = new_val(name, shape, StorageType::kF32, false);
     if (dry_run_) {
-      m_->vals[idx].weight = &dry_run_;
-      add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
-      return Status::Ok();
+      m_->vals[id].weight = &dry_run_;
+      return id;
     }
-    KILN_ASSIGN_OR_RETURN(void* dev, device_copy(p.indices.data(), bytes, "gather indices of '" + n.name + "'"));
-    m_->vals[idx].weight = dev;
+    KILN_ASSIGN_OR_RETURN(void* dev, device_copy(host, bytes, what));
+    m_->vals[id].weight = dev;
     m_->weights += bytes;
-    add_layer(make_gather_layer(p, elem_bytes()), n.name, {x, idx}, {new_output(n)}, n.origin);
-    return Status::Ok();
+    return id;
   }
-
-
-
-
-  // Where(cond, a, b) with broadcasting; the bool condition must be a constant (uploaded as 0/1).
-
-  // Cast between float types: a view, except float32 storage of a float16 result (rounded).
-  // Cast from an int32/int64 activation (attention masks): converted to the float storage.
 
   const ir::Graph& g_;
   const ValueShapes& vs_;

@@ -1,5 +1,5 @@
 // CUDA tactics of the internal transformer layers (ops.def: Attention, RMSNormalization; MatMulBias
-// lowers to the cuBLASLt Gemm layer with its bias epilogue, gpu_model.cc): build-time planning of
+// lowers to the cuBLASLt Gemm layer with its bias epilogue, factory_gemm.cc): build-time planning of
 // each node (shapes and attributes checked, errors name the node; the rules of the CPU reference
 // src/backends/cpu/ops_fused_transformer.cc) and the layers that run them. Operands are row-major.
 #pragma once

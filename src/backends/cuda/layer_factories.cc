@@ -1,8 +1,13 @@
-// The registered layer factories (layer_factory.h): one line per op.
+// The registered layer factories (layer_factory.h): one line per op; and the helpers the
+// factories and the lowering share (pads, float/layout predicates, constants as floats, the
+// weight-preparation thread pool).
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <thread>
 
 #include "backends/cuda/layer_factory.h"
+#include "core/numerics.h"
 
 namespace kiln::cuda {
 namespace {
@@ -41,6 +46,36 @@ constexpr Registration kFactories[] = {
     {OpKind::kCast, lower_cast},
     {OpKind::kSplit, lower_split},
     {OpKind::kWhere, lower_where},
+    {OpKind::kConv, lower_conv},
+    {OpKind::kFusedConv, lower_conv},
+    {OpKind::kGemm, lower_gemm},
+    {OpKind::kMatMul, lower_gemm},
+    {OpKind::kMatMulBias, lower_gemm},
+    {OpKind::kAttention, lower_attention},
+    {OpKind::kGather, lower_gather},
+    {OpKind::kConcat, lower_concat},
+    {OpKind::kFusedPointwise, lower_fused_pointwise},
+    {OpKind::kAdd, lower_pointwise},
+    {OpKind::kSub, lower_pointwise},
+    {OpKind::kMul, lower_pointwise},
+    {OpKind::kDiv, lower_pointwise},
+    {OpKind::kPow, lower_pointwise},
+    {OpKind::kRelu, lower_pointwise},
+    {OpKind::kSigmoid, lower_pointwise},
+    {OpKind::kTanh, lower_pointwise},
+    {OpKind::kErf, lower_pointwise},
+    {OpKind::kExp, lower_pointwise},
+    {OpKind::kSqrt, lower_pointwise},
+    {OpKind::kNeg, lower_pointwise},
+    {OpKind::kAbs, lower_pointwise},
+    {OpKind::kReciprocal, lower_pointwise},
+    {OpKind::kLog, lower_pointwise},
+    {OpKind::kHardSwish, lower_pointwise},
+    {OpKind::kGelu, lower_pointwise},
+    {OpKind::kLeakyRelu, lower_pointwise},
+    {OpKind::kElu, lower_pointwise},
+    {OpKind::kHardSigmoid, lower_pointwise},
+    {OpKind::kClip, lower_pointwise},
 };
 
 }  // namespace
@@ -69,6 +104,33 @@ bool symmetric_pads(const ir::Node& n, const Shape& in, const std::vector<int64_
 
 bool is_float(DataType t) { return t == DataType::kFloat32 || t == DataType::kFloat16; }
 bool layout_free(const Shape& s) { return s.size() != 4 || s[2] * s[3] == 1 || s[1] == 1; }
+
+std::vector<float> floats_of(const Tensor& t) {
+  std::vector<float> f(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DataType::kFloat32) {
+    if (!f.empty()) std::memcpy(f.data(), t.raw(), f.size() * sizeof(float));
+    return f;
+  }
+  for (int64_t i = 0; i < t.numel(); ++i) f[i] = static_cast<float>(load_as_double(t.dtype(), t.raw(), i));
+  return f;
+}
+
+void parallel_for(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& f) {
+  const int64_t hw = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = std::min<int64_t>({hw, 16, n, std::max<int64_t>(1, work >> 16)});
+  if (threads <= 1) {
+    f(int64_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const int64_t chunk = (n + threads - 1) / threads;
+  for (int64_t t = 1; t < threads; ++t) {
+    const int64_t b = t * chunk, e = std::min(n, b + chunk);
+    if (b < e) pool.emplace_back([&f, b, e] { f(b, e); });
+  }
+  f(int64_t{0}, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
 
 LayerFactory find_layer_factory(ir::OpKind op) {
   static const std::array<LayerFactory, ir::kNumOps> table = [] {

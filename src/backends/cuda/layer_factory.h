@@ -4,15 +4,18 @@
 // when not: the builder lists every such layer), then creates the engine layers — each a
 // `cuda::Layer` listing its tactics by stable id (backends/kernel.h, gpu_layers.h) — through the
 // LowerContext. Adding a kernel = one factory file in this directory + one line in
-// register_layer_factories() (layer_factories.cc) + rows in the op test table (tests/op_table).
-// Ops without a registered factory are lowered by gpu_model.cc's own lowering (being moved here).
+// the table of layer_factories.cc + rows in the op test table (tests/op_table). Every op the CUDA
+// path runs has a factory; gpu_model.cc implements LowerContext and handles only the plan's own
+// Reformat layers (docs/decisions/0042).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/gpu_layers.h"
+#include "backends/cuda/gpu_model.h"
 #include "backends/cuda/kernels.h"
 #include "ir/graph.h"
 #include "kiln/status.h"
@@ -61,6 +64,41 @@ class LowerContext {
   // nodes it stands for.
   virtual void add_layer(std::unique_ptr<Layer> layer, const std::string& name, std::vector<int> ins,
                          std::vector<int> outs, std::vector<std::string> origin) = 0;
+
+  // ---- for the weight-carrying and layout-following factories (conv, GEMM, pointwise, concat, ...)
+  // The concrete shapes and dtypes of every graph value (indexed by ir::ValueId).
+  virtual const ValueShapes& value_shapes() const = 0;
+  // The build options: tactic sources, TF32, the workspace limit.
+  virtual const GpuBuildOptions& options() const = 0;
+  // The shape of engine value `value` (logical NCHW order; a channel-padded input's internal copy
+  // has the padded C).
+  virtual const Shape& value_shape(int value) const = 0;
+  // The engine value graph value `v` is bound to, as stored (no conversion, no layer added); -1
+  // when none (constants, values not lowered yet).
+  virtual int bound(ir::ValueId v) const = 0;
+  // Whether graph input `v` is stored channel-padded (GpuBuildOptions::pad_input_channels: its
+  // internal copy is NHWC with C rounded up to a multiple of 8; value_shape gives the padded C).
+  virtual bool channel_padded(ir::ValueId v) const = 0;
+  // A weight of the layer being lowered, a new engine value of `logical` shape in storage()
+  // (NHWC when `nhwc` and 4-D): `count` elements, the plan's packed bytes when it holds them under
+  // packed_weight_key(layer, name, storage(), nhwc, logical) (no layout change, no conversion),
+  // else make() (count floats in the element order the tactic reads) converted to storage() and,
+  // at build, recorded for the plan (docs/decisions/0040). `src` is the graph constant the weight
+  // is made from (ir::kNoValue: made by the lowering, e.g. a zero bias). Errors: a packed weight of
+  // another size, a constant the plan holds only packed for other layouts, device allocation.
+  virtual StatusOr<int> upload(const std::string& name, ir::ValueId src, size_t count, const Shape& logical, bool nhwc,
+                               const std::function<const float*()>& make) = 0;
+  // `bytes` host bytes uploaded as they are (not converted, not packed in the plan) as a new
+  // weight value `name` of `shape` (its GVal's storage type does not describe them: only the layer
+  // that asked reads them, e.g. Gather's int64 indices). `what` names them in allocation errors.
+  virtual StatusOr<int> upload_raw(const std::string& name, const Shape& shape, const void* host, size_t bytes,
+                                   const std::string& what) = 0;
+  // A host buffer of at least `count` floats, reused across the layers of this lowering (valid
+  // until the next call): a weight's layout change before upload() without fresh pages per weight.
+  virtual float* weight_scratch(size_t count) = 0;
+  // The layer just added is a Concat copying inner[i] elements of input i per outer index, each
+  // `elem_bytes` bytes: a candidate for concat elimination (docs/decisions/0009).
+  virtual void mark_concat(int64_t outer, std::vector<int64_t> inner, int elem_bytes) = 0;
 };
 
 // `where` is the node's description for messages ("node 'x' (Softmax): ").
@@ -82,11 +120,24 @@ Status lower_pool(LowerContext& ctx, const ir::Node& n, const std::string& where
 Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_split(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_where(LowerContext& ctx, const ir::Node& n, const std::string& where);    // constant condition
+Status lower_conv(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Conv, FusedConv
+Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Gemm, MatMul, MatMulBias
+Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_gather(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Add, Relu, Clip, ...
+Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);
 
 // Float activations the CUDA path computes on (float32, float16).
 bool is_float(DataType t);
 // A 4-D shape whose NCHW and NHWC orders are the same bytes (H*W == 1 or C == 1), or not 4-D.
 bool layout_free(const Shape& s);
+// A constant's elements as floats (load_as_double for non-float32 dtypes), in its row-major order.
+std::vector<float> floats_of(const Tensor& t);
+// f(begin, end) over [0, n) in contiguous chunks on up to 16 threads (the calling one included)
+// when `work` (elements touched) is large enough to pay for the threads; else inline. Weight
+// preparation at load time (layout change, fp16/bf16 conversion) is ~40% of a ResNet-101 plan load.
+void parallel_for(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& f);
 
 // Symmetric 2-D pads of a conv/pool node at input shape `in` (auto_pad resolved; ONNX Conv/Pool
 // SAME_UPPER / SAME_LOWER / VALID); false if asymmetric.

@@ -1,0 +1,29 @@
+// Attention (Kiln's fused op, docs/decisions/0006; passes/fuse_attention): Q [*, Hq, Sq, D],
+// K [*, Hkv, Sk, D], V [*, Hkv, Sk, Dv] and the optional mask (float additive, or bool as 0/1,
+// broadcast to [*, Hq, Sq, Sk]), all row-major in the layer's storage type (fp32 / fp16 / bf16; a
+// constant operand is uploaded as a weight). Two cuBLASLt strided-batched GEMMs around Kiln's masked
+// softmax (gpu_transformer.h plan_attention), the scores of at most 64 MiB (or half the workspace
+// limit) per chunk of heads.
+#include <algorithm>
+
+#include "backends/cuda/gpu_transformer.h"
+#include "backends/cuda/layer_factory.h"
+
+namespace kiln::cuda {
+
+Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string&) {
+  const size_t scratch_limit = std::min<size_t>(64u << 20, ctx.options().workspace_limit / 2);
+  const int elem_bytes = static_cast<int>(storage_bytes(ctx.storage()));
+  KILN_ASSIGN_OR_RETURN(AttentionPlan p, plan_attention(n, ctx.value_shapes(), elem_bytes, scratch_limit));
+  std::vector<int> ins;
+  for (size_t k = 0; k < n.inputs.size() && k < 4; ++k) {
+    if (n.inputs[k] == ir::kNoValue) continue;  // the optional mask
+    KILN_ASSIGN_OR_RETURN(int a, ctx.row_major_operand(n.inputs[k]));
+    ins.push_back(a);
+  }
+  KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, ctx.storage(), ctx.options().precision.tf32));
+  ctx.add_layer(std::move(layer), n.name, ins, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,83 @@
+// Gemm, MatMul and MatMulBias (passes/fuse_matmul_add). With a constant 2-D weight B: one cuBLASLt
+// GEMM, A [*, M, K] row-major (leading dims folded into M) x B [K, N] (or [N, K] with Gemm's transB),
+// alpha folded into the weight and beta into the bias, the bias vector of N in the epilogue (ONNX
+// Operators.md Gemm: Y = alpha * A' * B' + beta * C; transA and a C that is not a vector of N are
+// refused). Otherwise MatMul is a batched GEMM over numpy-broadcast batch dims (ONNX MatMul,
+// gpu_ops.h plan_batched_matmul), both operands row-major. Storage fp32 (TF32 when the plan allows),
+// fp16 or bf16 with float accumulation.
+#include "backends/cuda/gpu_ops.h"
+#include "backends/cuda/layer_factory.h"
+
+namespace kiln::cuda {
+namespace {
+
+// A constant 2-D weight behind an input of rank >= 2: one GEMM.
+bool has_2d_weight(const LowerContext& ctx, const ir::Node& n) {
+  const auto& c = ctx.graph().value(n.inputs[1]).constant;
+  return c && c->rank() == 2 && ctx.shape(n.inputs[0]).size() >= 2;
+}
+
+Status lower_batched_matmul(LowerContext& ctx, const ir::Node& n) {
+  KILN_ASSIGN_OR_RETURN(BatchedMatMulParams p, plan_batched_matmul(n, ctx.shape(n.inputs[0]), ctx.shape(n.inputs[1]),
+                                                                   ctx.shape(n.outputs[0])));
+  KILN_ASSIGN_OR_RETURN(int a, ctx.row_major_operand(n.inputs[0]));
+  KILN_ASSIGN_OR_RETURN(int b, ctx.row_major_operand(n.inputs[1]));
+  KILN_ASSIGN_OR_RETURN(auto layer, make_batched_matmul_layer(p, ctx.storage(), ctx.options().precision.tf32));
+  ctx.add_layer(std::move(layer), n.name, {a, b}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (n.op == ir::OpKind::kMatMul && !has_2d_weight(ctx, n)) return lower_batched_matmul(ctx, n);
+  const ir::Graph& g = ctx.graph();
+  const Shape& a = ctx.shape(n.inputs[0]);
+  const auto& wc = g.value(n.inputs[1]).constant;
+  if (!wc || wc->rank() != 2 || a.size() < 2) return unsupported(where + "GEMM needs a constant 2-D weight");
+  GemmParams p{};
+  const bool gemm = n.op == ir::OpKind::kGemm;
+  // MatMulBias (A [*, M, K] of rank > 2): the leading dims fold into M, the bias is the epilogue's.
+  const bool mm_bias = n.op == ir::OpKind::kMatMulBias;
+  if (gemm && (n.attr_int("transA", 0) != 0 || a.size() != 2)) return unsupported(where + "transA");
+  p.weight_is_nk = gemm && n.attr_int("transB", 0) != 0;
+  p.k = a.back();
+  p.m = p.k > 0 ? shape_numel(a) / p.k : 0;
+  p.n = p.weight_is_nk ? wc->dim(0) : wc->dim(1);
+  if ((p.weight_is_nk ? wc->dim(1) : wc->dim(0)) != p.k)
+    return invalid_argument(where + "inner dims differ: " + shape_str(a) + " x " + shape_str(wc->shape()) +
+                            (p.weight_is_nk ? " (transB)" : ""));
+  if (mm_bias && (n.inputs.size() < 3 || n.inputs[2] == ir::kNoValue)) return invalid_argument(where + "bias is required");
+  const StorageType st = ctx.storage();
+  std::vector<float> w;
+  const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
+  KILN_ASSIGN_OR_RETURN(int wa, ctx.upload(g.value(n.inputs[1]).name, n.inputs[1], static_cast<size_t>(wc->numel()),
+                                           wc->shape(), false, [&] {
+                                             w = floats_of(*wc);
+                                             for (float& v : w) v *= alpha;
+                                             return w.data();
+                                           }));
+  std::vector<int> ins;
+  KILN_ASSIGN_OR_RETURN(int xa, ctx.activation(n.inputs[0]));
+  ins = {ctx.as_layout(xa, false), wa};
+  if ((gemm || mm_bias) && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
+    const auto& bc = g.value(n.inputs[2]).constant;
+    if (!bc || bc->numel() != p.n) return unsupported(where + "bias must be a constant vector of N");
+    std::vector<float> b;
+    const float beta = n.attr_float("beta", 1.f);
+    KILN_ASSIGN_OR_RETURN(int ba, ctx.upload(n.name + ":bias", n.inputs[2], static_cast<size_t>(p.n), {p.n}, false, [&] {
+      b = floats_of(*bc);
+      for (float& v : b) v *= beta;
+      return b.data();
+    }));
+    ins.push_back(ba);
+    p.has_bias = true;
+  }
+  const int out = ctx.new_value(g.value(n.outputs[0]).name, ctx.shape(n.outputs[0]), st, false);
+  KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st, ctx.options().precision.tf32));
+  ctx.add_layer(std::move(layer), n.name, ins, {out}, n.origin);
+  ctx.bind(n.outputs[0], out);
+  return Status::Ok();
+}
+
+}  // namespace kiln::cuda
