@@ -32,6 +32,13 @@ done
 if [ -n "${KILN_BASE_BIN:-}" ]; then
   mkdir -p .gpu-carry/base && cp "$KILN_BASE_BIN" .gpu-carry/base/kiln && strip .gpu-carry/base/kiln
 fi
+# The OCR model, its key file and the rendered test / calibration inputs (the GPU machine has no
+# fonts or node): scripts/gpu_quant.sh runs it there in FP32/FP16 and INT8.
+if [ -f .cache/ocr/package/assets/ch_PP-OCRv4_rec_infer.onnx ]; then
+  mkdir -p .gpu-carry/ocr
+  cp .cache/ocr/package/assets/ch_PP-OCRv4_rec_infer.onnx .cache/ocr/package/assets/ppocr_keys_v1.txt .gpu-carry/ocr/
+  /usr/bin/python3 scripts/ocr_demo.py --save-inputs .gpu-carry/ocr > /dev/null
+fi
 # skimage's calibration photos, so the GPU machine exports the same BatchNorm-calibrated model.
 /usr/bin/python3 scripts/export_models.py --save-photos-npz .gpu-carry/calib_photos.npz
 du -sh .gpu-carry

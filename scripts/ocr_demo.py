@@ -121,6 +121,7 @@ def main():
     ap.add_argument("--tol", type=float, default=1e-3, help="max |Δ| vs ORT, relative to max |ORT output|")
     ap.add_argument("--no-kiln", action="store_true", help="decode ONNX Runtime's output only (no Kiln)")
     ap.add_argument("--no-int8", action="store_true", help="skip the INT8 (kiln quantize) stage")
+    ap.add_argument("--build-flags", default="", help="extra `kiln build` flags, e.g. --build-flags=--fp16")
     ap.add_argument("--no-ort", action="store_true", help="no ONNX Runtime peer (a machine without node)")
     ap.add_argument("--assets", default=ASSETS, help="directory with the rec model and its key file")
     ap.add_argument("--inputs", help="read rec_input.npy and calib/x.npy from here instead of rendering")
@@ -173,7 +174,7 @@ def main():
         plan = os.path.join(args.work, "rec.plan")
         kiln_dir = os.path.join(args.work, "kiln")
         build_s = run([args.kiln, "build", REC_MODEL, "-o", plan, "--shapes", f"x:{shape}",
-                       "--device", args.device], "kiln build")
+                       "--device", args.device] + args.build_flags.split(), "kiln build")
         log(f"kiln build took {build_s:.2f} s")
         run([args.kiln, "run", plan, "--input", f"x={x_path}", "--output-dir", kiln_dir], "kiln run")
         probs = single_npy(kiln_dir)
@@ -227,7 +228,7 @@ def int8_stage(args, charset, x_path, shape, fp32_probs):
         ort8 = single_npy(ort_dir)
     plan = os.path.join(args.work, "rec_int8.plan")
     run([args.kiln, "build", REC_MODEL, "-o", plan, "--int8", "--calib-cache", cache, "--calibrator", args.calibrator,
-         "--shapes", f"x:{shape}", "--device", args.device], "kiln build --int8")
+         "--shapes", f"x:{shape}", "--device", args.device] + args.build_flags.split(), "kiln build --int8")
     kiln_dir = os.path.join(args.work, "kiln_int8")
     run([args.kiln, "run", plan, "--input", f"x={x_path}", "--output-dir", kiln_dir], "kiln run (INT8)")
     k8 = single_npy(kiln_dir)

@@ -50,6 +50,30 @@ Status matmul_bias_rule(ShapeContext& ctx) {
   return Status::Ok();
 }
 
+// X [*, K], W [N, K] -> [*, N] in X's dtype; w_scale and bias [N].
+Status quant_linear_rule(ShapeContext& ctx) {
+  const auto& x = ctx.shape(0);
+  const auto& w = ctx.shape(1);
+  if (w && w->size() != 2) return ctx.fail("weight " + sym_shape_str(*w) + " is not [N, K]");
+  if (x && x->empty()) return ctx.fail("input is a scalar, expected [*, K]");
+  if (x && w && dims_conflict(x->back(), (*w)[1]))
+    return ctx.fail("input " + sym_shape_str(*x) + " and weight " + sym_shape_str(*w) + " disagree on K");
+  for (size_t i : {size_t{2}, size_t{3}}) {
+    if (i >= ctx.node().inputs.size() || ctx.node().inputs[i] == kNoValue) continue;
+    const auto& v = ctx.shape(i);
+    if (v && w && (v->size() != 1 || dims_conflict((*v)[0], (*w)[0])))
+      return ctx.fail(std::string(i == 2 ? "w_scale " : "bias ") + sym_shape_str(*v) + " is not [N] = " +
+                      sym_shape_str(SymShape{(*w)[0]}));
+  }
+  std::optional<SymShape> y;
+  if (x && w) {
+    y = *x;
+    y->back() = (*w)[0];
+  }
+  ctx.set_output(0, ctx.dtype(0), y);
+  return Status::Ok();
+}
+
 Status rms_norm_rule(ShapeContext& ctx) {
   const auto& x = ctx.shape(0);
   if (x) {
@@ -67,6 +91,7 @@ void register_transformer_shape_rules(ShapeRuleTable& t) {
   t.add(OpKind::kAttention, attention_rule);
   t.add(OpKind::kMatMulBias, matmul_bias_rule);
   t.add(OpKind::kRMSNormalization, rms_norm_rule);
+  t.add(OpKind::kQuantLinear, quant_linear_rule);
 }
 
 }  // namespace kiln::ir

@@ -15,6 +15,9 @@ const std::vector<Pass>& default_pipeline() {
       {"annotate_qdq", 0, annotate_qdq},
       // Drop Identity/Dropout/no-op Cast first so every later pattern sees producers directly.
       {"eliminate_noops", 1, eliminate_noops},
+      // Q/DQ linear layers -> one 8-bit layer, before constant folding turns DQ(weight) into a
+      // float weight (docs/decisions/0055).
+      {"fuse_qdq_linear", 2, fuse_qdq_linear},
       // Evaluate constant subgraphs (exporters' shape arithmetic, Shape of known dims) before
       // matching patterns.
       {"fold_constants", 1, fold_constants},

@@ -114,6 +114,39 @@ Row matmul_bias(const Shape& a, int64_t n, uint32_t seed) {
   return r;
 }
 
+// QuantLinear (passes/fuse_qdq_linear.cc): X [*, K] quantized per tensor, an 8-bit weight [N, K]
+// (int8, or E4M3FN bytes), a scale per output channel, an optional bias; int8 with a zero point
+// too (the epilogue's row-sum correction).
+Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uint32_t seed) {
+  Row r;
+  r.name = std::string("QuantLinear_") + (fp8 ? "fp8_" : "int8_") + dims_name(x) + "_n" + std::to_string(n) +
+           (bias ? "_bias" : "") + (zp ? "_zp" : "");
+  r.make = [=] {
+    TinyGraph t;
+    const int64_t k = x.back();
+    Shape ys = x;
+    ys.back() = n;
+    auto xi = t.input("x", x);
+    Tensor w(fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8, {n, k});
+    uint32_t st = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < n * k; ++i) {
+      st = st * 1664525u + 1013904223u;
+      const uint32_t v = st >> 24;
+      // int8: -127..127; E4M3FN: any finite byte (0x7F / 0xFF are NaN) of magnitude <= 1.5.
+      w.data<int8_t>()[i] = fp8 ? static_cast<int8_t>((v & 0x80) | ((v & 0x7f) % 0x39)) : static_cast<int8_t>(v % 255 - 127);
+    }
+    Tensor ws = nonzero({n}, seed + 1);
+    for (int64_t i = 0; i < n; ++i) ws.data<float>()[i] = 0.002f + 0.01f * std::fabs(ws.data<float>()[i]);
+    std::vector<ir::ValueId> ins = {xi, t.constant("w", w), t.constant("w_scale", ws)};
+    if (bias) ins.push_back(t.constant("b", nonzero({n}, seed + 2)));
+    std::map<std::string, Attribute> attrs = {{"x_scale", Attribute::of_float(0.02f)},
+                                              {"x_zero_point", Attribute::of_int(zp)}};
+    t.g.outputs = {t.node(OpKind::kQuantLinear, "ql", ins, ys, attrs)};
+    return OpCase{t.g, {nonzero(x, seed + 10)}};
+  };
+  return r;
+}
+
 Row attention(const std::string& name, const AttnCase& c, uint32_t seed, size_t workspace_limit = 0) {
   Row r;
   r.name = "Attention_" + name;
@@ -148,6 +181,8 @@ std::vector<Row> transformer_rows() {
 
       reduce("size1_axis_between", {OpKind::kReduceMax, {2, 1, 6}, {0, 2}, false, false, {1}}),
       matmul_bias({2, 8, 32}, 48, 800), matmul_bias({1, 77, 64}, 192, 810), matmul_bias({2, 3, 5, 7}, 9, 820),
+      quant_linear({2, 8, 32}, 48, false, true, 0, 1200), quant_linear({16, 64}, 32, false, false, 3, 1210),
+      quant_linear({2, 8, 32}, 48, true, true, 0, 1220), quant_linear({3, 5, 48}, 16, true, false, 0, 1230),
       attention("MHA_d64", {2, 4, 4, 16, 16, 64, 64}, 510),
       attention("seq77_d80", {1, 2, 2, 77, 77, 80, 80}, 520),
       attention("GQA_8_2_seq33", {2, 8, 2, 33, 33, 64, 64}, 530),

@@ -366,8 +366,11 @@ TEST_F(KilnCli, QuantizeAndBuildInt8GiveTheSamePlan) {
   EXPECT_FALSE(a.empty());
   EXPECT_EQ(a, b);
   // A cache for another model is refused, and names why.
-  expect_error("build " + model_ + " -o " + dir_ + "/c.plan --device cpu --shapes x:2x4 --int8 --calib-cache " + dir_ +
-                   "/mlp.calib", 2, "made for another model");
+  testing::OnnxModel other = testing::mlp_model();
+  other.initializer("unused", {1}, {1.f});
+  const std::string other_path = other.save(dir_ + "/other.onnx");
+  expect_error("build " + other_path + " -o " + dir_ + "/c.plan --device cpu --shapes x:2x4 --int8 --calib-cache " +
+                   dir_ + "/mlp.calib", 2, "made for another model");
 }
 
 }  // namespace

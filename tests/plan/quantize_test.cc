@@ -418,6 +418,101 @@ TEST_F(Quantize, BuilderRefusesInt8WithoutQdqOrCalibration) {
   EXPECT_NE(both.status().message().find("not both"), std::string::npos) << both.status().message();
 }
 
+// A model whose layers are 8-bit tensor-core sized (K, N multiples of 16):
+// y = MatMul(Relu(Gemm(x [batch, 32], W1 [48, 32]^T) + b1), W2 [48, 16]) + b2.
+OnnxModel mlp16_model() {
+  OnnxModel m(17);
+  m.input("x", onnx::TensorProto::FLOAT, {std::string("batch"), int64_t{32}});
+  m.initializer("W1", {48, 32}, ramp(48 * 32, -0.3f, 0.3f, 11));
+  m.initializer("b1", {48}, ramp(48, -0.1f, 0.1f, 12));
+  m.initializer("W2", {48, 16}, ramp(48 * 16, -0.4f, 0.4f, 13));
+  m.initializer("b2", {16}, ramp(16, -0.1f, 0.1f, 14));
+  auto* g = m.node("Gemm", {"x", "W1", "b1"}, {"h"}, "fc1");
+  auto* a = g->add_attribute();
+  a->set_name("transB");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(1);
+  m.node("Relu", {"h"}, {"r"}, "relu1");
+  m.node("MatMul", {"r", "W2"}, {"p"}, "fc2");
+  m.node("Add", {"p", "b2"}, {"y"}, "add2");
+  m.output("y", onnx::TensorProto::FLOAT, {std::string("batch"), int64_t{16}});
+  return m;
+}
+
+// Builds `path` for the CPU at x's shape; returns the engine's outputs and layer ops.
+Tensor run_plan(const std::string& path, BuilderConfig c, const Tensor& x, std::vector<std::string>* ops) {
+  c.target = TargetDevice::kCpu;
+  OptimizationProfile p;
+  EXPECT_TRUE(p.set_dimensions("x", x.shape(), x.shape(), x.shape()).ok());
+  c.profiles = {p};
+  auto plan = Builder::build(path, c);
+  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
+  if (!plan.ok()) return {};
+  auto e = Runtime::deserialize_engine(*plan);
+  EXPECT_TRUE(e.ok());
+  if (ops)
+    for (const LayerInfo& l : (*e)->layers()) ops->push_back(l.op);
+  auto ctx = (*e)->create_execution_context();
+  EXPECT_TRUE(ctx->set_input("x", x).ok());
+  EXPECT_TRUE(ctx->execute().ok());
+  auto y = ctx->output("y");
+  return y.ok() ? *y : Tensor();
+}
+
+// DQ(Q(x)), DQ(W) -> Gemm / MatMul (+ bias Add) become QuantLinear layers whose integer
+// arithmetic gives the unfused Q/DQ graph's values (up to that graph's float summation), INT8
+// and FP8.
+TEST_F(Quantize, QdqLinearLayersFuseAndMatchTheUnfusedGraph) {
+  for (QuantFormat f : {QuantFormat::kInt8, QuantFormat::kFp8E4M3}) {
+    SCOPED_TRACE(quant_format_name(f));
+    const std::string model = mlp16_model().save(dir_ + "/mlp16.onnx");
+    OnnxModel m19 = mlp16_model();
+    m19.proto().mutable_opset_import(0)->set_version(19);
+    const std::string src = f == QuantFormat::kFp8E4M3 ? m19.save(dir_ + "/mlp16_19.onnx") : model;
+    Tensor xs(DataType::kFloat32, {24, 32});
+    const std::vector<float> xv = ramp(24 * 32, -2.f, 2.f, 21);
+    std::copy(xv.begin(), xv.end(), xs.data<float>());
+    const std::string data = dir_ + "/x32.npz";
+    ASSERT_TRUE(io::write_npz(data, {{"x", xs}}).ok());
+    QuantizeConfig qc;
+    qc.data = data;
+    qc.format = f;
+    auto bytes = quantize_onnx(src, qc);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    const std::string qpath = dir_ + "/mlp16.qdq.onnx";
+    {
+      std::ofstream o(qpath, std::ios::binary);
+      o << *bytes;
+    }
+    Tensor x(DataType::kFloat32, {5, 32});
+    const std::vector<float> v = ramp(5 * 32, -2.5f, 2.5f, 22);
+    std::copy(v.begin(), v.end(), x.data<float>());
+    std::vector<std::string> fused_ops, plain_ops;
+    const Tensor fused = run_plan(qpath, BuilderConfig{}, x, &fused_ops);
+    BuilderConfig off;
+    off.disabled_passes = {"fuse_qdq_linear"};
+    const Tensor plain = run_plan(qpath, off, x, &plain_ops);
+    ASSERT_TRUE(fused.defined() && plain.defined());
+    EXPECT_EQ(std::count(fused_ops.begin(), fused_ops.end(), "QuantLinear"), 2) << ::testing::PrintToString(fused_ops);
+    EXPECT_EQ(std::count(fused_ops.begin(), fused_ops.end(), "QuantizeLinear"), 0);
+    EXPECT_EQ(std::count(plain_ops.begin(), plain_ops.end(), "QuantLinear"), 0);
+    // The first layer's output differs from the unfused one by float summation order only; where
+    // that moves a value of the second layer's input across a rounding boundary of its
+    // quantization, that element's product moves by one quantization step.
+    double max_ref = 0, max_err = 0;
+    for (int64_t i = 0; i < fused.numel(); ++i)
+      max_ref = std::max(max_ref, static_cast<double>(std::fabs(plain.data<float>()[i])));
+    int64_t off_by_more = 0;
+    for (int64_t i = 0; i < fused.numel(); ++i) {
+      const double d = std::fabs(fused.data<float>()[i] - plain.data<float>()[i]);
+      max_err = std::max(max_err, d);
+      off_by_more += d > 1e-5 * max_ref;
+    }
+    EXPECT_LT(max_err, 2e-2 * max_ref) << max_err << " of " << max_ref;
+    EXPECT_LE(off_by_more, fused.numel() / 10) << off_by_more << " of " << fused.numel();
+  }
+}
+
 TEST(Npz, RoundTripAndErrors) {
   const std::string dir = testing::make_temp_dir("npz");
   Tensor a(DataType::kFloat32, {2, 3});

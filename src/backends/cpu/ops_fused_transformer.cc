@@ -1,5 +1,6 @@
 // CPU reference kernels of the internal transformer layers: Attention (fuse_attention),
-// MatMulBias (fuse_matmul_add; the MatMul kernel, then the bias) and RMSNormalization (fuse_rmsnorm); semantics in ops.def and docs/decisions/0006-attention-op.md.
+// MatMulBias (fuse_matmul_add; the MatMul kernel, then the bias), RMSNormalization (fuse_rmsnorm)
+// and QuantLinear (fuse_qdq_linear); semantics in ops.def and docs/decisions/0006-attention-op.md.
 // float16/bfloat16 compute in float32 (as the unfused MatMul/Softmax kernels do), float64 in
 // float64. The softmax subtracts the row maximum before exp (numerically stable).
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <limits>
 
 #include "backends/cpu/ops_nn_common.h"
+#include "core/numerics.h"
+#include "ir/pointwise_opcode.h"
 
 namespace kiln::cpu {
 
@@ -224,9 +227,75 @@ Status matmul_bias(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// QuantLinear (ops.def): X quantized per tensor exactly as QuantizeLinear does (x / x_scale in
+// float, round half to even, saturate), then the product with the stored 8-bit weight — int8:
+// integer (q - zp) * w summed in int64 (an int32 accumulator cannot overflow for K < 2^17, and
+// int64 is exact beyond); fp8: E4M3FN values summed in double — then one float scale per output
+// channel and the bias. The fused form of the unfused Q/DQ graph's arithmetic: the two differ only
+// by the float rounding of the unfused graph's sum.
+Status quant_linear(KernelContext& ctx) {
+  KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
+  KILN_ASSIGN_OR_RETURN(Tensor x, nn::to_compute(ctx, ctx.in(0)));
+  const Tensor& w = ctx.in(1);
+  const Tensor& ws = ctx.in(2);
+  const Tensor* b = ctx.input(3);
+  if (x.dtype() != DataType::kFloat32) return ctx.unsupported_here("QuantLinear computes float32 inputs only");
+  const bool fp8 = w.dtype() == DataType::kFloat8E4M3FN;
+  if (!fp8 && w.dtype() != DataType::kInt8) return ctx.fail(std::string("weight is ") + dtype_name(w.dtype()) + ", expected int8 or fp8e4m3fn");
+  if (w.rank() != 2 || x.rank() < 1 || x.dim(-1) != w.dim(1))
+    return ctx.fail("input " + shape_str(x.shape()) + " and weight " + shape_str(w.shape()) + " do not make [*, K] x [N, K]");
+  const int64_t n = w.dim(0), k = w.dim(1), m = x.numel() / std::max<int64_t>(k, 1);
+  if (ws.dtype() != DataType::kFloat32 || ws.numel() != n) return ctx.fail("w_scale must be float32 [N]");
+  if (b && (b->dtype() != DataType::kFloat32 || b->numel() != n)) return ctx.fail("bias must be float32 [N]");
+  const float sx = ctx.attr_float("x_scale", 0.f);
+  const int64_t zp = ctx.attr_int("x_zero_point", 0);
+  if (!(sx > 0) || !std::isfinite(sx)) return ctx.fail("x_scale must be a finite number > 0");
+  if (fp8 ? zp != 0 : (zp < -128 || zp > 127)) return ctx.fail("x_zero_point " + std::to_string(zp) + " out of range");
+  // Quantized X, as the integer (q - zp) or the E4M3FN value.
+  std::vector<int32_t> qi(fp8 ? 0 : static_cast<size_t>(x.numel()));
+  std::vector<float> qf(fp8 ? static_cast<size_t>(x.numel()) : 0);
+  const float* xp = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (fp8) {
+      qf[i] = ir::round_to_e4m3fn(xp[i] / sx);
+    } else {
+      const float q = std::clamp(std::nearbyint(xp[i] / sx) + static_cast<float>(zp), -128.f, 127.f);
+      qi[i] = static_cast<int32_t>(q) - static_cast<int32_t>(zp);
+    }
+  }
+  std::vector<float> wf(fp8 ? static_cast<size_t>(w.numel()) : 0);
+  if (fp8)
+    for (int64_t i = 0; i < w.numel(); ++i) wf[i] = fp8e4m3fn_to_float(w.data<uint8_t>()[i]);
+  const int8_t* wi = w.data<int8_t>();
+  const float* wsp = ws.data<float>();
+  const float* bp = b ? b->data<float>() : nullptr;
+  Shape ys = x.shape();
+  ys.back() = n;
+  Tensor y(DataType::kFloat32, ys);
+  float* yp = y.data<float>();
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < n; ++c) {
+      float acc;
+      if (fp8) {
+        double a = 0;
+        for (int64_t i = 0; i < k; ++i) a += static_cast<double>(qf[r * k + i]) * wf[c * k + i];
+        acc = static_cast<float>(a);
+      } else {
+        int64_t a = 0;
+        for (int64_t i = 0; i < k; ++i) a += static_cast<int64_t>(qi[r * k + i]) * wi[c * k + i];
+        acc = static_cast<float>(a);
+      }
+      yp[r * n + c] = acc * (sx * wsp[c]) + (bp ? bp[c] : 0.f);
+    }
+  KILN_ASSIGN_OR_RETURN(Tensor out, nn::from_compute(y, ctx.in(0).dtype()));
+  ctx.set_output(0, std::move(out));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_transformer_kernels(KernelRegistry& r) {
+  r.add(ir::OpKind::kQuantLinear, quant_linear);
   r.add(ir::OpKind::kMatMulBias, matmul_bias);
   r.add(ir::OpKind::kAttention, attention);
   r.add(ir::OpKind::kRMSNormalization, rms_norm);

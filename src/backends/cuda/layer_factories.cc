@@ -51,6 +51,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kGemm, lower_gemm},
     {OpKind::kMatMul, lower_gemm},
     {OpKind::kMatMulBias, lower_gemm},
+    {OpKind::kQuantLinear, lower_quant_linear},
     {OpKind::kAttention, lower_attention},
     {OpKind::kGather, lower_gather},
     {OpKind::kConcat, lower_concat},

@@ -1,0 +1,217 @@
+// QuantLinear (ops.def; passes/fuse_qdq_linear.cc; docs/decisions/0055): a linear layer in 8 bits.
+// X [*, K] (row-major, the plan's float storage) is quantized per tensor into the workspace
+// (Kiln's kernel, ONNX QuantizeLinear rounding), multiplied with the stored 8-bit weight W [N, K]
+// by an 8-bit tensor-core GEMM, and dequantized by Kiln's epilogue kernel with one scale per output
+// channel and the bias into Y [*, N]:
+//   INT8: cuBLASLt IMMA, int8 x int8 -> int32 (CUBLAS_COMPUTE_32I), "TN" (W transposed, X not);
+//   FP8:  cuBLASLt, E4M3 x E4M3 -> float32 (CUBLAS_COMPUTE_32F; sm_89+), "TN" as FP8 requires.
+// Tactics: each entry of cuBLASLt's heuristic list (source cublaslt, variant = index) and Kiln's
+// reference GEMM (one thread per output; source kiln), which runs any shape: the builder times them.
+// The weight is uploaded as stored in the plan's graph (1 byte per element), never converted.
+#include <cublasLt.h>
+
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels_quant.h"
+#include "backends/cuda/layer_factory.h"
+
+namespace kiln::cuda {
+namespace {
+
+struct QuantLinearParams {
+  int64_t m = 0, n = 0, k = 0;
+  bool fp8 = false;
+  float x_scale = 1.f;
+  int zero_point = 0;
+  bool has_bias = false;
+  StorageType x_type = StorageType::kF32, y_type = StorageType::kF32;
+};
+
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+// ins: 0 X, 1 W [N, K] 8-bit, 2 w_scale [N] f32, 3 weight row sums [N] f32 (-1 without a zero
+// point), 4 bias [N] f32 (-1 without).
+class QuantLinearLayer : public Layer {
+ public:
+  ~QuantLinearLayer() override {
+    if (desc_) cublasLtMatmulDescDestroy(desc_);
+    if (a_) cublasLtMatrixLayoutDestroy(a_);
+    if (b_) cublasLtMatrixLayoutDestroy(b_);
+    if (c_) cublasLtMatrixLayoutDestroy(c_);
+  }
+  // Row-major Y[M, N] = X[M, K] W[N, K]^T is column-major Y^T[N, M] = op(A) op(B) with A = W as
+  // K x N (ld K, transposed) and B = X as K x M (ld K): the "TN" form 8-bit GEMMs require.
+  Status init(const QuantLinearParams& p) {
+    p_ = p;
+    op = "QuantLinear";
+    const cudaDataType_t in_t = p.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_8I;
+    const cudaDataType_t acc_t = p.fp8 ? CUDA_R_32F : CUDA_R_32I;
+    KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, p.fp8 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32I, acc_t));
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, in_t, p.k, p.n, p.k));
+    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, in_t, p.k, p.m, p.k));
+    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_, acc_t, p.n, p.m, p.n));
+    describe("");
+    return Status::Ok();
+  }
+  size_t workspace() const override { return scratch() + cap_; }
+
+  StatusOr<std::vector<TacticId>> candidates(ExecState& s) override {
+    if (s.workspace_bytes < scratch())
+      return unsupported("layer '" + name + "': needs " + std::to_string(scratch()) +
+                         " bytes of workspace for the quantized input and the accumulator, the cap is " +
+                         std::to_string(s.workspace_bytes));
+    query_heuristics(s);
+    std::vector<TacticId> c;
+    for (size_t i = 0; i < heur_.size(); ++i) c.push_back(make_tactic_id(TacticSource::kCublasLt, static_cast<uint32_t>(i)));
+    c.push_back(make_tactic_id(TacticSource::kKiln, 0));
+    return c;
+  }
+  Status select(TacticId id, ExecState& s) override {
+    if (id == make_tactic_id(TacticSource::kKiln, 0)) {
+      use_lt_ = false;
+      cap_ = 0;
+      fallback = "no 8-bit tensor-core GEMM selected: Kiln's reference GEMM";
+      describe("kiln.gemm8_reference");
+    } else if (tactic_id_source(id) == TacticSource::kCublasLt) {
+      if (heur_.empty()) query_heuristics(s);
+      const uint32_t i = tactic_id_variant(id);
+      if (i >= heur_.size())
+        return invalid_plan("layer '" + name + "': cuBLASLt heuristic #" + std::to_string(i) + " does not exist here (" +
+                            std::to_string(heur_.size()) + " listed)");
+      algo_ = heur_[i];
+      use_lt_ = true;
+      cap_ = lt_cap_;
+      fallback.clear();
+      describe("cublaslt.matmul heuristic#" + std::to_string(i));
+    } else {
+      return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not one of its tactics");
+    }
+    tactic_id = id;
+    if (s.verify) return enqueue(s);
+    return Status::Ok();
+  }
+
+  Status enqueue(ExecState& s) override {
+    char* ws = static_cast<char*>(s.workspace);
+    int8_t* qx = reinterpret_cast<int8_t*>(ws);
+    void* acc = ws + align256(static_cast<size_t>(p_.m * p_.k));
+    KILN_CUDA_CHECK(launch_quantize_8bit(p_.x_type, s.ptr(ins[0]), qx, p_.m * p_.k, p_.x_scale, p_.zero_point, p_.fp8,
+                                         s.stream));
+    const int8_t* w = static_cast<const int8_t*>(s.ptr(ins[1]));
+    if (use_lt_) {
+      const int32_t ia = 1, ib = 0;
+      const float fa = 1.f, fb = 0.f;
+      const void* alpha = p_.fp8 ? static_cast<const void*>(&fa) : static_cast<const void*>(&ia);
+      const void* beta = p_.fp8 ? static_cast<const void*>(&fb) : static_cast<const void*>(&ib);
+      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, alpha, w, a_, qx, b_, beta, acc, c_, acc, c_, &algo_,
+                                       ws + scratch(), cap_, s.stream));
+    } else {
+      KILN_CUDA_CHECK(launch_gemm_8bit_reference(qx, w, acc, p_.m, p_.n, p_.k, p_.fp8, s.stream));
+    }
+    const float* wsum = ins[3] >= 0 ? static_cast<const float*>(s.ptr(ins[3])) : nullptr;
+    const float* bias = ins[4] >= 0 ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
+    KILN_CUDA_CHECK(launch_dequant_epilogue(acc, !p_.fp8, s.ptr(outs[0]), p_.y_type, p_.m, p_.n, p_.x_scale,
+                                            static_cast<const float*>(s.ptr(ins[2])), wsum, p_.zero_point, bias,
+                                            s.stream));
+    return Status::Ok();
+  }
+
+  std::string signature() const override {
+    return "quant_linear m=" + std::to_string(p_.m) + " n=" + std::to_string(p_.n) + " k=" + std::to_string(p_.k) +
+           (p_.fp8 ? " fp8e4m3" : " int8") + " x=" + storage_name(p_.x_type) + " y=" + storage_name(p_.y_type) +
+           (p_.zero_point ? " zp" : "") + (p_.has_bias ? " +bias" : "") + " ws<=" + std::to_string(lt_cap_);
+  }
+
+ private:
+  static constexpr size_t kLtWorkspace = 32u << 20;
+  static constexpr int kHeuristics = 8;
+  // Bytes before cuBLASLt's own workspace: the quantized X, then the [M, N] accumulator.
+  size_t scratch() const {
+    return align256(static_cast<size_t>(p_.m * p_.k)) + align256(static_cast<size_t>(p_.m * p_.n) * 4);
+  }
+  // cuBLASLt's list for this problem within the cap left after the scratch; none (an empty
+  // list, not an error) where it has no 8-bit kernel (shapes, GPU generation).
+  void query_heuristics(ExecState& s) {
+    heur_.clear();
+    lt_cap_ = std::min(s.workspace_bytes - scratch(), kLtWorkspace);
+    cublasLtMatmulPreference_t pref;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return;
+    cublasLtMatmulHeuristicResult_t res[kHeuristics];
+    int returned = 0;
+    if (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_cap_,
+                                             sizeof lt_cap_) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_, b_, c_, c_, pref, kHeuristics, res, &returned) ==
+            CUBLAS_STATUS_SUCCESS)
+      for (int i = 0; i < returned; ++i) heur_.push_back(res[i].algo);
+    cublasLtMatmulPreferenceDestroy(pref);
+  }
+  void describe(const std::string& gemm) {
+    tactic = "quant_linear " + std::string(p_.fp8 ? "fp8e4m3" : "int8") + (gemm.empty() ? "" : " " + gemm) + " " +
+             storage_name(p_.y_type) + (p_.has_bias ? " +bias" : "");
+  }
+  QuantLinearParams p_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  bool use_lt_ = false;
+  size_t cap_ = 0, lt_cap_ = 0;
+  std::vector<cublasLtMatmulAlgo_t> heur_;
+};
+
+}  // namespace
+
+Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  const ir::Graph& g = ctx.graph();
+  if (n.inputs.size() < 3) return invalid_argument(where + "QuantLinear needs X, W and w_scale");
+  const auto& wc = g.value(n.inputs[1]).constant;
+  const auto& sc = g.value(n.inputs[2]).constant;
+  const bool has_bias = n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue;
+  const auto& bc = has_bias ? g.value(n.inputs[3]).constant : nullptr;
+  if (!wc || wc->rank() != 2 || (wc->dtype() != DataType::kInt8 && wc->dtype() != DataType::kFloat8E4M3FN))
+    return unsupported(where + "the weight must be a constant int8 / fp8e4m3fn [N, K]");
+  const int64_t nn = wc->dim(0), k = wc->dim(1);
+  if (!sc || sc->dtype() != DataType::kFloat32 || sc->numel() != nn)
+    return unsupported(where + "w_scale must be a constant float32 [N]");
+  if (has_bias && (!bc || bc->dtype() != DataType::kFloat32 || bc->numel() != nn))
+    return unsupported(where + "the bias must be a constant float32 [N]");
+  const Shape& xs = ctx.shape(n.inputs[0]);
+  if (xs.empty() || xs.back() != k) return invalid_argument(where + "input " + shape_str(xs) + " does not end in K = " + std::to_string(k));
+  QuantLinearParams p;
+  p.n = nn;
+  p.k = k;
+  p.m = k > 0 ? shape_numel(xs) / k : 0;
+  p.fp8 = wc->dtype() == DataType::kFloat8E4M3FN;
+  p.x_scale = n.attr_float("x_scale", 0.f);
+  p.zero_point = static_cast<int>(n.attr_int("x_zero_point", 0));
+  p.has_bias = has_bias;
+  if (!(p.x_scale > 0)) return invalid_argument(where + "x_scale must be > 0");
+  KILN_ASSIGN_OR_RETURN(int xa, ctx.activation(n.inputs[0]));
+  xa = ctx.as_layout(xa, false);
+  p.x_type = ctx.value_type(xa);
+  p.y_type = ctx.storage();
+  KILN_ASSIGN_OR_RETURN(int wv, ctx.upload_raw(n.name + ":weight_q", wc->shape(), wc->raw(), wc->nbytes(), where + "weight"));
+  KILN_ASSIGN_OR_RETURN(int sv, ctx.upload_raw(n.name + ":weight_scale", {nn}, sc->raw(), sc->nbytes(), where + "w_scale"));
+  int sumv = -1, bv = -1;
+  if (p.zero_point != 0 && !p.fp8) {
+    // sum_k (q - zp) w = sum_k q w - zp * sum_k w: the row sums, exact in float (|sum| < 2^24 for K < 2^17).
+    std::vector<float> sums(static_cast<size_t>(nn), 0.f);
+    for (int64_t r = 0; r < nn; ++r)
+      for (int64_t j = 0; j < k; ++j) sums[r] += wc->data<int8_t>()[r * k + j];
+    KILN_ASSIGN_OR_RETURN(sumv, ctx.upload_raw(n.name + ":weight_sums", {nn}, sums.data(), sums.size() * 4, where + "weight sums"));
+  }
+  if (has_bias) {
+    KILN_ASSIGN_OR_RETURN(bv, ctx.upload_raw(n.name + ":bias", {nn}, bc->raw(), bc->nbytes(), where + "bias"));
+  }
+  auto layer = std::make_unique<QuantLinearLayer>();
+  KILN_RETURN_IF_ERROR(layer->init(p));
+  const int out = ctx.new_value(g.value(n.outputs[0]).name, ctx.shape(n.outputs[0]), ctx.storage(), false);
+  ctx.add_layer(std::move(layer), n.name, {xa, wv, sv, sumv, bv}, {out}, n.origin);
+  ctx.bind(n.outputs[0], out);
+  return Status::Ok();
+}
+
+}  // namespace kiln::cuda

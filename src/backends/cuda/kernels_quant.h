@@ -1,0 +1,32 @@
+// Kiln's kernels around the 8-bit linear layer (QuantLinear, ops.def; factory_quant_linear.cc):
+// quantizing activations, the dequantizing epilogue, and a reference GEMM for shapes the
+// libraries' 8-bit tensor-core GEMMs do not take. Rounding is ONNX QuantizeLinear's (x / scale in
+// float, round half to even, saturate; FP8: the nearest E4M3FN value, saturating), the same as
+// the CPU reference kernel's.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace kiln::cuda {
+
+// q[i] = quantize(x[i] / scale) for `count` elements of x (storage `xt`): int8 with `zero_point`
+// (int8 [-128, 127]) when !fp8, else E4M3FN bytes (zero point 0).
+cudaError_t launch_quantize_8bit(StorageType xt, const void* x, int8_t* q, int64_t count, float scale,
+                                 int zero_point, bool fp8, cudaStream_t stream);
+
+// y[m, n] = (acc[m, n] - zero_point * wsum[n]) * x_scale * w_scale[n] + bias[n] for the row-major
+// [M, N] accumulator (int32 when acc_int, else float32), y in storage `yt`; wsum / bias may be null.
+cudaError_t launch_dequant_epilogue(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
+                                    float x_scale, const float* w_scale, const float* wsum, int zero_point,
+                                    const float* bias, cudaStream_t stream);
+
+// The reference GEMM: acc[m, n] = sum_k q[m, k] * w[n, k] over 8-bit operands (int8 -> int32, or
+// E4M3FN -> float32), one thread per output. For shapes no tensor-core GEMM takes.
+cudaError_t launch_gemm_8bit_reference(const int8_t* q, const int8_t* w, void* acc, int64_t m, int64_t n, int64_t k,
+                                       bool fp8, cudaStream_t stream);
+
+}  // namespace kiln::cuda
