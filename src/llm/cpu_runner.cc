@@ -31,7 +31,10 @@ StatusOr<std::unique_ptr<LlmCpuRunner>> LlmCpuRunner::create(const Checkpoint& c
   std::unique_ptr<LlmCpuRunner> r(new LlmCpuRunner());
   r->config_ = checkpoint.config();
   r->default_eos_ = checkpoint.eos_token_ids();
-  KILN_ASSIGN_OR_RETURN(r->graph_, build_decoder_graph(r->config_, checkpoint));
+  DecoderGraphOptions last;
+  last.all_logits = false;
+  KILN_ASSIGN_OR_RETURN(r->last_graph_, build_decoder_graph(r->config_, checkpoint, last));
+  KILN_ASSIGN_OR_RETURN(r->all_graph_, with_all_logits(r->last_graph_));
   return r;
 }
 
@@ -51,7 +54,7 @@ int64_t LlmCpuRunner::max_length() const {
   return n;
 }
 
-StatusOr<Tensor> LlmCpuRunner::forward(const std::vector<int32_t>& tokens, KvCache* cache) const {
+StatusOr<Tensor> LlmCpuRunner::forward(const std::vector<int32_t>& tokens, KvCache* cache, bool all_logits) const {
   const int64_t S = static_cast<int64_t>(tokens.size());
   if (S == 0) return invalid_argument("forward: no tokens");
   if (cache->keys.size() != static_cast<size_t>(config_.num_layers) || cache->values.size() != cache->keys.size())
@@ -76,7 +79,7 @@ StatusOr<Tensor> LlmCpuRunner::forward(const std::vector<int32_t>& tokens, KvCac
     in.push_back(cache->keys[l]);
     in.push_back(cache->values[l]);
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> out, interpret(graph_, in));
+  KILN_ASSIGN_OR_RETURN(std::vector<Tensor> out, interpret(all_logits ? all_graph_ : last_graph_, in));
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     cache->keys[l] = std::move(out[1 + 2 * l]);
     cache->values[l] = std::move(out[2 + 2 * l]);
@@ -103,7 +106,7 @@ StatusOr<GenerationResult> LlmCpuRunner::generate(const std::vector<int32_t>& pr
   std::vector<int32_t> step = prompt;
   auto t0 = std::chrono::steady_clock::now();
   for (;;) {
-    KILN_ASSIGN_OR_RETURN(Tensor logits, forward(step, &cache));
+    KILN_ASSIGN_OR_RETURN(Tensor logits, forward(step, &cache, /*all_logits=*/false));
     (result.tokens.empty() ? result.prefill_ms : result.decode_ms) += ms_since(t0);
     const float* last = logits.data<float>() + (logits.dim(1) - 1) * V;
     for (int64_t i = 0; i < V; ++i)

@@ -58,10 +58,11 @@ class LlmCpuRunner {
   int64_t max_length() const;
 
   // One forward step of `tokens` (batch 1) after the cached ones: positions cache->length, ...;
-  // returns logits float32 [1, tokens.size(), vocab] for every new position and appends the
-  // new keys and values to *cache. InvalidArgument for no tokens, an id outside the vocabulary or
-  // a length past max_length(), naming it; interpreter errors name the node.
-  StatusOr<Tensor> forward(const std::vector<int32_t>& tokens, KvCache* cache) const;
+  // returns logits float32 [1, tokens.size(), vocab] for every new position (all_logits) or
+  // [1, 1, vocab] for the last one, and appends the new keys and values to *cache.
+  // InvalidArgument for no tokens, an id outside the vocabulary or a length past max_length(),
+  // naming it; interpreter errors name the node.
+  StatusOr<Tensor> forward(const std::vector<int32_t>& tokens, KvCache* cache, bool all_logits = true) const;
 
   // Prefills `prompt` (non-empty), then decodes one token per step with the cache until an eos
   // id, max_new_tokens or max_length(). `on_token` (may be empty) is called with each new token as
@@ -73,7 +74,8 @@ class LlmCpuRunner {
   LlmCpuRunner() = default;
   ModelConfig config_;
   std::vector<int64_t> default_eos_;
-  ir::Graph graph_;  // all_logits on: a step's logits for every new position
+  ir::Graph last_graph_;  // logits of the last new position (what generation reads)
+  ir::Graph all_graph_;   // logits of every new position; shares last_graph_'s weights
 };
 
 }  // namespace kiln::llm

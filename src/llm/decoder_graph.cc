@@ -229,9 +229,11 @@ ValueId emit_attention(Emitter& e, const ModelConfig& c, int64_t l, ValueId q, V
   return e.op(OpKind::kReshape, name + ".merge.reshape", {t, e.shared_ints("shape.merge", {0, 0, c.num_heads * c.head_dim})});
 }
 
+constexpr const char* kLastPositionNode = "last_position";
+
 // The last position only, when the caller wants one row of logits: x [B, S, D] -> [B, 1, D].
 ValueId last_position(Emitter& e, ValueId x) {
-  return e.op(OpKind::kSlice, "last_position", {x, e.ints("last.start", {-1}), e.ints("last.end", {std::numeric_limits<int64_t>::max()}),
+  return e.op(OpKind::kSlice, kLastPositionNode, {x, e.ints("last.start", {-1}), e.ints("last.end", {std::numeric_limits<int64_t>::max()}),
                                                 e.ints("last.axis", {1})});
 }
 
@@ -372,6 +374,22 @@ StatusOr<ir::Graph> build_decoder_graph(const ModelConfig& config, const Checkpo
     KILN_RETURN_IF_ERROR(build_llama(e, w, config, options));
   KILN_RETURN_IF_ERROR(verified(g));
   return g;
+}
+
+StatusOr<ir::Graph> with_all_logits(const ir::Graph& last_only) {
+  ir::Graph g = last_only;  // values share their constant tensors
+  for (ir::Node& n : g.nodes) {
+    if (n.removed || n.name != kLastPositionNode) continue;
+    const ValueId in = n.inputs[0], out = n.outputs[0];
+    for (ir::Node& m : g.nodes)
+      for (ValueId& v : m.inputs)
+        if (v == out) v = in;
+    n.removed = true;
+    g.compact();
+    KILN_RETURN_IF_ERROR(verified(g));
+    return g;
+  }
+  return invalid_argument("graph '" + last_only.name + "' has no '" + kLastPositionNode + "' node (built with all_logits on?)");
 }
 
 StatusOr<ir::Graph> build_rope_graph(const ModelConfig& config) {

@@ -57,6 +57,12 @@ std::string present_value_name(int64_t layer);  // "present_value.L"
 StatusOr<ir::Graph> build_decoder_graph(const ModelConfig& config, const Checkpoint& checkpoint,
                                        const DecoderGraphOptions& options = {});
 
+// The graph built with all_logits off, turned into its all-positions form by bypassing the
+// last-position Slice; the constant weights are shared with `last_only` (no copy). Used by the
+// runner to hold both forms for the price of one set of weights. InvalidArgument if `last_only`
+// has no last-position Slice.
+StatusOr<ir::Graph> with_all_logits(const ir::Graph& last_only);
+
 // The RoPE rotation alone, as the decoder graph emits it (for tests): inputs x float32
 // [B, H, S, head_dim] and position_ids int64 [B, S]; output y of x's shape with
 //   y[j]        = x[j] cos(p·f_j) - x[j + d/2] sin(p·f_j)

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "backends/cpu/interpreter.h"
+#include "ir/shape_inference.h"
 #include "llm/checkpoint.h"
 #include "llm/cpu_runner.h"
 #include "llm/decoder_graph.h"
@@ -314,6 +315,63 @@ TEST(LlmDecoderGraph, LastPositionLogitsAreTheLastRow) {
   EXPECT_LT(row_rel_diff((*b)[0].data<float>(), (*a)[0].data<float>() + (S - 1) * V, V), 1e-6);
   EXPECT_EQ(all->inputs.size(), 2 + 2 * static_cast<size_t>(m.ck.config().num_layers));
   EXPECT_EQ(all->value(all->outputs[1]).name, present_key_name(0));
+  // The all-positions form derived from the last-only graph shares its weights and equals `all`.
+  auto derived = with_all_logits(*last);
+  ASSERT_TRUE(derived.ok()) << derived.status().to_string();
+  EXPECT_EQ(derived->nodes.size() + 1, last->nodes.size());
+  const ir::ValueId embed = derived->find_value("model.embed_tokens.weight");
+  ASSERT_NE(embed, ir::kNoValue);
+  EXPECT_EQ(derived->value(embed).constant.get(), last->value(embed).constant.get());
+  auto c = interpret(*derived, in);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE((*c)[0].bit_equal((*a)[0]));
+  EXPECT_FALSE(with_all_logits(*all).ok());
+  // The runner's last-only forward gives the same row.
+  auto r = runner_of(m);
+  KvCache cache = r->empty_cache();
+  auto one = r->forward(std::vector<int32_t>(kIds.begin(), kIds.begin() + S), &cache, /*all_logits=*/false);
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(one->bit_equal((*b)[0]));
+}
+
+// Static shape inference (what the builder's passes and the CUDA lowering start from) follows the
+// symbolic batch / seq / past dims through the whole graph.
+TEST(LlmDecoderGraph, ShapesInferSymbolically) {
+  for (const std::string& cfg : {testing::tiny_llama_config(), testing::tiny_gpt2_config()}) {
+    Model m = make_model("shapes", cfg, 18);
+    auto g = build_decoder_graph(m.ck.config(), m.ck);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    ASSERT_TRUE(ir::infer_shapes(*g).ok());
+    const ModelConfig& c = m.ck.config();
+    const ir::Value& logits = g->value(g->outputs[0]);
+    ASSERT_TRUE(logits.shape.has_value());
+    EXPECT_EQ(ir::sym_shape_str(*logits.shape), "[batch,seq," + std::to_string(c.vocab_size) + "]") << cfg;
+    const ir::Value& pk = g->value(g->outputs[1]);
+    ASSERT_TRUE(pk.shape.has_value());
+    ASSERT_EQ(pk.shape->size(), 4u);
+    EXPECT_EQ((*pk.shape)[1].value, c.num_kv_heads);
+    EXPECT_EQ((*pk.shape)[3].value, c.head_dim);
+    // Concrete shapes: 2 cached + 3 new tokens, batch 2.
+    std::map<std::string, Shape> concrete = {{kInputIdsName, {2, 3}}, {kPositionIdsName, {2, 3}}};
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      concrete[past_key_name(l)] = concrete[past_value_name(l)] = {2, c.num_kv_heads, 2, c.head_dim};
+    auto g2 = build_decoder_graph(c, m.ck);
+    ASSERT_TRUE(g2.ok() && ir::infer_shapes(*g2, &concrete).ok());
+    EXPECT_EQ(ir::sym_shape_str(*g2->value(g2->outputs[0]).shape), "[2,3," + std::to_string(c.vocab_size) + "]");
+    EXPECT_EQ(ir::sym_shape_str(*g2->value(g2->outputs[1]).shape),
+              "[2," + std::to_string(c.num_kv_heads) + ",5," + std::to_string(c.head_dim) + "]");
+  }
+}
+
+TEST(LlmDecoderGraph, Gpt2AttentionVariantsAreRefused) {
+  for (const char* field : {"scale_attn_by_inverse_layer_idx", "scale_attn_weights"}) {
+    json c = json::parse(testing::tiny_gpt2_config());
+    c[field] = std::string(field) == "scale_attn_weights" ? false : true;
+    auto parsed = parse_model_config(c.dump(), "config.json");
+    ASSERT_FALSE(parsed.ok()) << field;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(parsed.status().message().find(field), std::string::npos) << parsed.status().message();
+  }
 }
 
 TEST(LlmDecoderGraph, UnsupportedActivationIsNamed) {
