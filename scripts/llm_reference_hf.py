@@ -120,7 +120,12 @@ def check(tool, name, cls, cfg, dtype, root, args, report):
     torch.manual_seed(sum(map(ord, name)))  # seeded per model, the same on every run (unlike hash())
     model = cls(cfg).eval()
     model.to(dtype)
-    model.save_pretrained(d, safe_serialization=True)
+    try:
+        model.save_pretrained(d, safe_serialization=True)
+    except TypeError:  # transformers versions that always write safetensors and dropped the flag
+        model.save_pretrained(d)
+    if not any(f.endswith(".safetensors") for f in os.listdir(d)):
+        raise RuntimeError(f"save_pretrained wrote no safetensors file in {d}: {sorted(os.listdir(d))}")
     model.to(torch.float32)  # the saved values, computed in float32
     model.generation_config.eos_token_id = None  # generate N tokens, as --ignore-eos does
     model.generation_config.pad_token_id = 0
