@@ -134,6 +134,27 @@ TEST(LlmDecoderGraph, Llama3RopeScalingMatchesNaiveForward) {
 
 TEST(LlmDecoderGraph, Qwen2BiasesTiedMatchesNaiveForward) { expect_matches_naive(make_model("qwen2", testing::tiny_qwen2_config(), 3)); }
 
+TEST(LlmDecoderGraph, LlamaAttentionAndMlpBiasesMatchNaiveForward) {
+  json c = json::parse(testing::tiny_llama_config());
+  c["attention_bias"] = true;  // q/k/v and o_proj biases
+  c["mlp_bias"] = true;        // gate/up/down biases
+  Model m = make_model("biases", c.dump(), 19);
+  ASSERT_TRUE(m.ck.find("model.layers.1.self_attn.o_proj.bias") && m.ck.find("model.layers.0.mlp.down_proj.bias"));
+  expect_matches_naive(m);
+}
+
+TEST(LlmDecoderGraph, MistralMatchesNaiveForward) {
+  json c = json::parse(testing::tiny_llama_config());
+  c["architectures"] = {"MistralForCausalLM"};
+  c["model_type"] = "mistral";
+  c["num_key_value_heads"] = 1;
+  c["sliding_window"] = 64;
+  Model m = make_model("mistral", c.dump(), 20);
+  expect_matches_naive(m);
+  auto r = runner_of(m);
+  EXPECT_EQ(r->max_length(), 64);  // the window bounds a request: windowed attention is not implemented
+}
+
 TEST(LlmDecoderGraph, Gpt2MatchesNaiveForward) { expect_matches_naive(make_model("gpt2", testing::tiny_gpt2_config(), 4)); }
 
 TEST(LlmDecoderGraph, Gpt2UntiedLmHeadMatchesNaiveForward) {
