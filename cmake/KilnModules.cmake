@@ -77,10 +77,12 @@ kiln_module(kiln_timing_cache
   EXPOSE builder/timing_cache.h builder/tactic_selector.h DEPENDS kiln_core kiln_backend nlohmann_json::nlohmann_json)
 
 # LLM checkpoints and tokenizers (issue 13, docs/decisions/0048): safetensors (mmap), config.json,
-# the weight spec per architecture, byte-level BPE from tokenizer.json (NFC through ICU if found).
+# the weight spec per architecture, byte-level BPE from tokenizer.json (NFC through ICU if found);
+# the decoder step as an ir::Graph and the CPU generation loop on the reference interpreter
+# (docs/decisions/0053). No builder, importer or protobuf.
 kiln_sources(LLM_SOURCES llm)
 list(FILTER LLM_SOURCES EXCLUDE REGEX "/sentencepiece_tokenizer\\.cc$")
-kiln_module(kiln_llm SOURCES ${LLM_SOURCES} EXPOSE llm DEPENDS kiln_core nlohmann_json::nlohmann_json)
+kiln_module(kiln_llm SOURCES ${LLM_SOURCES} EXPOSE llm DEPENDS kiln_core kiln_ir kiln_cpu nlohmann_json::nlohmann_json)
 if(KILN_HAVE_ICU)
   target_link_libraries(kiln_llm PRIVATE ICU::uc ICU::data)
   target_compile_definitions(kiln_llm PRIVATE KILN_HAVE_ICU=1)

@@ -5,6 +5,7 @@
 # built for Python 3.12 (the venv there). Then, with the device tool:
 #   run(command="scripts/gpu_session.sh", carry=[".gpu-carry"])
 #   run(command="scripts/gpu_python.sh", carry=[".gpu-carry"])
+#   run(command="scripts/gpu_llm_reference.sh", carry=[".gpu-carry"])   # LLM generation vs transformers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
@@ -17,10 +18,10 @@ if [ -x "$PY312" ]; then PYARGS=(-DKILN_BUILD_PYTHON=ON -DPython_EXECUTABLE="$PY
 # libsentencepiece to the GPU machine, which has no Debian libraries.
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DKILN_WITH_ICU=OFF -DKILN_WITH_SENTENCEPIECE=OFF "${PYARGS[@]}" >/dev/null
-ninja -C build-cuda kiln_cli kiln_tests kiln_gpu_bench kiln_llm_inspect "${PYTARGET[@]}"
+ninja -C build-cuda kiln_cli kiln_tests kiln_gpu_bench kiln_llm_inspect kiln_llm_generate "${PYTARGET[@]}"
 rm -rf .gpu-carry && mkdir -p .gpu-carry/lib
-cp build-cuda/kiln build-cuda/kiln_tests build-cuda/kiln_gpu_bench build-cuda/kiln_llm_inspect .gpu-carry/
-strip .gpu-carry/kiln .gpu-carry/kiln_tests .gpu-carry/kiln_gpu_bench .gpu-carry/kiln_llm_inspect
+cp build-cuda/kiln build-cuda/kiln_tests build-cuda/kiln_gpu_bench build-cuda/kiln_llm_inspect build-cuda/kiln_llm_generate .gpu-carry/
+strip .gpu-carry/kiln .gpu-carry/kiln_tests .gpu-carry/kiln_gpu_bench .gpu-carry/kiln_llm_inspect .gpu-carry/kiln_llm_generate
 if [ ${#PYTARGET[@]} -gt 0 ]; then  # `import kiln` there: PYTHONPATH=.gpu-carry/python (scripts/gpu_python.sh)
   mkdir -p .gpu-carry/python && cp -r build-cuda/python/kiln .gpu-carry/python/
   strip --strip-unneeded .gpu-carry/python/kiln/_kiln*.so

@@ -137,7 +137,7 @@ Status parse_rope(const json& j, const std::string& where, RopeConfig* rope) {
   return Status::Ok();
 }
 
-Status parse_gpt2(const Fields& f, ModelConfig* c) {
+Status parse_gpt2(const Fields& f, const std::string& where, ModelConfig* c) {
   KILN_RETURN_IF_ERROR(f.positive("n_embd", 768, &c->hidden_size));
   KILN_RETURN_IF_ERROR(f.positive("n_layer", 12, &c->num_layers));
   KILN_RETURN_IF_ERROR(f.positive("n_head", 12, &c->num_heads));
@@ -149,6 +149,14 @@ Status parse_gpt2(const Fields& f, ModelConfig* c) {
   KILN_RETURN_IF_ERROR(f.boolean("tie_word_embeddings", true, &c->tie_word_embeddings));
   c->num_kv_heads = c->num_heads;
   c->attention_bias = c->attention_out_bias = c->mlp_bias = true;
+  // GPT2Attention's variants that change the scores: refused rather than computed as plain GPT-2
+  // (reorder_and_upcast_attn only changes the precision of the same product and is accepted).
+  bool scale_weights = true, by_layer = false;
+  KILN_RETURN_IF_ERROR(f.boolean("scale_attn_weights", true, &scale_weights));
+  KILN_RETURN_IF_ERROR(f.boolean("scale_attn_by_inverse_layer_idx", false, &by_layer));
+  if (!scale_weights) return unsupported(where + ": 'scale_attn_weights' false (unscaled attention scores) is not supported");
+  if (by_layer)
+    return unsupported(where + ": 'scale_attn_by_inverse_layer_idx' true (scores divided by layer + 1) is not supported");
   return Status::Ok();
 }
 
@@ -238,7 +246,7 @@ StatusOr<ModelConfig> parse_model_config(const std::string& text, const std::str
     return invalid_model(where + ": architecture '" + known->cls + "' with model_type '" + c.model_type + "' (expected '" +
                          known->model_type + "')");
   c.architecture = known->arch;
-  if (c.architecture == Architecture::kGpt2) KILN_RETURN_IF_ERROR(parse_gpt2(f, &c));
+  if (c.architecture == Architecture::kGpt2) KILN_RETURN_IF_ERROR(parse_gpt2(f, where, &c));
   else KILN_RETURN_IF_ERROR(parse_llama_family(j, f, where, &c));
 
   // The weight spec lists every layer's tensors; a layer count no model comes near is a broken file.
