@@ -104,11 +104,11 @@ if [[ "$STEPS" == *" llm "* ]] && [ -f scripts/llm_checkpoints_hf.py ]; then
   $PY scripts/llm_checkpoints_hf.py $C/kiln_llm_inspect > "$OUT/llm_checkpoints.txt" 2>&1
   echo "rc=$?" >> "$OUT/llm_checkpoints.txt"
   tail -n 15 "$OUT/llm_checkpoints.txt"
-  if [ -f scripts/llm_reference_hf.py ] && [ -x $C/kiln_llm_generate ]; then
+  if [ -x scripts/gpu_llm_reference.sh ] && [ -x $C/kiln_llm_generate ]; then
     stamp "== LLM CPU reference vs transformers"
-    $PY scripts/llm_reference_hf.py $C/kiln_llm_generate > "$OUT/llm_reference.txt" 2>&1
+    OUT=$OUT scripts/gpu_llm_reference.sh > "$OUT/llm_reference.txt" 2>&1
     echo "rc=$?" >> "$OUT/llm_reference.txt"
-    tail -n 20 "$OUT/llm_reference.txt"
+    tail -n 25 "$OUT/llm_reference.txt"
   fi
 fi
 stamp "done"
