@@ -6,7 +6,8 @@
 // with zero point 0) and equal in Q and DQ, Wq is a constant of the same 8-bit type quantized per
 // tensor or per output channel (MatMul W [K, N]: axis 1; Gemm transB = 1 W [N, K]: axis 0, else
 // axis 1) with zero points 0, Gemm has transA = 0, alpha = beta = 1 and a constant bias ([N], [1, N],
-// [1] or a scalar), and a MatMul's only reader may be an Add of a constant [N] bias (absorbed).
+// [1] or a scalar), and a MatMul's only reader may be an Add of a constant [N] bias (absorbed);
+// a Relu that alone reads the result becomes the layer's activation.
 // K and N must be multiples of 16 (the 8-bit tensor-core GEMMs' alignment); other layers keep
 // their Q/DQ nodes (whose pairs fuse_pointwise turns into QDQ instructions: same numerics, float
 // speed). Runs before constant folding, which would turn DQ(Wq) into a float weight. The Q/DQ
@@ -192,6 +193,18 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
     g.value(add->outputs[0]).producer = n.id;
     origin.insert(origin.end(), add->origin.begin(), add->origin.end());
     add->removed = true;
+  }
+  // A ReLU that alone reads the result joins the epilogue.
+  const ir::ValueId y = n.outputs[0];
+  if (!pinned.count(g.value(y).name) && consumers[y].size() == 1) {
+    ir::Node& r = g.node(consumers[y][0]);
+    if (!r.removed && r.op == ir::OpKind::kRelu && r.outputs.size() == 1) {
+      n.attrs["activation"] = ir::Attribute::of_string("Relu");
+      n.outputs[0] = r.outputs[0];
+      g.value(r.outputs[0]).producer = n.id;
+      origin.insert(origin.end(), r.origin.begin(), r.origin.end());
+      r.removed = true;
+    }
   }
   n.origin = origin;
   return true;

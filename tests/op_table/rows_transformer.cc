@@ -117,10 +117,10 @@ Row matmul_bias(const Shape& a, int64_t n, uint32_t seed) {
 // QuantLinear (passes/fuse_qdq_linear.cc): X [*, K] quantized per tensor, an 8-bit weight [N, K]
 // (int8, or E4M3FN bytes), a scale per output channel, an optional bias; int8 with a zero point
 // too (the epilogue's row-sum correction).
-Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uint32_t seed) {
+Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uint32_t seed, bool relu = false) {
   Row r;
   r.name = std::string("QuantLinear_") + (fp8 ? "fp8_" : "int8_") + dims_name(x) + "_n" + std::to_string(n) +
-           (bias ? "_bias" : "") + (zp ? "_zp" : "");
+           (bias ? "_bias" : "") + (zp ? "_zp" : "") + (relu ? "_relu" : "");
   r.make = [=] {
     TinyGraph t;
     const int64_t k = x.back();
@@ -141,6 +141,7 @@ Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uin
     if (bias) ins.push_back(t.constant("b", nonzero({n}, seed + 2)));
     std::map<std::string, Attribute> attrs = {{"x_scale", Attribute::of_float(0.02f)},
                                               {"x_zero_point", Attribute::of_int(zp)}};
+    if (relu) attrs["activation"] = Attribute::of_string("Relu");
     t.g.outputs = {t.node(OpKind::kQuantLinear, "ql", ins, ys, attrs)};
     return OpCase{t.g, {nonzero(x, seed + 10)}};
   };
@@ -183,6 +184,7 @@ std::vector<Row> transformer_rows() {
       matmul_bias({2, 8, 32}, 48, 800), matmul_bias({1, 77, 64}, 192, 810), matmul_bias({2, 3, 5, 7}, 9, 820),
       quant_linear({2, 8, 32}, 48, false, true, 0, 1200), quant_linear({16, 64}, 32, false, false, 3, 1210),
       quant_linear({2, 8, 32}, 48, true, true, 0, 1220), quant_linear({3, 5, 48}, 16, true, false, 0, 1230),
+      quant_linear({64, 32}, 64, false, true, 0, 1240, true), quant_linear({64, 32}, 64, true, true, 0, 1250, true),
       attention("MHA_d64", {2, 4, 4, 16, 16, 64, 64}, 510),
       attention("seq77_d80", {1, 2, 2, 77, 77, 80, 80}, 520),
       attention("GQA_8_2_seq33", {2, 8, 2, 33, 33, 64, 64}, 530),

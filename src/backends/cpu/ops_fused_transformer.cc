@@ -249,6 +249,9 @@ Status quant_linear(KernelContext& ctx) {
   if (b && (b->dtype() != DataType::kFloat32 || b->numel() != n)) return ctx.fail("bias must be float32 [N]");
   const float sx = ctx.attr_float("x_scale", 0.f);
   const int64_t zp = ctx.attr_int("x_zero_point", 0);
+  const std::string act = ctx.attr_string("activation", "");
+  if (!act.empty() && act != "Relu") return ctx.fail("activation '" + act + "', expected \"\" or Relu");
+  const bool relu = act == "Relu";
   if (!(sx > 0) || !std::isfinite(sx)) return ctx.fail("x_scale must be a finite number > 0");
   if (fp8 ? zp != 0 : (zp < -128 || zp > 127)) return ctx.fail("x_zero_point " + std::to_string(zp) + " out of range");
   // Quantized X, as the integer (q - zp) or the E4M3FN value.
@@ -285,7 +288,8 @@ Status quant_linear(KernelContext& ctx) {
         for (int64_t i = 0; i < k; ++i) a += static_cast<int64_t>(qi[r * k + i]) * wi[c * k + i];
         acc = static_cast<float>(a);
       }
-      yp[r * n + c] = acc * (sx * wsp[c]) + (bp ? bp[c] : 0.f);
+      const float v = acc * (sx * wsp[c]) + (bp ? bp[c] : 0.f);
+      yp[r * n + c] = relu && v < 0.f ? 0.f : v;
     }
   KILN_ASSIGN_OR_RETURN(Tensor out, nn::from_compute(y, ctx.in(0).dtype()));
   ctx.set_output(0, std::move(out));

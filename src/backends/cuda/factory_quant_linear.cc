@@ -25,6 +25,7 @@ struct QuantLinearParams {
   float x_scale = 1.f;
   int zero_point = 0;
   bool has_bias = false;
+  bool relu = false;
   StorageType x_type = StorageType::kF32, y_type = StorageType::kF32;
 };
 
@@ -116,14 +117,15 @@ class QuantLinearLayer : public Layer {
     const float* bias = ins[4] >= 0 ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
     KILN_CUDA_CHECK(launch_dequant_epilogue(acc, !p_.fp8, s.ptr(outs[0]), p_.y_type, p_.m, p_.n, p_.x_scale,
                                             static_cast<const float*>(s.ptr(ins[2])), wsum, p_.zero_point, bias,
-                                            s.stream));
+                                            p_.relu, s.stream));
     return Status::Ok();
   }
 
   std::string signature() const override {
     return "quant_linear m=" + std::to_string(p_.m) + " n=" + std::to_string(p_.n) + " k=" + std::to_string(p_.k) +
            (p_.fp8 ? " fp8e4m3" : " int8") + " x=" + storage_name(p_.x_type) + " y=" + storage_name(p_.y_type) +
-           (p_.zero_point ? " zp" : "") + (p_.has_bias ? " +bias" : "") + " ws<=" + std::to_string(lt_cap_);
+           (p_.zero_point ? " zp" : "") + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
+           " ws<=" + std::to_string(lt_cap_);
   }
 
  private:
@@ -151,7 +153,7 @@ class QuantLinearLayer : public Layer {
   }
   void describe(const std::string& gemm) {
     tactic = "quant_linear " + std::string(p_.fp8 ? "fp8e4m3" : "int8") + (gemm.empty() ? "" : " " + gemm) + " " +
-             storage_name(p_.y_type) + (p_.has_bias ? " +bias" : "");
+             storage_name(p_.y_type) + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "");
   }
   QuantLinearParams p_;
   cublasLtMatmulDesc_t desc_ = nullptr;
@@ -188,6 +190,9 @@ Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::strin
   p.x_scale = n.attr_float("x_scale", 0.f);
   p.zero_point = static_cast<int>(n.attr_int("x_zero_point", 0));
   p.has_bias = has_bias;
+  const std::string act = n.attr_string("activation", "");
+  if (!act.empty() && act != "Relu") return unsupported(where + "activation '" + act + "'");
+  p.relu = act == "Relu";
   if (!(p.x_scale > 0)) return invalid_argument(where + "x_scale must be > 0");
   KILN_ASSIGN_OR_RETURN(int xa, ctx.activation(n.inputs[0]));
   xa = ctx.as_layout(xa, false);

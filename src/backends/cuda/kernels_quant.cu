@@ -41,13 +41,14 @@ __global__ void quantize_kernel(StorageType xt, const void* x, int8_t* q, int64_
 }
 
 __global__ void epilogue_kernel(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
-                                float sx, const float* sw, const float* wsum, int zp, const float* bias) {
+                                float sx, const float* sw, const float* wsum, int zp, const float* bias, bool relu) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < m * n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i % n;
     float a = acc_int ? static_cast<float>(static_cast<const int32_t*>(acc)[i]) : static_cast<const float*>(acc)[i];
     if (wsum && zp) a -= static_cast<float>(zp) * wsum[c];
-    store_float(yt, y, i, a * (sx * sw[c]) + (bias ? bias[c] : 0.f));
+    const float o = a * (sx * sw[c]) + (bias ? bias[c] : 0.f);
+    store_float(yt, y, i, relu && o < 0.f ? 0.f : o);
   }
 }
 
@@ -76,6 +77,103 @@ __global__ void gemm_reference_kernel(const int8_t* q, const int8_t* w, void* ac
   }
 }
 
+// 8 elements per thread (16 bytes of fp16/bf16 or two float4 loads, one 8-byte store): the
+// activation is read once at full width.
+template <typename T>
+__device__ inline void load8(const T* p, float* v);
+template <>
+__device__ inline void load8<float>(const float* p, float* v) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+template <>
+__device__ inline void load8<__half>(const __half* p, float* v) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const __half2* h = reinterpret_cast<const __half2*>(&u);
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __half22float2(h[j]);
+    v[2 * j] = f.x;
+    v[2 * j + 1] = f.y;
+  }
+}
+template <>
+__device__ inline void load8<__nv_bfloat16>(const __nv_bfloat16* p, float* v) {
+  const uint4 u = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __bfloat1622float2(h[j]);
+    v[2 * j] = f.x;
+    v[2 * j + 1] = f.y;
+  }
+}
+
+template <typename T>
+__global__ void quantize8_kernel(const T* x, int8_t* q, int64_t groups, float scale, int zp, bool fp8) {
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v[8];
+    load8<T>(x + g * 8, v);
+    uint8_t b[8];
+    for (int j = 0; j < 8; ++j) {
+      const float f = v[j] / scale;  // a division, as QuantizeLinear (not * 1/scale)
+      if (fp8) {
+        b[j] = __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3);
+      } else {
+        const float r = rintf(f) + static_cast<float>(zp);
+        b[j] = static_cast<uint8_t>(static_cast<int8_t>(r < -128.f ? -128.f : (r > 127.f ? 127.f : r)));
+      }
+    }
+    uint2 out;
+    out.x = b[0] | (b[1] << 8) | (b[2] << 16) | (static_cast<uint32_t>(b[3]) << 24);
+    out.y = b[4] | (b[5] << 8) | (b[6] << 16) | (static_cast<uint32_t>(b[7]) << 24);
+    reinterpret_cast<uint2*>(q)[g] = out;
+  }
+}
+
+// 4 outputs of one row per thread: one 16-byte load of the accumulator, the scales and bias as
+// float4, one store of 4 values.
+__global__ void epilogue4_kernel(const void* acc, bool acc_int, void* y, StorageType yt, int64_t groups, int64_t n4,
+                                 float sx, const float* sw, const float* wsum, int zp, const float* bias, bool relu) {
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c4 = g % n4;
+    float a[4];
+    if (acc_int) {
+      const int4 v = reinterpret_cast<const int4*>(acc)[g];
+      a[0] = static_cast<float>(v.x); a[1] = static_cast<float>(v.y);
+      a[2] = static_cast<float>(v.z); a[3] = static_cast<float>(v.w);
+    } else {
+      const float4 v = reinterpret_cast<const float4*>(acc)[g];
+      a[0] = v.x; a[1] = v.y; a[2] = v.z; a[3] = v.w;
+    }
+    const float4 s = reinterpret_cast<const float4*>(sw)[c4];
+    const float sc[4] = {s.x, s.y, s.z, s.w};
+    float bb[4] = {0.f, 0.f, 0.f, 0.f}, ws[4] = {0.f, 0.f, 0.f, 0.f};
+    if (bias) {
+      const float4 b = reinterpret_cast<const float4*>(bias)[c4];
+      bb[0] = b.x; bb[1] = b.y; bb[2] = b.z; bb[3] = b.w;
+    }
+    if (wsum && zp) {
+      const float4 w = reinterpret_cast<const float4*>(wsum)[c4];
+      ws[0] = w.x; ws[1] = w.y; ws[2] = w.z; ws[3] = w.w;
+    }
+    float o[4];
+    for (int j = 0; j < 4; ++j) {
+      o[j] = (a[j] - static_cast<float>(zp) * ws[j]) * (sx * sc[j]) + bb[j];
+      if (relu) o[j] = o[j] > 0.f ? o[j] : 0.f;
+    }
+    if (yt == StorageType::kF16) {
+      __half2 h[2] = {__floats2half2_rn(o[0], o[1]), __floats2half2_rn(o[2], o[3])};
+      reinterpret_cast<uint2*>(y)[g] = *reinterpret_cast<const uint2*>(h);
+    } else if (yt == StorageType::kBF16) {
+      __nv_bfloat162 h[2] = {__floats2bfloat162_rn(o[0], o[1]), __floats2bfloat162_rn(o[2], o[3])};
+      reinterpret_cast<uint2*>(y)[g] = *reinterpret_cast<const uint2*>(h);
+    } else {
+      reinterpret_cast<float4*>(y)[g] = make_float4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
 int blocks_for(int64_t count) {
   const int64_t b = (count + kThreads - 1) / kThreads;
   return static_cast<int>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
@@ -83,19 +181,46 @@ int blocks_for(int64_t count) {
 
 }  // namespace
 
+static bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 cudaError_t launch_quantize_8bit(StorageType xt, const void* x, int8_t* q, int64_t count, float scale,
                                  int zero_point, bool fp8, cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
+  if (count % 8 == 0 && aligned16(x) && (reinterpret_cast<uintptr_t>(q) & 7) == 0) {
+    const int64_t groups = count / 8;
+    switch (xt) {
+      case StorageType::kF16:
+        quantize8_kernel<__half><<<blocks_for(groups), kThreads, 0, stream>>>(static_cast<const __half*>(x), q, groups,
+                                                                              scale, zero_point, fp8);
+        return cudaGetLastError();
+      case StorageType::kBF16:
+        quantize8_kernel<__nv_bfloat16><<<blocks_for(groups), kThreads, 0, stream>>>(
+            static_cast<const __nv_bfloat16*>(x), q, groups, scale, zero_point, fp8);
+        return cudaGetLastError();
+      case StorageType::kF32:
+        quantize8_kernel<float><<<blocks_for(groups), kThreads, 0, stream>>>(static_cast<const float*>(x), q, groups,
+                                                                             scale, zero_point, fp8);
+        return cudaGetLastError();
+      default: break;
+    }
+  }
   quantize_kernel<<<blocks_for(count), kThreads, 0, stream>>>(xt, x, q, count, scale, zero_point, fp8);
   return cudaGetLastError();
 }
 
 cudaError_t launch_dequant_epilogue(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
                                     float x_scale, const float* w_scale, const float* wsum, int zero_point,
-                                    const float* bias, cudaStream_t stream) {
+                                    const float* bias, bool relu, cudaStream_t stream) {
   if (m * n <= 0) return cudaSuccess;
+  if (n % 4 == 0 && aligned16(acc) && aligned16(w_scale) && (!bias || aligned16(bias)) && (!wsum || aligned16(wsum)) &&
+      (reinterpret_cast<uintptr_t>(y) & (yt == StorageType::kF32 ? 15 : 7)) == 0) {
+    const int64_t groups = m * n / 4;
+    epilogue4_kernel<<<blocks_for(groups), kThreads, 0, stream>>>(acc, acc_int, y, yt, groups, n / 4, x_scale, w_scale,
+                                                                  wsum, zero_point, bias, relu);
+    return cudaGetLastError();
+  }
   epilogue_kernel<<<blocks_for(m * n), kThreads, 0, stream>>>(acc, acc_int, y, yt, m, n, x_scale, w_scale, wsum,
-                                                              zero_point, bias);
+                                                              zero_point, bias, relu);
   return cudaGetLastError();
 }
 

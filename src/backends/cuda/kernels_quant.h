@@ -14,15 +14,18 @@
 namespace kiln::cuda {
 
 // q[i] = quantize(x[i] / scale) for `count` elements of x (storage `xt`): int8 with `zero_point`
-// (int8 [-128, 127]) when !fp8, else E4M3FN bytes (zero point 0).
+// (int8 [-128, 127]) when !fp8, else E4M3FN bytes (zero point 0). 8 elements per thread when
+// count % 8 == 0 and x is 16-byte aligned.
 cudaError_t launch_quantize_8bit(StorageType xt, const void* x, int8_t* q, int64_t count, float scale,
                                  int zero_point, bool fp8, cudaStream_t stream);
 
-// y[m, n] = (acc[m, n] - zero_point * wsum[n]) * x_scale * w_scale[n] + bias[n] for the row-major
-// [M, N] accumulator (int32 when acc_int, else float32), y in storage `yt`; wsum / bias may be null.
+// y[m, n] = act((acc[m, n] - zero_point * wsum[n]) * x_scale * w_scale[n] + bias[n]) for the
+// row-major [M, N] accumulator (int32 when acc_int, else float32), y in storage `yt`; act = ReLU
+// when `relu`, else identity; wsum / bias may be null. 4 outputs per thread when N % 4 == 0 and the
+// pointers are 16-byte aligned.
 cudaError_t launch_dequant_epilogue(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
                                     float x_scale, const float* w_scale, const float* wsum, int zero_point,
-                                    const float* bias, cudaStream_t stream);
+                                    const float* bias, bool relu, cudaStream_t stream);
 
 // The reference GEMM: acc[m, n] = sum_k q[m, k] * w[n, k] over 8-bit operands (int8 -> int32, or
 // E4M3FN -> float32), one thread per output. For shapes no tensor-core GEMM takes.
