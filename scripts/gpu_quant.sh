@@ -6,6 +6,7 @@
 #   3. QuantLinear speed: an MLP of two 4096 x 4096 linear layers (batch 4096 rows) built FP16, and
 #      from its Q/DQ models INT8 and FP8 (`kiln quantize` here), `kiln bench --cuda-graph`
 #   4. the LLM checkpoint reader against transformers' save_pretrained (scripts/llm_checkpoints_hf.py)
+#   5. ab: the product-path A/B against the previous main (scripts/gpu_product_ab.sh; KILN_AB_MODELS, ...)
 # Steps: KILN_QUANT_STEPS (default "tests ocr mlp llm").
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
@@ -76,7 +77,7 @@ PYEOF
     fi
     $C/kiln inspect /tmp/q/$tag.plan > "$OUT/mlp_inspect_$tag.txt" 2>&1
     $C/kiln bench /tmp/q/$tag.plan --cuda-graph --iterations 200 --json /tmp/q/$tag.json > /dev/null 2>&1
-    $C/kiln run /tmp/q/$tag.plan --input x=/tmp/q/x.npy --output-dir /tmp/q/out_$tag > /dev/null 2>&1
+    $C/kiln run /tmp/q/$tag.plan --input x=/tmp/q/x.npy --output-dir /tmp/q/out_$tag --dump-profile "$OUT/mlp_profile_$tag.json" > /dev/null 2>&1
     $PY - "$tag" /tmp/q/$tag.json /tmp/q/$tag.plan <<'PYEOF' | tee -a "$OUT/mlp.jsonl"
 import json, os, sys
 tag, jp, plan = sys.argv[1:4]
@@ -112,5 +113,10 @@ if [[ "$STEPS" == *" llm "* ]] && [ -f scripts/llm_checkpoints_hf.py ]; then
     echo "rc=$?" >> "$OUT/llm_reference.txt"
     tail -n 25 "$OUT/llm_reference.txt"
   fi
+fi
+if [[ "$STEPS" == *" ab "* ]]; then
+  stamp "== product-path A/B against the previous main"
+  OUT=$OUT scripts/gpu_product_ab.sh > "$OUT/ab_log.txt" 2>&1
+  tail -n 30 "$OUT/ab_log.txt"
 fi
 stamp "done"

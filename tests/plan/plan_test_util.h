@@ -23,12 +23,14 @@
 
 namespace kiln::testing {
 
-// A plan of add_relu_model() with x in [1..8, 4] (opt [2, 4]). fuse_pointwise is off so the plan
-// keeps its two layers (Add, Relu) and an edge between them for the engine/inspect/dot tests.
+// A CPU plan of add_relu_model() with x in [1..8, 4] (opt [2, 4]), on any machine (the format
+// tests expect a CPU plan's header and tactics). fuse_pointwise is off so the plan keeps its two
+// layers (Add, Relu) and an edge between them for the engine/inspect/dot tests.
 inline std::vector<uint8_t> build_add_relu_plan() {
   auto g = onnx_import::import_model_bytes(add_relu_model().bytes(), ".");
   EXPECT_TRUE(g.ok()) << g.status().to_string();
   BuilderConfig c;
+  c.target = TargetDevice::kCpu;
   c.disabled_passes = {"fuse_pointwise"};
   OptimizationProfile p;
   EXPECT_TRUE(p.set_dimensions("x", {1, 4}, {2, 4}, {8, 4}).ok());
