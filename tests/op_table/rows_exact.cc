@@ -299,6 +299,26 @@ void sequence_rows(std::vector<Row>& r) {
     }));
 }
 
+// Trilu with k computed at run time (a graph input), and a graph output the build folds to a
+// constant (the Shape of an input): returned as int64 through a copy layer.
+void runtime_k_and_constant_output_rows(std::vector<Row>& r) {
+  r.push_back(row("Trilu_float_upper_runtime_k", [] {
+    return exact_case(OpKind::kTrilu, {{quarters({2, 4, 6}, 620)}, {scalar_index(-1, DataType::kInt64)}}, {2, 4, 6},
+                      DataType::kFloat32, {{"upper", Attribute::of_int(1)}});
+  }));
+  Row shape = row("Shape_graph_output_int64", [] {
+    TinyGraph t;
+    auto x = t.input("x", {3, 5, 2});
+    auto y = t.node(OpKind::kShape, "shape", {x}, {3});
+    t.g.value(y).dtype = DataType::kInt64;
+    auto z = t.node(OpKind::kRelu, "relu", {x}, {3, 5, 2});
+    t.g.outputs = {y, z};
+    return OpCase{t.g, {nonzero({3, 5, 2}, 621)}};
+  });
+  shape.expect_ops = {"Relu"};
+  r.push_back(shape);
+}
+
 void movement_rows_exact(std::vector<Row>& r) {
   for (DataType dt : {DataType::kBool, DataType::kInt64, DataType::kInt32}) {
     const std::string s = dt_name(dt);
@@ -350,6 +370,7 @@ std::vector<Row> exact_rows() {
   cast_rows(r);
   int_arith_rows(r);
   sequence_rows(r);
+  runtime_k_and_constant_output_rows(r);
   movement_rows_exact(r);
   return r;
 }

@@ -74,11 +74,13 @@ std::unique_ptr<Layer> make_cumsum_layer(int64_t outer, int64_t n, int64_t inner
                            });
 }
 
-std::unique_ptr<Layer> make_trilu_layer(int64_t batch, int64_t rows, int64_t cols, int64_t k, bool upper, StorageType t) {
+std::unique_ptr<Layer> make_trilu_layer(int64_t batch, int64_t rows, int64_t cols, int64_t k, bool k_runtime, bool upper,
+                                        StorageType t) {
   const int eb = storage_bytes(t);
   return make_kernel_layer("Trilu", std::string("kiln.trilu ") + (upper ? "upper " : "lower ") + storage_name(t),
                            [=](ExecState& s, const Layer& l) {
-                             return launch_trilu(s.ptr(l.ins[0]), s.ptr(l.outs[0]), eb, batch, rows, cols, k, upper,
+                             const auto* kd = k_runtime ? static_cast<const int64_t*>(s.ptr(l.ins[1])) : nullptr;
+                             return launch_trilu(s.ptr(l.ins[0]), s.ptr(l.outs[0]), eb, batch, rows, cols, k, kd, upper,
                                                  s.stream);
                            });
 }

@@ -30,7 +30,8 @@ std::unique_ptr<Layer> make_range_layer(int64_t count, StorageType t);
 // ins: x; out: y, a [outer, n, inner] array of type t.
 std::unique_ptr<Layer> make_cumsum_layer(int64_t outer, int64_t n, int64_t inner, bool exclusive, bool reverse,
                                          StorageType t);
-// ins: x; out: y, a [batch, rows, cols] array of type t.
-std::unique_ptr<Layer> make_trilu_layer(int64_t batch, int64_t rows, int64_t cols, int64_t k, bool upper, StorageType t);
+// ins: x (, k: an int64 device scalar when k_runtime); out: y, a [batch, rows, cols] array of type t.
+std::unique_ptr<Layer> make_trilu_layer(int64_t batch, int64_t rows, int64_t cols, int64_t k, bool k_runtime, bool upper,
+                                        StorageType t);
 
 }  // namespace kiln::cuda

@@ -199,6 +199,19 @@ class Lowering final : public LowerContext {
     exact_ = false;
     low_ = st_ != StorageType::kF32;
     for (ir::ValueId v : g_.outputs) {
+      if (act_.find(v) == act_.end() && g_.value(v).constant) {
+        // An output the build folded to a constant (the Shape of an input, a Constant): uploaded
+        // and copied into the output by a cast layer of its own type.
+        const Tensor& c = *g_.value(v).constant;
+        StorageType t = StorageType::kF32;
+        if (!exact_storage(c.dtype(), &t) && !is_float(c.dtype()))
+          return unsupported("graph output '" + g_.value(v).name + "' is a constant of dtype " + dtype_name(c.dtype()));
+        KILN_ASSIGN_OR_RETURN(int w, upload_as(g_.value(v).name + ":constant", c, t));
+        const int out = new_val(g_.value(v).name, vs_.shapes[v], t, false);
+        add_layer(make_cast_layer(c.numel(), t, t), "output_constant:" + g_.value(v).name, {w}, {out}, {});
+        m_->output_vals.push_back(out);
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(int a, activation(v));
       const GVal& gv = m_->vals[a];
       if (!storage_is_float(gv.type)) {  // int32 / int64 / bool outputs are returned as stored

@@ -208,7 +208,8 @@ __global__ void cumsum_kernel(const T* __restrict__ x, T* __restrict__ y, int64_
 
 template <typename T>
 __global__ void trilu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, int64_t rows, int64_t cols,
-                             int64_t k, bool upper) {
+                             int64_t k, const int64_t* k_dev, bool upper) {
+  if (k_dev) k = *k_dev;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t j = i % cols, r = (i / cols) % rows;
@@ -353,13 +354,13 @@ cudaError_t launch_cumsum(const void* x, void* y, StorageType t, int64_t outer, 
 }
 
 cudaError_t launch_trilu(const void* x, void* y, int elem_bytes, int64_t batch, int64_t rows, int64_t cols, int64_t k,
-                         bool upper, cudaStream_t s) {
+                         const int64_t* k_dev, bool upper, cudaStream_t s) {
   const int64_t total = batch * rows * cols;
   if (total == 0) return cudaSuccess;
   return with_bytes(elem_bytes, [&](auto tag) {
     using T = decltype(tag);
     trilu_kernel<T><<<blocks_for(total), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), total, rows,
-                                                          cols, k, upper);
+                                                          cols, k, k_dev, upper);
     return cudaGetLastError();
   });
 }

@@ -69,8 +69,9 @@ cudaError_t launch_cumsum(const void* x, void* y, StorageType t, int64_t outer, 
                           bool exclusive, bool reverse, cudaStream_t stream);
 
 // ONNX Trilu over a [batch, rows, cols] array: element (i, j) is kept when j - i >= k (upper)
-// or j - i <= k (lower), else zero bytes; any element size of 1, 2, 4 or 8 bytes.
+// or j - i <= k (lower), else zero bytes; any element size of 1, 2, 4 or 8 bytes. k is read from
+// the device scalar `k_dev` when it is not null (a k computed at run time), else it is `k`.
 cudaError_t launch_trilu(const void* x, void* y, int elem_bytes, int64_t batch, int64_t rows, int64_t cols, int64_t k,
-                         bool upper, cudaStream_t stream);
+                         const int64_t* k_dev, bool upper, cudaStream_t stream);
 
 }  // namespace kiln::cuda
