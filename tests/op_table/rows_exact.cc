@@ -1,7 +1,7 @@
 // Rows on int32 / int64 / bool tensors (issue 11, docs/decisions/0051): comparisons, And / Or /
 // Xor / Not, IsNaN / IsInf, Where with a runtime condition, Cast to / from bool and between
-// integer and float types, integer arithmetic, Range, CumSum, Trilu, and the movement ops on
-// integer and bool tensors. Operands are graph inputs (run-time values, not folded), with
+// integer and float types, integer arithmetic, Range, CumSum, Trilu, ArgMax / ArgMin, integer
+// reductions, and the movement ops on integer and bool tensors. Operands are graph inputs (run-time values, not folded), with
 // broadcasting; integer and bool outputs must match the reference exactly. Float operands of
 // comparisons and casts are multiples of 1/4 in [-8, 8], exact in fp16 and bf16, so a plan's
 // float precision cannot flip a comparison or a truncation.
@@ -319,6 +319,55 @@ void runtime_k_and_constant_output_rows(std::vector<Row>& r) {
   r.push_back(shape);
 }
 
+// ArgMax / ArgMin (ties among quarters; NaN counts as the extreme) and integer reductions.
+void reduction_rows(std::vector<Row>& r) {
+  struct ArgArgs {
+    const char* name;
+    OpKind op;
+    DataType dt;
+    int64_t axis;
+    int keepdims, last;
+    Shape out;
+  };
+  const ArgArgs args[] = {{"ArgMax_float_axis1", OpKind::kArgMax, DataType::kFloat32, 1, 1, 0, {2, 1, 4}},
+                          {"ArgMax_float_last_index_nokeep", OpKind::kArgMax, DataType::kFloat32, -1, 0, 1, {2, 6}},
+                          {"ArgMin_int64_axis0", OpKind::kArgMin, DataType::kInt64, 0, 1, 0, {1, 6, 4}},
+                          {"ArgMin_int32_last_index", OpKind::kArgMin, DataType::kInt32, 2, 0, 1, {2, 6}}};
+  for (const ArgArgs& a : args)
+    r.push_back(row(a.name, [=] {
+      const Shape in = {2, 6, 4};
+      return exact_case(a.op, {{a.dt == DataType::kFloat32 ? quarters(in, 800) : int_tensor(a.dt, in, -3, 3, 801)}}, a.out,
+                        DataType::kInt64,
+                        {{"axis", Attribute::of_int(a.axis)},
+                         {"keepdims", Attribute::of_int(a.keepdims)},
+                         {"select_last_index", Attribute::of_int(a.last)}});
+    }));
+  r.push_back(row("ArgMax_float_nan", [] {
+    return exact_case(OpKind::kArgMax, {{specials({3, 7}, 802)}}, {3}, DataType::kInt64,
+                      {{"axis", Attribute::of_int(1)}, {"keepdims", Attribute::of_int(0)}});
+  }));
+  struct ReduceArgs {
+    const char* name;
+    OpKind op;
+    DataType dt;
+    std::vector<int64_t> axes;
+    Shape out;
+  };
+  const ReduceArgs red[] = {{"ReduceSum_int64_last_axis", OpKind::kReduceSum, DataType::kInt64, {-1}, {2, 6, 1}},
+                            {"ReduceSum_int32_all", OpKind::kReduceSum, DataType::kInt32, {}, {1, 1, 1}},
+                            {"ReduceMax_int64_axis1", OpKind::kReduceMax, DataType::kInt64, {1}, {2, 1, 4}},
+                            {"ReduceMin_int32_axes01", OpKind::kReduceMin, DataType::kInt32, {0, 1}, {1, 1, 4}}};
+  for (const ReduceArgs& a : red)
+    r.push_back(row(a.name, [=] {
+      // Opset 17: ReduceSum takes axes as input 1, ReduceMax / ReduceMin as an attribute.
+      std::vector<In> ins = {{int_tensor(a.dt, {2, 6, 4}, -1000, 1000, 810)}};
+      std::map<std::string, Attribute> attrs = {{"keepdims", Attribute::of_int(1)}};
+      if (!a.axes.empty() && a.op == OpKind::kReduceSum) ins.push_back({ints(a.axes), true});
+      if (!a.axes.empty() && a.op != OpKind::kReduceSum) attrs["axes"] = Attribute::of_ints(a.axes);
+      return exact_case(a.op, ins, a.out, a.dt, attrs);
+    }));
+}
+
 void movement_rows_exact(std::vector<Row>& r) {
   for (DataType dt : {DataType::kBool, DataType::kInt64, DataType::kInt32}) {
     const std::string s = dt_name(dt);
@@ -371,6 +420,7 @@ std::vector<Row> exact_rows() {
   int_arith_rows(r);
   sequence_rows(r);
   runtime_k_and_constant_output_rows(r);
+  reduction_rows(r);
   movement_rows_exact(r);
   return r;
 }

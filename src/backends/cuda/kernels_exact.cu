@@ -218,6 +218,49 @@ __global__ void trilu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
   }
 }
 
+template <typename T>
+__global__ void arg_extreme_kernel(const T* __restrict__ x, int64_t* __restrict__ y, int64_t outer, int64_t n,
+                                   int64_t inner, bool max, bool last) {
+  for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < outer * inner;
+       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T* p = x + (col / inner) * n * inner + col % inner;
+    auto best = wide(p[0]);
+    int64_t best_k = 0;
+    for (int64_t k = 1; k < n; ++k) {
+      const auto c = wide(p[k * inner]);
+      if (c != c) {  // NaN (never true for integers)
+        if (best == best || last) best_k = k;
+        if (best == best) best = c;
+        continue;
+      }
+      if (best != best) continue;
+      if ((max ? c > best : c < best) || (last && c == best)) {
+        best = c;
+        best_k = k;
+      }
+    }
+    y[col] = best_k;
+  }
+}
+
+template <typename T>
+__global__ void int_reduce_kernel(const T* __restrict__ x, T* __restrict__ y, int max, int64_t outer, int64_t red,
+                                  int64_t inner) {
+  for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < outer * inner;
+       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T* p = x + (col / inner) * red * inner + col % inner;
+    Unsigned<T> sum = 0;
+    const T lowest = static_cast<T>(Unsigned<T>(1) << (sizeof(T) * 8 - 1));  // two's complement MIN
+    T ext = max > 0 ? lowest : static_cast<T>(~lowest);
+    for (int64_t k = 0; k < red; ++k) {
+      const T v = p[k * inner];
+      sum += static_cast<Unsigned<T>>(v);
+      ext = max > 0 ? (v > ext ? v : ext) : (v < ext ? v : ext);
+    }
+    y[col] = max == 0 ? static_cast<T>(sum) : ext;
+  }
+}
+
 template <typename F>
 cudaError_t with_bytes(int elem_bytes, F f) {
   switch (elem_bytes) {
@@ -351,6 +394,33 @@ cudaError_t launch_cumsum(const void* x, void* y, StorageType t, int64_t outer, 
                                                                    n, inner, exclusive, reverse);
     return cudaGetLastError();
   });
+}
+
+cudaError_t launch_arg_extreme(const void* x, StorageType t, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool max,
+                               bool last, cudaStream_t s) {
+  if (outer * inner == 0) return cudaSuccess;
+  if (n < 1) return cudaErrorInvalidValue;
+  return with_numeric(t, [&](auto tag) {
+    using T = decltype(tag);
+    arg_extreme_kernel<T><<<blocks_for(outer * inner), kThreads, 0, s>>>(static_cast<const T*>(x), y, outer, n, inner,
+                                                                        max, last);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_int_reduce(const void* x, void* y, StorageType t, int max, int64_t outer, int64_t red, int64_t inner,
+                              cudaStream_t s) {
+  if (outer * inner == 0) return cudaSuccess;
+  if (t == StorageType::kI32) {
+    int_reduce_kernel<int32_t><<<blocks_for(outer * inner), kThreads, 0, s>>>(
+        static_cast<const int32_t*>(x), static_cast<int32_t*>(y), max, outer, red, inner);
+  } else if (t == StorageType::kI64) {
+    int_reduce_kernel<int64_t><<<blocks_for(outer * inner), kThreads, 0, s>>>(
+        static_cast<const int64_t*>(x), static_cast<int64_t*>(y), max, outer, red, inner);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
 }
 
 cudaError_t launch_trilu(const void* x, void* y, int elem_bytes, int64_t batch, int64_t rows, int64_t cols, int64_t k,

@@ -74,4 +74,18 @@ cudaError_t launch_cumsum(const void* x, void* y, StorageType t, int64_t outer, 
 cudaError_t launch_trilu(const void* x, void* y, int elem_bytes, int64_t batch, int64_t rows, int64_t cols, int64_t k,
                          const int64_t* k_dev, bool upper, cudaStream_t stream);
 
+// ONNX ArgMax / ArgMin along the middle axis of a [outer, n, inner] array of type t (float
+// storage compared in float, int32 / int64 exactly): y[o, i] = the index of the largest
+// (`max`) or smallest value, the first one unless `last`; NaN counts as the extreme (numpy, the
+// CPU reference). y is int64. n >= 1.
+cudaError_t launch_arg_extreme(const void* x, StorageType t, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool max,
+                               bool last, cudaStream_t stream);
+
+// Integer reductions (ONNX ReduceSum / ReduceMax / ReduceMin on int32 / int64) over the middle
+// axis of a [outer, red, inner] array: sums wrap in two's complement; red == 0 gives 0 for a sum
+// and the type's lowest / highest value for max / min (the identities). `max`: 1 max, -1 min,
+// 0 sum.
+cudaError_t launch_int_reduce(const void* x, void* y, StorageType t, int max, int64_t outer, int64_t red, int64_t inner,
+                              cudaStream_t stream);
+
 }  // namespace kiln::cuda

@@ -121,6 +121,11 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kRange, lower_range},
     {OpKind::kCumSum, lower_cumsum},
     {OpKind::kTrilu, lower_trilu},
+    {OpKind::kArgMax, lower_arg_extreme},
+    {OpKind::kArgMin, lower_arg_extreme},
+    {OpKind::kReduceSum, lower_int_reduce},
+    {OpKind::kReduceMax, lower_int_reduce},
+    {OpKind::kReduceMin, lower_int_reduce},
 };
 
 template <size_t N>

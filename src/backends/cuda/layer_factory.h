@@ -141,12 +141,15 @@ Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& whe
 Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Add, Relu, Clip, ...
 Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // Exact types (docs/decisions/0051): comparisons, And/Or/Xor/Not, IsNaN/IsInf (bool outputs);
-// integer Add/Sub/Mul/Div/Mod/Neg/Abs/Min/Max; Range, CumSum, Trilu (integer or float).
+// integer Add/Sub/Mul/Div/Mod/Neg/Abs/Min/Max; Range, CumSum, Trilu (integer or float); ArgMax /
+// ArgMin; integer ReduceSum/Max/Min.
 Status lower_logical(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_int_arith(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_range(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_cumsum(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_trilu(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_arg_extreme(LowerContext& ctx, const ir::Node& n, const std::string& where);  // ArgMax, ArgMin
+Status lower_int_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Max/Min of ints
 
 // Float activations the CUDA path computes on (float32, float16).
 bool is_float(DataType t);
