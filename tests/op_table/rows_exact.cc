@@ -369,6 +369,22 @@ void reduction_rows(std::vector<Row>& r) {
     }));
 }
 
+// Kiln's Attention with a bool mask computed at run time (a graph input here; a padding / causal
+// mask chain in an export): query row 1 of batch 0 sees no key (zeros, as the CPU reference).
+void attention_rows(std::vector<Row>& r) {
+  r.push_back(row("Attention_runtime_bool_mask", [] {
+    TinyGraph t;
+    const Shape qs = {2, 2, 5, 8}, ks = {2, 2, 6, 8}, ms = {2, 1, 5, 6};
+    Tensor mask = bools(ms, 900);
+    auto* p = static_cast<uint8_t*>(mask.raw());
+    for (int64_t j = 0; j < 6; ++j) p[6 + j] = 0;
+    auto y = t.node(OpKind::kAttention, "attn",
+                    {t.input("q", qs), t.input("k", ks), t.input("v", ks), int_input(t, "mask", ms, DataType::kBool)}, qs);
+    t.g.outputs = {y};
+    return OpCase{t.g, {nonzero(qs, 901, 2.f), nonzero(ks, 902, 2.f), nonzero(ks, 903), mask}};
+  }, kArithTol));
+}
+
 void movement_rows_exact(std::vector<Row>& r) {
   for (DataType dt : {DataType::kBool, DataType::kInt64, DataType::kInt32}) {
     const std::string s = dt_name(dt);
@@ -422,6 +438,7 @@ std::vector<Row> exact_rows() {
   sequence_rows(r);
   runtime_k_and_constant_output_rows(r);
   reduction_rows(r);
+  attention_rows(r);
   movement_rows_exact(r);
   return r;
 }
