@@ -2,10 +2,10 @@
 // small ONNX model written as the TorchScript exporter of `transformers` writes BERT's masks —
 // the legacy additive form (mask int64 -> Unsqueeze -> Cast float -> 1 - m -> * -10000 -> + scores)
 // and the SDPA bool form (Cast bool -> Expand -> And with a causal mask from Range / comparisons
-// -> Not -> Where(m, -inf, 0) -> + scores -> Softmax -> Where(IsNaN(p), 0, p)). Without a GPU:
-// the graph the builder lowers (cuda_layer_graph) keeps those bool / integer ops and
-// check_gpu_support lowers every one of them in fp32, fp16 and bf16. With a GPU: the engine's
-// outputs match the CPU plan's.
+// -> Not -> Where(m, -inf, 0) -> + scores -> Softmax -> Where(IsNaN(p), 0, p)), each followed by
+// P·V. Without a GPU: the graph the builder lowers (cuda_layer_graph) keeps the mask-building
+// bool ops and check_gpu_support lowers every layer in fp32, fp16 and bf16. With a GPU: the
+// engine's outputs match the CPU plan's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,8 +47,8 @@ void int64_init(OnnxModel& m, const std::string& name, const std::vector<int64_t
 }
 
 // input_ids, attention_mask: int64 [B, S]. Scores = (E[ids] E[ids]^T) / sqrt(H), [B, 1, S, S].
-// Outputs: probs_legacy (additive float mask) and probs_sdpa (bool mask with a causal part and the
-// NaN guard), both float [B, 1, S, S].
+// Outputs: ctx_legacy (additive float mask) and ctx_sdpa (bool mask with a causal part and the NaN
+// guard), P·V with V = E[ids], both float [B, 1, S, H].
 OnnxModel bert_mask_model() {
   OnnxModel m(17);
   m.input("input_ids", kI64, {int64_t{kB}, int64_t{kS}});
@@ -79,6 +79,7 @@ OnnxModel bert_mask_model() {
   m.node("MatMul", {"x", "xt"}, {"qk"}, "qk");
   m.node("Mul", {"qk", "inv_sqrt_h"}, {"qk_scaled"}, "scale");
   m.node("Unsqueeze", {"qk_scaled", "axes_1"}, {"scores"}, "scores");
+  m.node("Unsqueeze", {"x", "axes_1"}, {"v"}, "v");
 
   // Legacy BERT (get_extended_attention_mask): (1 - mask[:, None, None, :].float()) * -10000.
   m.node("Unsqueeze", {"attention_mask", "axes_12"}, {"ext"}, "ext_unsqueeze");
@@ -104,10 +105,12 @@ OnnxModel bert_mask_model() {
   int_attr(m.node("Softmax", {"scores_sdpa"}, {"p"}, "softmax_sdpa"), "axis", -1);
   m.node("IsNaN", {"p"}, {"p_nan"}, "nan_check");
   m.node("Where", {"p_nan", "zero", "p"}, {"probs_sdpa"}, "nan_guard");
+  m.node("MatMul", {"probs_legacy", "v"}, {"ctx_legacy"}, "pv_legacy");
+  m.node("MatMul", {"probs_sdpa", "v"}, {"ctx_sdpa"}, "pv_sdpa");
 
-  const std::vector<OnnxDim> out = {int64_t{kB}, int64_t{1}, int64_t{kS}, int64_t{kS}};
-  m.output("probs_legacy", kF32, out);
-  m.output("probs_sdpa", kF32, out);
+  const std::vector<OnnxDim> out = {int64_t{kB}, int64_t{1}, int64_t{kS}, int64_t{kH}};
+  m.output("ctx_legacy", kF32, out);
+  m.output("ctx_sdpa", kF32, out);
   return m;
 }
 
@@ -148,11 +151,13 @@ TEST(GpuAttentionMask, BertMaskSubgraphsLowerWithoutUnsupportedLayers) {
     const char* prec = fp16 ? "fp16" : (bf16 ? "bf16" : "fp32");
     auto laid = cuda_layer_graph(*g, pinned_config(*g, fp16, bf16), nullptr);
     ASSERT_TRUE(laid.ok()) << prec << ": " << laid.status().to_string();
-    // The mask ops survive the optimizer: they are what the CUDA path must run.
+    // The mask-building ops on the run-time padding mask survive the optimizer: they are what the
+    // CUDA path must run (the causal part, positions of a fixed length, folds to a constant; the
+    // softmax and its NaN guard may fuse into an Attention layer, which then reads the mask).
     std::set<std::string> ops;
     for (const ir::Node& n : laid->nodes)
       if (!n.removed) ops.insert(ir::op_name(n.op));
-    for (const char* op : {"Not", "Where", "IsNaN", "And", "Cast"})
+    for (const char* op : {"Not", "Where", "And", "Cast"})
       EXPECT_TRUE(ops.count(op)) << prec << ": no " << op << " node left in the lowered graph";
     auto vs = cuda::infer_value_shapes_by_reference(*laid, {{kB, kS}, {kB, kS}});
     ASSERT_TRUE(vs.ok()) << vs.status().to_string();
@@ -166,7 +171,7 @@ TEST(GpuAttentionMask, BertMaskSubgraphsLowerWithoutUnsupportedLayers) {
     auto plan = cuda::plan_gpu_streams(*laid, *vs, o);
     ASSERT_TRUE(plan.ok()) << prec << ": " << plan.status().to_string();
     std::set<std::string> layers(plan->layers.begin(), plan->layers.end());
-    for (const char* l : {"masked", "nan_check", "nan_guard", "mask_bias"})
+    for (const char* l : {"mask_to_bool", "keep", "masked", "mask_bias"})
       EXPECT_TRUE(layers.count(l)) << prec << ": no layer '" << l << "'";
   }
 #endif
@@ -187,7 +192,7 @@ TEST(GpuAttentionMask, BertMaskModelMatchesCpuPlan) {
     KILN_RETURN_IF_ERROR(ctx->set_input("attention_mask", in[1]));
     KILN_RETURN_IF_ERROR(ctx->execute());
     std::vector<Tensor> outs;
-    for (const char* name : {"probs_legacy", "probs_sdpa"}) {
+    for (const char* name : {"ctx_legacy", "ctx_sdpa"}) {
       KILN_ASSIGN_OR_RETURN(Tensor t, ctx->output(name));
       outs.push_back(t.clone());
     }
@@ -202,7 +207,7 @@ TEST(GpuAttentionMask, BertMaskModelMatchesCpuPlan) {
       double err = 0;
       for (int64_t i = 0; i < (*cpu)[k].numel(); ++i)
         err = std::max(err, static_cast<double>(std::fabs((*cpu)[k].data<float>()[i] - (*gpu)[k].data<float>()[i])));
-      EXPECT_LE(err, fp16 ? 2e-3 : 1e-5) << "output " << k << (fp16 ? " [fp16]" : " [fp32]");
+      EXPECT_LE(err, fp16 ? 5e-3 : 1e-5) << "output " << k << (fp16 ? " [fp16]" : " [fp32]");
     }
   }
 }
