@@ -36,18 +36,17 @@ cuda::StorageType storage_of(Precision p) {
 // that allows all units at once and one that forces chunks, emulated on the host.
 void check_attention_plan(const OpCase& c, const cuda::ValueShapes& vs, const std::vector<Tensor>& ref) {
   const ir::Node& n = c.graph.nodes[0];
-  // Operands as the lowering sees them: graph inputs in order, constants (a bool mask as 0/1).
+  // Operands as the lowering sees them: graph inputs in order, constants; a bool mask (constant
+  // or a run-time input) as 0/1.
   std::vector<Tensor> ops;
   size_t next_input = 0;
   for (ir::ValueId v : n.inputs) {
-    if (const auto& k = c.graph.value(v).constant) {
-      Tensor f(DataType::kFloat32, k->shape());
-      for (int64_t i = 0; i < k->numel(); ++i)
-        f.data<float>()[i] = k->dtype() == DataType::kBool ? static_cast<const uint8_t*>(k->raw())[i] : k->data<float>()[i];
-      ops.push_back(std::move(f));
-    } else {
-      ops.push_back(c.inputs.at(next_input++));
-    }
+    const auto& k = c.graph.value(v).constant;
+    const Tensor& src = k ? *k : c.inputs.at(next_input++);
+    Tensor f(DataType::kFloat32, src.shape());
+    for (int64_t i = 0; i < src.numel(); ++i)
+      f.data<float>()[i] = src.dtype() == DataType::kBool ? static_cast<const uint8_t*>(src.raw())[i] : src.data<float>()[i];
+    ops.push_back(std::move(f));
   }
   for (int eb : {4, 2})
     for (size_t limit : {size_t{64} << 20, size_t{4096}}) {

@@ -29,8 +29,9 @@ const char* precision_name(Precision p);  // "fp32", "fp16", "bf16"
 // runs it). kAny: the row has no layout-sensitive layer and no layout in its test name.
 enum class LayoutRule { kAny, kFollowsPrecision };
 
-// Allowed normalized error per precision: max |got - ref| / max |ref| over every output
-// element (NaN must sit where the reference has NaN). 0 = bit-exact values.
+// Allowed normalized error per precision: max |got - ref| / max |ref| over every float output
+// element (NaN must sit where the reference has NaN). 0 = bit-exact values. Integer and bool
+// outputs must always equal the reference exactly.
 struct Tolerance {
   double fp32 = 1e-4;
   double fp16 = 2e-2;
@@ -78,6 +79,7 @@ const std::vector<Row>& all_rows();
 std::vector<Row> movement_rows();     // Transpose, Slice, Expand, Split, Concat, Gather, Pad, Resize, Where, Cast
 std::vector<Row> nn_rows();           // Conv / FusedConv epilogues, pooling, Gemm, pointwise, Softmax, Reformat
 std::vector<Row> transformer_rows();  // LayerNorm, RMSNorm, Attention, MatMul(Bias), Reduce*, Gelu, blocks, int inputs
+std::vector<Row> exact_rows();        // int32 / int64 / bool: comparisons, logic, Where, Cast, int arithmetic, Range, ...
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).
 // conv 3x3 + bias + ReLU -> MaxPool 2x2 -> conv 1x1 + residual + ReLU -> GlobalAveragePool ->

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "builder/build_from_graph.h"
+#include "core/numerics.h"
 #include "gpu/gpu_test_util.h"
 #include "kiln/runtime.h"
 #include "op_table/op_table.h"
@@ -169,8 +170,17 @@ void check_row(const Param& p) {
     const Tensor &want = (*ref)[o], &got = k < ref->size() ? ran->outputs[o] : ran->graph_outputs.at(o);
     const std::string what = row.name + " output '" + ran->names[o] + "'" + (k < ref->size() ? "" : " (CUDA graph)");
     ASSERT_EQ(got.shape(), want.shape()) << what;
-    ASSERT_EQ(want.dtype(), DataType::kFloat32) << what << ": the table compares float outputs";
-    ASSERT_EQ(got.dtype(), DataType::kFloat32) << what;
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    if (want.dtype() != DataType::kFloat32) {  // int32 / int64 / bool: exactly the reference's
+      int64_t first = -1;
+      for (int64_t i = 0; i < want.numel() && first < 0; ++i)
+        if (load_as_double(want.dtype(), want.raw(), i) != load_as_double(got.dtype(), got.raw(), i)) first = i;
+      EXPECT_TRUE(want.bit_equal(got)) << what << " [" << (p.cuda ? "cuda " : "cpu ") << precision_name(p.precision)
+                                       << "]: first mismatch at element " << first << ": ref "
+                                       << (first >= 0 ? load_as_double(want.dtype(), want.raw(), first) : 0) << ", got "
+                                       << (first >= 0 ? load_as_double(got.dtype(), got.raw(), first) : 0);
+      continue;
+    }
     const Diff d = compare(want, got);
     EXPECT_EQ(d.mismatched_special, 0) << what << ": NaN / inf where the reference has none (or the reverse)";
     EXPECT_LE(d.normalized, tol) << what << " [" << (p.cuda ? "cuda " : "cpu ") << precision_name(p.precision)
@@ -236,8 +246,8 @@ TEST(OpTableRows, NamesAreUniqueAndPrecisionsListed) {
   }
 }
 
-// Every op the CUDA backend lowers — each op with a registered layer factory
-// (src/backends/cuda/layer_factories.cc, docs/decisions/0042), the plan's Reformat layers and Shape
+// Every op the CUDA backend lowers — each op with a registered layer factory, float or exact
+// (src/backends/cuda/layer_factories.cc, docs/decisions/0042, 0051), the plan's Reformat layers and Shape
 // (folded to a constant at the build shapes) — is the subject of some row: in a row's graph or its
 // expect_ops. A factory registered without a row fails here.
 TEST(OpTableRows, EveryCudaLoweredOpHasARow) {
@@ -247,6 +257,9 @@ TEST(OpTableRows, EveryCudaLoweredOpHasARow) {
   std::vector<std::string> lowered = {"Reformat", "Shape"};
   for (int i = 0; i < ir::kNumOps; ++i)
     if (cuda::find_layer_factory(static_cast<ir::OpKind>(i))) lowered.push_back(ir::op_name(static_cast<ir::OpKind>(i)));
+  for (int i = 0; i < ir::kNumOps; ++i)
+    if (cuda::find_exact_layer_factory(static_cast<ir::OpKind>(i)))
+      lowered.push_back(ir::op_name(static_cast<ir::OpKind>(i)));
   ASSERT_GT(lowered.size(), 50u) << "the factory table lost its registrations";
   std::set<std::string> covered;
   for (const Row& row : all_rows()) {

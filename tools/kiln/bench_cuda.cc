@@ -73,10 +73,11 @@ struct Lane {
   Status setup(const Engine& e, const std::vector<std::pair<std::string, Tensor>>& inputs, bool cuda_graph) {
     ctx = e.create_execution_context();
     for (const auto& [name, t] : inputs) {
-      // Float inputs go in as float32, integer ones (token ids, masks) as their declared int32/int64.
-      if (t.dtype() != DataType::kFloat32 && t.dtype() != DataType::kInt32 && t.dtype() != DataType::kInt64)
+      // Float inputs go in as float32, integer and bool ones (token ids, masks) as their declared dtype.
+      if (t.dtype() != DataType::kFloat32 && t.dtype() != DataType::kInt32 && t.dtype() != DataType::kInt64 &&
+          t.dtype() != DataType::kBool)
         return unsupported("input '" + name + "' is " + dtype_name(t.dtype()) +
-                           "; CUDA engines take float32, int32 or int64 inputs");
+                           "; CUDA engines take float32, int32, int64 or bool inputs");
       KILN_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
     }
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -84,7 +85,11 @@ struct Lane {
     KILN_CUDA_CHECK(cudaEventCreate(&e1));
     for (const IOTensor& io : e.io_tensors()) {
       KILN_ASSIGN_OR_RETURN(Shape s, ctx->tensor_shape(io.desc.name));
-      DataType dt = DataType::kFloat32;  // outputs, and float inputs, are float32
+      // Float outputs and inputs are float32; int32 / int64 / bool outputs keep their dtype.
+      DataType dt = DataType::kFloat32;
+      if (!io.is_input && (io.desc.dtype == DataType::kInt32 || io.desc.dtype == DataType::kInt64 ||
+                           io.desc.dtype == DataType::kBool))
+        dt = io.desc.dtype;
       for (const auto& [name, t] : inputs)
         if (io.is_input && name == io.desc.name) dt = t.dtype();
       const size_t n = dtype_storage_bytes(dt, shape_numel(s));

@@ -1,7 +1,8 @@
 // Attention (Kiln's fused op, docs/decisions/0006; passes/fuse_attention): Q [*, Hq, Sq, D],
 // K [*, Hkv, Sk, D], V [*, Hkv, Sk, Dv] and the optional mask (float additive, or bool as 0/1,
 // broadcast to [*, Hq, Sq, Sk]), all row-major in the layer's storage type (fp32 / fp16 / bf16; a
-// constant operand is uploaded as a weight). Two cuBLASLt strided-batched GEMMs around Kiln's masked
+// constant operand is uploaded as a weight; a bool mask computed at run time is cast to 0 / 1 in
+// that type by a cast layer, docs/decisions/0051). Two cuBLASLt strided-batched GEMMs around Kiln's masked
 // softmax (gpu_transformer.h plan_attention), the scores of at most 64 MiB (or half the workspace
 // limit) per chunk of heads.
 #include <algorithm>
@@ -18,7 +19,9 @@ Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string&)
   std::vector<int> ins;
   for (size_t k = 0; k < n.inputs.size() && k < 4; ++k) {
     if (n.inputs[k] == ir::kNoValue) continue;  // the optional mask
-    KILN_ASSIGN_OR_RETURN(int a, ctx.row_major_operand(n.inputs[k]));
+    const bool runtime_bool = ctx.dtype(n.inputs[k]) == DataType::kBool && !ctx.graph().value(n.inputs[k]).constant;
+    KILN_ASSIGN_OR_RETURN(int a, runtime_bool ? ctx.operand_as(n.inputs[k], ctx.storage())
+                                              : ctx.row_major_operand(n.inputs[k]));
     ins.push_back(a);
   }
   KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, ctx.storage(), ctx.options().precision.tf32));

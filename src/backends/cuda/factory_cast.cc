@@ -1,15 +1,41 @@
-// Cast between float types, and from int32/int64 activations (token ids, positions) to a float
-// type. Storage already holds the layer's float type, so a float-to-float Cast is a view, except
-// that float32 storage of a float16 result is rounded to half as the CPU reference does (ONNX Cast:
-// round to nearest even). Integer activations are converted on the device.
+// Cast (ONNX Cast). To a float type: storage already holds the layer's float type, so a
+// float-to-float Cast is a view, except that float32 storage of a float16 result is rounded to
+// half as the CPU reference does (ONNX Cast: round to nearest even); int32 / int64 / bool sources
+// are converted on the device. To int32 / int64 / bool (an exact node, docs/decisions/0051): one
+// cast layer of kernels_exact.h from the source as stored (a float source in its own float
+// storage), or a view when the source already has the output's storage.
+#include "backends/cuda/exact_layers.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/layer_factory.h"
 
 namespace kiln::cuda {
+namespace {
+
+Status lower_cast_exact(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  const DataType from = ctx.dtype(n.inputs[0]);
+  StorageType src_t;
+  if (!exact_storage(from, &src_t)) {
+    if (!is_float(from)) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
+    src_t = stored_float_type(ctx, n.inputs[0]);
+  }
+  KILN_ASSIGN_OR_RETURN(int x, ctx.operand_as(n.inputs[0], src_t));
+  const StorageType t = ctx.storage();
+  const int out = ctx.new_output(n);
+  if (src_t == t) {
+    ctx.alias(out, x);
+    return Status::Ok();
+  }
+  ctx.add_layer(make_cast_layer(shape_numel(ctx.shape(n.inputs[0])), src_t, t), n.name, {x}, {out}, n.origin);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (!storage_is_float(ctx.storage())) return lower_cast_exact(ctx, n, where);
   const DataType from = ctx.dtype(n.inputs[0]);
-  const bool from_int = (from == DataType::kInt64 || from == DataType::kInt32) && !ctx.graph().value(n.inputs[0]).constant;
+  StorageType exact_t;
+  const bool from_int = exact_storage(from, &exact_t) && !ctx.graph().value(n.inputs[0]).constant;
   if (!is_float(from) && !from_int) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
   KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
   const StorageType st = ctx.storage();

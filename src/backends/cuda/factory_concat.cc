@@ -45,7 +45,8 @@ Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& whe
   const Shape& out_s = ctx.shape(n.outputs[0]);
   int64_t axis = n.attr_int("axis", 1);
   if (axis < 0) axis += static_cast<int64_t>(out_s.size());
-  const bool nhwc = ctx.nhwc(n, st != StorageType::kF32) && out_s.size() == 4 && axis == 1 && !layout_free(out_s);
+  const bool nhwc = storage_is_float(st) && ctx.nhwc(n, st != StorageType::kF32) && out_s.size() == 4 && axis == 1 &&
+                    !layout_free(out_s);
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i) outer *= out_s[i];
   if (nhwc) outer = out_s[0] * out_s[2] * out_s[3];

@@ -84,7 +84,8 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
   }
   for (size_t i = 0; i < outputs.size() && i < m->output_vals.size(); ++i) {
     const GVal& v = m->vals[m->output_vals[i]];
-    if (outputs[i]->shape() != v.shape || outputs[i]->dtype() != DataType::kFloat32) *outputs[i] = Tensor(DataType::kFloat32, v.shape);
+    const DataType dt = storage_host_dtype(v.type);  // float32, or an int32 / int64 / bool output as stored
+    if (outputs[i]->shape() != v.shape || outputs[i]->dtype() != dt) *outputs[i] = Tensor(dt, v.shape);
     KILN_CUDA_CHECK(cudaMemcpyAsync(outputs[i]->raw(), st.ptr(m->output_vals[i]), v.bytes(), cudaMemcpyDeviceToHost, stream));
   }
   return Status::Ok();

@@ -27,6 +27,7 @@ cudnnDataType_t cudnn_type(StorageType t) {
     case StorageType::kBF16: return CUDNN_DATA_BFLOAT16;
     case StorageType::kI32: return CUDNN_DATA_INT32;
     case StorageType::kI64: return CUDNN_DATA_INT64;
+    case StorageType::kBool: return CUDNN_DATA_BOOLEAN;
     case StorageType::kF32: break;
   }
   return CUDNN_DATA_FLOAT;
@@ -563,6 +564,7 @@ cudaDataType_t cuda_type(StorageType t) {
     case StorageType::kBF16: return CUDA_R_16BF;
     case StorageType::kI32: return CUDA_R_32I;
     case StorageType::kI64: return CUDA_R_64I;
+    case StorageType::kBool: return CUDA_R_8U;
     case StorageType::kF32: break;
   }
   return CUDA_R_32F;

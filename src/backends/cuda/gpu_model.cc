@@ -18,6 +18,7 @@
 #include <map>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/exact_layers.h"
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/gpu_transformer.h"
@@ -51,7 +52,7 @@ struct ScopedMs {
 class Lowering final : public LowerContext {
  public:
   Lowering(const ir::Graph& g, const ValueShapes& vs, const GpuBuildOptions& o, GpuModel::Impl* m)
-      : g_(g), vs_(vs), o_(o), m_(m), plan_st_(o.storage()), st_(plan_st_), low_(st_ != StorageType::kF32) {}
+      : g_(g), vs_(vs), o_(o), m_(m), plan_st_(o.storage()), st_(plan_st_), fst_(plan_st_), low_(st_ != StorageType::kF32) {}
   // Lower without touching the device (weights are not uploaded): for check_gpu_support.
   void dry_run() { dry_run_ = true; }
 
@@ -59,6 +60,23 @@ class Lowering final : public LowerContext {
   const ir::Graph& graph() const override { return g_; }
   const Shape& shape(ir::ValueId v) const override { return vs_.shapes[v]; }
   StorageType storage() const override { return st_; }
+  StorageType float_storage() const override { return fst_; }
+  StatusOr<int> operand_as(ir::ValueId v, StorageType t) override {
+    if (const auto& c = g_.value(v).constant) return upload_as(g_.value(v).name + ":" + storage_name(t), *c, t);
+    auto it = act_.find(v);
+    if (it == act_.end()) return unsupported("value '" + g_.value(v).name + "' is not available on the GPU");
+    const int a = as_layout(it->second, false, std::string());
+    const GVal& gv = m_->vals[a];
+    if (gv.type == t) return a;
+    auto key = std::make_pair(a, t);
+    auto c = converted_.find(key);
+    if (c != converted_.end()) return c->second;
+    const std::string name = gv.name + ":" + storage_name(t);
+    const int out = new_val(name, gv.shape, t, false);
+    add_layer(make_cast_layer(shape_numel(gv.shape), gv.type, t), "cast:" + name, {a}, {out}, {});
+    converted_[key] = out;
+    return out;
+  }
   bool nhwc(const ir::Node& n, bool dflt) const override { return nhwc_of(n, dflt); }
   StatusOr<int> activation(ir::ValueId v) override { return activation_of(v); }
   int as_layout(int value, bool nhwc) override { return as_layout(value, nhwc, std::string()); }
@@ -109,7 +127,7 @@ class Lowering final : public LowerContext {
       const int staging = new_val(g_.value(v).name, vs_.shapes[v], in_t, false);
       m_->input_vals.push_back(staging);
       const Shape& s = vs_.shapes[v];
-      if (storage_is_int(in_t)) {
+      if (!storage_is_float(in_t)) {
         act_[v] = staging;
         continue;
       }
@@ -147,9 +165,13 @@ class Lowering final : public LowerContext {
       // Per-layer precision (the node's decided "precision"): its outputs and weights in that
       // storage; float inputs stored otherwise are converted on the way in (activation()), except
       // for views, which keep their input's storage.
-      st_ = node_storage(n);
-      low_ = st_ != StorageType::kF32;
-      convert_inputs_ = !is_int_view(n.op) && n.op != ir::OpKind::kReformat;  // views keep their input's type
+      // A node with an int32 / int64 / bool output stores its outputs exactly in that type and
+      // lowers through the exact factory table (docs/decisions/0051); fst_ stays its float precision.
+      fst_ = node_storage(n);
+      st_ = fst_;
+      exact_ = !n.outputs.empty() && n.outputs[0] != ir::kNoValue && exact_storage(vs_.dtypes[n.outputs[0]], &st_);
+      low_ = fst_ != StorageType::kF32;
+      convert_inputs_ = !exact_ && !is_int_view(n.op) && n.op != ir::OpKind::kReformat;  // views keep their input's type
       Status s;
       {
         const ScopedMs timer(o_.logger ? &trace_ms_[ir::op_name(n.op)] : nullptr);
@@ -173,14 +195,30 @@ class Lowering final : public LowerContext {
       for (const auto& e : errors) msg += "\n  " + e;
       return unsupported(msg);
     }
-    st_ = plan_st_;
+    st_ = fst_ = plan_st_;
+    exact_ = false;
     low_ = st_ != StorageType::kF32;
     for (ir::ValueId v : g_.outputs) {
+      if (act_.find(v) == act_.end() && g_.value(v).constant) {
+        // An output the build folded to a constant (the Shape of an input, a Constant): uploaded
+        // and copied into the output by a cast layer of its own type.
+        const Tensor& c = *g_.value(v).constant;
+        StorageType t = StorageType::kF32;
+        if (!exact_storage(c.dtype(), &t) && !is_float(c.dtype()))
+          return unsupported("graph output '" + g_.value(v).name + "' is a constant of dtype " + dtype_name(c.dtype()));
+        KILN_ASSIGN_OR_RETURN(int w, upload_as(g_.value(v).name + ":constant", c, t));
+        const int out = new_val(g_.value(v).name, vs_.shapes[v], t, false);
+        add_layer(make_cast_layer(c.numel(), t, t), "output_constant:" + g_.value(v).name, {w}, {out}, {});
+        m_->output_vals.push_back(out);
+        continue;
+      }
       KILN_ASSIGN_OR_RETURN(int a, activation(v));
       const GVal& gv = m_->vals[a];
-      if (storage_is_int(gv.type))
-        return unsupported("graph output '" + g_.value(v).name + "' has dtype " + storage_name(gv.type) +
-                           ": CUDA engines return float outputs only in this version");
+      if (!storage_is_float(gv.type)) {  // int32 / int64 / bool outputs are returned as stored
+        if (gv.weight) return unsupported("graph output '" + g_.value(v).name + "' is a constant");
+        m_->output_vals.push_back(as_layout(a, false, std::string()));
+        continue;
+      }
       if (gv.type == StorageType::kF32 && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
         m_->output_vals.push_back(a);
         continue;
@@ -246,7 +284,7 @@ class Lowering final : public LowerContext {
     if (it == act_.end()) return unsupported("value '" + g_.value(v).name + "' is not available on the GPU");
     const int a = it->second;
     const GVal& gv = m_->vals[a];
-    if (!convert_inputs_ || storage_is_int(gv.type) || gv.type == st_ || gv.weight) return a;
+    if (!convert_inputs_ || !storage_is_float(gv.type) || !storage_is_float(st_) || gv.type == st_ || gv.weight) return a;
     auto key = std::make_pair(a, st_);
     auto c = converted_.find(key);
     if (c != converted_.end()) return c->second;
@@ -390,6 +428,10 @@ class Lowering final : public LowerContext {
     Shape s = vs_.shapes[v];
     while (s.size() < out.size()) s.insert(s.begin(), 1);
     *phys = (out_nhwc && s.size() == 4) ? Shape{s[0], s[2], s[3], s[1]} : s;
+    if (!storage_is_float(st_)) {  // exact types are row-major
+      *phys = s;
+      return operand_as(v, st_);
+    }
     if (const auto& c = g_.value(v).constant) {
       std::vector<float> f;
       return upload(g_.value(v).name, v, static_cast<size_t>(c->numel()), s, out_nhwc, [&] {
@@ -412,25 +454,86 @@ class Lowering final : public LowerContext {
     return vs_.shapes[v].size() == 4 ? as_layout(a, out_nhwc) : a;
   }
 
-  // One node: the checks every layer shares (integer activations flow only into views, Gather
-  // indices and Cast; outputs are float unless a view of an integer input), then the plan's own
-  // Reformat layers here and every other op through its registered factory (layer_factory.h).
+  // One node: the checks every layer shares, then the plan's own Reformat layers here and every
+  // other op through its registered factory (layer_factory.h): a node with int32 / int64 / bool
+  // outputs (exact_) through the exact table, whose factories check their operands; a node with
+  // float outputs through the float table, integer / bool activations reaching it only where
+  // check_int_operands allows.
   Status lower(const ir::Node& n) {
     const std::string where = n.describe() + ": ";
+    if (n.op == ir::OpKind::kReformat) return lower_reformat(n);
+    if (exact_) {
+      StorageType t;
+      for (ir::ValueId v : n.outputs)
+        if (v != ir::kNoValue && !exact_storage(vs_.dtypes[v], &t))
+          return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]) + " beside " +
+                             dtype_name(vs_.dtypes[n.outputs[0]]));
+      if (LayerFactory f = find_exact_layer_factory(n.op)) return f(*this, n, where);
+      return unsupported(where + "no CUDA tactic for " + dtype_name(vs_.dtypes[n.outputs[0]]) + " outputs of this op");
+    }
     std::vector<bool> int_in;
-    for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && storage_is_int(m_->vals[act_.at(v)].type));
+    for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && !storage_is_float(m_->vals[act_.at(v)].type));
     KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
     for (ir::ValueId v : n.outputs)
-      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) && !(int_in.size() && int_in[0] && is_int_view(n.op)))
+      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]))
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
-    if (n.op == ir::OpKind::kReformat) return lower_reformat(n);
     if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
     return unsupported(where + "no CUDA tactic for this op");
+  }
+
+  // Constant `c` uploaded as a new weight value `name` in exact storage `t` (row-major, not
+  // packed in the plan: the constant stays in the graph), element by element: integers exactly
+  // (int64 included), floats rounded to fp16 / bf16, anything nonzero as bool true.
+  StatusOr<int> upload_as(const std::string& name, const Tensor& c, StorageType t) {
+    const ScopedMs timer(&m_->times.weights_ms);
+    const int64_t n = c.numel();
+    const size_t eb = static_cast<size_t>(storage_bytes(t));
+    std::vector<uint8_t> bytes(static_cast<size_t>(n) * eb);
+    const bool int_src = c.dtype() == DataType::kInt64 || c.dtype() == DataType::kInt32 || c.dtype() == DataType::kBool;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = c.dtype() == DataType::kInt64 ? 0.0 : load_as_double(c.dtype(), c.raw(), i);
+      const int64_t k = c.dtype() == DataType::kInt64 ? c.data<int64_t>()[i] : (int_src ? static_cast<int64_t>(d) : 0);
+      uint8_t* p = bytes.data() + static_cast<size_t>(i) * eb;
+      switch (t) {
+        case StorageType::kF32: {
+          const float f = int_src ? static_cast<float>(k) : static_cast<float>(d);
+          std::memcpy(p, &f, 4);
+          break;
+        }
+        case StorageType::kF16: case StorageType::kBF16: {
+          const float f = int_src ? static_cast<float>(k) : static_cast<float>(d);
+          const uint16_t h = t == StorageType::kF16 ? float_to_fp16(f) : float_to_bf16(f);
+          std::memcpy(p, &h, 2);
+          break;
+        }
+        case StorageType::kI32: {
+          const auto v = static_cast<int32_t>(int_src ? k : static_cast<int64_t>(d));
+          std::memcpy(p, &v, 4);
+          break;
+        }
+        case StorageType::kI64: {
+          const int64_t v = int_src ? k : static_cast<int64_t>(d);
+          std::memcpy(p, &v, 8);
+          break;
+        }
+        case StorageType::kBool: *p = (int_src ? k != 0 : d != 0.0) ? 1 : 0; break;
+      }
+    }
+    const int id = new_val(name, c.shape(), t, false);
+    if (dry_run_) {
+      m_->vals[id].weight = &dry_run_;
+      return id;
+    }
+    KILN_ASSIGN_OR_RETURN(void* dev, device_copy(bytes.data(), bytes.size(), "constant '" + name + "'"));
+    m_->vals[id].weight = dev;
+    m_->weights += bytes.size();
+    return id;
   }
 
   // An input in row-major order: a constant uploaded in the storage dtype, or the activation
   // (reformatted out of NHWC first).
   StatusOr<int> row_major_operand(ir::ValueId v) override {
+    if (!storage_is_float(st_) && g_.value(v).constant) return operand_as(v, st_);
     if (const auto& c = g_.value(v).constant) {
       std::vector<float> f;
       return upload(g_.value(v).name, v, static_cast<size_t>(c->numel()), c->shape(), false, [&] {
@@ -469,6 +572,8 @@ class Lowering final : public LowerContext {
   GpuModel::Impl* m_;
   StorageType plan_st_;  // the plan's storage (GpuBuildOptions::storage)
   StorageType st_;       // storage of the layer being lowered: its activations and weights
+  StorageType fst_;      // the float precision of the layer being lowered (st_ unless exact_)
+  bool exact_ = false;   // the layer's outputs are int32 / int64 / bool (st_ is their storage)
   bool low_;             // st_ is fp16/bf16: 4-D activations NHWC (without assign_layouts' attributes)
   bool convert_inputs_ = false;  // activation() converts float inputs to st_
   std::map<std::pair<int, StorageType>, int> converted_;
@@ -576,7 +681,7 @@ Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, bool fp1
 }
 
 Status check_gpu_support(const ir::Graph& g, const ValueShapes& shapes, StorageType storage) {
-  if (storage_is_int(storage))
+  if (!storage_is_float(storage))
     return invalid_argument(std::string("check_gpu_support: ") + storage_name(storage) + " is not a float storage type");
   GpuModel::Impl scratch;
   GpuBuildOptions o;

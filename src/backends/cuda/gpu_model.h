@@ -237,14 +237,16 @@ class GpuContext {
  public:
   ~GpuContext();
   // Host inputs (GpuModel::input_dtypes, logical NCHW, one per graph input, exact build shapes) ->
-  // host outputs (float32). Synchronous convenience wrapper over enqueue.
+  // host outputs (float32; int32 / int64 / bool outputs in their dtype). Synchronous convenience
+  // wrapper over enqueue.
   Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs);
   // Copies inputs in, runs every layer, copies outputs out, all on `stream` (no allocation,
   // no synchronization). Host buffers must stay valid until the stream reaches this point.
   Status enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream);
   // The same with caller-owned buffers: `inputs[i]` / `outputs[i]` are device (or pinned host)
-  // addresses of row-major tensors of input_shapes()[i] in input_dtypes()[i] / of float32
-  // output_shapes()[i] (raw addresses: the dtype cannot be checked here). Enqueues
+  // addresses of row-major tensors of input_shapes()[i] in input_dtypes()[i] / of
+  // output_shapes()[i] in float32 or the graph output's int32 / int64 / bool (raw addresses: the
+  // dtype cannot be checked here). Enqueues
   // the copies into / out of the arena and every layer on `stream`; never allocates, never
   // synchronizes and never launches the context's own CUDA graph, so it may itself be captured
   // into a CUDA graph (any capture mode).

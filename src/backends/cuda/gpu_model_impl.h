@@ -22,7 +22,7 @@ struct GpuModel::Impl {
   std::vector<GVal> vals;
   std::vector<std::unique_ptr<Layer>> layers;
   std::vector<GpuLayerInfo> infos;
-  std::vector<int> input_vals, output_vals;  // staging values (row-major; inputs float32/int32/int64, outputs float32)
+  std::vector<int> input_vals, output_vals;  // staging values (row-major; float32, or int32/int64/bool as the graph has them)
   std::vector<std::string> eliminated;       // Concat layers whose inputs all write in place
   std::vector<void*> weight_allocs;
   size_t arena = 0, act_sum = 0, weights = 0, workspace = 0;

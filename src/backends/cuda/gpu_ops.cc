@@ -66,16 +66,32 @@ StatusOr<StorageType> input_storage(const std::string& name, DataType dt) {
   switch (dt) {
     case DataType::kInt64: return StorageType::kI64;
     case DataType::kInt32: return StorageType::kI32;
+    case DataType::kBool: return StorageType::kBool;
     case DataType::kFloat32: case DataType::kFloat16: case DataType::kBFloat16: case DataType::kUndefined:
       return StorageType::kF32;
     default: break;
   }
   return unsupported("graph input '" + name + "' has dtype " + dtype_name(dt) +
-                     ": CUDA engines take float32, int32 or int64 inputs in this version");
+                     ": CUDA engines take float32, int32, int64 or bool inputs in this version");
 }
 
 DataType storage_host_dtype(StorageType t) {
-  return t == StorageType::kI64 ? DataType::kInt64 : (t == StorageType::kI32 ? DataType::kInt32 : DataType::kFloat32);
+  switch (t) {
+    case StorageType::kI64: return DataType::kInt64;
+    case StorageType::kI32: return DataType::kInt32;
+    case StorageType::kBool: return DataType::kBool;
+    case StorageType::kF32: case StorageType::kF16: case StorageType::kBF16: break;
+  }
+  return DataType::kFloat32;
+}
+
+bool exact_storage(DataType dt, StorageType* t) {
+  switch (dt) {
+    case DataType::kInt64: *t = StorageType::kI64; return true;
+    case DataType::kInt32: *t = StorageType::kI32; return true;
+    case DataType::kBool: *t = StorageType::kBool; return true;
+    default: return false;
+  }
 }
 
 bool is_int_view(ir::OpKind op) {
@@ -84,12 +100,16 @@ bool is_int_view(ir::OpKind op) {
 }
 
 Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
+  using ir::OpKind;
   for (size_t k = 0; k < is_int.size(); ++k) {
     if (!is_int[k]) continue;
-    const bool ok = (k == 0 && (is_int_view(n.op) || n.op == ir::OpKind::kCast)) || (k == 1 && n.op == ir::OpKind::kGather);
+    const bool ok = (k == 0 && (n.op == OpKind::kCast || n.op == OpKind::kWhere)) ||
+                    (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kTrilu)) ||
+                    (k == 3 && n.op == OpKind::kAttention) || n.op == OpKind::kRange;
     if (!ok)
-      return node_error(n, "input " + std::to_string(k) + " is an integer activation; on the GPU path only views, "
-                           "Gather indices and Cast take integer inputs");
+      return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
+                           "output takes one only as Cast's or Where's input 0, Gather's indices, Trilu's k or "
+                           "Range's operands, or Attention's mask");
   }
   return Status::Ok();
 }
@@ -428,7 +448,7 @@ namespace {
 // A layer whose enqueue is one launcher call (the launch closure captures its descriptor).
 class KernelLayer : public Layer {
  public:
-  using Launch = std::function<cudaError_t(ExecState&, const Layer&)>;
+  using Launch = KernelLaunch;
   KernelLayer(const std::string& op_name, const std::string& tactic_name, Launch launch) : launch_(std::move(launch)) {
     op = op_name;
     tactic = tactic_name;
@@ -630,6 +650,10 @@ std::unique_ptr<Layer> make_convert_layer(int64_t count, StorageType src, Storag
                                          return launch_convert(s.ptr(l.ins[0]), src, s.ptr(l.outs[0]), dst, count,
                                                                s.stream);
                                        });
+}
+
+std::unique_ptr<Layer> make_kernel_layer(const std::string& op, const std::string& tactic, KernelLaunch launch) {
+  return std::make_unique<KernelLayer>(op, tactic, std::move(launch));
 }
 
 StatusOr<std::unique_ptr<Layer>> make_batched_matmul_layer(const BatchedMatMulParams& p, StorageType t, bool tf32) {

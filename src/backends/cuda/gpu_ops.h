@@ -21,17 +21,21 @@ namespace kiln::cuda {
 // `vs` still describes the graph.
 Status fold_shape_computations(ir::Graph& g, const ValueShapes& vs);
 
-// ---- integer activations (int32/int64 graph inputs: token ids, attention masks)
-// Storage of graph input `name` of dtype `dt`: kI32/kI64 for int32/int64 (staged as given),
-// kF32 for float types (the float storage conversion is a layer); other dtypes are refused.
+// ---- integer and bool tensors (docs/decisions/0051)
+// Storage of graph input `name` of dtype `dt`: kI32/kI64/kBool for int32/int64/bool (staged as
+// given), kF32 for float types (the float storage conversion is a layer); other dtypes are refused.
 StatusOr<StorageType> input_storage(const std::string& name, DataType dt);
-// The host dtype of a staged input of storage `t` (int32, int64, else float32).
+// The host dtype of a staged input or output of storage `t` (int32, int64, bool, else float32).
 DataType storage_host_dtype(StorageType t);
+// The exact storage of an int32 / int64 / bool dtype (false for any other dtype).
+bool exact_storage(DataType dt, StorageType* t);
 // Ops that only reinterpret their input 0 (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
 // Dropout): they may carry an integer activation through as a view.
 bool is_int_view(ir::OpKind op);
-// Refuses node `n` when an integer activation (is_int[k] for input k) reaches an input that
-// computes in float: only views (input 0), Gather (indices) and Cast (input 0) take them.
+// Refuses node `n`, whose outputs are float, when an integer or bool activation (is_int[k] for
+// input k) reaches an input that computes in float: only Cast and Where (input 0), Gather and
+// Trilu (input 1), Attention (its bool mask, input 3) and Range take them. (Nodes with integer / bool outputs go to the exact factory
+// table, whose factories check their operands themselves.)
 Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int);
 
 // ---- planning (host side, build time). `in`/`out` are the concrete logical shapes.
@@ -90,6 +94,10 @@ struct BatchedMatMulParams {
 StatusOr<BatchedMatMulParams> plan_batched_matmul(const ir::Node& n, const Shape& a, const Shape& b, const Shape& y);
 
 // ---- layers (ins/outs set by the lowering)
+// A layer of Kiln's kernels whose enqueue is one launcher call: `launch` gets the execution
+// state and the layer (its ins/outs) and returns the launch's error.
+using KernelLaunch = std::function<cudaError_t(ExecState&, const Layer&)>;
+std::unique_ptr<Layer> make_kernel_layer(const std::string& op, const std::string& tactic, KernelLaunch launch);
 std::unique_ptr<Layer> make_strided_copy_layer(const std::string& op, const StridedDesc& d, int elem_bytes);
 // ins: x, scale, bias (-1 when absent).
 std::unique_ptr<Layer> make_layernorm_layer(int64_t rows, int64_t cols, float eps, StorageType t);

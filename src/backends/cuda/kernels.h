@@ -14,17 +14,29 @@ namespace kiln::cuda {
 
 constexpr int kMaxRank = 6;
 
-// How an engine tensor's elements are stored in device memory (compute is always float).
-// kI32 / kI64 hold integer graph inputs (token ids, attention masks) staged as given, views of
-// them, and runtime Gather indices; only Gather (indices) and Cast / convert (source) read them,
-// the lowering refuses them anywhere else.
-enum class StorageType : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3, kI64 = 4 };
+// How an engine tensor's elements are stored in device memory. The float types (fp32, fp16,
+// bf16) hold activations and weights, computed in float by the kernels of this header. kI32 /
+// kI64 / kBool hold int32 / int64 / bool tensors exactly (bool: one byte per element, 0 or 1),
+// row-major: integer and bool graph inputs, positions, shapes and masks; the kernels of
+// kernels_exact.h compute on them, and the lowering gives a node integer or bool storage when its
+// output has that dtype (docs/decisions/0051).
+enum class StorageType : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3, kI64 = 4, kBool = 5 };
 inline int storage_bytes(StorageType t) {
-  return t == StorageType::kI64 ? 8 : ((t == StorageType::kF32 || t == StorageType::kI32) ? 4 : 2);
+  switch (t) {
+    case StorageType::kI64: return 8;
+    case StorageType::kF32: case StorageType::kI32: return 4;
+    case StorageType::kF16: case StorageType::kBF16: return 2;
+    case StorageType::kBool: return 1;
+  }
+  return 4;
 }
 inline bool storage_is_int(StorageType t) { return t == StorageType::kI32 || t == StorageType::kI64; }
+inline bool storage_is_float(StorageType t) {
+  return t == StorageType::kF32 || t == StorageType::kF16 || t == StorageType::kBF16;
+}
 inline const char* storage_name(StorageType t) {
   switch (t) {
+    case StorageType::kBool: return "bool";
     case StorageType::kF16: return "fp16";
     case StorageType::kBF16: return "bf16";
     case StorageType::kI32: return "int32";

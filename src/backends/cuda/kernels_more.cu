@@ -137,6 +137,7 @@ template <typename I>
 cudaError_t gather_runtime_as(const void* x, const I* idx, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
                               int64_t nidx, int64_t inner, unsigned g, cudaStream_t stream) {
   switch (elem_bytes) {
+    case 1: gather_runtime_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), idx, static_cast<uint8_t*>(y), outer, axis_dim, nidx, inner); break;
     case 2: gather_runtime_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), idx, static_cast<uint16_t*>(y), outer, axis_dim, nidx, inner); break;
     case 4: gather_runtime_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), idx, static_cast<uint32_t*>(y), outer, axis_dim, nidx, inner); break;
     case 8: gather_runtime_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), idx, static_cast<uint64_t*>(y), outer, axis_dim, nidx, inner); break;
@@ -294,6 +295,7 @@ cudaError_t launch_gather(const void* x, const int64_t* idx, void* y, int elem_b
   if (total == 0) return cudaSuccess;
   const unsigned g = blocks_for(total);
   switch (elem_bytes) {
+    case 1: gather_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), idx, static_cast<uint8_t*>(y), outer, axis_dim, nidx, inner); break;
     case 2: gather_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), idx, static_cast<uint16_t*>(y), outer, axis_dim, nidx, inner); break;
     case 4: gather_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), idx, static_cast<uint32_t*>(y), outer, axis_dim, nidx, inner); break;
     case 8: gather_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), idx, static_cast<uint64_t*>(y), outer, axis_dim, nidx, inner); break;

@@ -37,7 +37,8 @@ cudaError_t launch_reduce(const void* x, void* y, StorageType t, ReduceKind kind
                           int64_t inner, cudaStream_t stream);
 
 // ONNX Gather (section "Gather"): y[o, j, i] = x[o, idx[j], i] for x [outer, axis_dim, inner];
-// idx holds non-negative int64 indices < axis_dim (normalized on the host).
+// idx holds non-negative int64 indices < axis_dim (normalized on the host). Elements of 1, 2, 4
+// or 8 bytes (bits copied: float, integer and bool tensors).
 cudaError_t launch_gather(const void* x, const int64_t* idx, void* y, int elem_bytes, int64_t outer, int64_t axis_dim,
                           int64_t nidx, int64_t inner, cudaStream_t stream);
 // The same with indices computed at run time (token ids from a graph input): int32 or int64

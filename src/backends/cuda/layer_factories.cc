@@ -1,4 +1,5 @@
-// The registered layer factories (layer_factory.h): one line per op; and the helpers the
+// The registered layer factories (layer_factory.h): one line per op and table (float outputs;
+// int32 / int64 / bool outputs); and the helpers the
 // factories and the lowering share (pads, float/layout predicates, constants as floats, the
 // weight-preparation thread pool).
 #include <algorithm>
@@ -77,7 +78,63 @@ constexpr Registration kFactories[] = {
     {OpKind::kElu, lower_pointwise},
     {OpKind::kHardSigmoid, lower_pointwise},
     {OpKind::kClip, lower_pointwise},
+    {OpKind::kRange, lower_range},
+    {OpKind::kCumSum, lower_cumsum},
+    {OpKind::kTrilu, lower_trilu},
 };
+
+// Nodes whose output 0 is int32 / int64 / bool (storage() is kI32 / kI64 / kBool): masks,
+// positions, shapes. The movement factories copy elements by size, so they serve these too.
+constexpr Registration kExactFactories[] = {
+    {OpKind::kReshape, lower_view},
+    {OpKind::kFlatten, lower_view},
+    {OpKind::kSqueeze, lower_view},
+    {OpKind::kUnsqueeze, lower_view},
+    {OpKind::kIdentity, lower_view},
+    {OpKind::kTranspose, lower_strided},
+    {OpKind::kSlice, lower_strided},
+    {OpKind::kExpand, lower_strided},
+    {OpKind::kConcat, lower_concat},
+    {OpKind::kSplit, lower_split},
+    {OpKind::kGather, lower_gather},
+    {OpKind::kCast, lower_cast},
+    {OpKind::kWhere, lower_where},
+    {OpKind::kEqual, lower_logical},
+    {OpKind::kLess, lower_logical},
+    {OpKind::kLessOrEqual, lower_logical},
+    {OpKind::kGreater, lower_logical},
+    {OpKind::kGreaterOrEqual, lower_logical},
+    {OpKind::kAnd, lower_logical},
+    {OpKind::kOr, lower_logical},
+    {OpKind::kXor, lower_logical},
+    {OpKind::kNot, lower_logical},
+    {OpKind::kIsNaN, lower_logical},
+    {OpKind::kIsInf, lower_logical},
+    {OpKind::kAdd, lower_int_arith},
+    {OpKind::kSub, lower_int_arith},
+    {OpKind::kMul, lower_int_arith},
+    {OpKind::kDiv, lower_int_arith},
+    {OpKind::kMod, lower_int_arith},
+    {OpKind::kNeg, lower_int_arith},
+    {OpKind::kAbs, lower_int_arith},
+    {OpKind::kMin, lower_int_arith},
+    {OpKind::kMax, lower_int_arith},
+    {OpKind::kRange, lower_range},
+    {OpKind::kCumSum, lower_cumsum},
+    {OpKind::kTrilu, lower_trilu},
+    {OpKind::kArgMax, lower_arg_extreme},
+    {OpKind::kArgMin, lower_arg_extreme},
+    {OpKind::kReduceSum, lower_int_reduce},
+    {OpKind::kReduceMax, lower_int_reduce},
+    {OpKind::kReduceMin, lower_int_reduce},
+};
+
+template <size_t N>
+std::array<LayerFactory, ir::kNumOps> table_of(const Registration (&regs)[N]) {
+  std::array<LayerFactory, ir::kNumOps> t{};
+  for (const Registration& r : regs) t[static_cast<size_t>(r.op)] = r.factory;
+  return t;
+}
 
 }  // namespace
 
@@ -134,13 +191,21 @@ void parallel_for(int64_t n, int64_t work, const std::function<void(int64_t, int
 }
 
 LayerFactory find_layer_factory(ir::OpKind op) {
-  static const std::array<LayerFactory, ir::kNumOps> table = [] {
-    std::array<LayerFactory, ir::kNumOps> t{};
-    for (const Registration& r : kFactories) t[static_cast<size_t>(r.op)] = r.factory;
-    return t;
-  }();
+  static const std::array<LayerFactory, ir::kNumOps> table = table_of(kFactories);
   const auto i = static_cast<size_t>(op);
   return i < table.size() ? table[i] : nullptr;
+}
+
+LayerFactory find_exact_layer_factory(ir::OpKind op) {
+  static const std::array<LayerFactory, ir::kNumOps> table = table_of(kExactFactories);
+  const auto i = static_cast<size_t>(op);
+  return i < table.size() ? table[i] : nullptr;
+}
+
+StorageType stored_float_type(const LowerContext& ctx, ir::ValueId v) {
+  if (ctx.graph().value(v).constant) return StorageType::kF32;
+  const int b = ctx.bound(v);
+  return b >= 0 && storage_is_float(ctx.value_type(b)) ? ctx.value_type(b) : ctx.float_storage();
 }
 
 }  // namespace kiln::cuda

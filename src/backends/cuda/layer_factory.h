@@ -30,13 +30,24 @@ class LowerContext {
   virtual const ir::Graph& graph() const = 0;
   // The concrete shape of a graph value at the shapes being lowered.
   virtual const Shape& shape(ir::ValueId v) const = 0;
-  // The storage type (precision) of the layer being lowered (its outputs and weights).
+  // The storage type of the layer being lowered (its outputs and weights): its float precision,
+  // or kI32 / kI64 / kBool when its output 0 is int32 / int64 / bool (an "exact" node, lowered
+  // through the exact factory table; docs/decisions/0051).
   virtual StorageType storage() const = 0;
+  // The float precision of the layer being lowered (storage() unless the node is exact): what an
+  // exact node reads float operands in (a comparison of floats, IsNaN).
+  virtual StorageType float_storage() const = 0;
+  // Graph value `v` row-major in storage `t`: a constant converted on the host (integers exactly,
+  // int64 included) and uploaded as it is (not packed in the plan); an activation as stored, or
+  // through a cast layer (kernels_exact.h launch_cast, one per value and type) when stored
+  // otherwise. Unsupported when `v` does not live on the GPU.
+  virtual StatusOr<int> operand_as(ir::ValueId v, StorageType t) = 0;
   // The layout the plan chose for this node's 4-D activations (assign_layouts' "layout"
   // attribute), else `dflt`.
   virtual bool nhwc(const ir::Node& n, bool dflt) const = 0;
   // The engine value holding graph value `v` (converted to storage() when the layer reads
-  // another float precision); Unsupported when it does not live on the GPU.
+  // another float precision; integer and bool values, and any value read by an exact node, as
+  // stored); Unsupported when it does not live on the GPU.
   virtual StatusOr<int> activation(ir::ValueId v) = 0;
   // `value` in NHWC / row-major layout (a Reformat layer is added once per value and layout).
   virtual int as_layout(int value, bool nhwc) = 0;
@@ -104,8 +115,10 @@ class LowerContext {
 // `where` is the node's description for messages ("node 'x' (Softmax): ").
 using LayerFactory = Status (*)(LowerContext& ctx, const ir::Node& n, const std::string& where);
 
-// The factory registered for `op`, or null.
+// The factory registered for `op` on nodes with float outputs, or null.
 LayerFactory find_layer_factory(ir::OpKind op);
+// The factory registered for `op` on nodes whose output 0 is int32 / int64 / bool, or null.
+LayerFactory find_exact_layer_factory(ir::OpKind op);
 
 // The factories (layer_factories.cc lists them, one line each).
 Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::string& where);  // QuantLinear (8-bit)
@@ -120,7 +133,7 @@ Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& w
 Status lower_pool(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Max/Average/Global pools
 Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_split(LowerContext& ctx, const ir::Node& n, const std::string& where);
-Status lower_where(LowerContext& ctx, const ir::Node& n, const std::string& where);    // constant condition
+Status lower_where(LowerContext& ctx, const ir::Node& n, const std::string& where);    // any condition, any type
 Status lower_conv(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Conv, FusedConv
 Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Gemm, MatMul, MatMulBias
 Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);
@@ -128,11 +141,24 @@ Status lower_gather(LowerContext& ctx, const ir::Node& n, const std::string& whe
 Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Add, Relu, Clip, ...
 Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Exact types (docs/decisions/0051): comparisons, And/Or/Xor/Not, IsNaN/IsInf (bool outputs);
+// integer Add/Sub/Mul/Div/Mod/Neg/Abs/Min/Max; Range, CumSum, Trilu (integer or float); ArgMax /
+// ArgMin; integer ReduceSum/Max/Min.
+Status lower_logical(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_int_arith(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_range(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_cumsum(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_trilu(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_arg_extreme(LowerContext& ctx, const ir::Node& n, const std::string& where);  // ArgMax, ArgMin
+Status lower_int_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Max/Min of ints
 
 // Float activations the CUDA path computes on (float32, float16).
 bool is_float(DataType t);
 // A 4-D shape whose NCHW and NHWC orders are the same bytes (H*W == 1 or C == 1), or not 4-D.
 bool layout_free(const Shape& s);
+// The float storage to read graph value `v` in without a conversion: an activation's own float
+// storage, float32 for a constant (exact), else the layer's float_storage().
+StorageType stored_float_type(const LowerContext& ctx, ir::ValueId v);
 // A constant's elements as floats (load_as_double for non-float32 dtypes), in its row-major order.
 std::vector<float> floats_of(const Tensor& t);
 // f(begin, end) over [0, n) in contiguous chunks on up to 16 threads (the calling one included)

@@ -1,0 +1,438 @@
+// Kernels on exactly typed tensors (kernels_exact.h): one broadcast-elementwise template serves
+// every comparison, logical op, float predicate and integer arithmetic op (the op is a functor,
+// the element type a template parameter); select, cast, range, cumsum and trilu are one template
+// each. Semantics follow the CPU reference kernels (src/backends/cpu/ops_elementwise_binary.cc,
+// ops_elementwise_unary.cc, ops_movement_shape.cc, ops_movement_layout.cc, ops_reduce_argtopk.cc).
+// Bool is uint8_t 0/1. Grid-stride loops over 64-bit indices.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "backends/cuda/kernels_exact.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, 65535LL * 32)));
+}
+
+using Bool = uint8_t;
+
+// A value as compared / converted: 16-bit floats widen to float (exact), the rest as they are.
+template <typename T>
+__device__ __forceinline__ auto wide(T x) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(x);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(x);
+  else return x;
+}
+
+template <typename Y, typename X>
+__device__ __forceinline__ Y convert(X x) {
+  const auto v = wide(x);
+  if constexpr (std::is_same_v<Y, Bool>) return v != 0 ? Bool{1} : Bool{0};
+  else if constexpr (std::is_same_v<Y, __half>) return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<Y, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(v));
+  else return static_cast<Y>(v);
+}
+
+// ---------------------------------------------------------------- elementwise functors
+template <typename T> using Unsigned = std::make_unsigned_t<T>;
+
+struct EqualF { template <typename T> __device__ Bool operator()(T a, T b) const { return wide(a) == wide(b); } };
+struct LessF { template <typename T> __device__ Bool operator()(T a, T b) const { return wide(a) < wide(b); } };
+struct LessEqF { template <typename T> __device__ Bool operator()(T a, T b) const { return wide(a) <= wide(b); } };
+struct GreaterF { template <typename T> __device__ Bool operator()(T a, T b) const { return wide(a) > wide(b); } };
+struct GreaterEqF { template <typename T> __device__ Bool operator()(T a, T b) const { return wide(a) >= wide(b); } };
+struct AndF { __device__ Bool operator()(Bool a, Bool b) const { return (a != 0) && (b != 0); } };
+struct OrF { __device__ Bool operator()(Bool a, Bool b) const { return (a != 0) || (b != 0); } };
+struct XorF { __device__ Bool operator()(Bool a, Bool b) const { return (a != 0) != (b != 0); } };
+struct NotF { __device__ Bool operator()(Bool a, Bool) const { return a == 0; } };
+struct IsNaNF { template <typename T> __device__ Bool operator()(T a, T) const { return isnan(static_cast<float>(wide(a))); } };
+struct IsInfF {
+  int sign;  // 0: both, 1: +inf only, -1: -inf only
+  template <typename T> __device__ Bool operator()(T a, T) const {
+    const float v = static_cast<float>(wide(a));
+    return isinf(v) && (sign == 0 || (sign > 0) == (v > 0));
+  }
+};
+struct AddF { template <typename T> __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b)); } };
+struct SubF { template <typename T> __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b)); } };
+struct MulF { template <typename T> __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b)); } };
+struct NegF { template <typename T> __device__ T operator()(T a, T) const { return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(a)); } };
+struct AbsF { template <typename T> __device__ T operator()(T a, T) const { return a < 0 ? NegF{}(a, a) : a; } };
+struct MinF { template <typename T> __device__ T operator()(T a, T b) const { return a < b ? a : b; } };
+struct MaxF { template <typename T> __device__ T operator()(T a, T b) const { return a > b ? a : b; } };
+struct DivF {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    if (b == 0) return 0;
+    if (b == T(-1)) return NegF{}(a, a);
+    return a / b;
+  }
+};
+struct ModF {
+  bool c_style;  // fmod = 1: the dividend's sign
+  template <typename T> __device__ T operator()(T a, T b) const {
+    if (b == 0 || b == T(-1)) return 0;
+    T r = a % b;
+    if (!c_style && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+    return r;
+  }
+};
+
+template <typename T, typename R, typename F>
+__global__ void elementwise_kernel(const T* __restrict__ a, const T* __restrict__ b, R* __restrict__ y, BroadcastDesc d,
+                                   int64_t total, F f) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rem = i, ia = 0, ib = 0;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      const int64_t q = rem % d.out_dims[k];
+      rem /= d.out_dims[k];
+      ia += q * d.a_strides[k];
+      ib += q * d.b_strides[k];
+    }
+    y[i] = f(a[ia], b ? b[ib] : a[ia]);
+  }
+}
+
+template <typename T, typename R, typename F>
+cudaError_t run(const void* a, const void* b, void* y, const BroadcastDesc& d, int64_t total, F f, cudaStream_t s) {
+  elementwise_kernel<T, R, F><<<blocks_for(total), kThreads, 0, s>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                                     static_cast<R*>(y), d, total, f);
+  return cudaGetLastError();
+}
+
+// Calls f(T{}) with the C++ type of storage `t` among the float types and int32 / int64.
+template <typename F>
+cudaError_t with_numeric(StorageType t, F f) {
+  switch (t) {
+    case StorageType::kF32: return f(float{});
+    case StorageType::kF16: return f(__half{});
+    case StorageType::kBF16: return f(__nv_bfloat16{});
+    case StorageType::kI32: return f(int32_t{});
+    case StorageType::kI64: return f(int64_t{});
+    case StorageType::kBool: break;
+  }
+  return cudaErrorInvalidValue;
+}
+template <typename F>
+cudaError_t with_any(StorageType t, F f) {
+  if (t == StorageType::kBool) return f(Bool{});
+  return with_numeric(t, f);
+}
+
+template <typename F>
+cudaError_t comparison(StorageType t, const void* a, const void* b, void* y, const BroadcastDesc& d, int64_t n, F f,
+                       cudaStream_t s) {
+  return with_numeric(t, [&](auto tag) { return run<decltype(tag), Bool>(a, b, y, d, n, f, s); });
+}
+template <typename F>
+cudaError_t float_predicate(StorageType t, const void* a, void* y, const BroadcastDesc& d, int64_t n, F f, cudaStream_t s) {
+  if (storage_is_int(t) || t == StorageType::kBool) return cudaErrorInvalidValue;
+  return with_numeric(t, [&](auto tag) { return run<decltype(tag), Bool>(a, nullptr, y, d, n, f, s); });
+}
+template <typename F>
+cudaError_t integer(StorageType t, const void* a, const void* b, void* y, const BroadcastDesc& d, int64_t n, F f,
+                    cudaStream_t s) {
+  if (t == StorageType::kI32) return run<int32_t, int32_t>(a, b, y, d, n, f, s);
+  if (t == StorageType::kI64) return run<int64_t, int64_t>(a, b, y, d, n, f, s);
+  return cudaErrorInvalidValue;
+}
+template <typename F>
+cudaError_t logical(StorageType t, const void* a, const void* b, void* y, const BroadcastDesc& d, int64_t n, F f,
+                    cudaStream_t s) {
+  if (t != StorageType::kBool) return cudaErrorInvalidValue;
+  return run<Bool, Bool>(a, b, y, d, n, f, s);
+}
+
+// ---------------------------------------------------------------- select, cast, range, cumsum, trilu
+template <typename T>
+__global__ void select_kernel(const Bool* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b,
+                              T* __restrict__ y, SelectDesc s, int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rem = i, ia = 0, ib = 0, ic = 0;
+    for (int k = s.d.rank - 1; k >= 0; --k) {
+      const int64_t q = rem % s.d.out_dims[k];
+      rem /= s.d.out_dims[k];
+      ia += q * s.d.a_strides[k];
+      ib += q * s.d.b_strides[k];
+      ic += q * s.c_strides[k];
+    }
+    y[i] = c[ic] ? a[ia] : b[ib];
+  }
+}
+
+template <typename X, typename Y>
+__global__ void cast_kernel(const X* __restrict__ x, Y* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = convert<Y>(x[i]);
+}
+
+template <typename T>
+__global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_integral_v<T>)
+      y[i] = static_cast<T>(static_cast<Unsigned<T>>(*start) + static_cast<Unsigned<T>>(i) * static_cast<Unsigned<T>>(*delta));
+    else
+      y[i] = convert<T>(static_cast<double>(wide(*start)) + static_cast<double>(i) * static_cast<double>(wide(*delta)));
+  }
+}
+
+template <typename T>
+__global__ void cumsum_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n, int64_t inner,
+                              bool exclusive, bool reverse) {
+  using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, float>;
+  for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < outer * inner;
+       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = (col / inner) * n * inner + col % inner;
+    Acc acc = 0;
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t at = base + (reverse ? n - 1 - step : step) * inner;
+      const Acc cur = static_cast<Acc>(wide(x[at]));
+      if (exclusive) y[at] = convert<T>(acc);
+      if constexpr (std::is_integral_v<T>) acc = static_cast<Acc>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(cur));
+      else acc += cur;
+      if (!exclusive) y[at] = convert<T>(acc);
+    }
+  }
+}
+
+template <typename T>
+__global__ void trilu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t total, int64_t rows, int64_t cols,
+                             int64_t k, const int64_t* k_dev, bool upper) {
+  if (k_dev) k = *k_dev;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = i % cols, r = (i / cols) % rows;
+    const bool keep = upper ? j - r >= k : j - r <= k;
+    y[i] = keep ? x[i] : T{0};
+  }
+}
+
+template <typename T>
+__global__ void arg_extreme_kernel(const T* __restrict__ x, int64_t* __restrict__ y, int64_t outer, int64_t n,
+                                   int64_t inner, bool max, bool last) {
+  for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < outer * inner;
+       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T* p = x + (col / inner) * n * inner + col % inner;
+    auto best = wide(p[0]);
+    int64_t best_k = 0;
+    for (int64_t k = 1; k < n; ++k) {
+      const auto c = wide(p[k * inner]);
+      if (c != c) {  // NaN (never true for integers)
+        if (best == best || last) best_k = k;
+        if (best == best) best = c;
+        continue;
+      }
+      if (best != best) continue;
+      if ((max ? c > best : c < best) || (last && c == best)) {
+        best = c;
+        best_k = k;
+      }
+    }
+    y[col] = best_k;
+  }
+}
+
+template <typename T>
+__global__ void int_reduce_kernel(const T* __restrict__ x, T* __restrict__ y, int max, int64_t outer, int64_t red,
+                                  int64_t inner) {
+  for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < outer * inner;
+       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T* p = x + (col / inner) * red * inner + col % inner;
+    Unsigned<T> sum = 0;
+    const T lowest = static_cast<T>(Unsigned<T>(1) << (sizeof(T) * 8 - 1));  // two's complement MIN
+    T ext = max > 0 ? lowest : static_cast<T>(~lowest);
+    for (int64_t k = 0; k < red; ++k) {
+      const T v = p[k * inner];
+      sum += static_cast<Unsigned<T>>(v);
+      ext = max > 0 ? (v > ext ? v : ext) : (v < ext ? v : ext);
+    }
+    y[col] = max == 0 ? static_cast<T>(sum) : ext;
+  }
+}
+
+template <typename F>
+cudaError_t with_bytes(int elem_bytes, F f) {
+  switch (elem_bytes) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+int64_t total_of(const BroadcastDesc& d) {
+  int64_t total = 1;
+  for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
+  return total;
+}
+
+}  // namespace
+
+bool exact_op_is_unary(ExactOp op) {
+  return op == ExactOp::kNot || op == ExactOp::kIsNaN || op == ExactOp::kIsInf || op == ExactOp::kIsPosInf ||
+         op == ExactOp::kIsNegInf || op == ExactOp::kNeg || op == ExactOp::kAbs;
+}
+
+bool exact_op_is_predicate(ExactOp op) { return static_cast<int>(op) <= static_cast<int>(ExactOp::kIsNegInf); }
+
+const char* exact_op_name(ExactOp op) {
+  switch (op) {
+    case ExactOp::kEqual: return "equal";
+    case ExactOp::kLess: return "less";
+    case ExactOp::kLessOrEqual: return "less_or_equal";
+    case ExactOp::kGreater: return "greater";
+    case ExactOp::kGreaterOrEqual: return "greater_or_equal";
+    case ExactOp::kAnd: return "and";
+    case ExactOp::kOr: return "or";
+    case ExactOp::kXor: return "xor";
+    case ExactOp::kNot: return "not";
+    case ExactOp::kIsNaN: return "isnan";
+    case ExactOp::kIsInf: return "isinf";
+    case ExactOp::kIsPosInf: return "isinf+";
+    case ExactOp::kIsNegInf: return "isinf-";
+    case ExactOp::kAdd: return "add";
+    case ExactOp::kSub: return "sub";
+    case ExactOp::kMul: return "mul";
+    case ExactOp::kDiv: return "div";
+    case ExactOp::kMod: return "mod";
+    case ExactOp::kFmod: return "fmod";
+    case ExactOp::kNeg: return "neg";
+    case ExactOp::kAbs: return "abs";
+    case ExactOp::kMin: return "min";
+    case ExactOp::kMax: return "max";
+  }
+  return "?";
+}
+
+cudaError_t launch_exact_elementwise(ExactOp op, StorageType t, const void* a, const void* b, void* y,
+                                     const BroadcastDesc& d, cudaStream_t s) {
+  const int64_t n = total_of(d);
+  if (n == 0) return cudaSuccess;
+  if (exact_op_is_unary(op)) b = nullptr;
+  switch (op) {
+    case ExactOp::kEqual:
+      if (t == StorageType::kBool) return run<Bool, Bool>(a, b, y, d, n, EqualF{}, s);
+      return comparison(t, a, b, y, d, n, EqualF{}, s);
+    case ExactOp::kLess: return comparison(t, a, b, y, d, n, LessF{}, s);
+    case ExactOp::kLessOrEqual: return comparison(t, a, b, y, d, n, LessEqF{}, s);
+    case ExactOp::kGreater: return comparison(t, a, b, y, d, n, GreaterF{}, s);
+    case ExactOp::kGreaterOrEqual: return comparison(t, a, b, y, d, n, GreaterEqF{}, s);
+    case ExactOp::kAnd: return logical(t, a, b, y, d, n, AndF{}, s);
+    case ExactOp::kOr: return logical(t, a, b, y, d, n, OrF{}, s);
+    case ExactOp::kXor: return logical(t, a, b, y, d, n, XorF{}, s);
+    case ExactOp::kNot: return logical(t, a, b, y, d, n, NotF{}, s);
+    case ExactOp::kIsNaN: return float_predicate(t, a, y, d, n, IsNaNF{}, s);
+    case ExactOp::kIsInf: return float_predicate(t, a, y, d, n, IsInfF{0}, s);
+    case ExactOp::kIsPosInf: return float_predicate(t, a, y, d, n, IsInfF{1}, s);
+    case ExactOp::kIsNegInf: return float_predicate(t, a, y, d, n, IsInfF{-1}, s);
+    case ExactOp::kAdd: return integer(t, a, b, y, d, n, AddF{}, s);
+    case ExactOp::kSub: return integer(t, a, b, y, d, n, SubF{}, s);
+    case ExactOp::kMul: return integer(t, a, b, y, d, n, MulF{}, s);
+    case ExactOp::kDiv: return integer(t, a, b, y, d, n, DivF{}, s);
+    case ExactOp::kMod: return integer(t, a, b, y, d, n, ModF{false}, s);
+    case ExactOp::kFmod: return integer(t, a, b, y, d, n, ModF{true}, s);
+    case ExactOp::kNeg: return integer(t, a, b, y, d, n, NegF{}, s);
+    case ExactOp::kAbs: return integer(t, a, b, y, d, n, AbsF{}, s);
+    case ExactOp::kMin: return integer(t, a, b, y, d, n, MinF{}, s);
+    case ExactOp::kMax: return integer(t, a, b, y, d, n, MaxF{}, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_select(const void* c, const void* a, const void* b, void* y, int elem_bytes, const SelectDesc& sd,
+                          cudaStream_t s) {
+  const int64_t n = total_of(sd.d);
+  if (n == 0) return cudaSuccess;
+  return with_bytes(elem_bytes, [&](auto tag) {
+    using T = decltype(tag);
+    select_kernel<T><<<blocks_for(n), kThreads, 0, s>>>(static_cast<const Bool*>(c), static_cast<const T*>(a),
+                                                        static_cast<const T*>(b), static_cast<T*>(y), sd, n);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_cast(const void* x, StorageType xt, void* y, StorageType yt, int64_t count, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  return with_any(xt, [&](auto xtag) {
+    return with_any(yt, [&](auto ytag) {
+      using X = decltype(xtag);
+      using Y = decltype(ytag);
+      cast_kernel<X, Y><<<blocks_for(count), kThreads, 0, s>>>(static_cast<const X*>(x), static_cast<Y*>(y), count);
+      return cudaGetLastError();
+    });
+  });
+}
+
+cudaError_t launch_range(const void* start, const void* delta, void* y, StorageType t, int64_t count, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  return with_numeric(t, [&](auto tag) {
+    using T = decltype(tag);
+    range_kernel<T><<<blocks_for(count), kThreads, 0, s>>>(static_cast<const T*>(start), static_cast<const T*>(delta),
+                                                           static_cast<T*>(y), count);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_cumsum(const void* x, void* y, StorageType t, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                          bool reverse, cudaStream_t s) {
+  if (outer * n * inner == 0) return cudaSuccess;
+  return with_numeric(t, [&](auto tag) {
+    using T = decltype(tag);
+    cumsum_kernel<T><<<blocks_for(outer * inner), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), outer,
+                                                                   n, inner, exclusive, reverse);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_arg_extreme(const void* x, StorageType t, int64_t* y, int64_t outer, int64_t n, int64_t inner, bool max,
+                               bool last, cudaStream_t s) {
+  if (outer * inner == 0) return cudaSuccess;
+  if (n < 1) return cudaErrorInvalidValue;
+  return with_numeric(t, [&](auto tag) {
+    using T = decltype(tag);
+    arg_extreme_kernel<T><<<blocks_for(outer * inner), kThreads, 0, s>>>(static_cast<const T*>(x), y, outer, n, inner,
+                                                                        max, last);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t launch_int_reduce(const void* x, void* y, StorageType t, int max, int64_t outer, int64_t red, int64_t inner,
+                              cudaStream_t s) {
+  if (outer * inner == 0) return cudaSuccess;
+  if (t == StorageType::kI32) {
+    int_reduce_kernel<int32_t><<<blocks_for(outer * inner), kThreads, 0, s>>>(
+        static_cast<const int32_t*>(x), static_cast<int32_t*>(y), max, outer, red, inner);
+  } else if (t == StorageType::kI64) {
+    int_reduce_kernel<int64_t><<<blocks_for(outer * inner), kThreads, 0, s>>>(
+        static_cast<const int64_t*>(x), static_cast<int64_t*>(y), max, outer, red, inner);
+  } else {
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_trilu(const void* x, void* y, int elem_bytes, int64_t batch, int64_t rows, int64_t cols, int64_t k,
+                         const int64_t* k_dev, bool upper, cudaStream_t s) {
+  const int64_t total = batch * rows * cols;
+  if (total == 0) return cudaSuccess;
+  return with_bytes(elem_bytes, [&](auto tag) {
+    using T = decltype(tag);
+    trilu_kernel<T><<<blocks_for(total), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), total, rows,
+                                                          cols, k, k_dev, upper);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace kiln::cuda
