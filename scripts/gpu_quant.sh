@@ -75,9 +75,10 @@ PYEOF
         > /tmp/q/$tag.build.txt 2>&1; then
       echo "{\"config\": \"$tag\", \"error\": \"build failed\"}" | tee -a "$OUT/mlp.jsonl"; tail -n 5 /tmp/q/$tag.build.txt; continue
     fi
-    $C/kiln inspect /tmp/q/$tag.plan > "$OUT/mlp_inspect_$tag.txt" 2>&1
+    $C/kiln inspect /tmp/q/$tag.plan > /tmp/q/inspect_$tag.txt 2>&1
     $C/kiln bench /tmp/q/$tag.plan --cuda-graph --iterations 200 --json /tmp/q/$tag.json > /dev/null 2>&1
-    $C/kiln run /tmp/q/$tag.plan --input x=/tmp/q/x.npy --output-dir /tmp/q/out_$tag --dump-profile "$OUT/mlp_profile_$tag.json" > /dev/null 2>&1
+    $C/kiln run /tmp/q/$tag.plan --input x=/tmp/q/x.npy --output-dir /tmp/q/out_$tag --dump-profile /tmp/q/profile_$tag.json \
+      > /tmp/q/run_$tag.txt 2>&1
     $PY - "$tag" /tmp/q/$tag.json /tmp/q/$tag.plan <<'PYEOF' | tee -a "$OUT/mlp.jsonl"
 import json, os, sys
 tag, jp, plan = sys.argv[1:4]
@@ -99,7 +100,10 @@ for tag in ("int8_fp16", "fp8_fp16", "bf16", "int8_bf16"):
     cos = float((y * ref).sum() / np.linalg.norm(y) / np.linalg.norm(ref))
     print(f"{tag}: cosine vs fp16 {cos:.6f}, max |d| / max |ref| {np.abs(y - ref).max() / np.abs(ref).max():.4f}")
 PYEOF
-  grep -E "QuantLinear|quant_linear" "$OUT/mlp_inspect_int8_fp16.txt" "$OUT/mlp_inspect_fp8_fp16.txt" | head -8
+  grep -E "QuantLinear|quant_linear" /tmp/q/inspect_int8_fp16.txt /tmp/q/inspect_fp8_fp16.txt | head -8
+  for tag in fp16 int8_fp16 fp8_fp16; do echo "-- per-layer profile $tag"; grep -E " ms|%" /tmp/q/run_$tag.txt | head -8; done
+  stamp "== the same MLP in PyTorch (peers, same call, same card)"
+  $PY bench/peers/mlp_quant_peers.py --iters 200 2>&1 | tee -a "$OUT/mlp.jsonl" | grep -v "^{" | tail -5
 fi
 
 if [[ "$STEPS" == *" llm "* ]] && [ -f scripts/llm_checkpoints_hf.py ]; then
