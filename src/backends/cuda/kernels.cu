@@ -43,16 +43,20 @@ __device__ __forceinline__ float apply(PointwiseOp op, float a, float b, float a
   return a;
 }
 
+// Idx: uint32_t when every offset fits (the output has < 2^31 elements; broadcast inputs are no
+// larger): 32-bit division is several times cheaper than 64-bit, and it runs per dim per element.
+template <typename Idx>
 __global__ void pointwise_kernel(PointwiseOp op, StorageType st, const void* a, const void* b, void* y, BroadcastDesc d,
                                  int64_t total, float alpha, float beta) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = i, ia = 0, ib = 0;
+    Idx rem = static_cast<Idx>(i), ia = 0, ib = 0;
     for (int k = d.rank - 1; k >= 0; --k) {
-      const int64_t idx = rem % d.out_dims[k];
-      rem /= d.out_dims[k];
-      ia += idx * d.a_strides[k];
-      ib += idx * d.b_strides[k];
+      const Idx dim = static_cast<Idx>(d.out_dims[k]);
+      const Idx idx = rem % dim;
+      rem /= dim;
+      ia += idx * static_cast<Idx>(d.a_strides[k]);
+      ib += idx * static_cast<Idx>(d.b_strides[k]);
     }
     const float va = load(a, ia, st);
     const float vb = b ? load(b, ib, st) : 0.f;
@@ -62,15 +66,17 @@ __global__ void pointwise_kernel(PointwiseOp op, StorageType st, const void* a, 
 
 // One thread per output element (grid-stride): broadcast offsets of every input from the output
 // index, then the program in registers (float), then one store.
+template <typename Idx>
 __global__ void fused_pointwise_kernel(PwDeviceProgram p, PwDevicePointers ptrs, void* y, StorageType st, int64_t total) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t off[ir::kMaxPwInputs] = {};
-    int64_t rem = i;
+    Idx off[ir::kMaxPwInputs] = {};
+    Idx rem = static_cast<Idx>(i);
     for (int d = p.rank - 1; d >= 0; --d) {
-      const int64_t idx = rem % p.out_dims[d];
-      rem /= p.out_dims[d];
-      for (int k = 0; k < p.num_inputs; ++k) off[k] += idx * p.in_strides[k][d];
+      const Idx dim = static_cast<Idx>(p.out_dims[d]);
+      const Idx idx = rem % dim;
+      rem /= dim;
+      for (int k = 0; k < p.num_inputs; ++k) off[k] += idx * static_cast<Idx>(p.in_strides[k][d]);
     }
     float x[ir::kMaxPwInputs];
     for (int k = 0; k < p.num_inputs; ++k) x[k] = load(ptrs.in[k], off[k], st);
@@ -85,6 +91,64 @@ __global__ void fused_pointwise_kernel(PwDeviceProgram p, PwDevicePointers ptrs,
       r[j] = ir::pw_apply(static_cast<ir::PwOpcode>(in.op), a[0], a[1], a[2]);
     }
     store(y, i, r[p.num_instrs - 1], st);
+  }
+}
+
+// Element access with the storage type known at compile time (the flat fast paths below).
+template <typename T>
+struct Elem;
+template <>
+struct Elem<float> {
+  static __device__ __forceinline__ float ld(const void* p, int64_t i) { return static_cast<const float*>(p)[i]; }
+  static __device__ __forceinline__ void st(void* p, int64_t i, float v) { static_cast<float*>(p)[i] = v; }
+};
+template <>
+struct Elem<__half> {
+  static __device__ __forceinline__ float ld(const void* p, int64_t i) { return __half2float(static_cast<const __half*>(p)[i]); }
+  static __device__ __forceinline__ void st(void* p, int64_t i, float v) { static_cast<__half*>(p)[i] = __float2half_rn(v); }
+};
+template <>
+struct Elem<__nv_bfloat16> {
+  static __device__ __forceinline__ float ld(const void* p, int64_t i) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t i, float v) {
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+  }
+};
+
+// Flat fast paths: every input is either the output's shape, contiguous (offset = output index),
+// or one element (offset 0) — no index arithmetic per element, the storage type a template
+// parameter. The same loads and formulas as the general kernels, so the same values.
+template <typename T>
+__global__ void pointwise_flat_kernel(PointwiseOp op, const void* a, const void* b, bool b_scalar, void* y, int64_t total,
+                                      float alpha, float beta) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float va = Elem<T>::ld(a, i);
+    const float vb = b ? Elem<T>::ld(b, b_scalar ? 0 : i) : 0.f;
+    Elem<T>::st(y, i, apply(op, va, vb, alpha, beta));
+  }
+}
+
+template <typename T>
+__global__ void fused_pointwise_flat_kernel(PwDeviceProgram p, PwDevicePointers ptrs, uint32_t scalar_mask, void* y,
+                                            int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float x[ir::kMaxPwInputs];
+    for (int k = 0; k < p.num_inputs; ++k) x[k] = Elem<T>::ld(ptrs.in[k], (scalar_mask >> k) & 1u ? 0 : i);
+    float r[ir::kMaxPwInstrs];
+    for (int j = 0; j < p.num_instrs; ++j) {
+      const PwDeviceInstr& in = p.instrs[j];
+      float a[ir::kMaxPwArgs];
+      for (int q = 0; q < ir::kMaxPwArgs; ++q) {
+        const int32_t s = in.src[q];
+        a[q] = s >= 0 ? r[s] : (s == kPwImmediate ? in.imm[q] : x[-1 - s]);
+      }
+      r[j] = ir::pw_apply(static_cast<ir::PwOpcode>(in.op), a[0], a[1], a[2]);
+    }
+    Elem<T>::st(y, i, r[p.num_instrs - 1]);
   }
 }
 
@@ -230,7 +294,31 @@ cudaError_t launch_pointwise(PointwiseOp op, StorageType st, const void* a, cons
   int64_t total = 1;
   for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
   if (total == 0) return cudaSuccess;
-  pointwise_kernel<<<grid_for(total, 256), 256, 0, stream>>>(op, st, a, b, y, d, total, alpha, beta);
+  // Flat when a is the output's contiguous shape and b is absent, the same, or one element.
+  bool a_full = true, b_full = true, b_scalar = true;
+  int64_t contiguous = 1;
+  for (int k = d.rank - 1; k >= 0; --k) {
+    if (d.out_dims[k] != 1) {
+      a_full &= d.a_strides[k] == contiguous;
+      b_full &= d.b_strides[k] == contiguous;
+      b_scalar &= d.b_strides[k] == 0;
+    }
+    contiguous *= d.out_dims[k];
+  }
+  if (a_full && (!b || b_full || b_scalar) && (st == StorageType::kF32 || st == StorageType::kF16 || st == StorageType::kBF16)) {
+    const bool bs = b && !b_full;
+    if (st == StorageType::kF16)
+      pointwise_flat_kernel<__half><<<grid_for(total, 256), 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
+    else if (st == StorageType::kBF16)
+      pointwise_flat_kernel<__nv_bfloat16><<<grid_for(total, 256), 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
+    else
+      pointwise_flat_kernel<float><<<grid_for(total, 256), 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
+    return cudaGetLastError();
+  }
+  if (total < (int64_t{1} << 31))
+    pointwise_kernel<uint32_t><<<grid_for(total, 256), 256, 0, stream>>>(op, st, a, b, y, d, total, alpha, beta);
+  else
+    pointwise_kernel<int64_t><<<grid_for(total, 256), 256, 0, stream>>>(op, st, a, b, y, d, total, alpha, beta);
   return cudaGetLastError();
 }
 
@@ -240,7 +328,35 @@ cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePoint
   int64_t total = 1;
   for (int k = 0; k < p.rank; ++k) total *= p.out_dims[k];
   if (total == 0) return cudaSuccess;
-  fused_pointwise_kernel<<<grid_for(total, 256), 256, 0, stream>>>(p, in, y, t, total);
+  // Flat when every input is the output's contiguous shape or a single element.
+  bool flat = t == StorageType::kF32 || t == StorageType::kF16 || t == StorageType::kBF16;
+  uint32_t scalar_mask = 0;
+  for (int k = 0; k < p.num_inputs && flat; ++k) {
+    bool full = true, scalar = true;
+    int64_t contiguous = 1;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      if (p.out_dims[d] != 1) {
+        full &= p.in_strides[k][d] == contiguous;
+        scalar &= p.in_strides[k][d] == 0;
+      }
+      contiguous *= p.out_dims[d];
+    }
+    if (!full && scalar) scalar_mask |= 1u << k;
+    flat = full || scalar;
+  }
+  if (flat) {
+    if (t == StorageType::kF16)
+      fused_pointwise_flat_kernel<__half><<<grid_for(total, 256), 256, 0, stream>>>(p, in, scalar_mask, y, total);
+    else if (t == StorageType::kBF16)
+      fused_pointwise_flat_kernel<__nv_bfloat16><<<grid_for(total, 256), 256, 0, stream>>>(p, in, scalar_mask, y, total);
+    else
+      fused_pointwise_flat_kernel<float><<<grid_for(total, 256), 256, 0, stream>>>(p, in, scalar_mask, y, total);
+    return cudaGetLastError();
+  }
+  if (total < (int64_t{1} << 31))
+    fused_pointwise_kernel<uint32_t><<<grid_for(total, 256), 256, 0, stream>>>(p, in, y, t, total);
+  else
+    fused_pointwise_kernel<int64_t><<<grid_for(total, 256), 256, 0, stream>>>(p, in, y, t, total);
   return cudaGetLastError();
 }
 
