@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -46,6 +47,16 @@ void int64_init(OnnxModel& m, const std::string& name, const std::vector<int64_t
   for (int64_t x : v) t->add_int64_data(x);
 }
 
+// The embedding table, [kVocab, kH] row-major, entries in [-0.5, 0.5] (multiples of 1/40).
+// Signed arithmetic: (i * 29) % 41 - 20 in size_t wraps to ~2^64 for 20 of every 41 entries
+// (embeddings of 4.6e17; BertMaskModelCpuOutputsAreBounded checks the bound).
+std::vector<float> embedding_table() {
+  std::vector<float> emb(kVocab * kH);
+  for (size_t i = 0; i < emb.size(); ++i)
+    emb[i] = 0.5f * static_cast<float>(static_cast<int64_t>((i * 29) % 41) - 20) / 20.f;
+  return emb;
+}
+
 // input_ids, attention_mask: int64 [B, S]. Scores = (E[ids] E[ids]^T) / sqrt(H), [B, 1, S, S].
 // Outputs: ctx_legacy (additive float mask) and ctx_sdpa (bool mask with a causal part and the NaN
 // guard), P·V with V = E[ids], both float [B, 1, S, H].
@@ -53,9 +64,7 @@ OnnxModel bert_mask_model() {
   OnnxModel m(17);
   m.input("input_ids", kI64, {int64_t{kB}, int64_t{kS}});
   m.input("attention_mask", kI64, {int64_t{kB}, int64_t{kS}});
-  std::vector<float> emb(kVocab * kH);
-  for (size_t i = 0; i < emb.size(); ++i) emb[i] = 0.5f * static_cast<float>(((i * 29) % 41) - 20) / 20.f;
-  m.initializer("embeddings", {kVocab, kH}, emb);
+  m.initializer("embeddings", {kVocab, kH}, embedding_table());
   m.initializer("inv_sqrt_h", {}, {1.f / std::sqrt(static_cast<float>(kH))});
   m.initializer("one", {}, {1.f});
   m.initializer("neg_large", {}, {-10000.f});
@@ -177,36 +186,96 @@ TEST(GpuAttentionMask, BertMaskSubgraphsLowerWithoutUnsupportedLayers) {
 #endif
 }
 
+// The outputs (ctx_legacy, ctx_sdpa) of a plan of the mask model built for `dev` on mask_inputs().
+StatusOr<std::vector<Tensor>> run_mask_model(const ir::Graph& g, TargetDevice dev, bool fp16) {
+  const std::vector<Tensor> in = mask_inputs();
+  BuilderConfig c = pinned_config(g, fp16, false);
+  c.target = dev;
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build_from_graph(g, c));
+  KILN_ASSIGN_OR_RETURN(auto engine, Runtime::deserialize_engine(plan));
+  auto ctx = engine->create_execution_context();
+  KILN_RETURN_IF_ERROR(ctx->set_input("input_ids", in[0]));
+  KILN_RETURN_IF_ERROR(ctx->set_input("attention_mask", in[1]));
+  KILN_RETURN_IF_ERROR(ctx->execute());
+  std::vector<Tensor> outs;
+  for (const char* name : {"ctx_legacy", "ctx_sdpa"}) {
+    KILN_ASSIGN_OR_RETURN(Tensor t, ctx->output(name));
+    outs.push_back(t.clone());
+  }
+  return outs;
+}
+
+// The reference the GPU test compares against is what the model means: every output is a
+// convex combination (softmax weights) of embedding rows of magnitude <= 0.5, so finite and
+// bounded by 0.5, and the mask changes the result (the two outputs differ where the causal part
+// removes keys). A tolerance in absolute terms (GPU test) is only meaningful under this bound.
+TEST(GpuAttentionMask, BertMaskModelCpuOutputsAreBounded) {
+  auto g = imported();
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto cpu = run_mask_model(*g, TargetDevice::kCpu, false);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  double differ = 0;
+  for (size_t k = 0; k < 2; ++k) {
+    const Tensor& t = (*cpu)[k];
+    ASSERT_EQ(t.shape(), (Shape{kB, 1, kS, kH}));
+    double peak = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const float v = t.data<float>()[i];
+      ASSERT_TRUE(std::isfinite(v)) << "output " << k << " element " << i;
+      peak = std::max(peak, static_cast<double>(std::fabs(v)));
+      if (k == 1) differ = std::max(differ, static_cast<double>(std::fabs(v - (*cpu)[0].data<float>()[i])));
+    }
+    EXPECT_LE(peak, 0.5) << "output " << k;
+    EXPECT_GT(peak, 0.05) << "output " << k;
+  }
+  EXPECT_GT(differ, 1e-3) << "the causal mask does not change ctx_sdpa";
+
+  // Against a direct evaluation of the model's formulas (double precision): scores
+  // E[ids] E[ids]^T / sqrt(H); legacy: + (1 - mask) * -10000; SDPA: keys that are padding or
+  // after the query excluded; softmax over keys; P V.
+  const std::vector<float> emb = embedding_table();
+  const std::vector<Tensor> in = mask_inputs();
+  const int64_t* ids = in[0].data<int64_t>();
+  const int64_t* mask = in[1].data<int64_t>();
+  for (int64_t b = 0; b < kB; ++b)
+    for (int64_t q = 0; q < kS; ++q)
+      for (int sdpa = 0; sdpa < 2; ++sdpa) {
+        double s[kS], mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        for (int64_t k = 0; k < kS; ++k) {
+          double dot = 0;
+          for (int64_t h = 0; h < kH; ++h) dot += double{emb[ids[b * kS + q] * kH + h]} * emb[ids[b * kS + k] * kH + h];
+          s[k] = dot / std::sqrt(static_cast<double>(kH));
+          const bool pad = mask[b * kS + k] != 0;
+          if (!sdpa) s[k] += (1.0 - static_cast<double>(mask[b * kS + k])) * -10000.0;
+          else if (!pad || k > q) s[k] = -std::numeric_limits<double>::infinity();
+          mx = std::max(mx, s[k]);
+        }
+        for (int64_t k = 0; k < kS; ++k) sum += std::exp(s[k] - mx);
+        for (int64_t h = 0; h < kH; ++h) {
+          double want = 0;
+          for (int64_t k = 0; k < kS; ++k) want += std::exp(s[k] - mx) / sum * emb[ids[b * kS + k] * kH + h];
+          const float got = (*cpu)[sdpa].data<float>()[(b * kS + q) * kH + h];
+          EXPECT_NEAR(got, want, 1e-5) << (sdpa ? "ctx_sdpa" : "ctx_legacy") << " [" << b << ", 0, " << q << ", " << h << "]";
+        }
+      }
+}
+
 TEST(GpuAttentionMask, BertMaskModelMatchesCpuPlan) {
   REQUIRE_GPU();
   auto g = imported();
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  const std::vector<Tensor> in = mask_inputs();
-  auto run = [&](TargetDevice dev, bool fp16) -> StatusOr<std::vector<Tensor>> {
-    BuilderConfig c = pinned_config(*g, fp16, false);
-    c.target = dev;
-    KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build_from_graph(*g, c));
-    KILN_ASSIGN_OR_RETURN(auto engine, Runtime::deserialize_engine(plan));
-    auto ctx = engine->create_execution_context();
-    KILN_RETURN_IF_ERROR(ctx->set_input("input_ids", in[0]));
-    KILN_RETURN_IF_ERROR(ctx->set_input("attention_mask", in[1]));
-    KILN_RETURN_IF_ERROR(ctx->execute());
-    std::vector<Tensor> outs;
-    for (const char* name : {"ctx_legacy", "ctx_sdpa"}) {
-      KILN_ASSIGN_OR_RETURN(Tensor t, ctx->output(name));
-      outs.push_back(t.clone());
-    }
-    return outs;
-  };
-  auto cpu = run(TargetDevice::kCpu, false);
+  auto cpu = run_mask_model(*g, TargetDevice::kCpu, false);
   ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
   for (bool fp16 : {false, true}) {
-    auto gpu = run(TargetDevice::kCuda, fp16);
+    auto gpu = run_mask_model(*g, TargetDevice::kCuda, fp16);
     ASSERT_TRUE(gpu.ok()) << gpu.status().to_string();
     for (size_t k = 0; k < 2; ++k) {
+      // NaN-aware: a NaN on either side is an infinite error (std::max would skip it).
       double err = 0;
-      for (int64_t i = 0; i < (*cpu)[k].numel(); ++i)
-        err = std::max(err, static_cast<double>(std::fabs((*cpu)[k].data<float>()[i] - (*gpu)[k].data<float>()[i])));
+      for (int64_t i = 0; i < (*cpu)[k].numel(); ++i) {
+        const double d = std::fabs(static_cast<double>((*cpu)[k].data<float>()[i]) - (*gpu)[k].data<float>()[i]);
+        err = std::isnan(d) ? std::numeric_limits<double>::infinity() : std::max(err, d);
+      }
       EXPECT_LE(err, fp16 ? 5e-3 : 1e-5) << "output " << k << (fp16 ? " [fp16]" : " [fp32]");
     }
   }
