@@ -191,6 +191,68 @@ __global__ void convert_kernel(const void* src, StorageType src_t, void* dst, St
     store(dst, i, load(src, i, src_t), dst_t);
 }
 
+// Float storage conversions, 8 elements per thread (16- or 32-byte loads and stores) where the
+// count is a multiple of 8 and the pointers 16-byte aligned: the same roundings as convert_kernel.
+template <typename T>
+struct Conv8;
+template <>
+struct Conv8<float> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t g, float* v) {
+    const float4 a = reinterpret_cast<const float4*>(p)[2 * g], b = reinterpret_cast<const float4*>(p)[2 * g + 1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t g, const float* v) {
+    reinterpret_cast<float4*>(p)[2 * g] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(p)[2 * g + 1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+};
+template <>
+struct Conv8<__half> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t g, float* v) {
+    const uint4 u = reinterpret_cast<const uint4*>(p)[g];
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(h[j]);
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t g, const float* v) {
+    uint4 u;
+    __half2* h = reinterpret_cast<__half2*>(&u);
+    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    reinterpret_cast<uint4*>(p)[g] = u;
+  }
+};
+template <>
+struct Conv8<__nv_bfloat16> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t g, float* v) {
+    const uint4 u = reinterpret_cast<const uint4*>(p)[g];
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t g, const float* v) {
+    uint4 u;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+    for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+    reinterpret_cast<uint4*>(p)[g] = u;
+  }
+};
+
+template <typename S, typename D>
+__global__ void convert8_kernel(const void* src, void* dst, int64_t groups) {
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v[8];
+    Conv8<S>::ld(src, g, v);
+    Conv8<D>::st(dst, g, v);
+  }
+}
+
 // One block per row; the row is reduced in shared memory (max, then sum of exp).
 __global__ void softmax_kernel(const void* x, void* y, StorageType st, int64_t cols, bool log) {
   extern __shared__ float red[];
@@ -287,6 +349,24 @@ int grid_for(int64_t total, int block) {
   return static_cast<int>(g < 1 ? 1 : (g > 65535 * 8 ? 65535 * 8 : g));
 }
 
+// 8 elements per thread between float storage types (see convert8_kernel); false when it does not apply.
+bool convert8(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count, cudaStream_t stream) {
+  auto is_float = [](StorageType t) { return t == StorageType::kF32 || t == StorageType::kF16 || t == StorageType::kBF16; };
+  if (count % 8 || !is_float(src_t) || !is_float(dst_t) || src_t == dst_t || reinterpret_cast<uintptr_t>(src) % 16 ||
+      reinterpret_cast<uintptr_t>(dst) % 16)
+    return false;
+  const int64_t groups = count / 8;
+  const int grid = grid_for(groups, 256);
+  if (src_t == StorageType::kF32 && dst_t == StorageType::kF16) convert8_kernel<float, __half><<<grid, 256, 0, stream>>>(src, dst, groups);
+  else if (src_t == StorageType::kF32) convert8_kernel<float, __nv_bfloat16><<<grid, 256, 0, stream>>>(src, dst, groups);
+  else if (src_t == StorageType::kF16 && dst_t == StorageType::kF32) convert8_kernel<__half, float><<<grid, 256, 0, stream>>>(src, dst, groups);
+  else if (src_t == StorageType::kF16) convert8_kernel<__half, __nv_bfloat16><<<grid, 256, 0, stream>>>(src, dst, groups);
+  else if (dst_t == StorageType::kF32) convert8_kernel<__nv_bfloat16, float><<<grid, 256, 0, stream>>>(src, dst, groups);
+  else convert8_kernel<__nv_bfloat16, __half><<<grid, 256, 0, stream>>>(src, dst, groups);
+  return true;
+}
+
+
 }  // namespace
 
 cudaError_t launch_pointwise(PointwiseOp op, StorageType st, const void* a, const void* b, void* y, const BroadcastDesc& d,
@@ -366,6 +446,10 @@ cudaError_t launch_reformat(const void* src, StorageType src_t, bool src_nhwc, v
   const int64_t total = n * dst_c * h * w;
   if (total == 0) return cudaSuccess;
   const bool small = total < (int64_t{1} << 31);
+  // Same element order (same layout, or a layout-free shape) and no padding: a dtype conversion.
+  if (dst_c == c && (src_nhwc == dst_nhwc || h * w == 1 || c == 1) &&
+      convert8(src, src_t, dst, dst_t, total, stream))
+    return cudaGetLastError();
   if (small && !src_nhwc && dst_nhwc && dst_c <= 16) {
     pixels_to_nhwc_kernel<<<grid_for(n * h * w, 256), 256, 0, stream>>>(
         src, src_t, dst, dst_t, static_cast<uint32_t>(n), static_cast<uint32_t>(c), static_cast<uint32_t>(h * w),
@@ -384,6 +468,7 @@ cudaError_t launch_reformat(const void* src, StorageType src_t, bool src_nhwc, v
 cudaError_t launch_convert(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count,
                            cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
+  if (convert8(src, src_t, dst, dst_t, count, stream)) return cudaGetLastError();
   convert_kernel<<<grid_for(count, 256), 256, 0, stream>>>(src, src_t, dst, dst_t, count);
   return cudaGetLastError();
 }

@@ -22,18 +22,30 @@ unsigned blocks_for(int64_t n) {
 }
 
 // ---------------------------------------------------------------- strided copy
-template <typename T>
+// Idx: uint32_t when every source and destination offset is below 2^31 (32-bit division per dim
+// per element is several times cheaper than 64-bit).
+template <typename T, typename Idx>
 __global__ void strided_copy_kernel(const T* __restrict__ src, T* __restrict__ dst, StridedDesc d, int64_t total) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = i, off = d.src_offset;
+    Idx rem = static_cast<Idx>(i), off = static_cast<Idx>(d.src_offset);
     for (int k = d.rank - 1; k >= 0; --k) {
-      const int64_t c = rem % d.out_dims[k];
-      rem /= d.out_dims[k];
-      off += c * d.src_strides[k];
+      const Idx dim = static_cast<Idx>(d.out_dims[k]);
+      const Idx c = rem % dim;
+      rem /= dim;
+      off += c * static_cast<Idx>(d.src_strides[k]);
     }
     dst[i] = src[off];
   }
+}
+
+template <typename T>
+void strided_copy_as(const void* src, void* dst, const StridedDesc& d, int64_t total, int64_t src_span, cudaStream_t stream) {
+  const unsigned g = blocks_for(total);
+  if (total < (int64_t{1} << 31) && src_span < (int64_t{1} << 31))
+    strided_copy_kernel<T, uint32_t><<<g, kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), d, total);
+  else
+    strided_copy_kernel<T, int64_t><<<g, kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), d, total);
 }
 
 // ---------------------------------------------------------------- LayerNorm
@@ -71,6 +83,117 @@ __global__ void layernorm_kernel(const void* x, const void* scale, const void* b
       if (bias) v += load(bias, c, t);
       store(y, base + c, v, t);
     }
+  }
+}
+
+// Rows of 256, 512, 768 or 1024 elements: one warp per
+// row, 8 elements per 16-byte load (fp16/bf16) or two float4 (fp32), the row kept in registers for
+// the two passes (mean, centered variance) — each element read from memory once. Warp shuffles
+// replace the block's shared-memory reductions. The same formula as layernorm_kernel; the sums run
+// in another order (float rounding differs in the last bits).
+template <typename T>
+struct Vec8Io;
+template <>
+struct Vec8Io<__half> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __half*>(p) + i);
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(h[j]);
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
+    uint4 u;
+    __half2* h = reinterpret_cast<__half2*>(&u);
+    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    *reinterpret_cast<uint4*>(static_cast<__half*>(p) + i) = u;
+  }
+};
+template <>
+struct Vec8Io<__nv_bfloat16> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p) + i);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
+    uint4 u;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+    for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p) + i) = u;
+  }
+};
+template <>
+struct Vec8Io<float> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
+    const float4 a = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i)[0];
+    const float4 b = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
+    reinterpret_cast<float4*>(static_cast<float*>(p) + i)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(static_cast<float*>(p) + i)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+};
+
+constexpr int kWarpRowMax = 1024;  // elements of a row one warp keeps in registers (up to 32 per lane)
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// N = cols / 256 vectors of 8 per lane, a compile-time count so the row stays in registers.
+template <typename T, int N>
+__global__ void layernorm_warp_kernel(const void* x, const void* scale, const void* bias, void* y, int64_t rows,
+                                      int64_t cols, float eps) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
+    const int64_t base = r * cols;
+    float v[N * 8];
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      Vec8Io<T>::ld(x, base + k * 256 + lane * 8, v + k * 8);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s += v[k * 8 + j];
+    }
+    const float mean = warp_sum(s) / static_cast<float>(cols);
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < N * 8; ++j) {
+      const float d = v[j] - mean;
+      q += d * d;
+    }
+    const float inv = rsqrtf(warp_sum(q) / static_cast<float>(cols) + eps);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const int64_t c = k * 256 + lane * 8;
+      float g[8], b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, o[8];
+      Vec8Io<T>::ld(scale, c, g);
+      if (bias) Vec8Io<T>::ld(bias, c, b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) o[j] = (v[k * 8 + j] - mean) * inv * g[j] + b[j];
+      Vec8Io<T>::st(y, base + c, o);
+    }
+  }
+}
+
+template <typename T>
+void launch_layernorm_warp(const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols,
+                           float eps, unsigned g, cudaStream_t stream) {
+  switch (cols / 256) {
+    case 1: layernorm_warp_kernel<T, 1><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
+    case 2: layernorm_warp_kernel<T, 2><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
+    case 3: layernorm_warp_kernel<T, 3><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
+    default: layernorm_warp_kernel<T, 4><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
   }
 }
 
@@ -253,17 +376,54 @@ __global__ void round_half_kernel(const float* x, float* y, int64_t n) {
 
 }  // namespace
 
+// Copies wider elements where the layout allows: when the innermost output dim is contiguous in
+// the source (stride 1) and its run, every other stride, the source offset and both pointers are
+// multiples of a 16- / 8- / 4-byte vector, each thread moves one vector (a head transpose
+// [B, S, H, D] -> [B, H, S, D] moves D-element rows). The bytes copied are the same.
+StridedDesc widen(const StridedDesc& d, int elem_bytes, int vec_bytes, const void* src, const void* dst, bool* ok) {
+  *ok = false;
+  StridedDesc w = d;
+  const int r = d.rank;
+  if (r < 1 || vec_bytes <= elem_bytes || vec_bytes % elem_bytes) return w;
+  const int64_t f = vec_bytes / elem_bytes;
+  if (d.src_strides[r - 1] != 1 || d.out_dims[r - 1] % f || d.src_offset % f) return w;
+  if (reinterpret_cast<uintptr_t>(src) % vec_bytes || reinterpret_cast<uintptr_t>(dst) % vec_bytes) return w;
+  for (int k = 0; k + 1 < r; ++k)
+    if (d.out_dims[k] != 1 && d.src_strides[k] % f) return w;
+  w.out_dims[r - 1] /= f;
+  for (int k = 0; k + 1 < r; ++k) w.src_strides[k] = d.out_dims[k] == 1 ? 0 : d.src_strides[k] / f;
+  w.src_offset /= f;
+  *ok = true;
+  return w;
+}
+
 cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, const StridedDesc& d, cudaStream_t stream) {
   int64_t total = 1;
   for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
   if (total == 0) return cudaSuccess;
-  const unsigned g = blocks_for(total);
+  if (elem_bytes != 1 && elem_bytes != 2 && elem_bytes != 4 && elem_bytes != 8) return cudaErrorInvalidValue;
+  // The largest source offset read, for the index width.
+  auto span_of = [](const StridedDesc& x) {
+    int64_t s = x.src_offset;
+    for (int k = 0; k < x.rank; ++k) s += (x.out_dims[k] - 1) * std::max<int64_t>(x.src_strides[k], 0);
+    return s + 1;
+  };
+  for (int vec : {16, 8, 4}) {
+    bool ok = false;
+    const StridedDesc w = widen(d, elem_bytes, vec, src, dst, &ok);
+    if (!ok) continue;
+    const int64_t wt = total / (vec / elem_bytes);
+    if (vec == 16) strided_copy_as<uint4>(src, dst, w, wt, span_of(w), stream);
+    else if (vec == 8) strided_copy_as<uint2>(src, dst, w, wt, span_of(w), stream);
+    else strided_copy_as<uint32_t>(src, dst, w, wt, span_of(w), stream);
+    return cudaGetLastError();
+  }
+  const int64_t span = span_of(d);
   switch (elem_bytes) {
-    case 1: strided_copy_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), d, total); break;
-    case 2: strided_copy_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), d, total); break;
-    case 4: strided_copy_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), d, total); break;
-    case 8: strided_copy_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), d, total); break;
-    default: return cudaErrorInvalidValue;
+    case 1: strided_copy_as<uint8_t>(src, dst, d, total, span, stream); break;
+    case 2: strided_copy_as<uint16_t>(src, dst, d, total, span, stream); break;
+    case 4: strided_copy_as<uint32_t>(src, dst, d, total, span, stream); break;
+    default: strided_copy_as<uint64_t>(src, dst, d, total, span, stream); break;
   }
   return cudaGetLastError();
 }
@@ -271,6 +431,17 @@ cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, cons
 cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias, void* y, StorageType t, int64_t rows,
                              int64_t cols, float eps, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
+  const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(scale) % 16 == 0 && (!bias || reinterpret_cast<uintptr_t>(bias) % 16 == 0);
+  if (cols % 256 == 0 && cols <= kWarpRowMax && aligned &&
+      (t == StorageType::kF16 || t == StorageType::kBF16 || t == StorageType::kF32)) {
+    const int64_t blocks = (rows + kThreads / 32 - 1) / (kThreads / 32);
+    const unsigned g = static_cast<unsigned>(std::min<int64_t>(blocks, 65535LL * 16));
+    if (t == StorageType::kF16) launch_layernorm_warp<__half>(x, scale, bias, y, rows, cols, eps, g, stream);
+    else if (t == StorageType::kBF16) launch_layernorm_warp<__nv_bfloat16>(x, scale, bias, y, rows, cols, eps, g, stream);
+    else launch_layernorm_warp<float>(x, scale, bias, y, rows, cols, eps, g, stream);
+    return cudaGetLastError();
+  }
   const unsigned g = static_cast<unsigned>(std::min<int64_t>(rows, 65535LL * 16));
   layernorm_kernel<<<g, kThreads, 0, stream>>>(x, scale, bias, y, t, rows, cols, eps);
   return cudaGetLastError();
