@@ -92,7 +92,9 @@ std::unique_ptr<LlmCpuRunner> runner_of(const Model& m) {
 double row_rel_diff(const float* a, const float* b, int64_t n) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < n; ++i) {
-    num = std::max(num, std::fabs(double(a[i]) - b[i]));
+    const double d = std::isnan(a[i]) || std::isnan(b[i]) ? (std::isnan(a[i]) && std::isnan(b[i]) ? 0.0 : INFINITY)
+                                                          : std::fabs(double(a[i]) - b[i]);
+    num = std::max(num, d);
     den = std::max(den, std::fabs(double(b[i])));
   }
   return den > 0 ? num / den : num;

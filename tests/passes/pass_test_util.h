@@ -59,14 +59,22 @@ struct TinyGraph {
   }
 };
 
-// Max |a - b| / max |a| over all outputs.
+// |x - y|, NaN-aware: 0 where both are NaN or the same infinity, infinity where only one is NaN
+// (std::max with a NaN argument would keep the old maximum and hide the mismatch).
+inline double abs_diff_nan_aware(double x, double y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y) ? 0.0 : INFINITY;
+  if (x == y) return 0.0;  // equal infinities too
+  return std::fabs(x - y);
+}
+
+// Max |a - b| / max |a| over all outputs (a NaN in only one of them counts as an infinite difference).
 inline double relative_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   double num = 0, den = 0;
   for (size_t k = 0; k < a.size(); ++k) {
     EXPECT_EQ(a[k].shape(), b[k].shape());
     for (int64_t i = 0; i < a[k].numel(); ++i) {
-      num = std::max(num, static_cast<double>(std::fabs(a[k].data<float>()[i] - b[k].data<float>()[i])));
-      den = std::max(den, static_cast<double>(std::fabs(a[k].data<float>()[i])));
+      num = std::max(num, abs_diff_nan_aware(a[k].data<float>()[i], b[k].data<float>()[i]));
+      if (std::isfinite(a[k].data<float>()[i])) den = std::max(den, static_cast<double>(std::fabs(a[k].data<float>()[i])));
     }
   }
   return den > 0 ? num / den : num;

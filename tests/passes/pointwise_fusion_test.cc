@@ -384,7 +384,7 @@ TEST(PointwiseProgram, CpuKernelFloat16AndErrors) {
   double num = 0, den = 0;
   for (int64_t i = 0; i < a.numel(); ++i) {
     const float r = (*ref)[0].data<float>()[i];
-    num = std::max(num, static_cast<double>(std::fabs(fp16_to_float((*half)[0].data<Float16>()[i].bits) - r)));
+    num = std::max(num, abs_diff_nan_aware(fp16_to_float((*half)[0].data<Float16>()[i].bits), r));
     den = std::max(den, static_cast<double>(std::fabs(r)));
   }
   EXPECT_GT(den, 0.1);
