@@ -97,6 +97,78 @@ __global__ void attention_softmax_kernel(float* s, void* p, StorageType pt, cons
   }
 }
 
+// Rows of at most 1024 keys: one warp per row, the row in registers (K values per lane, K a
+// compile-time bound), so the scores are read once and P written once (the block kernel above
+// writes the masked and exponentiated scores back to s between its passes). The same formulas;
+// the max and the sum are reduced across the warp in another order.
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_add(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <int K>
+__global__ void attention_softmax_warp_kernel(const float* s, void* p, StorageType pt, const void* mask,
+                                              AttentionSoftmaxDesc d, int64_t row0, int64_t nrows) {
+  const int lane = threadIdx.x & 31;
+  const int64_t sk = d.sk;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t lr = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5); lr < nrows; lr += warps) {
+    const int64_t row = row0 + lr;
+    const float* srow = s + lr * sk;
+    const int64_t pbase = lr * sk;
+    const int64_t limit = attention_key_limit(d, row);
+    const int64_t moff = d.mask == AttentionMask::kNone ? 0 : attention_mask_row_offset(d, row);
+    float v[K];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = k * 32 + lane;
+      float x = -INFINITY;
+      if (j < sk) {
+        x = srow[j];
+        if (d.mask == AttentionMask::kAdditive) {
+          x += load(mask, moff + j * d.mask_key_stride, pt);
+        } else if (d.mask == AttentionMask::kKeep) {
+          if (load(mask, moff + j * d.mask_key_stride, pt) == 0.f) x = -INFINITY;
+        }
+        if (j > limit) x = -INFINITY;
+      }
+      v[k] = x;
+      mx = fmaxf(mx, x);
+    }
+    mx = warp_max(mx);
+    if (mx == -INFINITY) {
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        if (k * 32 + lane < sk) store(p, pbase + k * 32 + lane, 0.f, pt);
+      continue;
+    }
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const float e = k * 32 + lane < sk ? expf(v[k] - mx) : 0.f;
+      v[k] = e;
+      sum += e;
+    }
+    const float inv = 1.f / warp_add(sum);
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (k * 32 + lane < sk) store(p, pbase + k * 32 + lane, v[k] * inv, pt);
+  }
+}
+
+template <int K>
+void launch_softmax_warp(float* s, void* p, StorageType pt, const void* mask, const AttentionSoftmaxDesc& d, int64_t row0,
+                         int64_t nrows, cudaStream_t stream) {
+  constexpr int kWarpsPerBlock = 8;
+  const unsigned g = grid_for((nrows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  attention_softmax_warp_kernel<K><<<g, kWarpsPerBlock * 32, 0, stream>>>(s, p, pt, mask, d, row0, nrows);
+}
+
 }  // namespace
 
 cudaError_t launch_rms_norm(const void* x, const void* scale, int64_t scale_n, void* y, StorageType t, int64_t rows,
@@ -109,6 +181,16 @@ cudaError_t launch_rms_norm(const void* x, const void* scale, int64_t scale_n, v
 cudaError_t launch_attention_softmax(float* s, void* p, StorageType pt, const void* mask, const AttentionSoftmaxDesc& d,
                                      int64_t row0, int64_t nrows, cudaStream_t stream) {
   if (nrows == 0 || d.sk == 0) return cudaSuccess;
+  if (d.sk <= 1024) {
+    const int64_t per_lane = (d.sk + 31) / 32;
+    if (per_lane <= 1) launch_softmax_warp<1>(s, p, pt, mask, d, row0, nrows, stream);
+    else if (per_lane <= 2) launch_softmax_warp<2>(s, p, pt, mask, d, row0, nrows, stream);
+    else if (per_lane <= 4) launch_softmax_warp<4>(s, p, pt, mask, d, row0, nrows, stream);
+    else if (per_lane <= 8) launch_softmax_warp<8>(s, p, pt, mask, d, row0, nrows, stream);
+    else if (per_lane <= 16) launch_softmax_warp<16>(s, p, pt, mask, d, row0, nrows, stream);
+    else launch_softmax_warp<32>(s, p, pt, mask, d, row0, nrows, stream);
+    return cudaGetLastError();
+  }
   attention_softmax_kernel<<<grid_for(nrows), threads_for(d.sk), 0, stream>>>(s, p, pt, mask, d, row0, nrows);
   return cudaGetLastError();
 }
