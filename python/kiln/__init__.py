@@ -36,7 +36,7 @@ _PRECISIONS = {"fp32": (), "tf32": (), "fp16": ("fp16",), "bf16": ("bf16",), "fp
 _LAYER_PRECISIONS = {"fp32": "float32", "float32": "float32", "fp16": "float16", "float16": "float16",
                      "bf16": "bfloat16", "bfloat16": "bfloat16"}
 
-__all__ = ["build", "load", "Engine", "compare", "bench", "inspect", "config", "KilnError", "__version__"]
+__all__ = ["build", "load", "quantize", "Engine", "compare", "bench", "inspect", "config", "KilnError", "__version__"]
 
 
 def _invalid(message: str) -> InvalidArgumentError:
@@ -96,6 +96,32 @@ def config(precision: str = "fp32", shapes: Optional[Mapping[str, ShapeSpec]] = 
     return cfg
 
 
+def quantize(model: Union[str, os.PathLike], calib: Optional[Union[str, os.PathLike]] = None,
+             output: Optional[Union[str, os.PathLike]] = None, *, format: str = "int8",
+             cache: Optional[Union[str, os.PathLike]] = None, calibrator: str = "", batch_size: int = 0,
+             max_batches: int = 0, exclude: Sequence[str] = ()) -> dict:
+    """Post-training quantization (`kiln quantize`, docs/decisions/0050): calibrates the activations
+    feeding Conv / Gemm / MatMul on `calib` (a .npz or a directory of <input>.npy, samples stacked on
+    dim 0) or takes the scales from `cache`, and writes the model as standard Q/DQ ONNX to `output`
+    (replaced only once complete). format: "int8" or "fp8" (E4M3FN, opset 19+). calibrator: "minmax"
+    (default), "entropy", "percentile[:P]", "mse", "delayed[:N[:max|most_recent[:M]]]".
+    Returns the report: {"calibrator", "from_cache", "batches", "samples", "quantized", "skipped",
+    "activation_scales", "model": the Q/DQ ONNX bytes}. Raises InvalidArgumentError (data, cache,
+    spec), UnsupportedError, NotFoundError.
+    """
+    data, report = _kiln.quantize_onnx(os.fspath(model), format, os.fspath(calib) if calib else "",
+                                       os.fspath(cache) if cache else "", calibrator, batch_size, max_batches,
+                                       list(exclude))
+    if output is not None:
+        out = os.fspath(output)
+        tmp = out + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, out)
+    report["model"] = data
+    return report
+
+
 def build(model: Union[str, os.PathLike], precision: str = "fp32",
           shapes: Optional[Mapping[str, ShapeSpec]] = None, *, cuda_graph: bool = False, **settings) -> "Engine":
     """Builds an ONNX model into an Engine.
@@ -107,14 +133,32 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
     settings: workspace (bytes), target ("auto" | "cpu" | "cuda"), timing_cache (path),
     layer_precisions ({pattern: "fp16" | "bf16" | "fp32"}), opt_level (0..3), tf32,
     max_aux_streams, tactic_sources ("-cudnn_graph", "kiln,cublaslt"), progress
-    (callable(BuildProgress)), logger (callable(LogSeverity, str)). cuda_graph: the Engine replays CUDA
-    graphs of its enqueue (device inputs).
+    (callable(BuildProgress)), logger (callable(LogSeverity, str)); quantize ("int8" | "fp8") with
+    calib (calibration data) and/or calib_cache, calibrator: post-training quantization first (see
+    quantize). cuda_graph: the Engine replays CUDA graphs of its enqueue (device inputs).
     The GIL is released while building. Raises NotFoundError, UnsupportedError (e.nodes: every
     unsupported node), InvalidModelError, InvalidArgumentError.
     """
+    calib = settings.pop("calib", None)
+    calib_cache = settings.pop("calib_cache", None)
+    calibrator = settings.pop("calibrator", "")
+    quant = settings.pop("quantize", None)  # "int8" | "fp8" with calib / calib_cache
+    if (calib or calib_cache) and quant not in ("int8", "fp8"):
+        raise _invalid("calib / calib_cache calibrate INT8 or FP8 layers: pass quantize='int8' or 'fp8'")
     cfg = config(precision, shapes, **settings)
     network = Network()
-    network.parse_from_file(os.fspath(model))
+    if quant:
+        # Implicit quantization as `kiln build --int8 --calib`: the calibrated Q/DQ model, then its build.
+        import tempfile
+        setattr(cfg, quant, True)
+        report = quantize(model, calib, format=quant, cache=calib_cache, calibrator=calibrator)
+        with tempfile.TemporaryDirectory() as d:
+            qpath = os.path.join(d, "model.qdq.onnx")
+            with open(qpath, "wb") as f:
+                f.write(report["model"])
+            network.parse_from_file(qpath)
+    else:
+        network.parse_from_file(os.fspath(model))
     for line in fill_dynamic_dims(network, cfg):
         warnings.warn(line, stacklevel=2)
     return Engine(Builder.build_network(network, cfg), cuda_graph=cuda_graph)

@@ -141,8 +141,8 @@ void init_builder(pyb::module_& m) {
       .def_readwrite("fp16", &BuilderConfig::fp16, "Allow float16 layers (CUDA).")
       .def_readwrite("bf16", &BuilderConfig::bf16, "Allow bfloat16 layers (CUDA).")
       .def_readwrite("tf32", &BuilderConfig::tf32, "TF32 tensor-core math for fp32 GEMM/conv on CUDA (default on).")
-      .def_readwrite("fp8", &BuilderConfig::fp8, "Allow FP8 layers: a build with it is refused until issue 12 (calibration, Q/DQ).")
-      .def_readwrite("int8", &BuilderConfig::int8, "Allow INT8 layers: a build with it is refused until issue 12 (calibration, Q/DQ).")
+      .def_readwrite("fp8", &BuilderConfig::fp8, "FP8 layers from the network's Q/DQ nodes (kiln.quantize writes them); refused for a network without.")
+      .def_readwrite("int8", &BuilderConfig::int8, "INT8 layers from the network's Q/DQ nodes (kiln.quantize writes them); refused for a network without.")
       .def_readwrite("workspace_limit", &BuilderConfig::workspace_limit, "Bytes of scratch one layer may use; 0 = none.")
       .def_readwrite("max_aux_streams", &BuilderConfig::max_aux_streams,
                      "CUDA aux streams for independent branches: -1 = the builder decides, 0 = none, at most 16.")

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common.h"
+#include "kiln/quantize.h"
 #include "onnx/importer.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/tensors.h"
@@ -35,6 +36,41 @@ std::vector<std::pair<std::string, Tensor>> engine_inputs(const Engine& engine, 
 }  // namespace
 
 void init_tools(pyb::module_& m) {
+  m.def(
+      "quantize_onnx",
+      [](const std::string& model, const std::string& format, const std::string& data, const std::string& cache,
+         const std::string& calibrator, int batch_size, int max_batches, const std::vector<std::string>& exclude) {
+        QuantizeConfig c;
+        if (format == "int8") c.format = QuantFormat::kInt8;
+        else if (format == "fp8") c.format = QuantFormat::kFp8E4M3;
+        else throw StatusError{invalid_argument("format '" + format + "': expected int8 or fp8")};
+        c.data = data;
+        c.cache = cache;
+        c.calibrator = calibrator;
+        c.batch_size = batch_size;
+        c.max_batches = max_batches;
+        c.exclude = exclude;
+        QuantizeReport rep;
+        std::string bytes;
+        {
+          pyb::gil_scoped_release release;
+          bytes = unwrap(quantize_onnx(model, c, &rep));
+        }
+        pyb::dict r;
+        r["calibrator"] = rep.calibrator;
+        r["from_cache"] = rep.from_cache;
+        r["batches"] = rep.batches;
+        r["samples"] = rep.samples;
+        r["quantized"] = rep.quantized;
+        r["skipped"] = rep.skipped;
+        r["activation_scales"] = rep.activation_scales;
+        return pyb::make_tuple(pyb::bytes(bytes), r);
+      },
+      pyb::arg("model"), pyb::arg("format") = "int8", pyb::arg("data") = "", pyb::arg("cache") = "",
+      pyb::arg("calibrator") = "", pyb::arg("batch_size") = 0, pyb::arg("max_batches") = 0,
+      pyb::arg("exclude") = std::vector<std::string>{},
+      "kiln::quantize_onnx (kiln/quantize.h): (Q/DQ ONNX bytes, report dict). The GIL is released while it runs.");
+
   m.def("inspect", [](const Engine& e) { return to_python(cli::engine_json(e)); }, pyb::arg("engine"),
         "`kiln inspect --json` of an engine as a dict (header, build flags, inputs, outputs, profiles, layers, "
         "weights, device layers and memory).");
