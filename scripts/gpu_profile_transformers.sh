@@ -18,7 +18,7 @@ import json, sys, collections
 j = json.load(open(sys.argv[1]))
 layers = j["layers"] if isinstance(j, dict) else j
 by = collections.Counter()
-for l in layers: by[(l.get("op"), l.get("tactic", "").split(" ")[0])] += l.get("ms", 0)
+for l in layers: by[(l.get("op"), l.get("tactic", "").split(" ")[0])] += l.get("median_ms", 0)
 tot = sum(by.values())
 for (op, t), ms in by.most_common(12): print(f"  {op:18s} {t:24s} {ms:8.3f} ms {100*ms/tot:5.1f}%")
 PYEOF

@@ -610,6 +610,24 @@ std::unique_ptr<Layer> make_gather_layer(const GatherPlan& p, int elem_bytes) {
                                        axis_dim, nidx, inner, s.stream);
         });
   }
+  // A few constant indices (a q/k/v split, a class token): each selects `outer` runs of `inner`
+  // contiguous elements, one strided 2-D copy per index (the copy engine's bandwidth, no index
+  // arithmetic per element). The same bytes as the kernel.
+  if (nidx <= 8 && inner * elem_bytes >= 64) {
+    const std::vector<int64_t> idx = p.indices;
+    return std::make_unique<KernelLayer>("Gather", "kiln.gather memcpy2d", [=](ExecState& s, const Layer& l) {
+      const char* x = static_cast<const char*>(s.ptr(l.ins[0]));
+      char* y = static_cast<char*>(s.ptr(l.outs[0]));
+      const size_t row = static_cast<size_t>(inner) * elem_bytes;
+      for (int64_t j = 0; j < nidx; ++j) {
+        const cudaError_t e = cudaMemcpy2DAsync(y + static_cast<size_t>(j) * row, row * static_cast<size_t>(nidx),
+                                                x + static_cast<size_t>(idx[j]) * row, row * static_cast<size_t>(axis_dim),
+                                                row, static_cast<size_t>(outer), cudaMemcpyDeviceToDevice, s.stream);
+        if (e != cudaSuccess) return e;
+      }
+      return cudaSuccess;
+    });
+  }
   return std::make_unique<KernelLayer>("Gather", "kiln.gather", [=](ExecState& s, const Layer& l) {
     return launch_gather(s.ptr(l.ins[0]), static_cast<const int64_t*>(s.ptr(l.ins[1])), s.ptr(l.outs[0]), elem_bytes,
                          outer, axis_dim, nidx, inner, s.stream);

@@ -48,6 +48,48 @@ void strided_copy_as(const void* src, void* dst, const StridedDesc& d, int64_t t
     strided_copy_kernel<T, int64_t><<<g, kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), d, total);
 }
 
+// A transpose whose output's innermost dim is strided in the source while another output dim `q`
+// is the source's contiguous one (K^T, [B, H, S, D] -> [B, H, D, S], ...): 32 x 32 tiles through
+// shared memory, so both the reads (along q) and the writes (along the innermost dim) are
+// coalesced. blockIdx.z walks the other dims (their offsets computed once per block).
+struct TileDesc {
+  int rank = 0;
+  int q = 0;                          // output dim contiguous in the source
+  int64_t dims[kMaxRank] = {};        // output dims
+  int64_t src[kMaxRank] = {};         // source strides per output dim
+  int64_t dst[kMaxRank] = {};         // output (contiguous) strides
+  int64_t src_offset = 0;
+  int64_t batches = 1;                // product of the dims other than q and rank-1
+};
+
+template <typename T>
+__global__ void tiled_transpose_kernel(const T* __restrict__ src, T* __restrict__ dst, TileDesc d) {
+  __shared__ T tile[32][33];
+  const int r = d.rank;
+  const int64_t na = d.dims[d.q], nb = d.dims[r - 1];
+  const int64_t a0 = static_cast<int64_t>(blockIdx.y) * 32, b0 = static_cast<int64_t>(blockIdx.x) * 32;
+  for (int64_t z = blockIdx.z; z < d.batches; z += gridDim.z) {
+    int64_t rem = z, so = d.src_offset, dof = 0;
+    for (int k = r - 2; k >= 0; --k) {
+      if (k == d.q) continue;
+      const int64_t c = rem % d.dims[k];
+      rem /= d.dims[k];
+      so += c * d.src[k];
+      dof += c * d.dst[k];
+    }
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+      const int64_t a = a0 + threadIdx.x, b = b0 + i;
+      if (a < na && b < nb) tile[i][threadIdx.x] = src[so + a * d.src[d.q] + b * d.src[r - 1]];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+      const int64_t a = a0 + i, b = b0 + threadIdx.x;
+      if (a < na && b < nb) dst[dof + a * d.dst[d.q] + b] = tile[threadIdx.x][i];
+    }
+    __syncthreads();
+  }
+}
+
 // ---------------------------------------------------------------- LayerNorm
 // One block of 256 threads per row; two passes over the row (mean, then centered variance) so
 // large means do not cancel; block reduction through shared memory.
@@ -408,6 +450,38 @@ cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, cons
     for (int k = 0; k < x.rank; ++k) s += (x.out_dims[k] - 1) * std::max<int64_t>(x.src_strides[k], 0);
     return s + 1;
   };
+  // The tiled transpose: the innermost output dim strided in the source, another one contiguous.
+  if (d.rank >= 2 && d.src_strides[d.rank - 1] != 1 && d.out_dims[d.rank - 1] >= 8) {
+    int q = -1;
+    for (int k = d.rank - 2; k >= 0; --k)
+      if (d.src_strides[k] == 1 && d.out_dims[k] >= 8) q = k;
+    if (q >= 0) {
+      TileDesc t;
+      t.rank = d.rank;
+      t.q = q;
+      t.src_offset = d.src_offset;
+      int64_t stride = 1;
+      for (int k = d.rank - 1; k >= 0; --k) {
+        t.dims[k] = d.out_dims[k];
+        t.src[k] = d.src_strides[k];
+        t.dst[k] = stride;
+        stride *= d.out_dims[k];
+        if (k != q && k != d.rank - 1) t.batches *= d.out_dims[k];
+      }
+      const dim3 block(32, 8);
+      const dim3 grid(static_cast<unsigned>((t.dims[d.rank - 1] + 31) / 32), static_cast<unsigned>((t.dims[q] + 31) / 32),
+                      static_cast<unsigned>(std::min<int64_t>(t.batches, 65535)));
+      if (grid.y <= 65535) {
+        switch (elem_bytes) {
+          case 1: tiled_transpose_kernel<<<grid, block, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), t); break;
+          case 2: tiled_transpose_kernel<<<grid, block, 0, stream>>>(static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst), t); break;
+          case 4: tiled_transpose_kernel<<<grid, block, 0, stream>>>(static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst), t); break;
+          default: tiled_transpose_kernel<<<grid, block, 0, stream>>>(static_cast<const uint64_t*>(src), static_cast<uint64_t*>(dst), t); break;
+        }
+        return cudaGetLastError();
+      }
+    }
+  }
   for (int vec : {16, 8, 4}) {
     bool ok = false;
     const StridedDesc w = widen(d, elem_bytes, vec, src, dst, &ok);
