@@ -42,7 +42,9 @@ namespace kiln {
 // 6: a value may carry quantization parameters (value flag 16, QuantParams after its constant),
 //    and every layer of a plan records its decided precision (node attribute "precision",
 //    docs/decisions/0033-precision-as-data.md).
-constexpr uint32_t kPlanFormatVersion = 6;
+// 7: Gemm and MatMulBias may carry the epilogue attribute activation ("Relu",
+//    docs/decisions/0058-gemm-epilogue-activation.md); a reader of 6 would ignore it and skip the Relu.
+constexpr uint32_t kPlanFormatVersion = 7;
 // The 8 bytes every plan file starts with (the literal's NUL is not part of the file): lets a
 // tool tell a plan from another file (the ONNX importer names a plan passed as a model).
 inline constexpr char kPlanMagic[] = "KILNPLAN";

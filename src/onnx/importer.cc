@@ -20,6 +20,11 @@
 namespace kiln::onnx_import {
 namespace {
 
+// Attributes Kiln's passes put on ONNX ops (ops.def): Gemm's activation (fuse_gemm_activation).
+bool is_internal_attribute(const std::string& op_type, const std::string& name) {
+  return op_type == "Gemm" && name == "activation";
+}
+
 struct Unsupported {
   std::vector<std::string> items;    // "node 'x' (Foo, domain 'ai.onnx', opset 13)"
   std::vector<std::string> unknown;  // attributes, opsets, IR versions newer than Kiln knows
@@ -146,6 +151,11 @@ class GraphImporter {
       auto it = schema->attrs.find(a.name());
       const std::string at = "node '" + nname + "' (" + np.op_type() + "): attribute '" + a.name() + "'";
       if (it == schema->attrs.end()) {
+        // Kiln's own attribute on an ONNX op (a fusion's result): taking it from a model would
+        // change what the layer computes, so it is refused even under --allow-unknown-attributes.
+        if (is_internal_attribute(np.op_type(), a.name()))
+          return unsupported(at + " is Kiln's internal attribute (set only by its passes, docs/decisions/0058); "
+                             "a model may not set it, not even with --allow-unknown-attributes");
         std::string known;
         for (const auto& [k, t] : schema->attrs) known += (known.empty() ? "" : ", ") + k;
         unsup_->unknown.push_back(at + " is not an attribute of " + np.op_type() + "-" +

@@ -17,7 +17,8 @@ namespace {
 
 // BN(Gemm) -> Gemm with scaled weights and a new bias; false (graph unchanged) when not foldable.
 bool fold_into_gemm(ir::Graph& g, ir::Node& gemm, ir::Node& bn) {
-  if (gemm.attr_float("alpha", 1.f) != 1.f) return false;
+  // BN(Relu(Gemm)) is not BN(Gemm): an epilogue activation (fuse_gemm_activation) stops the fold.
+  if (gemm.attr_float("alpha", 1.f) != 1.f || !gemm.attr_string("activation", "").empty()) return false;
   const Tensor* w = const_f32(g, gemm.inputs[1]);
   const bool has_c = gemm.inputs.size() > 2 && gemm.inputs[2] != ir::kNoValue;
   const Tensor* c = has_c ? const_f32(g, gemm.inputs[2]) : nullptr;

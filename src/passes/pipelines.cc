@@ -50,6 +50,10 @@ const std::vector<Pass>& default_pipeline() {
       {"fuse_conv_epilogue", 2, fuse_conv_epilogue},
       // Siblings compare their epilogues, so they merge after fuse_conv_epilogue has settled them.
       {"fuse_horizontal_conv", 2, fuse_horizontal_conv},
+      // Relu into the GEMM epilogue: after fuse_matmul_add / fuse_horizontal_gemm have made the
+      // Gemm / MatMulBias layers and fold_batchnorm has folded BNs into Gemms (a Relu in between
+      // would stop that), before fuse_pointwise would take the Relu into a program of its own.
+      {"fuse_gemm_activation", 2, fuse_gemm_activation},
       // After every pattern pass (LayerNorm, GELU, MatMul+Add, conv epilogue, horizontal conv), so it
       // takes only the elementwise layers they left: remaining chains and small DAGs become one program each.
       {"fuse_pointwise", 2, fuse_pointwise},

@@ -63,6 +63,10 @@ struct Row {
   // Ops the CUDA plan must contain in fp16 / bf16 (e.g. "Reformat" where NHWC meets a
   // row-major layer).
   std::vector<std::string> expect_ops_16bit;
+  // Ops the plan must not contain as layers, on every backend: what a fusion absorbed.
+  std::vector<std::string> absent_ops;
+  // CUDA: some layer's tactic name contains this (e.g. "+relu": the epilogue ran in the GEMM).
+  std::string expect_tactic;
   // BuilderConfig::opt_level / disabled_passes: a row that must reach the backend as written
   // (an unoptimized block, an op a fusion would rewrite) turns the optimizer down.
   int opt_level = 2;

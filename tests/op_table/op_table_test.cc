@@ -201,6 +201,18 @@ void check_row(const Param& p) {
     for (const LayerInfo& l : ran->engine->layers()) found |= l.op == op;
     EXPECT_TRUE(found) << row.name << ": no " << op << " layer in the plan; its layers: " << ops.str();
   }
+  for (const std::string& op : row.absent_ops)
+    for (const LayerInfo& l : ran->engine->layers())
+      EXPECT_NE(l.op, op) << row.name << ": layer '" << l.name << "' should have been fused; the plan's layers: " << ops.str();
+  if (p.cuda && !row.expect_tactic.empty()) {
+    std::string tactics;
+    bool found = false;
+    for (const DeviceLayerInfo& l : ran->engine->device_layers()) {
+      found |= l.tactic.find(row.expect_tactic) != std::string::npos;
+      tactics += "'" + l.tactic + "' ";
+    }
+    EXPECT_TRUE(found) << row.name << ": no tactic with '" << row.expect_tactic << "'; tactics: " << tactics;
+  }
   // ... the workspace limit it sets ...
   if (p.cuda && row.workspace_limit > 0) {
     for (const DeviceLayerInfo& l : ran->engine->device_layers()) {

@@ -114,6 +114,54 @@ Row matmul_bias(const Shape& a, int64_t n, uint32_t seed) {
   return r;
 }
 
+// A GEMM and the Relu after it, unfused as an exporter writes them: the optimizer gives the GEMM
+// the Relu as its epilogue (passes/fuse_gemm_activation.cc, docs/decisions/0058), so the plan has
+// no Relu layer and the CUDA GEMM's tactic says "+relu" (cuBLASLt's RELU / RELU_BIAS epilogue).
+// Gemm: 2-D, W [N, K] with transB or [K, N], C absent or [N] / [1, N], alpha / beta; MatMulBias:
+// A of rank 3 or 4. Inputs of both signs, so the Relu zeroes about half the values.
+Row gemm_relu(const std::string& name, int64_t m, int64_t k, int64_t n, bool trans_b, int bias_rank, float alpha,
+              float beta, uint32_t seed) {
+  Row r;
+  r.name = "Gemm_Relu_" + name;
+  r.expect_ops = {"Gemm"};
+  r.absent_ops = {"Relu"};
+  r.expect_tactic = "+relu";
+  r.make = [=] {
+    TinyGraph t;
+    auto a = t.input("a", {m, k});
+    Tensor w = nonzero(trans_b ? Shape{n, k} : Shape{k, n}, seed + 1, 1.f / std::sqrt(static_cast<float>(k)));
+    std::vector<ir::ValueId> ins = {a, t.constant("w", w)};
+    if (bias_rank > 0) ins.push_back(t.constant("c", nonzero(bias_rank == 1 ? Shape{n} : Shape{1, n}, seed + 2)));
+    std::map<std::string, Attribute> attrs;
+    if (trans_b) attrs["transB"] = Attribute::of_int(1);
+    if (alpha != 1.f) attrs["alpha"] = Attribute::of_float(alpha);
+    if (beta != 1.f) attrs["beta"] = Attribute::of_float(beta);
+    auto y = t.node(OpKind::kGemm, "fc", ins, {m, n}, attrs);
+    t.g.outputs = {t.node(OpKind::kRelu, "relu", {y}, {m, n})};
+    return OpCase{t.g, {nonzero({m, k}, seed + 10)}};
+  };
+  return r;
+}
+
+Row matmul_bias_relu(const Shape& a, int64_t n, uint32_t seed) {
+  Row r = matmul_bias(a, n, seed);
+  r.name = "MatMulBias_Relu_" + dims_name(a) + "_n" + std::to_string(n);
+  r.expect_ops = {"MatMulBias"};
+  r.absent_ops = {"Relu"};
+  r.expect_tactic = "+relu";
+  auto make = r.make;
+  r.make = [=] {
+    OpCase c = make();
+    TinyGraph t;
+    t.g = c.graph;
+    Shape ys = a;
+    ys.back() = n;
+    t.g.outputs = {t.node(OpKind::kRelu, "relu", {t.g.outputs[0]}, ys)};
+    return OpCase{t.g, c.inputs};
+  };
+  return r;
+}
+
 // QuantLinear (passes/fuse_qdq_linear.cc): X [*, K] quantized per tensor, an 8-bit weight [N, K]
 // (int8, or E4M3FN bytes), a scale per output channel, an optional bias; int8 with a zero point
 // too (the epilogue's row-sum correction).
@@ -182,6 +230,11 @@ std::vector<Row> transformer_rows() {
 
       reduce("size1_axis_between", {OpKind::kReduceMax, {2, 1, 6}, {0, 2}, false, false, {1}}),
       matmul_bias({2, 8, 32}, 48, 800), matmul_bias({1, 77, 64}, 192, 810), matmul_bias({2, 3, 5, 7}, 9, 820),
+      gemm_relu("transB_bias_6x16_n10", 6, 16, 10, true, 1, 1.f, 1.f, 1300),
+      gemm_relu("no_C_64x32_n48", 64, 32, 48, false, 0, 1.f, 1.f, 1310),
+      gemm_relu("alpha_beta_row_bias_5x12_n7", 5, 12, 7, false, 2, 0.5f, 2.f, 1320),
+      matmul_bias_relu({2, 8, 32}, 48, 1330), matmul_bias_relu({1, 77, 64}, 192, 1340),
+      matmul_bias_relu({2, 3, 5, 7}, 9, 1350),
       quant_linear({2, 8, 32}, 48, false, true, 0, 1200), quant_linear({16, 64}, 32, false, false, 3, 1210),
       quant_linear({2, 8, 32}, 48, true, true, 0, 1220), quant_linear({3, 5, 48}, 16, true, false, 0, 1230),
       quant_linear({64, 32}, 64, false, true, 0, 1240, true), quant_linear({64, 32}, 64, true, true, 0, 1250, true),

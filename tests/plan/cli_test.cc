@@ -279,10 +279,10 @@ TEST_F(KilnCli, PlanErrorsExit2) {
   };
   expect_error("run " + write("trunc.plan", std::vector<uint8_t>(good.begin(), good.end() - 10)), 2,
                "truncated at section 'weights': need");
-  auto v7 = good;
-  testing::store_le(v7, plan::kOffVersion, 7, 4);
-  testing::reseal(v7);
-  expect_error("inspect " + write("v7.plan", v7), 2, "plan format version 7, this build reads " + std::to_string(kPlanFormatVersion));
+  auto v99 = good;
+  testing::store_le(v99, plan::kOffVersion, 99, 4);
+  testing::reseal(v99);
+  expect_error("inspect " + write("v99.plan", v99), 2, "plan format version 99, this build reads " + std::to_string(kPlanFormatVersion));
   auto bad = good;
   bad[good.size() / 2] ^= 0x10;
   expect_error("run " + write("bad.plan", bad), 2, "checksum mismatch");

@@ -136,6 +136,31 @@ TEST(UntrustedInput, UnknownAttributeIsAnErrorOrANamedWarning) {
   EXPECT_NE(warnings[0].find("'fused_activation'"), std::string::npos) << warnings[0];
 }
 
+// Gemm's activation is Kiln's own (passes/fuse_gemm_activation.cc, docs/decisions/0058): a model
+// that sets it would have its Gemm followed by a Relu it never asked for, so it is refused even
+// where unknown attributes are allowed.
+TEST(UntrustedInput, KilnsInternalGemmActivationIsRefusedEvenWhenUnknownAreAllowed) {
+  OnnxModel m;
+  m.input("x", kF32, {int64_t{2}, int64_t{3}});
+  m.initializer("w", {3, 4}, std::vector<float>(12, 0.5f));
+  auto* n = m.node("Gemm", {"x", "w"}, {"y"}, "gemm0");
+  auto* a = n->add_attribute();
+  a->set_name("activation");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("Relu");
+  output_any_shape(m, "y");
+  const char* want = "node 'gemm0' (Gemm): attribute 'activation' is Kiln's internal attribute";
+  expect_message(import(m).status(), StatusCode::kUnsupported, want);
+  onnx_import::ImportOptions allow;
+  allow.allow_unknown = true;
+  std::vector<std::string> warnings;
+  allow.warnings = &warnings;
+  expect_message(import(m, allow).status(), StatusCode::kUnsupported, want);
+  // Without the attribute the same model imports.
+  n->clear_attribute();
+  EXPECT_TRUE(import(m).ok());
+}
+
 TEST(UntrustedInput, AttributeOfTheWrongTypeIsRejected) {
   OnnxModel m = conv_model(int64_t{1});
   auto* a = m.proto().mutable_graph()->mutable_node(0)->add_attribute();

@@ -203,8 +203,10 @@ Status rms_norm(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// MatMulBias (ops.def): the MatMul kernel, the bias, then the activation ("" or Relu).
 Status matmul_bias(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
+  KILN_ASSIGN_OR_RETURN(const bool relu, nn::gemm_relu(ctx));
   KernelFn matmul = KernelRegistry::get().find(ir::OpKind::kMatMul);
   if (!matmul) return ctx.unsupported_here("no CPU MatMul kernel");
   ir::Node mm = ctx.node();
@@ -223,6 +225,7 @@ Status matmul_bias(KernelContext& ctx) {
   const float* bp = b.data<float>();
   for (int64_t i = 0; i < y.numel(); i += n)
     for (int64_t j = 0; j < n; ++j) yp[i + j] += bp[j];
+  if (relu) nn::relu_in_place(yp, y.numel());
   ctx.set_output(0, std::move(y));
   return Status::Ok();
 }

@@ -22,6 +22,21 @@ StatusOr<Tensor> to_compute(const KernelContext& ctx, const Tensor& t);
 // Casts a float32 result back to `to` when `to` is a half type (else returns `t`).
 StatusOr<Tensor> from_compute(const Tensor& t, DataType to);
 
+// The epilogue activation of Gemm / MatMulBias (attribute "activation", set only by
+// passes/fuse_gemm_activation.cc; ops.def, docs/decisions/0058): false for none (""), true for
+// "Relu"; any other value is an InvalidArgument naming the node.
+inline StatusOr<bool> gemm_relu(const KernelContext& ctx) {
+  const std::string act = ctx.attr_string("activation", "");
+  if (!act.empty() && act != "Relu") return ctx.fail("activation '" + act + "', expected \"\" or Relu");
+  return act == "Relu";
+}
+// ONNX Relu (Operators.md Relu: y = max(0, x)) over n values in place, as the standalone CPU Relu
+// computes it (x > 0 ? x : 0, so NaN -> 0 and -0 -> +0 there too).
+template <typename T>
+void relu_in_place(T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] > T(0) ? p[i] : T(0);
+}
+
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) [M,K], op(B) [K,N].
 // float/double go to OpenBLAS; other types (integers) use plain loops.
 template <typename T>

@@ -2,7 +2,8 @@
 // GEMM, A [*, M, K] row-major (leading dims folded into M) x B [K, N] (or [N, K] with Gemm's transB),
 // alpha folded into the weight and beta into the bias, the bias vector of N in the epilogue (ONNX
 // Operators.md Gemm: Y = alpha * A' * B' + beta * C; transA and a C that is not a vector of N are
-// refused). Otherwise MatMul is a batched GEMM over numpy-broadcast batch dims (ONNX MatMul,
+// refused); the activation attribute (Relu, passes/fuse_gemm_activation.cc) is cuBLASLt's RELU
+// epilogue. Otherwise MatMul is a batched GEMM over numpy-broadcast batch dims (ONNX MatMul,
 // gpu_ops.h plan_batched_matmul), both operands row-major. Storage fp32 (TF32 when the plan allows),
 // fp16 or bf16 with float accumulation.
 #include "backends/cuda/gpu_ops.h"
@@ -48,6 +49,12 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
     return invalid_argument(where + "inner dims differ: " + shape_str(a) + " x " + shape_str(wc->shape()) +
                             (p.weight_is_nk ? " (transB)" : ""));
   if (mm_bias && (n.inputs.size() < 3 || n.inputs[2] == ir::kNoValue)) return invalid_argument(where + "bias is required");
+  // passes/fuse_gemm_activation.cc's Relu: cuBLASLt's RELU(_BIAS) epilogue, max(0, x) after the
+  // bias (cublasLt.h cublasLtEpilogue_t; docs/decisions/0058).
+  const std::string act = n.attr_string("activation", "");
+  if (!act.empty() && act != "Relu")
+    return unsupported(where + "activation '" + act + "': the GEMM epilogue takes Relu only");
+  p.relu = act == "Relu";
   const StorageType st = ctx.storage();
   std::vector<float> w;
   const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;

@@ -1,0 +1,58 @@
+// A GEMM followed by its activation becomes one layer with the activation in its epilogue
+// (cuBLASLt's RELU_BIAS on the GPU, docs/decisions/0058):
+//   Relu(Gemm(A, W, C))        ->  Gemm(A, W, C){activation="Relu"}
+//   Relu(MatMulBias(A, W, b))  ->  MatMulBias(A, W, b){activation="Relu"}
+// Gemm only in the form the CUDA factory takes (2-D A, transA = 0, constant 2-D W, C absent or a
+// constant vector of N), so every fused layer runs as one GEMM. The GEMM's output must be read by
+// the Relu alone, and be neither a graph output nor read by a subgraph: the pre-activation values
+// are gone afterwards. GELU stays a layer of its own: cuBLASLt documents no formula for its GELU
+// epilogue, so neither ONNX Gelu (erf) nor Gelu(approximate=tanh) can be mapped to it (0058).
+// The Relu's origin joins the GEMM's; its output becomes the GEMM's.
+#include <algorithm>
+
+#include "passes/passes.h"
+#include "passes/pattern.h"
+
+namespace kiln::passes {
+
+namespace {
+
+namespace pt = pattern;
+
+// The Gemm forms passes::fuse_gemm_activation may give an activation: those lowered as one
+// cuBLASLt GEMM (backends/cuda/factory_gemm.cc).
+bool single_gemm_form(const ir::Graph& g, const ir::Node& n) {
+  if (n.inputs.size() < 2 || n.attr_int("transA", 0) != 0) return false;
+  const auto& w = g.value(n.inputs[1]).constant;
+  if (!w || w->rank() != 2 || pt::rank_of(g, n.inputs[0]) != 2) return false;
+  if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
+    const auto& c = g.value(n.inputs[2]).constant;
+    const int64_t nn = n.attr_int("transB", 0) != 0 ? w->dim(0) : w->dim(1);
+    if (!c || c->numel() != nn || (c->rank() == 2 && c->dim(0) != 1) || c->rank() > 2) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status fuse_gemm_activation(ir::Graph& g, const PassOptions&) {
+  const std::set<std::string> pinned = subgraph_reads(g);
+  const pt::Consumers consumers = g.consumers();
+  for (ir::Node& n : g.nodes) {
+    if (n.removed || (n.op != ir::OpKind::kGemm && n.op != ir::OpKind::kMatMulBias) || n.outputs.size() != 1) continue;
+    if (n.attrs.count("activation")) continue;  // already has one
+    if (n.op == ir::OpKind::kGemm && !single_gemm_form(g, n)) continue;
+    const ir::ValueId y = n.outputs[0];
+    if (!pt::is_float_dtype(g.value(y).dtype) || pinned.count(g.value(y).name)) continue;
+    ir::Node* relu = pt::sole_consumer(g, consumers, y, ir::OpKind::kRelu);
+    if (!relu || relu->outputs.size() != 1 || relu->inputs.size() != 1) continue;
+    n.attrs["activation"] = ir::Attribute::of_string("Relu");
+    n.outputs[0] = relu->outputs[0];
+    g.value(relu->outputs[0]).producer = n.id;
+    n.origin.insert(n.origin.end(), relu->origin.begin(), relu->origin.end());
+    relu->removed = true;
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::passes

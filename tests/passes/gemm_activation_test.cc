@@ -1,0 +1,191 @@
+// Differential tests of fuse_gemm_activation (docs/decisions/0058): Relu(Gemm) and
+// Relu(MatMulBias) become one layer with activation = "Relu" and the same outputs on the CPU
+// reference (random non-zero data with negative products, so the Relu changes values); a GEMM
+// result that something else also reads, or that is a graph output, keeps its Relu; the full
+// pipeline leaves no Relu (and no FusedPointwise) behind; the fused layer survives a plan.
+#include <algorithm>
+
+#include "builder/build_from_graph.h"
+#include "kiln/runtime.h"
+#include "passes/pass_test_util.h"
+#include "plan/plan_format.h"
+
+namespace kiln::testing {
+namespace {
+
+using ir::OpKind;
+
+const ir::Node& only(const ir::Graph& g, OpKind op) {
+  const ir::Node* found = nullptr;
+  for (const auto& n : g.nodes)
+    if (!n.removed && n.op == op) {
+      EXPECT_EQ(found, nullptr) << "more than one " << ir::op_name(op);
+      found = &n;
+    }
+  EXPECT_NE(found, nullptr) << "no " << ir::op_name(op);
+  static const ir::Node kNone{};
+  return found ? *found : kNone;
+}
+
+int zeros(const Tensor& t) {
+  return static_cast<int>(std::count(t.data<float>(), t.data<float>() + t.numel(), 0.f));
+}
+
+// Gemm(x [6,16], W [10,16] transB, b [10]) -> Relu: x of either sign gives products of both.
+ir::Graph gemm_relu(TinyGraph& t, bool relu_output_is_graph_output = true) {
+  auto x = t.input("x", {6, 16});
+  auto y = t.node(OpKind::kGemm, "fc", {x, t.constant("w", random_tensor({10, 16}, 1)), t.constant("b", random_tensor({10}, 2))},
+                  {6, 10}, {{"transB", ir::Attribute::of_int(1)}, {"alpha", ir::Attribute::of_float(0.5f)}});
+  auto r = t.node(OpKind::kRelu, "act", {y}, {6, 10});
+  if (relu_output_is_graph_output) t.g.outputs = {r};
+  return t.g;
+}
+
+TEST(GemmActivation, ReluAfterGemmJoinsItsEpilogue) {
+  TinyGraph t;
+  ir::Graph g = gemm_relu(t);
+  const std::vector<Tensor> in = {random_tensor({6, 16}, 3)};
+  ir::Graph opt = check_pass(g, passes::fuse_gemm_activation, in);
+  EXPECT_EQ(passes::live_layers(opt), 1);
+  EXPECT_EQ(count_op(opt, OpKind::kRelu), 0);
+  const ir::Node& fc = only(opt, OpKind::kGemm);
+  EXPECT_EQ(fc.attr_string("activation", ""), "Relu");
+  EXPECT_EQ(fc.outputs[0], g.outputs[0]);  // the Relu's output, under its name
+  EXPECT_NE(std::find(fc.origin.begin(), fc.origin.end(), "act"), fc.origin.end());
+  auto y = interpret(opt, in);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  // The Relu did something: some products were negative.
+  EXPECT_GT(zeros((*y)[0]), 5);
+  EXPECT_LT(zeros((*y)[0]), 55);
+}
+
+TEST(GemmActivation, ReluAfterMatMulBiasJoinsItsEpilogue) {
+  TinyGraph t;
+  const Shape xs = {2, 5, 8};
+  auto x = t.input("x", xs);
+  auto y = t.node(OpKind::kMatMulBias, "proj",
+                  {x, t.constant("w", random_tensor({8, 12}, 4)), t.constant("b", random_tensor({12}, 5))}, {2, 5, 12});
+  auto r = t.node(OpKind::kRelu, "act", {y}, {2, 5, 12});
+  // The Relu's output may have any number of readers.
+  t.g.outputs = {t.node(OpKind::kAdd, "twice", {r, r}, {2, 5, 12}), r};
+  const std::vector<Tensor> in = {random_tensor(xs, 6, -2.f, 2.f)};
+  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, in);
+  EXPECT_EQ(count_op(opt, OpKind::kRelu), 0);
+  EXPECT_EQ(only(opt, OpKind::kMatMulBias).attr_string("activation", ""), "Relu");
+  EXPECT_EQ(passes::live_layers(opt), 2);
+}
+
+// The pre-activation values are still needed: by another layer, or as a graph output.
+TEST(GemmActivation, GemmResultReadElsewhereKeepsItsRelu) {
+  {
+    TinyGraph t;
+    gemm_relu(t, false);
+    const ir::ValueId y = t.g.find_value("fc_out"), r = t.g.find_value("act_out");
+    t.g.outputs = {r, t.node(OpKind::kAdd, "other_reader", {y, r}, {6, 10})};
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, {random_tensor({6, 16}, 7)});
+    EXPECT_EQ(count_op(opt, OpKind::kRelu), 1);
+    EXPECT_FALSE(only(opt, OpKind::kGemm).attrs.count("activation"));
+  }
+  {
+    TinyGraph t;
+    gemm_relu(t, false);
+    t.g.outputs = {t.g.find_value("fc_out"), t.g.find_value("act_out")};
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, {random_tensor({6, 16}, 8)});
+    EXPECT_EQ(count_op(opt, OpKind::kRelu), 1);
+    EXPECT_FALSE(only(opt, OpKind::kGemm).attrs.count("activation"));
+  }
+}
+
+// Forms the CUDA factory would not run as one GEMM keep their Relu: transA, a weight computed
+// at run time, a C that is not a vector of N.
+TEST(GemmActivation, GemmFormsOutsideOneGemmAreLeftAlone) {
+  auto check_unfused = [](TinyGraph& t, const std::vector<Tensor>& in) {
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, in);
+    EXPECT_EQ(count_op(opt, OpKind::kRelu), 1);
+  };
+  {
+    TinyGraph t;
+    auto x = t.input("x", {16, 6});
+    auto y = t.node(OpKind::kGemm, "fc", {x, t.constant("w", random_tensor({16, 10}, 1))}, {6, 10},
+                    {{"transA", ir::Attribute::of_int(1)}});
+    t.g.outputs = {t.node(OpKind::kRelu, "act", {y}, {6, 10})};
+    check_unfused(t, {random_tensor({16, 6}, 2)});
+  }
+  {
+    TinyGraph t;
+    auto x = t.input("x", {6, 16});
+    auto w = t.input("w", {16, 10});
+    auto y = t.node(OpKind::kGemm, "fc", {x, w}, {6, 10});
+    t.g.outputs = {t.node(OpKind::kRelu, "act", {y}, {6, 10})};
+    check_unfused(t, {random_tensor({6, 16}, 3), random_tensor({16, 10}, 4)});
+  }
+  {
+    TinyGraph t;
+    auto x = t.input("x", {6, 16});
+    auto y = t.node(OpKind::kGemm, "fc", {x, t.constant("w", random_tensor({16, 10}, 5)), t.constant("c", random_tensor({6, 10}, 6))},
+                    {6, 10});
+    t.g.outputs = {t.node(OpKind::kRelu, "act", {y}, {6, 10})};
+    check_unfused(t, {random_tensor({6, 16}, 7)});
+  }
+}
+
+// BN(Relu(Gemm)) is not BN(Gemm): fold_batchnorm leaves a Gemm with an activation alone.
+TEST(GemmActivation, BatchNormDoesNotFoldThroughTheActivation) {
+  TinyGraph t;
+  auto x = t.input("x", {4, 8});
+  auto y = t.node(OpKind::kGemm, "fc", {x, t.constant("w", random_tensor({8, 6}, 1)), t.constant("b", random_tensor({6}, 2))},
+                  {4, 6}, {{"activation", ir::Attribute::of_string("Relu")}});
+  t.g.outputs = {t.node(OpKind::kBatchNormalization, "bn",
+                        {y, t.constant("gamma", random_tensor({6}, 3, 0.5f, 1.5f)), t.constant("beta", random_tensor({6}, 4)),
+                         t.constant("mean", random_tensor({6}, 5)), t.constant("var", random_tensor({6}, 6, 0.5f, 1.5f))},
+                        {4, 6})};
+  ir::Graph opt = check_pass(t.g, passes::fold_batchnorm, {random_tensor({4, 8}, 7)});
+  EXPECT_EQ(count_op(opt, OpKind::kBatchNormalization), 1);
+}
+
+// An activation the epilogue does not have is an error naming the layer, on the CPU as on the GPU.
+TEST(GemmActivation, UnknownActivationIsAnErrorNamingTheLayer) {
+  TinyGraph t;
+  auto x = t.input("x", {4, 8});
+  t.g.outputs = {t.node(OpKind::kGemm, "fc", {x, t.constant("w", random_tensor({8, 6}, 1))}, {4, 6},
+                        {{"activation", ir::Attribute::of_string("Gelu")}})};
+  auto y = interpret(t.g, {random_tensor({4, 8}, 2)});
+  ASSERT_FALSE(y.ok());
+  EXPECT_NE(y.status().message().find("'fc'"), std::string::npos) << y.status().to_string();
+  EXPECT_NE(y.status().message().find("activation 'Gelu'"), std::string::npos) << y.status().to_string();
+}
+
+// The whole pipeline on MatMul + Add + Relu (rank 3, a transformer's MLP): one MatMulBias with
+// the Relu in its epilogue — fuse_pointwise does not get the Relu first — in the plan too, and
+// the CPU plan computes the unfused graph's values.
+TEST(GemmActivation, PipelineMakesOneLayerThatSurvivesThePlan) {
+  TinyGraph t;
+  const Shape xs = {2, 7, 16};
+  auto x = t.input("x", xs);
+  auto m = t.node(OpKind::kMatMul, "fc1", {x, t.constant("w", random_tensor({16, 24}, 1))}, {2, 7, 24});
+  auto a = t.node(OpKind::kAdd, "fc1_bias", {m, t.constant("b", random_tensor({24}, 2))}, {2, 7, 24});
+  t.g.outputs = {t.node(OpKind::kRelu, "act", {a}, {2, 7, 24})};
+  const Tensor in = random_tensor(xs, 3, -2.f, 2.f);
+  auto want = interpret(t.g, {in});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  BuilderConfig config;
+  config.target = TargetDevice::kCpu;
+  auto plan = build_from_graph(t.g, config);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto p = plan::read_plan(plan->data(), plan->size());
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  EXPECT_EQ(passes::live_layers(p->graph), 1);
+  EXPECT_EQ(only(p->graph, OpKind::kMatMulBias).attr_string("activation", ""), "Relu");
+  auto engine = Runtime::deserialize_engine(*plan);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto ctx = (*engine)->create_execution_context();
+  ASSERT_TRUE(ctx->set_input("x", in).ok());
+  ASSERT_TRUE(ctx->execute().ok());
+  auto got = ctx->output("act_out");
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_LE(relative_diff(*want, {*got}), 1e-5);
+  EXPECT_GT(zeros(*got), 20);
+}
+
+}  // namespace
+}  // namespace kiln::testing
