@@ -117,7 +117,9 @@ bool fq_pair(ir::Graph& g, ir::ValueId d, ir::Node** q, ir::Node** dq) {
   *dq = qdq::producer_of(g, d, ir::OpKind::kDequantizeLinear);
   if (!*dq || (*dq)->inputs.empty()) return false;
   *q = qdq::producer_of(g, (*dq)->inputs[0], ir::OpKind::kQuantizeLinear);
-  return *q && (*q)->attr_int("saturate", 1) != 0 && qdq::same_params(g, **q, **dq);
+  // x must be float: the moved layer then reads x (Q also takes int32, which MaxPool cannot).
+  return *q && !(*q)->inputs.empty() && dtype_is_float(g.value((*q)->inputs[0]).dtype) &&
+         (*q)->attr_int("saturate", 1) != 0 && qdq::same_params(g, **q, **dq);
 }
 
 // MaxPool's Indices output, when present, must be unread.

@@ -248,6 +248,32 @@ TEST(EliminateRedundantQdq, IdenticalPairsCollapseOthersStay) {
   }
 }
 
+// Per-axis pairs (axis 0 of [4, 8], zero points per channel): FQ(FQ(x)) -> FQ(x) too, the
+// check running every code per channel.
+TEST(EliminateRedundantQdq, PerAxisIdenticalPairsCollapse) {
+  QdqGraph t;
+  const ir::ValueId x = t.input("x", {4, 8});
+  Tensor s(DataType::kFloat32, {4});
+  Tensor z(DataType::kInt8, {4});
+  for (int c = 0; c < 4; ++c) {
+    s.data<float>()[c] = 0.01f * static_cast<float>(3 * c + 1);
+    z.data<int8_t>()[c] = static_cast<int8_t>(10 * c - 15);
+  }
+  const ir::ValueId sv = t.constant("s", s), zv = t.constant("z", z);
+  const std::map<std::string, ir::Attribute> axis0 = {{"axis", ir::Attribute::of_int(0)}};
+  ir::ValueId v = x;
+  for (int k = 0; k < 2; ++k) {
+    const ir::ValueId q = t.node(ir::OpKind::kQuantizeLinear, "q" + std::to_string(k), {v, sv, zv}, {4, 8}, axis0);
+    t.g.value(q).dtype = DataType::kInt8;
+    v = t.node(ir::OpKind::kDequantizeLinear, "dq" + std::to_string(k), {q, sv, zv}, {4, 8}, axis0);
+  }
+  t.g.outputs = {t.node(ir::OpKind::kSigmoid, "sig", {v}, {4, 8})};
+  ir::Graph opt = check_pass(t.g, passes::eliminate_redundant_qdq, {random_tensor({4, 8}, 12, -3.f, 3.f)});
+  passes::remove_dead_nodes(opt);
+  EXPECT_EQ(count_op(opt, ir::OpKind::kQuantizeLinear), 1);
+  EXPECT_EQ(count_op(opt, ir::OpKind::kDequantizeLinear), 1);
+}
+
 // Q(DQ(q)) -> q on an int8 graph input, checked on every code; a Q to another type stays.
 TEST(EliminateRedundantQdq, QuantizeOfDequantizeGivesTheCodesBack) {
   QdqGraph t;
