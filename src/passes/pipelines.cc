@@ -16,7 +16,7 @@ const std::vector<Pass>& default_pipeline() {
       // Drop Identity/Dropout/no-op Cast first so every later pattern sees producers directly.
       {"eliminate_noops", 1, eliminate_noops},
       // Q/DQ pairs move across the layers that commute with them (Reshape/Flatten/Transpose/
-      // MaxPool/Relu/Concat/...) so each DQ lands at its quantized layer's input, and DQ of a
+      // Pad/MaxPool/Relu/Concat/...) so each DQ lands at its quantized layer's input, and DQ of a
       // constant weight below a Transpose/Reshape becomes DQ of the folded weight; before
       // fuse_qdq_linear, which needs DQ(Q(x)) and DQ(Wq) at the layer (docs/decisions/0056).
       {"propagate_qdq", 2, propagate_qdq},

@@ -15,6 +15,8 @@
 //   MaxPool (one output; Indices would see the ties FQ makes): FQ is monotone non-decreasing
 //       (s > 0, round and saturate are), and max_i f(x_i) = f(max_i x_i) for such f; padded
 //       positions are skipped by both; per tensor, or per axis along the channels (axis 1);
+//   Pad: edge / reflect / wrap copy elements; constant mode pads with v where FQ(Pad(x, v)) pads
+//       with FQ(v), equal for v = +0 (FQ(0) = 0); per tensor only;
 //   Relu: FQ(0) = (z - z) s = 0, FQ(x) <= 0 for x < 0 and >= 0 for x > 0 (monotone), so
 //       Relu(FQ(x)) = FQ(Relu(x)) for every zero point; per tensor or per axis.
 // (Moving DQ alone below Relu, Relu(DQ(q)) = DQ(max(q, 0)), or Q alone above it,
@@ -26,6 +28,7 @@
 // their other readers (eliminate_dead_layers drops them when none is left). Repeats until no
 // layer moves, so chains (FQ -> Reshape -> Transpose -> MatMul) end with FQ at the MatMul;
 // annotate_qdq runs again at the end for the new quantized values.
+#include <cmath>
 #include <numeric>
 
 #include "ir/constant_folding.h"
@@ -48,6 +51,7 @@ bool commutes(ir::OpKind op) {
     case ir::OpKind::kGather:
     case ir::OpKind::kMaxPool:
     case ir::OpKind::kRelu:
+    case ir::OpKind::kPad:
       return true;
     default:
       return false;
@@ -112,13 +116,32 @@ std::string unique_node_name(const ir::Graph& g, std::string base) {
   return base;
 }
 
+// Pad in a mode that copies elements, or with the constant +0 (attribute before opset 11, input
+// 2 from 11 on).
+bool pad_commutes(const ir::Graph& g, const ir::Node& p) {
+  if (p.attr_string("mode", "constant") != "constant") return true;
+  if (p.opset < 11) {
+    const float v = p.attr_float("value", 0.f);
+    return v == 0.f && !std::signbit(v);
+  }
+  const ir::ValueId cv = qdq::input_or_none(p, 2);
+  if (cv == ir::kNoValue) return true;
+  const Tensor* t = g.value(cv).constant.get();
+  if (!t) return false;
+  for (double v : tensor_to_doubles(*t))
+    if (v != 0 || std::signbit(v)) return false;
+  return true;
+}
+
 // The FQ pair producing `d`: its Q and DQ, when they state the same parameters and Q saturates.
 bool fq_pair(ir::Graph& g, ir::ValueId d, ir::Node** q, ir::Node** dq) {
   *dq = qdq::producer_of(g, d, ir::OpKind::kDequantizeLinear);
   if (!*dq || (*dq)->inputs.empty()) return false;
   *q = qdq::producer_of(g, (*dq)->inputs[0], ir::OpKind::kQuantizeLinear);
-  // x must be float: the moved layer then reads x (Q also takes int32, which MaxPool cannot).
+  // x must be float (Q also takes int32, which MaxPool cannot) and of DQ's output type, so the
+  // moved layer runs on the type it ran on (and Pad's constant value still matches).
   return *q && !(*q)->inputs.empty() && dtype_is_float(g.value((*q)->inputs[0]).dtype) &&
+         g.value((*q)->inputs[0]).dtype == g.value(d).dtype &&
          (*q)->attr_int("saturate", 1) != 0 && qdq::same_params(g, **q, **dq);
 }
 
@@ -150,6 +173,7 @@ bool move_pair(ir::Graph& g, ir::NodeId pid, const std::vector<std::vector<ir::N
   if (p0.inputs.empty() || p0.outputs.empty() || p0.outputs[0] == ir::kNoValue) return false;
   if (!fq_pair(g, p0.inputs[0], &q, &dq)) return false;
   if (!extra_outputs_unread(g, p0, consumers)) return false;
+  if (p0.op == ir::OpKind::kPad && !pad_commutes(g, p0)) return false;
   int64_t axis;
   if (!new_axis(g, p0, qdq::params_of(g, *dq, p0.inputs[0]), &axis)) return false;
   const ir::Node q_tmpl = *q, dq_tmpl = *dq;

@@ -160,6 +160,49 @@ TEST(PropagateQdq, PairMovesBelowMaxPoolAndRelu) {
   }
 }
 
+// DQ -> MaxPool -> Conv (the brief's case): the pair lands at the Conv's input.
+TEST(PropagateQdq, PairBelowMaxPoolReachesTheConv) {
+  QdqGraph t;
+  const ir::ValueId x = t.input("x", {1, 4, 8, 8});
+  const ir::ValueId d = t.fq(x, {1, 4, 8, 8}, 0.05f, 12, "act");
+  const ir::ValueId mp = t.node(ir::OpKind::kMaxPool, "pool", {d}, {1, 4, 4, 4},
+                                {{"kernel_shape", ir::Attribute::of_ints({2, 2})},
+                                 {"strides", ir::Attribute::of_ints({2, 2})}});
+  const ir::ValueId w = t.dq_weight(int8_weight({8, 4, 3, 3}), channel_scales(8), 0, "conv");
+  const ir::ValueId y = t.node(ir::OpKind::kConv, "conv", {mp, w}, {1, 8, 2, 2},
+                               {{"kernel_shape", ir::Attribute::of_ints({3, 3})}});
+  t.g.outputs = {y};
+  ir::Graph opt = check_pass(t.g, passes::propagate_qdq, {random_tensor({1, 4, 8, 8}, 13, -2.f, 2.f)});
+  const ir::Node* dq = producer(opt, find_node(opt, "conv")->inputs[0]);
+  ASSERT_EQ(dq->op, ir::OpKind::kDequantizeLinear);
+  const ir::Node* q = producer(opt, dq->inputs[0]);
+  ASSERT_EQ(q->op, ir::OpKind::kQuantizeLinear);
+  EXPECT_EQ(producer(opt, q->inputs[0])->name, "pool");
+  EXPECT_EQ(find_node(opt, "pool")->inputs[0], x);
+}
+
+// Pad: reflect and constant +0 move the pair; a constant 0.5 (FQ(0.5) != 0.5 at scale 0.3)
+// keeps it.
+TEST(PropagateQdq, PadMovesUnlessItsConstantChangesUnderQuantization) {
+  struct Case {
+    const char* mode;
+    float value;
+    bool moves;
+  };
+  for (const Case& c : {Case{"reflect", 0.f, true}, Case{"constant", 0.f, true}, Case{"constant", 0.5f, false}}) {
+    SCOPED_TRACE(std::string(c.mode) + " " + std::to_string(c.value));
+    QdqGraph t;
+    const ir::ValueId x = t.input("x", {2, 5});
+    const ir::ValueId d = t.fq(x, {2, 5}, 0.3f, -1, "act");
+    const ir::ValueId p = t.node(ir::OpKind::kPad, "pad",
+                                 {d, t.constant("pads", ints({0, 2, 0, 1})), t.constant("v", scalar_f32(c.value))},
+                                 {2, 8}, {{"mode", ir::Attribute::of_string(c.mode)}});
+    t.g.outputs = {t.node(ir::OpKind::kTanh, "tanh", {p}, {2, 8})};
+    ir::Graph opt = check_pass(t.g, passes::propagate_qdq, {random_tensor({2, 5}, 14, -2.f, 2.f)});
+    EXPECT_EQ(find_node(opt, "pad")->inputs[0] == x, c.moves);
+  }
+}
+
 // Concat of pairs with equal parameters moves; with another scale it stays.
 TEST(PropagateQdq, ConcatMovesOnlyWithEqualParameters) {
   for (float s2 : {0.04f, 0.05f}) {
