@@ -158,13 +158,13 @@ bool drop_fq_of_dq(ir::Graph& g, ir::Node& dq3, const std::set<std::string>& pin
 Status eliminate_redundant_qdq(ir::Graph& g, const PassOptions& opts) {
   if (!opts.evaluator) return Status::Ok();
   const std::set<std::string> pinned = subgraph_reads(g);
-  // Topological order: a chain of pairs collapses in one sweep (each rewrite rewires readers).
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    ir::Node& n = g.nodes[i];
-    if (n.removed) continue;
-    if (n.op == ir::OpKind::kDequantizeLinear) drop_fq_of_dq(g, n, pinned, opts);
-    else if (n.op == ir::OpKind::kQuantizeLinear) drop_q_of_dq(g, n, pinned, opts);
-  }
+  // R2 first: it drops a whole pair where R1 would leave two DQs of one code tensor. Topological
+  // order: a chain of pairs collapses in one sweep (each rewrite rewires the readers).
+  for (ir::Node& n : g.nodes)
+    if (!n.removed && n.op == ir::OpKind::kDequantizeLinear) drop_fq_of_dq(g, n, pinned, opts);
+  // (A Q that R2 left unread goes with eliminate_dead_layers.)
+  for (ir::Node& n : g.nodes)
+    if (!n.removed && n.op == ir::OpKind::kQuantizeLinear) drop_q_of_dq(g, n, pinned, opts);
   return Status::Ok();
 }
 

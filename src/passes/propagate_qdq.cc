@@ -13,7 +13,7 @@
 //   Slice, Gather (data input 0, any indices): pick elements; per tensor only (a per-axis scale
 //       would have to be sliced too);
 //   MaxPool (one output; Indices would see the ties FQ makes): FQ is monotone non-decreasing
-//       (s > 0, round and saturate are), and max_i f(x_i) = f(max_i x_i) for such f; padded
+//       (s > 0 — annotate_qdq refuses other scales —, round and saturate are), and max_i f(x_i) = f(max_i x_i) for such f; padded
 //       positions are skipped by both; per tensor, or per axis along the channels (axis 1);
 //   Pad: edge / reflect / wrap copy elements; constant mode pads with v where FQ(Pad(x, v)) pads
 //       with FQ(v), equal for v = +0 (FQ(0) = 0); per tensor only;
@@ -109,10 +109,10 @@ void add_qdq_copy(ir::Graph& g, const ir::Node& tmpl, const std::string& name, i
   g.add_node(std::move(n));
 }
 
-std::string unique_node_name(const ir::Graph& g, std::string base) {
-  std::set<std::string> names;
-  for (const ir::Node& n : g.nodes) names.insert(n.name);
-  while (names.count(base)) base += "_";
+// `base`, or a variant of it that no node has yet (`names`: every node name; the new one joins).
+std::string unique_node_name(std::set<std::string>* names, std::string base) {
+  while (names->count(base)) base += "_";
+  names->insert(base);
   return base;
 }
 
@@ -166,7 +166,8 @@ bool new_axis(const ir::Graph& g, const ir::Node& p, const qdq::Params& prm, int
 }
 
 // P(FQ(x), c...) -> FQ'(P(x, c...)). `pid` is P's id (node references move as nodes are added).
-bool move_pair(ir::Graph& g, ir::NodeId pid, const std::vector<std::vector<ir::NodeId>>& consumers) {
+bool move_pair(ir::Graph& g, ir::NodeId pid, const std::vector<std::vector<ir::NodeId>>& consumers,
+               std::set<std::string>* names) {
   ir::Node* q;
   ir::Node* dq;
   const ir::Node& p0 = g.node(pid);
@@ -185,13 +186,13 @@ bool move_pair(ir::Graph& g, ir::NodeId pid, const std::vector<std::vector<ir::N
   p.outputs[0] = pf;
   g.value(pf).producer = pid;
   const std::string base = p.name;
-  add_qdq_copy(g, q_tmpl, unique_node_name(g, base + "/quantize"), pf, pq, axis);
-  add_qdq_copy(g, dq_tmpl, unique_node_name(g, base + "/dequantize"), pq, y, axis);
+  add_qdq_copy(g, q_tmpl, unique_node_name(names, base + "/quantize"), pf, pq, axis);
+  add_qdq_copy(g, dq_tmpl, unique_node_name(names, base + "/dequantize"), pq, y, axis);
   return true;
 }
 
 // P(DQ(Wq), c...) -> DQ'(P(Wq, c...)) with Wq and c... constant, P folded at build.
-bool move_dq_of_constant(ir::Graph& g, ir::NodeId pid, const PassOptions& opts) {
+bool move_dq_of_constant(ir::Graph& g, ir::NodeId pid, const PassOptions& opts, std::set<std::string>* names) {
   if (!opts.evaluator) return false;
   const ir::Node& p0 = g.node(pid);
   if (p0.op != ir::OpKind::kTranspose && !reshape_like(p0.op) && p0.op != ir::OpKind::kSlice &&
@@ -218,12 +219,12 @@ bool move_dq_of_constant(ir::Graph& g, ir::NodeId pid, const PassOptions& opts) 
     return false;
   }
   const std::string base = g.node(pid).name;
-  add_qdq_copy(g, dq_tmpl, unique_node_name(g, base + "/dequantize"), pw, y, axis);
+  add_qdq_copy(g, dq_tmpl, unique_node_name(names, base + "/dequantize"), pw, y, axis);
   return true;
 }
 
 // Concat(FQ(x1), ..., FQ(xn)) -> FQ(Concat(x1, ..., xn)), per tensor, all pairs equal.
-bool move_concat(ir::Graph& g, ir::NodeId cid) {
+bool move_concat(ir::Graph& g, ir::NodeId cid, std::set<std::string>* names) {
   const ir::Node& c0 = g.node(cid);
   if (c0.inputs.empty() || c0.outputs.size() != 1) return false;
   std::vector<ir::ValueId> xs;
@@ -254,17 +255,18 @@ bool move_concat(ir::Graph& g, ir::NodeId cid) {
   c.outputs[0] = cf;
   g.value(cf).producer = cid;
   const std::string base = c.name;
-  add_qdq_copy(g, q_tmpl, unique_node_name(g, base + "/quantize"), cf, cq, -1);
-  add_qdq_copy(g, dq_tmpl, unique_node_name(g, base + "/dequantize"), cq, y, -1);
+  add_qdq_copy(g, q_tmpl, unique_node_name(names, base + "/quantize"), cf, cq, -1);
+  add_qdq_copy(g, dq_tmpl, unique_node_name(names, base + "/dequantize"), cq, y, -1);
   return true;
 }
 
 }  // namespace
 
 Status propagate_qdq(ir::Graph& g, const PassOptions& opts) {
-  // Values read by name from subgraphs keep their producers (the rewrite renames nothing, but a
-  // moved layer's output changes producer; that is invisible to name lookups, so no pinning is
-  // needed beyond leaving names alone).
+  // No value is renamed (a moved layer's output keeps its name, only its producer changes), so
+  // values that subgraphs read by name need no pinning.
+  std::set<std::string> names;
+  for (const ir::Node& n : g.nodes) names.insert(n.name);
   bool changed = true, any = false;
   for (int round = 0; changed && round < 64; ++round) {
     changed = false;
@@ -275,8 +277,8 @@ Status propagate_qdq(ir::Graph& g, const PassOptions& opts) {
       const ir::NodeId id = g.nodes[i].id;
       const ir::OpKind op = g.nodes[i].op;
       bool moved = false;
-      if (op == ir::OpKind::kConcat) moved = move_concat(g, id);
-      else if (commutes(op)) moved = move_pair(g, id, consumers) || move_dq_of_constant(g, id, opts);
+      if (op == ir::OpKind::kConcat) moved = move_concat(g, id, &names);
+      else if (commutes(op)) moved = move_pair(g, id, consumers, &names) || move_dq_of_constant(g, id, opts, &names);
       changed = changed || moved;
     }
     any = any || changed;
