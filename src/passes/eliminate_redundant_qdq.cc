@@ -11,9 +11,9 @@
 // parameters, an integer type and a float32 scale they always hold: with a = c - z, |a| <= 2^16,
 // fl(fl(a s) / s) is within 2^-22 |a| < 1/2 of a (two roundings of relative 2^-24; a product
 // below 2^-126 is exact), so round() gives back a — unless a s overflows (s > FLT_MAX / |a|),
-// which the check catches; a bfloat16 scale (8-bit significand) can fail for |a| > 64, which
-// the check catches too. Without an evaluator nothing is dropped. Q/DQ nodes whose outputs are
-// read by name from subgraphs are left alone.
+// which the check catches; with a float16 / bfloat16 scale (11- / 8-bit significands, and DQ's
+// output in that type) the bound no longer stays below 1/2, so only the check decides. Without
+// an evaluator nothing is dropped. Q/DQ nodes whose outputs subgraphs read by name stay.
 #include <cmath>
 #include <cstring>
 

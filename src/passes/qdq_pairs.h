@@ -71,9 +71,9 @@ inline Params params_of(const ir::Graph& g, const ir::Node& n, ir::ValueId v) {
   return p;
 }
 
-// Q node `q` and DQ node `dq` state the same parameters: the same constant scale and zero point
-// (by content), and the same axis / block_size / output type attributes; `q` saturates (the
-// default; only float8 outputs read it).
+// Q/DQ nodes `a` and `b` state the same parameters: the same constant scale and zero point (by
+// content; the zero point present, since it names the quantized type) and the same axis and
+// block_size attributes.
 inline bool same_params(const ir::Graph& g, const ir::Node& a, const ir::Node& b) {
   if (!same_constant(g, input_or_none(a, 1), input_or_none(b, 1))) return false;
   if (!same_constant(g, input_or_none(a, 2), input_or_none(b, 2))) return false;
