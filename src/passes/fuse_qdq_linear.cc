@@ -8,6 +8,8 @@
 // axis 1) with zero points 0, Gemm has transA = 0, alpha = beta = 1 and a constant bias ([N], [1, N],
 // [1] or a scalar), and a MatMul's only reader may be an Add of a constant [N] bias (absorbed);
 // a Relu that alone reads the result becomes the layer's activation.
+// A bias given as DQ(bq int32 constant, sb, zb) — ONNX Runtime's quantizer writes sb = sx * sw —
+// is evaluated first (the same (bq - zb) * sb that constant folding would compute later).
 // K and N must be multiples of 16 (the 8-bit tensor-core GEMMs' alignment); other layers keep
 // their Q/DQ nodes (whose pairs fuse_pointwise turns into QDQ instructions: same numerics, float
 // speed). Runs before constant folding, which would turn DQ(Wq) into a float weight. The Q/DQ
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ir/constant_folding.h"
 #include "passes/passes.h"
 #include "passes/pattern.h"
 
@@ -210,9 +213,29 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
   return true;
 }
 
+// DQ(bq int32 constant, ...) read by a Gemm's bias or an Add after a MatMul: folded to the float
+// bias it stands for, so fuse() sees a constant.
+void fold_int32_bias_dequantize(ir::Graph& g, const PassOptions& opts) {
+  if (!opts.evaluator) return;
+  for (ir::Node& n : g.nodes) {
+    const bool gemm_bias = n.op == ir::OpKind::kGemm && n.inputs.size() > 2;
+    if (n.removed || (!gemm_bias && n.op != ir::OpKind::kAdd)) continue;
+    for (size_t i = gemm_bias ? 2 : 0; i < n.inputs.size(); ++i) {
+      const ir::ValueId v = n.inputs[i];
+      if (v == ir::kNoValue || g.value(v).producer < 0) continue;
+      ir::Node& dq = g.node(g.value(v).producer);
+      if (dq.removed || dq.op != ir::OpKind::kDequantizeLinear || dq.inputs.empty()) continue;
+      const Tensor* bq = constant_of(g, dq.inputs[0]);
+      if (!bq || bq->dtype() != DataType::kInt32) continue;
+      ir::fold_constant_node(g, dq, *opts.evaluator);
+    }
+  }
+}
+
 }  // namespace
 
-Status fuse_qdq_linear(ir::Graph& g, const PassOptions&) {
+Status fuse_qdq_linear(ir::Graph& g, const PassOptions& opts) {
+  fold_int32_bias_dequantize(g, opts);
   const pt::Consumers consumers = g.consumers();
   std::set<std::string> pinned;
   for (ir::ValueId v : g.outputs) pinned.insert(g.value(v).name);

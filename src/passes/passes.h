@@ -35,6 +35,8 @@ Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse
 Status fuse_gemm_activation(ir::Graph& g, const PassOptions& opts);      // fuse_gemm_activation.cc
 Status fuse_pointwise(ir::Graph& g, const PassOptions& opts);            // fuse_pointwise.cc
 Status annotate_qdq(ir::Graph& g, const PassOptions& opts);              // annotate_qdq.cc
+Status propagate_qdq(ir::Graph& g, const PassOptions& opts);             // propagate_qdq.cc
+Status eliminate_redundant_qdq(ir::Graph& g, const PassOptions& opts);   // eliminate_redundant_qdq.cc
 
 // ---- per-layer precision constraints (layer_precisions.cc): run by the builder after the pipeline.
 // precision_token, precision_from_token, node_precision: ir/layer_annotations.h.

@@ -15,6 +15,14 @@ const std::vector<Pass>& default_pipeline() {
       {"annotate_qdq", 0, annotate_qdq},
       // Drop Identity/Dropout/no-op Cast first so every later pattern sees producers directly.
       {"eliminate_noops", 1, eliminate_noops},
+      // Q/DQ pairs move across the layers that commute with them (Reshape/Flatten/Transpose/
+      // Pad/MaxPool/Relu/Concat/...) so each DQ lands at its quantized layer's input, and DQ of a
+      // constant weight below a Transpose/Reshape becomes DQ of the folded weight; before
+      // fuse_qdq_linear, which needs DQ(Q(x)) and DQ(Wq) at the layer (docs/decisions/0056).
+      {"propagate_qdq", 2, propagate_qdq},
+      // The FQ(FQ(x)) round trips that the moves (and exporters) leave, dropped where every code
+      // survives them bit for bit; before fuse_qdq_linear, which needs one pair at the layer.
+      {"eliminate_redundant_qdq", 2, eliminate_redundant_qdq},
       // Q/DQ linear layers -> one 8-bit layer, before constant folding turns DQ(weight) into a
       // float weight (docs/decisions/0055).
       {"fuse_qdq_linear", 2, fuse_qdq_linear},

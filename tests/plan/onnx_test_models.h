@@ -38,6 +38,16 @@ class OnnxModel {
     for (int64_t d : dims) t->add_dims(d);
     for (float v : data) t->add_float_data(v);
   }
+  // An initializer of an integer element type (int8, uint8, int32, ...): one int32_data entry
+  // per element (onnx.proto, for 8- to 32-bit types).
+  void int_initializer(const std::string& name, int elem_type, const std::vector<int64_t>& dims,
+                       const std::vector<int32_t>& data) {
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(elem_type);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int32_t v : data) t->add_int32_data(v);
+  }
   onnx::NodeProto* node(const std::string& op, const std::vector<std::string>& in, const std::vector<std::string>& out,
                         const std::string& name, const std::string& domain = "") {
     auto* n = m_.mutable_graph()->add_node();
@@ -124,6 +134,107 @@ inline OnnxModel mlp_model(int opset = 17) {
   m.node("Relu", {"h"}, {"r"}, "relu1");
   m.node("MatMul", {"r", "W2"}, {"y"}, "fc2");
   m.output("y", kF32, {std::string("batch"), int64_t{3}});
+  return m;
+}
+
+// A Q/DQ CNN + MLP shaped like ONNX Runtime's static quantizer output (QDQ format: int8
+// activations with zero points, int8 per-channel weights, int32 biases DQ'd with scale
+// s_in * s_w; MaxPool and Reshape wrapped in Q/DQ pairs sharing their input's parameters),
+// except that the Flatten before the Gemm is not re-quantized — as QAT exports write it when the
+// linear layer's input quantizer sits on the tensor before a view — so the Gemm reads
+// Flatten(DQ(Q(.))), not DQ(Q(.)):
+//   x [batch, 3, 8, 8] -> FQ(sx, zx) -> Conv(DQ(W1 [16, 3, 3, 3], axis 0), DQ(b1 int32)), pads 1
+//     -> Relu -> FQ(s1, z1) -> MaxPool 2x2/2 -> FQ(s1, z1) -> Reshape [-1, 16, 16] -> FQ(s1, z1)
+//     -> Flatten -> Gemm(DQ(W2 [32, 256], axis 0), DQ(b2 int32)), transB
+//     -> Relu -> FQ(s2, z2) -> MatMul(DQ(W3 [32, 16], axis 1)) + DQ(b3 int32) -> y [batch, 16]
+// (FQ = QuantizeLinear then DequantizeLinear with the same scale and zero point.) Weights from
+// fixed formulas.
+inline OnnxModel ort_qdq_cnn_mlp_model() {
+  constexpr int kI8 = onnx::TensorProto::INT8, kI32 = onnx::TensorProto::INT32;
+  OnnxModel m(13);
+  m.input("x", kF32, {std::string("batch"), int64_t{3}, int64_t{8}, int64_t{8}});
+  const float sx = 4.f / 255.f, s1 = 0.03f, s2 = 0.02f;
+  const int zx = -5, z1 = -100, z2 = 3;
+  auto act = [&m](const std::string& name, float s, int z) {
+    m.initializer(name + "_scale", {}, {s});
+    m.int_initializer(name + "_zero_point", onnx::TensorProto::INT8, {}, {z});
+  };
+  act("x", sx, zx);
+  act("a1", s1, z1);
+  act("a2", s2, z2);
+  auto fq = [&m](const std::string& in, const std::string& params, const std::string& out) {
+    m.node("QuantizeLinear", {in, params + "_scale", params + "_zero_point"}, {out + "_quantized"}, out + "_QuantizeLinear");
+    m.node("DequantizeLinear", {out + "_quantized", params + "_scale", params + "_zero_point"}, {out},
+           out + "_DequantizeLinear");
+  };
+  auto int_attr = [](onnx::NodeProto* n, const std::string& name, int64_t v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  };
+  auto ints_attr = [](onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t e : v) a->add_ints(e);
+  };
+  // A per-channel int8 weight (codes from a formula, zero points 0) and its int32 bias, DQ'd.
+  auto weight = [&](const std::string& name, const std::vector<int64_t>& dims, int axis, float s_in, float s0, int salt) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    const int64_t channels = dims[axis];
+    std::vector<int32_t> codes(n), zeros(channels, 0), bias(channels);
+    for (int64_t i = 0; i < n; ++i) codes[i] = static_cast<int32_t>((i * (37 + salt)) % 255) - 127;
+    std::vector<float> scales(channels), bias_scales(channels);
+    for (int64_t c = 0; c < channels; ++c) {
+      scales[c] = s0 * (1.f + 0.05f * static_cast<float>((c * 7) % 11));
+      bias_scales[c] = s_in * scales[c];
+      bias[c] = static_cast<int32_t>((c * 13 + salt) % 41) * 40 - 800;
+    }
+    m.int_initializer(name, kI8, dims, codes);
+    m.initializer(name + "_scale", {channels}, scales);
+    m.int_initializer(name + "_zero_point", kI8, {channels}, zeros);
+    int_attr(m.node("DequantizeLinear", {name, name + "_scale", name + "_zero_point"}, {name + "_dequantized"},
+                    name + "_DequantizeLinear"),
+             "axis", axis);
+    m.int_initializer(name + "_bias", kI32, {channels}, bias);
+    m.initializer(name + "_bias_scale", {channels}, bias_scales);
+    m.int_initializer(name + "_bias_zero_point", kI32, {channels}, std::vector<int32_t>(channels, 0));
+    int_attr(m.node("DequantizeLinear", {name + "_bias", name + "_bias_scale", name + "_bias_zero_point"},
+                    {name + "_bias_dequantized"}, name + "_bias_DequantizeLinear"),
+             "axis", 0);
+  };
+  fq("x", "x", "x_dq");
+  weight("W1", {16, 3, 3, 3}, 0, sx, 0.002f, 0);
+  auto* conv = m.node("Conv", {"x_dq", "W1_dequantized", "W1_bias_dequantized"}, {"conv"}, "conv1");
+  ints_attr(conv, "pads", {1, 1, 1, 1});
+  ints_attr(conv, "kernel_shape", {3, 3});
+  m.node("Relu", {"conv"}, {"relu1"}, "relu1");
+  fq("relu1", "a1", "relu1_dq");
+  auto* pool = m.node("MaxPool", {"relu1_dq"}, {"pool"}, "pool1");
+  ints_attr(pool, "kernel_shape", {2, 2});
+  ints_attr(pool, "strides", {2, 2});
+  fq("pool", "a1", "pool_dq");
+  m.proto().mutable_graph()->add_initializer()->CopyFrom([] {
+    onnx::TensorProto t;
+    t.set_name("reshape_shape");
+    t.set_data_type(onnx::TensorProto::INT64);
+    t.add_dims(3);
+    for (int64_t v : {int64_t{-1}, int64_t{16}, int64_t{16}}) t.add_int64_data(v);
+    return t;
+  }());
+  m.node("Reshape", {"pool_dq", "reshape_shape"}, {"reshaped"}, "reshape1");
+  fq("reshaped", "a1", "reshaped_dq");
+  int_attr(m.node("Flatten", {"reshaped_dq"}, {"flat"}, "flatten1"), "axis", 1);
+  weight("W2", {32, 256}, 0, s1, 0.0005f, 3);
+  int_attr(m.node("Gemm", {"flat", "W2_dequantized", "W2_bias_dequantized"}, {"fc1"}, "fc1"), "transB", 1);
+  m.node("Relu", {"fc1"}, {"relu2"}, "relu2");
+  fq("relu2", "a2", "relu2_dq");
+  weight("W3", {32, 16}, 1, s2, 0.004f, 5);
+  m.node("MatMul", {"relu2_dq", "W3_dequantized"}, {"fc2"}, "fc2");
+  m.node("Add", {"fc2", "W3_bias_dequantized"}, {"y"}, "fc2_bias");
+  m.output("y", kF32, {std::string("batch"), int64_t{16}});
   return m;
 }
 
