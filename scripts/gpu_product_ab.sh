@@ -5,7 +5,8 @@
 # (another commit: scripts/gpu_carry.sh with KILN_BASE_BIN=path/to/its/kiln). Each configuration
 # is benchmarked base, new, new, base so drift shows. One JSON object per line in $OUT/ab.jsonl.
 #   OUT=$OUT scripts/gpu_product_ab.sh        (KILN_AB_MODELS=resnet101,vit_b_16,bert_base,gpt2)
-#   KILN_AB_SEQ_BATCHES="1 32" adds BERT / GPT-2 at those batches (sequence 128), KILN_AB_VIT_BATCHES="64" ViT
+#   KILN_AB_SEQ_BATCHES="1 32" adds BERT / GPT-2 at those batches (sequence 128), KILN_AB_VIT_BATCHES="64" ViT;
+#   KILN_AB_SKIP_2x128=1 leaves out the default ViT batch 1 and BERT / GPT-2 2 x 128 configurations
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
@@ -58,7 +59,7 @@ if [[ "$MODELS" == *",resnet101,"* ]]; then
 fi
 if [[ "$MODELS" == *",vit_b_16,"* ]]; then
   [ -f models/vit_b_16.onnx ] || $PY scripts/export_models.py --model vit_b_16 -o models/vit_b_16.onnx 2>&1 | tail -n 1
-  one_config vit_fp16_b1 vit_b_16 input:1x3x224x224 fp16
+  [ -n "${KILN_AB_SKIP_2x128:-}" ] || one_config vit_fp16_b1 vit_b_16 input:1x3x224x224 fp16
   for b in ${KILN_AB_VIT_BATCHES:-}; do one_config vit_fp16_b$b vit_b_16 input:${b}x3x224x224 fp16; done
 fi
 for m in bert_base gpt2; do
@@ -66,7 +67,7 @@ for m in bert_base gpt2; do
   shapes=input_ids:2x128
   [ $m = bert_base ] && shapes=$shapes,attention_mask:2x128
   [ -f models/$m.onnx ] || $PY scripts/export_models.py --model $m -o models/$m.onnx 2>&1 | tail -n 1
-  one_config ${m}_fp16_2x128 $m $shapes fp16
+  [ -n "${KILN_AB_SKIP_2x128:-}" ] || one_config ${m}_fp16_2x128 $m $shapes fp16
   for b in ${KILN_AB_SEQ_BATCHES:-}; do  # more batches of sequence 128 (issue 11's table: 1 and 32)
     shapes=input_ids:${b}x128
     [ $m = bert_base ] && shapes=$shapes,attention_mask:${b}x128
