@@ -60,6 +60,11 @@ struct QuantizeConfig {
   int max_batches = 0;  // 0 = every batch the data holds
   // Node names (exact, or a prefix ending in '*') never quantized.
   std::vector<std::string> exclude;
+  // FP8 only: node names (exact, or a prefix ending in '*') whose input activation is quantized
+  // to FP8 E5M2 (5 exponent bits: range to 57344, for activations whose range overflows E4M3's
+  // 448) instead of E4M3FN; weights stay E4M3FN. Each pattern must match a quantized layer.
+  // TensorRT has no E5M2 Q/DQ; ONNX QuantizeLinear-19 does.
+  std::vector<std::string> e5m2;
   std::function<void(int done, int total)> progress;  // after each calibration batch
   Logger logger;
 };

@@ -21,7 +21,7 @@ constexpr int kMaxPwInstrs = 32;  // instructions (= registers) of one program
 constexpr int kMaxPwArgs = 3;     // operands of one instruction
 
 // Operands: Add..Pow (a, b); LeakyRelu (x, alpha); Elu (x, alpha); Clip (x, min, max);
-// HardSigmoid (x, alpha, beta); QdqS8 / QdqU8 (x, scale, zero point); QdqE4M3 (x, scale);
+// HardSigmoid (x, alpha, beta); QdqS8 / QdqU8 (x, scale, zero point); QdqE4M3 / QdqE5M2 (x, scale);
 // every other opcode (x).
 enum class PwOpcode : int32_t {
   kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,
@@ -29,7 +29,7 @@ enum class PwOpcode : int32_t {
   kClip, kHardSigmoid, kHardSwish, kGelu, kGeluTanh, kSoftplus, kElu,
   // A per-tensor QuantizeLinear -> DequantizeLinear pair (ONNX Operators.md QuantizeLinear /
   // DequantizeLinear; passes::fuse_qdq_pairs): the value the quantized tensor stands for.
-  kQdqS8, kQdqU8, kQdqE4M3,
+  kQdqS8, kQdqU8, kQdqE4M3, kQdqE5M2,
   kCount,
 };
 
@@ -44,6 +44,20 @@ KILN_HOST_DEVICE inline float round_to_e4m3fn(float v) {
   frexpf(a, &e);                // a in [2^(e-1), 2^e)
   const int binade = e - 1 < -6 ? -6 : e - 1;
   const float quantum = ldexpf(1.f, binade - 3);
+  return copysignf(rintf(a / quantum) * quantum, v);
+}
+
+// The nearest FP8 E5M2 value to v (round half to even), saturating at +-57344 (ONNX Cast /
+// QuantizeLinear with saturate = 1, infinities included; OCP 8-bit floating point spec: 5 exponent
+// bits, bias 15, 2 mantissa bits, subnormal quantum 2^-16). NaN stays NaN.
+KILN_HOST_DEVICE inline float round_to_e5m2(float v) {
+  const float a = fabsf(v);
+  if (!(a == a)) return v;
+  if (a >= 57344.f) return copysignf(57344.f, v);
+  int e = 0;
+  frexpf(a, &e);                // a in [2^(e-1), 2^e)
+  const int binade = e - 1 < -14 ? -14 : e - 1;
+  const float quantum = ldexpf(1.f, binade - 2);
   return copysignf(rintf(a / quantum) * quantum, v);
 }
 
@@ -101,6 +115,7 @@ KILN_HOST_DEVICE inline float pw_apply(PwOpcode op, float a, float b, float c) {
       return ((q < 0.f ? 0.f : (q > 255.f ? 255.f : q)) - c) * b;
     }
     case PwOpcode::kQdqE4M3: return round_to_e4m3fn(a / b) * b;
+    case PwOpcode::kQdqE5M2: return round_to_e5m2(a / b) * b;
     case PwOpcode::kCount: break;
   }
   return a;

@@ -46,6 +46,7 @@ OpInfo info(PwOpcode op) {
     case PwOpcode::kQdqS8: return {"QdqS8", 3};
     case PwOpcode::kQdqU8: return {"QdqU8", 3};
     case PwOpcode::kQdqE4M3: return {"QdqE4M3", 2};
+    case PwOpcode::kQdqE5M2: return {"QdqE5M2", 2};
     case PwOpcode::kCount: break;
   }
   return {"?", 0};

@@ -3,7 +3,7 @@
 // for single-output regions (chains and small DAGs) of float32/float16 elementwise layers —
 // Add Sub Mul Div Max Min Pow(scalar constant exponent) Relu LeakyRelu Sigmoid Tanh Exp Log Sqrt
 // Reciprocal Neg Abs Erf Clip HardSigmoid HardSwish Gelu Softplus Elu, and per-tensor
-// QuantizeLinear -> DequantizeLinear pairs (INT8/UINT8/FP8 E4M3FN; a lone pair is fused alone
+// QuantizeLinear -> DequantizeLinear pairs (INT8/UINT8/FP8 E4M3FN/E5M2; a lone pair is fused alone
 // too, so a Q/DQ model's activations need no Q/DQ layers). Every value computed
 // inside a region is read only inside it (not a graph output, not read by a subgraph); scalar
 // constants become immediates, activations and other constants become inputs (at most 8,
@@ -143,8 +143,9 @@ std::optional<Step> qdq_pair_step(const ir::Graph& g, const ir::Node& dq) {
     case DataType::kInt8: s.op = PwOpcode::kQdqS8; break;
     case DataType::kUInt8: s.op = PwOpcode::kQdqU8; break;
     case DataType::kFloat8E4M3FN:
+    case DataType::kFloat8E5M2:
       if (qz != 0) return std::nullopt;
-      s.op = PwOpcode::kQdqE4M3;
+      s.op = qzt == DataType::kFloat8E5M2 ? PwOpcode::kQdqE5M2 : PwOpcode::kQdqE4M3;
       s.nargs = 2;
       break;
     default: return std::nullopt;

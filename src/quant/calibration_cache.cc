@@ -62,6 +62,8 @@ StatusOr<CalibrationCache> read_calibration_cache(const std::string& path) {
       c.format = value;
     } else if (key == "calibrator") {
       c.calibrator = value;
+    } else if (key == "e5m2") {
+      c.e5m2 = value;
     } else if (key == "samples") {
       char* end = nullptr;
       c.samples = std::strtoll(value.c_str(), &end, 10);
@@ -89,8 +91,9 @@ Status write_calibration_cache(const std::string& path, const CalibrationCache& 
       << kMagic << " 1\n"
       << "model: fnv1a64:" << hash << "\n"
       << "format: " << c.format << "\n"
-      << "calibrator: " << c.calibrator << "\n"
-      << "samples: " << c.samples << "\n";
+      << "calibrator: " << c.calibrator << "\n";
+  if (!c.e5m2.empty()) out << "e5m2: " << c.e5m2 << "\n";
+  out << "samples: " << c.samples << "\n";
   for (const auto& [name, scale] : c.scales) {
     if (name.find_first_of("\r\n") != std::string::npos)
       return invalid_argument("calibration cache: tensor name '" + name + "' holds a line break");

@@ -6,6 +6,7 @@
 //   model: fnv1a64:<16 hex digits of the ONNX file's bytes>
 //   format: int8 | fp8e4m3
 //   calibrator: entropy | minmax | percentile:99.99 | mse | delayed:1024:max:0
+//   e5m2: PATTERN[,PATTERN...]          (FP8 with E5M2 activations only)
 //   samples: <count>
 //   <tensor name>: <Q/DQ scale, %.9g (round-trips a float32)>
 //   ...
@@ -25,6 +26,7 @@ struct CalibrationCache {
   uint64_t model_hash = 0;
   std::string format;      // quant_format_name()
   std::string calibrator;  // the resolved spec
+  std::string e5m2;        // FP8: the E5M2 node patterns, comma-separated ("" = none; line omitted)
   int64_t samples = 0;
   std::map<std::string, float> scales;  // activation tensor -> Q/DQ scale (finite, > 0)
 };

@@ -220,6 +220,58 @@ std::string unique_name(std::set<std::string>& names, const std::string& want) {
   return n;
 }
 
+// The opset 13..18 -> 19 upgrade of FP8 quantization (see its caller). Subgraphs holding a Reduce
+// op with an `axes` attribute are refused rather than rewritten.
+Status upgrade_to_opset19(onnx::ModelProto* m, const std::string& path) {
+  static const std::set<std::string> kAxesToInput = {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                                                     "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                                                     "ReduceSumSquare"};
+  onnx::GraphProto* g = m->mutable_graph();
+  std::set<std::string> names;
+  for (const auto& t : g->initializer()) names.insert(t.name());
+  for (const auto& n : g->node())
+    for (const auto& o : n.output()) names.insert(o);
+  for (int i = 0; i < g->node_size(); ++i) {
+    onnx::NodeProto* n = g->mutable_node(i);
+    if (!(n->domain().empty() || n->domain() == "ai.onnx")) continue;
+    for (const auto& a : n->attribute())
+      if (a.has_g() || a.graphs_size() > 0) {
+        std::function<bool(const onnx::GraphProto&)> has_reduce = [&](const onnx::GraphProto& sg) {
+          for (const auto& sn : sg.node()) {
+            if (kAxesToInput.count(sn.op_type())) return true;
+            for (const auto& sa : sn.attribute()) {
+              if (sa.has_g() && has_reduce(sa.g())) return true;
+              for (const auto& gg : sa.graphs())
+                if (has_reduce(gg)) return true;
+            }
+          }
+          return false;
+        };
+        if ((a.has_g() && has_reduce(a.g())) || std::any_of(a.graphs().begin(), a.graphs().end(), has_reduce))
+          return unsupported("quantize: '" + path + "' node '" + n->name() +
+                             "' has a subgraph with Reduce ops; FP8 needs opset 19: re-export the model with opset 19+");
+      }
+    if (!kAxesToInput.count(n->op_type())) continue;
+    int axes_at = -1;
+    for (int k = 0; k < n->attribute_size(); ++k)
+      if (n->attribute(k).name() == "axes") axes_at = k;
+    if (axes_at < 0) continue;  // all axes: the same without the input
+    const auto& axes = n->attribute(axes_at).ints();
+    std::string an = unique_name(names, (n->name().empty() ? n->op_type() : n->name()) + "_axes");
+    const std::vector<int64_t> v(axes.begin(), axes.end());
+    set_raw(g->add_initializer(), an, onnx::TensorProto::INT64, Shape{static_cast<int64_t>(v.size())}, v.data(),
+            v.size() * sizeof(int64_t));
+    n->mutable_attribute()->DeleteSubrange(axes_at, 1);
+    if (n->input_size() < 1) return invalid_model("'" + path + "' node '" + n->name() + "' has no input");
+    if (n->input_size() == 1) n->add_input(an);
+    else n->set_input(1, an);
+  }
+  for (auto& o : *m->mutable_opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") o.set_version(19);
+  if (m->ir_version() < 9) m->set_ir_version(9);
+  return Status::Ok();
+}
+
 int64_t opset_of(const onnx::ModelProto& m) {
   for (const auto& o : m.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
@@ -248,9 +300,9 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
   const std::string base_dir = fs::path(onnx_path).parent_path().string();
   int64_t opset = opset_of(model);
   const bool fp8 = config.format == QuantFormat::kFp8E4M3;
-  if (fp8 && opset < 19)
-    return unsupported("quantize: FP8 Q/DQ needs ONNX opset 19 or newer (QuantizeLinear-19 adds float8); '" + onnx_path +
-                       "' imports opset " + std::to_string(opset) + ": re-export it with opset 19+ or use --int8");
+  if (fp8 && opset < 13)
+    return unsupported("quantize: FP8 Q/DQ needs ONNX opset 19 (QuantizeLinear-19 adds float8); '" + onnx_path +
+                       "' imports opset " + std::to_string(opset) + " (below 13): re-export it with opset 19+ or use --int8");
   // INT8 Q/DQ needs opset 10 (QuantizeLinear), per-channel weights opset 13 (its axis): an older
   // model is converted to opset 13 with ONNX's own version converter (libonnx), as ONNX Runtime's
   // quantizer does; where that fails, opset 10..12 keeps per-tensor weight scales.
@@ -297,7 +349,20 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
                                                " could not be converted to 13 (" + why +
                                                "): weights get one scale per tensor");
   }
+  if (fp8 && opset < 19) {
+    // Opset 13..18 -> 19 for FP8 Q/DQ. Between 13 and 19 the operators changed only by new types
+    // and optional attributes/inputs with the old defaults (ONNX Changelog.md, opsets 14-19), except
+    // the Reduce ops other than ReduceSum, whose `axes` became an input in opset 18: moved here.
+    KILN_RETURN_IF_ERROR(upgrade_to_opset19(&model, onnx_path));
+    if (config.logger)
+      config.logger(LogSeverity::kInfo, "quantize: '" + onnx_path + "' moved from opset " + std::to_string(opset) +
+                                            " to 19 (FP8 QuantizeLinear)");
+    opset = 19;
+  }
   const bool per_axis = opset >= 13;
+  if (!config.e5m2.empty() && !fp8)
+    return invalid_argument("quantize: E5M2 layers (" + config.e5m2.front() +
+                            ", ...) are FP8: use format fp8 (kiln quantize --format fp8, kiln build --fp8)");
   // The graph that calibrates: the model as it will be written (converted), unquantized.
   std::string model_bytes;
   if (!model.SerializeToString(&model_bytes)) return invalid_model("'" + onnx_path + "' cannot be re-serialized");
@@ -400,6 +465,23 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
   // 2. Activation scales: from the cache, else by calibration.
   std::set<std::string> acts;
   for (const Target& t : targets) acts.insert(t.activation);
+  // FP8 E5M2 activations: those read by a layer an E5M2 pattern names.
+  std::set<std::string> e5m2_acts;
+  std::string e5m2_spec;
+  for (const std::string& p : config.e5m2) {
+    bool matched = false;
+    for (const Target& t : targets) {
+      const onnx::NodeProto& n = gp->node(t.node);
+      const std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(t.node) : n.name();
+      if (excluded(name, {p})) {
+        e5m2_acts.insert(t.activation);
+        matched = true;
+      }
+    }
+    if (!matched) return invalid_argument("quantize: the E5M2 pattern '" + p + "' matches no quantized layer");
+    e5m2_spec += (e5m2_spec.empty() ? "" : ",") + p;
+  }
+  auto qmax_for = [&](const std::string& act) { return e5m2_acts.count(act) ? 57344.0 : qmax_of(config.format); };
   std::map<std::string, float> scales;
   bool cache_usable = false;
   std::error_code ec;
@@ -415,6 +497,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
     std::string mismatch;
     if (c.format != quant_format_name(config.format)) mismatch = "format " + c.format;
     else if (c.calibrator != cal.spec) mismatch = "calibrator " + c.calibrator;
+    else if (c.e5m2 != e5m2_spec) mismatch = "E5M2 layers '" + c.e5m2 + "'";
     for (const std::string& a : acts)
       if (mismatch.empty() && !c.scales.count(a)) mismatch = "no scale for tensor '" + a + "'";
     if (mismatch.empty()) {
@@ -501,8 +584,8 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
     }
     rep.batches = static_cast<int>(batches);
     rep.samples = static_cast<int>(used);
-    const double qmax = qmax_of(config.format);
     for (auto& [name, o] : seen) {
+      const double qmax = qmax_for(name);
       if (!o.seen) return internal_error("calibration: tensor '" + name + "' was never computed");
       double amax = o.max_abs;
       double scale = 0;
@@ -535,6 +618,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
       c.model_hash = model_hash;
       c.format = quant_format_name(config.format);
       c.calibrator = cal.spec;
+      c.e5m2 = e5m2_spec;
       c.samples = rep.samples;
       c.scales = scales;
       KILN_RETURN_IF_ERROR(quant::write_calibration_cache(config.cache, c));
@@ -567,7 +651,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
       const std::string dn = unique_name(names, t.activation + "_dequantized");
       onnx::TensorProto st, zt;
       set_raw(&st, sn, onnx::TensorProto::FLOAT, {}, &s, sizeof s);
-      set_raw(&zt, zn, q_type, {}, &zero_byte, 1);
+      set_raw(&zt, zn, e5m2_acts.count(t.activation) ? 19 /* FLOAT8E5M2 */ : q_type, {}, &zero_byte, 1);
       new_inits.push_back(st);
       new_inits.push_back(zt);
       onnx::NodeProto q;

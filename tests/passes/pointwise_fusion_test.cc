@@ -2,6 +2,8 @@
 // random non-zero data), the fused structure and program, regions that must not fuse, the
 // program text format, the CPU kernel in float16, the verifier, and the plan round trip.
 // Also the conv epilogue's SiLU and GELU activations.
+#include <algorithm>
+
 #include "builder/build_from_graph.h"
 #include "passes/pass_test_util.h"
 
@@ -117,6 +119,7 @@ TEST(FusePointwise, EveryOpcodeMatchesTheUnfusedLayers) {
   qdq(DataType::kInt8, Tensor::scalar<int8_t>(DataType::kInt8, -3), 0.01f);
   qdq(DataType::kUInt8, Tensor::scalar<uint8_t>(DataType::kUInt8, 128), 0.02f);
   qdq(DataType::kFloat8E4M3FN, Tensor(DataType::kFloat8E4M3FN, {}), 0.005f);
+  qdq(DataType::kFloat8E5M2, Tensor(DataType::kFloat8E5M2, {}), 0.0001f);
   t.g.outputs = {v};
   ir::Graph opt = check_pass(t.g, passes::fuse_pointwise, {random_tensor(xs, 46, -2.f, 2.f), random_tensor({7, 1}, 47, -0.3f, 0.3f)});
   EXPECT_EQ(passes::live_layers(opt), 1);
@@ -124,11 +127,33 @@ TEST(FusePointwise, EveryOpcodeMatchesTheUnfusedLayers) {
   ASSERT_NE(f, nullptr);
   auto prog = ir::parse_pw_program(f->attr_string("program", ""));
   ASSERT_TRUE(prog.ok()) << prog.status().to_string();
-  EXPECT_EQ(prog->instrs.size(), 31u);
+  EXPECT_EQ(prog->instrs.size(), 32u);
   EXPECT_EQ(f->inputs.size(), 2u);  // x and w; every scalar became an immediate
   std::set<ir::PwOpcode> ops;
   for (const auto& in : prog->instrs) ops.insert(in.op);
   EXPECT_EQ(static_cast<int>(ops.size()), static_cast<int>(ir::PwOpcode::kCount));
+}
+
+// The QDQ opcodes' FP8 rounding is the bit-exact converter's (core/numerics: ONNX Cast with
+// saturate): every E4M3FN / E5M2 code's value, the midpoints between neighbours (ties to even),
+// values past the largest finite one, and a sweep of magnitudes.
+TEST(FusePointwise, Fp8QdqRoundingMatchesTheBitExactConverters) {
+  std::vector<float> probes;
+  for (int c = 0; c < 256; ++c) {
+    const float e4 = fp8e4m3fn_to_float(static_cast<uint8_t>(c)), e5 = fp8e5m2_to_float(static_cast<uint8_t>(c));
+    for (float v : {e4, e5})
+      if (std::isfinite(v)) probes.push_back(v);
+  }
+  const size_t n = probes.size();
+  std::sort(probes.begin(), probes.end());
+  for (size_t i = 0; i + 1 < n; ++i) probes.push_back(0.5f * (probes[i] + probes[i + 1]));
+  for (float v : {500.f, 1e4f, 6e4f, 61440.f, 1e9f, 3e-9f, 1e-30f})
+    for (float sgn : {1.f, -1.f}) probes.push_back(sgn * v);
+  for (float v = 1e-7f; v < 1e5f; v *= 1.0137f) probes.push_back(v);
+  for (float v : probes) {
+    EXPECT_EQ(ir::round_to_e4m3fn(v), fp8e4m3fn_to_float(float_to_fp8e4m3fn(v, true))) << v;
+    EXPECT_EQ(ir::round_to_e5m2(v), fp8e5m2_to_float(float_to_fp8e5m2(v, true))) << v;
+  }
 }
 
 // A lone per-tensor Q/DQ pair becomes a one-instruction program (the GPU has no Q/DQ layers);

@@ -17,6 +17,8 @@
 #include "kiln/builder.h"
 #include "kiln/quantize.h"
 #include "kiln/runtime.h"
+#include "onnx/importer.h"
+#include "backends/cpu/interpreter.h"
 #include "plan/onnx_test_models.h"
 
 namespace kiln {
@@ -311,10 +313,17 @@ TEST_F(Quantize, Fp8NeedsOpset19AndWritesE4M3Weights) {
   QuantizeConfig c;
   c.data = data_;
   c.format = QuantFormat::kFp8E4M3;
-  auto old = quantize_onnx(model_, c);
+  // Below opset 13: refused. 13..18: moved to 19 (the model here is opset 17).
+  const std::string m11 = mlp_model(11).save(dir_ + "/mlp11.onnx");
+  auto old = quantize_onnx(m11, c);
   ASSERT_FALSE(old.ok());
   EXPECT_EQ(old.status().code(), StatusCode::kUnsupported);
   EXPECT_NE(old.status().message().find("opset 19"), std::string::npos) << old.status().message();
+  auto up = quantize_onnx(model_, c);
+  ASSERT_TRUE(up.ok()) << up.status().to_string();
+  onnx::ModelProto um;
+  ASSERT_TRUE(um.ParseFromString(*up));
+  EXPECT_EQ(um.opset_import(0).version(), 19);
 
   const std::string m19 = mlp_model(19).save(dir_ + "/mlp19.onnx");
   QuantizeReport rep;
@@ -510,6 +519,123 @@ TEST_F(Quantize, QdqLinearLayersFuseAndMatchTheUnfusedGraph) {
     }
     EXPECT_LT(max_err, 2e-2 * max_ref) << max_err << " of " << max_ref;
     EXPECT_LE(off_by_more, fused.numel() / 10) << off_by_more << " of " << fused.numel();
+  }
+}
+
+// FP8 with E5M2 activations for the layers a pattern names (issue 12: TensorRT has no E5M2):
+// that activation's Q/DQ zero point is FLOAT8E5M2 (19) with scale amax / 57344, weights stay
+// E4M3FN, the model runs and stays near the float one; E5M2 with INT8 or a pattern matching no
+// layer is refused.
+TEST_F(Quantize, Fp8E5m2ActivationsForNamedLayers) {
+  const std::string m19 = mlp_model(19).save(dir_ + "/mlp19.onnx");
+  QuantizeConfig c;
+  c.data = data_;
+  c.format = QuantFormat::kFp8E4M3;
+  c.e5m2 = {"fc2"};
+  QuantizeReport rep;
+  auto bytes = quantize_onnx(m19, c, &rep);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(*bytes));
+  ASSERT_NE(find_init(m, "r_zero_point"), nullptr);
+  EXPECT_EQ(find_init(m, "r_zero_point")->data_type(), 19);  // FLOAT8E5M2
+  EXPECT_EQ(find_init(m, "x_zero_point")->data_type(), 17);  // FLOAT8E4M3FN
+  EXPECT_EQ(find_init(m, "W2_quantized")->data_type(), 17);
+  // r = Relu(fc1(x)): its scale is max |r| / 57344 (min-max), x's max |x| / 448.
+  const Tensor x = samples(40, 7);
+  float ax = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) ax = std::max(ax, std::fabs(x.data<float>()[i]));
+  EXPECT_FLOAT_EQ(rep.activation_scales.at("x"), ax / 448.f);
+  EXPECT_GT(rep.activation_scales.at("x") / rep.activation_scales.at("r"), 1.f);  // 57344 levels of range vs 448
+  const std::string qpath = dir_ + "/mlp19.e5m2.onnx";
+  {
+    std::ofstream f(qpath, std::ios::binary);
+    f << *bytes;
+  }
+  BuilderConfig fp8;
+  fp8.fp8 = true;
+  const Tensor in = samples(6, 5);
+  const Tensor y = run_cpu(qpath, fp8, in), ref = run_cpu(m19, BuilderConfig{}, in);
+  ASSERT_TRUE(y.defined() && ref.defined());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    num = std::max(num, static_cast<double>(std::fabs(y.data<float>()[i] - ref.data<float>()[i])));
+    den = std::max(den, static_cast<double>(std::fabs(ref.data<float>()[i])));
+  }
+  EXPECT_GT(num, 0);
+  EXPECT_LT(num / den, 0.2);  // E5M2 keeps 2 mantissa bits
+  // The cache records the E5M2 layers: another choice is refused without data.
+  const std::string cache = dir_ + "/e5m2.cache";
+  c.cache = cache;
+  ASSERT_TRUE(quantize_onnx(m19, c).ok());
+  QuantizeConfig other;
+  other.format = QuantFormat::kFp8E4M3;
+  other.cache = cache;
+  auto refused = quantize_onnx(m19, other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("E5M2 layers 'fc2'"), std::string::npos) << refused.status().message();
+  // Errors.
+  QuantizeConfig int8;
+  int8.data = data_;
+  int8.e5m2 = {"fc2"};
+  auto e1 = quantize_onnx(model_, int8);
+  ASSERT_FALSE(e1.ok());
+  EXPECT_NE(e1.status().message().find("are FP8"), std::string::npos) << e1.status().message();
+  c.cache.clear();
+  c.e5m2 = {"nope*"};
+  auto e2 = quantize_onnx(m19, c);
+  ASSERT_FALSE(e2.ok());
+  EXPECT_NE(e2.status().message().find("'nope*' matches no quantized layer"), std::string::npos) << e2.status().message();
+}
+
+// Opset 17 -> 19 for FP8 moves a Reduce op's `axes` attribute to its input (ONNX opset 18), and
+// the upgraded, quantized model computes what the original does up to FP8 rounding.
+TEST_F(Quantize, Fp8UpgradeMovesReduceAxesToAnInput) {
+  OnnxModel m = mlp_model(17);
+  // y2 = ReduceMean(y, axes=[1], keepdims=1) as a second output.
+  auto* r = m.node("ReduceMean", {"y"}, {"y2"}, "mean");
+  auto* a = r->add_attribute();
+  a->set_name("axes");
+  a->set_type(onnx::AttributeProto::INTS);
+  a->add_ints(1);
+  m.output("y2", onnx::TensorProto::FLOAT, {std::string("batch"), int64_t{1}});
+  const std::string path = m.save(dir_ + "/mlp_mean.onnx");
+  QuantizeConfig c;
+  c.data = data_;
+  c.format = QuantFormat::kFp8E4M3;
+  auto bytes = quantize_onnx(path, c);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  onnx::ModelProto q;
+  ASSERT_TRUE(q.ParseFromString(*bytes));
+  EXPECT_EQ(q.opset_import(0).version(), 19);
+  const onnx::NodeProto* mean = nullptr;
+  for (const auto& n : q.graph().node())
+    if (n.op_type() == "ReduceMean") mean = &n;
+  ASSERT_NE(mean, nullptr);
+  ASSERT_EQ(mean->input_size(), 2);
+  EXPECT_EQ(mean->attribute_size(), 0);
+  const onnx::TensorProto* axes = find_init(q, mean->input(1));
+  ASSERT_NE(axes, nullptr);
+  int64_t ax = 0;
+  std::memcpy(&ax, axes->raw_data().data(), 8);
+  EXPECT_EQ(ax, 1);
+  // The quantized model's mean equals the mean of its own y (the reduction moved, not changed).
+  const std::string qpath = dir_ + "/mlp_mean.qdq.onnx";
+  {
+    std::ofstream f(qpath, std::ios::binary);
+    f << *bytes;
+  }
+  auto g = onnx_import::import_model_file(qpath);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const Tensor x = samples(3, 17);
+  auto out = interpret(*g, {x});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const Tensor& y = (*out)[0];
+  const Tensor& y2 = (*out)[1];
+  for (int r0 = 0; r0 < 3; ++r0) {
+    double mean_y = 0;
+    for (int j = 0; j < 3; ++j) mean_y += y.data<float>()[r0 * 3 + j];
+    EXPECT_NEAR(y2.data<float>()[r0], mean_y / 3, 1e-6);
   }
 }
 

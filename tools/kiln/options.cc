@@ -80,6 +80,9 @@ void CalibrationOptions::add_to(CLI::App* app) {
   g->add_option("--calib-batch", batch, "Samples per calibration batch for a dynamic batch dim (default 8)");
   g->add_option("--calib-max-batches", max_batches, "Calibrate on at most N batches (0 = all)");
   g->add_option("--quant-exclude", exclude, "Leave this node float (exact name, or a prefix ending in '*'; repeatable)");
+  g->add_option("--fp8-e5m2", e5m2,
+                "FP8: quantize this node's input activation to E5M2 (range 57344) instead of E4M3 (exact name, or a "
+                "prefix ending in '*'; repeatable)");
 }
 
 StatusOr<QuantizeConfig> CalibrationOptions::to_config() const {
@@ -92,6 +95,7 @@ StatusOr<QuantizeConfig> CalibrationOptions::to_config() const {
   q.batch_size = batch;
   q.max_batches = max_batches;
   q.exclude = exclude;
+  q.e5m2 = e5m2;
   return q;
 }
 
@@ -119,8 +123,9 @@ void BuildOptions::add_to(CLI::App* app) {
   prec->add_flag("--fp8", fp8, "FP8 E4M3 layers: calibrate with --calib/--calib-cache, or a model with Q/DQ nodes");
   calib.add_to(app);
   prec->add_option("--layer-precisions", layer_precisions,
-                   "Per-layer precision constraints PATTERN:PREC[,...] (PREC fp32|fp16|bf16; '*' matches any "
-                   "characters; later entries override earlier ones), e.g. '/layer4/*:fp32,/fc/*:fp32'");
+                   "Per-layer precision constraints PATTERN:PREC[,...] (PREC fp32|fp16|bf16, or fp8e5m2 with --fp8: "
+                   "that layer's input activation in E5M2; '*' matches any characters; later entries override "
+                   "earlier ones), e.g. '/layer4/*:fp32,/fc/*:fp32'");
   app->add_option("--workspace", workspace_mib,
                   "Scratch memory limit per layer, MiB (0 = no limit); tactics needing more are skipped");
   app->add_option("--timing-cache", timing_cache,
@@ -185,7 +190,25 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   KILN_ASSIGN_OR_RETURN(c.calibration, calib.to_config());
   if (!int8 && !fp8 && (!calib.data.empty() || !calib.cache.empty()))
     return invalid_argument("--calib / --calib-cache calibrate INT8 or FP8 layers: add --int8 or --fp8");
-  KILN_ASSIGN_OR_RETURN(c.layer_precisions, passes::parse_layer_precisions(layer_precisions));
+  // PATTERN:fp8e5m2 entries choose FP8 E5M2 activations for the calibration (kiln/quantize.h);
+  // the others are layer precision constraints.
+  std::string float_rules;
+  std::vector<std::string> e5m2_rules;
+  for (size_t b = 0; b <= layer_precisions.size();) {
+    size_t e = layer_precisions.find(',', b);
+    if (e == std::string::npos) e = layer_precisions.size();
+    const std::string item = layer_precisions.substr(b, e - b);
+    const std::string tag = ":fp8e5m2";
+    if (item.size() > tag.size() && item.compare(item.size() - tag.size(), tag.size(), tag) == 0)
+      e5m2_rules.push_back(item.substr(0, item.size() - tag.size()));
+    else if (!item.empty())
+      float_rules += (float_rules.empty() ? "" : ",") + item;
+    b = e + 1;
+  }
+  KILN_ASSIGN_OR_RETURN(c.layer_precisions, passes::parse_layer_precisions(float_rules));
+  c.calibration.e5m2.insert(c.calibration.e5m2.end(), e5m2_rules.begin(), e5m2_rules.end());
+  if (!c.calibration.e5m2.empty() && !fp8)
+    return invalid_argument("fp8e5m2 layers (--layer-precisions PATTERN:fp8e5m2, --fp8-e5m2) need --fp8");
   if (workspace_mib < 0) return invalid_argument("--workspace must be >= 0 MiB");
   c.workspace_limit = static_cast<size_t>(workspace_mib * 1024 * 1024);
   c.timing_cache_path = timing_cache;

@@ -36,6 +36,7 @@ struct CalibrationOptions {
   int batch = 0;           // --calib-batch N
   int max_batches = 0;     // --calib-max-batches N
   std::vector<std::string> exclude;  // --quant-exclude NODE[*]
+  std::vector<std::string> e5m2;     // --fp8-e5m2 NODE[*] (also --layer-precisions NODE[*]:fp8e5m2 in kiln build)
   void add_to(CLI::App* app);
   StatusOr<QuantizeConfig> to_config() const;
 };
