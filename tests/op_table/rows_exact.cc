@@ -118,9 +118,10 @@ void comparison_rows(std::vector<Row>& r) {
                                                 {OpKind::kGreater, "Greater"},
                                                 {OpKind::kGreaterOrEqual, "GreaterOrEqual"}};
   uint32_t seed = 100;
-  for (const auto& [op, name] : ops)
+  for (const auto& [op_b, name] : ops)
     for (DataType dt : {DataType::kFloat32, DataType::kInt32, DataType::kInt64}) {
       ++seed;
+      const OpKind op = op_b;  // a structured binding cannot be captured before C++20 P1091 (clang 14)
       r.push_back(row(std::string("Cmp_") + name + "_" + dt_name(dt), [=] {
         return exact_case(op, {{values(dt, {2, 3, 4}, seed)}, {values(dt, {3, 1}, seed + 50)}}, {2, 3, 4},
                           DataType::kBool);
@@ -142,8 +143,9 @@ void comparison_rows(std::vector<Row>& r) {
 void logical_rows(std::vector<Row>& r) {
   const std::pair<OpKind, const char*> ops[] = {{OpKind::kAnd, "And"}, {OpKind::kOr, "Or"}, {OpKind::kXor, "Xor"}};
   uint32_t seed = 200;
-  for (const auto& [op, name] : ops) {
+  for (const auto& [op_b, name] : ops) {
     ++seed;
+    const OpKind op = op_b;
     r.push_back(row(std::string("Logic_") + name + "_bool", [=] {
       return exact_case(op, {{bools({2, 3, 4}, seed)}, {bools({1, 3, 1}, seed + 7)}}, {2, 3, 4}, DataType::kBool);
     }));
@@ -215,9 +217,10 @@ void int_arith_rows(std::vector<Row>& r) {
                                                    {OpKind::kDiv, "Div"}, {OpKind::kMod, "Mod"}, {OpKind::kMin, "Min"},
                                                    {OpKind::kMax, "Max"}};
   uint32_t seed = 500;
-  for (const auto& [op, name] : binary)
+  for (const auto& [op_b, name] : binary)
     for (DataType dt : {DataType::kInt32, DataType::kInt64}) {
       ++seed;
+      const OpKind op = op_b;
       const bool divides = op == OpKind::kDiv || op == OpKind::kMod;
       r.push_back(row(std::string("Int_") + name + "_" + dt_name(dt), [=] {
         return exact_case(op, {{int_tensor(dt, {2, 3, 4}, -50, 50, seed)}, {divides ? divisors(dt, {3, 1}, seed + 9) : values(dt, {3, 1}, seed + 9)}},
