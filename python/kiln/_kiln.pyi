@@ -174,6 +174,7 @@ class LayerInfo:
     precision_constrained: bool
     tactic_id: int
     tuned_ms: float
+    quantization: str
 
 class DeviceLayerInfo:
     name: str

@@ -92,6 +92,8 @@ void init_runtime(pyb::module_& m) {
                     "True when a layer-precision rule decided it.")
       .def_readonly("tactic_id", &LayerInfo::tactic_id, "Stable tactic id (source << 24 | variant); 0xFFFFFFFF: none.")
       .def_readonly("tuned_ms", &LayerInfo::tuned_ms, "The tactic's time measured at build, ms (0: not timed).")
+      .def_readonly("quantization", &LayerInfo::quantization,
+                    "An 8-bit layer's activation and weight scales ('' for float layers), as `kiln inspect` prints them.")
       .def("__repr__", [](const LayerInfo& l) { return "<LayerInfo " + l.name + " (" + l.op + ") " + l.tactic + ">"; });
 
   pyb::class_<DeviceLayerInfo>(m, "DeviceLayerInfo", "A layer as a CUDA engine runs it (reformats included).")

@@ -17,6 +17,32 @@
 #endif
 
 namespace kiln {
+
+namespace {
+
+// QuantLinear's scales as LayerInfo::quantization: the activation's (attributes) and the weight's
+// (its constant scale vector), each in quant_params_summary's form.
+std::string quant_linear_summary(const ir::Graph& g, const ir::Node& n) {
+  if (n.inputs.size() < 3 || n.inputs[1] == ir::kNoValue || n.inputs[2] == ir::kNoValue) return "";
+  const auto& w = g.value(n.inputs[1]).constant;
+  const auto& ws = g.value(n.inputs[2]).constant;
+  if (!w || !ws || ws->dtype() != DataType::kFloat32) return "";
+  QuantParams x;
+  x.type = w->dtype();
+  x.scale = {n.attr_float("x_scale", 0.f)};
+  if (x.type == DataType::kInt8) x.zero_point = {static_cast<int32_t>(n.attr_int("x_zero_point", 0))};
+  QuantParams q;
+  q.type = w->dtype();
+  q.granularity = QuantGranularity::kPerAxis;
+  q.axis = 0;
+  q.scale_shape = {ws->numel()};
+  q.scale.assign(ws->data<float>(), ws->data<float>() + ws->numel());
+  std::string s = "x " + quant_params_summary(x) + "; w " + quant_params_summary(q);
+  if (n.attr_string("activation", "") == "Relu") s += "; +relu";
+  return s;
+}
+
+}  // namespace
 namespace {
 
 constexpr const char* kCpuReferenceTactic = "cpu.ref";
@@ -190,6 +216,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     l.tuned_ms = p.tactics[i].tuned_ms;
     l.precision = n.attr_string("precision", "");
     l.precision_constrained = n.attr_int("precision_constrained", 0) != 0;
+    if (n.op == ir::OpKind::kQuantLinear && n.inputs.size() >= 3) l.quantization = quant_linear_summary(g, n);
     auto pb = packed_bytes_by_layer.find(n.name);
     if (pb != packed_bytes_by_layer.end()) l.packed_weight_bytes = pb->second;
     impl->layers.push_back(std::move(l));

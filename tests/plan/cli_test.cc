@@ -365,6 +365,32 @@ TEST_F(KilnCli, QuantizeAndBuildInt8GiveTheSamePlan) {
   const std::string a = read(dir_ + "/a.plan"), b = read(dir_ + "/b.plan");
   EXPECT_FALSE(a.empty());
   EXPECT_EQ(a, b);
+  // inspect names each 8-bit layer's scales (text and JSON): a Gemm of 8-bit GEMM size (K = 32,
+  // N = 16) becomes a QuantLinear layer.
+  testing::OnnxModel big;
+  big.input("x", testing::kF32, {std::string("batch"), int64_t{32}});
+  std::vector<float> w(16 * 32);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(static_cast<int>((i * 37) % 61) - 30) / 40.f;
+  big.initializer("W", {16, 32}, w);
+  auto* g = big.node("Gemm", {"x", "W"}, {"y"}, "fc");
+  auto* at = g->add_attribute();
+  at->set_name("transB");
+  at->set_type(onnx::AttributeProto::INT);
+  at->set_i(1);
+  big.output("y", testing::kF32, {std::string("batch"), int64_t{16}});
+  const std::string big_path = big.save(dir_ + "/fc32.onnx");
+  Tensor xb(DataType::kFloat32, {8, 32});
+  for (int i = 0; i < 8 * 32; ++i) xb.data<float>()[i] = static_cast<float>((i * 13) % 29 - 14) / 7.f;
+  std::filesystem::create_directories(dir_ + "/calib32");
+  ASSERT_TRUE(io::write_npy(dir_ + "/calib32/x.npy", xb).ok());
+  ASSERT_EQ(kiln("build " + big_path + " -o " + dir_ + "/q.plan --device cpu --shapes x:2x32 --int8 --calib " + dir_ +
+                 "/calib32", &out), 0) << out;
+  ASSERT_EQ(kiln("inspect " + dir_ + "/q.plan", &out), 0) << out;
+  EXPECT_NE(out.find("(QuantLinear)"), std::string::npos) << out;
+  EXPECT_NE(out.find("quant x int8 per_tensor scale="), std::string::npos) << out;
+  EXPECT_NE(out.find("; w int8 per_axis axis=0 scale[16]"), std::string::npos) << out;
+  ASSERT_EQ(kiln("inspect " + dir_ + "/q.plan --json", &out), 0) << out;
+  EXPECT_NE(out.find("\"quantization\""), std::string::npos) << out;
   // A cache for another model is refused, and names why.
   testing::OnnxModel other = testing::mlp_model();
   other.initializer("unused", {1}, {1.f});

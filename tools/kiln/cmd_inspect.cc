@@ -69,6 +69,7 @@ nlohmann::json engine_json(const Engine& e) {
     if (!l.precision.empty()) lj["precision"] = l.precision;
     if (l.precision_constrained) lj["precision_constrained"] = true;
     if (l.packed_weight_bytes) lj["packed_weight_bytes"] = l.packed_weight_bytes;
+    if (!l.quantization.empty()) lj["quantization"] = l.quantization;
     lj["inputs"] = nlohmann::json::array();
     for (const TensorDesc& d : l.inputs) lj["inputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
     lj["outputs"] = nlohmann::json::array();
@@ -167,6 +168,7 @@ int cmd_inspect(const InspectOptions& o) {
     std::printf("  [%zu] %s (%s) tactic %s%s, absorbs [%s]%s%s\n", i, l.name.c_str(), l.op.c_str(), l.tactic.c_str(),
                 tactic_id_text(l.tactic_id).c_str(), origin.c_str(), precision.c_str(),
                 l.packed_weight_bytes ? (", packed weights " + std::to_string(l.packed_weight_bytes) + " bytes").c_str() : "");
+    if (!l.quantization.empty()) std::printf("        quant %s\n", l.quantization.c_str());
     for (const TensorDesc& d : l.inputs) std::printf("        in  %s\n", desc_text(d).c_str());
     for (const TensorDesc& d : l.outputs) std::printf("        out %s\n", desc_text(d).c_str());
   }
