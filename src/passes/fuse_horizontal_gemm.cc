@@ -11,6 +11,7 @@
 #include <map>
 
 #include "passes/passes.h"
+#include "passes/pattern.h"
 
 namespace kiln::passes {
 
@@ -60,17 +61,6 @@ bool as_member(const ir::Graph& g, ir::Node& n, ir::ValueId x, Member* m) {
   }
 }
 
-ir::ValueId add_constant(ir::Graph& g, const std::string& base, Tensor t) {
-  std::string name = base;
-  while (g.find_value(name) != ir::kNoValue) name += "_";
-  const ir::ValueId v = g.add_value(name, t.dtype());
-  ir::SymShape s;
-  for (int64_t d : t.shape()) s.push_back(ir::Dim::known(d));
-  g.value(v).shape = s;
-  g.value(v).constant = std::make_shared<Tensor>(std::move(t));
-  return v;
-}
-
 // Fuses one group (same op, same input) in place: the first member becomes the wide GEMM.
 void fuse_group(ir::Graph& g, std::vector<Member>& group) {
   const int64_t k = group[0].w.dim(0);
@@ -90,7 +80,7 @@ void fuse_group(ir::Graph& g, std::vector<Member>& group) {
   }
   ir::Node& head = *group[0].node;
   const std::string base = head.name + "_hfused";
-  const ir::ValueId wv = add_constant(g, base + "_W", std::move(w));
+  const ir::ValueId wv = pattern::add_constant(g, base + "_W", std::move(w));
   // The wide output: the first member's output shape with the summed last dim.
   const ir::ValueId first_out = head.outputs[0];
   std::string yname = base + "_out";
@@ -106,9 +96,9 @@ void fuse_group(ir::Graph& g, std::vector<Member>& group) {
   head.inputs[1] = wv;
   if (head.op == ir::OpKind::kGemm) {
     head.attrs.erase("transB");
-    head.inputs[2] = add_constant(g, base + "_b", std::move(b));
+    head.inputs[2] = pattern::add_constant(g, base + "_b", std::move(b));
   } else if (head.op == ir::OpKind::kMatMulBias) {
-    head.inputs[2] = add_constant(g, base + "_b", std::move(b));
+    head.inputs[2] = pattern::add_constant(g, base + "_b", std::move(b));
   }
   head.outputs = {y};
   g.value(y).producer = head.id;
@@ -123,7 +113,7 @@ void fuse_group(ir::Graph& g, std::vector<Member>& group) {
   split.opset = static_cast<int>(std::max<int64_t>(opset, 13));  // split sizes as an input
   Tensor st(DataType::kInt64, {static_cast<int64_t>(sizes.size())});
   std::copy(sizes.begin(), sizes.end(), st.data<int64_t>());
-  split.inputs = {y, add_constant(g, base + "_sizes", std::move(st))};
+  split.inputs = {y, pattern::add_constant(g, base + "_sizes", std::move(st))};
   split.outputs = outs;
   split.attrs["axis"] = ir::Attribute::of_int(-1);
   split.origin = {};

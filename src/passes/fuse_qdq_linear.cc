@@ -129,17 +129,6 @@ std::optional<Tensor> bias_of(const Tensor* b, int64_t n) {
   return out;
 }
 
-ir::ValueId add_constant(ir::Graph& g, const std::string& base, Tensor t) {
-  std::string name = base;
-  while (g.find_value(name) != ir::kNoValue) name += "_";
-  const ir::ValueId v = g.add_value(name, t.dtype());
-  ir::SymShape s;
-  for (int64_t d : t.shape()) s.push_back(ir::Dim::known(d));
-  g.value(v).shape = s;
-  g.value(v).constant = std::make_shared<Tensor>(std::move(t));
-  return v;
-}
-
 bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::string>& pinned, ir::Node& n) {
   const bool gemm = n.op == ir::OpKind::kGemm;
   if (!gemm && n.op != ir::OpKind::kMatMul) return false;
@@ -178,10 +167,10 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
     }
   }
   const std::string& base = n.name;
-  const ir::ValueId wv = add_constant(g, base + "_weight_q", std::move(w->w));
-  const ir::ValueId sv = add_constant(g, base + "_weight_scale", std::move(w->scale));
+  const ir::ValueId wv = pt::add_constant(g, base + "_weight_q", std::move(w->w));
+  const ir::ValueId sv = pt::add_constant(g, base + "_weight_scale", std::move(w->scale));
   std::vector<ir::ValueId> ins = {act->x, wv, sv};
-  if (bias) ins.push_back(add_constant(g, base + "_bias", std::move(*bias)));
+  if (bias) ins.push_back(pt::add_constant(g, base + "_bias", std::move(*bias)));
   // Names first: act->dq and w->dq point into g.nodes, which add_constant does not touch.
   std::vector<std::string> origin = n.origin;
   origin.push_back(act->dq->name);

@@ -148,6 +148,18 @@ inline std::optional<ir::ValueId> add_last_axis_constant(ir::Graph& g, std::stri
   return v;
 }
 
+// A new constant value holding `t` (its shape as known dims), named `base` with '_' appended
+// until no value of the graph has that name.
+inline ir::ValueId add_constant(ir::Graph& g, std::string base, Tensor t) {
+  while (g.find_value(base) != ir::kNoValue) base += "_";
+  const ir::ValueId v = g.add_value(base, t.dtype());
+  ir::SymShape s;
+  for (int64_t d : t.shape()) s.push_back(ir::Dim::known(d));
+  g.value(v).shape = s;
+  g.value(v).constant = std::make_shared<Tensor>(std::move(t));
+  return v;
+}
+
 // `fused` takes over the matched layers: their names join its origin, they are removed.
 inline void absorb(ir::Node& fused, const std::vector<ir::Node*>& matched) {
   for (ir::Node* n : matched) {
