@@ -12,6 +12,7 @@
 #include "kiln/builder.h"
 #include "kiln/runtime.h"
 #include "plan/onnx_test_models.h"
+#include "plan/quant_test_util.h"
 
 namespace kiln {
 namespace {
@@ -20,24 +21,8 @@ namespace {
 Tensor run_cpu_plan(const std::string& path, const std::set<std::string>& disabled, const Tensor& x,
                     std::vector<std::string>* ops) {
   BuilderConfig c;
-  c.target = TargetDevice::kCpu;
   c.disabled_passes = disabled;
-  OptimizationProfile p;
-  EXPECT_TRUE(p.set_dimensions("x", x.shape(), x.shape(), x.shape()).ok());
-  c.profiles = {p};
-  auto plan = Builder::build(path, c);
-  EXPECT_TRUE(plan.ok()) << plan.status().to_string();
-  if (!plan.ok()) return {};
-  auto e = Runtime::deserialize_engine(*plan);
-  EXPECT_TRUE(e.ok()) << e.status().to_string();
-  if (!e.ok()) return {};
-  for (const LayerInfo& l : (*e)->layers()) ops->push_back(l.op);
-  auto ctx = (*e)->create_execution_context();
-  EXPECT_TRUE(ctx->set_input("x", x).ok());
-  EXPECT_TRUE(ctx->execute().ok());
-  auto y = ctx->output("y");
-  EXPECT_TRUE(y.ok());
-  return y.ok() ? *y : Tensor();
+  return testing::run_cpu_plan(path, c, x, ops);
 }
 
 int64_t count(const std::vector<std::string>& ops, const std::string& op) {
@@ -86,15 +71,7 @@ TEST(QdqPropagation, OrtQdqCnnMlpFusesItsLinearLayersAndKeepsItsOutputs) {
   // QuantLinear sums in integers where the unfused graph summed floats (decision 0055): an
   // element whose Gemm output sits at a rounding boundary of the next quantization moves by a
   // step; nothing more.
-  int64_t off = 0;
-  double max_err = 0;
-  for (int64_t i = 0; i < plain.numel(); ++i) {
-    const double d = std::fabs(full.data<float>()[i] - plain.data<float>()[i]);
-    max_err = std::max(max_err, d);
-    off += d > 1e-5 * max_ref;
-  }
-  EXPECT_LT(max_err, 2e-2 * max_ref) << max_err << " of " << max_ref;
-  EXPECT_LE(off, plain.numel() / 10) << off << " of " << plain.numel();
+  testing::expect_within_one_quantization_step(full, plain, max_ref);
   std::filesystem::remove_all(dir);
 }
 
