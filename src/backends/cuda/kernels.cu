@@ -193,63 +193,13 @@ __global__ void convert_kernel(const void* src, StorageType src_t, void* dst, St
 
 // Float storage conversions, 8 elements per thread (16- or 32-byte loads and stores) where the
 // count is a multiple of 8 and the pointers 16-byte aligned: the same roundings as convert_kernel.
-template <typename T>
-struct Conv8;
-template <>
-struct Conv8<float> {
-  static __device__ __forceinline__ void ld(const void* p, int64_t g, float* v) {
-    const float4 a = reinterpret_cast<const float4*>(p)[2 * g], b = reinterpret_cast<const float4*>(p)[2 * g + 1];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-  }
-  static __device__ __forceinline__ void st(void* p, int64_t g, const float* v) {
-    reinterpret_cast<float4*>(p)[2 * g] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(p)[2 * g + 1] = make_float4(v[4], v[5], v[6], v[7]);
-  }
-};
-template <>
-struct Conv8<__half> {
-  static __device__ __forceinline__ void ld(const void* p, int64_t g, float* v) {
-    const uint4 u = reinterpret_cast<const uint4*>(p)[g];
-    const __half2* h = reinterpret_cast<const __half2*>(&u);
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __half22float2(h[j]);
-      v[2 * j] = f.x;
-      v[2 * j + 1] = f.y;
-    }
-  }
-  static __device__ __forceinline__ void st(void* p, int64_t g, const float* v) {
-    uint4 u;
-    __half2* h = reinterpret_cast<__half2*>(&u);
-    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    reinterpret_cast<uint4*>(p)[g] = u;
-  }
-};
-template <>
-struct Conv8<__nv_bfloat16> {
-  static __device__ __forceinline__ void ld(const void* p, int64_t g, float* v) {
-    const uint4 u = reinterpret_cast<const uint4*>(p)[g];
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(h[j]);
-      v[2 * j] = f.x;
-      v[2 * j + 1] = f.y;
-    }
-  }
-  static __device__ __forceinline__ void st(void* p, int64_t g, const float* v) {
-    uint4 u;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
-    for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
-    reinterpret_cast<uint4*>(p)[g] = u;
-  }
-};
-
 template <typename S, typename D>
 __global__ void convert8_kernel(const void* src, void* dst, int64_t groups) {
   for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float v[8];
-    Conv8<S>::ld(src, g, v);
-    Conv8<D>::st(dst, g, v);
+    Vec8<S>::ld(src, g * 8, v);
+    Vec8<D>::st(dst, g * 8, v);
   }
 }
 

@@ -133,57 +133,6 @@ __global__ void layernorm_kernel(const void* x, const void* scale, const void* b
 // the two passes (mean, centered variance) — each element read from memory once. Warp shuffles
 // replace the block's shared-memory reductions. The same formula as layernorm_kernel; the sums run
 // in another order (float rounding differs in the last bits).
-template <typename T>
-struct Vec8Io;
-template <>
-struct Vec8Io<__half> {
-  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
-    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __half*>(p) + i);
-    const __half2* h = reinterpret_cast<const __half2*>(&u);
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __half22float2(h[j]);
-      v[2 * j] = f.x;
-      v[2 * j + 1] = f.y;
-    }
-  }
-  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
-    uint4 u;
-    __half2* h = reinterpret_cast<__half2*>(&u);
-    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    *reinterpret_cast<uint4*>(static_cast<__half*>(p) + i) = u;
-  }
-};
-template <>
-struct Vec8Io<__nv_bfloat16> {
-  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
-    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p) + i);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(h[j]);
-      v[2 * j] = f.x;
-      v[2 * j + 1] = f.y;
-    }
-  }
-  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
-    uint4 u;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
-    for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
-    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p) + i) = u;
-  }
-};
-template <>
-struct Vec8Io<float> {
-  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
-    const float4 a = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i)[0];
-    const float4 b = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i)[1];
-    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-  }
-  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
-    reinterpret_cast<float4*>(static_cast<float*>(p) + i)[0] = make_float4(v[0], v[1], v[2], v[3]);
-    reinterpret_cast<float4*>(static_cast<float*>(p) + i)[1] = make_float4(v[4], v[5], v[6], v[7]);
-  }
-};
-
 constexpr int kWarpRowMax = 1024;  // elements of a row one warp keeps in registers (up to 32 per lane)
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -203,7 +152,7 @@ __global__ void layernorm_warp_kernel(const void* x, const void* scale, const vo
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      Vec8Io<T>::ld(x, base + k * 256 + lane * 8, v + k * 8);
+      Vec8<T>::ld(x, base + k * 256 + lane * 8, v + k * 8);
 #pragma unroll
       for (int j = 0; j < 8; ++j) s += v[k * 8 + j];
     }
@@ -219,11 +168,11 @@ __global__ void layernorm_warp_kernel(const void* x, const void* scale, const vo
     for (int k = 0; k < N; ++k) {
       const int64_t c = k * 256 + lane * 8;
       float g[8], b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, o[8];
-      Vec8Io<T>::ld(scale, c, g);
-      if (bias) Vec8Io<T>::ld(bias, c, b);
+      Vec8<T>::ld(scale, c, g);
+      if (bias) Vec8<T>::ld(bias, c, b);
 #pragma unroll
       for (int j = 0; j < 8; ++j) o[j] = (v[k * 8 + j] - mean) * inv * g[j] + b[j];
-      Vec8Io<T>::st(y, base + c, o);
+      Vec8<T>::st(y, base + c, o);
     }
   }
 }

@@ -4,33 +4,18 @@
 #include <cuda_fp8.h>
 
 #include "backends/cuda/kernels_quant.h"
+#include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-__device__ inline float load_as_float(StorageType t, const void* p, int64_t i) {
-  switch (t) {
-    case StorageType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
-    case StorageType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ inline void store_float(StorageType t, void* p, int64_t i, float v) {
-  switch (t) {
-    case StorageType::kF16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case StorageType::kBF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
-
 __global__ void quantize_kernel(StorageType xt, const void* x, int8_t* q, int64_t count, float scale, int zp,
                                 bool fp8) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float v = load_as_float(xt, x, i) / scale;  // a division, as QuantizeLinear (not * 1/scale)
+    const float v = load(x, i, xt) / scale;  // a division, as QuantizeLinear (not * 1/scale)
     if (fp8) {
       q[i] = static_cast<int8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
     } else {
@@ -48,7 +33,7 @@ __global__ void epilogue_kernel(const void* acc, bool acc_int, void* y, StorageT
     float a = acc_int ? static_cast<float>(static_cast<const int32_t*>(acc)[i]) : static_cast<const float*>(acc)[i];
     if (wsum && zp) a -= static_cast<float>(zp) * wsum[c];
     const float o = a * (sx * sw[c]) + (bias ? bias[c] : 0.f);
-    store_float(yt, y, i, relu && o < 0.f ? 0.f : o);
+    store(y, i, relu && o < 0.f ? 0.f : o, yt);
   }
 }
 
@@ -77,42 +62,14 @@ __global__ void gemm_reference_kernel(const int8_t* q, const int8_t* w, void* ac
   }
 }
 
-// 8 elements per thread (16 bytes of fp16/bf16 or two float4 loads, one 8-byte store): the
-// activation is read once at full width.
-template <typename T>
-__device__ inline void load8(const T* p, float* v);
-template <>
-__device__ inline void load8<float>(const float* p, float* v) {
-  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-}
-template <>
-__device__ inline void load8<__half>(const __half* p, float* v) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
-  const __half2* h = reinterpret_cast<const __half2*>(&u);
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __half22float2(h[j]);
-    v[2 * j] = f.x;
-    v[2 * j + 1] = f.y;
-  }
-}
-template <>
-__device__ inline void load8<__nv_bfloat16>(const __nv_bfloat16* p, float* v) {
-  const uint4 u = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-  for (int j = 0; j < 4; ++j) {
-    const float2 f = __bfloat1622float2(h[j]);
-    v[2 * j] = f.x;
-    v[2 * j + 1] = f.y;
-  }
-}
-
+// 8 elements per thread (one Vec8 load: 16 bytes of fp16/bf16 or two float4, one 8-byte store):
+// the activation is read once at full width.
 template <typename T>
 __global__ void quantize8_kernel(const T* x, int8_t* q, int64_t groups, float scale, int zp, bool fp8) {
   for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float v[8];
-    load8<T>(x + g * 8, v);
+    Vec8<T>::ld(x, g * 8, v);
     uint8_t b[8];
     for (int j = 0; j < 8; ++j) {
       const float f = v[j] / scale;  // a division, as QuantizeLinear (not * 1/scale)

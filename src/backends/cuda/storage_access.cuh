@@ -35,4 +35,58 @@ __device__ __forceinline__ void store(void* p, int64_t i, float v, StorageType t
   static_cast<float*>(p)[i] = v;
 }
 
+// Eight consecutive elements of a float storage type as float, one 16-byte access (two for
+// float32): elements [i, i + 8) with i a multiple of 8 and the pointer 16-byte aligned. Rounding
+// to nearest on store, as store() does.
+template <typename T>
+struct Vec8;
+template <>
+struct Vec8<__half> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __half*>(p) + i);
+    const __half2* h = reinterpret_cast<const __half2*>(&u);
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __half22float2(h[j]);
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
+    uint4 u;
+    __half2* h = reinterpret_cast<__half2*>(&u);
+    for (int j = 0; j < 4; ++j) h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    *reinterpret_cast<uint4*>(static_cast<__half*>(p) + i) = u;
+  }
+};
+template <>
+struct Vec8<__nv_bfloat16> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p) + i);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(h[j]);
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
+    uint4 u;
+    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&u);
+    for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+    *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p) + i) = u;
+  }
+};
+template <>
+struct Vec8<float> {
+  static __device__ __forceinline__ void ld(const void* p, int64_t i, float* v) {
+    const float4 a = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i)[0];
+    const float4 b = reinterpret_cast<const float4*>(static_cast<const float*>(p) + i)[1];
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+  }
+  static __device__ __forceinline__ void st(void* p, int64_t i, const float* v) {
+    reinterpret_cast<float4*>(static_cast<float*>(p) + i)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4*>(static_cast<float*>(p) + i)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  }
+};
+
 }  // namespace kiln::cuda
