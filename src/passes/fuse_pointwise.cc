@@ -109,10 +109,12 @@ bool scalar_of(const ir::Graph& g, ir::ValueId v, double* out, DataType* dt) {
 }
 
 // DequantizeLinear(QuantizeLinear(x, s, zp), s, zp) with one per-tensor scale and zero point
-// (constants, equal in both) and nothing else reading the quantized tensor: the value x stands
+// (constants, equal in both) and nothing else reading the quantized tensor (`consumers`: the
+// graph's consumer table, Graph::consumers()): the value x stands
 // for after 8-bit quantization, one QdqS8 / QdqU8 / QdqE4M3 instruction (ONNX Operators.md:
 // y = (saturate(round(x / s) + zp) - zp) * s). INT8, UINT8 and FP8 E4M3FN (saturate = 1).
-std::optional<Step> qdq_pair_step(const ir::Graph& g, const ir::Node& dq) {
+std::optional<Step> qdq_pair_step(const ir::Graph& g, const ir::Node& dq,
+                                  const std::vector<std::vector<ir::NodeId>>& consumers) {
   if (dq.inputs.size() < 2 || dq.inputs[0] == ir::kNoValue) return std::nullopt;
   const ir::ValueId qv = dq.inputs[0];
   const ir::NodeId qi = g.value(qv).producer;
@@ -122,9 +124,8 @@ std::optional<Step> qdq_pair_step(const ir::Graph& g, const ir::Node& dq) {
     return std::nullopt;
   for (ir::ValueId o : g.outputs)
     if (o == qv) return std::nullopt;
-  for (const ir::Node& n : g.nodes)
-    if (!n.removed && n.id != dq.id && std::find(n.inputs.begin(), n.inputs.end(), qv) != n.inputs.end())
-      return std::nullopt;
+  for (ir::NodeId c : consumers[qv])
+    if (c != dq.id && !g.node(c).removed) return std::nullopt;
   double qs, ds, qz = 0, dz = 0;
   DataType qst, dst, qzt = DataType::kUInt8, dzt = DataType::kUInt8;
   if (!scalar_of(g, q.inputs[1], &qs, &qst) || !scalar_of(g, dq.inputs[1], &ds, &dst) || qs != ds ||
@@ -156,8 +157,9 @@ std::optional<Step> qdq_pair_step(const ir::Graph& g, const ir::Node& dq) {
   return s;
 }
 
-// The instruction a layer becomes, or nullopt when it cannot join a region.
-std::optional<Step> step_of(const ir::Graph& g, const ir::Node& n) {
+// The instruction a layer becomes, or nullopt when it cannot join a region (`consumers`:
+// Graph::consumers()).
+std::optional<Step> step_of(const ir::Graph& g, const ir::Node& n, const std::vector<std::vector<ir::NodeId>>& consumers) {
   if (n.removed || n.outputs.size() != 1 || n.outputs[0] == ir::kNoValue) return std::nullopt;
   const ir::Value& y = g.value(n.outputs[0]);
   if (!fusable_dtype(y.dtype) || !y.shape || y.kind != ir::ValueKind::kTensor) return std::nullopt;
@@ -212,7 +214,7 @@ std::optional<Step> step_of(const ir::Graph& g, const ir::Node& n) {
       return s;
     }
     case OpKind::kClip: return clip_step(g, n);
-    case OpKind::kDequantizeLinear: return qdq_pair_step(g, n);
+    case OpKind::kDequantizeLinear: return qdq_pair_step(g, n, consumers);
     default: return std::nullopt;
   }
 }
@@ -221,7 +223,7 @@ class RegionBuilder {
  public:
   explicit RegionBuilder(ir::Graph& g) : g_(g), consumers_(g.consumers()), steps_(g.nodes.size()),
                                          taken_(g.nodes.size(), 0), escapes_(g.values.size(), 0) {
-    for (const ir::Node& n : g.nodes) steps_[n.id] = step_of(g, n);
+    for (const ir::Node& n : g.nodes) steps_[n.id] = step_of(g, n, consumers_);
     for (ir::ValueId v : g.outputs) escapes_[v] = 1;
     for (const std::string& name : subgraph_reads(g))
       if (ir::ValueId v = g.find_value(name); v != ir::kNoValue) escapes_[v] = 1;
