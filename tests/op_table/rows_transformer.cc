@@ -275,6 +275,7 @@ std::vector<Row> transformer_rows() {
       flash_attention("additive_mask_input_Sq_ne_Sk", {2, 4, 4, 45, 70, 64, 64, false, AttnCase::kAddInput}, 1460),
       flash_attention("additive_const_SqSk_d128", {2, 2, 2, 24, 24, 128, 128, false, AttnCase::kAddConst2d}, 1470),
       flash_attention("bool_mask_empty_row", {2, 4, 4, 31, 90, 64, 64, false, AttnCase::kBoolConst}, 1480),
+      flash_attention("bool_mask_input_Sq_ne_Sk", {2, 4, 4, 40, 72, 64, 64, false, AttnCase::kBoolInput}, 1485),
       flash_attention("bool_mask_causal_GQA", {2, 4, 2, 20, 20, 64, 64, true, AttnCase::kBoolConst}, 1490),
       flash_attention("GQA_8_2_seq65", {2, 8, 2, 33, 65, 64, 64}, 1500),
       flash_attention("MQA_4_1_d128", {1, 4, 1, 19, 130, 128, 128}, 1510),
