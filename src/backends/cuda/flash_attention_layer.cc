@@ -3,6 +3,7 @@
 // optional mask (in the storage type, bool as 0/1), fp16 / bf16, D = Dv in {64, 128}, on sm_80 and
 // newer. One tactic id, source kKiln; lower_attention offers it beside the cuBLASLt + softmax +
 // cuBLASLt layer, and the builder's selector keeps whichever is faster.
+#include <cstdint>
 #include <string>
 
 #include "backends/cuda/cuda_check.h"
@@ -31,9 +32,11 @@ class FlashAttentionLayer : public Layer {
   Status select(TacticId id, ExecState& s) override {
     KILN_RETURN_IF_ERROR(Layer::select(id, s));
     KILN_RETURN_IF_ERROR(check_device());
-    for (size_t k = 0; k < ins.size(); ++k)  // tiles move in 16-byte pieces
-      if (ins[k] >= 0 && k < 3 && reinterpret_cast<uintptr_t>(s.ptr(ins[k])) % 16 != 0)
+    for (size_t k = 0; k < ins.size() && k < 3; ++k)  // Q, K, V tiles move in 16-byte pieces
+      if (reinterpret_cast<uintptr_t>(s.ptr(ins[k])) % 16 != 0)
         return unsupported("layer '" + name + "': input " + std::to_string(k) + " is not 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(s.ptr(outs[0])) % 4 != 0)  // O is written 2 elements at a time
+      return unsupported("layer '" + name + "': the output is not 4-byte aligned");
     return Status::Ok();
   }
 

@@ -143,11 +143,10 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashAtten
   cp_async_wait<0>();
   __syncthreads();
   uint32_t qf[D / 16][4];
-  {
-    const int mat = lane >> 3;
-    const int r = warp * 16 + (mat & 1) * 8 + (lane & 7);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4<false>(qf[kk], &ks[r][kk * 16 + (mat >> 1) * 8]);
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const FlashTileRowCol a = flash_q_fragment_row(lane, warp, kk);
+    ldmatrix_x4<false>(qf[kk], &ks[a.row][a.col]);
   }
   __syncthreads();  // every warp has its Q fragments before ks takes K
 
@@ -178,22 +177,19 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashAtten
     cp_async_wait<1>();  // K of this tile
     __syncthreads();
 
-    // S = Q Kᵀ: 8 n-blocks of 8 keys. ldmatrix of K rows (keys) gives B fragments directly:
-    // matrices (keys +0, dims +0), (keys +0, dims +8), (keys +8, dims +0), (keys +8, dims +8).
+    // S = Q Kᵀ: 8 n-blocks of 8 keys; ldmatrix of K rows (keys) gives B fragments directly.
     float s[kBlockK / 8][4];
 #pragma unroll
     for (int n = 0; n < kBlockK / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-    {
-      const int mat = lane >> 3;
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
+    for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
-        for (int np = 0; np < kBlockK / 16; ++np) {
-          uint32_t bf[4];
-          ldmatrix_x4<false>(bf, &ks[np * 16 + (mat >> 1) * 8 + (lane & 7)][kk * 16 + (mat & 1) * 8]);
-          mma_16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
-          mma_16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
-        }
+      for (int np = 0; np < kBlockK / 16; ++np) {
+        uint32_t bf[4];
+        const FlashTileRowCol a = flash_k_fragment_row(lane, np, kk);
+        ldmatrix_x4<false>(bf, &ks[a.row][a.col]);
+        mma_16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+        mma_16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
       }
     }
     __syncthreads();  // ks is free: the next tile's K streams in during the softmax and P V
@@ -252,19 +248,16 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashAtten
 
     cp_async_wait<1>();  // V of this tile (the next K may still be in flight)
     __syncthreads();
-    // O += P V: ldmatrix.trans of V rows (keys) gives B fragments: matrices (keys +0, dv +0),
-    // (keys +8, dv +0), (keys +0, dv +8), (keys +8, dv +8).
-    {
-      const int mat = lane >> 3;
+    // O += P V: ldmatrix.trans of V rows (keys) gives B fragments.
 #pragma unroll
-      for (int ks2 = 0; ks2 < kBlockK / 16; ++ks2) {
+    for (int ks2 = 0; ks2 < kBlockK / 16; ++ks2) {
 #pragma unroll
-        for (int np = 0; np < D / 16; ++np) {
-          uint32_t bf[4];
-          ldmatrix_x4<true>(bf, &vs[ks2 * 16 + (mat & 1) * 8 + (lane & 7)][np * 16 + (mat >> 1) * 8]);
-          mma_16816<T>(acc[2 * np], pf[ks2], bf[0], bf[1]);
-          mma_16816<T>(acc[2 * np + 1], pf[ks2], bf[2], bf[3]);
-        }
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t bf[4];
+        const FlashTileRowCol a = flash_v_fragment_row(lane, ks2, np);
+        ldmatrix_x4<true>(bf, &vs[a.row][a.col]);
+        mma_16816<T>(acc[2 * np], pf[ks2], bf[0], bf[1]);
+        mma_16816<T>(acc[2 * np + 1], pf[ks2], bf[2], bf[3]);
       }
     }
     __syncthreads();  // vs is free for the next tile

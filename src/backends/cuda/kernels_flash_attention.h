@@ -35,6 +35,35 @@ struct FlashAttentionParams {
   AttentionSoftmaxDesc rows;
 };
 
+// The kernel's fragment addressing (PTX ISA, "ldmatrix" and "Matrix fragments for mma.m16n8k16"),
+// __host__ __device__ so a host test replays it against the instructions' documented lane
+// layouts (tests/gpu/flash_attention_fragments_test.cc). In an ldmatrix.x4, lane L gives the
+// address of row L % 8 of matrix L / 8; each function returns that row's tile row and first column.
+struct FlashTileRowCol {
+  int row, col;  // elements
+};
+// Q tile [64 rows][D]: the A fragment of warp `warp`'s 16 rows and columns [16 kk, 16 kk + 16):
+// matrices (rows +0, cols +0), (rows +8, cols +0), (rows +0, cols +8), (rows +8, cols +8) are
+// registers a0..a3.
+__host__ __device__ inline FlashTileRowCol flash_q_fragment_row(int lane, int warp, int kk) {
+  const int mat = lane >> 3;
+  return {warp * 16 + (mat & 1) * 8 + (lane & 7), kk * 16 + (mat >> 1) * 8};
+}
+// K tile [64 keys][D] (QKᵀ's B operand is K row-major per key): keys [16 np, 16 np + 16) and dims
+// [16 kk, 16 kk + 16): matrices (keys +0, dims +0), (keys +0, dims +8) are b0, b1 of n-block
+// 2 np; (keys +8, dims +0), (keys +8, dims +8) of n-block 2 np + 1.
+__host__ __device__ inline FlashTileRowCol flash_k_fragment_row(int lane, int np, int kk) {
+  const int mat = lane >> 3;
+  return {np * 16 + (mat >> 1) * 8 + (lane & 7), kk * 16 + (mat & 1) * 8};
+}
+// V tile [64 keys][D], loaded transposed: keys [16 ks, 16 ks + 16) and dims [16 np, 16 np + 16):
+// matrices (keys +0, dims +0), (keys +8, dims +0) are b0, b1 of n-block 2 np; (keys +0, dims +8),
+// (keys +8, dims +8) of n-block 2 np + 1.
+__host__ __device__ inline FlashTileRowCol flash_v_fragment_row(int lane, int ks, int np) {
+  const int mat = lane >> 3;
+  return {ks * 16 + (mat & 1) * 8 + (lane & 7), np * 16 + (mat >> 1) * 8};
+}
+
 // Whether the kernel runs this configuration (storage fp16 / bf16, D == Dv in {64, 128}, at most
 // 2^31 - 1 blocks of 64 query rows). Host-only, no device touched.
 bool flash_attention_supported(StorageType t, int64_t d, int64_t dv, int64_t batch, int64_t hq, int64_t sq);
