@@ -101,6 +101,37 @@ TEST(GpuTransformerPlan, BadShapesGiveErrorsNamingTheNode) {
 #endif
 }
 
+// The fused tactic (docs/decisions/0061) is offered exactly for fp16 / bf16 storage with
+// D == Dv in {64, 128}, whatever the mask, causal flag or GQA group; the tactic id is stable.
+TEST(GpuTransformerPlan, FlashAttentionOfferedForHalfTypesAndHeadSizes64And128) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  EXPECT_EQ(cuda::kFlashAttentionTactic, make_tactic_id(TacticSource::kKiln, 0xFA2));
+  auto plan = [](int64_t d, int64_t dv, bool causal, std::optional<Shape> mask, bool mask_bool) {
+    auto p = cuda::plan_attention(attention_node({{"is_causal", Attribute::of_int(causal)}}), {2, 8, 10, d},
+                                  {2, 2, 12, d}, {2, 2, 12, dv}, mask, mask_bool, {2, 8, 10, dv}, 2, 64u << 20);
+    EXPECT_TRUE(p.ok()) << p.status().to_string();
+    return *p;
+  };
+  using cuda::StorageType;
+  for (StorageType t : {StorageType::kF16, StorageType::kBF16}) {
+    EXPECT_TRUE(cuda::flash_attention_offered(plan(64, 64, false, std::nullopt, false), t));
+    EXPECT_TRUE(cuda::flash_attention_offered(plan(128, 128, true, Shape{2, 1, 1, 12}, false), t));
+    EXPECT_TRUE(cuda::flash_attention_offered(plan(64, 64, true, Shape{10, 12}, true), t));
+    EXPECT_FALSE(cuda::flash_attention_offered(plan(80, 80, false, std::nullopt, false), t));
+    EXPECT_FALSE(cuda::flash_attention_offered(plan(64, 32, false, std::nullopt, false), t));
+    EXPECT_FALSE(cuda::flash_attention_offered(plan(256, 256, false, std::nullopt, false), t));
+  }
+  EXPECT_FALSE(cuda::flash_attention_offered(plan(64, 64, false, std::nullopt, false), StorageType::kF32));
+  // The layer names its kernel and keys its timings apart from the cuBLASLt path's.
+  auto layer = cuda::make_flash_attention_layer(plan(128, 128, true, Shape{2, 1, 1, 12}, false), StorageType::kBF16);
+  EXPECT_EQ(layer->tactic, "kiln.flash_attention bf16 d128 gqa=4 causal +mask");
+  EXPECT_NE(layer->signature().find("flash_attention b=2 hq=8 hkv=2 sq=10 sk=12 d=128 bf16 causal mask"),
+            std::string::npos) << layer->signature();
+#endif
+}
+
 // check_gpu_support (no GPU needed) lists every bad transformer layer at once, naming each node.
 TEST(GpuTransformerPlan, SupportCheckListsBadLayersByName) {
 #ifndef KILN_HAVE_CUDA

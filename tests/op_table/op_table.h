@@ -67,6 +67,10 @@ struct Row {
   std::vector<std::string> absent_ops;
   // CUDA: some layer's tactic name contains this (e.g. "+relu": the epilogue ran in the GEMM).
   std::string expect_tactic;
+  // BuilderConfig::tactic_sources ("" = all): a row about one tactic of a layer that has several
+  // (e.g. "kiln": Kiln's fused attention kernel, not the cuBLASLt path) leaves the builder no
+  // other; expect_tactic then checks that it ran.
+  std::string tactic_sources;
   // BuilderConfig::opt_level / disabled_passes: a row that must reach the backend as written
   // (an unoptimized block, an op a fusion would rewrite) turns the optimizer down.
   int opt_level = 2;

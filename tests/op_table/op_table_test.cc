@@ -103,6 +103,7 @@ StatusOr<Ran> run_product_path(const OpCase& c, const Param& p) {
   config.opt_level = p.row->opt_level;
   config.disabled_passes = p.row->disabled_passes;
   config.timing_iterations = 2;
+  if (p.cuda) config.tactic_sources = p.row->tactic_sources;
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build_from_graph(c.graph, config));
   Ran r;
   KILN_ASSIGN_OR_RETURN(r.engine, Runtime::deserialize_engine(plan));

@@ -1,5 +1,6 @@
 // Transformer rows: LayerNormalization, RMSNormalization, Gelu, Reduce*, batched MatMul,
-// MatMulBias, Attention (MHA / GQA / MQA, causal, masks, rank 3, a chunked scratch), whole
+// MatMulBias, Attention (MHA / GQA / MQA, causal, masks, rank 3, a chunked scratch; the same cases
+// again on the fused FlashAttention-2 tactic alone, Attention_flash_*), whole
 // blocks through the optimizer, and integer inputs (embedding Gather, attention-mask Cast).
 // Cases from the former tests/gpu/gpu_ops_test.cc, gpu_transformer_test.cc and
 // gpu_int_inputs_test.cc, one row each.
@@ -204,6 +205,18 @@ Row attention(const std::string& name, const AttnCase& c, uint32_t seed, size_t 
   return r;
 }
 
+// The fused FlashAttention-2 tactic (kernels_flash_attention.cu, docs/decisions/0061) alone: only
+// Kiln's kernels are enabled, so the Attention layer cannot take the cuBLASLt path, and the tactic
+// name says which kernel ran. fp16 / bf16 only (the kernel's storage types); sequence lengths off
+// the 64-row / 64-key tiles check the tails.
+Row flash_attention(const std::string& name, const AttnCase& c, uint32_t seed) {
+  Row r = attention("flash_" + name, c, seed);
+  r.precisions = {Precision::kFp16, Precision::kBf16};
+  r.tactic_sources = "kiln";
+  r.expect_tactic = "kiln.flash_attention";
+  return r;
+}
+
 Row graph_row(const std::string& name, std::function<OpCase()> make, std::vector<std::string> expect, Tolerance tol = kArithTol) {
   Row r;
   r.name = name;
@@ -253,6 +266,21 @@ std::vector<Row> transformer_rows() {
       // 32 units of 128 x 128 scores (64 KiB fp32 each) under a 1 MiB workspace limit: the
       // scores run in chunks (fp32: 8 units, fp16: 4).
       attention("chunked_1MiB_workspace", {4, 8, 8, 128, 128, 64, 64, true}, 900, size_t{1} << 20),
+      flash_attention("MHA_d64_seq100", {2, 4, 4, 100, 100, 64, 64}, 1400),
+      flash_attention("MHA_d128_seq77", {2, 2, 2, 77, 77, 128, 128}, 1410),
+      flash_attention("Sq_ne_Sk_d64", {1, 4, 4, 37, 150, 64, 64}, 1420),
+      flash_attention("causal_square_seq130", {2, 4, 4, 130, 130, 64, 64, true}, 1430),
+      flash_attention("causal_Sq_lt_Sk_d128", {1, 4, 2, 5, 150, 128, 128, true}, 1440),
+      flash_attention("causal_Sq_gt_Sk", {1, 2, 2, 70, 20, 64, 64, true}, 1450),
+      flash_attention("additive_mask_input_Sq_ne_Sk", {2, 4, 4, 45, 70, 64, 64, false, AttnCase::kAddInput}, 1460),
+      flash_attention("additive_const_SqSk_d128", {2, 2, 2, 24, 24, 128, 128, false, AttnCase::kAddConst2d}, 1470),
+      flash_attention("bool_mask_empty_row", {2, 4, 4, 31, 90, 64, 64, false, AttnCase::kBoolConst}, 1480),
+      flash_attention("bool_mask_input_Sq_ne_Sk", {2, 4, 4, 40, 72, 64, 64, false, AttnCase::kBoolInput}, 1485),
+      flash_attention("bool_mask_causal_GQA", {2, 4, 2, 20, 20, 64, 64, true, AttnCase::kBoolConst}, 1490),
+      flash_attention("GQA_8_2_seq65", {2, 8, 2, 33, 65, 64, 64}, 1500),
+      flash_attention("MQA_4_1_d128", {1, 4, 1, 19, 130, 128, 128}, 1510),
+      flash_attention("rank3", {1, 6, 6, 50, 50, 64, 64, false, AttnCase::kNone, 3}, 1520),
+      flash_attention("BERT_base_b2_mask", {2, 12, 12, 128, 128, 64, 64, false, AttnCase::kAddInput}, 1530),
       graph_row("MatMul_batched_equal_batches", [] { return batched_matmul_case(0); }, {"MatMul"}),
       graph_row("MatMul_batched_A_shared_const", [] { return batched_matmul_case(1); }, {"MatMul"}),
       graph_row("MatMul_batched_B_shared_2d_activation", [] { return batched_matmul_case(2); }, {"MatMul"}),

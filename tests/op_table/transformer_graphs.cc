@@ -24,7 +24,8 @@ OpCase attention_graph(const AttnCase& c, uint32_t seed) {
     in.push_back(m);
   } else if (c.mask == AttnCase::kAddConst2d) {  // a relative-position-like bias [Sq, Sk]
     ins.push_back(t.constant("bias", nonzero({c.sq, c.sk}, seed + 4, 3.f)));
-  } else if (c.mask == AttnCase::kBoolConst) {  // [B, 1, Sq, Sk]; query row 1 of batch 0 sees no key
+  } else if (c.mask == AttnCase::kBoolConst || c.mask == AttnCase::kBoolInput) {
+    // [B, 1, Sq, Sk]; query row 1 of batch 0 sees no key
     Tensor m(DataType::kBool, {c.b, 1, c.sq, c.sk});
     auto* p = static_cast<uint8_t*>(m.raw());
     std::bernoulli_distribution keep(0.6);
@@ -33,7 +34,12 @@ OpCase attention_graph(const AttnCase& c, uint32_t seed) {
       p[1 * c.sk + j] = 0;
       if (c.sq > 2) p[2 * c.sk + j] = j == 0;  // row 2 sees key 0 only
     }
-    ins.push_back(t.constant("keep", m));
+    if (c.mask == AttnCase::kBoolConst) {
+      ins.push_back(t.constant("keep", m));
+    } else {
+      ins.push_back(int_input(t, "keep", m.shape(), DataType::kBool));
+      in.push_back(m);
+    }
   }
   Shape os = shp(c.hq, c.sq, c.dv);
   std::map<std::string, Attribute> attrs;

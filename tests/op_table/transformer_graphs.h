@@ -13,7 +13,9 @@ namespace kiln::testing::op_table {
 struct AttnCase {
   int64_t b, hq, hkv, sq, sk, d, dv;
   bool causal = false;
-  enum Mask { kNone, kAddInput, kAddConst2d, kBoolConst } mask = kNone;
+  // kBoolInput: a bool graph input [B, 1, Sq, Sk] (a mask computed at run time), query row 1 of
+  // batch 0 seeing no key.
+  enum Mask { kNone, kAddInput, kAddConst2d, kBoolConst, kBoolInput } mask = kNone;
   int rank = 4;  // 3: [B*H, S, D] (torch 1.13 MHA export), b must be 1
 };
 OpCase attention_graph(const AttnCase& c, uint32_t seed);

@@ -4,7 +4,9 @@
 // constant operand is uploaded as a weight; a bool mask computed at run time is cast to 0 / 1 in
 // that type by a cast layer, docs/decisions/0051). Two cuBLASLt strided-batched GEMMs around Kiln's masked
 // softmax (gpu_transformer.h plan_attention), the scores of at most 64 MiB (or half the workspace
-// limit) per chunk of heads.
+// limit) per chunk of heads; for fp16 / bf16 with D = Dv in {64, 128} also Kiln's fused
+// FlashAttention-2 kernel (flash_attention_layer.cc, docs/decisions/0061), a second tactic that
+// the builder times against the first.
 #include <algorithm>
 
 #include "backends/cuda/gpu_transformer.h"
@@ -25,6 +27,12 @@ Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string&)
     ins.push_back(a);
   }
   KILN_ASSIGN_OR_RETURN(auto layer, make_attention_layer(p, ctx.storage(), ctx.options().precision.tf32));
+  if (flash_attention_offered(p, ctx.storage())) {  // the fused kernel too: the builder times both
+    std::vector<std::pair<TacticSource, std::unique_ptr<Layer>>> impls;
+    impls.emplace_back(TacticSource::kCublasLt, std::move(layer));
+    impls.emplace_back(TacticSource::kKiln, make_flash_attention_layer(p, ctx.storage()));
+    layer = make_choice_layer(std::move(impls));
+  }
   ctx.add_layer(std::move(layer), n.name, ins, {ctx.new_output(n)}, n.origin);
   return Status::Ok();
 }

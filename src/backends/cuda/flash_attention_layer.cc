@@ -1,0 +1,109 @@
+// The Attention layer's fused tactic (docs/decisions/0061): Kiln's FlashAttention-2 kernel
+// (kernels_flash_attention.cu) on row-major Q [*, Hq, Sq, D], K / V [*, Hkv, Sk, D] and the
+// optional mask (in the storage type, bool as 0/1), fp16 / bf16, D = Dv in {64, 128}, on sm_80 and
+// newer. One tactic id, source kKiln; lower_attention offers it beside the cuBLASLt + softmax +
+// cuBLASLt layer, and the builder's selector keeps whichever is faster.
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gpu_transformer.h"
+#include "backends/cuda/kernels_flash_attention.h"
+
+namespace kiln::cuda {
+namespace {
+
+class FlashAttentionLayer : public Layer {
+ public:
+  FlashAttentionLayer(const AttentionPlan& plan, StorageType t) : plan_(plan), t_(t) {
+    op = "Attention";
+    const auto& sd = plan.softmax;
+    tactic = std::string("kiln.flash_attention ") + storage_name(t) + " d" + std::to_string(plan.d) +
+             (plan.group > 1 ? " gqa=" + std::to_string(plan.group) : "") + (sd.causal ? " causal" : "") +
+             (sd.mask == AttentionMask::kAdditive ? " +mask" : sd.mask == AttentionMask::kKeep ? " +bool_mask" : "");
+  }
+
+  // Its one id, on GPUs of compute capability 8.0 or newer (mma.sync bf16, ldmatrix, cp.async).
+  StatusOr<std::vector<TacticId>> candidates(ExecState& s) override {
+    KILN_RETURN_IF_ERROR(check_device());
+    return std::vector<TacticId>{kFlashAttentionTactic};
+  }
+
+  Status select(TacticId id, ExecState& s) override {
+    KILN_RETURN_IF_ERROR(Layer::select(id, s));
+    KILN_RETURN_IF_ERROR(check_device());
+    for (size_t k = 0; k < ins.size() && k < 3; ++k)  // Q, K, V tiles move in 16-byte pieces
+      if (reinterpret_cast<uintptr_t>(s.ptr(ins[k])) % 16 != 0)
+        return unsupported("layer '" + name + "': input " + std::to_string(k) + " is not 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(s.ptr(outs[0])) % 4 != 0)  // O is written 2 elements at a time
+      return unsupported("layer '" + name + "': the output is not 4-byte aligned");
+    return Status::Ok();
+  }
+
+  Status enqueue(ExecState& s) override {
+    FlashAttentionParams p;
+    p.q = s.ptr(ins[0]);
+    p.k = s.ptr(ins[1]);
+    p.v = s.ptr(ins[2]);
+    p.mask = ins.size() > 3 && ins[3] >= 0 ? s.ptr(ins[3]) : nullptr;
+    p.o = s.ptr(outs[0]);
+    p.batch = plan_.batch;
+    p.hq = plan_.hq;
+    p.hkv = plan_.hkv;
+    p.sq = plan_.sq;
+    p.sk = plan_.sk;
+    p.head_dim = static_cast<int>(plan_.d);
+    contiguous(p.q_stride, plan_.hq, plan_.sq, plan_.d);
+    contiguous(p.k_stride, plan_.hkv, plan_.sk, plan_.d);
+    contiguous(p.v_stride, plan_.hkv, plan_.sk, plan_.dv);
+    contiguous(p.o_stride, plan_.hq, plan_.sq, plan_.dv);
+    p.scale = plan_.scale;
+    p.rows = plan_.softmax;
+    KILN_CUDA_CHECK(launch_flash_attention(p, t_, s.stream));
+    return Status::Ok();
+  }
+
+  std::string signature() const override {
+    const auto& sd = plan_.softmax;
+    return "flash_attention b=" + std::to_string(plan_.batch) + " hq=" + std::to_string(plan_.hq) +
+           " hkv=" + std::to_string(plan_.hkv) + " sq=" + std::to_string(plan_.sq) + " sk=" + std::to_string(plan_.sk) +
+           " d=" + std::to_string(plan_.d) + " " + storage_name(t_) + (sd.causal ? " causal" : "") +
+           (sd.mask == AttentionMask::kAdditive ? " mask" : sd.mask == AttentionMask::kKeep ? " bool_mask" : "");
+  }
+
+ protected:
+  TacticId single_id() const override { return kFlashAttentionTactic; }
+
+ private:
+  // [batch, heads, seq, d] row-major: element strides of batch, head, seq.
+  static void contiguous(int64_t (&st)[3], int64_t heads, int64_t seq, int64_t d) {
+    st[2] = d;
+    st[1] = seq * d;
+    st[0] = heads * seq * d;
+  }
+
+  Status check_device() const {
+    int dev = 0, major = 0;
+    KILN_CUDA_CHECK(cudaGetDevice(&dev));
+    KILN_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    if (major < 8)
+      return unsupported("layer '" + name + "': the fused attention kernel needs compute capability 8.0 or newer, the GPU has " +
+                         std::to_string(major) + ".x");
+    return Status::Ok();
+  }
+
+  AttentionPlan plan_;
+  StorageType t_;
+};
+
+}  // namespace
+
+bool flash_attention_offered(const AttentionPlan& p, StorageType t) {
+  return flash_attention_supported(t, p.d, p.dv, p.batch, p.hq, p.sq);
+}
+
+std::unique_ptr<Layer> make_flash_attention_layer(const AttentionPlan& p, StorageType t) {
+  return std::make_unique<FlashAttentionLayer>(p, t);
+}
+
+}  // namespace kiln::cuda

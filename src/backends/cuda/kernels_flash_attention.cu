@@ -1,0 +1,313 @@
+// Kiln's fused attention kernel, FlashAttention-2 style (Dao 2023, algorithm 1): one block of 4
+// warps per 64 query rows of one (batch, query head); each warp owns 16 rows. The Q tile is read
+// once into registers as mma A fragments; K and V tiles of 64 keys stream through shared memory
+// (cp.async, V's copy overlapping S = Q Kᵀ, the next K's overlapping P V). Per tile, in float32:
+//   S = scale·log2(e) · Q Kᵀ (+ log2(e) · mask), excluded keys -> -inf,
+//   m' = max(m, rowmax S), P = exp2(S - m'), l = l·exp2(m - m') + rowsum P, O = O·exp2(m - m') + P V
+// and at the end O / l (0 where l = 0: every key excluded). P goes from the S accumulators to
+// the A fragments of P V in registers (rounded to the storage type), so neither S nor P is ever
+// in memory. Fragment layouts: PTX ISA, "Matrix fragments for mma.m16n8k16" and "ldmatrix".
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backends/cuda/kernels_flash_attention.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kBlockQ = 16 * kWarps;  // query rows per block
+constexpr int kBlockK = 64;           // keys per tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <typename T>
+struct Elem;
+template <>
+struct Elem<__half> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);  // lo in the low 16 bits: the lower column
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+};
+template <>
+struct Elem<__nv_bfloat16> {
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+  static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define KILN_FLASH_SM80 1
+#endif
+
+// c += a · b for one m16n8k16 tile: a (16 x 16, row) as 4 registers of 2 elements, b (16 x 8, col)
+// as 2, c (16 x 8) float32.
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef KILN_FLASH_SM80
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+#endif
+}
+
+// Four 8x8 matrices of 16-bit elements from shared memory: lanes 8i..8i+7 give the row addresses
+// of matrix i; r[i] is matrix i's fragment (lane holds row lane/4, columns 2(lane%4), +1; with
+// kTrans row 2(lane%4), +1 of column lane/4).
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#ifdef KILN_FLASH_SM80
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
+
+// 16 bytes global -> shared, asynchronously; `valid` false writes zeros (no global read).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, bool valid) {
+#ifdef KILN_FLASH_SM80
+  const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifdef KILN_FLASH_SM80
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+#ifdef KILN_FLASH_SM80
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
+// Rows [row0, row0 + 64) of a [rows, D] matrix (row stride `stride` elements) into tile[64][D + 8];
+// rows at or past `rows` become zeros (the keys / queries of a partial tile).
+template <typename T, int D>
+__device__ __forceinline__ void load_tile(T (*tile)[D + 8], const T* src, int64_t stride, int64_t row0, int64_t rows) {
+  constexpr int kChunks = D / 8;  // 16-byte pieces per row
+  for (int c = threadIdx.x; c < kBlockK * kChunks; c += kWarps * 32) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool valid = row0 + r < rows;
+    cp_async_16(&tile[r][col], valid ? src + (row0 + r) * stride + col : src, valid);
+  }
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashAttentionParams p) {
+#ifdef KILN_FLASH_SM80
+  __shared__ alignas(16) T ks[kBlockK][D + 8];  // +8: rows 16 bytes apart mod 128, no bank conflicts
+  __shared__ alignas(16) T vs[kBlockK][D + 8];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;  // fragment row group and column pair
+  const int64_t qtiles = (p.sq + kBlockQ - 1) / kBlockQ;
+  const int64_t bh = blockIdx.x / qtiles, q0 = (blockIdx.x % qtiles) * kBlockQ;
+  const int64_t b = bh / p.hq, h = bh % p.hq, hk = h / (p.hq / p.hkv);
+  const T* q = static_cast<const T*>(p.q) + b * p.q_stride[0] + h * p.q_stride[1];
+  const T* k = static_cast<const T*>(p.k) + b * p.k_stride[0] + hk * p.k_stride[1];
+  const T* v = static_cast<const T*>(p.v) + b * p.v_stride[0] + hk * p.v_stride[1];
+  T* o = static_cast<T*>(p.o) + b * p.o_stride[0] + h * p.o_stride[1];
+
+  // Keys past the causal bound of the block's last row are never read.
+  const int64_t q_last = (q0 + kBlockQ < p.sq ? q0 + kBlockQ : p.sq) - 1;
+  int64_t kv_end = p.sk;
+  if (p.rows.causal && q_last + p.sk - p.sq + 1 < kv_end) kv_end = q_last + p.sk - p.sq + 1;
+  const int64_t ntiles = kv_end > 0 ? (kv_end + kBlockK - 1) / kBlockK : 0;
+
+  // The Q tile through ks (coalesced), then into registers as A fragments of 16 x 16.
+  load_tile<T, D>(ks, q, p.q_stride[2], q0, p.sq);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const FlashTileRowCol a = flash_q_fragment_row(lane, warp, kk);
+    ldmatrix_x4<false>(qf[kk], &ks[a.row][a.col]);
+  }
+  __syncthreads();  // every warp has its Q fragments before ks takes K
+
+  // This thread's two rows (fragment rows g and g + 8 of the warp's 16).
+  int64_t row_i[2], limit[2], moff[2];
+  const int64_t row_base = bh * p.sq;  // row index over [*, Hq, Sq]
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_i[r] = q0 + warp * 16 + g + r * 8;
+    const int64_t row = row_base + (row_i[r] < p.sq ? row_i[r] : p.sq - 1);
+    limit[r] = attention_key_limit(p.rows, row);
+    moff[r] = p.rows.mask == AttentionMask::kNone ? 0 : attention_mask_row_offset(p.rows, row);
+  }
+  const T* mask = static_cast<const T*>(p.mask);
+  const float scale_log2 = p.scale * kLog2e;
+
+  float acc[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // l: this thread's part of the row sum
+
+  if (ntiles > 0) load_tile<T, D>(ks, k, p.k_stride[2], 0, p.sk);
+  cp_async_commit();
+  for (int64_t tile = 0; tile < ntiles; ++tile) {
+    const int64_t kv0 = tile * kBlockK;
+    load_tile<T, D>(vs, v, p.v_stride[2], kv0, p.sk);
+    cp_async_commit();
+    cp_async_wait<1>();  // K of this tile
+    __syncthreads();
+
+    // S = Q Kᵀ: 8 n-blocks of 8 keys; ldmatrix of K rows (keys) gives B fragments directly.
+    float s[kBlockK / 8][4];
+#pragma unroll
+    for (int n = 0; n < kBlockK / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < kBlockK / 16; ++np) {
+        uint32_t bf[4];
+        const FlashTileRowCol a = flash_k_fragment_row(lane, np, kk);
+        ldmatrix_x4<false>(bf, &ks[a.row][a.col]);
+        mma_16816<T>(s[2 * np], qf[kk], bf[0], bf[1]);
+        mma_16816<T>(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+      }
+    }
+    __syncthreads();  // ks is free: the next tile's K streams in during the softmax and P V
+    if (tile + 1 < ntiles) load_tile<T, D>(ks, k, p.k_stride[2], kv0 + kBlockK, p.sk);
+    cp_async_commit();
+
+    // Online softmax over this tile's keys; s[n][e] is row g + 8 (e / 2), key kv0 + 8n + 2t + e % 2.
+    float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kBlockK / 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const int64_t j = kv0 + n * 8 + 2 * t + (e & 1);
+        float x = s[n][e] * scale_log2;
+        if (j >= p.sk || j > limit[r]) {
+          x = -INFINITY;
+        } else if (p.rows.mask == AttentionMask::kAdditive) {
+          x += Elem<T>::to_float(mask[moff[r] + j * p.rows.mask_key_stride]) * kLog2e;
+        } else if (p.rows.mask == AttentionMask::kKeep) {
+          if (Elem<T>::to_float(mask[moff[r] + j * p.rows.mask_key_stride]) == 0.f) x = -INFINITY;
+        }
+        s[n][e] = x;
+        tmax[r] = fmaxf(tmax[r], x);
+      }
+    }
+    float corr[2], base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // the 4 threads of a quad hold one row
+      tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 1));
+      tmax[r] = fmaxf(tmax[r], __shfl_xor_sync(0xffffffffu, tmax[r], 2));
+      const float mn = fmaxf(m[r], tmax[r]);
+      base[r] = mn == -INFINITY ? 0.f : mn;  // all excluded so far: exp2(-inf - 0) = 0, no NaN
+      corr[r] = exp2f(m[r] - base[r]);
+      m[r] = mn;
+      l[r] *= corr[r];
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      acc[n][0] *= corr[0];
+      acc[n][1] *= corr[0];
+      acc[n][2] *= corr[1];
+      acc[n][3] *= corr[1];
+    }
+    // P as A fragments of P V (16 keys per k-step: n-blocks 2ks and 2ks + 1).
+    uint32_t pf[kBlockK / 16][4];
+#pragma unroll
+    for (int n = 0; n < kBlockK / 8; ++n) {
+      const float p0 = exp2f(s[n][0] - base[0]), p1 = exp2f(s[n][1] - base[0]);
+      const float p2 = exp2f(s[n][2] - base[1]), p3 = exp2f(s[n][3] - base[1]);
+      l[0] += p0 + p1;
+      l[1] += p2 + p3;
+      pf[n >> 1][(n & 1) * 2 + 0] = Elem<T>::pack(p0, p1);  // a0 / a2: row g
+      pf[n >> 1][(n & 1) * 2 + 1] = Elem<T>::pack(p2, p3);  // a1 / a3: row g + 8
+    }
+
+    cp_async_wait<1>();  // V of this tile (the next K may still be in flight)
+    __syncthreads();
+    // O += P V: ldmatrix.trans of V rows (keys) gives B fragments.
+#pragma unroll
+    for (int ks2 = 0; ks2 < kBlockK / 16; ++ks2) {
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t bf[4];
+        const FlashTileRowCol a = flash_v_fragment_row(lane, ks2, np);
+        ldmatrix_x4<true>(bf, &vs[a.row][a.col]);
+        mma_16816<T>(acc[2 * np], pf[ks2], bf[0], bf[1]);
+        mma_16816<T>(acc[2 * np + 1], pf[ks2], bf[2], bf[3]);
+      }
+    }
+    __syncthreads();  // vs is free for the next tile
+  }
+  cp_async_wait<0>();
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;  // every key excluded: zeros (docs/decisions/0006)
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row_i[r] >= p.sq) continue;
+    T* orow = o + row_i[r] * p.o_stride[2];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<uint32_t*>(orow + n * 8 + 2 * t) = Elem<T>::pack(acc[n][2 * r] * inv[r], acc[n][2 * r + 1] * inv[r]);
+  }
+#else
+  __trap();  // the layer offers this tactic on sm_80 and newer only
+#endif
+}
+
+template <typename T, int D>
+cudaError_t launch(const FlashAttentionParams& p, cudaStream_t stream) {
+  const int64_t blocks = p.batch * p.hq * ((p.sq + kBlockQ - 1) / kBlockQ);
+  flash_attention_kernel<T, D><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool flash_attention_supported(StorageType t, int64_t d, int64_t dv, int64_t batch, int64_t hq, int64_t sq) {
+  if (t != StorageType::kF16 && t != StorageType::kBF16) return false;
+  if (d != dv || (d != 64 && d != 128)) return false;
+  const int64_t qtiles = (sq + kBlockQ - 1) / kBlockQ;
+  return batch >= 0 && hq >= 0 && (qtiles == 0 || batch * hq <= INT32_MAX / qtiles);
+}
+
+cudaError_t launch_flash_attention(const FlashAttentionParams& p, StorageType t, cudaStream_t stream) {
+  if (!flash_attention_supported(t, p.head_dim, p.head_dim, p.batch, p.hq, p.sq) || (p.hkv > 0 && p.hq % p.hkv != 0))
+    return cudaErrorInvalidValue;
+  if (p.batch == 0 || p.hq == 0 || p.sq == 0) return cudaSuccess;  // empty output
+  if (p.hkv == 0) return cudaErrorInvalidValue;
+  if (t == StorageType::kF16)
+    return p.head_dim == 64 ? launch<__half, 64>(p, stream) : launch<__half, 128>(p, stream);
+  return p.head_dim == 64 ? launch<__nv_bfloat16, 64>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
+}
+
+}  // namespace kiln::cuda
