@@ -4,6 +4,9 @@
 //   S = S + M  |  Where(C, S, f)                  additive float mask / bool mask, f <= -1e4
 //   Y = MatMul(Softmax(S, axis=-1), V)
 //     -> Attention(Q, K, V[, M | C]){scale = a * b * c1 / c2, is_causal}
+// The NaN guard current torch.onnx exporters put after the softmax of scaled_dot_product_attention,
+// P = Where(IsNaN(Softmax(S)), 0, Softmax(S)), is absorbed too: it turns the NaN of a row whose
+// every key is masked with -inf into zeros, which is what the Attention op gives such rows.
 // KT is Transpose(K', p): K = K' when p swaps the last two axes, else the Transpose is given the
 // perm that yields K; any other KT gets a new Transpose(KT, swap last two). A constant bool C that
 // is lower-triangular over [Sq, Sk] (key j allowed for query i iff j <= i + Sk - Sq, the slice of
@@ -171,10 +174,38 @@ bool match_scores(ir::Graph& g, const pt::Consumers& c, ir::ValueId s, Match* m)
   return true;
 }
 
+// K^T written as Reshape(Transpose(Reshape(K, [L, S, D]), [0, 2, 1]), [*, D, S]) with
+// L = the product of K's leading dims * (torch's dynamo exporter transposes a 4-D K this way
+// through 3-D): K, with the three layers appended to *absorbed; else kNoValue.
+ir::ValueId k_through_3d(ir::Graph& g, const pt::Consumers& c, ir::ValueId kt, std::vector<ir::Node*>* absorbed) {
+  ir::Node* r2 = pt::single_use(g, c, kt) ? pt::producer(g, kt, OpKind::kReshape) : nullptr;
+  if (!r2) return ir::kNoValue;
+  ir::Node* tr = pt::single_use(g, c, r2->inputs[0]) ? pt::producer(g, r2->inputs[0], OpKind::kTranspose) : nullptr;
+  if (!tr || tr->attr_ints("perm") != std::vector<int64_t>{0, 2, 1}) return ir::kNoValue;
+  ir::Node* r1 = pt::single_use(g, c, tr->inputs[0]) ? pt::producer(g, tr->inputs[0], OpKind::kReshape) : nullptr;
+  if (!r1) return ir::kNoValue;
+  const ir::ValueId k = r1->inputs[0];
+  const auto &ks = g.value(k).shape, &ts = g.value(kt).shape, &m = g.value(r1->outputs[0]).shape;
+  if (!ks || !ts || !m || ks->size() != ts->size() || ks->size() < 3 || m->size() != 3) return ir::kNoValue;
+  const size_t r = ks->size();
+  int64_t lead = 1;
+  for (size_t i = 0; i < r; ++i) {
+    const ir::Dim& d = (*ks)[i];
+    if (!d.is_known()) return ir::kNoValue;
+    if (i + 2 < r) lead *= d.value;
+    const ir::Dim& want = i + 2 < r ? d : (*ks)[i == r - 2 ? r - 1 : r - 2];  // K^T swaps the last two
+    if (!((*ts)[i] == want)) return ir::kNoValue;
+  }
+  if (!((*m)[0] == ir::Dim::known(lead)) || !((*m)[1] == (*ks)[r - 2]) || !((*m)[2] == (*ks)[r - 1])) return ir::kNoValue;
+  absorbed->insert(absorbed->end(), {r1, tr, r2});
+  return k;
+}
+
 // K from K^T: bypasses or re-permutes a Transpose, or adds one.
 ir::ValueId untranspose_k(ir::Graph& g, const pt::Consumers& c, ir::ValueId kt, const std::string& name,
                           std::vector<ir::Node*>* absorbed) {
   const int r = pt::rank_of(g, kt);
+  if (const ir::ValueId k = k_through_3d(g, c, kt, absorbed); k != ir::kNoValue) return k;
   ir::Node* tr = pt::single_use(g, c, kt) ? pt::producer(g, kt, OpKind::kTranspose) : nullptr;
   if (tr && tr->has_attr("perm") && static_cast<int>(tr->attr_ints("perm").size()) == r) {
     std::vector<int64_t> p = tr->attr_ints("perm");
@@ -208,6 +239,31 @@ ir::ValueId untranspose_k(ir::Graph& g, const pt::Consumers& c, ir::ValueId kt, 
   return k;
 }
 
+// The guard Where(IsNaN(p), 0, p) read by nothing else than each other: its output, with the two
+// layers appended to *guard; else p itself.
+ir::ValueId nan_guard(ir::Graph& g, const pt::Consumers& c, ir::ValueId p, std::vector<ir::Node*>* guard) {
+  if (p == ir::kNoValue || static_cast<size_t>(p) >= c.size() || c[p].size() != 2 ||
+      std::count(g.outputs.begin(), g.outputs.end(), p) != 0)
+    return p;
+  ir::Node* isnan = nullptr;
+  ir::Node* where = nullptr;
+  for (ir::NodeId id : c[p]) {
+    ir::Node& n = g.node(id);
+    if (n.removed) return p;
+    if (n.op == OpKind::kIsNaN) isnan = &n;
+    if (n.op == OpKind::kWhere) where = &n;
+  }
+  if (!isnan || !where || isnan->outputs.size() != 1 || where->inputs.size() != 3 || where->outputs.size() != 1 ||
+      where->inputs[0] != isnan->outputs[0] || where->inputs[2] != p || !pt::single_use(g, c, isnan->outputs[0]))
+    return p;
+  double zero;
+  if (!pt::scalar_constant(g, where->inputs[1], pt::rank_of(g, p), &zero) || zero != 0 ||
+      g.value(where->outputs[0]).shape != g.value(p).shape)
+    return p;
+  guard->insert(guard->end(), {isnan, where});
+  return where->outputs[0];
+}
+
 bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& sm) {
   if (sm.inputs.empty() || sm.outputs.size() != 1) return false;
   const ir::ValueId x = sm.inputs[0];
@@ -216,10 +272,13 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& sm) {
   if (rank < 3 || !pt::is_float_dtype(dt)) return false;
   const int64_t axis = sm.attr_int("axis", sm.opset < 13 ? 1 : -1);
   if (axis != -1 && axis != rank - 1) return false;  // (pre-13 coercion over the last axis alone is the same)
-  ir::Node* pv = pt::sole_consumer(g, c, sm.outputs[0], OpKind::kMatMul);
-  if (!pv || pv->inputs.size() != 2 || pv->inputs[0] != sm.outputs[0]) return false;
+  std::vector<ir::Node*> guard;
+  const ir::ValueId p = nan_guard(g, c, sm.outputs[0], &guard);
+  ir::Node* pv = pt::sole_consumer(g, c, p, OpKind::kMatMul);
+  if (!pv || pv->inputs.size() != 2 || pv->inputs[0] != p) return false;
   Match m;
   if (!match_scores(g, c, x, &m)) return false;
+  m.matched.insert(m.matched.end(), guard.begin(), guard.end());
   m.v = pv->inputs[1];
   for (ir::ValueId t : {m.q, m.kt, m.v})
     if (pt::rank_of(g, t) != rank || g.value(t).dtype != dt) return false;
