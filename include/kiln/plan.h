@@ -44,7 +44,9 @@ namespace kiln {
 //    docs/decisions/0033-precision-as-data.md).
 // 7: Gemm and MatMulBias may carry the epilogue attribute activation ("Relu",
 //    docs/decisions/0058-gemm-epilogue-activation.md); a reader of 6 would ignore it and skip the Relu.
-constexpr uint32_t kPlanFormatVersion = 7;
+// 8: MatMulBias may carry a residual input 3 (passes::fuse_gemm_residual, ops.def); a reader of 7
+//    would refuse the layer's arity, so plans that may carry it say so.
+constexpr uint32_t kPlanFormatVersion = 8;
 // The 8 bytes every plan file starts with (the literal's NUL is not part of the file): lets a
 // tool tell a plan from another file (the ONNX importer names a plan passed as a model).
 inline constexpr char kPlanMagic[] = "KILNPLAN";

@@ -46,6 +46,14 @@ Status matmul_bias_rule(ShapeContext& ctx) {
   const auto& b = ctx.shape(2);
   if (s && !s->empty() && b && (b->size() != 1 || dims_conflict((*b)[0], s->back())))
     return ctx.fail("bias " + sym_shape_str(*b) + " does not match the product's last dim " + sym_shape_str(*s));
+  if (ctx.node().inputs.size() > 3 && ctx.node().inputs[3] != kNoValue) {
+    const auto& r = ctx.shape(3);
+    bool differs = s && r && r->size() != s->size();
+    for (size_t i = 0; s && r && !differs && i < r->size(); ++i) differs = dims_conflict((*r)[i], (*s)[i]);
+    if (differs)
+      return ctx.fail("residual " + sym_shape_str(*r) + " is not the product's shape " + sym_shape_str(*s));
+    if (ctx.dtype(3) != ctx.dtype(0)) return ctx.fail("residual dtype differs from the input's");
+  }
   ctx.set_output(0, ctx.dtype(0), s);
   return Status::Ok();
 }

@@ -8,6 +8,10 @@
 // are gone afterwards. GELU stays a layer of its own: cuBLASLt documents no formula for its GELU
 // epilogue, so neither ONNX Gelu (erf) nor Gelu(approximate=tanh) can be mapped to it (0058).
 // The Relu's origin joins the GEMM's; its output becomes the GEMM's.
+// fuse_gemm_residual, after it: Add(MatMulBias(A, W, b), R) -> MatMulBias(A, W, b, R) for the
+// residual adds of transformer blocks (cuBLASLt's C with beta = 1), when R has the product's
+// shape and dtype, is an activation computed before the GEMM in the layer order, and the GEMM has
+// no activation; the same single-reader conditions as above.
 #include <algorithm>
 
 #include "passes/passes.h"
@@ -51,6 +55,35 @@ Status fuse_gemm_activation(ir::Graph& g, const PassOptions&) {
     g.value(relu->outputs[0]).producer = n.id;
     n.origin.insert(n.origin.end(), relu->origin.begin(), relu->origin.end());
     relu->removed = true;
+  }
+  return Status::Ok();
+}
+
+Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
+  const std::set<std::string> pinned = subgraph_reads(g);
+  const pt::Consumers consumers = g.consumers();
+  for (ir::Node& n : g.nodes) {
+    if (n.removed || n.op != ir::OpKind::kMatMulBias || n.outputs.size() != 1 || n.inputs.size() != 3) continue;
+    if (!n.attr_string("activation", "").empty()) continue;
+    const ir::ValueId y = n.outputs[0];
+    const auto& ys = g.value(y).shape;
+    if (!pt::is_float_dtype(g.value(y).dtype) || pinned.count(g.value(y).name) || !ys) continue;
+    ir::Node* add = pt::sole_consumer(g, consumers, y, ir::OpKind::kAdd);
+    if (!add || add->outputs.size() != 1 || add->opset < 7) continue;
+    const ir::ValueId r = pt::other_input(*add, y);
+    if (r == ir::kNoValue || r == y || g.value(r).constant || g.value(r).dtype != g.value(y).dtype ||
+        g.value(r).shape != ys)
+      continue;
+    bool known = true;
+    for (const ir::Dim& d : *ys) known &= d.is_known() || !d.symbol.empty();
+    if (!known) continue;
+    // R must exist where the GEMM runs: layers run in index order.
+    if (const ir::NodeId p = g.value(r).producer; p >= n.id) continue;
+    n.inputs.push_back(r);
+    n.outputs[0] = add->outputs[0];
+    g.value(add->outputs[0]).producer = n.id;
+    n.origin.insert(n.origin.end(), add->origin.begin(), add->origin.end());
+    add->removed = true;
   }
   return Status::Ok();
 }

@@ -62,6 +62,7 @@ const std::vector<Pass>& default_pipeline() {
       // Gemm / MatMulBias layers and fold_batchnorm has folded BNs into Gemms (a Relu in between
       // would stop that), before fuse_pointwise would take the Relu into a program of its own.
       {"fuse_gemm_activation", 2, fuse_gemm_activation},
+      {"fuse_gemm_residual", 2, fuse_gemm_residual},
       // After every pattern pass (LayerNorm, GELU, MatMul+Add, conv epilogue, horizontal conv), so it
       // takes only the elementwise layers they left: remaining chains and small DAGs become one program each.
       {"fuse_pointwise", 2, fuse_pointwise},

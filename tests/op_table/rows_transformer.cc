@@ -163,6 +163,29 @@ Row matmul_bias_relu(const Shape& a, int64_t n, uint32_t seed) {
   return r;
 }
 
+// A MatMul + bias and a residual Add after it, as a transformer block's output projection is
+// exported: the optimizer folds the Add into the GEMM (MatMulBias input 3, passes::
+// fuse_gemm_residual), so the plan has no Add layer and the CUDA GEMM's tactic says "+residual"
+// (cuBLASLt's C with beta = 1). The residual is the block's input, computed before the GEMM.
+Row matmul_bias_residual(const Shape& a, uint32_t seed) {
+  Row r;
+  r.name = "MatMulBias_Residual_" + dims_name(a);
+  r.expect_ops = {"MatMulBias"};
+  r.absent_ops = {"Add"};
+  r.expect_tactic = "+residual";
+  r.make = [=] {
+    TinyGraph t;
+    const int64_t k = a.back();
+    auto x = t.input("x", a);
+    Tensor w = nonzero({k, k}, seed + 1, 1.f / std::sqrt(static_cast<float>(k)));
+    auto m = t.node(OpKind::kMatMul, "proj", {x, t.constant("w", w)}, a);
+    auto y = t.node(OpKind::kAdd, "proj_bias", {m, t.constant("b", nonzero({k}, seed + 2))}, a);
+    t.g.outputs = {t.node(OpKind::kAdd, "residual", {y, x}, a)};
+    return OpCase{t.g, {nonzero(a, seed + 10)}};
+  };
+  return r;
+}
+
 // QuantLinear (passes/fuse_qdq_linear.cc): X [*, K] quantized per tensor, an 8-bit weight [N, K]
 // (int8, or E4M3FN bytes), a scale per output channel, an optional bias; int8 with a zero point
 // too (the epilogue's row-sum correction).
@@ -247,7 +270,8 @@ std::vector<Row> transformer_rows() {
       gemm_relu("no_C_64x32_n48", 64, 32, 48, false, 0, 1.f, 1.f, 1310),
       gemm_relu("alpha_beta_row_bias_5x12_n7", 5, 12, 7, false, 2, 0.5f, 2.f, 1320),
       matmul_bias_relu({2, 8, 32}, 48, 1330), matmul_bias_relu({1, 77, 64}, 192, 1340),
-      matmul_bias_relu({2, 3, 5, 7}, 9, 1350),
+      matmul_bias_relu({2, 3, 5, 7}, 9, 1350), matmul_bias_residual({2, 8, 32}, 1360),
+      matmul_bias_residual({1, 77, 64}, 1370), matmul_bias_residual({2, 3, 5, 16}, 1380),
       quant_linear({2, 8, 32}, 48, false, true, 0, 1200), quant_linear({16, 64}, 32, false, false, 3, 1210),
       quant_linear({2, 8, 32}, 48, true, true, 0, 1220), quant_linear({3, 5, 48}, 16, true, false, 0, 1230),
       quant_linear({64, 32}, 64, false, true, 0, 1240, true), quant_linear({64, 32}, 64, true, true, 0, 1250, true),

@@ -187,5 +187,71 @@ TEST(GemmActivation, PipelineMakesOneLayerThatSurvivesThePlan) {
   EXPECT_GT(zeros(*got), 20);
 }
 
+// fuse_gemm_residual: a transformer block's residual Add after its output projection joins the GEMM
+// (MatMulBias input 3); the CPU reference computes the same float32 sums in the same order.
+TEST(GemmResidual, AddOfAnEarlierActivationJoinsTheGemm) {
+  TinyGraph t;
+  const Shape xs = {2, 5, 8};
+  auto x = t.input("x", xs);
+  auto h = t.node(OpKind::kRelu, "h", {x}, xs);  // the residual: computed before the GEMM
+  auto y = t.node(OpKind::kMatMulBias, "proj",
+                  {h, t.constant("w", random_tensor({8, 8}, 4)), t.constant("b", random_tensor({8}, 5))}, xs);
+  t.g.outputs = {t.node(OpKind::kAdd, "residual", {h, y}, xs)};
+  const std::vector<Tensor> in = {random_tensor(xs, 6, -2.f, 2.f)};
+  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+  EXPECT_EQ(count_op(opt, OpKind::kAdd), 0);
+  const ir::Node& mm = only(opt, OpKind::kMatMulBias);
+  ASSERT_EQ(mm.inputs.size(), 4u);
+  EXPECT_EQ(mm.inputs[3], h);
+  EXPECT_EQ(mm.outputs[0], t.g.outputs[0]);
+  EXPECT_NE(std::find(mm.origin.begin(), mm.origin.end(), "residual"), mm.origin.end());
+  EXPECT_EQ(passes::live_layers(opt), 2);
+}
+
+// Left alone: a broadcast operand, a residual computed after the GEMM in the layer order, a GEMM
+// with an activation, a GEMM result read elsewhere.
+TEST(GemmResidual, OtherAddsAreLeftAlone) {
+  const Shape xs = {2, 5, 8};
+  auto gemm = [&](TinyGraph& t, ir::ValueId in, const char* act) {
+    std::map<std::string, ir::Attribute> attrs;
+    if (act) attrs["activation"] = ir::Attribute::of_string(act);
+    return t.node(OpKind::kMatMulBias, "proj", {in, t.constant("w", random_tensor({8, 8}, 4)), t.constant("b", random_tensor({8}, 5))},
+                  xs, attrs);
+  };
+  const std::vector<Tensor> in = {random_tensor(xs, 6, -2.f, 2.f)};
+  {
+    TinyGraph t;
+    auto y = gemm(t, t.input("x", xs), nullptr);
+    t.g.outputs = {t.node(OpKind::kAdd, "bcast", {y, t.input("r", {8})}, xs)};
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, {in[0], random_tensor({8}, 9)});
+    EXPECT_EQ(count_op(opt, OpKind::kAdd), 1);
+  }
+  {
+    TinyGraph t;
+    auto x = t.input("x", xs);
+    auto y = gemm(t, x, nullptr);
+    auto later = t.node(OpKind::kRelu, "later", {x}, xs);
+    t.g.outputs = {t.node(OpKind::kAdd, "residual", {y, later}, xs)};
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+    EXPECT_EQ(count_op(opt, OpKind::kAdd), 1);
+  }
+  {
+    TinyGraph t;
+    auto x = t.input("x", xs);
+    auto y = gemm(t, x, "Relu");
+    t.g.outputs = {t.node(OpKind::kAdd, "residual", {y, x}, xs)};
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+    EXPECT_EQ(count_op(opt, OpKind::kAdd), 1);
+  }
+  {
+    TinyGraph t;
+    auto x = t.input("x", xs);
+    auto y = gemm(t, x, nullptr);
+    t.g.outputs = {t.node(OpKind::kAdd, "residual", {y, x}, xs), y};
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+    EXPECT_EQ(count_op(opt, OpKind::kAdd), 1);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

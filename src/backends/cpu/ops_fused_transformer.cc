@@ -203,7 +203,8 @@ Status rms_norm(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// MatMulBias (ops.def): the MatMul kernel, the bias, then the activation ("" or Relu).
+// MatMulBias (ops.def): the MatMul kernel, the bias, then the residual (input 3) or the
+// activation ("" or Relu), each in float32 in the unfused graph's order.
 Status matmul_bias(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
   KILN_ASSIGN_OR_RETURN(const bool relu, nn::gemm_relu(ctx));
@@ -225,6 +226,13 @@ Status matmul_bias(KernelContext& ctx) {
   const float* bp = b.data<float>();
   for (int64_t i = 0; i < y.numel(); i += n)
     for (int64_t j = 0; j < n; ++j) yp[i + j] += bp[j];
+  if (ctx.node().inputs.size() > 3 && ctx.node().inputs[3] != ir::kNoValue) {
+    const Tensor& r = ctx.in(3);
+    if (r.dtype() != DataType::kFloat32 || r.shape() != y.shape())
+      return ctx.fail("residual " + shape_str(r.shape()) + " is not the product's shape " + shape_str(y.shape()));
+    const float* rp = r.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i) yp[i] += rp[i];
+  }
   if (relu) nn::relu_in_place(yp, y.numel());
   ctx.set_output(0, std::move(y));
   return Status::Ok();

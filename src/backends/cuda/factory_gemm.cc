@@ -80,6 +80,14 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
     ins.push_back(ba);
     p.has_bias = true;
   }
+  // passes::fuse_gemm_residual's R (MatMulBias input 3): cuBLASLt's C with beta 1, read in Y's
+  // row-major layout and storage (ops.def; the GEMM layer's has_residual).
+  if (mm_bias && n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue) {
+    if (p.relu) return unsupported(where + "a residual with an activation");
+    KILN_ASSIGN_OR_RETURN(int ra, ctx.activation(n.inputs[3]));
+    ins.push_back(ctx.as_layout(ra, false));
+    p.has_residual = true;
+  }
   const int out = ctx.new_value(g.value(n.outputs[0]).name, ctx.shape(n.outputs[0]), st, false);
   KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st, ctx.options().precision.tf32));
   ctx.add_layer(std::move(layer), n.name, ins, {out}, n.origin);
