@@ -88,6 +88,7 @@ std::vector<Row> movement_rows();     // Transpose, Slice, Expand, Split, Concat
 std::vector<Row> nn_rows();           // Conv / FusedConv epilogues, pooling, Gemm, pointwise, Softmax, Reformat
 std::vector<Row> transformer_rows();  // LayerNorm, RMSNorm, Attention, MatMul(Bias), Reduce*, Gelu, blocks, int inputs
 std::vector<Row> exact_rows();        // int32 / int64 / bool: comparisons, logic, Where, Cast, int arithmetic, Range, ...
+std::vector<Row> gather_indexed_rows();  // GatherND, GatherElements: float / int32 / int64 / bool data
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).
 // conv 3x3 + bias + ReLU -> MaxPool 2x2 -> conv 1x1 + residual + ReLU -> GlobalAveragePool ->

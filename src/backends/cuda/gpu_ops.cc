@@ -104,12 +104,13 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
   for (size_t k = 0; k < is_int.size(); ++k) {
     if (!is_int[k]) continue;
     const bool ok = (k == 0 && (n.op == OpKind::kCast || n.op == OpKind::kWhere)) ||
-                    (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kTrilu)) ||
+                    (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kGatherND ||
+                                 n.op == OpKind::kGatherElements || n.op == OpKind::kTrilu)) ||
                     (k == 3 && n.op == OpKind::kAttention) || n.op == OpKind::kRange;
     if (!ok)
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
-                           "output takes one only as Cast's or Where's input 0, Gather's indices, Trilu's k or "
-                           "Range's operands, or Attention's mask");
+                           "output takes one only as Cast's or Where's input 0, the indices of Gather, GatherND and "
+                           "GatherElements, Trilu's k or Range's operands, or Attention's mask");
   }
   return Status::Ok();
 }

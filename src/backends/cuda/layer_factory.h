@@ -138,6 +138,9 @@ Status lower_conv(LowerContext& ctx, const ir::Node& n, const std::string& where
 Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Gemm, MatMul, MatMulBias
 Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_gather(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// GatherND, GatherElements: any storage type (float and exact tables), int32 / int64 indices.
+Status lower_gather_nd(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_gather_elements(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Add, Relu, Clip, ...
 Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);
