@@ -1,0 +1,157 @@
+// Seeing why a quantized plan is what it is, and how accurate (issue 12 items 7 and 8,
+// docs/decisions/0062): the build's precision summary and inspect's unfused Q/DQ pairs (each
+// blocking rule read back from the plan), `kiln compare --per-layer` naming the first layer a
+// spoiled calibration scale breaks, and the accuracy budget (`--max-error`) keeping the layer an
+// outlier activation ruins float.
+#include <gtest/gtest.h>
+
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "io/npy.h"
+#include "io/npz.h"
+#include "kiln/quantize.h"
+#include "plan/onnx_test_models.h"
+#include "plan/plan_test_util.h"
+
+namespace kiln {
+namespace {
+
+using testing::OnnxModel;
+
+void set_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+// x [B, 32] -> fc0 (Gemm [32, 32], transB) -> Relu -> fc1 (Gemm [32, 32], transB) -> h1
+//   -> fc2 (MatMul [32, 16]) -> y [B, 16];  B = `batch` (0: dynamic "batch").
+// With `outlier`, fc1's bias puts 1000 in channel 0 of h1 and fc2 ignores that channel (row 0 of
+// its weight is 0): min-max INT8 of h1 then has a scale of ~1000/127 and rounds every other
+// channel (|h1| of a few units) to 0 or one step, so fc2's INT8 output is ruined while FP32 is not.
+OnnxModel three_layer_mlp(bool outlier, int64_t batch = 0) {
+  OnnxModel m;
+  const testing::OnnxDim b = batch ? testing::OnnxDim(batch) : testing::OnnxDim(std::string("batch"));
+  m.input("x", testing::kF32, {b, int64_t{32}});
+  auto weights = [](size_t n, int salt, float amp) {
+    std::vector<float> w(n);
+    for (size_t i = 0; i < n; ++i)
+      w[i] = amp * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(salt));
+    return w;
+  };
+  m.initializer("W0", {32, 32}, weights(32 * 32, 1, 0.3f));
+  m.initializer("W1", {32, 32}, weights(32 * 32, 2, 0.3f));
+  std::vector<float> b1(32, 0.f);
+  if (outlier) b1[0] = 1000.f;
+  m.initializer("b1", {32}, b1);
+  std::vector<float> w2 = weights(32 * 16, 3, 0.3f);
+  if (outlier)
+    for (int j = 0; j < 16; ++j) w2[j] = 0.f;  // row 0 of W2 [32, 16]
+  m.initializer("W2", {32, 16}, w2);
+  set_int(m.node("Gemm", {"x", "W0"}, {"h0"}, "fc0"), "transB", 1);
+  m.node("Relu", {"h0"}, {"r0"}, "relu0");
+  set_int(m.node("Gemm", {"r0", "W1", "b1"}, {"h1"}, "fc1"), "transB", 1);
+  m.node("MatMul", {"h1", "W2"}, {"y"}, "fc2");
+  m.output("y", testing::kF32, {b, int64_t{16}});
+  return m;
+}
+
+Tensor mlp_samples(int64_t n) {
+  Tensor t(DataType::kFloat32, {n, 32});
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = 2.f * std::sin(0.71f * static_cast<float>(i) + 0.13f * static_cast<float>(i % 5));
+  return t;
+}
+
+class QuantDebug : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = testing::make_temp_dir("quant_debug");
+    ASSERT_FALSE(dir_.empty());
+    std::filesystem::create_directories(dir_ + "/calib");
+    ASSERT_TRUE(io::write_npy(dir_ + "/calib/x.npy", mlp_samples(40)).ok());
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  int kiln(const std::string& args, std::string* out) { return testing::run_kiln(args, dir_, out); }
+  void expect_error(const std::string& args, const std::string& part) {
+    std::string out;
+    EXPECT_EQ(kiln(args, &out), 2) << out;
+    EXPECT_NE(out.find(part), std::string::npos) << "output: " << out << "\nmissing: " << part;
+    EXPECT_EQ(out.find("terminate called"), std::string::npos) << out;
+  }
+  std::string dir_;
+};
+
+void expect_has(const std::string& out, const std::string& part) {
+  EXPECT_NE(out.find(part), std::string::npos) << "output: " << out << "\nmissing: " << part;
+}
+
+// Item 7: every Conv/Gemm/MatMul with Q/DQ that did not become an 8-bit layer carries the rule that
+// blocked it; build's one-line summary counts them by rule, inspect lists each pair.
+TEST_F(QuantDebug, BuildSummaryAndInspectNameTheRuleThatBlockedEachPair) {
+  std::string out;
+  // ONNX Runtime-style Q/DQ CNN + MLP: the Gemm and the MatMul fuse, the Conv keeps its Q/DQ.
+  const std::string ort = testing::ort_qdq_cnn_mlp_model().save(dir_ + "/ort.onnx");
+  ASSERT_EQ(kiln("build " + ort + " -o " + dir_ + "/ort.plan --device cpu --shapes x:2x3x8x8 --int8", &out), 0) << out;
+  expect_has(out, "quantization: 2 layers INT8, 0 FP8, 1 FP32 (reasons: 1 no 8-bit convolution layer yet");
+  ASSERT_EQ(kiln("inspect " + dir_ + "/ort.plan", &out), 0) << out;
+  expect_has(out, "Unfused Q/DQ pairs (1):");
+  expect_has(out, "x_dq_QuantizeLinear -> x_dq_DequantizeLinear, W1_DequantizeLinear -> conv1 (FusedConv): no 8-bit "
+                  "convolution layer yet");
+  ASSERT_EQ(kiln("inspect " + dir_ + "/ort.plan --json", &out), 0) << out;
+  const nlohmann::json j = nlohmann::json::parse(out);
+  int unfused = 0;
+  for (const auto& l : j["layers"])
+    if (l.contains("unfused_qdq")) {
+      ++unfused;
+      EXPECT_EQ(l["name"], "conv1");
+      EXPECT_EQ(l["unfused_qdq"]["type"], "int8");
+    }
+  EXPECT_EQ(unfused, 1);
+  EXPECT_EQ(j["quantization_summary"].get<std::string>().rfind("2 layers INT8, 0 FP8, 1 FP32", 0), 0u);
+
+  // The same model with a non-zero zero point on W3: the MatMul now stays float, and says why.
+  OnnxModel zp = testing::ort_qdq_cnn_mlp_model();
+  for (auto& t : *zp.proto().mutable_graph()->mutable_initializer())
+    if (t.name() == "W3_zero_point") t.set_int32_data(5, 3);
+  ASSERT_EQ(kiln("build " + zp.save(dir_ + "/zp.onnx") + " -o " + dir_ + "/zp.plan --device cpu --shapes x:2x3x8x8 --int8",
+                 &out), 0) << out;
+  expect_has(out, "quantization: 1 layer INT8, 0 FP8, 2 FP32 (reasons: ");
+  expect_has(out, "1 non-zero weight zero point");
+  ASSERT_EQ(kiln("inspect " + dir_ + "/zp.plan", &out), 0) << out;
+  expect_has(out, "W3_DequantizeLinear -> fc2 (");
+  expect_has(out, "non-zero weight zero point (zero point 3 in DQ 'W3_DequantizeLinear')");
+
+  // Implicit quantization of a small MLP (K = 4, N = 8 and 3): neither linear layer has 8-bit
+  // GEMM alignment.
+  const std::string mlp = testing::mlp_model().save(dir_ + "/mlp.onnx");
+  Tensor x(DataType::kFloat32, {16, 4});
+  for (int i = 0; i < 64; ++i) x.data<float>()[i] = static_cast<float>((i * 29) % 41 - 20) / 10.f;
+  std::filesystem::create_directories(dir_ + "/calib4");
+  ASSERT_TRUE(io::write_npy(dir_ + "/calib4/x.npy", x).ok());
+  ASSERT_EQ(kiln("build " + mlp + " -o " + dir_ + "/mlp.plan --device cpu --shapes x:2x4 --int8 --calib " + dir_ +
+                     "/calib4", &out), 0) << out;
+  expect_has(out, "quantization: 0 layers INT8, 0 FP8, 2 FP32 (reasons: 2 K or N not a multiple of 16)");
+  ASSERT_EQ(kiln("inspect " + dir_ + "/mlp.plan", &out), 0) << out;
+  expect_has(out, "-> fc1 (");
+  expect_has(out, "K or N not a multiple of 16 (K = 4, N = 8)");
+  expect_has(out, "K or N not a multiple of 16 (K = 8, N = 3)");
+
+  // A float build prints no quantization line.
+  ASSERT_EQ(kiln("build " + mlp + " -o " + dir_ + "/f.plan --device cpu --shapes x:2x4", &out), 0) << out;
+  EXPECT_EQ(out.find("quantization:"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kiln
