@@ -153,5 +153,61 @@ TEST_F(QuantDebug, BuildSummaryAndInspectNameTheRuleThatBlockedEachPair) {
   EXPECT_EQ(out.find("quantization:"), std::string::npos) << out;
 }
 
+// Item 8, per layer: a calibration cache whose scale for h1 (fc2's input) is 1000x too small
+// saturates that activation; compare --per-layer passes fc0 and fc1 and names fc2 with its ONNX nodes.
+TEST_F(QuantDebug, PerLayerCompareNamesTheLayerASpoiledScaleBreaks) {
+  std::string out;
+  const std::string model = three_layer_mlp(false).save(dir_ + "/mlp3.onnx");
+  const std::string cache = dir_ + "/mlp3.calib";
+  ASSERT_EQ(kiln("build " + model + " -o " + dir_ + "/good.plan --device cpu --shapes x:8x32 --int8 --calib " + dir_ +
+                     "/calib --calib-cache " + cache, &out), 0) << out;
+  expect_has(out, "quantization: 3 layers INT8, 0 FP8, 0 FP32");
+  const std::string input = dir_ + "/x.npy";
+  ASSERT_TRUE(io::write_npy(input, mlp_samples(8)).ok());
+  ASSERT_EQ(kiln("compare " + dir_ + "/good.plan " + model + " --input x=" + input + " --atol 1 --rtol 1 --per-layer",
+                 &out), 0) << out;
+  expect_has(out, "every compared layer within cosine >= 0.99");
+  expect_has(out, "] fc2 (QuantLinear) -> y");
+
+  // Spoil h1's scale in the cache and rebuild from it (no data: the cache is used as is).
+  std::ifstream in(cache);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  const std::regex line(R"(\nh1: ([0-9.eE+-]+))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, line)) << text;
+  const double scale = std::stod(m[1]);
+  char spoiled[64];
+  std::snprintf(spoiled, sizeof spoiled, "\nh1: %.9g", scale / 1000);
+  text.replace(static_cast<size_t>(m.position(0)), static_cast<size_t>(m.length(0)), spoiled);
+  const std::string bad_cache = dir_ + "/bad.calib";
+  std::ofstream(bad_cache) << text;
+  ASSERT_EQ(kiln("build " + model + " -o " + dir_ + "/bad.plan --device cpu --shapes x:8x32 --int8 --calib-cache " +
+                     bad_cache, &out), 0) << out;
+  EXPECT_EQ(kiln("compare " + dir_ + "/bad.plan " + model + " --input x=" + input + " --atol 1e9 --rtol 1 --per-layer --json " +
+                     dir_ + "/cmp.json", &out), 1) << out;
+  expect_has(out, "first layer outside cosine >= 0.99");
+  expect_has(out, "fc2 (QuantLinear), output y, ONNX nodes [fc2, h1/DequantizeLinear, W2/DequantizeLinear]");
+  std::ifstream jf(dir_ + "/cmp.json");
+  const nlohmann::json j = nlohmann::json::parse(jf);
+  const auto& layers = j["per_layer"]["layers"];
+  ASSERT_EQ(layers.size(), 3u) << j.dump(1);
+  EXPECT_EQ(layers[0]["layer"], "fc0");
+  EXPECT_EQ(layers[1]["layer"], "fc1");
+  EXPECT_TRUE(layers[0]["ok"].get<bool>());
+  EXPECT_TRUE(layers[1]["ok"].get<bool>());
+  EXPECT_GT(layers[1]["cosine"].get<double>(), 0.999);
+  EXPECT_LT(layers[2]["cosine"].get<double>(), 0.99);
+  EXPECT_EQ(j["per_layer"]["first_failing"]["layer"], "fc2");
+  // The same verdict under a normalized-error tolerance; bad tolerances are usage errors.
+  EXPECT_EQ(kiln("compare " + dir_ + "/bad.plan " + model + " --input x=" + input +
+                     " --atol 1e9 --rtol 1 --per-layer --tolerance rel=0.05", &out), 1) << out;
+  expect_has(out, "first layer outside max|d|/max|ref| <= 0.05");
+  expect_has(out, "fc2 (QuantLinear)");
+  expect_error("compare " + dir_ + "/bad.plan " + model + " --per-layer --tolerance cos=1.5", "C must be in (0, 1]");
+  expect_error("compare " + dir_ + "/bad.plan " + model + " --per-layer --tolerance abs=1", "expected cos=C");
+}
+
 }  // namespace
 }  // namespace kiln

@@ -53,6 +53,15 @@ nlohmann::json engine_json(const Engine& e);
 StatusOr<nlohmann::json> compare_engine(const Engine& engine, const ir::Graph& reference,
                                         const std::vector<std::pair<std::string, Tensor>>& inputs,
                                         const std::map<std::string, Shape>& shapes, int top_k, double atol, double rtol);
+// `kiln compare --per-layer`'s measurement (docs/decisions/0062): runs the CPU plan's layer graph on
+// the reference kernels and `reference` (the FP32 ONNX model) with the same inputs, and compares
+// every layer output that has a same-named tensor in the model. Returns {"tolerance": {metric,
+// bound}, "layers": [{index, layer, op, tensor, origin, cosine, normalized_error, max_rel_error,
+// max_abs_error, ok}], "first_failing": a layer or null, "ok"}. A layer passes when cosine >= bound
+// (`cosine`) or max|a - r| / max|r| <= bound. Unsupported for CUDA plans.
+StatusOr<nlohmann::json> compare_layers(const Engine& engine, const ir::Graph& reference,
+                                        const std::vector<std::pair<std::string, Tensor>>& inputs, bool cosine,
+                                        double bound);
 // `kiln bench`'s measurement of a loaded engine (inputs generated with seed 1, `shapes` for
 // dynamic inputs): fills `j` like `kiln bench --json` (without "plan" and the load time) and
 // prints the summary. Returns an exit code; errors are printed (see last_reported_error).

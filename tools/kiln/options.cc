@@ -2,6 +2,7 @@
 #include "tools/kiln/options.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -350,11 +351,33 @@ void CompareOptions::add_to(CLI::App* app) {
   app->add_option("--atol", atol, "Absolute tolerance");
   app->add_option("--rtol", rtol, "Relative tolerance");
   app->add_option("--json", json, "Write the per-output metrics as JSON here");
+  app->add_flag("--per-layer", per_layer,
+                "Compare every layer's output with the FP32 reference of the same ONNX tensor, in execution order, "
+                "and name the first layer outside --tolerance (CPU plans)");
+  app->add_option("--tolerance", tolerance,
+                  "--per-layer bound: cos=C (cosine >= C; default cos=0.99) or rel=R (max|d| / max|ref| <= R)");
+}
+
+StatusOr<CompareOptions::LayerTolerance> CompareOptions::layer_tolerance() const {
+  const size_t eq = tolerance.find('=');
+  const std::string key = tolerance.substr(0, eq);
+  LayerTolerance t;
+  char* end = nullptr;
+  const std::string val = eq == std::string::npos ? "" : tolerance.substr(eq + 1);
+  const double v = std::strtod(val.c_str(), &end);
+  if (eq == std::string::npos || (key != "cos" && key != "rel") || val.empty() || *end != '\0' || !std::isfinite(v))
+    return invalid_argument("--tolerance '" + tolerance + "': expected cos=C (0 < C <= 1) or rel=R (R >= 0)");
+  t.cosine = key == "cos";
+  t.bound = v;
+  if (t.cosine && !(v > 0 && v <= 1)) return invalid_argument("--tolerance '" + tolerance + "': C must be in (0, 1]");
+  if (!t.cosine && !(v >= 0)) return invalid_argument("--tolerance '" + tolerance + "': R must be >= 0");
+  return t;
 }
 
 Status CompareOptions::validate() const {
   if (top_k < 1) return invalid_argument("--top-k must be >= 1");
   if (atol < 0 || rtol < 0) return invalid_argument("--atol and --rtol must be >= 0");
+  if (per_layer) KILN_RETURN_IF_ERROR(layer_tolerance().status());
   return Status::Ok();
 }
 

@@ -139,8 +139,18 @@ struct CompareOptions {
   double atol = 1e-5;
   double rtol = 1e-3;
   std::string json;
+  // --per-layer: every layer's output against the FP32 reference (docs/decisions/0062).
+  bool per_layer = false;
+  // --tolerance cos=C (cosine >= C, default cos=0.99) or rel=R (max|a - r| / max|r| <= R).
+  std::string tolerance = "cos=0.99";
   void add_to(CLI::App* app);
   Status validate() const;
+  // The parsed --tolerance: which metric and its bound.
+  struct LayerTolerance {
+    bool cosine = true;  // true: cosine >= bound; false: max|a - r| / max|r| <= bound
+    double bound = 0.99;
+  };
+  StatusOr<LayerTolerance> layer_tolerance() const;
 };
 
 struct ConformanceOptions {
