@@ -209,5 +209,71 @@ TEST_F(QuantDebug, PerLayerCompareNamesTheLayerASpoiledScaleBreaks) {
   expect_error("compare " + dir_ + "/bad.plan " + model + " --per-layer --tolerance abs=1", "expected cos=C");
 }
 
+// Item 8, budget: plain INT8 of the outlier MLP misses 1 - cos <= 0.01; --max-error keeps fc2 (the
+// layer that reads the outlier activation) float and meets it, the other two stay INT8.
+TEST_F(QuantDebug, MaxErrorKeepsTheOutlierLayerFloatAndMeetsTheBudget) {
+  const std::string model = three_layer_mlp(true).save(dir_ + "/outlier.onnx");
+  QuantizeConfig c;
+  c.data = dir_ + "/calib";
+  c.max_error = 0.01;
+  QuantizeReport rep;
+  auto q = quantize_onnx(model, c, &rep);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_GT(rep.error_all_quantized, 0.01);
+  EXPECT_LE(rep.error, 0.01);
+  EXPECT_GE(rep.error, 0.0);
+  EXPECT_EQ(rep.held_out_samples, 8);  // 40 samples, 32 calibrate
+  EXPECT_EQ(rep.samples, 32);
+  ASSERT_EQ(rep.layers.size(), 3u);
+  for (const LayerChoice& l : rep.layers) EXPECT_EQ(l.quantized, l.node != "fc2") << l.node;
+  EXPECT_GT(rep.layers[2].sensitivity, rep.layers[0].sensitivity);
+  EXPECT_GT(rep.layers[2].sensitivity, rep.layers[1].sensitivity);
+  EXPECT_EQ(rep.quantized, (std::vector<std::string>{"fc0", "fc1"}));
+
+  // The CLI prints the choice, and the plan is the chosen one.
+  std::string out;
+  ASSERT_EQ(kiln("build " + model + " -o " + dir_ + "/b.plan --device cpu --shapes x:8x32 --int8 --calib " + dir_ +
+                     "/calib --max-error 0.01", &out), 0) << out;
+  expect_has(out, "max-error 0.01 (1 - cosine vs FP32, worst output, 8 held-out samples)");
+  expect_has(out, "kept float: fc2 (sensitivity");
+  expect_has(out, "layer precisions: fc0 int8, fc1 int8, fc2 float");
+  expect_has(out, "quantization: 2 layers INT8, 0 FP8, 1 FP32 (reasons: 1 no Q/DQ at the layer's inputs)");
+  // Without the outlier, every layer INT8 already meets the budget: nothing is kept float.
+  QuantizeReport rl;
+  auto q2 = quantize_onnx(three_layer_mlp(false).save(dir_ + "/mlp3.onnx"), c, &rl);
+  ASSERT_TRUE(q2.ok()) << q2.status().to_string();
+  EXPECT_LE(rl.error_all_quantized, 0.01);
+  EXPECT_EQ(rl.error, rl.error_all_quantized);
+  EXPECT_EQ(rl.quantized.size(), 3u);
+  for (const LayerChoice& l : rl.layers) EXPECT_TRUE(l.quantized) << l.node;
+}
+
+TEST_F(QuantDebug, MaxErrorBadInputIsAClearError) {
+  const std::string model = three_layer_mlp(true).save(dir_ + "/outlier.onnx");
+  const std::string base = "build " + model + " -o " + dir_ + "/p.plan --device cpu --shapes x:8x32 --int8 ";
+  expect_error(base + "--calib-cache " + dir_ + "/c.calib --max-error 0.01", "--max-error needs --calib DATA");
+  expect_error(base + "--calib " + dir_ + "/calib --max-error 0", "give a value in (0, 1)");
+  expect_error(base + "--calib " + dir_ + "/calib --max-error -0.5", "give a value in (0, 1)");
+  expect_error(base + "--calib " + dir_ + "/calib --max-error 1", "give a value in (0, 1)");
+  expect_error(base + "--calib " + dir_ + "/calib --max-error 0.01 --calib-split 1", "--calib-split 1");
+  // A fixed batch of 8: 40 samples split 0.9 leave 4 held out, less than one batch.
+  const std::string fixed = three_layer_mlp(true, 8).save(dir_ + "/fixed.onnx");
+  expect_error("build " + fixed + " -o " + dir_ + "/p.plan --device cpu --int8 --calib " + dir_ +
+                   "/calib --max-error 0.01 --calib-split 0.9",
+               "36 to calibrate and 4 held out; each part needs at least 8 (the model's fixed batch)");
+  // The library refuses the same.
+  QuantizeConfig c;
+  c.max_error = 0.01;
+  c.cache = dir_ + "/none.calib";
+  auto r = quantize_onnx(model, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("needs calibration data"), std::string::npos) << r.status().to_string();
+  c.data = dir_ + "/calib";
+  c.max_error = 1.5;
+  r = quantize_onnx(model, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("(0, 1)"), std::string::npos) << r.status().to_string();
+}
+
 }  // namespace
 }  // namespace kiln
