@@ -82,6 +82,15 @@ struct TensorDesc {
   std::string shape_string() const;  // "[batch,3,224,224]", "?" when the rank is unknown
 };
 
+// Why a layer with Q/DQ at its inputs runs in float instead of 8 bits: the fusion rule that
+// blocked it, as the optimizer recorded it in the plan (docs/decisions/0062).
+struct UnfusedQdq {
+  std::string rule;    // "K or N not a multiple of 16", "non-zero weight zero point", ...
+  std::string detail;  // the values that broke the rule ("K = 40, N = 16"); may be ""
+  std::string nodes;   // the ONNX Q/DQ nodes left unfused ("x_q -> x_dq, w_dq")
+  std::string type;    // their 8-bit format: "int8", "fp8e4m3", "fp8e5m2" ("" unknown)
+};
+
 // One engine layer, for `kiln inspect` and profiling.
 struct LayerInfo {
   std::string name;
@@ -102,6 +111,7 @@ struct LayerInfo {
   // form: "x int8 per_tensor scale=0.0123 zp=0; w int8 per_axis axis=0 scale[48] 0.0011..0.0042".
   // "" for float layers.
   std::string quantization;
+  std::optional<UnfusedQdq> unfused_qdq;  // set when Q/DQ at this layer's inputs did not fuse
 };
 
 // Reads and validates the header alone (magic, version, sizes, checksum, target fields);

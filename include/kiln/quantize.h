@@ -65,8 +65,25 @@ struct QuantizeConfig {
   // 448) instead of E4M3FN; weights stay E4M3FN. Each pattern must match a quantized layer.
   // TensorRT has no E5M2 Q/DQ; ONNX QuantizeLinear-19 does.
   std::vector<std::string> e5m2;
+  // Accuracy budget (docs/decisions/0062). max_error in (0, 1): split `data` into its first
+  // calib_split share of samples (calibration) and the rest (held out); measure the error
+  //   max over outputs o of  1 - cos(o_quantized, o_fp32)
+  // (cosine over every held-out sample of o, the FP32 run being the unquantized model on the CPU
+  // reference, the quantized one the Q/DQ model), and keep the fewest, most sensitive quantized
+  // layers float until it is <= max_error. A layer's sensitivity is the error drop when that layer
+  // alone is left float with every other quantized (leave one out). 0 = no budget (quantize every
+  // target). Needs `data`; a split must leave at least one batch on each side.
+  double max_error = 0;
+  double calib_split = 0.8;  // share of the samples, from the first, that calibrate; (0, 1)
   std::function<void(int done, int total)> progress;  // after each calibration batch
   Logger logger;
+};
+
+// One quantization target as the accuracy budget decided it.
+struct LayerChoice {
+  std::string node;          // ONNX node name
+  bool quantized = true;     // false: kept float to meet the budget
+  double sensitivity = 0;    // error(all quantized) - error(all but this one quantized)
 };
 
 struct QuantizeReport {
@@ -76,14 +93,24 @@ struct QuantizeReport {
   std::vector<std::string> quantized;          // node names, in graph order
   std::vector<std::string> skipped;            // "node (op): why", for Conv/Gemm/MatMul left float
   std::map<std::string, float> activation_scales;  // activation tensor -> Q/DQ scale
+  // With QuantizeConfig::max_error (else empty / -1): the error with every target quantized, the
+  // error of the returned model, the samples held out, and each target in graph order.
+  double error_all_quantized = -1, error = -1;
+  int held_out_samples = 0;
+  std::vector<LayerChoice> layers;
 };
+
+// The accuracy budget's outcome as text lines (for kiln build / kiln quantize): the errors, each
+// layer's sensitivity and precision. Empty without a budget.
+std::vector<std::string> describe_budget(const QuantizeReport& r, const QuantizeConfig& config);
 
 // Quantizes the ONNX model at `onnx_path` and returns it serialized (an ONNX ModelProto with the
 // Q/DQ nodes; external-data weights are inlined). Errors: everything the ONNX importer reports;
 // InvalidArgument for calibration data that does not fit the model (a missing or extra input,
 // other trailing dims, no samples), a bad calibrator spec, a cache for another model (the hash is
-// named) or without a tensor the model needs and no data to recalibrate; Unsupported for FP8
-// below opset 19 (FP8 QuantizeLinear) or a model with nothing to quantize.
+// named) or without a tensor the model needs and no data to recalibrate, a max_error outside (0,
+// 1) or without data, a calib_split that leaves no calibration or no held-out batch; Unsupported
+// for FP8 below opset 19 (FP8 QuantizeLinear) or a model with nothing to quantize.
 StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const QuantizeConfig& config,
                                     QuantizeReport* report = nullptr);
 

@@ -99,19 +99,26 @@ def config(precision: str = "fp32", shapes: Optional[Mapping[str, ShapeSpec]] = 
 def quantize(model: Union[str, os.PathLike], calib: Optional[Union[str, os.PathLike]] = None,
              output: Optional[Union[str, os.PathLike]] = None, *, format: str = "int8",
              cache: Optional[Union[str, os.PathLike]] = None, calibrator: str = "", batch_size: int = 0,
-             max_batches: int = 0, exclude: Sequence[str] = ()) -> dict:
+             max_batches: int = 0, exclude: Sequence[str] = (), max_error: float = 0.0,
+             calib_split: float = 0.8) -> dict:
     """Post-training quantization (`kiln quantize`, docs/decisions/0050): calibrates the activations
     feeding Conv / Gemm / MatMul on `calib` (a .npz or a directory of <input>.npy, samples stacked on
     dim 0) or takes the scales from `cache`, and writes the model as standard Q/DQ ONNX to `output`
     (replaced only once complete). format: "int8" or "fp8" (E4M3FN, opset 19+). calibrator: "minmax"
     (default), "entropy", "percentile[:P]", "mse", "delayed[:N[:max|most_recent[:M]]]".
+    max_error in (0, 1): the accuracy budget (docs/decisions/0062): calibrate on the first
+    calib_split of the samples and keep the fewest, most sensitive layers float until
+    1 - cosine(outputs, FP32 outputs) on the held-out rest is <= max_error; the report then adds
+    "error_all_quantized", "error", "held_out_samples", "layers" ([{"node", "quantized",
+    "sensitivity"}]) and "summary" (the lines kiln build prints).
     Returns the report: {"calibrator", "from_cache", "batches", "samples", "quantized", "skipped",
     "activation_scales", "model": the Q/DQ ONNX bytes}. Raises InvalidArgumentError (data, cache,
-    spec), UnsupportedError, NotFoundError.
+    spec, a budget outside (0, 1) or without calib, a split leaving no held-out batch),
+    UnsupportedError, NotFoundError.
     """
     data, report = _kiln.quantize_onnx(os.fspath(model), format, os.fspath(calib) if calib else "",
                                        os.fspath(cache) if cache else "", calibrator, batch_size, max_batches,
-                                       list(exclude))
+                                       list(exclude), max_error, calib_split)
     if output is not None:
         out = os.fspath(output)
         tmp = out + ".tmp"
@@ -135,7 +142,8 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
     max_aux_streams, tactic_sources ("-cudnn_graph", "kiln,cublaslt"), progress
     (callable(BuildProgress)), logger (callable(LogSeverity, str)); quantize ("int8" | "fp8") with
     calib (calibration data) and/or calib_cache, calibrator: post-training quantization first (see
-    quantize). cuda_graph: the Engine replays CUDA graphs of its enqueue (device inputs).
+    quantize); max_error (0 < E < 1) and calib_split (default 0.8) with calib: the accuracy budget
+    (see quantize; the chosen layers are in engine.quantize_report). cuda_graph: the Engine replays CUDA graphs of its enqueue (device inputs).
     The GIL is released while building. Raises NotFoundError, UnsupportedError (e.nodes: every
     unsupported node), InvalidModelError, InvalidArgumentError.
     """
@@ -143,15 +151,20 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
     calib_cache = settings.pop("calib_cache", None)
     calibrator = settings.pop("calibrator", "")
     quant = settings.pop("quantize", None)  # "int8" | "fp8" with calib / calib_cache
+    max_error = settings.pop("max_error", 0.0)
+    calib_split = settings.pop("calib_split", 0.8)
     if (calib or calib_cache) and quant not in ("int8", "fp8"):
         raise _invalid("calib / calib_cache calibrate INT8 or FP8 layers: pass quantize='int8' or 'fp8'")
+    if max_error and not calib:
+        raise _invalid("max_error needs calib (calibration data): the error is measured on its held-out part")
     cfg = config(precision, shapes, **settings)
     network = Network()
     if quant:
         # Implicit quantization as `kiln build --int8 --calib`: the calibrated Q/DQ model, then its build.
         import tempfile
         setattr(cfg, quant, True)
-        report = quantize(model, calib, format=quant, cache=calib_cache, calibrator=calibrator)
+        report = quantize(model, calib, format=quant, cache=calib_cache, calibrator=calibrator,
+                          max_error=max_error, calib_split=calib_split)
         with tempfile.TemporaryDirectory() as d:
             qpath = os.path.join(d, "model.qdq.onnx")
             with open(qpath, "wb") as f:
@@ -161,7 +174,11 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
         network.parse_from_file(os.fspath(model))
     for line in fill_dynamic_dims(network, cfg):
         warnings.warn(line, stacklevel=2)
-    return Engine(Builder.build_network(network, cfg), cuda_graph=cuda_graph)
+    engine = Engine(Builder.build_network(network, cfg), cuda_graph=cuda_graph)
+    if quant:
+        report.pop("model", None)
+        engine.quantize_report = report
+    return engine
 
 
 def load(plan: Union[str, os.PathLike, bytes], *, cuda_graph: bool = False) -> "Engine":
@@ -197,6 +214,8 @@ class Engine:
         else:
             self._engine = Runtime.load_engine(os.fspath(plan))
         self.cuda_graph = cuda_graph
+        # kiln.build with quantize: the calibration's report (with max_error: the chosen layers).
+        self.quantize_report: Optional[dict] = None
         self._ctx = self._engine.create_execution_context()
         self._io = list(self._engine.io_tensors)
         self.input_names = [t.name for t in self._io if t.is_input]

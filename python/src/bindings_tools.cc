@@ -39,7 +39,8 @@ void init_tools(pyb::module_& m) {
   m.def(
       "quantize_onnx",
       [](const std::string& model, const std::string& format, const std::string& data, const std::string& cache,
-         const std::string& calibrator, int batch_size, int max_batches, const std::vector<std::string>& exclude) {
+         const std::string& calibrator, int batch_size, int max_batches, const std::vector<std::string>& exclude,
+         double max_error, double calib_split) {
         QuantizeConfig c;
         if (format == "int8") c.format = QuantFormat::kInt8;
         else if (format == "fp8") c.format = QuantFormat::kFp8E4M3;
@@ -50,6 +51,8 @@ void init_tools(pyb::module_& m) {
         c.batch_size = batch_size;
         c.max_batches = max_batches;
         c.exclude = exclude;
+        c.max_error = max_error;
+        c.calib_split = calib_split;
         QuantizeReport rep;
         std::string bytes;
         {
@@ -64,11 +67,26 @@ void init_tools(pyb::module_& m) {
         r["quantized"] = rep.quantized;
         r["skipped"] = rep.skipped;
         r["activation_scales"] = rep.activation_scales;
+        if (rep.error_all_quantized >= 0) {
+          r["error_all_quantized"] = rep.error_all_quantized;
+          r["error"] = rep.error;
+          r["held_out_samples"] = rep.held_out_samples;
+          pyb::list layers;
+          for (const LayerChoice& l : rep.layers) {
+            pyb::dict d;
+            d["node"] = l.node;
+            d["quantized"] = l.quantized;
+            d["sensitivity"] = l.sensitivity;
+            layers.append(d);
+          }
+          r["layers"] = layers;
+          r["summary"] = describe_budget(rep, c);
+        }
         return pyb::make_tuple(pyb::bytes(bytes), r);
       },
       pyb::arg("model"), pyb::arg("format") = "int8", pyb::arg("data") = "", pyb::arg("cache") = "",
       pyb::arg("calibrator") = "", pyb::arg("batch_size") = 0, pyb::arg("max_batches") = 0,
-      pyb::arg("exclude") = std::vector<std::string>{},
+      pyb::arg("exclude") = std::vector<std::string>{}, pyb::arg("max_error") = 0.0, pyb::arg("calib_split") = 0.8,
       "kiln::quantize_onnx (kiln/quantize.h): (Q/DQ ONNX bytes, report dict). The GIL is released while it runs.");
 
   m.def("inspect", [](const Engine& e) { return to_python(cli::engine_json(e)); }, pyb::arg("engine"),

@@ -428,7 +428,11 @@ StatusOr<ir::Graph> import_for_build(const std::string& onnx_path, const Builder
     if (!q.progress && config.progress)
       q.progress = [&](int done, int total) { config.progress(BuildProgress{"calibrate", done, total, ""}); };
     report(config, "calibrate", 0, 0);
-    KILN_ASSIGN_OR_RETURN(std::string qdq, quantize_onnx(onnx_path, q));
+    QuantizeReport rep;
+    KILN_ASSIGN_OR_RETURN(std::string qdq, quantize_onnx(onnx_path, q, &rep));
+    // The accuracy budget's choice (docs/decisions/0062), one progress line each.
+    for (const std::string& line : describe_budget(rep, q))
+      if (config.progress) config.progress(BuildProgress{"max-error", 1, 1, line});
     report(config, "import", 0, 1);
     graph = onnx_import::import_model_bytes(qdq, std::filesystem::path(onnx_path).parent_path().string(), opts);
     if (!graph.ok()) return graph.status().with_context("the quantized model");

@@ -60,3 +60,33 @@ Layout tensor_core_layout_preference(const Graph& g, const Node& n) {
 Layout row_major_layout_preference(const Graph&, const Node&) { return Layout::kNCHW; }
 
 }  // namespace kiln::ir
+
+namespace kiln::ir {
+
+namespace {
+constexpr const char* kQdqKeys[] = {"qdq_blocked", "qdq_blocked_detail", "qdq_blocked_nodes", "qdq_blocked_type"};
+}  // namespace
+
+void set_qdq_blocked(Node& n, const QdqBlocked& b) {
+  const std::string* fields[] = {&b.rule, &b.detail, &b.nodes, &b.type};
+  for (int i = 0; i < 4; ++i) n.attrs[kQdqKeys[i]] = Attribute::of_string(*fields[i]);
+}
+
+std::optional<QdqBlocked> qdq_blocked(const Node& n) {
+  if (!n.has_attr(kQdqKeys[0])) return std::nullopt;
+  QdqBlocked b;
+  b.rule = n.attr_string(kQdqKeys[0], "");
+  b.detail = n.attr_string(kQdqKeys[1], "");
+  b.nodes = n.attr_string(kQdqKeys[2], "");
+  b.type = n.attr_string(kQdqKeys[3], "");
+  return b;
+}
+
+void keep_qdq_blocked(const Node& from, Node& to) {
+  for (const char* k : kQdqKeys) {
+    auto it = from.attrs.find(k);
+    if (it != from.attrs.end()) to.attrs[k] = it->second;
+  }
+}
+
+}  // namespace kiln::ir

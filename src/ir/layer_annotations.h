@@ -5,6 +5,7 @@
 // (docs/decisions/0030-module-targets.md). passes.h re-exports them as passes::.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "ir/graph.h"
@@ -31,5 +32,27 @@ using LayoutPreference = Layout (*)(const Graph& g, const Node& n);
 Layout tensor_core_layout_preference(const Graph& g, const Node& n);
 // Row-major everywhere (CPU, CUDA FP32): never inserts a Reformat.
 Layout row_major_layout_preference(const Graph& g, const Node& n);
+
+}  // namespace kiln::ir
+
+namespace kiln::ir {
+
+// Why a layer with Q/DQ at its inputs did not become an 8-bit layer: passes::fuse_qdq_linear
+// writes it on the layer (node attributes "qdq_blocked" = the rule, "qdq_blocked_detail" = the
+// numbers, e.g. "K = 40, N = 16", "qdq_blocked_nodes" = the Q/DQ nodes left in place, and
+// "qdq_blocked_type" = the 8-bit format, "int8" or "fp8e4m3"); the plan keeps node attributes, so
+// `kiln build`'s precision summary and `kiln inspect` read this one record back (LayerInfo::
+// unfused_qdq). docs/decisions/0062.
+struct QdqBlocked {
+  std::string rule;    // one of the fixed rule texts of fuse_qdq_linear.cc ("K or N not a multiple of 16")
+  std::string detail;  // the values that broke it; may be ""
+  std::string nodes;   // "x_q -> x_dq, w_dq": the Q/DQ nodes that stay unfused
+  std::string type;    // "int8", "fp8e4m3" or "" (unknown)
+};
+void set_qdq_blocked(Node& n, const QdqBlocked& b);
+// The record, or nullopt when the node has none.
+std::optional<QdqBlocked> qdq_blocked(const Node& n);
+// Copies the record (if any) from `from` to `to`: for passes that rebuild a node's attributes.
+void keep_qdq_blocked(const Node& from, Node& to);
 
 }  // namespace kiln::ir

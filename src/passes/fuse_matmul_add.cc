@@ -103,7 +103,9 @@ bool unflatten_gemm(ir::Graph& g, const std::vector<std::vector<ir::NodeId>>& co
   }
   if (b->rank() != 1) bv = add_const(g.value(gemm.inputs[2]).name + "_n", b->reshaped({n}));
   gemm.op = ir::OpKind::kMatMulBias;
+  const ir::Node before = gemm;
   gemm.attrs.clear();
+  ir::keep_qdq_blocked(before, gemm);  // why its Q/DQ did not fuse stays readable (decision 0062)
   gemm.inputs = {a, wv, bv};
   gemm.outputs = {outer.outputs[0]};
   g.value(outer.outputs[0]).producer = gemm.id;

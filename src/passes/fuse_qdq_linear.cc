@@ -11,13 +11,15 @@
 // A bias given as DQ(bq int32 constant, sb, zb) — ONNX Runtime's quantizer writes sb = sx * sw —
 // is evaluated first (the same (bq - zb) * sb that constant folding would compute later).
 // K and N must be multiples of 16 (the 8-bit tensor-core GEMMs' alignment); other layers keep
-// their Q/DQ nodes (whose pairs fuse_pointwise turns into QDQ instructions: same numerics, float
+// their Q/DQ nodes, and a Conv/Gemm/MatMul with Q/DQ at its inputs that does not fuse records the
+// rule that blocked it (ir::QdqBlocked, read by kiln build's summary and kiln inspect; 0062) (whose pairs fuse_pointwise turns into QDQ instructions: same numerics, float
 // speed). Runs before constant folding, which would turn DQ(Wq) into a float weight. The Q/DQ
 // nodes left unread go with eliminate_dead_layers.
 #include <algorithm>
 #include <cstring>
 
 #include "ir/constant_folding.h"
+#include "ir/layer_annotations.h"
 #include "passes/passes.h"
 #include "passes/pattern.h"
 
@@ -48,7 +50,28 @@ struct ActQuant {
   const ir::Node* dq = nullptr;
 };
 
-std::optional<ActQuant> activation_qdq(const ir::Graph& g, ir::ValueId a) {
+// Each fusion condition that fails gives one of these rules (the text kiln build's summary groups
+// by and kiln inspect prints, ir::QdqBlocked) and the values that broke it.
+constexpr const char* kRuleConv = "no 8-bit convolution layer yet (Conv keeps Q/DQ)";
+constexpr const char* kRuleNoActQdq = "activation input is not a Q -> DQ pair";
+constexpr const char* kRuleActParams = "activation scale / zero point not one constant per tensor, equal in Q and DQ";
+constexpr const char* kRuleActType = "activation 8-bit type not int8 or fp8e4m3 with zero point 0";
+constexpr const char* kRuleNoWeightDq = "weight is not a DequantizeLinear";
+constexpr const char* kRuleWeightNotConst = "non-constant weight";
+constexpr const char* kRuleWeightForm = "weight not 2-D, of the activation's type, per tensor or per output channel";
+constexpr const char* kRuleWeightZp = "non-zero weight zero point";
+constexpr const char* kRuleAlign = "K or N not a multiple of 16";
+constexpr const char* kRuleGemmAttrs = "Gemm with transA, alpha or beta other than 0, 1, 1";
+constexpr const char* kRuleShape = "activation shape unknown or not [*, K]";
+constexpr const char* kRuleBias = "bias not a constant of N values";
+
+struct Blocked {
+  const char* rule = nullptr;
+  std::string detail;
+};
+
+std::optional<ActQuant> activation_qdq(const ir::Graph& g, ir::ValueId a, Blocked* why) {
+  why->rule = kRuleNoActQdq;
   const ir::NodeId di = g.value(a).producer;
   if (di < 0) return std::nullopt;
   const ir::Node& dq = g.node(di);
@@ -56,17 +79,32 @@ std::optional<ActQuant> activation_qdq(const ir::Graph& g, ir::ValueId a) {
   const ir::NodeId qi = g.value(dq.inputs[0]).producer;
   if (qi < 0) return std::nullopt;
   const ir::Node& q = g.node(qi);
-  if (q.removed || q.op != ir::OpKind::kQuantizeLinear || q.inputs.size() < 3 || q.attr_int("saturate", 1) != 1)
+  if (q.removed || q.op != ir::OpKind::kQuantizeLinear || q.inputs.size() < 3) return std::nullopt;
+  why->rule = kRuleActParams;
+  if (q.attr_int("saturate", 1) != 1) {
+    why->detail = "saturate = 0";
     return std::nullopt;
+  }
   double qs, ds, qz, dz;
   DataType qst, dst, qzt, dzt;
   if (!scalar_value(g, q.inputs[1], &qs, &qst) || !scalar_value(g, dq.inputs[1], &ds, &dst) ||
       !scalar_value(g, q.inputs[2], &qz, &qzt) || !scalar_value(g, dq.inputs[2], &dz, &dzt))
     return std::nullopt;
-  if (qs != ds || qz != dz || qzt != dzt || qst != DataType::kFloat32 || dst != DataType::kFloat32 || !(qs > 0))
+  if (qs != ds || qz != dz || qzt != dzt || qst != DataType::kFloat32 || dst != DataType::kFloat32 || !(qs > 0)) {
+    why->detail = "Q scale " + std::to_string(qs) + " zp " + std::to_string(qz) + ", DQ scale " + std::to_string(ds) +
+                  " zp " + std::to_string(dz);
     return std::nullopt;
-  if (qzt != DataType::kInt8 && !(qzt == DataType::kFloat8E4M3FN && qz == 0)) return std::nullopt;
-  if (g.value(q.inputs[0]).dtype != DataType::kFloat32) return std::nullopt;
+  }
+  if (qzt != DataType::kInt8 && !(qzt == DataType::kFloat8E4M3FN && qz == 0)) {
+    why->rule = kRuleActType;
+    why->detail = std::string(dtype_name(qzt)) + " zero point " + std::to_string(static_cast<int64_t>(qz));
+    return std::nullopt;
+  }
+  if (g.value(q.inputs[0]).dtype != DataType::kFloat32) {
+    why->rule = kRuleActType;
+    why->detail = std::string("input ") + dtype_name(g.value(q.inputs[0]).dtype) + ", not float32";
+    return std::nullopt;
+  }
   ActQuant r;
   r.x = q.inputs[0];
   r.scale = static_cast<float>(qs);
@@ -84,7 +122,8 @@ struct WeightQuant {
   const ir::Node* dq = nullptr;
 };
 
-std::optional<WeightQuant> weight_dq(const ir::Graph& g, ir::ValueId b, int out_axis, DataType type) {
+std::optional<WeightQuant> weight_dq(const ir::Graph& g, ir::ValueId b, int out_axis, DataType type, Blocked* why) {
+  why->rule = kRuleNoWeightDq;
   const ir::NodeId di = g.value(b).producer;
   if (di < 0) return std::nullopt;
   const ir::Node& dq = g.node(di);
@@ -92,17 +131,33 @@ std::optional<WeightQuant> weight_dq(const ir::Graph& g, ir::ValueId b, int out_
   const Tensor* wq = constant_of(g, dq.inputs[0]);
   const Tensor* s = constant_of(g, dq.inputs[1]);
   const Tensor* z = dq.inputs.size() > 2 ? constant_of(g, dq.inputs[2]) : nullptr;
-  if (!wq || !s || wq->dtype() != type || wq->rank() != 2 || s->dtype() != DataType::kFloat32) return std::nullopt;
-  if (dq.inputs.size() > 2 && dq.inputs[2] != ir::kNoValue && !z) return std::nullopt;
-  if (dq.attr_int("block_size", 0) != 0) return std::nullopt;
+  why->rule = kRuleWeightNotConst;
+  if (!wq || !s || (dq.inputs.size() > 2 && dq.inputs[2] != ir::kNoValue && !z)) return std::nullopt;
+  why->rule = kRuleWeightForm;
+  if (wq->dtype() != type || wq->rank() != 2 || s->dtype() != DataType::kFloat32) {
+    why->detail = std::string(dtype_name(wq->dtype())) + " rank " + std::to_string(wq->rank()) + ", activation " +
+                  dtype_name(type);
+    return std::nullopt;
+  }
+  if (dq.attr_int("block_size", 0) != 0) {
+    why->detail = "blocked (block_size " + std::to_string(dq.attr_int("block_size", 0)) + ")";
+    return std::nullopt;
+  }
   if (z)
     for (double v : tensor_to_doubles(*z))
-      if (v != 0) return std::nullopt;
+      if (v != 0) {
+        why->rule = kRuleWeightZp;
+        why->detail = "zero point " + std::to_string(static_cast<int64_t>(v)) + " in DQ '" + dq.name + "'";
+        return std::nullopt;
+      }
   const int64_t n = wq->dim(out_axis), k = wq->dim(1 - out_axis);
   if (s->numel() != 1) {
     int64_t axis = dq.attr_int("axis", 1);
     if (axis < 0) axis += 2;
-    if (axis != out_axis || s->numel() != n) return std::nullopt;
+    if (axis != out_axis || s->numel() != n) {
+      why->detail = "scale axis " + std::to_string(axis) + ", output channels on axis " + std::to_string(out_axis);
+      return std::nullopt;
+    }
   }
   WeightQuant r;
   r.w = Tensor(type, {n, k});
@@ -114,7 +169,10 @@ std::optional<WeightQuant> weight_dq(const ir::Graph& g, ir::ValueId b, int out_
     r.scale.data<float>()[i] = s->data<float>()[s->numel() == 1 ? 0 : i];
   }
   for (int64_t i = 0; i < n; ++i)
-    if (!(r.scale.data<float>()[i] > 0)) return std::nullopt;
+    if (!(r.scale.data<float>()[i] > 0)) {
+      why->detail = "scale " + std::to_string(r.scale.data<float>()[i]) + " of channel " + std::to_string(i);
+      return std::nullopt;
+    }
   r.dq = &dq;
   return r;
 }
@@ -129,28 +187,45 @@ std::optional<Tensor> bias_of(const Tensor* b, int64_t n) {
   return out;
 }
 
-bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::string>& pinned, ir::Node& n) {
+// Fuses n when every condition holds; otherwise fills `why` (rule and values) and changes nothing.
+bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::string>& pinned, ir::Node& n, Blocked* why) {
   const bool gemm = n.op == ir::OpKind::kGemm;
+  if (n.op == ir::OpKind::kConv || n.op == ir::OpKind::kConvTranspose) {
+    why->rule = kRuleConv;
+    return false;
+  }
   if (!gemm && n.op != ir::OpKind::kMatMul) return false;
   if (n.inputs.size() < 2 || n.outputs.size() != 1) return false;
   if (gemm && (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.f) != 1.f ||
-               (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue && n.attr_float("beta", 1.f) != 1.f)))
+               (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue && n.attr_float("beta", 1.f) != 1.f))) {
+    why->rule = kRuleGemmAttrs;
     return false;
-  auto act = activation_qdq(g, n.inputs[0]);
+  }
+  auto act = activation_qdq(g, n.inputs[0], why);
   if (!act) return false;
   const int out_axis = gemm && n.attr_int("transB", 0) ? 0 : 1;
-  auto w = weight_dq(g, n.inputs[1], out_axis, act->type);
+  auto w = weight_dq(g, n.inputs[1], out_axis, act->type, why);
   if (!w) return false;
   const int64_t nn = w->w.dim(0), k = w->w.dim(1);
-  if (k % 16 || nn % 16) return false;
+  if (k % 16 || nn % 16) {
+    why->rule = kRuleAlign;
+    why->detail = "K = " + std::to_string(k) + ", N = " + std::to_string(nn);
+    return false;
+  }
   const auto& xs = g.value(act->x).shape;
-  if (!xs || xs->empty() || (!gemm && xs->size() < 2) || (gemm && xs->size() != 2)) return false;
-  if (xs->back().is_known() && xs->back().value != k) return false;
+  if (!xs || xs->empty() || (!gemm && xs->size() < 2) || (gemm && xs->size() != 2) ||
+      (xs->back().is_known() && xs->back().value != k)) {
+    why->rule = kRuleShape;
+    return false;
+  }
   std::optional<Tensor> bias;
   ir::Node* add = nullptr;
   if (gemm && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
     bias = bias_of(constant_of(g, n.inputs[2]), nn);
-    if (!bias) return false;
+    if (!bias) {
+      why->rule = kRuleBias;
+      return false;
+    }
   } else if (!gemm) {
     const ir::ValueId y = n.outputs[0];
     if (!pinned.count(g.value(y).name) && consumers[y].size() == 1) {
@@ -202,6 +277,36 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
   return true;
 }
 
+// The Q/DQ nodes at a linear layer's activation (Q -> DQ) and weight (DQ) inputs, "" when neither
+// input is dequantized; their 8-bit type in *type.
+std::string qdq_at_inputs(const ir::Graph& g, const ir::Node& n, std::string* type) {
+  std::string names;
+  for (size_t i = 0; i < 2 && i < n.inputs.size(); ++i) {
+    const ir::ValueId v = n.inputs[i];
+    if (v == ir::kNoValue || g.value(v).producer < 0) continue;
+    const ir::Node& dq = g.node(g.value(v).producer);
+    if (dq.removed || dq.op != ir::OpKind::kDequantizeLinear || dq.inputs.empty()) continue;
+    std::string one = dq.name;
+    const ir::NodeId qi = g.value(dq.inputs[0]).producer;
+    if (qi >= 0 && g.node(qi).op == ir::OpKind::kQuantizeLinear) one = g.node(qi).name + " -> " + one;
+    names += (names.empty() ? "" : ", ") + one;
+    const DataType t = g.value(dq.inputs[0]).dtype;
+    if (type->empty()) *type = t == DataType::kInt8 || t == DataType::kUInt8 ? "int8"
+                               : t == DataType::kFloat8E4M3FN ? "fp8e4m3" : t == DataType::kFloat8E5M2 ? "fp8e5m2" : "";
+  }
+  return names;
+}
+
+// Records on n why its Q/DQ did not fuse (ir::QdqBlocked), when it has Q/DQ at its inputs.
+void record_blocked(ir::Graph& g, ir::Node& n, const Blocked& why) {
+  ir::QdqBlocked b;
+  b.nodes = qdq_at_inputs(g, n, &b.type);
+  if (b.nodes.empty()) return;
+  b.rule = why.rule;
+  b.detail = why.detail;
+  ir::set_qdq_blocked(n, b);
+}
+
 // DQ(bq int32 constant, ...) read by a Gemm's bias or an Add after a MatMul: folded to the float
 // bias it stands for, so fuse() sees a constant.
 void fold_int32_bias_dequantize(ir::Graph& g, const PassOptions& opts) {
@@ -229,8 +334,11 @@ Status fuse_qdq_linear(ir::Graph& g, const PassOptions& opts) {
   std::set<std::string> pinned;
   for (ir::ValueId v : g.outputs) pinned.insert(g.value(v).name);
   for (const std::string& name : subgraph_reads(g)) pinned.insert(name);
-  for (ir::Node& n : g.nodes)
-    if (!n.removed) fuse(g, consumers, pinned, n);
+  for (ir::Node& n : g.nodes) {
+    if (n.removed) continue;
+    Blocked why;
+    if (!fuse(g, consumers, pinned, n, &why) && why.rule) record_blocked(g, n, why);
+  }
   return Status::Ok();
 }
 

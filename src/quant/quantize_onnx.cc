@@ -29,6 +29,7 @@
 #include "kiln/plan.h"
 #include "kiln/quantize.h"
 #include "onnx/importer.h"
+#include "quant/accuracy_budget.h"
 #include "quant/calibration_cache.h"
 #include "quant/calibrator.h"
 #include "quant/delayed_scaling.h"
@@ -140,8 +141,11 @@ struct Observed {
   bool seen = false;
 };
 
-// Calibration inputs: one [samples, ...] tensor per graph input, in graph-input order.
-StatusOr<std::vector<Tensor>> load_samples(const std::string& path, const ir::Graph& g) {
+}  // namespace
+
+namespace quant {
+
+StatusOr<std::vector<Tensor>> load_calibration_samples(const std::string& path, const ir::Graph& g) {
   std::map<std::string, Tensor> by_name;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
@@ -202,6 +206,12 @@ StatusOr<std::vector<Tensor>> load_samples(const std::string& path, const ir::Gr
     if (!used.count(n)) return invalid_argument("calibration data '" + path + "' has an array '" + n + "' the model has no input for");
   return out;
 }
+
+}  // namespace quant
+
+namespace {
+
+using quant::load_calibration_samples;
 
 // A float32 TensorProto / int8 / fp8 initializer from raw bytes.
 void set_raw(onnx::TensorProto* t, const std::string& name, int onnx_type, const Shape& dims, const void* data,
@@ -282,6 +292,7 @@ int64_t opset_of(const onnx::ModelProto& m) {
 
 StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const QuantizeConfig& config,
                                     QuantizeReport* report) {
+  if (config.max_error != 0) return quant::quantize_within_budget(onnx_path, config, report);
   QuantizeReport local;
   QuantizeReport& rep = report ? *report : local;
   rep = QuantizeReport{};
@@ -520,7 +531,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
     if (config.data.empty())
       return invalid_argument("calibration cache '" + config.cache +
                               "' does not exist and no calibration data (--calib) was given");
-    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> samples, load_samples(config.data, g));
+    KILN_ASSIGN_OR_RETURN(std::vector<Tensor> samples, load_calibration_samples(config.data, g));
     const int64_t count = samples.front().dim(0);
     // Samples per batch: an input's fixed batch dim, else the configured size.
     int64_t batch = config.batch_size > 0 ? config.batch_size : 8;

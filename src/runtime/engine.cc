@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_kernel.h"
 #include "io/input_file.h"
+#include "ir/layer_annotations.h"
 #include "plan/plan_format.h"
 #include "runtime/engine_impl.h"
 #ifdef KILN_HAVE_CUDA
@@ -217,6 +218,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     l.precision = n.attr_string("precision", "");
     l.precision_constrained = n.attr_int("precision_constrained", 0) != 0;
     if (n.op == ir::OpKind::kQuantLinear && n.inputs.size() >= 3) l.quantization = quant_linear_summary(g, n);
+    if (auto b = ir::qdq_blocked(n)) l.unfused_qdq = UnfusedQdq{b->rule, b->detail, b->nodes, b->type};
     auto pb = packed_bytes_by_layer.find(n.name);
     if (pb != packed_bytes_by_layer.end()) l.packed_weight_bytes = pb->second;
     impl->layers.push_back(std::move(l));

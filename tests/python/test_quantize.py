@@ -55,3 +55,42 @@ def test_bad_calibration_data_is_a_clear_error(models, calib):
         kiln.quantize(models["mlp"], calib["path"], calibrator="kl")
     with pytest.raises(kiln.InvalidArgumentError, match="quantize='int8'"):
         kiln.build(models["mlp"], target="cpu", calib=calib["path"])
+
+
+def _outlier_mlp(path):
+    """x [batch, 32] -> fc0 -> Relu -> fc1 (+ bias 1000 in channel 0) -> fc2 (ignores channel 0):
+    min-max INT8 of fc2's input rounds every other channel away (docs/decisions/0062)."""
+    from onnx import helper, numpy_helper, TensorProto
+    i = np.arange(32 * 32, dtype=np.float32)
+    w0 = (0.3 * np.sin(0.37 * i + 1)).reshape(32, 32).astype(np.float32)
+    w1 = (0.3 * np.sin(0.37 * i + 2)).reshape(32, 32).astype(np.float32)
+    b1 = np.zeros(32, np.float32)
+    b1[0] = 1000
+    w2 = (0.3 * np.sin(0.37 * np.arange(32 * 16, dtype=np.float32) + 3)).reshape(32, 16).astype(np.float32)
+    w2[0, :] = 0
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "W0"], ["h0"], "fc0", transB=1),
+         helper.make_node("Relu", ["h0"], ["r0"], "relu0"),
+         helper.make_node("Gemm", ["r0", "W1", "b1"], ["h1"], "fc1", transB=1),
+         helper.make_node("MatMul", ["h1", "W2"], ["y"], "fc2")],
+        "outlier", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 16])],
+        [numpy_helper.from_array(a, n) for a, n in ((w0, "W0"), (w1, "W1"), (b1, "b1"), (w2, "W2"))])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_build_max_error_keeps_the_outlier_layer_float(tmp_path):
+    model = _outlier_mlp(str(tmp_path / "outlier.onnx"))
+    x = (2 * np.sin(0.71 * np.arange(40 * 32))).reshape(40, 32).astype(np.float32)
+    data = str(tmp_path / "calib.npz")
+    np.savez(data, x=x)
+    e = kiln.build(model, shapes={"x": (8, 32)}, target="cpu", quantize="int8", calib=data, max_error=0.01)
+    rep = e.quantize_report
+    assert rep["error_all_quantized"] > 0.01 >= rep["error"]
+    assert [(l["node"], l["quantized"]) for l in rep["layers"]] == [("fc0", True), ("fc1", True), ("fc2", False)]
+    assert rep["held_out_samples"] == 8
+    with pytest.raises(kiln.InvalidArgumentError, match="max_error needs calib"):
+        kiln.build(model, target="cpu", quantize="int8", max_error=0.01)
+    with pytest.raises(kiln.InvalidArgumentError, match=r"\(0, 1\)"):
+        kiln.quantize(model, data, max_error=2.0)

@@ -122,6 +122,8 @@ int cmd_build(const BuildOptions& o) {
     if (l.precision_constrained) ++constrained[l.precision];
   for (const auto& [prec, count] : constrained)
     std::printf("  %d layer(s) constrained to %s (--layer-precisions)\n", count, prec.c_str());
+  const std::string quant = quant_precision_summary(e);
+  if (!quant.empty()) std::printf("  quantization: %s\n", quant.c_str());
   for (const IOTensor& io : e.io_tensors()) {
     if (io.is_input) {
       const ShapeRange* r = e.profiles()[0].find(io.desc.name);

@@ -70,12 +70,17 @@ nlohmann::json engine_json(const Engine& e) {
     if (l.precision_constrained) lj["precision_constrained"] = true;
     if (l.packed_weight_bytes) lj["packed_weight_bytes"] = l.packed_weight_bytes;
     if (!l.quantization.empty()) lj["quantization"] = l.quantization;
+    if (l.unfused_qdq)
+      lj["unfused_qdq"] = {{"rule", l.unfused_qdq->rule}, {"detail", l.unfused_qdq->detail},
+                           {"nodes", l.unfused_qdq->nodes}, {"type", l.unfused_qdq->type}};
     lj["inputs"] = nlohmann::json::array();
     for (const TensorDesc& d : l.inputs) lj["inputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
     lj["outputs"] = nlohmann::json::array();
     for (const TensorDesc& d : l.outputs) lj["outputs"].push_back(d.name.empty() ? nlohmann::json(nullptr) : desc_json(d));
     j["layers"].push_back(lj);
   }
+  const std::string quant = quant_precision_summary(e);
+  if (!quant.empty()) j["quantization_summary"] = quant;
   j["weights_bytes"] = e.weights_bytes();
   if (e.header().target.backend == PlanBackend::kCuda) {
     j["tuned_shapes"] = e.tuned_shapes();
@@ -169,8 +174,22 @@ int cmd_inspect(const InspectOptions& o) {
                 tactic_id_text(l.tactic_id).c_str(), origin.c_str(), precision.c_str(),
                 l.packed_weight_bytes ? (", packed weights " + std::to_string(l.packed_weight_bytes) + " bytes").c_str() : "");
     if (!l.quantization.empty()) std::printf("        quant %s\n", l.quantization.c_str());
+    if (l.unfused_qdq)
+      std::printf("        unfused Q/DQ %s (%s): %s%s\n", l.unfused_qdq->nodes.c_str(), l.unfused_qdq->type.c_str(),
+                  l.unfused_qdq->rule.c_str(), l.unfused_qdq->detail.empty() ? "" : (" (" + l.unfused_qdq->detail + ")").c_str());
     for (const TensorDesc& d : l.inputs) std::printf("        in  %s\n", desc_text(d).c_str());
     for (const TensorDesc& d : l.outputs) std::printf("        out %s\n", desc_text(d).c_str());
+  }
+  std::vector<const LayerInfo*> unfused;
+  for (const LayerInfo& l : e.layers())
+    if (l.unfused_qdq) unfused.push_back(&l);
+  const std::string quant = quant_precision_summary(e);
+  if (!quant.empty()) {
+    std::printf("Quantization: %s\n", quant.c_str());
+    std::printf("Unfused Q/DQ pairs (%zu):\n", unfused.size());
+    for (const LayerInfo* l : unfused)
+      std::printf("  %s -> %s (%s): %s%s\n", l->unfused_qdq->nodes.c_str(), l->name.c_str(), l->op.c_str(),
+                  l->unfused_qdq->rule.c_str(), l->unfused_qdq->detail.empty() ? "" : (" (" + l->unfused_qdq->detail + ")").c_str());
   }
   std::printf("Weights: %zu bytes\n", e.weights_bytes());
   if (e.header().target.backend == PlanBackend::kCuda) {

@@ -43,6 +43,7 @@ int cmd_quantize(const QuantizeOptions& o) {
   std::printf("  %zu layers quantized, %zu activations calibrated, %zu layers left float\n", rep.quantized.size(),
               rep.activation_scales.size(), rep.skipped.size());
   for (const std::string& s : rep.skipped) std::printf("  float: %s\n", s.c_str());
+  for (const std::string& line : describe_budget(rep, *config)) std::printf("  %s\n", line.c_str());
   if (o.verbose)
     for (const auto& [name, scale] : rep.activation_scales) std::printf("  scale %s: %.9g\n", name.c_str(), scale);
   return kExitOk;

@@ -34,6 +34,16 @@ const Status& last_reported_error();
 // "[1,3,224,224]" or "[1,3,224,224]..[8,3,224,224] (opt [4,3,224,224])".
 std::string range_string(const ShapeRange& r);
 
+// A quantized plan's one-line precision summary (docs/decisions/0062): "2 layers INT8, 0 FP8, 3
+// FP32 (reasons: 1 K or N not a multiple of 16; 2 no Q/DQ at the layer's inputs)". Counts the
+// 8-bit linear layers (QuantLinear) by weight type, and the float Conv/Gemm/MatMul-family layers
+// with the rule that kept each float (LayerInfo::unfused_qdq, or no Q/DQ at its inputs). "" for a
+// plan with no 8-bit layer and no unfused Q/DQ.
+std::string quant_precision_summary(const Engine& e);
+// Whether a plan layer's op is one of the linear layers quantization targets (Conv, FusedConv,
+// ConvTranspose, Gemm, MatMul, MatMulBias, QuantLinear).
+bool is_linear_layer_op(const std::string& op);
+
 // `kiln inspect --json`'s object for a loaded engine (without "load_ms").
 nlohmann::json engine_json(const Engine& e);
 // `kiln compare`'s measurement: runs `engine` (inputs bound as `shapes` say) and the CPU
@@ -43,6 +53,15 @@ nlohmann::json engine_json(const Engine& e);
 StatusOr<nlohmann::json> compare_engine(const Engine& engine, const ir::Graph& reference,
                                         const std::vector<std::pair<std::string, Tensor>>& inputs,
                                         const std::map<std::string, Shape>& shapes, int top_k, double atol, double rtol);
+// `kiln compare --per-layer`'s measurement (docs/decisions/0062): runs the CPU plan's layer graph on
+// the reference kernels and `reference` (the FP32 ONNX model) with the same inputs, and compares
+// every layer output that has a same-named tensor in the model. Returns {"tolerance": {metric,
+// bound}, "layers": [{index, layer, op, tensor, origin, cosine, normalized_error, max_rel_error,
+// max_abs_error, ok}], "first_failing": a layer or null, "ok"}. A layer passes when cosine >= bound
+// (`cosine`) or max|a - r| / max|r| <= bound. Unsupported for CUDA plans.
+StatusOr<nlohmann::json> compare_layers(const Engine& engine, const ir::Graph& reference,
+                                        const std::vector<std::pair<std::string, Tensor>>& inputs, bool cosine,
+                                        double bound);
 // `kiln bench`'s measurement of a loaded engine (inputs generated with seed 1, `shapes` for
 // dynamic inputs): fills `j` like `kiln bench --json` (without "plan" and the load time) and
 // prints the summary. Returns an exit code; errors are printed (see last_reported_error).

@@ -2,6 +2,7 @@
 #include "tools/kiln/options.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -83,11 +84,31 @@ void CalibrationOptions::add_to(CLI::App* app) {
   g->add_option("--fp8-e5m2", e5m2,
                 "FP8: quantize this node's input activation to E5M2 (range 57344) instead of E4M3 (exact name, or a "
                 "prefix ending in '*'; repeatable)");
+  g->add_option_function<double>(
+      "--max-error",
+      [this](const double& v) {
+        max_error = v;
+        max_error_given = true;
+      },
+                "Accuracy budget: keep the fewest, most sensitive layers float until 1 - cosine of the outputs vs "
+                "FP32 on the held-out part of --calib is <= E (0 < E < 1; docs/decisions/0062)");
+  g->add_option("--calib-split", calib_split,
+                "With --max-error: the share of --calib's samples (from the first) that calibrates; the rest is "
+                "held out to measure the error (default 0.8)");
 }
 
 StatusOr<QuantizeConfig> CalibrationOptions::to_config() const {
   if (batch < 0) return invalid_argument("--calib-batch must be >= 1 (0 = default)");
   if (max_batches < 0) return invalid_argument("--calib-max-batches must be >= 0");
+  if (max_error_given && data.empty())
+    return invalid_argument("--max-error needs --calib DATA: the error is measured on its held-out part (a "
+                            "--calib-cache holds no samples)");
+  if (max_error_given && !(max_error > 0 && max_error < 1))
+    return invalid_argument("--max-error " + std::to_string(max_error) +
+                            ": the budget is 1 - cosine similarity, give a value in (0, 1), e.g. 0.01");
+  if (!(calib_split > 0 && calib_split < 1))
+    return invalid_argument("--calib-split " + std::to_string(calib_split) +
+                            ": give the calibrating share of the samples in (0, 1), e.g. 0.8");
   QuantizeConfig q;
   q.data = data;
   q.cache = cache;
@@ -96,6 +117,8 @@ StatusOr<QuantizeConfig> CalibrationOptions::to_config() const {
   q.max_batches = max_batches;
   q.exclude = exclude;
   q.e5m2 = e5m2;
+  q.max_error = max_error;
+  q.calib_split = calib_split;
   return q;
 }
 
@@ -350,11 +373,33 @@ void CompareOptions::add_to(CLI::App* app) {
   app->add_option("--atol", atol, "Absolute tolerance");
   app->add_option("--rtol", rtol, "Relative tolerance");
   app->add_option("--json", json, "Write the per-output metrics as JSON here");
+  app->add_flag("--per-layer", per_layer,
+                "Compare every layer's output with the FP32 reference of the same ONNX tensor, in execution order, "
+                "and name the first layer outside --tolerance (CPU plans)");
+  app->add_option("--tolerance", tolerance,
+                  "--per-layer bound: cos=C (cosine >= C; default cos=0.99) or rel=R (max|d| / max|ref| <= R)");
+}
+
+StatusOr<CompareOptions::LayerTolerance> CompareOptions::layer_tolerance() const {
+  const size_t eq = tolerance.find('=');
+  const std::string key = tolerance.substr(0, eq);
+  LayerTolerance t;
+  char* end = nullptr;
+  const std::string val = eq == std::string::npos ? "" : tolerance.substr(eq + 1);
+  const double v = std::strtod(val.c_str(), &end);
+  if (eq == std::string::npos || (key != "cos" && key != "rel") || val.empty() || *end != '\0' || !std::isfinite(v))
+    return invalid_argument("--tolerance '" + tolerance + "': expected cos=C (0 < C <= 1) or rel=R (R >= 0)");
+  t.cosine = key == "cos";
+  t.bound = v;
+  if (t.cosine && !(v > 0 && v <= 1)) return invalid_argument("--tolerance '" + tolerance + "': C must be in (0, 1]");
+  if (!t.cosine && !(v >= 0)) return invalid_argument("--tolerance '" + tolerance + "': R must be >= 0");
+  return t;
 }
 
 Status CompareOptions::validate() const {
   if (top_k < 1) return invalid_argument("--top-k must be >= 1");
   if (atol < 0 || rtol < 0) return invalid_argument("--atol and --rtol must be >= 0");
+  if (per_layer) KILN_RETURN_IF_ERROR(layer_tolerance().status());
   return Status::Ok();
 }
 

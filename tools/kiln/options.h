@@ -37,6 +37,9 @@ struct CalibrationOptions {
   int max_batches = 0;     // --calib-max-batches N
   std::vector<std::string> exclude;  // --quant-exclude NODE[*]
   std::vector<std::string> e5m2;     // --fp8-e5m2 NODE[*] (also --layer-precisions NODE[*]:fp8e5m2 in kiln build)
+  double max_error = 0;              // --max-error E (1 - cosine vs FP32 on held-out data)
+  bool max_error_given = false;      // --max-error was passed (then E must be in (0, 1))
+  double calib_split = 0.8;          // --calib-split S (calibrating share of --calib's samples)
   void add_to(CLI::App* app);
   StatusOr<QuantizeConfig> to_config() const;
 };
@@ -139,8 +142,18 @@ struct CompareOptions {
   double atol = 1e-5;
   double rtol = 1e-3;
   std::string json;
+  // --per-layer: every layer's output against the FP32 reference (docs/decisions/0062).
+  bool per_layer = false;
+  // --tolerance cos=C (cosine >= C, default cos=0.99) or rel=R (max|a - r| / max|r| <= R).
+  std::string tolerance = "cos=0.99";
   void add_to(CLI::App* app);
   Status validate() const;
+  // The parsed --tolerance: which metric and its bound.
+  struct LayerTolerance {
+    bool cosine = true;  // true: cosine >= bound; false: max|a - r| / max|r| <= bound
+    double bound = 0.99;
+  };
+  StatusOr<LayerTolerance> layer_tolerance() const;
 };
 
 struct ConformanceOptions {

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <set>
 
 #include "onnx/importer.h"
 #include "plan/plan_format.h"
@@ -39,6 +41,46 @@ const Status& last_reported_error() { return g_last_error; }
 std::string range_string(const ShapeRange& r) {
   if (r.min == r.max) return shape_str(r.min);
   return shape_str(r.min) + ".." + shape_str(r.max) + " (opt " + shape_str(r.opt) + ")";
+}
+
+bool is_linear_layer_op(const std::string& op) {
+  return op == "Conv" || op == "FusedConv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul" ||
+         op == "MatMulBias" || op == "QuantLinear";
+}
+
+std::string quant_precision_summary(const Engine& e) {
+  int int8 = 0, fp8 = 0, kept = 0;
+  bool any_unfused = false;
+  std::map<std::string, int> reasons;  // rule -> layers
+  std::set<std::string> float_precisions;
+  for (const LayerInfo& l : e.layers()) {
+    if (l.op == "QuantLinear") {
+      const DataType w = l.inputs.size() > 1 ? l.inputs[1].dtype : DataType::kUndefined;
+      (w == DataType::kInt8 ? int8 : fp8) += 1;
+      continue;
+    }
+    if (!is_linear_layer_op(l.op)) continue;
+    ++kept;
+    float_precisions.insert(l.precision.empty() ? "FP32" : (l.precision == "fp16" ? "FP16" : l.precision == "bf16" ? "BF16" : "FP32"));
+    if (l.unfused_qdq) {
+      any_unfused = true;
+      ++reasons[l.unfused_qdq->rule];
+    } else {
+      ++reasons["no Q/DQ at the layer's inputs"];
+    }
+  }
+  if (int8 + fp8 == 0 && !any_unfused) return "";
+  std::string fl;
+  for (const std::string& p : float_precisions) fl += (fl.empty() ? "" : "/") + p;
+  if (fl == "FP32/FP16" || fl == "FP16/FP32") fl = "FP16/FP32";
+  std::string s = std::to_string(int8) + " layer" + (int8 == 1 ? "" : "s") + " INT8, " + std::to_string(fp8) + " FP8, " +
+                  std::to_string(kept) + " " + (fl.empty() ? "FP32" : fl);
+  if (!reasons.empty()) {
+    std::string r;
+    for (const auto& [rule, count] : reasons) r += (r.empty() ? "" : "; ") + std::to_string(count) + " " + rule;
+    s += " (reasons: " + r + ")";
+  }
+  return s;
 }
 
 }  // namespace kiln::cli
