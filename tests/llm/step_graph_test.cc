@@ -250,5 +250,37 @@ TEST(LlmStepGraph, InputsOutputsAndOneNodePerLayer) {
   EXPECT_EQ(layers, (std::vector<int64_t>{0, 1, 2}));
 }
 
+// What a CUDA fp16 plan of the step graph lowers (the builder's own pipeline, no GPU needed): one
+// PagedAttention per layer, its integer inputs still the graph's int64 / int32 inputs.
+TEST(LlmStepGraph, CudaLayerGraphKeepsOnePagedAttentionPerLayer) {
+  const Model m = make_model("step_cuda", testing::tiny_llama_config(3), 1);
+  StepGraphOptions o;
+  o.max_rows = 2;
+  o.max_blocks_per_seq = 4;
+  o.block_size = 8;
+  o.cache_dtype = "float16";
+  auto g = build_step_graph(m.ck.config(), m.ck, o);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  BuilderConfig c;
+  c.target = TargetDevice::kCuda;
+  c.fp16 = true;
+  OptimizationProfile p;
+  for (const char* name : {kStepInputIdsName, kStepPositionIdsName, kStepTokenSeqName})
+    ASSERT_TRUE(p.set_dimensions(name, {1}, {8}, {64}).ok());
+  c.profiles = {p};
+  auto laid = cuda_layer_graph(*g, c, nullptr);
+  ASSERT_TRUE(laid.ok()) << laid.status().to_string();
+  std::vector<int64_t> layers;
+  for (const ir::Node& n : laid->nodes) {
+    if (n.removed || n.op != ir::OpKind::kPagedAttention) continue;
+    layers.push_back(n.attr_int("layer", -1));
+    const char* names[] = {kStepPositionIdsName, kStepTokenSeqName, kStepBlockTableName, kStepKvPoolsName};
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(laid->value(n.inputs[3 + i]).name, names[i]) << n.name;
+    EXPECT_EQ(laid->value(n.inputs[4]).dtype, DataType::kInt32);
+    EXPECT_EQ(laid->value(n.inputs[6]).dtype, DataType::kInt64);
+  }
+  EXPECT_EQ(layers, (std::vector<int64_t>{0, 1, 2}));
+}
+
 }  // namespace
 }  // namespace kiln::llm
