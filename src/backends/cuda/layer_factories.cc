@@ -54,6 +54,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kMatMulBias, lower_gemm},
     {OpKind::kQuantLinear, lower_quant_linear},
     {OpKind::kAttention, lower_attention},
+    {OpKind::kPagedAttention, lower_paged_attention},
     {OpKind::kGather, lower_gather},
     {OpKind::kConcat, lower_concat},
     {OpKind::kFusedPointwise, lower_fused_pointwise},

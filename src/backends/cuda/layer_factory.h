@@ -137,6 +137,7 @@ Status lower_where(LowerContext& ctx, const ir::Node& n, const std::string& wher
 Status lower_conv(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Conv, FusedConv
 Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Gemm, MatMul, MatMulBias
 Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);  // PagedAttention
 Status lower_gather(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Add, Relu, Clip, ...

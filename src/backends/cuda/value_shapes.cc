@@ -1,5 +1,6 @@
 // Concrete shapes and dtypes of every value of a graph at given input shapes (gpu_model.h):
-// static shape inference when it determines them all, else one CPU reference run. Host code
+// static shape inference when it determines them all, else one CPU reference run (refused for
+// graphs holding an op that writes memory named by its inputs, PagedAttention). Host code
 // only; the CUDA lowering needs these before it picks kernels and sizes the arena.
 #include <map>
 #include <random>
@@ -55,6 +56,14 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
       if (complete) return st;
     }
   }
+  // The reference run feeds made-up inputs: an op that writes memory named by its inputs
+  // (PagedAttention appends to the pool whose address is input kv_pools; on a CUDA plan that is
+  // a device address) must never run on them.
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && ir::op_writes_memory(n.op))
+      return unsupported(n.describe() +
+                         ": the graph's shapes need a CPU reference run (static shape inference left some "
+                         "unknown), which cannot run this op: it writes memory named by its inputs");
   ValueShapes vs;
   vs.shapes.resize(g.values.size());
   vs.dtypes.resize(g.values.size(), DataType::kUndefined);
