@@ -158,14 +158,16 @@ struct AttnArgs {
   float2* ws_ml;   // [T, Hq, splits]: (max, sum)
 };
 
-// Grid: x = (t * Hkv + kv head) * chunks + head chunk, y = split. kLanes lanes per key row
-// (D <= 8 * kLanes), kG query heads per block (a chunk of the GQA group).
 // Blocks per SM the register budget is set for: 4 (16 warps, 128 registers) keeps enough loads in
-// flight for decode; fp32 pools and 8-head blocks need more registers (no spills at 3 and 2).
+// flight for decode; fp32 pools and 8-head blocks need more registers (no spills at 3 and 2;
+// nvcc -Xptxas -v, sm_90).
 template <typename CacheT, int kG>
 constexpr int min_blocks() {
   return kG >= 8 ? 2 : (sizeof(CacheT) == 4 ? 3 : 4);
 }
+
+// Grid: x = (t * Hkv + kv head) * chunks + head chunk, y = split. kLanes lanes per key row
+// (D <= 8 * kLanes), kG query heads per block (a chunk of the GQA group).
 
 template <typename CacheT, int kLanes, int kG>
 __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_attention_kernel(AttnArgs a, PagedAttentionDesc d) {
@@ -250,11 +252,13 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
         vr[u].zero();
       }
     }
+    // Scores of the step's key rows for every head (invalid rows: -inf), then one rescale of the
+    // running state per head and step (not per key row).
+    float sc[kUnroll][kG];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      float kk[8], vv[8];
+      float kk[8];
       kr[u].to_float(kk);
-      vr[u].to_float(vv);
 #pragma unroll
       for (int g = 0; g < kG; ++g) {
         float s = 0.f;
@@ -262,16 +266,30 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
         for (int i = 0; i < 8; ++i) s = fmaf(q[g][i], kk[i], s);
 #pragma unroll
         for (int o = kLanes / 2; o > 0; o >>= 1) s += __shfl_xor_sync(kFull, s, o);
-        if (ok[u]) {  // uniform over the lane group
-          const float mn = fmaxf(st.m[g], s);
-          const float corr = exp2f(st.m[g] - mn);  // 0 for the first key (m = -inf)
-          const float pe = exp2f(s - mn);
-          st.l[g] = st.l[g] * corr + pe;
-#pragma unroll
-          for (int i = 0; i < 8; ++i) st.acc[g][i] = fmaf(pe, vv[i], st.acc[g][i] * corr);
-          st.m[g] = mn;
-        }
+        sc[u][g] = ok[u] ? s : -INFINITY;
       }
+    }
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      float tmax = sc[0][g];
+#pragma unroll
+      for (int u = 1; u < kUnroll; ++u) tmax = fmaxf(tmax, sc[u][g]);
+      if (tmax == -INFINITY) continue;  // no valid row in this step (uniform over the lane group)
+      const float mn = fmaxf(st.m[g], tmax);
+      const float corr = exp2f(st.m[g] - mn);  // 0 while m = -inf (no row seen yet)
+      st.l[g] *= corr;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) st.acc[g][i] *= corr;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const float pe = exp2f(sc[u][g] - mn);  // 0 for an invalid row
+        st.l[g] += pe;
+        float vv[8];
+        vr[u].to_float(vv);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) st.acc[g][i] = fmaf(pe, vv[i], st.acc[g][i]);
+      }
+      st.m[g] = mn;
     }
   }
 
