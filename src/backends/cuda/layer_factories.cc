@@ -73,6 +73,8 @@ constexpr Registration kFactories[] = {
     {OpKind::kAbs, lower_pointwise},
     {OpKind::kReciprocal, lower_pointwise},
     {OpKind::kLog, lower_pointwise},
+    {OpKind::kSin, lower_pointwise},
+    {OpKind::kCos, lower_pointwise},
     {OpKind::kHardSwish, lower_pointwise},
     {OpKind::kGelu, lower_pointwise},
     {OpKind::kLeakyRelu, lower_pointwise},
