@@ -169,9 +169,9 @@ TEST(GpuPagedAttentionLowering, WhatTheKernelDoesNotTakeIsRefusedByName) {
   for (const Case& c : cases) {
     ir::Graph g = paged_graph(c.geo, 4);
     for (const auto& [k, a] : c.attrs) g.nodes[0].attrs[k] = a;
+    // The op's shape rule refuses some (attributes), the CUDA factory the rest.
     auto vs = cuda::infer_value_shapes_by_reference(g, input_shapes(c.geo, 4));
-    ASSERT_TRUE(vs.ok()) << vs.status().to_string();
-    Status s = cuda::check_gpu_support(g, *vs, cuda::StorageType::kF16);
+    Status s = vs.ok() ? cuda::check_gpu_support(g, *vs, cuda::StorageType::kF16) : vs.status();
     EXPECT_FALSE(s.ok()) << c.expect;
     EXPECT_NE(s.message().find("attn_paged"), std::string::npos) << s.message();
     EXPECT_NE(s.message().find(c.expect), std::string::npos) << s.message();
