@@ -79,7 +79,8 @@ kiln_module(kiln_timing_cache
 # LLM checkpoints and tokenizers (issue 13, docs/decisions/0048): safetensors (mmap), config.json,
 # the weight spec per architecture, byte-level BPE from tokenizer.json (NFC through ICU if found);
 # the decoder step as an ir::Graph and the CPU generation loop on the reference interpreter
-# (docs/decisions/0053). No builder, importer or protobuf.
+# (docs/decisions/0053); the packed-token step graph over a paged KV cache (0059). No builder,
+# importer or protobuf.
 kiln_sources(LLM_SOURCES llm)
 list(FILTER LLM_SOURCES EXCLUDE REGEX "/sentencepiece_tokenizer\\.cc$")
 kiln_module(kiln_llm SOURCES ${LLM_SOURCES} EXPOSE llm DEPENDS kiln_core kiln_ir kiln_cpu nlohmann_json::nlohmann_json)
