@@ -117,6 +117,36 @@ TEST(GpuPagedAttentionLowering, ShapesComeFromStaticInferenceNeverFromACpuRun) {
 #endif
 }
 
+// The builder's precision decision gives the layer the plan's 16-bit storage (the GPU tests
+// check its tactic name for it).
+TEST(GpuPagedAttentionLowering, SixteenBitPlansRunTheLayerInSixteenBits) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  const Geometry geo;
+  const ir::Graph g = paged_graph(geo, 10);
+  for (const auto& [fp16, bf16] : {std::pair{true, false}, std::pair{false, true}}) {
+    BuilderConfig c;
+    c.target = TargetDevice::kCuda;
+    c.fp16 = fp16;
+    c.bf16 = bf16;
+    OptimizationProfile p;
+    const std::vector<Shape> shapes = input_shapes(geo, 10);
+    for (size_t i = 0; i < g.inputs.size(); ++i)
+      ASSERT_TRUE(p.set_dimensions(g.value(g.inputs[i]).name, shapes[i], shapes[i], shapes[i]).ok());
+    c.profiles.push_back(p);
+    auto laid = cuda_layer_graph(g, c, nullptr);
+    ASSERT_TRUE(laid.ok()) << laid.status().to_string();
+    int found = 0;
+    for (const ir::Node& n : laid->nodes) {
+      if (n.removed || n.op != ir::OpKind::kPagedAttention) continue;
+      ++found;
+      EXPECT_EQ(n.attr_string("precision", ""), fp16 ? "fp16" : "bf16");
+    }
+    EXPECT_EQ(found, 1);
+  }
+#endif
+}
+
 TEST(GpuPagedAttentionLowering, DecodeStepsSplitTheKeysPrefillStepsDoNot) {
   REQUIRE_CUDA_BUILD();
 #ifdef KILN_HAVE_CUDA
