@@ -1,5 +1,5 @@
 // The LLM step graph (src/llm/step_graph.h; docs/decisions/0059, 0063) of tiny random checkpoints
-// (Llama with GQA, GPT-2; head dims the CUDA PagedAttention kernel takes) built into a CUDA plan
+// (Llama with GQA and GPT-2 at head dim 32; the tiny Qwen2 at head dim 4) built into a CUDA plan
 // (FP32 without TF32, and FP16) and the CPU plan, each with its own pool (device / host memory),
 // run through the same steps — a prefill, a prefill chunk packed with a decode token, decode
 // steps, padding tokens — through the Engine API: every requested row of logits of the CUDA plan
@@ -74,21 +74,24 @@ TEST(GpuLlmStepLowering, StepGraphLowersWithoutACpuRun) {
 #ifndef KILN_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA";
 #else
-  const Model m = make_model("gpu_step_lower", llama_config(), 5);
-  for (const char* cache : {"float32", "bfloat16"}) {
-    auto g = step_graph(m, cache);
-    ASSERT_TRUE(g.ok()) << g.status().to_string();
-    for (const auto& [fp16, bf16] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
-      BuilderConfig c = step_config(TargetDevice::kCuda, fp16);
-      c.bf16 = bf16;
-      std::vector<Shape> shapes;
-      auto laid = cuda_layer_graph(*g, c, &shapes);
-      ASSERT_TRUE(laid.ok()) << laid.status().to_string();
-      auto vs = cuda::infer_value_shapes_by_reference(*laid, shapes);
-      ASSERT_TRUE(vs.ok()) << vs.status().to_string();
-      const cuda::StorageType st = fp16 ? cuda::StorageType::kF16 : (bf16 ? cuda::StorageType::kBF16 : cuda::StorageType::kF32);
-      Status s = cuda::check_gpu_support(*laid, *vs, st);
-      EXPECT_TRUE(s.ok()) << cache << " " << cuda::storage_name(st) << ": " << s.to_string();
+  for (const std::string& config : {llama_config(), testing::tiny_qwen2_config()}) {
+    const Model m = make_model("gpu_step_lower", config, 5);
+    for (const char* cache : {"float32", "bfloat16"}) {
+      auto g = step_graph(m, cache);
+      ASSERT_TRUE(g.ok()) << g.status().to_string();
+      for (const auto& [fp16, bf16] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+        BuilderConfig c = step_config(TargetDevice::kCuda, fp16);
+        c.bf16 = bf16;
+        std::vector<Shape> shapes;
+        auto laid = cuda_layer_graph(*g, c, &shapes);
+        ASSERT_TRUE(laid.ok()) << laid.status().to_string();
+        auto vs = cuda::infer_value_shapes_by_reference(*laid, shapes);
+        ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+        const cuda::StorageType st = fp16 ? cuda::StorageType::kF16 : (bf16 ? cuda::StorageType::kBF16 : cuda::StorageType::kF32);
+        Status s = cuda::check_gpu_support(*laid, *vs, st);
+        EXPECT_TRUE(s.ok()) << m.ck.config().model_type << " " << cache << " " << cuda::storage_name(st) << ": "
+                            << s.to_string();
+      }
     }
   }
 #endif
@@ -194,7 +197,10 @@ void expect_cuda_matches_cpu(const Model& m, const std::string& cache_dtype, boo
   SCOPED_TRACE(cache_dtype + (fp16 ? " fp16" : " fp32"));
   const std::vector<std::vector<int64_t>> ids = {{1, 17, 5, 33, 8, 2, 39, 11, 29, 60, 3, 44}, {3, 30, 12, 7, 21, 36, 4, 9, 50}};
   const int64_t row_of[2] = {0, 2};
-  auto tok = [&](int s, int64_t p) { return std::array<int64_t, 3>{s < 0 ? -1 : row_of[s], s < 0 ? 0 : p, s < 0 ? 0 : ids[s][p]}; };
+  const int64_t vocab = m.ck.config().vocab_size;
+  auto tok = [&](int s, int64_t p) {
+    return std::array<int64_t, 3>{s < 0 ? -1 : row_of[s], s < 0 ? 0 : p, s < 0 ? 0 : ids[s][p] % vocab};
+  };
   struct Step {
     std::vector<std::array<int64_t, 3>> toks;
     std::vector<int64_t> logit_rows;
@@ -250,6 +256,16 @@ TEST(GpuLlmStep, LlamaGqaCudaPlanMatchesCpuPlan) {
   expect_cuda_matches_cpu(m, "float32", false, 1e-3);
   expect_cuda_matches_cpu(m, "float16", true, 3e-2);
   expect_cuda_matches_cpu(m, "bfloat16", true, 5e-2);
+#endif
+}
+
+// Head dim 4 (the repository's tiny Qwen2 config): the kernel's element-by-element variant.
+TEST(GpuLlmStep, TinyQwen2HeadDim4CudaPlanMatchesCpuPlan) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  const Model m = make_model("gpu_step_qwen2", testing::tiny_qwen2_config(), 3);
+  expect_cuda_matches_cpu(m, "float32", false, 1e-3);
+  expect_cuda_matches_cpu(m, "float16", true, 3e-2);
 #endif
 }
 

@@ -4,7 +4,7 @@
 // (flash-decoding) for decode and prefill steps, and what the kernel does not take is refused by
 // name. With a GPU (GpuPagedAttention*): a one-node graph as a CUDA plan against the CPU plan —
 // prefill chunks, decode tokens and padding packed in one step; GQA / MHA / MQA; head dim 64 and
-// 128; fp32 / fp16 storage; fp32 / fp16 / bf16 pools; the pool after the step compared too — and
+// 128 (16-byte rows) and 20, 4 (element by element); fp32 / fp16 storage; fp32 / fp16 / bf16 pools; the pool after the step compared too — and
 // a CUDA-graph replay whose inputs (pool address included) change between runs.
 // GpuPagedAttentionBench.DecodeKernelBandwidth only prints the decode kernel's GB/s.
 #include <gtest/gtest.h>
@@ -185,12 +185,12 @@ TEST(GpuPagedAttentionLowering, WhatTheKernelDoesNotTakeIsRefusedByName) {
     std::map<std::string, ir::Attribute> attrs;
     const char* expect;
   };
-  Geometry d72;
-  d72.d = 72 + 4;  // not a multiple of 8
+  Geometry d76;
+  d76.d = 76;  // not a multiple of 8, above 64
   Geometry big;
   big.d = 512;
   const std::vector<Case> cases = {
-      {d72, {}, "head dim 76"},
+      {d76, {}, "head dim 76"},
       {big, {}, "head dim 512"},
       {Geometry{}, {{"sliding_window", ir::Attribute::of_int(128)}}, "sliding_window 128"},
       {Geometry{}, {{"cache_dtype", ir::Attribute::of_string("int8")}}, "cache_dtype 'int8'"},
@@ -420,6 +420,8 @@ TEST(GpuPagedAttention, MatchesTheCpuPlanWithThePoolAfterTheStep) {
       {4, 4, 128, "bfloat16", false}, // MHA
       {12, 2, 64, "float16", true},   // GQA 6: one block of 8 heads, 2 unused
       {16, 1, 128, "float16", false}, // MQA 16: two blocks of 8 heads
+      {6, 2, 20, "float16", true},    // head dim 20: the element-by-element variant
+      {4, 4, 4, "float32", false},    // head dim 4 (the tiny test checkpoints')
   };
   for (const Config& c : configs) {
     Geometry geo;

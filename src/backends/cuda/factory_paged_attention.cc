@@ -99,9 +99,9 @@ Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::st
   if (n.attr_int("sliding_window", 0) != 0)
     return unsupported(where + "sliding_window " + std::to_string(n.attr_int("sliding_window", 0)) +
                        " (only 0, no window, is implemented)");
-  if (d.d % 8 != 0 || d.d > 256)
+  if (d.d > 256 || (d.d % 8 != 0 && d.d > 64))
     return unsupported(where + "head dim " + std::to_string(d.d) +
-                       ": the CUDA kernel reads rows in 16-byte vectors and takes multiples of 8 up to 256");
+                       ": the CUDA kernel takes multiples of 8 up to 256 (16-byte row accesses) and any up to 64");
   if (!storage_is_float(d.io)) return unsupported(where + "output storage " + storage_name(d.io));
   d.scale = n.attr_float("scale", 1.f / std::sqrt(static_cast<float>(d.d)));
   plan_paged_attention_splits(&d, ctx.options().workspace_limit / 2);

@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cuda/kernels_llm.h"
 #include "backends/cuda/storage_access.cuh"
@@ -57,10 +58,12 @@ __device__ __forceinline__ bool token_target(const PagedAttentionDesc& d, const 
 }
 
 // ---------------------------------------------------------------- append
-// One thread per 8 elements of one K or V row: idx = ((t * Hkv + h) * 2 + kv) * (D / 8) + i.
+// One thread per w elements of one K or V row (w = 8, one 16-byte access, when D % 8 == 0; else
+// 1): idx = ((t * Hkv + h) * 2 + kv) * (D / w) + i.
 __global__ void paged_append_kernel(const void* k, const void* v, const int64_t* positions, const int32_t* token_seq,
                                     const int32_t* block_table, const int64_t* kv_pools, PagedAttentionDesc d) {
-  const int64_t vecs = d.d / 8;
+  const int64_t w = d.d % 8 == 0 ? 8 : 1;
+  const int64_t vecs = d.d / w;
   const int64_t total = d.tokens * d.hkv * 2 * vecs;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -72,11 +75,18 @@ __global__ void paged_append_kernel(const void* k, const void* v, const int64_t*
     if (!token_target(d, positions, token_seq, kv_pools, t, &g)) continue;
     const int32_t blk = block_table[g.row * d.max_blocks + g.pos / d.block_size];
     if (blk < 0 || blk >= g.num_blocks) continue;
-    float e[8];
-    load8(kv == 0 ? k : v, (t * d.hkv + h) * d.d + i * 8, d.io, e);
+    const void* src = kv == 0 ? k : v;
+    const int64_t from = (t * d.hkv + h) * d.d + i * w;
     const int64_t dst = ((static_cast<int64_t>(blk) * 2 + kv) * d.hkv + h) * d.block_size * d.d +
-                        (g.pos % d.block_size) * d.d + i * 8;
-    store8(const_cast<char*>(g.pool), dst, e, d.cache);
+                        (g.pos % d.block_size) * d.d + i * w;
+    char* pool = const_cast<char*>(g.pool);
+    if (w == 8) {
+      float e[8];
+      load8(src, from, d.io, e);
+      store8(pool, dst, e, d.cache);
+    } else {
+      store(pool, dst, load(src, from, d.io), d.cache);
+    }
   }
 }
 
@@ -87,7 +97,7 @@ template <typename T>
 struct Row8 {
   static constexpr int kWords = sizeof(T) / 2;  // 16-byte words: 2 for float, 1 for half / bfloat16
   uint4 w[kWords];
-  __device__ __forceinline__ void ld(const void* p, int64_t i) {
+  __device__ __forceinline__ void ld(const void* p, int64_t i, int /*n: always 8*/) {
     const uint4* src = reinterpret_cast<const uint4*>(static_cast<const T*>(p) + i);
 #pragma unroll
     for (int k = 0; k < kWords; ++k) w[k] = src[k];
@@ -98,6 +108,28 @@ struct Row8 {
   }
   __device__ __forceinline__ void to_float(float* v) const;
 };
+// The same for head dims that are not a multiple of 8 (rows not 16-byte aligned): the lane's
+// `n` <= 8 elements loaded one by one as floats, the rest 0.
+template <typename T>
+struct RowScalar {
+  float v[8];
+  __device__ __forceinline__ void ld(const void* p, int64_t i, int n) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = e < n ? to_f(static_cast<const T*>(p)[i + e]) : 0.f;
+  }
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = 0.f;
+  }
+  __device__ __forceinline__ void to_float(float* o) const {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[e] = v[e];
+  }
+  static __device__ __forceinline__ float to_f(float x) { return x; }
+  static __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+  static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+};
+
 template <>
 __device__ __forceinline__ void Row8<float>::to_float(float* v) const {
 #pragma unroll
@@ -169,8 +201,10 @@ constexpr int min_blocks() {
 // Grid: x = (t * Hkv + kv head) * chunks + head chunk, y = split. kLanes lanes per key row
 // (D <= 8 * kLanes), kG query heads per block (a chunk of the GQA group).
 
-template <typename CacheT, int kLanes, int kG>
+// kVec: D % 8 == 0, every row access one 16-byte load (two for fp32); else element by element.
+template <typename CacheT, int kLanes, int kG, bool kVec>
 __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_attention_kernel(AttnArgs a, PagedAttentionDesc d) {
+  using Row = std::conditional_t<kVec, Row8<CacheT>, RowScalar<CacheT>>;
   constexpr int kGroups = kThreads / kLanes;  // key rows in flight per step of the block
   constexpr int kWarps = kThreads / 32;
   constexpr int kUnroll = kG >= 4 ? 2 : 4;    // key rows per group per step (loads issued together)
@@ -188,6 +222,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
   const int lane = threadIdx.x % kLanes, grp = threadIdx.x / kLanes;
   const int64_t dim0 = static_cast<int64_t>(lane) * 8;
   const bool active = dim0 < d.d;
+  const int nvalid = active ? static_cast<int>(min(static_cast<int64_t>(8), d.d - dim0)) : 0;  // this lane's dims
 
   Target tg;
   const bool valid = token_target(d, a.positions, a.token_seq, a.kv_pools, t, &tg);
@@ -197,10 +232,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
     kend = min(kend, kbeg + d.partition);
   }
   if (kend <= kbeg) {  // nothing to attend (padding, bad input, a split past the position)
-    if (d.splits == 1) {
-      const float z[8] = {};
-      for (int64_t e = threadIdx.x; e < nh * (d.d / 8); e += kThreads)
-        store8(a.out, (t * d.hq + head0 + e / (d.d / 8)) * d.d + (e % (d.d / 8)) * 8, z, d.io);
+    if (d.splits == 1) {  // the nh heads' rows are contiguous
+      for (int64_t e = threadIdx.x; e < nh * d.d; e += kThreads) store(a.out, (t * d.hq + head0) * d.d + e, 0.f, d.io);
     } else if (threadIdx.x < nh) {
       a.ws_ml[(t * d.hq + head0 + threadIdx.x) * d.splits + split] = make_float2(-INFINITY, 0.f);
     }
@@ -213,7 +246,13 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
 #pragma unroll
   for (int g = 0; g < kG; ++g) {
     if (g < nh && active) {
-      load8(a.q, (t * d.hq + head0 + g) * d.d + dim0, d.io, q[g]);
+      const int64_t qi = (t * d.hq + head0 + g) * d.d + dim0;
+      if (kVec) {
+        load8(a.q, qi, d.io, q[g]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) q[g][i] = i < nvalid ? load(a.q, qi + i, d.io) : 0.f;
+      }
 #pragma unroll
       for (int i = 0; i < 8; ++i) q[g][i] *= qs;
     } else {
@@ -231,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
   const int64_t v_off = d.hkv * head_elems;                // V slab after the K slabs of a block
   const int bs = static_cast<int>(d.block_size);
   for (int64_t j0 = kbeg; j0 < kend; j0 += static_cast<int64_t>(kGroups) * kUnroll) {
-    Row8<CacheT> kr[kUnroll], vr[kUnroll];
+    Row kr[kUnroll], vr[kUnroll];
     bool ok[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -245,8 +284,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
       if (ok[u] && active) {
         const int64_t off = (static_cast<int64_t>(blk) * 2 * d.hkv + kvh) * head_elems +
                             static_cast<int64_t>(static_cast<int>(j) % bs) * d.d + dim0;
-        kr[u].ld(tg.pool, off);
-        vr[u].ld(tg.pool, off + v_off);
+        kr[u].ld(tg.pool, off, nvalid);
+        vr[u].ld(tg.pool, off + v_off, nvalid);
       } else {
         kr[u].zero();
         vr[u].zero();
@@ -336,15 +375,24 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
       const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[i] *= inv;
-      store8(a.out, head * d.d + ln * 8, acc, d.io);
+      if (kVec) {
+        store8(a.out, head * d.d + ln * 8, acc, d.io);
+      } else {
+        for (int i = 0; i < 8 && ln * 8 + i < d.d; ++i) store(a.out, head * d.d + ln * 8 + i, acc[i], d.io);
+      }
     } else {
-      Vec8<float>::st(a.ws_acc, (head * d.splits + split) * d.d + ln * 8, acc);
+      float* w = a.ws_acc + (head * d.splits + split) * d.d + ln * 8;
+      if (kVec) {
+        Vec8<float>::st(w, 0, acc);
+      } else {
+        for (int i = 0; i < 8 && ln * 8 + i < d.d; ++i) w[i] = acc[i];
+      }
       if (ln == 0) a.ws_ml[head * d.splits + split] = make_float2(mx, l);
     }
   }
 }
 
-// Flash-decoding's second phase: one block per (token, query head), one thread per 8 dims;
+// Flash-decoding's second phase: one block per (token, query head), one thread per dim;
 // partitions with an empty sum (past the position, padding) carry no weight.
 __global__ void paged_merge_kernel(const float* ws_acc, const float2* ws_ml, void* out, PagedAttentionDesc d) {
   const int64_t head = blockIdx.x;  // t * Hq + h
@@ -352,38 +400,33 @@ __global__ void paged_merge_kernel(const float* ws_acc, const float2* ws_ml, voi
   float mx = -INFINITY;
   for (int64_t sp = 0; sp < d.splits; ++sp)
     if (ml[sp].y > 0.f) mx = fmaxf(mx, ml[sp].x);
-  for (int64_t dim0 = static_cast<int64_t>(threadIdx.x) * 8; dim0 < d.d; dim0 += static_cast<int64_t>(blockDim.x) * 8) {
-    float l = 0.f, acc[8] = {};
+  for (int64_t i = threadIdx.x; i < d.d; i += blockDim.x) {
+    float l = 0.f, acc = 0.f;
     for (int64_t sp = 0; sp < d.splits; ++sp) {
       const float2 p = ml[sp];
       if (!(p.y > 0.f)) continue;
       const float f = exp2f(p.x - mx);
       l += p.y * f;
-      float v[8];
-      Vec8<float>::ld(ws_acc, (head * d.splits + sp) * d.d + dim0, v);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc[i] += v[i] * f;
+      acc += ws_acc[(head * d.splits + sp) * d.d + i] * f;
     }
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] *= inv;
-    store8(out, head * d.d + dim0, acc, d.io);
+    store(out, head * d.d + i, l > 0.f ? acc / l : 0.f, d.io);
   }
 }
 
-template <typename CacheT, int kLanes>
+template <typename CacheT, int kLanes, bool kVec = true>
 cudaError_t launch_lanes(const AttnArgs& a, const PagedAttentionDesc& d, dim3 grid, int kg, cudaStream_t stream) {
   switch (kg) {
-    case 1: paged_attention_kernel<CacheT, kLanes, 1><<<grid, kThreads, 0, stream>>>(a, d); break;
-    case 2: paged_attention_kernel<CacheT, kLanes, 2><<<grid, kThreads, 0, stream>>>(a, d); break;
-    case 4: paged_attention_kernel<CacheT, kLanes, 4><<<grid, kThreads, 0, stream>>>(a, d); break;
-    default: paged_attention_kernel<CacheT, kLanes, 8><<<grid, kThreads, 0, stream>>>(a, d); break;
+    case 1: paged_attention_kernel<CacheT, kLanes, 1, kVec><<<grid, kThreads, 0, stream>>>(a, d); break;
+    case 2: paged_attention_kernel<CacheT, kLanes, 2, kVec><<<grid, kThreads, 0, stream>>>(a, d); break;
+    case 4: paged_attention_kernel<CacheT, kLanes, 4, kVec><<<grid, kThreads, 0, stream>>>(a, d); break;
+    default: paged_attention_kernel<CacheT, kLanes, 8, kVec><<<grid, kThreads, 0, stream>>>(a, d); break;
   }
   return cudaGetLastError();
 }
 
 template <typename CacheT>
 cudaError_t launch_cache(const AttnArgs& a, const PagedAttentionDesc& d, dim3 grid, int kg, cudaStream_t stream) {
+  if (d.d % 8 != 0) return launch_lanes<CacheT, 8, false>(a, d, grid, kg, stream);  // D < 64 (the factory checks)
   if (d.d <= 64) return launch_lanes<CacheT, 8>(a, d, grid, kg, stream);
   if (d.d <= 128) return launch_lanes<CacheT, 16>(a, d, grid, kg, stream);
   return launch_lanes<CacheT, 32>(a, d, grid, kg, stream);
@@ -424,16 +467,24 @@ void plan_paged_attention_splits(PagedAttentionDesc* d, size_t workspace_limit) 
   }
 }
 
+namespace {
+// Workspace: the partial V sums [T, Hq, splits, D] fp32, then (at a 256-byte boundary) the
+// (max, sum) pairs [T, Hq, splits].
+size_t acc_bytes(const PagedAttentionDesc& d) {
+  const auto n = static_cast<size_t>(d.tokens * d.hq * d.splits * d.d) * sizeof(float);
+  return (n + 255) / 256 * 256;
+}
+}  // namespace
+
 size_t paged_attention_workspace(const PagedAttentionDesc& d) {
   if (d.splits <= 1) return 0;
-  const auto heads = static_cast<size_t>(d.tokens * d.hq * d.splits);
-  return heads * static_cast<size_t>(d.d) * sizeof(float) + heads * sizeof(float2);
+  return acc_bytes(d) + static_cast<size_t>(d.tokens * d.hq * d.splits) * sizeof(float2);
 }
 
 cudaError_t launch_paged_kv_append(const void* k, const void* v, const int64_t* positions, const int32_t* token_seq,
                                    const int32_t* block_table, const int64_t* kv_pools, const PagedAttentionDesc& d,
                                    cudaStream_t stream) {
-  const int64_t total = d.tokens * d.hkv * 2 * (d.d / 8);
+  const int64_t total = d.tokens * d.hkv * 2 * (d.d % 8 == 0 ? d.d / 8 : d.d);
   if (total == 0) return cudaSuccess;
   const unsigned threads = 256;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total, threads), 65535LL * 16));
@@ -450,7 +501,7 @@ cudaError_t launch_paged_attention(const void* q, const int64_t* positions, cons
   AttnArgs a{q, positions, token_seq, block_table, kv_pools, out, nullptr, nullptr};
   if (d.splits > 1) {
     a.ws_acc = static_cast<float*>(workspace);
-    a.ws_ml = reinterpret_cast<float2*>(a.ws_acc + d.tokens * d.hq * d.splits * d.d);
+    a.ws_ml = reinterpret_cast<float2*>(static_cast<char*>(workspace) + acc_bytes(d));
   }
   const dim3 grid(static_cast<unsigned>(d.tokens * d.hkv * chunks), static_cast<unsigned>(d.splits));
   cudaError_t e = cudaSuccess;
@@ -460,7 +511,7 @@ cudaError_t launch_paged_attention(const void* q, const int64_t* positions, cons
     default: e = launch_cache<float>(a, d, grid, kg, stream); break;
   }
   if (e != cudaSuccess || d.splits <= 1) return e;
-  const unsigned threads = static_cast<unsigned>(std::max<int64_t>(32, ceil_div(d.d / 8, 32) * 32));
+  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, ceil_div(d.d, 32) * 32));
   paged_merge_kernel<<<static_cast<unsigned>(d.tokens * d.hq), threads, 0, stream>>>(a.ws_acc, a.ws_ml, out, d);
   return cudaGetLastError();
 }

@@ -19,8 +19,9 @@ namespace kiln::cuda {
 //   positions int64 [T]; token_seq int32 [T] (-1 = padding); block_table int32 [R, MB];
 //   kv_pools int64 [L, 2] (per layer: device address of the pool, num_blocks). Layer `layer`'s
 //   pool is [num_blocks, 2 (K, V), Hkv, block_size, D] in storage `cache`.
-// Requirements (checked by the factory): D a multiple of 8 and at most 256, Hq a multiple of Hkv,
-// every operand and the pool 16-byte aligned.
+// Requirements (checked by the factory): D a multiple of 8 up to 256 (rows read in 16-byte
+// vectors; every operand and the pool 16-byte aligned) or any D up to 64 (read element by element:
+// toy models), Hq a multiple of Hkv.
 struct PagedAttentionDesc {
   int64_t tokens = 0;                 // T
   int64_t hq = 0, hkv = 0, d = 0;     // query heads, kv heads, head dim
