@@ -199,9 +199,8 @@ constexpr int min_blocks() {
 }
 
 // Grid: x = (t * Hkv + kv head) * chunks + head chunk, y = split. kLanes lanes per key row
-// (D <= 8 * kLanes), kG query heads per block (a chunk of the GQA group).
-
-// kVec: D % 8 == 0, every row access one 16-byte load (two for fp32); else element by element.
+// (D <= 8 * kLanes), kG query heads per block (a chunk of the GQA group). kVec: D % 8 == 0, every
+// row access one 16-byte load (two for fp32); else element by element.
 template <typename CacheT, int kLanes, int kG, bool kVec>
 __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_attention_kernel(AttnArgs a, PagedAttentionDesc d) {
   using Row = std::conditional_t<kVec, Row8<CacheT>, RowScalar<CacheT>>;
@@ -247,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
   for (int g = 0; g < kG; ++g) {
     if (g < nh && active) {
       const int64_t qi = (t * d.hq + head0 + g) * d.d + dim0;
-      if (kVec) {
+      if constexpr (kVec) {
         load8(a.q, qi, d.io, q[g]);
       } else {
 #pragma unroll
@@ -375,14 +374,14 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
       const float inv = l > 0.f ? 1.f / l : 0.f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[i] *= inv;
-      if (kVec) {
+      if constexpr (kVec) {
         store8(a.out, head * d.d + ln * 8, acc, d.io);
       } else {
         for (int i = 0; i < 8 && ln * 8 + i < d.d; ++i) store(a.out, head * d.d + ln * 8 + i, acc[i], d.io);
       }
     } else {
       float* w = a.ws_acc + (head * d.splits + split) * d.d + ln * 8;
-      if (kVec) {
+      if constexpr (kVec) {
         Vec8<float>::st(w, 0, acc);
       } else {
         for (int i = 0; i < 8 && ln * 8 + i < d.d; ++i) w[i] = acc[i];
