@@ -1,6 +1,7 @@
 // Transformer rows: LayerNormalization, RMSNormalization, Gelu, Reduce*, batched MatMul,
 // MatMulBias, Attention (MHA / GQA / MQA, causal, masks, rank 3, a chunked scratch; the same cases
-// again on the fused FlashAttention-2 tactic alone, Attention_flash_*), whole
+// again on the fused FlashAttention-2 tactic alone, Attention_flash_*), PagedAttention (an
+// all-padding step), whole
 // blocks through the optimizer, and integer inputs (embedding Gather, attention-mask Cast).
 // Cases from the former tests/gpu/gpu_ops_test.cc, gpu_transformer_test.cc and
 // gpu_int_inputs_test.cc, one row each.
@@ -220,6 +221,35 @@ Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uin
   return r;
 }
 
+// PagedAttention (docs/decisions/0059, 0063) of a step whose tokens are all padding. The pool is
+// named by address in input kv_pools (host memory for a CPU plan, device memory for a CUDA plan),
+// so no one input set names a pool both plans can use: padding tokens read and write nothing and
+// give zeros on both (kv_pools holds an aligned placeholder address, never dereferenced). Steps
+// with real tokens: tests/llm/paged_attention_test.cc (CPU) and tests/gpu/
+// gpu_paged_attention_test.cc (the CUDA plan against the CPU plan, pools included).
+Row paged_attention_all_padding() {
+  Row r;
+  r.name = "PagedAttention_all_padding_GQA_8_2_d64";
+  r.tol = kMoveTol;  // zeros, bit-exact
+  r.make = [] {
+    constexpr int64_t kT = 5;
+    TinyGraph t;
+    std::vector<ir::ValueId> ins = {t.input("q", {kT, 8, 64}), t.input("k", {kT, 2, 64}), t.input("v", {kT, 2, 64}),
+                                    int_input(t, "positions", {kT}, DataType::kInt64),
+                                    int_input(t, "token_seq", {kT}, DataType::kInt32),
+                                    int_input(t, "block_table", {2, 3}, DataType::kInt32),
+                                    int_input(t, "kv_pools", {1, 2}, DataType::kInt64)};
+    t.g.outputs = {t.node(OpKind::kPagedAttention, "paged", ins, {kT, 8, 64},
+                          {{"layer", Attribute::of_int(0)}, {"block_size", Attribute::of_int(4)},
+                           {"cache_dtype", Attribute::of_string("float16")}})};
+    return OpCase{t.g,
+                  {nonzero({kT, 8, 64}, 1400), nonzero({kT, 2, 64}, 1401), nonzero({kT, 2, 64}, 1402),
+                   ints({0, 1, 2, 3, 4}), ints({-1, -1, -1, -1, -1}, DataType::kInt32),
+                   ints({0, 1, 2, 3, 4, 5}, DataType::kInt32, {2, 3}), ints({256, 4}, DataType::kInt64, {1, 2})}};
+  };
+  return r;
+}
+
 Row attention(const std::string& name, const AttnCase& c, uint32_t seed, size_t workspace_limit = 0) {
   Row r;
   r.name = "Attention_" + name;
@@ -305,6 +335,7 @@ std::vector<Row> transformer_rows() {
       flash_attention("MQA_4_1_d128", {1, 4, 1, 19, 130, 128, 128}, 1510),
       flash_attention("rank3", {1, 6, 6, 50, 50, 64, 64, false, AttnCase::kNone, 3}, 1520),
       flash_attention("BERT_base_b2_mask", {2, 12, 12, 128, 128, 64, 64, false, AttnCase::kAddInput}, 1530),
+      paged_attention_all_padding(),
       graph_row("MatMul_batched_equal_batches", [] { return batched_matmul_case(0); }, {"MatMul"}),
       graph_row("MatMul_batched_A_shared_const", [] { return batched_matmul_case(1); }, {"MatMul"}),
       graph_row("MatMul_batched_B_shared_2d_activation", [] { return batched_matmul_case(2); }, {"MatMul"}),

@@ -1,5 +1,5 @@
 // Elementwise layers with numpy broadcasting (ONNX Operators.md: Add, Sub, Mul, Div, Pow; Relu,
-// Sigmoid, Tanh, Erf, Exp, Sqrt, Neg, Abs, Reciprocal, Log, HardSwish, Gelu (approximate none /
+// Sigmoid, Tanh, Erf, Exp, Sqrt, Neg, Abs, Reciprocal, Log, Sin, Cos, HardSwish, Gelu (approximate none /
 // tanh), LeakyRelu, Elu, HardSigmoid, Clip with opset < 11 attributes or 11+ constant bounds) and
 // FusedPointwise (passes/fuse_pointwise: a register program run per output element,
 // ir/pointwise_program.h, at most ir::kMaxPwInputs inputs). Rank <= 6, fp32 / fp16 / bf16. The
@@ -68,6 +68,8 @@ Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& 
     case ir::OpKind::kAbs: op = PointwiseOp::kAbs; break;
     case ir::OpKind::kReciprocal: op = PointwiseOp::kReciprocal; break;
     case ir::OpKind::kLog: op = PointwiseOp::kLog; break;
+    case ir::OpKind::kSin: op = PointwiseOp::kSin; break;
+    case ir::OpKind::kCos: op = PointwiseOp::kCos; break;
     case ir::OpKind::kHardSwish: op = PointwiseOp::kHardSwish; break;
     case ir::OpKind::kGelu:
       op = n.attr_string("approximate", "none") == "tanh" ? PointwiseOp::kGeluTanh : PointwiseOp::kGeluErf;

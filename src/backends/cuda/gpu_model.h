@@ -145,7 +145,9 @@ struct ValueShapes {
   std::vector<DataType> dtypes;
 };
 // Every value's shape and dtype at `input_shapes` (one per graph input): from static shape
-// inference when it determines them all, else from one CPU reference run on seeded random inputs.
+// inference when it determines them all, else from one CPU reference run on seeded random inputs
+// (Unsupported, naming the node, when the graph holds an op that writes memory named by its
+// inputs — ir::op_writes_memory, PagedAttention — which must never run on made-up inputs).
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes);
 
 // Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once. Lowers

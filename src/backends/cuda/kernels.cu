@@ -39,6 +39,10 @@ __device__ __forceinline__ float apply(PointwiseOp op, float a, float b, float a
     case PointwiseOp::kReciprocal: return 1.f / a;
     case PointwiseOp::kLog: return logf(a);
     case PointwiseOp::kElu: return a < 0.f ? alpha * (__expf(a) - 1.f) : a;
+    // The accurate forms: RoPE angles (position x frequency) reach hundreds of radians, where
+    // __sinf / __cosf lose their accuracy.
+    case PointwiseOp::kSin: return sinf(a);
+    case PointwiseOp::kCos: return cosf(a);
   }
   return a;
 }

@@ -57,7 +57,7 @@ struct BroadcastDesc {
 enum class PointwiseOp : int {
   kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,                                           // binary
   kRelu, kSigmoid, kTanh, kLeakyRelu, kClip, kHardSigmoid, kHardSwish, kErf, kExp,    // unary
-  kSqrt, kNeg, kAbs, kGeluErf, kGeluTanh, kIdentity, kSilu, kReciprocal, kLog, kElu,
+  kSqrt, kNeg, kAbs, kGeluErf, kGeluTanh, kIdentity, kSilu, kReciprocal, kLog, kElu, kSin, kCos,
 };
 
 // y = op(a, b) with broadcasting (binary ops) or y = op(a) (unary; b ignored); alpha/beta are

@@ -1,5 +1,6 @@
 // Concrete shapes and dtypes of every value of a graph at given input shapes (gpu_model.h):
-// static shape inference when it determines them all, else one CPU reference run. Host code
+// static shape inference when it determines them all, else one CPU reference run (refused for
+// graphs holding an op that writes memory named by its inputs, PagedAttention). Host code
 // only; the CUDA lowering needs these before it picks kernels and sizes the arena.
 #include <map>
 #include <random>
@@ -7,19 +8,27 @@
 #include "backends/cpu/interpreter.h"
 #include "backends/cuda/gpu_model.h"
 #include "core/numerics.h"
+#include "ir/op_kind.h"
 #include "ir/shape_inference.h"
 
 namespace kiln::cuda {
 
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes) {
   // Static shape inference with the concrete input shapes answers without running the model;
-  // the reference run is the fallback for data-dependent shapes.
+  // the reference run is the fallback for data-dependent shapes. That run feeds made-up inputs:
+  // an op that writes memory named by its inputs (PagedAttention appends to the pool whose
+  // address is input kv_pools; on a CUDA plan a device address) must never run on them.
+  const ir::Node* writer = nullptr;
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && ir::op_writes_memory(n.op)) writer = &n;
   {
     ir::Graph c = g;
     std::map<std::string, Shape> concrete;
     for (size_t i = 0; i < g.inputs.size() && i < input_shapes.size(); ++i)
       concrete[g.value(g.inputs[i]).name] = input_shapes[i];
-    if (ir::infer_shapes(c, &concrete, &reference_evaluator()).ok()) {
+    const Status inferred = ir::infer_shapes(c, &concrete, &reference_evaluator());
+    if (!inferred.ok() && writer) return inferred;  // a shape rule's error names the node and the reason
+    if (inferred.ok()) {
       // Values no layer reads or writes any more (absorbed by fusion) keep their old symbolic
       // shapes; they do not need concrete ones.
       std::vector<bool> live(c.values.size(), false);
@@ -55,6 +64,10 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
       if (complete) return st;
     }
   }
+  if (writer)
+    return unsupported(writer->describe() +
+                       ": the graph's shapes need a CPU reference run (static shape inference left some "
+                       "unknown), which cannot run this op: it writes memory named by its inputs");
   ValueShapes vs;
   vs.shapes.resize(g.values.size());
   vs.dtypes.resize(g.values.size(), DataType::kUndefined);

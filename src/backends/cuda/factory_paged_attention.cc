@@ -1,0 +1,123 @@
+// PagedAttention (ops.def; issue 13, docs/decisions/0063): one layer running Kiln's two kernels of
+// kernels_llm.h on the layer's stream — the append of the step's K/V into the caller's paged pool,
+// then the streaming-softmax attention over the pool (split over key partitions, flash-decoding,
+// when a step has too few (token, kv head) pairs to fill the GPU). Q, K, V and O are in the layer's
+// float storage; positions, token_seq, block_table and kv_pools are read as stored (int64 / int32
+// graph inputs staged in device memory by the engine). The pool address is read on the device from
+// kv_pools, so a captured CUDA graph stays valid while only input contents change.
+#include <cmath>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels_llm.h"
+#include "backends/cuda/layer_factory.h"
+
+namespace kiln::cuda {
+namespace {
+
+// ins: Q, K, V, positions, token_seq, block_table, kv_pools; out: O.
+class PagedAttentionLayer : public Layer {
+ public:
+  explicit PagedAttentionLayer(const PagedAttentionDesc& d) : d_(d) {
+    op = "PagedAttention";
+    tactic = std::string("kiln.paged_attention ") + storage_name(d.io) + " cache=" + storage_name(d.cache) +
+             (d.splits > 1 ? " splits=" + std::to_string(d.splits) + "x" + std::to_string(d.partition) : "");
+  }
+  std::string signature() const override {
+    return op + " T=" + std::to_string(d_.tokens) + " hq=" + std::to_string(d_.hq) + " hkv=" + std::to_string(d_.hkv) +
+           " d=" + std::to_string(d_.d) + " bs=" + std::to_string(d_.block_size) + " mb=" + std::to_string(d_.max_blocks) +
+           " " + tactic;
+  }
+  size_t workspace() const override { return paged_attention_workspace(d_); }
+  Status select(TacticId id, ExecState& s) override {
+    KILN_RETURN_IF_ERROR(Layer::select(id, s));
+    if (s.workspace_bytes < workspace())
+      return internal_error("layer '" + name + "': needs " + std::to_string(workspace()) + " bytes of workspace, " +
+                                std::to_string(s.workspace_bytes) + " available");
+    return Status::Ok();
+  }
+  Status enqueue(ExecState& s) override {
+    const auto* positions = static_cast<const int64_t*>(s.ptr(ins[3]));
+    const auto* token_seq = static_cast<const int32_t*>(s.ptr(ins[4]));
+    const auto* block_table = static_cast<const int32_t*>(s.ptr(ins[5]));
+    const auto* kv_pools = static_cast<const int64_t*>(s.ptr(ins[6]));
+    KILN_CUDA_CHECK(launch_paged_kv_append(s.ptr(ins[1]), s.ptr(ins[2]), positions, token_seq, block_table, kv_pools, d_,
+                                           s.stream));
+    KILN_CUDA_CHECK(launch_paged_attention(s.ptr(ins[0]), positions, token_seq, block_table, kv_pools, s.ptr(outs[0]),
+                                           s.workspace, d_, s.stream));
+    return Status::Ok();
+  }
+
+ private:
+  PagedAttentionDesc d_;
+};
+
+}  // namespace
+
+Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (n.inputs.size() != 7)
+    return invalid_argument(where + "expects 7 inputs (Q, K, V, positions, token_seq, block_table, kv_pools), has " +
+                            std::to_string(n.inputs.size()));
+  for (size_t k = 0; k < n.inputs.size(); ++k)
+    if (n.inputs[k] == ir::kNoValue) return invalid_argument(where + "input " + std::to_string(k) + " is missing");
+  const Shape &q = ctx.shape(n.inputs[0]), &k = ctx.shape(n.inputs[1]), &v = ctx.shape(n.inputs[2]);
+  const Shape &pos = ctx.shape(n.inputs[3]), &seq = ctx.shape(n.inputs[4]), &table = ctx.shape(n.inputs[5]),
+              &pools = ctx.shape(n.inputs[6]);
+  if (q.size() != 3 || k != v || k.size() != 3 || k[0] != q[0] || k[2] != q[2])
+    return invalid_argument(where + "Q " + shape_str(q) + ", K " + shape_str(k) + ", V " + shape_str(v) +
+                            " are not [T, Hq, D], [T, Hkv, D], [T, Hkv, D]");
+  const int64_t T = q[0];
+  if (pos != Shape{T} || seq != Shape{T} || table.size() != 2 || pools.size() != 2 || pools[1] != 2)
+    return invalid_argument(where + "positions " + shape_str(pos) + ", token_seq " + shape_str(seq) + ", block_table " +
+                            shape_str(table) + ", kv_pools " + shape_str(pools) + " are not [T], [T], [R, MB], [L, 2]");
+  const DataType want[4] = {DataType::kInt64, DataType::kInt32, DataType::kInt32, DataType::kInt64};
+  for (int i = 0; i < 4; ++i)
+    if (ctx.dtype(n.inputs[3 + i]) != want[i])
+      return invalid_argument(where + "input " + std::to_string(3 + i) + " has dtype " +
+                              dtype_name(ctx.dtype(n.inputs[3 + i])) + ", expected " + dtype_name(want[i]));
+  PagedAttentionDesc d;
+  d.tokens = T;
+  d.hq = q[1];
+  d.hkv = k[1];
+  d.d = q[2];
+  d.rows = table[0];
+  d.max_blocks = table[1];
+  d.block_size = n.attr_int("block_size", 0);
+  d.layer = n.attr_int("layer", 0);
+  d.io = ctx.storage();
+  if (d.hkv <= 0 || d.hq % d.hkv != 0)
+    return invalid_argument(where + std::to_string(d.hq) + " query heads are not a multiple of " + std::to_string(d.hkv) +
+                            " kv heads");
+  if (d.block_size <= 0) return invalid_argument(where + "block_size " + std::to_string(d.block_size) + " is not > 0");
+  if (d.layer < 0 || d.layer >= pools[0])
+    return invalid_argument(where + "layer " + std::to_string(d.layer) + " is not a row of kv_pools " + shape_str(pools));
+  const std::string cache_dtype = n.attr_string("cache_dtype", "float32");
+  if (cache_dtype == "float32") d.cache = StorageType::kF32;
+  else if (cache_dtype == "float16") d.cache = StorageType::kF16;
+  else if (cache_dtype == "bfloat16") d.cache = StorageType::kBF16;
+  else return invalid_argument(where + "cache_dtype '" + cache_dtype + "' is not float32, float16 or bfloat16");
+  if (n.attr_int("sliding_window", 0) != 0)
+    return unsupported(where + "sliding_window " + std::to_string(n.attr_int("sliding_window", 0)) +
+                       " (only 0, no window, is implemented)");
+  if (d.d > 256 || (d.d % 8 != 0 && d.d > 64))
+    return unsupported(where + "head dim " + std::to_string(d.d) +
+                       ": the CUDA kernel takes multiples of 8 up to 256 (16-byte row accesses) and any up to 64");
+  if (!storage_is_float(d.io)) return unsupported(where + "output storage " + storage_name(d.io));
+  d.scale = n.attr_float("scale", 1.f / std::sqrt(static_cast<float>(d.d)));
+  plan_paged_attention_splits(&d, ctx.options().workspace_limit / 2);
+
+  std::vector<int> ins;
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(int a, ctx.row_major_operand(n.inputs[i]));
+    ins.push_back(a);
+  }
+  const StorageType int_types[4] = {StorageType::kI64, StorageType::kI32, StorageType::kI32, StorageType::kI64};
+  for (int i = 0; i < 4; ++i) {
+    KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(n.inputs[3 + i], int_types[i]));
+    ins.push_back(a);
+  }
+  ctx.add_layer(std::make_unique<PagedAttentionLayer>(d), n.name, ins, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+}  // namespace kiln::cuda
