@@ -79,7 +79,8 @@ kiln_module(kiln_timing_cache
 # LLM checkpoints and tokenizers (issue 13, docs/decisions/0048): safetensors (mmap), config.json,
 # the weight spec per architecture, byte-level BPE from tokenizer.json (NFC through ICU if found);
 # the decoder step as an ir::Graph and the CPU generation loop on the reference interpreter
-# (docs/decisions/0053). No builder, importer or protobuf.
+# (docs/decisions/0053); the packed-token step graph over a paged KV cache (0059). No builder,
+# importer or protobuf.
 kiln_sources(LLM_SOURCES llm)
 list(FILTER LLM_SOURCES EXCLUDE REGEX "/sentencepiece_tokenizer\\.cc$")
 # The runner's files (kv_cache, kv_pool_device_*, runner, engine_info) are kiln_llm_runner's below.

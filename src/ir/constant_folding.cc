@@ -8,6 +8,7 @@ namespace kiln::ir {
 namespace {
 
 bool foldable(const Graph& g, const Node& n) {
+  if (op_writes_memory(n.op)) return false;
   for (const auto& [k, a] : n.attrs)
     if (a.kind == Attribute::Kind::kGraph) return false;
   bool any_input = false;

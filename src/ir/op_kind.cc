@@ -28,6 +28,8 @@ const char* op_name(OpKind op) { return kNames[static_cast<int>(op)]; }
 
 bool op_is_internal(OpKind op) { return kInternal[static_cast<int>(op)]; }
 
+bool op_writes_memory(OpKind op) { return op == OpKind::kPagedAttention; }
+
 std::optional<OpKind> op_from_onnx(std::string_view op_type) {
   for (int i = 0; i < kNumOps; ++i) {
     if (!kInternal[i] && op_type == kNames[i]) return static_cast<OpKind>(i);

@@ -24,5 +24,9 @@ const char* op_name(OpKind op);
 std::optional<OpKind> op_from_onnx(std::string_view op_type);
 // True for ops created only by Kiln's passes.
 bool op_is_internal(OpKind op);
+// True for ops that write memory outside their outputs (PagedAttention appends the step's K/V to
+// the caller's pool): their result is not a function of their inputs alone, so they are never
+// constant-folded or merged by common-subexpression elimination. Every other op is pure.
+bool op_writes_memory(OpKind op);
 
 }  // namespace kiln::ir

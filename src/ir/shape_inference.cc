@@ -48,6 +48,7 @@ bool node_has_subgraph(const Node& n) {
 
 // Ops never folded: heavy compute, or whose result is not a function of the inputs alone.
 bool foldable_op(OpKind op) {
+  if (op_writes_memory(op)) return false;  // PagedAttention: writes the KV pool
   switch (op) {
     case OpKind::kConv: case OpKind::kConvTranspose: case OpKind::kConvInteger: case OpKind::kQLinearConv:
     case OpKind::kLSTM: case OpKind::kGRU: case OpKind::kRNN: case OpKind::kDropout:

@@ -1,5 +1,5 @@
 // Shape rules of the internal transformer layers made by the passes: Attention (fuse_attention),
-// MatMulBias (fuse_matmul_add) and RMSNormalization (fuse_rmsnorm). Their semantics are documented in ops.def and
+// MatMulBias (fuse_matmul_add) and RMSNormalization (fuse_rmsnorm); and PagedAttention (src/llm). Their semantics are documented in ops.def and
 // docs/decisions/0006-attention-op.md; the rules check what the kernels would reject, so a bad
 // graph fails at build time with the node's name.
 #include "ir/shape_rules.h"
@@ -85,11 +85,75 @@ Status rms_norm_rule(ShapeContext& ctx) {
   return Status::Ok();
 }
 
+// PagedAttention (ops.def): Q [T, Hq, D], K/V [T, Hkv, D], positions int64 [T], token_seq int32
+// [T], block_table int32 [R, MB], kv_pools int64 [L, 2] -> O [T, Hq, D] in Q's dtype. Checks what
+// is knowable at build time (dtypes, ranks, dims, attributes); pool contents are run-time values.
+Status paged_attention_rule(ShapeContext& ctx) {
+  const Node& n = ctx.node();
+  for (int i = 1; i < 3; ++i)
+    if (ctx.dtype(i) != DataType::kUndefined && ctx.dtype(0) != DataType::kUndefined && ctx.dtype(i) != ctx.dtype(0))
+      return ctx.fail(std::string(i == 1 ? "K" : "V") + " has dtype " + dtype_name(ctx.dtype(i)) + ", Q has " +
+                      dtype_name(ctx.dtype(0)));
+  const struct {
+    int input;
+    const char* what;
+    DataType dtype;
+    size_t rank;
+  } ints[] = {{3, "positions", DataType::kInt64, 1},
+              {4, "token_seq", DataType::kInt32, 1},
+              {5, "block_table", DataType::kInt32, 2},
+              {6, "kv_pools", DataType::kInt64, 2}};
+  for (const auto& in : ints) {
+    if (ctx.dtype(in.input) != DataType::kUndefined && ctx.dtype(in.input) != in.dtype)
+      return ctx.fail(std::string(in.what) + " has dtype " + dtype_name(ctx.dtype(in.input)) + ", expected " +
+                      dtype_name(in.dtype));
+    if (ctx.shape(in.input) && ctx.shape(in.input)->size() != in.rank)
+      return ctx.fail(std::string(in.what) + " " + sym_shape_str(*ctx.shape(in.input)) + " is not rank " +
+                      std::to_string(in.rank));
+  }
+  if (n.attr_int("block_size", 0) <= 0) return ctx.fail("attribute block_size must be > 0");
+  if (n.attr_int("layer", -1) < 0) return ctx.fail("attribute layer must be >= 0");
+  const std::string cd = n.attr_string("cache_dtype", "");
+  if (cd != "float32" && cd != "float16" && cd != "bfloat16")
+    return ctx.fail("cache_dtype '" + cd + "' is not float32, float16 or bfloat16");
+  if (n.attr_int("sliding_window", 0) != 0) return ctx.fail("sliding_window " + std::to_string(n.attr_int("sliding_window", 0)) + " is not supported (only 0)");
+  const auto& kv = ctx.shape(6);
+  if (kv && dims_conflict((*kv)[1], Dim::known(2))) return ctx.fail("kv_pools " + sym_shape_str(*kv) + " is not [L, 2]");
+  if (kv && (*kv)[0].is_known() && n.attr_int("layer", -1) >= (*kv)[0].value)
+    return ctx.fail("layer " + std::to_string(n.attr_int("layer", -1)) + " is not a row of kv_pools " + sym_shape_str(*kv));
+  const auto& q = ctx.shape(0);
+  const auto& k = ctx.shape(1);
+  const auto& v = ctx.shape(2);
+  if (!q || !k || !v) {
+    ctx.set_output(0, ctx.dtype(0), q);
+    return Status::Ok();
+  }
+  if (q->size() != 3 || k->size() != 3 || v->size() != 3)
+    return ctx.fail("Q, K, V must be [T, H, D], got " + sym_shape_str(*q) + ", " + sym_shape_str(*k) + ", " +
+                    sym_shape_str(*v));
+  if (dims_conflict((*q)[0], (*k)[0]) || dims_conflict((*q)[0], (*v)[0]))
+    return ctx.fail("Q, K, V disagree on T: " + sym_shape_str(*q) + ", " + sym_shape_str(*k) + ", " + sym_shape_str(*v));
+  for (int i : {3, 4})
+    if (const auto& s = ctx.shape(i); s && dims_conflict((*s)[0], (*q)[0]))
+      return ctx.fail(std::string(i == 3 ? "positions " : "token_seq ") + sym_shape_str(*s) + " does not have Q's T " +
+                      sym_shape_str(*q));
+  if (dims_conflict((*k)[1], (*v)[1]) || dims_conflict((*q)[2], (*k)[2]) || dims_conflict((*q)[2], (*v)[2]))
+    return ctx.fail("K " + sym_shape_str(*k) + " / V " + sym_shape_str(*v) + " do not fit Q " + sym_shape_str(*q) +
+                    " (expected [T, Hkv, D])");
+  const Dim &hq = (*q)[1], &hkv = (*k)[1];
+  if (hq.is_known() && hkv.is_known() && (hkv.value == 0 || hq.value % hkv.value != 0))
+    return ctx.fail("query heads " + std::to_string(hq.value) + " are not a multiple of kv heads " +
+                    std::to_string(hkv.value));
+  ctx.set_output(0, ctx.dtype(0), q);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_transformer_shape_rules(ShapeRuleTable& t) {
   t.add(OpKind::kAttention, attention_rule);
   t.add(OpKind::kMatMulBias, matmul_bias_rule);
+  t.add(OpKind::kPagedAttention, paged_attention_rule);
   t.add(OpKind::kRMSNormalization, rms_norm_rule);
   t.add(OpKind::kQuantLinear, quant_linear_rule);
 }

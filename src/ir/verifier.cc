@@ -68,6 +68,7 @@ Arity arity(OpKind op) {
     case OpKind::kAttention: return {3, 4, 1, 1};
     case OpKind::kRMSNormalization: return {2, 2, 1, 1};
     case OpKind::kMatMulBias: return {3, 3, 1, 1};
+    case OpKind::kPagedAttention: return {7, 7, 1, 1};
     case OpKind::kQuantLinear: return {3, 4, 1, 1};
     case OpKind::kDropout: return {1, 3, 1, 2};
     case OpKind::kMaxPool: return {1, 1, 1, 2};
@@ -150,6 +151,7 @@ std::vector<const char*> required_attrs(const Node& n) {
     case OpKind::kUnsqueeze: return n.opset < 13 ? std::vector<const char*>{"axes"} : std::vector<const char*>{};
     case OpKind::kGroupNormalization: return {"num_groups"};
     case OpKind::kFusedPointwise: return {"program"};
+    case OpKind::kPagedAttention: return {"layer", "block_size", "cache_dtype"};
     default: return {};
   }
 }

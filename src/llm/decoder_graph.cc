@@ -1,12 +1,11 @@
-// The decoder forward step as an ir::Graph: GPT-2 and the Llama family (layouts in decoder_graph.h).
+// The decoder forward step as an ir::Graph: GPT-2 and the Llama family (layouts in decoder_graph.h;
+// the layers themselves in decoder_layers.cc, shared with the step graph).
 #include "llm/decoder_graph.h"
 
 #include <cmath>
 #include <limits>
 
-#include "core/onnx_dtype.h"
-#include "ir/verifier.h"
-#include "llm/rope.h"
+#include "llm/decoder_layers.h"
 #include "llm/weight_spec.h"
 
 namespace kiln::llm {
@@ -16,341 +15,68 @@ namespace {
 using ir::OpKind;
 using ir::ValueId;
 
-constexpr int kOpset = 21;  // the ONNX semantics every node follows (inputs, not attributes, for axes)
-
 ir::SymShape sym(std::initializer_list<ir::Dim> dims) { return ir::SymShape(dims); }
 ir::Dim known(int64_t v) { return ir::Dim::known(v); }
 ir::Dim named(const char* s) { return ir::Dim::sym(s); }
 
-// Appends values and nodes to a graph; every node gets one output named "<node>:0" unless told.
-class Emitter {
+// One sequence per batch row: hidden [B, S, D], heads [B, H, S, hd], the cache Concat-ed.
+class BatchLayout final : public TokenLayout {
  public:
-  explicit Emitter(ir::Graph* g) : g_(g) { g_->opset_imports[""] = kOpset; }
+  BatchLayout(std::vector<ValueId> past_k, std::vector<ValueId> past_v) : past_k_(std::move(past_k)), past_v_(std::move(past_v)) {}
+  int64_t hidden_rank() const override { return 3; }
+  // [B, S, heads·hd] -> [B, heads, S, hd]
+  ValueId split_heads(GraphEmitter& e, ValueId x, int64_t heads, int64_t hd, const std::string& name) override {
+    ValueId shape = e.shared_ints("shape.heads." + std::to_string(heads), {0, 0, heads, hd});
+    ValueId r = e.op(OpKind::kReshape, name + ".reshape", {x, shape});
+    return e.op(OpKind::kTranspose, name + ".transpose", {r}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  }
+  std::vector<int64_t> rope_unsqueeze_axes() const override { return {1, 3}; }  // [B, S] -> [B, 1, S, 1]
+  // Attention over past ++ new: q [B, H, S, hd], k/v [B, KV, S, hd] (new only); records the
+  // present K/V (graph outputs).
+  ValueId attend(GraphEmitter& e, const ModelConfig& c, int64_t l, ValueId q, ValueId k, ValueId v,
+                 const std::string& name) override {
+    ValueId pk = e.op(OpKind::kConcat, name + ".present_key", {past_k_[l], k}, {{"axis", int_attr(2)}}, DataType::kFloat32,
+                      present_key_name(l));
+    ValueId pv = e.op(OpKind::kConcat, name + ".present_value", {past_v_[l], v}, {{"axis", int_attr(2)}},
+                      DataType::kFloat32, present_value_name(l));
+    presents.push_back(pk);
+    presents.push_back(pv);
+    ValueId a = e.op(OpKind::kAttention, name + ".sdpa", {q, pk, pv},
+                     {{"is_causal", int_attr(1)}, {"scale", float_attr(1.0 / std::sqrt(static_cast<double>(c.head_dim)))}});
+    ValueId t = e.op(OpKind::kTranspose, name + ".merge.transpose", {a}, {{"perm", ints_attr({0, 2, 1, 3})}});
+    return e.op(OpKind::kReshape, name + ".merge.reshape", {t, e.shared_ints("shape.merge", {0, 0, c.num_heads * c.head_dim})});
+  }
 
-  ValueId input(const std::string& name, DataType dtype, ir::SymShape shape) {
-    ValueId v = g_->add_value(name, dtype);
-    g_->value(v).shape = std::move(shape);
-    g_->inputs.push_back(v);
-    return v;
-  }
-  ValueId constant(const std::string& name, Tensor t) {
-    ValueId v = g_->add_value(name, t.dtype());
-    ir::SymShape s;
-    for (int64_t d : t.shape()) s.push_back(known(d));
-    g_->value(v).shape = std::move(s);
-    g_->value(v).constant = std::make_shared<Tensor>(std::move(t));
-    return v;
-  }
-  ValueId ints(const std::string& name, const std::vector<int64_t>& v) {
-    Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
-    for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
-    return constant(name, std::move(t));
-  }
-  ValueId scalar(const std::string& name, float x) { return constant(name, Tensor::scalar(DataType::kFloat32, x)); }
-
-  ValueId op(OpKind kind, const std::string& name, std::vector<ValueId> in, std::map<std::string, ir::Attribute> attrs = {},
-             DataType out_dtype = DataType::kFloat32, const std::string& out_name = "") {
-    ValueId out = g_->add_value(out_name.empty() ? name + ":0" : out_name, out_dtype);
-    ir::Node n;
-    n.name = name;
-    n.op = kind;
-    n.opset = kOpset;
-    n.inputs = std::move(in);
-    n.outputs = {out};
-    n.attrs = std::move(attrs);
-    g_->add_node(std::move(n));
-    return out;
-  }
-  void output(ValueId v) { g_->outputs.push_back(v); }
-
-  // Shared small constants (shapes, axes, slice bounds), made once.
-  ValueId shared_ints(const std::string& key, const std::vector<int64_t>& v) {
-    auto it = shared_.find(key);
-    if (it != shared_.end()) return it->second;
-    return shared_[key] = ints(key, v);
-  }
+  std::vector<ValueId> presents;  // present_key.L, present_value.L per layer, in order
 
  private:
-  ir::Graph* g_;
-  std::map<std::string, ValueId> shared_;
+  std::vector<ValueId> past_k_, past_v_;
 };
-
-ir::Attribute int_attr(int64_t v) { return ir::Attribute::of_int(v); }
-ir::Attribute float_attr(double v) { return ir::Attribute::of_float(static_cast<float>(v)); }
-ir::Attribute ints_attr(std::vector<int64_t> v) { return ir::Attribute::of_ints(std::move(v)); }
-
-// The checkpoint's weights as float32 constants.
-class Weights {
- public:
-  Weights(const Checkpoint& ck, Emitter* e) : ck_(ck), e_(e) {}
-
-  // The tensor as stored, in float32.
-  StatusOr<ValueId> as_is(const std::string& name) {
-    KILN_ASSIGN_OR_RETURN(Tensor t, load(name));
-    return e_->constant(name, std::move(t));
-  }
-  // A 2-D weight [rows, cols] stored transposed, [cols, rows] (nn.Linear's [out, in] -> [in, out]).
-  StatusOr<ValueId> transposed(const std::string& name) {
-    KILN_ASSIGN_OR_RETURN(Tensor t, load(name));
-    if (t.rank() != 2) return invalid_model(where(name) + " is not 2-D");
-    const int64_t r = t.dim(0), c = t.dim(1);
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DataType::kFloat32, {c, r}, where(name) + " transposed"));
-    const float* src = t.data<float>();
-    float* dst = out.data<float>();
-    constexpr int64_t kBlock = 64;  // tiles keep both sides in cache for the large embeddings
-    for (int64_t i0 = 0; i0 < r; i0 += kBlock)
-      for (int64_t j0 = 0; j0 < c; j0 += kBlock)
-        for (int64_t i = i0; i < std::min(r, i0 + kBlock); ++i)
-          for (int64_t j = j0; j < std::min(c, j0 + kBlock); ++j) dst[j * r + i] = src[i * c + j];
-    return e_->constant(name + ".T", std::move(out));
-  }
-
- private:
-  std::string where(const std::string& name) const { return "weight '" + name + "' of checkpoint '" + ck_.dir() + "'"; }
-  StatusOr<Tensor> load(const std::string& name) {
-    const SafetensorsTensor* st = ck_.find(name);
-    if (!st) return invalid_model(where(name) + " is missing");
-    Tensor raw = st->to_tensor();
-    if (raw.dtype() == DataType::kFloat32) return raw;
-    if (raw.dtype() != DataType::kFloat16 && raw.dtype() != DataType::kBFloat16)
-      return unsupported(where(name) + " has dtype " + dtype_name(raw.dtype()) + "; F32, F16 or BF16 are read");
-    StatusOr<Tensor> f = cast_tensor(raw, DataType::kFloat32);
-    if (!f.ok()) return Status(f.status().code(), where(name) + ": " + f.status().message());
-    return f;
-  }
-
-  const Checkpoint& ck_;
-  Emitter* e_;
-};
-
-enum class Act : uint8_t { kGeluTanh, kGeluErf, kRelu, kSilu };
-
-StatusOr<Act> activation(const ModelConfig& c) {
-  const std::string& a = c.hidden_act;
-  if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") return Act::kGeluTanh;
-  if (a == "gelu") return Act::kGeluErf;
-  if (a == "relu") return Act::kRelu;
-  if (a == "silu" || a == "swish") return Act::kSilu;
-  return unsupported(std::string(architecture_name(c.architecture)) + " config: activation '" + a +
-                     "' is not supported (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu, relu, silu, swish are)");
-}
-
-ValueId emit_act(Emitter& e, Act act, ValueId x, const std::string& name) {
-  switch (act) {
-    case Act::kGeluTanh: return e.op(OpKind::kGelu, name, {x}, {{"approximate", ir::Attribute::of_string("tanh")}});
-    case Act::kGeluErf: return e.op(OpKind::kGelu, name, {x});
-    case Act::kRelu: return e.op(OpKind::kRelu, name, {x});
-    case Act::kSilu: {  // silu(x) = x · sigmoid(x)
-      ValueId s = e.op(OpKind::kSigmoid, name + ".sigmoid", {x});
-      return e.op(OpKind::kMul, name, {x, s});
-    }
-  }
-  return x;
-}
-
-// y = x W (+ b): x [B, S, in], W [in, out] -> [B, S, out].
-ValueId linear(Emitter& e, ValueId x, ValueId w, ValueId b, const std::string& name) {
-  ValueId y = e.op(OpKind::kMatMul, name, {x, w});
-  return b == ir::kNoValue ? y : e.op(OpKind::kAdd, name + ".bias", {y, b});
-}
-
-// [B, S, heads·hd] -> [B, heads, S, hd]
-ValueId split_heads(Emitter& e, ValueId x, int64_t heads, int64_t hd, const std::string& name) {
-  ValueId shape = e.shared_ints("shape.heads." + std::to_string(heads), {0, 0, heads, hd});
-  ValueId r = e.op(OpKind::kReshape, name + ".reshape", {x, shape});
-  return e.op(OpKind::kTranspose, name + ".transpose", {r}, {{"perm", ints_attr({0, 2, 1, 3})}});
-}
-
-// RoPE tables for the step: cos and sin of position · inv_freq, [B, 1, S, hd/2].
-struct RopeTables {
-  ValueId cos = ir::kNoValue, sin = ir::kNoValue;
-};
-
-StatusOr<RopeTables> emit_rope_tables(Emitter& e, const ModelConfig& c, ValueId positions) {
-  KILN_ASSIGN_OR_RETURN(std::vector<float> inv, rope_inv_freq(c.rope, c.head_dim));
-  Tensor t(DataType::kFloat32, {static_cast<int64_t>(inv.size())});
-  for (size_t i = 0; i < inv.size(); ++i) t.data<float>()[i] = inv[i];
-  ValueId inv_freq = e.constant("rope.inv_freq", std::move(t));
-  // positions [B, S] -> float32 [B, 1, S, 1] · inv_freq [hd/2] -> angles [B, 1, S, hd/2]
-  ValueId pf = e.op(OpKind::kCast, "rope.positions", {positions}, {{"to", int_attr(dtype_to_onnx(DataType::kFloat32))}});
-  ValueId p4 = e.op(OpKind::kUnsqueeze, "rope.unsqueeze", {pf, e.ints("rope.axes", {1, 3})});
-  ValueId ang = e.op(OpKind::kMul, "rope.angles", {p4, inv_freq});
-  RopeTables r;
-  r.cos = e.op(OpKind::kCos, "rope.cos", {ang});
-  r.sin = e.op(OpKind::kSin, "rope.sin", {ang});
-  return r;
-}
-
-// x [B, H, S, hd] rotated: rotate_half pairs j and j + hd/2 (see build_rope_graph's formula).
-ValueId emit_rope(Emitter& e, const RopeTables& t, ValueId x, int64_t hd, const std::string& name) {
-  const int64_t half = hd / 2;
-  ValueId axis = e.shared_ints("rope.slice_axis", {3});
-  ValueId x1 = e.op(OpKind::kSlice, name + ".x1", {x, e.shared_ints("rope.lo_start", {0}), e.shared_ints("rope.lo_end", {half}), axis});
-  ValueId x2 = e.op(OpKind::kSlice, name + ".x2", {x, e.shared_ints("rope.hi_start", {half}), e.shared_ints("rope.hi_end", {hd}), axis});
-  ValueId a = e.op(OpKind::kMul, name + ".x1cos", {x1, t.cos});
-  ValueId b = e.op(OpKind::kMul, name + ".x2sin", {x2, t.sin});
-  ValueId c = e.op(OpKind::kMul, name + ".x2cos", {x2, t.cos});
-  ValueId d = e.op(OpKind::kMul, name + ".x1sin", {x1, t.sin});
-  ValueId y1 = e.op(OpKind::kSub, name + ".y1", {a, b});
-  ValueId y2 = e.op(OpKind::kAdd, name + ".y2", {c, d});
-  return e.op(OpKind::kConcat, name, {y1, y2}, {{"axis", int_attr(3)}});
-}
-
-struct Inputs {
-  ValueId ids = ir::kNoValue, positions = ir::kNoValue;
-  std::vector<ValueId> past_k, past_v;
-};
-
-Inputs declare_inputs(Emitter& e, const ModelConfig& c) {
-  Inputs in;
-  in.ids = e.input(kInputIdsName, DataType::kInt64, sym({named("batch"), named("seq")}));
-  in.positions = e.input(kPositionIdsName, DataType::kInt64, sym({named("batch"), named("seq")}));
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const ir::SymShape kv = sym({named("batch"), known(c.num_kv_heads), named("past"), known(c.head_dim)});
-    in.past_k.push_back(e.input(past_key_name(l), DataType::kFloat32, kv));
-    in.past_v.push_back(e.input(past_value_name(l), DataType::kFloat32, kv));
-  }
-  return in;
-}
-
-// Attention over past ++ new, then heads merged: q [B, H, S, hd], k/v [B, KV, S, hd] (new only).
-// Appends the present K/V outputs to `presents`.
-ValueId emit_attention(Emitter& e, const ModelConfig& c, int64_t l, ValueId q, ValueId k, ValueId v, const Inputs& in,
-                       std::vector<ValueId>* presents, const std::string& name) {
-  ValueId pk = e.op(OpKind::kConcat, name + ".present_key", {in.past_k[l], k}, {{"axis", int_attr(2)}}, DataType::kFloat32,
-                    present_key_name(l));
-  ValueId pv = e.op(OpKind::kConcat, name + ".present_value", {in.past_v[l], v}, {{"axis", int_attr(2)}}, DataType::kFloat32,
-                    present_value_name(l));
-  presents->push_back(pk);
-  presents->push_back(pv);
-  ValueId a = e.op(OpKind::kAttention, name + ".sdpa", {q, pk, pv},
-                   {{"is_causal", int_attr(1)}, {"scale", float_attr(1.0 / std::sqrt(static_cast<double>(c.head_dim)))}});
-  ValueId t = e.op(OpKind::kTranspose, name + ".merge.transpose", {a}, {{"perm", ints_attr({0, 2, 1, 3})}});
-  return e.op(OpKind::kReshape, name + ".merge.reshape", {t, e.shared_ints("shape.merge", {0, 0, c.num_heads * c.head_dim})});
-}
 
 constexpr const char* kLastPositionNode = "last_position";
 
 // The last position only, when the caller wants one row of logits: x [B, S, D] -> [B, 1, D].
-ValueId last_position(Emitter& e, ValueId x) {
+ValueId last_position(GraphEmitter& e, ValueId x) {
   return e.op(OpKind::kSlice, kLastPositionNode, {x, e.ints("last.start", {-1}), e.ints("last.end", {std::numeric_limits<int64_t>::max()}),
                                                 e.ints("last.axis", {1})});
 }
 
-Status build_gpt2(Emitter& e, Weights& w, const ModelConfig& c, const std::string& p, const DecoderGraphOptions& o) {
-  KILN_ASSIGN_OR_RETURN(Act act, activation(c));
-  Inputs in = declare_inputs(e, c);
-  const int64_t D = c.hidden_size, H = c.num_heads, hd = c.head_dim;
-  KILN_ASSIGN_OR_RETURN(ValueId wte, w.as_is(p + "wte.weight"));
-  KILN_ASSIGN_OR_RETURN(ValueId wpe, w.as_is(p + "wpe.weight"));
-  ValueId tok = e.op(OpKind::kGather, "embed.tokens", {wte, in.ids}, {{"axis", int_attr(0)}});
-  ValueId pos = e.op(OpKind::kGather, "embed.positions", {wpe, in.positions}, {{"axis", int_attr(0)}});
-  ValueId x = e.op(OpKind::kAdd, "embed", {tok, pos});
-  const std::map<std::string, ir::Attribute> ln_attrs = {{"axis", int_attr(-1)}, {"epsilon", float_attr(c.norm_eps)}};
-  std::vector<ValueId> presents;
+Status build(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c, const std::string& prefix,
+             const DecoderGraphOptions& o) {
+  ValueId ids = e.input(kInputIdsName, DataType::kInt64, sym({named("batch"), named("seq")}));
+  ValueId positions = e.input(kPositionIdsName, DataType::kInt64, sym({named("batch"), named("seq")}));
+  std::vector<ValueId> past_k, past_v;
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string L = p + "h." + std::to_string(l) + ".";
-    auto W = [&](const std::string& n) { return w.as_is(L + n); };
-    KILN_ASSIGN_OR_RETURN(ValueId ln1_w, W("ln_1.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId ln1_b, W("ln_1.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId qkv_w, W("attn.c_attn.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId qkv_b, W("attn.c_attn.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId proj_w, W("attn.c_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId proj_b, W("attn.c_proj.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId ln2_w, W("ln_2.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId ln2_b, W("ln_2.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId fc_w, W("mlp.c_fc.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId fc_b, W("mlp.c_fc.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId fc2_w, W("mlp.c_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId fc2_b, W("mlp.c_proj.bias"));
-    const std::string n = "h." + std::to_string(l);
-    ValueId h = e.op(OpKind::kLayerNormalization, n + ".ln_1", {x, ln1_w, ln1_b}, ln_attrs);
-    ValueId qkv = linear(e, h, qkv_w, qkv_b, n + ".attn.c_attn");
-    // c_attn's output columns are [q | k | v], each D wide (GPT2Attention splits at n_embd).
-    ValueId axis = e.shared_ints("qkv.axis", {2});
-    auto part = [&](int i, const char* what) {
-      ValueId s = e.op(OpKind::kSlice, n + ".attn." + what, {qkv, e.shared_ints("qkv.start." + std::to_string(i), {i * D}),
-                                                               e.shared_ints("qkv.end." + std::to_string(i), {(i + 1) * D}), axis});
-      return split_heads(e, s, H, hd, n + ".attn." + what);
-    };
-    ValueId q = part(0, "q"), k = part(1, "k"), v = part(2, "v");
-    ValueId a = emit_attention(e, c, l, q, k, v, in, &presents, n + ".attn");
-    x = e.op(OpKind::kAdd, n + ".attn.residual", {x, linear(e, a, proj_w, proj_b, n + ".attn.c_proj")});
-    h = e.op(OpKind::kLayerNormalization, n + ".ln_2", {x, ln2_w, ln2_b}, ln_attrs);
-    ValueId f = emit_act(e, act, linear(e, h, fc_w, fc_b, n + ".mlp.c_fc"), n + ".mlp.act");
-    x = e.op(OpKind::kAdd, n + ".mlp.residual", {x, linear(e, f, fc2_w, fc2_b, n + ".mlp.c_proj")});
+    const ir::SymShape kv = sym({named("batch"), known(c.num_kv_heads), named("past"), known(c.head_dim)});
+    past_k.push_back(e.input(past_key_name(l), DataType::kFloat32, kv));
+    past_v.push_back(e.input(past_value_name(l), DataType::kFloat32, kv));
   }
+  BatchLayout layout(std::move(past_k), std::move(past_v));
+  KILN_ASSIGN_OR_RETURN(ValueId x, emit_decoder_layers(e, w, c, prefix, ids, positions, layout));
   if (!o.all_logits) x = last_position(e, x);
-  KILN_ASSIGN_OR_RETURN(ValueId lnf_w, w.as_is(p + "ln_f.weight"));
-  KILN_ASSIGN_OR_RETURN(ValueId lnf_b, w.as_is(p + "ln_f.bias"));
-  x = e.op(OpKind::kLayerNormalization, "ln_f", {x, lnf_w, lnf_b}, ln_attrs);
-  // GPT2LMHeadModel ties lm_head to wte unless tie_word_embeddings is false.
-  KILN_ASSIGN_OR_RETURN(ValueId head, w.transposed(c.tie_word_embeddings ? p + "wte.weight" : "lm_head.weight"));
-  e.output(e.op(OpKind::kMatMul, "lm_head", {x, head}, {}, DataType::kFloat32, kLogitsName));
-  for (ValueId v : presents) e.output(v);
-  return Status::Ok();
-}
-
-Status build_llama(Emitter& e, Weights& w, const ModelConfig& c, const DecoderGraphOptions& o) {
-  KILN_ASSIGN_OR_RETURN(Act act, activation(c));
-  Inputs in = declare_inputs(e, c);
-  const int64_t H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
-  KILN_ASSIGN_OR_RETURN(ValueId embed, w.as_is("model.embed_tokens.weight"));
-  ValueId x = e.op(OpKind::kGather, "embed.tokens", {embed, in.ids}, {{"axis", int_attr(0)}});
-  KILN_ASSIGN_OR_RETURN(RopeTables rope, emit_rope_tables(e, c, in.positions));
-  const std::map<std::string, ir::Attribute> rms_attrs = {{"axis", int_attr(-1)}, {"epsilon", float_attr(c.norm_eps)}};
-  std::vector<ValueId> presents;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string L = "model.layers." + std::to_string(l) + ".";
-    const std::string n = "layers." + std::to_string(l);
-    auto T = [&](const std::string& name) { return w.transposed(L + name); };
-    auto B = [&](bool has, const std::string& name) -> StatusOr<ValueId> {
-      if (!has) return ir::kNoValue;
-      return w.as_is(L + name);
-    };
-    KILN_ASSIGN_OR_RETURN(ValueId in_norm, w.as_is(L + "input_layernorm.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId post_norm, w.as_is(L + "post_attention_layernorm.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wq, T("self_attn.q_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wk, T("self_attn.k_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wv, T("self_attn.v_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wo, T("self_attn.o_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId bq, B(c.attention_bias, "self_attn.q_proj.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId bk, B(c.attention_bias, "self_attn.k_proj.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId bv, B(c.attention_bias, "self_attn.v_proj.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId bo, B(c.attention_out_bias, "self_attn.o_proj.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId wg, T("mlp.gate_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wu, T("mlp.up_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wd, T("mlp.down_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId bg, B(c.mlp_bias, "mlp.gate_proj.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId bu, B(c.mlp_bias, "mlp.up_proj.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId bd, B(c.mlp_bias, "mlp.down_proj.bias"));
-
-    ValueId h = e.op(OpKind::kRMSNormalization, n + ".input_layernorm", {x, in_norm}, rms_attrs);
-    ValueId q = split_heads(e, linear(e, h, wq, bq, n + ".q_proj"), H, hd, n + ".q");
-    ValueId k = split_heads(e, linear(e, h, wk, bk, n + ".k_proj"), KV, hd, n + ".k");
-    ValueId v = split_heads(e, linear(e, h, wv, bv, n + ".v_proj"), KV, hd, n + ".v");
-    q = emit_rope(e, rope, q, hd, n + ".q.rope");
-    k = emit_rope(e, rope, k, hd, n + ".k.rope");
-    ValueId a = emit_attention(e, c, l, q, k, v, in, &presents, n + ".attn");
-    x = e.op(OpKind::kAdd, n + ".attn.residual", {x, linear(e, a, wo, bo, n + ".o_proj")});
-    h = e.op(OpKind::kRMSNormalization, n + ".post_attention_layernorm", {x, post_norm}, rms_attrs);
-    ValueId g = emit_act(e, act, linear(e, h, wg, bg, n + ".gate_proj"), n + ".act");
-    ValueId u = linear(e, h, wu, bu, n + ".up_proj");
-    ValueId m = e.op(OpKind::kMul, n + ".gate_up", {g, u});
-    x = e.op(OpKind::kAdd, n + ".mlp.residual", {x, linear(e, m, wd, bd, n + ".down_proj")});
-  }
-  if (!o.all_logits) x = last_position(e, x);
-  KILN_ASSIGN_OR_RETURN(ValueId norm, w.as_is("model.norm.weight"));
-  x = e.op(OpKind::kRMSNormalization, "norm", {x, norm}, rms_attrs);
-  KILN_ASSIGN_OR_RETURN(ValueId head, w.transposed(c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"));
-  e.output(e.op(OpKind::kMatMul, "lm_head", {x, head}, {}, DataType::kFloat32, kLogitsName));
-  for (ValueId v : presents) e.output(v);
-  return Status::Ok();
-}
-
-Status verified(const ir::Graph& g) {
-  Status s = ir::verify(g);
-  if (!s.ok()) return internal_error("decoder graph '" + g.name + "' fails verification: " + s.message());
+  KILN_ASSIGN_OR_RETURN(ValueId logits, emit_lm_head(e, w, c, prefix, x, kLogitsName));
+  e.output(logits);
+  for (ValueId v : layout.presents) e.output(v);
   return Status::Ok();
 }
 
@@ -366,12 +92,9 @@ StatusOr<ir::Graph> build_decoder_graph(const ModelConfig& config, const Checkpo
   KILN_RETURN_IF_ERROR(check_weights(config, checkpoint.weight_prefix(), checkpoint.tensors(), "'" + checkpoint.dir() + "'"));
   ir::Graph g;
   g.name = std::string(architecture_name(config.architecture)) + "_decoder_step";
-  Emitter e(&g);
-  Weights w(checkpoint, &e);
-  if (config.architecture == Architecture::kGpt2)
-    KILN_RETURN_IF_ERROR(build_gpt2(e, w, config, checkpoint.weight_prefix(), options));
-  else
-    KILN_RETURN_IF_ERROR(build_llama(e, w, config, options));
+  GraphEmitter e(&g);
+  CheckpointWeights w(checkpoint, &e);
+  KILN_RETURN_IF_ERROR(build(e, w, config, checkpoint.weight_prefix(), options));
   KILN_RETURN_IF_ERROR(verified(g));
   return g;
 }
@@ -395,11 +118,11 @@ StatusOr<ir::Graph> with_all_logits(const ir::Graph& last_only) {
 StatusOr<ir::Graph> build_rope_graph(const ModelConfig& config) {
   ir::Graph g;
   g.name = "rope";
-  Emitter e(&g);
+  GraphEmitter e(&g);
   ValueId x = e.input("x", DataType::kFloat32, sym({named("batch"), named("heads"), named("seq"), known(config.head_dim)}));
   ValueId p = e.input(kPositionIdsName, DataType::kInt64, sym({named("batch"), named("seq")}));
-  KILN_ASSIGN_OR_RETURN(RopeTables t, emit_rope_tables(e, config, p));
-  e.output(emit_rope(e, t, x, config.head_dim, "rope"));
+  KILN_ASSIGN_OR_RETURN(RopeTables t, emit_rope_tables(e, config, p, {1, 3}));
+  e.output(emit_rope(e, t, x, config.head_dim, 3, "rope"));
   KILN_RETURN_IF_ERROR(verified(g));
   return g;
 }

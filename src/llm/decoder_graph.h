@@ -22,6 +22,8 @@
 //   scale 1/sqrt(head_dim). Then the final norm and lm_head (the embedding when tied).
 // Weights are constant values converted once from the checkpoint's F16/BF16 to float32 (F32
 // weights that need no transpose stay in the file's mapping, uncopied).
+// The layers are emitted by decoder_layers.h, shared with the paged, packed-token step graph
+// (step_graph.h, docs/decisions/0059), which serves batches; this graph stays the CPU reference.
 #pragma once
 
 #include <cstdint>

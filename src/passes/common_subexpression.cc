@@ -1,5 +1,5 @@
-// Common-subexpression elimination: Kiln's ops are pure, so two layers with the same op, opset,
-// attributes and inputs compute the same value.
+// Common-subexpression elimination: Kiln's ops are pure (but those ir::op_writes_memory names,
+// left alone), so two layers with the same op, opset, attributes and inputs compute the same value.
 //   y1 = f{attrs}(x1..xn), y2 = f{attrs}(x1..xn)  ->  y2 := y1   (the later layer goes)
 // Constant inputs count as equal when their dtype, shape and bytes are. Layers with subgraphs
 // and outputs a subgraph reads by name are left alone. (ops.def has no random ops; one added
@@ -32,6 +32,7 @@ void append_tensor(std::string* key, const Tensor& t) {
 // A byte string equal for two nodes exactly when they compute the same thing; false for nodes
 // that must not be merged.
 bool node_key(const ir::Node& n, const std::vector<ir::ValueId>& canonical, std::string* key) {
+  if (ir::op_writes_memory(n.op)) return false;  // two appends to the KV pool are two writes
   append_pod(key, n.op);
   append_pod(key, n.opset);
   append_pod(key, n.inputs.size());

@@ -3,7 +3,9 @@
 // folded layers), which would otherwise be written into the plan.
 //   y = f(x), y unused and not a graph output  ->  (nothing)
 //   constant c read by no live layer, not a graph input/output  ->  c without data
-// Kiln's ops have no side effects, so this is always legal.
+// Kiln's ops have no side effects, so this is always legal — but PagedAttention
+// (ir::op_writes_memory), which appends to the KV pool: the step graph always reads its output, so
+// it is live whenever the append matters.
 #include <algorithm>
 
 #include "passes/passes.h"

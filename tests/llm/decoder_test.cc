@@ -20,6 +20,8 @@ namespace {
 
 using nlohmann::json;
 using testing::FloatWeight;
+using testing::make_model;
+using testing::Model;
 using testing::NaiveDecoder;
 
 constexpr double kTol = 1e-4;  // relative: max |a - b| / max |b| per row of logits
@@ -49,39 +51,11 @@ std::vector<double> llama3_inv_freq(double theta, int64_t hd, double factor, dou
   return f;
 }
 
-// A checkpoint written to a temporary directory, removed with the Model.
-struct Model {
-  Model() = default;
-  Model(Model&& o) noexcept : dir(std::exchange(o.dir, {})), config_json(std::move(o.config_json)), weights(std::move(o.weights)), ck(std::move(o.ck)) {}
-  Model& operator=(Model&&) = delete;
-  ~Model() {
-    if (!dir.empty()) std::filesystem::remove_all(dir);
-  }
-  std::string dir;
-  std::string config_json;
-  std::vector<FloatWeight> weights;
-  Checkpoint ck;
-};
-
 // Removes a directory when it goes.
 struct DirGuard {
   std::string dir;
   ~DirGuard() { std::filesystem::remove_all(dir); }
 };
-
-Model make_model(const std::string& tag, const std::string& config_json, uint32_t seed, const std::string& dtype = "F32",
-                 const std::string& generation_json = "") {
-  Model m;
-  m.dir = testing::make_temp_dir(tag);
-  m.config_json = config_json;
-  m.weights = testing::random_weights(config_json, seed);
-  EXPECT_FALSE(m.weights.empty());
-  testing::write_checkpoint(m.dir, config_json, m.weights, dtype, generation_json);
-  auto ck = Checkpoint::open(m.dir);
-  EXPECT_TRUE(ck.ok()) << ck.status().to_string();
-  if (ck.ok()) m.ck = std::move(*ck);
-  return m;
-}
 
 std::unique_ptr<LlmCpuRunner> runner_of(const Model& m) {
   auto r = LlmCpuRunner::create(m.ck);

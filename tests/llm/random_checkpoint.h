@@ -6,8 +6,12 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
+
+#include <gtest/gtest.h>
 
 #include "core/numerics.h"
+#include "llm/checkpoint.h"
 #include "llm/llm_test_util.h"
 
 namespace kiln::llm::testing {
@@ -80,6 +84,35 @@ inline FloatWeight* find_weight(std::vector<FloatWeight>& ws, const std::string&
   for (FloatWeight& w : ws)
     if (w.name == name) return &w;
   return nullptr;
+}
+
+// A checkpoint written to a temporary directory, removed with the Model.
+struct Model {
+  Model() = default;
+  Model(Model&& o) noexcept : dir(std::exchange(o.dir, {})), config_json(std::move(o.config_json)), weights(std::move(o.weights)), ck(std::move(o.ck)) {}
+  Model& operator=(Model&&) = delete;
+  ~Model() {
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+  std::string dir;
+  std::string config_json;
+  std::vector<FloatWeight> weights;
+  Checkpoint ck;
+};
+
+// A random checkpoint of `config_json` (seeded weights written in `dtype`), opened.
+inline Model make_model(const std::string& tag, const std::string& config_json, uint32_t seed, const std::string& dtype = "F32",
+                        const std::string& generation_json = "") {
+  Model m;
+  m.dir = make_temp_dir(tag);
+  m.config_json = config_json;
+  m.weights = random_weights(config_json, seed);
+  EXPECT_FALSE(m.weights.empty());
+  write_checkpoint(m.dir, config_json, m.weights, dtype, generation_json);
+  auto ck = Checkpoint::open(m.dir);
+  EXPECT_TRUE(ck.ok()) << ck.status().to_string();
+  if (ck.ok()) m.ck = std::move(*ck);
+  return m;
 }
 
 }  // namespace kiln::llm::testing

@@ -1,0 +1,298 @@
+// The decoder layers shared by the decoder graph and the step graph (see decoder_layers.h).
+#include "llm/decoder_layers.h"
+
+#include <algorithm>
+
+#include "core/onnx_dtype.h"
+#include "ir/verifier.h"
+#include "llm/rope.h"
+
+namespace kiln::llm {
+
+using ir::OpKind;
+using ir::ValueId;
+
+namespace {
+
+constexpr int kOpset = 21;
+
+ir::Dim known(int64_t v) { return ir::Dim::known(v); }
+
+}  // namespace
+
+ir::Attribute int_attr(int64_t v) { return ir::Attribute::of_int(v); }
+ir::Attribute float_attr(double v) { return ir::Attribute::of_float(static_cast<float>(v)); }
+ir::Attribute ints_attr(std::vector<int64_t> v) { return ir::Attribute::of_ints(std::move(v)); }
+
+GraphEmitter::GraphEmitter(ir::Graph* g) : g_(g) { g_->opset_imports[""] = kOpset; }
+
+ValueId GraphEmitter::input(const std::string& name, DataType dtype, ir::SymShape shape) {
+  ValueId v = g_->add_value(name, dtype);
+  g_->value(v).shape = std::move(shape);
+  g_->inputs.push_back(v);
+  return v;
+}
+
+ValueId GraphEmitter::constant(const std::string& name, Tensor t) {
+  ValueId v = g_->add_value(name, t.dtype());
+  ir::SymShape s;
+  for (int64_t d : t.shape()) s.push_back(known(d));
+  g_->value(v).shape = std::move(s);
+  g_->value(v).constant = std::make_shared<Tensor>(std::move(t));
+  return v;
+}
+
+ValueId GraphEmitter::ints(const std::string& name, const std::vector<int64_t>& v) {
+  Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
+  return constant(name, std::move(t));
+}
+
+ValueId GraphEmitter::op(OpKind kind, const std::string& name, std::vector<ValueId> in,
+                         std::map<std::string, ir::Attribute> attrs, DataType out_dtype, const std::string& out_name) {
+  ValueId out = g_->add_value(out_name.empty() ? name + ":0" : out_name, out_dtype);
+  ir::Node n;
+  n.name = name;
+  n.op = kind;
+  n.opset = kOpset;
+  n.inputs = std::move(in);
+  n.outputs = {out};
+  n.attrs = std::move(attrs);
+  g_->add_node(std::move(n));
+  return out;
+}
+
+ValueId GraphEmitter::shared_ints(const std::string& key, const std::vector<int64_t>& v) {
+  auto it = shared_.find(key);
+  if (it != shared_.end()) return it->second;
+  return shared_[key] = ints(key, v);
+}
+
+std::string CheckpointWeights::where(const std::string& name) const {
+  return "weight '" + name + "' of checkpoint '" + ck_.dir() + "'";
+}
+
+StatusOr<ValueId> CheckpointWeights::as_is(const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(Tensor t, load(name));
+  return e_->constant(name, std::move(t));
+}
+
+StatusOr<ValueId> CheckpointWeights::transposed(const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(Tensor t, load(name));
+  if (t.rank() != 2) return invalid_model(where(name) + " is not 2-D");
+  const int64_t r = t.dim(0), c = t.dim(1);
+  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DataType::kFloat32, {c, r}, where(name) + " transposed"));
+  const float* src = t.data<float>();
+  float* dst = out.data<float>();
+  constexpr int64_t kBlock = 64;  // tiles keep both sides in cache for the large embeddings
+  for (int64_t i0 = 0; i0 < r; i0 += kBlock)
+    for (int64_t j0 = 0; j0 < c; j0 += kBlock)
+      for (int64_t i = i0; i < std::min(r, i0 + kBlock); ++i)
+        for (int64_t j = j0; j < std::min(c, j0 + kBlock); ++j) dst[j * r + i] = src[i * c + j];
+  return e_->constant(name + ".T", std::move(out));
+}
+
+StatusOr<Tensor> CheckpointWeights::load(const std::string& name) {
+  const SafetensorsTensor* st = ck_.find(name);
+  if (!st) return invalid_model(where(name) + " is missing");
+  Tensor raw = st->to_tensor();
+  if (raw.dtype() == DataType::kFloat32) return raw;
+  if (raw.dtype() != DataType::kFloat16 && raw.dtype() != DataType::kBFloat16)
+    return unsupported(where(name) + " has dtype " + dtype_name(raw.dtype()) + "; F32, F16 or BF16 are read");
+  StatusOr<Tensor> f = cast_tensor(raw, DataType::kFloat32);
+  if (!f.ok()) return Status(f.status().code(), where(name) + ": " + f.status().message());
+  return f;
+}
+
+namespace {
+
+enum class Act : uint8_t { kGeluTanh, kGeluErf, kRelu, kSilu };
+
+StatusOr<Act> activation(const ModelConfig& c) {
+  const std::string& a = c.hidden_act;
+  if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") return Act::kGeluTanh;
+  if (a == "gelu") return Act::kGeluErf;
+  if (a == "relu") return Act::kRelu;
+  if (a == "silu" || a == "swish") return Act::kSilu;
+  return unsupported(std::string(architecture_name(c.architecture)) + " config: activation '" + a +
+                     "' is not supported (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu, relu, silu, swish are)");
+}
+
+ValueId emit_act(GraphEmitter& e, Act act, ValueId x, const std::string& name) {
+  switch (act) {
+    case Act::kGeluTanh: return e.op(OpKind::kGelu, name, {x}, {{"approximate", ir::Attribute::of_string("tanh")}});
+    case Act::kGeluErf: return e.op(OpKind::kGelu, name, {x});
+    case Act::kRelu: return e.op(OpKind::kRelu, name, {x});
+    case Act::kSilu: {  // silu(x) = x · sigmoid(x)
+      ValueId s = e.op(OpKind::kSigmoid, name + ".sigmoid", {x});
+      return e.op(OpKind::kMul, name, {x, s});
+    }
+  }
+  return x;
+}
+
+// y = x W (+ b): x [..., in], W [in, out] -> [..., out].
+ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::string& name) {
+  ValueId y = e.op(OpKind::kMatMul, name, {x, w});
+  return b == ir::kNoValue ? y : e.op(OpKind::kAdd, name + ".bias", {y, b});
+}
+
+StatusOr<ValueId> emit_gpt2(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c, const std::string& p,
+                            ValueId ids, ValueId positions, TokenLayout& layout) {
+  KILN_ASSIGN_OR_RETURN(Act act, activation(c));
+  const int64_t D = c.hidden_size, H = c.num_heads, hd = c.head_dim;
+  KILN_ASSIGN_OR_RETURN(ValueId wte, w.as_is(p + "wte.weight"));
+  KILN_ASSIGN_OR_RETURN(ValueId wpe, w.as_is(p + "wpe.weight"));
+  ValueId tok = e.op(OpKind::kGather, "embed.tokens", {wte, ids}, {{"axis", int_attr(0)}});
+  ValueId pos = e.op(OpKind::kGather, "embed.positions", {wpe, positions}, {{"axis", int_attr(0)}});
+  ValueId x = e.op(OpKind::kAdd, "embed", {tok, pos});
+  const std::map<std::string, ir::Attribute> ln_attrs = {{"axis", int_attr(-1)}, {"epsilon", float_attr(c.norm_eps)}};
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string L = p + "h." + std::to_string(l) + ".";
+    auto W = [&](const std::string& n) { return w.as_is(L + n); };
+    KILN_ASSIGN_OR_RETURN(ValueId ln1_w, W("ln_1.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId ln1_b, W("ln_1.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId qkv_w, W("attn.c_attn.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId qkv_b, W("attn.c_attn.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId proj_w, W("attn.c_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId proj_b, W("attn.c_proj.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId ln2_w, W("ln_2.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId ln2_b, W("ln_2.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId fc_w, W("mlp.c_fc.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId fc_b, W("mlp.c_fc.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId fc2_w, W("mlp.c_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId fc2_b, W("mlp.c_proj.bias"));
+    const std::string n = "h." + std::to_string(l);
+    ValueId h = e.op(OpKind::kLayerNormalization, n + ".ln_1", {x, ln1_w, ln1_b}, ln_attrs);
+    ValueId qkv = linear(e, h, qkv_w, qkv_b, n + ".attn.c_attn");
+    // c_attn's output columns are [q | k | v], each D wide (GPT2Attention splits at n_embd).
+    ValueId axis = e.shared_ints("qkv.axis", {layout.hidden_rank() - 1});
+    auto part = [&](int i, const char* what) {
+      ValueId s = e.op(OpKind::kSlice, n + ".attn." + what, {qkv, e.shared_ints("qkv.start." + std::to_string(i), {i * D}),
+                                                               e.shared_ints("qkv.end." + std::to_string(i), {(i + 1) * D}), axis});
+      return layout.split_heads(e, s, H, hd, n + ".attn." + what);
+    };
+    ValueId q = part(0, "q"), k = part(1, "k"), v = part(2, "v");
+    ValueId a = layout.attend(e, c, l, q, k, v, n + ".attn");
+    x = e.op(OpKind::kAdd, n + ".attn.residual", {x, linear(e, a, proj_w, proj_b, n + ".attn.c_proj")});
+    h = e.op(OpKind::kLayerNormalization, n + ".ln_2", {x, ln2_w, ln2_b}, ln_attrs);
+    ValueId f = emit_act(e, act, linear(e, h, fc_w, fc_b, n + ".mlp.c_fc"), n + ".mlp.act");
+    x = e.op(OpKind::kAdd, n + ".mlp.residual", {x, linear(e, f, fc2_w, fc2_b, n + ".mlp.c_proj")});
+  }
+  return x;
+}
+
+StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c, ValueId ids,
+                             ValueId positions, TokenLayout& layout) {
+  KILN_ASSIGN_OR_RETURN(Act act, activation(c));
+  const int64_t H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
+  const int64_t head_axis = layout.hidden_rank();  // head_dim's axis in the per-head form
+  KILN_ASSIGN_OR_RETURN(ValueId embed, w.as_is("model.embed_tokens.weight"));
+  ValueId x = e.op(OpKind::kGather, "embed.tokens", {embed, ids}, {{"axis", int_attr(0)}});
+  KILN_ASSIGN_OR_RETURN(RopeTables rope, emit_rope_tables(e, c, positions, layout.rope_unsqueeze_axes()));
+  const std::map<std::string, ir::Attribute> rms_attrs = {{"axis", int_attr(-1)}, {"epsilon", float_attr(c.norm_eps)}};
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string L = "model.layers." + std::to_string(l) + ".";
+    const std::string n = "layers." + std::to_string(l);
+    auto T = [&](const std::string& name) { return w.transposed(L + name); };
+    auto B = [&](bool has, const std::string& name) -> StatusOr<ValueId> {
+      if (!has) return ir::kNoValue;
+      return w.as_is(L + name);
+    };
+    KILN_ASSIGN_OR_RETURN(ValueId in_norm, w.as_is(L + "input_layernorm.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId post_norm, w.as_is(L + "post_attention_layernorm.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId wq, T("self_attn.q_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId wk, T("self_attn.k_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId wv, T("self_attn.v_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId wo, T("self_attn.o_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId bq, B(c.attention_bias, "self_attn.q_proj.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId bk, B(c.attention_bias, "self_attn.k_proj.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId bv, B(c.attention_bias, "self_attn.v_proj.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId bo, B(c.attention_out_bias, "self_attn.o_proj.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId wg, T("mlp.gate_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId wu, T("mlp.up_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId wd, T("mlp.down_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId bg, B(c.mlp_bias, "mlp.gate_proj.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId bu, B(c.mlp_bias, "mlp.up_proj.bias"));
+    KILN_ASSIGN_OR_RETURN(ValueId bd, B(c.mlp_bias, "mlp.down_proj.bias"));
+
+    ValueId h = e.op(OpKind::kRMSNormalization, n + ".input_layernorm", {x, in_norm}, rms_attrs);
+    ValueId q = layout.split_heads(e, linear(e, h, wq, bq, n + ".q_proj"), H, hd, n + ".q");
+    ValueId k = layout.split_heads(e, linear(e, h, wk, bk, n + ".k_proj"), KV, hd, n + ".k");
+    ValueId v = layout.split_heads(e, linear(e, h, wv, bv, n + ".v_proj"), KV, hd, n + ".v");
+    q = emit_rope(e, rope, q, hd, head_axis, n + ".q.rope");
+    k = emit_rope(e, rope, k, hd, head_axis, n + ".k.rope");
+    ValueId a = layout.attend(e, c, l, q, k, v, n + ".attn");
+    x = e.op(OpKind::kAdd, n + ".attn.residual", {x, linear(e, a, wo, bo, n + ".o_proj")});
+    h = e.op(OpKind::kRMSNormalization, n + ".post_attention_layernorm", {x, post_norm}, rms_attrs);
+    ValueId g = emit_act(e, act, linear(e, h, wg, bg, n + ".gate_proj"), n + ".act");
+    ValueId u = linear(e, h, wu, bu, n + ".up_proj");
+    ValueId m = e.op(OpKind::kMul, n + ".gate_up", {g, u});
+    x = e.op(OpKind::kAdd, n + ".mlp.residual", {x, linear(e, m, wd, bd, n + ".down_proj")});
+  }
+  return x;
+}
+
+}  // namespace
+
+StatusOr<RopeTables> emit_rope_tables(GraphEmitter& e, const ModelConfig& c, ValueId positions,
+                                      const std::vector<int64_t>& unsqueeze_axes) {
+  KILN_ASSIGN_OR_RETURN(std::vector<float> inv, rope_inv_freq(c.rope, c.head_dim));
+  Tensor t(DataType::kFloat32, {static_cast<int64_t>(inv.size())});
+  for (size_t i = 0; i < inv.size(); ++i) t.data<float>()[i] = inv[i];
+  ValueId inv_freq = e.constant("rope.inv_freq", std::move(t));
+  // positions -> float32, unsqueezed (e.g. [B, S] -> [B, 1, S, 1]) · inv_freq [hd/2] -> angles
+  ValueId pf = e.op(OpKind::kCast, "rope.positions", {positions}, {{"to", int_attr(dtype_to_onnx(DataType::kFloat32))}});
+  ValueId pu = e.op(OpKind::kUnsqueeze, "rope.unsqueeze", {pf, e.ints("rope.axes", unsqueeze_axes)});
+  ValueId ang = e.op(OpKind::kMul, "rope.angles", {pu, inv_freq});
+  RopeTables r;
+  r.cos = e.op(OpKind::kCos, "rope.cos", {ang});
+  r.sin = e.op(OpKind::kSin, "rope.sin", {ang});
+  return r;
+}
+
+ValueId emit_rope(GraphEmitter& e, const RopeTables& t, ValueId x, int64_t hd, int64_t axis_index, const std::string& name) {
+  const int64_t half = hd / 2;
+  ValueId axis = e.shared_ints("rope.slice_axis", {axis_index});
+  ValueId x1 = e.op(OpKind::kSlice, name + ".x1", {x, e.shared_ints("rope.lo_start", {0}), e.shared_ints("rope.lo_end", {half}), axis});
+  ValueId x2 = e.op(OpKind::kSlice, name + ".x2", {x, e.shared_ints("rope.hi_start", {half}), e.shared_ints("rope.hi_end", {hd}), axis});
+  ValueId a = e.op(OpKind::kMul, name + ".x1cos", {x1, t.cos});
+  ValueId b = e.op(OpKind::kMul, name + ".x2sin", {x2, t.sin});
+  ValueId c = e.op(OpKind::kMul, name + ".x2cos", {x2, t.cos});
+  ValueId d = e.op(OpKind::kMul, name + ".x1sin", {x1, t.sin});
+  ValueId y1 = e.op(OpKind::kSub, name + ".y1", {a, b});
+  ValueId y2 = e.op(OpKind::kAdd, name + ".y2", {c, d});
+  return e.op(OpKind::kConcat, name, {y1, y2}, {{"axis", int_attr(axis_index)}});
+}
+
+StatusOr<ValueId> emit_decoder_layers(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c, const std::string& prefix,
+                                      ValueId ids, ValueId positions, TokenLayout& layout) {
+  if (c.architecture == Architecture::kGpt2) return emit_gpt2(e, w, c, prefix, ids, positions, layout);
+  return emit_llama(e, w, c, ids, positions, layout);
+}
+
+StatusOr<ValueId> emit_lm_head(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c, const std::string& p, ValueId x,
+                               const std::string& logits_name) {
+  const std::map<std::string, ir::Attribute> norm_attrs = {{"axis", int_attr(-1)}, {"epsilon", float_attr(c.norm_eps)}};
+  std::string embedding;
+  if (c.architecture == Architecture::kGpt2) {
+    KILN_ASSIGN_OR_RETURN(ValueId lnf_w, w.as_is(p + "ln_f.weight"));
+    KILN_ASSIGN_OR_RETURN(ValueId lnf_b, w.as_is(p + "ln_f.bias"));
+    x = e.op(OpKind::kLayerNormalization, "ln_f", {x, lnf_w, lnf_b}, norm_attrs);
+    embedding = p + "wte.weight";  // GPT2LMHeadModel ties lm_head to wte unless tie_word_embeddings is false
+  } else {
+    KILN_ASSIGN_OR_RETURN(ValueId norm, w.as_is("model.norm.weight"));
+    x = e.op(OpKind::kRMSNormalization, "norm", {x, norm}, norm_attrs);
+    embedding = "model.embed_tokens.weight";
+  }
+  KILN_ASSIGN_OR_RETURN(ValueId head, w.transposed(c.tie_word_embeddings ? embedding : "lm_head.weight"));
+  return e.op(OpKind::kMatMul, "lm_head", {x, head}, {}, DataType::kFloat32, logits_name);
+}
+
+Status verified(const ir::Graph& g) {
+  Status s = ir::verify(g);
+  if (!s.ok()) return internal_error("graph '" + g.name + "' fails verification: " + s.message());
+  return Status::Ok();
+}
+
+}  // namespace kiln::llm

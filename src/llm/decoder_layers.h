@@ -1,0 +1,107 @@
+// The decoder layer math shared by the two LLM graphs (decoder_graph.h: one sequence per batch
+// row, KV cache as graph inputs/outputs, docs/decisions/0053; step_graph.h: packed tokens of many
+// sequences, paged KV cache, docs/decisions/0059): the graph emitter, the checkpoint's weights as
+// float32 constants, and GPT-2 / Llama-family layers written once against a TokenLayout that says
+// how a graph lays out its tokens and attends. Layer formulas in decoder_graph.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "kiln/status.h"
+#include "llm/checkpoint.h"
+#include "llm/model_config.h"
+
+namespace kiln::llm {
+
+// Appends values and nodes to a graph; every node gets one output named "<node>:0" unless told.
+// Nodes carry opset 21 (the ONNX semantics every node follows: inputs, not attributes, for axes).
+class GraphEmitter {
+ public:
+  explicit GraphEmitter(ir::Graph* g);
+
+  ir::ValueId input(const std::string& name, DataType dtype, ir::SymShape shape);
+  ir::ValueId constant(const std::string& name, Tensor t);
+  ir::ValueId ints(const std::string& name, const std::vector<int64_t>& v);  // int64 [n] constant
+  ir::ValueId op(ir::OpKind kind, const std::string& name, std::vector<ir::ValueId> in,
+                 std::map<std::string, ir::Attribute> attrs = {}, DataType out_dtype = DataType::kFloat32,
+                 const std::string& out_name = "");
+  void output(ir::ValueId v) { g_->outputs.push_back(v); }
+  // Shared small constants (shapes, axes, slice bounds), made once per key (the value's name).
+  ir::ValueId shared_ints(const std::string& key, const std::vector<int64_t>& v);
+
+ private:
+  ir::Graph* g_;
+  std::map<std::string, ir::ValueId> shared_;
+};
+
+ir::Attribute int_attr(int64_t v);
+ir::Attribute float_attr(double v);
+ir::Attribute ints_attr(std::vector<int64_t> v);
+
+// The checkpoint's weights as float32 constant values (F16/BF16 converted once; F32 weights kept
+// as stored wrap the file's mapping). Errors name the tensor and the checkpoint directory.
+class CheckpointWeights {
+ public:
+  CheckpointWeights(const Checkpoint& ck, GraphEmitter* e) : ck_(ck), e_(e) {}
+  // The tensor as stored, in float32.
+  StatusOr<ir::ValueId> as_is(const std::string& name);
+  // A 2-D weight [rows, cols] stored transposed, [cols, rows] (nn.Linear's [out, in] -> [in, out]).
+  StatusOr<ir::ValueId> transposed(const std::string& name);
+
+ private:
+  std::string where(const std::string& name) const;
+  StatusOr<Tensor> load(const std::string& name);
+
+  const Checkpoint& ck_;
+  GraphEmitter* e_;
+};
+
+// How a graph lays out its tokens and attends; the layers are written against it. Hidden states
+// have rank hidden_rank() with the model dim last ([B, S, D] or [T, D]).
+class TokenLayout {
+ public:
+  virtual ~TokenLayout() = default;
+  virtual int64_t hidden_rank() const = 0;
+  // [..., heads·hd] -> the per-head form attend() takes, head_dim last (rank hidden_rank() + 1).
+  virtual ir::ValueId split_heads(GraphEmitter& e, ir::ValueId x, int64_t heads, int64_t hd,
+                                  const std::string& name) = 0;
+  // Axes that turn the float32 position_ids into a tensor broadcasting against the per-head form
+  // once multiplied by inv_freq (appended as the last dim): the RoPE angles.
+  virtual std::vector<int64_t> rope_unsqueeze_axes() const = 0;
+  // Attention of layer `layer` over per-head q [.., Hq, .., hd] and the step's new k, v (keys
+  // rotated), heads merged back: [..., Hq·hd] in the hidden layout.
+  virtual ir::ValueId attend(GraphEmitter& e, const ModelConfig& c, int64_t layer, ir::ValueId q, ir::ValueId k,
+                             ir::ValueId v, const std::string& name) = 0;
+};
+
+// RoPE tables for the step: cos and sin of position · inv_freq, shaped by rope_unsqueeze_axes.
+struct RopeTables {
+  ir::ValueId cos = ir::kNoValue, sin = ir::kNoValue;
+};
+StatusOr<RopeTables> emit_rope_tables(GraphEmitter& e, const ModelConfig& c, ir::ValueId positions,
+                                      const std::vector<int64_t>& unsqueeze_axes);
+// x [..., hd] rotated along its last axis `axis` (rotate_half pairs j and j + hd/2; formula in
+// decoder_graph.h's build_rope_graph).
+ir::ValueId emit_rope(GraphEmitter& e, const RopeTables& t, ir::ValueId x, int64_t hd, int64_t axis,
+                      const std::string& name);
+
+// The embeddings and every layer of the model: ids and positions (int64, the layout's token
+// dims) -> the last layer's hidden states (before the final norm). Node names "embed*",
+// "h.L.*" (GPT-2) / "layers.L.*" (Llama family), as the decoder graph has always had them.
+StatusOr<ir::ValueId> emit_decoder_layers(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c,
+                                          const std::string& prefix, ir::ValueId ids, ir::ValueId positions,
+                                          TokenLayout& layout);
+
+// The final norm ("ln_f" / "norm") and lm_head (the embedding when tied) on hidden states x
+// [..., D]: the value named `logits_name`, float32 [..., vocab].
+StatusOr<ir::ValueId> emit_lm_head(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c, const std::string& prefix,
+                                   ir::ValueId x, const std::string& logits_name);
+
+// ir::verify(g), as an internal error naming the graph.
+Status verified(const ir::Graph& g);
+
+}  // namespace kiln::llm

@@ -1,0 +1,98 @@
+// The packed-token step graph over a paged KV cache (layout in step_graph.h; the layers in
+// decoder_layers.cc, shared with the decoder graph).
+#include "llm/step_graph.h"
+
+#include <cmath>
+
+#include "llm/decoder_layers.h"
+#include "llm/weight_spec.h"
+
+namespace kiln::llm {
+
+namespace {
+
+using ir::OpKind;
+using ir::ValueId;
+
+// Packed tokens: hidden [T, D], heads [T, H, hd], attention by PagedAttention over the pool.
+class PackedLayout final : public TokenLayout {
+ public:
+  struct Cache {
+    ValueId positions, token_seq, block_table, kv_pools;
+  };
+  PackedLayout(Cache cache, const StepGraphOptions& o) : cache_(cache), o_(o) {}
+
+  int64_t hidden_rank() const override { return 2; }
+  // [T, heads·hd] -> [T, heads, hd]
+  ValueId split_heads(GraphEmitter& e, ValueId x, int64_t heads, int64_t hd, const std::string& name) override {
+    return e.op(OpKind::kReshape, name + ".reshape", {x, e.shared_ints("shape.heads." + std::to_string(heads), {0, heads, hd})});
+  }
+  std::vector<int64_t> rope_unsqueeze_axes() const override { return {1, 2}; }  // [T] -> [T, 1, 1]
+  ValueId attend(GraphEmitter& e, const ModelConfig& c, int64_t l, ValueId q, ValueId k, ValueId v,
+                 const std::string& name) override {
+    ValueId a = e.op(OpKind::kPagedAttention, name + ".paged",
+                     {q, k, v, cache_.positions, cache_.token_seq, cache_.block_table, cache_.kv_pools},
+                     {{"layer", int_attr(l)},
+                      {"block_size", int_attr(o_.block_size)},
+                      {"scale", float_attr(1.0 / std::sqrt(static_cast<double>(c.head_dim)))},
+                      {"cache_dtype", ir::Attribute::of_string(o_.cache_dtype)},
+                      {"sliding_window", int_attr(0)}});
+    return e.op(OpKind::kReshape, name + ".merge", {a, e.shared_ints("shape.merge", {0, c.num_heads * c.head_dim})});
+  }
+
+ private:
+  Cache cache_;
+  const StepGraphOptions& o_;
+};
+
+Status check_options(const StepGraphOptions& o) {
+  auto positive = [](int64_t v, const char* what) -> Status {
+    if (v >= 1) return Status::Ok();
+    return invalid_argument(std::string("step graph options: ") + what + " " + std::to_string(v) + ", expected >= 1");
+  };
+  KILN_RETURN_IF_ERROR(positive(o.max_rows, "max_rows"));
+  KILN_RETURN_IF_ERROR(positive(o.max_blocks_per_seq, "max_blocks_per_seq"));
+  KILN_RETURN_IF_ERROR(positive(o.block_size, "block_size"));
+  if (o.cache_dtype != "float32" && o.cache_dtype != "float16" && o.cache_dtype != "bfloat16")
+    return invalid_argument("step graph options: cache_dtype '" + o.cache_dtype +
+                            "', expected float32, float16 or bfloat16");
+  return Status::Ok();
+}
+
+}  // namespace
+
+int64_t kv_block_elements(const ModelConfig& config, int64_t block_size) {
+  return 2 * config.num_kv_heads * block_size * config.head_dim;
+}
+
+StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint& checkpoint,
+                                     const StepGraphOptions& options) {
+  KILN_RETURN_IF_ERROR(check_options(options));
+  KILN_RETURN_IF_ERROR(check_weights(config, checkpoint.weight_prefix(), checkpoint.tensors(), "'" + checkpoint.dir() + "'"));
+  ir::Graph g;
+  g.name = std::string(architecture_name(config.architecture)) + "_paged_step";
+  GraphEmitter e(&g);
+  CheckpointWeights w(checkpoint, &e);
+  const ir::Dim t = ir::Dim::sym(kStepTokensDim);
+  const ir::Dim r = ir::Dim::known(options.max_rows);
+  ValueId ids = e.input(kStepInputIdsName, DataType::kInt64, ir::SymShape{t});
+  ValueId positions = e.input(kStepPositionIdsName, DataType::kInt64, ir::SymShape{t});
+  PackedLayout::Cache cache;
+  cache.positions = positions;
+  cache.token_seq = e.input(kStepTokenSeqName, DataType::kInt32, ir::SymShape{t});
+  cache.block_table =
+      e.input(kStepBlockTableName, DataType::kInt32, ir::SymShape{r, ir::Dim::known(options.max_blocks_per_seq)});
+  cache.kv_pools =
+      e.input(kStepKvPoolsName, DataType::kInt64, ir::SymShape{ir::Dim::known(config.num_layers), ir::Dim::known(2)});
+  ValueId logit_rows = e.input(kStepLogitRowsName, DataType::kInt64, ir::SymShape{r});
+  PackedLayout layout(cache, options);
+  KILN_ASSIGN_OR_RETURN(ValueId x, emit_decoder_layers(e, w, config, checkpoint.weight_prefix(), ids, positions, layout));
+  // The rows that want logits, [R, D], before the final norm (it is per row): R lm_head rows, not T.
+  x = e.op(OpKind::kGather, "logit_rows", {x, logit_rows}, {{"axis", int_attr(0)}});
+  KILN_ASSIGN_OR_RETURN(ValueId logits, emit_lm_head(e, w, config, checkpoint.weight_prefix(), x, kStepLogitsName));
+  e.output(logits);
+  KILN_RETURN_IF_ERROR(verified(g));
+  return g;
+}
+
+}  // namespace kiln::llm

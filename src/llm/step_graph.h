@@ -1,0 +1,66 @@
+// One forward step of a decoder-only language model for a batch of sequences whose tokens are
+// PACKED along one dim T, over a paged KV cache (issue 13; docs/decisions/0059-llm-paged-step-graph.md).
+// A step mixes prefill chunks and decode tokens of any sequences (in-flight batching); only T varies,
+// and a runner pads it to a bucket with padding tokens (token_seq -1). The KV cache is a pool of
+// fixed-size blocks owned by the caller and passed by address; every layer's PagedAttention node
+// appends the step's K/V to it in place and attends over it. The graph holds no state.
+//
+// Inputs, in this order (T tokens, symbolic dim "tokens"; everything else static):
+//   input_ids     int64 [T]        token ids (< vocab_size; padding tokens too: e.g. 0)
+//   position_ids  int64 [T]        absolute position of each token in its sequence (padding: a
+//                                  valid position, e.g. 0: GPT-2 still looks it up in wpe)
+//   token_seq     int32 [T]        block-table row of each token's sequence; -1 = padding token
+//   block_table   int32 [R, MB]    row r: pool block ids of sequence r (R = max_rows,
+//                                  MB = max_blocks_per_seq); position p lives in block
+//                                  block_table[r][p / block_size], slot p % block_size
+//   kv_pools      int64 [L, 2]     per layer: (pool address, num_blocks); layer l's pool is
+//                                  [num_blocks, 2 (K, V), num_kv_heads, block_size, head_dim]
+//                                  row-major in cache_dtype (host memory for a CPU plan, device
+//                                  memory for a CUDA plan)
+//   logit_rows    int64 [R]        index into the T packed tokens of the token whose logits each
+//                                  row wants (padding rows may point at token 0)
+// Output:
+//   logits        float32 [R, vocab] = lm_head(final_norm(hidden[logit_rows]))
+// Layers: the decoder graph's (decoder_graph.h, decoder_layers.h: GPT-2, Llama, Mistral, Qwen2),
+// with hidden states [T, D], heads [T, H, head_dim], RoPE angles from position_ids [T], and
+// attention through PagedAttention (ops.def) instead of Concat + Attention.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/graph.h"
+#include "kiln/status.h"
+#include "llm/checkpoint.h"
+#include "llm/model_config.h"
+
+namespace kiln::llm {
+
+struct StepGraphOptions {
+  int64_t max_rows = 1;            // R: sequences a step may hold (block_table and logits rows)
+  int64_t max_blocks_per_seq = 1;  // MB: block_table columns (a sequence's length <= MB · block_size)
+  int64_t block_size = 32;         // tokens per pool block
+  std::string cache_dtype = "float32";  // the pool's elements: "float32", "float16" or "bfloat16"
+};
+
+inline constexpr const char* kStepInputIdsName = "input_ids";
+inline constexpr const char* kStepPositionIdsName = "position_ids";
+inline constexpr const char* kStepTokenSeqName = "token_seq";
+inline constexpr const char* kStepBlockTableName = "block_table";
+inline constexpr const char* kStepKvPoolsName = "kv_pools";
+inline constexpr const char* kStepLogitRowsName = "logit_rows";
+inline constexpr const char* kStepLogitsName = "logits";
+inline constexpr const char* kStepTokensDim = "tokens";  // the symbolic dim T
+
+// Elements of one layer's pool block: 2 · num_kv_heads · block_size · head_dim (times the
+// cache_dtype's size for bytes).
+int64_t kv_block_elements(const ModelConfig& config, int64_t block_size);
+
+// Builds the step graph of `config` with the weights of `checkpoint` (checked against config's
+// spec first). InvalidArgument naming the option for max_rows, max_blocks_per_seq or block_size
+// < 1 or a cache_dtype other than float32 / float16 / bfloat16; Unsupported as build_decoder_graph
+// for activations and RoPE types the layers do not implement. The graph passes ir::verify.
+StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint& checkpoint,
+                                     const StepGraphOptions& options);
+
+}  // namespace kiln::llm
