@@ -126,7 +126,8 @@ kiln_module(kiln_runtime SOURCES ${RUNTIME_SOURCES} EXPOSE runtime
 # The LLM runner (issue 13 item 4, docs/decisions/0060): the paged KV cache (host memory for CPU
 # plans, device memory through the CUDA backend for CUDA plans) and in-flight batching over an
 # Engine of the step graph. Links the runtime, not the builder (no protobuf: SentencePiece may join).
-set(LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_cache.cc)
+set(LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_cache.cc ${CMAKE_SOURCE_DIR}/src/llm/engine_info.cc
+  ${CMAKE_SOURCE_DIR}/src/llm/runner.cc)
 if(KILN_HAVE_CUDA)
   list(APPEND LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_pool_device_cuda.cc)
 else()
