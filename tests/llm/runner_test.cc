@@ -9,9 +9,13 @@
 
 #include <random>
 
+#include "builder/build_from_graph.h"
 #include "llm/bpe_tokenizer.h"
 #include "llm/random_checkpoint.h"
 #include "tools/kiln/llm_build.h"
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/gpu_model.h"
+#endif
 
 namespace kiln::llm {
 namespace {
@@ -389,6 +393,38 @@ TEST(LlmRunner, BadRequestsAreErrorsNamingThem) {
   ASSERT_FALSE(mismatched.ok());
   EXPECT_NE(mismatched.status().message().find("block_table"), std::string::npos) << mismatched.status().message();
 }
+
+#ifdef KILN_HAVE_CUDA
+// A CUDA engine lowers each bucket on first use; its value shapes must come from static shape
+// inference, since the lowering's fallback (a CPU reference run on random inputs) cannot run
+// PagedAttention on made-up pool addresses. Checked without a GPU on the fp16 layer graph.
+TEST(LlmRunner, CudaLayerGraphShapesAtEveryBucketWithoutAReferenceRun) {
+  Fixture f = make_fixture(testing::tiny_llama_config(2), 19);
+  cli::LlmBuildOptions o;
+  o.dtype = "fp16";
+  o.device = "gpu";
+  o.max_batch = 4;
+  o.max_seq_len = 64;
+  o.max_num_tokens = 24;
+  o.block_size = 8;
+  auto in = cli::prepare_llm_build(f.model.ck, o);
+  ASSERT_TRUE(in.ok()) << in.status().to_string();
+  EXPECT_EQ(in->config.tuning_shapes, 6);  // 1, 2, 4, 8, 16 and 24
+  EXPECT_EQ(in->info.cache_dtype, DataType::kFloat16);
+  std::vector<Shape> opt;
+  auto g = cuda_layer_graph(in->graph, in->config, &opt);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  ASSERT_EQ(opt.size(), 6u);
+  EXPECT_EQ(opt[0], (Shape{4}));  // a full decode batch
+  for (int64_t t : {1, 2, 4, 8, 16, 24}) {
+    std::vector<Shape> shapes = opt;
+    shapes[0] = shapes[1] = shapes[2] = {t};
+    auto vs = cuda::infer_value_shapes_by_reference(*g, shapes);
+    ASSERT_TRUE(vs.ok()) << "T " << t << ": " << vs.status().to_string();
+    EXPECT_EQ(vs->shapes[static_cast<size_t>(g->outputs[0])], (Shape{4, 64})) << "T " << t;
+  }
+}
+#endif
 
 TEST(LlmEngineInfo, RoundTripAndErrors) {
   LlmEngineInfo i;

@@ -14,7 +14,7 @@ namespace kiln::cli {
 
 namespace fs = std::filesystem;
 
-StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& ck, const LlmBuildOptions& o) {
+StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmBuildOptions& o) {
   const llm::ModelConfig& mc = ck.config();
   auto bad = [](const std::string& m) { return invalid_argument("build-llm: " + m); };
   if (o.dtype != "fp16" && o.dtype != "bf16" && o.dtype != "fp32")
@@ -47,7 +47,7 @@ StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& ck, const LlmBu
   if (cache_dt != DataType::kFloat32 && cache_dt != DataType::kFloat16 && cache_dt != DataType::kBFloat16)
     return bad("--kv-cache-dtype '" + cache + "': expected float32, float16 or bfloat16");
 
-  LlmEngineBuild out;
+  LlmBuildInputs out;
   llm::LlmEngineInfo& info = out.info;
   info.device = target == TargetDevice::kCuda ? "cuda" : "cpu";
   info.dtype = o.dtype;
@@ -71,9 +71,9 @@ StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& ck, const LlmBu
   so.max_blocks_per_seq = info.max_blocks_per_seq;
   so.block_size = info.block_size;
   so.cache_dtype = cache;
-  KILN_ASSIGN_OR_RETURN(ir::Graph graph, llm::build_step_graph(mc, ck, so));
+  KILN_ASSIGN_OR_RETURN(out.graph, llm::build_step_graph(mc, ck, so));
 
-  BuilderConfig bc;
+  BuilderConfig& bc = out.config;
   bc.target = target;
   bc.fp16 = o.dtype == "fp16";
   bc.bf16 = o.dtype == "bf16";
@@ -88,7 +88,14 @@ StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& ck, const LlmBu
   int buckets = 1;
   for (int64_t b = 1; b < N; b *= 2) ++buckets;
   bc.tuning_shapes = buckets;
-  KILN_ASSIGN_OR_RETURN(out.plan, build_from_graph(graph, bc));
+  return out;
+}
+
+StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& ck, const LlmBuildOptions& o) {
+  KILN_ASSIGN_OR_RETURN(LlmBuildInputs in, prepare_llm_build(ck, o));
+  LlmEngineBuild out;
+  out.info = std::move(in.info);
+  KILN_ASSIGN_OR_RETURN(out.plan, build_from_graph(in.graph, in.config));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/graph.h"
 #include "kiln/builder.h"
 #include "kiln/status.h"
 #include "llm/checkpoint.h"
@@ -33,6 +34,16 @@ struct LlmEngineBuild {
   std::vector<uint8_t> plan;
   llm::LlmEngineInfo info;
 };
+
+// What build_llm_engine hands the builder: the step graph, the BuilderConfig (target, precision,
+// the T profile, tuning shapes) and the engine info. For tools and tests that lower the graph
+// without building (cuda_layer_graph). Errors as build_llm_engine's, before the builder's.
+struct LlmBuildInputs {
+  ir::Graph graph;
+  BuilderConfig config;
+  llm::LlmEngineInfo info;
+};
+StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& checkpoint, const LlmBuildOptions& options);
 
 // The step-graph plan of `checkpoint` and its engine info. T (the packed token count) ranges
 // over [1, N] with opt min(R, N) (a decode step of a full batch), and CUDA tactics are tuned at
