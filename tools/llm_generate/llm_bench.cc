@@ -59,7 +59,7 @@ bool parse_list(const std::string& s, std::vector<int64_t>* out) {
 }  // namespace
 
 int llm_bench_main(int argc, char** argv) {
-  CLI::App app{"Measure an LLM engine directory: TTFT, TPOT, output tokens/s, peak memory"};
+  CLI::App app{"Measure an LLM engine directory: TTFT, TPOT, output tokens/s, peak memory", "kiln bench-llm"};
   std::string dir, batches_text = "1,8,64", json_path;
   int64_t input_len = 128, output_len = 128;
   uint64_t seed = 1;

@@ -133,7 +133,7 @@ int main(int argc, char** argv) {
   llm::register_sentencepiece();
 #endif
   if (argc >= 2 && std::string(argv[1]) == "bench-llm") return llm_bench_main(argc - 1, argv + 1);
-  CLI::App app{"Generate text from a Hugging Face checkpoint on Kiln's CPU reference backend"};
+  CLI::App app{"Generate text from an engine directory (LlmRunner) or a checkpoint (the CPU reference)", "kiln generate"};
   std::string dir, prompt, prompt_ids_text, dump_logits;
   llm::GenerationOptions gen;
   bool as_json = false, no_special = false;
