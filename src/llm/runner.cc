@@ -79,6 +79,16 @@ StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::from_dir(const std::string& dir,
   return create(std::move(engine), info, config, std::move(tok), options);
 }
 
+StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::from_plan(const std::string& plan_path, const LlmRunnerOptions& options) {
+  const std::filesystem::path p(plan_path);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  KILN_ASSIGN_OR_RETURN(LlmEngineInfo info, read_engine_info(dir));
+  if (info.plan_file != p.filename().string())
+    return invalid_argument("LlmRunner: '" + plan_path + "' is not the plan of " + dir + "/" + kEngineInfoFile + " ('" +
+                            info.plan_file + "')");
+  return from_dir(dir, options);
+}
+
 StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::create(std::shared_ptr<const Engine> engine, const LlmEngineInfo& info,
                                                        const ModelConfig& config, std::unique_ptr<Tokenizer> tokenizer,
                                                        const LlmRunnerOptions& options) {

@@ -78,6 +78,9 @@ class LlmRunner {
   // kiln_llm.json (block_table [max_batch, max_blocks_per_seq], kv_pools [num_layers, 2], logits
   // [max_batch, vocab]) is InvalidPlan naming the tensor.
   static StatusOr<std::unique_ptr<LlmRunner>> from_dir(const std::string& dir, const LlmRunnerOptions& options = {});
+  // from_dir of the plan's directory (the issue's `from_plan`): InvalidArgument when kiln_llm.json
+  // there names another plan file.
+  static StatusOr<std::unique_ptr<LlmRunner>> from_plan(const std::string& plan_path, const LlmRunnerOptions& options = {});
   // From parts already in memory (tests): `engine` a plan of build_step_graph for `info`;
   // `tokenizer` may be null. Same checks as from_dir.
   static StatusOr<std::unique_ptr<LlmRunner>> create(std::shared_ptr<const Engine> engine, const LlmEngineInfo& info,

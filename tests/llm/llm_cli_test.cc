@@ -8,6 +8,7 @@
 
 #include "llm/engine_info.h"
 #include "llm/random_checkpoint.h"
+#include "llm/runner.h"
 
 namespace kiln::llm {
 namespace {
@@ -103,6 +104,25 @@ TEST_F(LlmCli, BuildLlmWritesTheEngineDirectory) {
   EXPECT_EQ(info->tokenizer_files, (std::vector<std::string>{"tokenizer.json"}));
   EXPECT_EQ(info->num_layers, 2);
   EXPECT_EQ(info->vocab_size, 260);
+  // The directory loads in process too, by directory or by plan path, with its tokenizer.
+  auto r = LlmRunner::from_plan(engine_ + "/model.plan");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_NE((*r)->tokenizer(), nullptr);
+  EXPECT_EQ((*r)->pool().num_blocks(), 4 * 6);  // CPU default: max batch full-length sequences
+  LlmRequest q;
+  q.prompt = {'H', 'i'};
+  q.options.max_new_tokens = 4;
+  q.options.ignore_eos = true;
+  auto g = (*r)->generate({q});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ((*g)[0].tokens.size(), 4u);
+  auto wrong = LlmRunner::from_plan(engine_ + "/config.json");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("model.plan"), std::string::npos) << wrong.status().message();
+  std::filesystem::remove(engine_ + "/model.plan");
+  auto gone = LlmRunner::from_dir(engine_);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("model.plan"), std::string::npos) << gone.status().message();
 }
 
 TEST_F(LlmCli, GenerateMatchesTheCpuReference) {

@@ -457,7 +457,9 @@ TEST(LlmEngineInfo, RoundTripAndErrors) {
       j[field] = value;
     auto r = parse_engine_info(j.dump(), "'kiln_llm.json'");
     EXPECT_FALSE(r.ok()) << field;
-    if (!r.ok()) EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
+    if (!r.ok()) {
+      EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().message();
+    }
   };
   broken("version", 2);
   broken("device", "tpu");
