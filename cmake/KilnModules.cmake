@@ -83,6 +83,11 @@ kiln_module(kiln_timing_cache
 # importer or protobuf.
 kiln_sources(LLM_SOURCES llm)
 list(FILTER LLM_SOURCES EXCLUDE REGEX "/sentencepiece_tokenizer\\.cc$")
+# The runner's files (kv_cache, kv_pool_device_*, runner, engine_info) are kiln_llm_runner's below.
+set(KILN_LLM_RUNNER_FILES kv_cache kv_pool_device_cuda kv_pool_device_none runner engine_info)
+foreach(f IN LISTS KILN_LLM_RUNNER_FILES)
+  list(FILTER LLM_SOURCES EXCLUDE REGEX "/llm/${f}\\.cc$")
+endforeach()
 kiln_module(kiln_llm SOURCES ${LLM_SOURCES} EXPOSE llm DEPENDS kiln_core kiln_ir kiln_cpu nlohmann_json::nlohmann_json)
 if(KILN_HAVE_ICU)
   target_link_libraries(kiln_llm PRIVATE ICU::uc ICU::data)
@@ -118,6 +123,19 @@ kiln_sources(RUNTIME_SOURCES runtime)
 kiln_module(kiln_runtime SOURCES ${RUNTIME_SOURCES} EXPOSE runtime
   DEPENDS kiln_plan kiln_cpu kiln_io ${KILN_CUDA_TARGET} kiln_timing_cache)
 
+# The LLM runner (issue 13 item 4, docs/decisions/0060): the paged KV cache (host memory for CPU
+# plans, device memory through the CUDA backend for CUDA plans) and in-flight batching over an
+# Engine of the step graph. Links the runtime, not the builder (no protobuf: SentencePiece may join).
+set(LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_cache.cc ${CMAKE_SOURCE_DIR}/src/llm/engine_info.cc
+  ${CMAKE_SOURCE_DIR}/src/llm/runner.cc)
+if(KILN_HAVE_CUDA)
+  list(APPEND LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_pool_device_cuda.cc)
+else()
+  list(APPEND LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_pool_device_none.cc)
+endif()
+add_library(kiln_llm_runner STATIC ${LLM_RUNNER_SOURCES})
+target_link_libraries(kiln_llm_runner PUBLIC kiln_llm kiln_runtime)
+
 kiln_sources(BUILDER_SOURCES builder)
 list(FILTER BUILDER_SOURCES EXCLUDE REGEX "/(timing_cache|tactic_selector)\\.cc$")
 kiln_module(kiln_builder SOURCES ${BUILDER_SOURCES} EXPOSE builder
@@ -129,5 +147,5 @@ kiln_module(kiln_conformance SOURCES ${CONFORMANCE_SOURCES} EXPOSE conformance
 
 # Everything: what tools/, tests/ and bench/ link.
 add_library(kiln INTERFACE)
-target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_quant kiln_llm kiln_backend kiln_cpu kiln_plan
+target_link_libraries(kiln INTERFACE kiln_core kiln_ir kiln_onnx kiln_passes kiln_quant kiln_llm kiln_llm_runner kiln_backend kiln_cpu kiln_plan
   kiln_io kiln_timing_cache ${KILN_CUDA_TARGET} kiln_runtime kiln_builder kiln_conformance fmt::fmt)

@@ -23,6 +23,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::kEos: return "eos";
     case StopReason::kMaxNewTokens: return "max_new_tokens";
     case StopReason::kMaxLength: return "max_length";
+    case StopReason::kStopString: return "stop_string";
   }
   return "?";
 }
@@ -97,6 +98,8 @@ StatusOr<GenerationResult> LlmCpuRunner::generate(const std::vector<int32_t>& pr
     return invalid_argument("generate: the prompt has " + std::to_string(prompt.size()) + " tokens, past the model's limit of " +
                             std::to_string(max_length()));
   KILN_RETURN_IF_ERROR(validate_sampling(options.sampling));
+  if (!options.stop_strings.empty())
+    return invalid_argument("generate: stop strings need a tokenizer; LlmCpuRunner works on token ids (LlmRunner has them)");
   const std::vector<int64_t>& eos = options.eos_token_ids.empty() ? default_eos_ : options.eos_token_ids;
   Sampler sampler(options.sampling);
   GenerationResult result;
@@ -108,11 +111,16 @@ StatusOr<GenerationResult> LlmCpuRunner::generate(const std::vector<int32_t>& pr
   for (;;) {
     KILN_ASSIGN_OR_RETURN(Tensor logits, forward(step, &cache, /*all_logits=*/false));
     (result.tokens.empty() ? result.prefill_ms : result.decode_ms) += ms_since(t0);
-    const float* last = logits.data<float>() + (logits.dim(1) - 1) * V;
+    float* last = logits.data<float>() + (logits.dim(1) - 1) * V;
     for (int64_t i = 0; i < V; ++i)
       if (!std::isfinite(last[i]))
         return internal_error("generate: the logits at position " + std::to_string(cache.length - 1) + " hold a non-finite value (id " +
                               std::to_string(i) + ")");
+    if (options.sampling.repetition_penalty != 1.0) {
+      std::vector<int32_t> seen = prompt;
+      seen.insert(seen.end(), result.tokens.begin(), result.tokens.end());
+      apply_repetition_penalty(last, V, seen, options.sampling.repetition_penalty);
+    }
     const int32_t tok = sampler.next(last, V);
     result.tokens.push_back(tok);
     if (on_token) on_token(tok);

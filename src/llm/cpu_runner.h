@@ -32,10 +32,15 @@ struct GenerationOptions {
   // checkpoint's eos ids (generation_config.json, else config.json), unless ignore_eos.
   std::vector<int64_t> eos_token_ids;
   bool ignore_eos = false;
+  // Generation stops once the decoded text of the new tokens contains one of these (the token
+  // that completed it is the last of the result; transformers' StopStringCriteria). Needs a
+  // tokenizer: LlmRunner has one, LlmCpuRunner refuses non-empty stop strings.
+  std::vector<std::string> stop_strings;
 };
 
-enum class StopReason : uint8_t { kEos, kMaxNewTokens, kMaxLength };
-const char* stop_reason_name(StopReason r);  // "eos", "max_new_tokens", "max_length"
+enum class StopReason : uint8_t { kEos, kMaxNewTokens, kMaxLength, kStopString };
+// "eos", "max_new_tokens", "max_length", "stop_string"
+const char* stop_reason_name(StopReason r);
 
 struct GenerationResult {
   std::vector<int32_t> tokens;   // the new tokens, in order (an eos that stopped it last)

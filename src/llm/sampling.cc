@@ -22,7 +22,21 @@ Status validate_sampling(const SamplingOptions& o) {
   if (std::isnan(o.temperature)) return invalid_argument("sampling: temperature is NaN");
   if (o.top_k < 0) return invalid_argument("sampling: top_k is " + std::to_string(o.top_k) + ", expected >= 0");
   if (!(o.top_p > 0 && o.top_p <= 1)) return invalid_argument("sampling: top_p is " + std::to_string(o.top_p) + ", expected in (0, 1]");
+  if (!(o.repetition_penalty > 0) || std::isinf(o.repetition_penalty))
+    return invalid_argument("sampling: repetition_penalty is " + std::to_string(o.repetition_penalty) + ", expected a finite value > 0");
   return Status::Ok();
+}
+
+void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& seen, double penalty) {
+  if (penalty == 1.0) return;
+  std::vector<bool> done(static_cast<size_t>(vocab), false);
+  for (int32_t id : seen) {
+    if (id < 0 || id >= vocab || done[static_cast<size_t>(id)]) continue;
+    done[static_cast<size_t>(id)] = true;
+    // transformers computes in the logits' dtype: float32 here.
+    float& v = logits[id];
+    v = v < 0 ? static_cast<float>(v * static_cast<float>(penalty)) : static_cast<float>(v / static_cast<float>(penalty));
+  }
 }
 
 std::vector<double> Sampler::distribution(const float* logits, int64_t vocab) const {

@@ -22,10 +22,20 @@ struct SamplingOptions {
   // Seeds the request's generator (std::mt19937_64), so a request with the same seed, prompt and
   // options draws the same tokens on every run and machine.
   uint64_t seed = 0;
+  // != 1: transformers' RepetitionPenaltyLogitsProcessor (applied before temperature, as
+  // generate() runs logits processors before warpers): the logit of every id already in the
+  // sequence (prompt and generated) is divided by it when positive, multiplied when negative.
+  // Must be > 0; > 1 discourages repeats (CTRL, Keskar et al. 2019, suggests 1.2).
+  double repetition_penalty = 1.0;
 };
 
-// InvalidArgument naming the field: a NaN temperature, top_k < 0, top_p outside (0, 1].
+// InvalidArgument naming the field: a NaN temperature, top_k < 0, top_p outside (0, 1],
+// repetition_penalty not > 0.
 Status validate_sampling(const SamplingOptions& options);
+
+// Applies `penalty` (SamplingOptions::repetition_penalty) in place to logits[id] for each
+// distinct id of `seen` in [0, vocab); ids outside are ignored. No-op for penalty == 1.
+void apply_repetition_penalty(float* logits, int64_t vocab, const std::vector<int32_t>& seen, double penalty);
 
 // One request's sampler: its options and its random generator.
 class Sampler {

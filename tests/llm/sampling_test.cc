@@ -94,6 +94,28 @@ TEST(LlmSampling, BadOptions) {
   EXPECT_FALSE(validate_sampling(o).ok());
   o.temperature = 0.5;
   EXPECT_TRUE(validate_sampling(o).ok());
+  for (double bad : {0.0, -1.2, std::nan(""), HUGE_VAL}) {
+    o.repetition_penalty = bad;
+    Status s = validate_sampling(o);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.message().find("repetition_penalty"), std::string::npos) << s.message();
+  }
+}
+
+// transformers' RepetitionPenaltyLogitsProcessor: seen ids' positive logits divided by the
+// penalty, negative ones multiplied, each id once however often it was seen; others unchanged.
+TEST(LlmSampling, RepetitionPenalty) {
+  std::vector<float> x = {2.0f, -2.0f, 1.0f, 0.5f, -0.25f};
+  apply_repetition_penalty(x.data(), 5, {0, 1, 1, 4, 4, 4, 99, -3}, 2.0);
+  EXPECT_EQ(x, (std::vector<float>{1.0f, -4.0f, 1.0f, 0.5f, -0.5f}));
+  std::vector<float> y = {2.0f, -2.0f};
+  apply_repetition_penalty(y.data(), 2, {0, 1}, 1.0);
+  EXPECT_EQ(y, (std::vector<float>{2.0f, -2.0f}));
+  // It changes the greedy choice: 3.0 seen with penalty 2 -> 1.5 < 2.0.
+  std::vector<float> z = {3.0f, 2.0f};
+  apply_repetition_penalty(z.data(), 2, {0}, 2.0);
+  SamplingOptions greedy;
+  EXPECT_EQ(Sampler(greedy).next(z.data(), 2), 1);
 }
 
 }  // namespace

@@ -75,5 +75,10 @@ int cmd_inspect(const InspectOptions& o);
 int cmd_compare(const CompareOptions& o);
 int cmd_conformance(const ConformanceOptions& o);
 int cmd_quantize(const QuantizeOptions& o);
+int cmd_build_llm(const BuildLlmOptions& o);
+// `kiln generate` / `kiln bench-llm`: run kiln_llm_generate (the LLM runner's program, which may
+// link SentencePiece; `kiln` links protobuf and cannot) from the directory of the running `kiln`,
+// with `args` (the subcommand first). Returns only on failure (exit code 2, message printed).
+int exec_llm_tool(int argc, char** argv);
 
 }  // namespace kiln::cli

@@ -166,6 +166,16 @@ struct ConformanceOptions {
   void add_to(CLI::App* app);
 };
 
+// `kiln build-llm CKPT_DIR -o ENGINE_DIR ...` (tools/kiln/llm_build.h's LlmBuildOptions as flags).
+struct BuildLlmOptions {
+  std::string checkpoint, output;
+  std::string dtype = "fp16", device = "auto", cache_dtype, timing_cache;
+  int64_t max_batch = 8, max_seq_len = 0, max_num_tokens = 0, block_size = 32;
+  double max_gpu_mem_gib = 0;
+  bool verbose = false;
+  void add_to(CLI::App* app);
+};
+
 // Output file name for tensor `name`: characters outside [A-Za-z0-9_.-] become '_'.
 std::string sanitize_file_name(const std::string& name);
 

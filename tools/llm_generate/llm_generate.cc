@@ -1,9 +1,16 @@
-// kiln_llm_generate: generates text from a Hugging Face checkpoint on the CPU reference backend
-// (src/llm/cpu_runner.h), printing the text as it is produced.
+// kiln_llm_generate: generates text, printing it as it is produced, from
+//   - an engine directory of `kiln build-llm` (kiln_llm.json beside the plan): LlmRunner
+//     (src/llm/runner.h), the CPU or CUDA plan of the step graph with the paged KV cache; this is
+//     what `kiln generate` runs;
+//   - a Hugging Face checkpoint directory: the CPU reference (src/llm/cpu_runner.h).
+// `kiln_llm_generate bench-llm ENGINE_DIR ...` (= `kiln bench-llm`) measures an engine (llm_bench.cc).
 //
-//   kiln_llm_generate CKPT_DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]
-//       [--temperature T --top-k K --top-p P --seed S] [--ignore-eos] [--no-special-tokens]
-//       [--json] [--dump-logits FILE.npy]
+//   kiln_llm_generate DIR (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N]
+//       [--temperature T --top-k K --top-p P --seed S --repetition-penalty R] [--stop TEXT]...
+//       [--ignore-eos] [--no-special-tokens] [--json] [--dump-logits FILE.npy (checkpoints)]
+//
+// This program links the runtime, never the builder: no protobuf, so SentencePiece
+// (tokenizer.model) may be linked (docs/decisions/0048, 0060).
 //
 // Greedy unless --temperature > 0. --prompt-ids takes token ids (no tokenizer needed: checkpoints
 // saved without one); --json prints one object at the end (prompt ids, new token ids, text when a
@@ -11,6 +18,7 @@
 // prompt's logits, float32 [prompt_len, vocab], as .npy (scripts/llm_reference_hf.py compares them
 // with transformers'). Timings go to stderr. Exit status 0 on success, 1 on an error, 2 on a usage error.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -20,7 +28,10 @@
 #include "io/npy.h"
 #include "llm/checkpoint.h"
 #include "llm/cpu_runner.h"
+#include "llm/engine_info.h"
+#include "llm/runner.h"
 #include "llm/tokenizer.h"
+#include "tools/llm_generate/llm_bench.h"
 #ifdef KILN_HAVE_SENTENCEPIECE
 #include "llm/sentencepiece_tokenizer.h"
 #endif
@@ -61,17 +72,73 @@ int fail(const Status& s) {
   return 1;
 }
 
+// Prints the text of a growing token list as it grows, holding back an incomplete UTF-8 tail.
+struct TextStreamer {
+  const llm::Tokenizer* tok = nullptr;
+  std::vector<int32_t> ids;
+  std::string printed;  // bytes already written to stdout
+  void add(int32_t t, bool print) {
+    ids.push_back(t);
+    if (!print || !tok) return;
+    auto text = tok->decode(ids);
+    if (!text.ok() || text->size() < printed.size() || text->compare(0, printed.size(), printed) != 0) return;
+    const size_t upto = complete_utf8_prefix(*text);
+    if (upto > printed.size()) {
+      std::cout << text->substr(printed.size(), upto - printed.size()) << std::flush;
+      printed = text->substr(0, upto);
+    }
+  }
+};
+
+// One request through LlmRunner (an engine directory), streamed like the checkpoint path.
+int generate_with_engine(llm::LlmRunner& runner, std::unique_ptr<llm::Tokenizer> tok, const std::vector<int32_t>& ids,
+                         const llm::GenerationOptions& gen, bool as_json) {
+  TextStreamer streamer;
+  streamer.tok = tok.get();
+  llm::LlmRequest req{ids, gen};
+  auto results = runner.generate({req}, [&](size_t, int32_t t, bool) { streamer.add(t, !as_json); });
+  if (!results.ok()) return fail(results.status());
+  const llm::LlmResult& r = results->at(0);
+  std::string text;
+  if (tok) {
+    auto t = tok->decode(r.tokens);
+    if (t.ok()) text = *t;
+  }
+  const size_t n = r.tokens.size();
+  const double ttft = n ? r.token_ms[0] : 0.0;
+  const double tps = n > 1 ? (n - 1) * 1000.0 / (r.token_ms[n - 1] - r.token_ms[0]) : 0.0;
+  if (as_json) {
+    nlohmann::json j = {{"prompt_ids", ids}, {"tokens", r.tokens}, {"stop", llm::stop_reason_name(r.stop)},
+                        {"ttft_ms", ttft}, {"decode_tokens_per_s", tps}, {"engine", runner.info().device}};
+    if (tok) j["text"] = text;
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    if (!tok) {
+      for (size_t i = 0; i < n; ++i) std::cout << (i ? "," : "") << r.tokens[i];
+    } else if (text.size() > streamer.printed.size() && text.compare(0, streamer.printed.size(), streamer.printed) == 0) {
+      std::cout << text.substr(streamer.printed.size());
+    }
+    std::cout << "\n";
+  }
+  std::cerr << "kiln_llm_generate: " << ids.size() << " prompt tokens, " << n << " new (" << llm::stop_reason_name(r.stop)
+            << "); " << runner.info().device << " engine, time to first token " << ttft << " ms, decode " << tps
+            << " tokens/s\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
 #ifdef KILN_HAVE_SENTENCEPIECE
   llm::register_sentencepiece();
 #endif
-  CLI::App app{"Generate text from a Hugging Face checkpoint on Kiln's CPU reference backend"};
+  if (argc >= 2 && std::string(argv[1]) == "bench-llm") return llm_bench_main(argc - 1, argv + 1);
+  CLI::App app{"Generate text from an engine directory (LlmRunner) or a checkpoint (the CPU reference)", "kiln generate"};
   std::string dir, prompt, prompt_ids_text, dump_logits;
   llm::GenerationOptions gen;
   bool as_json = false, no_special = false;
-  app.add_option("checkpoint", dir, "model directory (config.json, *.safetensors, tokenizer)")->required();
+  std::vector<std::string> stops;
+  app.add_option("dir", dir, "engine directory (kiln build-llm) or checkpoint directory (the CPU reference)")->required();
   auto* p_text = app.add_option("--prompt", prompt, "prompt text (encoded with the checkpoint's tokenizer)");
   auto* p_ids = app.add_option("--prompt-ids", prompt_ids_text, "prompt token ids, comma-separated");
   p_text->excludes(p_ids);
@@ -80,10 +147,15 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", gen.sampling.top_k, "keep the k most likely tokens (0 = all)")->capture_default_str();
   app.add_option("--top-p", gen.sampling.top_p, "nucleus sampling mass")->capture_default_str();
   app.add_option("--seed", gen.sampling.seed, "the request's random seed")->capture_default_str();
+  app.add_option("--repetition-penalty", gen.sampling.repetition_penalty, "transformers' repetition penalty (1 = none)")
+      ->capture_default_str();
+  app.add_option("--stop", stops, "stop once the generated text contains TEXT (repeatable; engine directories)");
+  bool cuda_graph = false;
+  app.add_flag("--cuda-graph", cuda_graph, "CUDA engines: capture each step bucket into a CUDA graph, then replay it");
   app.add_flag("--ignore-eos", gen.ignore_eos, "do not stop at the checkpoint's eos ids");
   app.add_flag("--no-special-tokens", no_special, "do not add the tokenizer's BOS to --prompt");
   app.add_flag("--json", as_json, "print one JSON object at the end instead of streaming text");
-  app.add_option("--dump-logits", dump_logits, "write the prompt's logits [prompt_len, vocab] as .npy");
+  app.add_option("--dump-logits", dump_logits, "checkpoints: write the prompt's logits [prompt_len, vocab] as .npy");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -99,12 +171,29 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  auto ck = llm::Checkpoint::open(dir);
-  if (!ck.ok()) return fail(ck.status());
+  gen.stop_strings = stops;
+  const bool engine_dir = std::filesystem::exists(std::filesystem::path(dir) / llm::kEngineInfoFile);
+  if (engine_dir && !dump_logits.empty()) {
+    std::cerr << "kiln_llm_generate: --dump-logits needs a checkpoint directory, not an engine\n";
+    return 2;
+  }
+  std::unique_ptr<llm::LlmRunner> engine;
+  StatusOr<llm::Checkpoint> ck = invalid_argument("no checkpoint");
   std::unique_ptr<llm::Tokenizer> tok;
+  if (engine_dir) {
+    llm::LlmRunnerOptions ro;
+    ro.load_tokenizer = !stops.empty();  // the runner checks stop strings; text is decoded below
+    ro.cuda_graph = cuda_graph;
+    auto e = llm::LlmRunner::from_dir(dir, ro);
+    if (!e.ok()) return fail(e.status());
+    engine = std::move(*e);
+  } else {
+    ck = llm::Checkpoint::open(dir);
+    if (!ck.ok()) return fail(ck.status());
+  }
   if (auto t = llm::load_tokenizer(dir); t.ok()) {
     tok = std::move(*t);
-  } else if (p_text->count()) {
+  } else if (p_text->count() || !stops.empty()) {
     return fail(t.status());
   }
   if (p_text->count()) {
@@ -118,6 +207,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (engine) return generate_with_engine(*engine, std::move(tok), ids, gen, as_json);
   auto runner = llm::LlmCpuRunner::create(*ck);
   if (!runner.ok()) return fail(runner.status());
 

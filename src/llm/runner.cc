@@ -1,0 +1,403 @@
+// LlmRunner: admission, step packing (decode tokens first, then prefill chunks), bucketing,
+// sampling and stop checks between steps of the step-graph engine (semantics in runner.h).
+#include "llm/runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+
+#include "llm/kv_pool_device.h"
+#include "llm/sampling.h"
+#include "llm/step_graph.h"
+
+namespace kiln::llm {
+
+namespace {
+
+// The step graph's io (src/llm/step_graph.h, decision 0059).
+constexpr const char* kInputIds = kStepInputIdsName;        // int64 [T]
+constexpr const char* kPositionIds = kStepPositionIdsName;  // int64 [T]
+constexpr const char* kTokenSeq = kStepTokenSeqName;        // int32 [T], -1 = padding
+constexpr const char* kBlockTable = kStepBlockTableName;    // int32 [R, MB]
+constexpr const char* kKvPools = kStepKvPoolsName;          // int64 [L, 2]
+constexpr const char* kLogitRows = kStepLogitRowsName;      // int64 [R]
+constexpr const char* kLogits = kStepLogitsName;            // float32 [R, vocab]
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string shape_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// The io tensor `name` of `engine` with `dtype` and (where >= 0 in `dims`) those static dims.
+Status check_io(const Engine& engine, const std::string& name, DataType dtype, const std::vector<int64_t>& dims,
+                bool is_input) {
+  const IOTensor* io = engine.find_io(name);
+  if (!io || io->is_input != is_input)
+    return invalid_plan(std::string("LLM engine: the plan has no ") + (is_input ? "input" : "output") + " '" + name +
+                        "' (not a plan of the LLM step graph?)");
+  if (io->desc.dtype != dtype)
+    return invalid_plan("LLM engine: '" + name + "' is " + dtype_name(io->desc.dtype) + ", expected " + dtype_name(dtype));
+  if (!io->desc.rank_known || io->desc.dims.size() != dims.size())
+    return invalid_plan("LLM engine: '" + name + "' has shape " + io->desc.shape_string() + ", expected " + shape_str(dims));
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] >= 0 && io->desc.dims[i] != dims[i])
+      return invalid_plan("LLM engine: '" + name + "' has shape " + io->desc.shape_string() + ", kiln_llm.json implies " +
+                          shape_str(dims));
+  return Status::Ok();
+}
+
+}  // namespace
+
+struct LlmRunner::Sequence {
+  size_t request = 0;
+  int32_t row = -1;
+  std::vector<int32_t> ids;   // prompt, then the generated tokens
+  size_t prompt_len = 0;
+  int64_t cached = 0;         // tokens whose keys and values are in the pool
+  Sampler sampler;
+  const GenerationOptions* options = nullptr;
+  const std::vector<int64_t>* eos = nullptr;
+  bool done = false;
+  explicit Sequence(const SamplingOptions& s) : sampler(s) {}
+};
+
+StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::from_dir(const std::string& dir, const LlmRunnerOptions& options) {
+  KILN_ASSIGN_OR_RETURN(LlmEngineInfo info, read_engine_info(dir));
+  KILN_ASSIGN_OR_RETURN(ModelConfig config, read_model_config(dir + "/config.json"));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Engine> engine, Runtime::load_engine(dir + "/" + info.plan_file));
+  std::unique_ptr<Tokenizer> tok;
+  if (options.load_tokenizer && !info.tokenizer_files.empty()) {
+    KILN_ASSIGN_OR_RETURN(tok, load_tokenizer(dir));
+  }
+  return create(std::move(engine), info, config, std::move(tok), options);
+}
+
+StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::from_plan(const std::string& plan_path, const LlmRunnerOptions& options) {
+  const std::filesystem::path p(plan_path);
+  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  KILN_ASSIGN_OR_RETURN(LlmEngineInfo info, read_engine_info(dir));
+  if (info.plan_file != p.filename().string())
+    return invalid_argument("LlmRunner: '" + plan_path + "' is not the plan of " + dir + "/" + kEngineInfoFile + " ('" +
+                            info.plan_file + "')");
+  return from_dir(dir, options);
+}
+
+StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::create(std::shared_ptr<const Engine> engine, const LlmEngineInfo& info,
+                                                       const ModelConfig& config, std::unique_ptr<Tokenizer> tokenizer,
+                                                       const LlmRunnerOptions& options) {
+  if (!engine) return invalid_argument("LlmRunner: no engine");
+  if (config.num_layers != info.num_layers || config.num_kv_heads != info.num_kv_heads || config.head_dim != info.head_dim ||
+      config.vocab_size != info.vocab_size)
+    return invalid_argument("LlmRunner: config.json (" + std::to_string(config.num_layers) + " layers, " +
+                            std::to_string(config.num_kv_heads) + " kv heads, head_dim " + std::to_string(config.head_dim) +
+                            ", vocab " + std::to_string(config.vocab_size) + ") is not the model kiln_llm.json describes (" +
+                            std::to_string(info.num_layers) + ", " + std::to_string(info.num_kv_heads) + ", " +
+                            std::to_string(info.head_dim) + ", " + std::to_string(info.vocab_size) + ")");
+  if (info.max_num_tokens < info.max_rows)
+    return invalid_argument("LlmRunner: max_num_tokens " + std::to_string(info.max_num_tokens) + " < max_batch " +
+                            std::to_string(info.max_rows) + ": a step must hold one decode token of every running sequence");
+  const Engine& e = *engine;
+  KILN_RETURN_IF_ERROR(check_io(e, kInputIds, DataType::kInt64, {-1}, true));
+  KILN_RETURN_IF_ERROR(check_io(e, kPositionIds, DataType::kInt64, {-1}, true));
+  KILN_RETURN_IF_ERROR(check_io(e, kTokenSeq, DataType::kInt32, {-1}, true));
+  KILN_RETURN_IF_ERROR(check_io(e, kBlockTable, DataType::kInt32, {info.max_rows, info.max_blocks_per_seq}, true));
+  KILN_RETURN_IF_ERROR(check_io(e, kKvPools, DataType::kInt64, {info.num_layers, 2}, true));
+  KILN_RETURN_IF_ERROR(check_io(e, kLogitRows, DataType::kInt64, {info.max_rows}, true));
+  KILN_RETURN_IF_ERROR(check_io(e, kLogits, DataType::kFloat32, {info.max_rows, info.vocab_size}, false));
+  const bool cuda = e.header().target.backend != PlanBackend::kCpu;
+  if ((info.device == "cuda") != cuda)
+    return invalid_argument("LlmRunner: kiln_llm.json says device '" + info.device + "', the plan's target is " +
+                            e.header().target.to_string());
+  if (const ShapeRange* r = e.profiles().empty() ? nullptr : e.profiles()[0].find(kInputIds);
+      r && !r->max.empty() && r->max[0] < info.max_num_tokens)
+    return invalid_plan("LlmRunner: the plan's input_ids profile ends at " + std::to_string(r->max[0]) +
+                        " tokens, kiln_llm.json's max_num_tokens is " + std::to_string(info.max_num_tokens));
+
+  std::unique_ptr<LlmRunner> r(new LlmRunner());
+  r->engine_ = std::move(engine);
+  r->info_ = info;
+  r->config_ = config;
+  r->tokenizer_ = std::move(tokenizer);
+  r->cuda_graph_ = options.cuda_graph && cuda;
+
+  KvCacheLayout layout;
+  layout.num_layers = info.num_layers;
+  layout.num_kv_heads = info.num_kv_heads;
+  layout.head_dim = info.head_dim;
+  layout.block_size = info.block_size;
+  layout.cache_dtype = info.cache_dtype;
+  KILN_RETURN_IF_ERROR(validate_kv_layout(layout));
+  const int64_t full = info.max_rows * info.max_blocks_per_seq;  // every row a full-length sequence
+  const KvPoolMemory memory = cuda ? KvPoolMemory::kDevice : KvPoolMemory::kHost;
+  int64_t blocks = options.num_blocks;
+  const uint64_t budget = options.max_memory_bytes ? options.max_memory_bytes : info.max_memory_bytes;
+  if (blocks <= 0 && cuda) {
+    // Every bucket's context is prepared first (its activation arena allocated) with a one-block
+    // pool and padding tokens only, so the device memory they take is measured, not estimated.
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> probe, KvPool::create(layout, 1, memory));
+    r->pool_pointers_ = probe->pool_pointers();
+    size_t free0 = 0, total = 0;
+    kv_device_memory(&free0, &total);
+    Tensor table(DataType::kInt32, {info.max_rows, info.max_blocks_per_seq});
+    Tensor rows(DataType::kInt64, {info.max_rows});
+    for (int64_t b = 1;; b = std::min(b * 2, info.max_num_tokens)) {
+      KILN_ASSIGN_OR_RETURN(ExecutionContext * ctx, r->context_for(b));
+      Tensor ids(DataType::kInt64, {b}), pos(DataType::kInt64, {b}), seq(DataType::kInt32, {b});
+      std::fill(seq.data<int32_t>(), seq.data<int32_t>() + b, -1);
+      KILN_RETURN_IF_ERROR(ctx->set_input(kInputIds, ids));
+      KILN_RETURN_IF_ERROR(ctx->set_input(kPositionIds, pos));
+      KILN_RETURN_IF_ERROR(ctx->set_input(kTokenSeq, seq));
+      KILN_RETURN_IF_ERROR(ctx->set_input(kBlockTable, table));
+      KILN_RETURN_IF_ERROR(ctx->set_input(kKvPools, r->pool_pointers_));
+      KILN_RETURN_IF_ERROR(ctx->set_input(kLogitRows, rows));
+      KILN_RETURN_IF_ERROR(ctx->execute());
+      if (b == info.max_num_tokens) break;
+    }
+    size_t free1 = 0;
+    kv_device_memory(&free1, &total);
+    const uint64_t activations = free0 > free1 ? free0 - free1 : 0;
+    const uint64_t weights = e.device_memory().weight_bytes;
+    constexpr uint64_t kSlack = 64ull << 20;  // bytes left for the CUDA context's own growth
+    uint64_t kv_bytes = 0;
+    if (budget > 0) {
+      if (budget < weights + activations + kSlack)
+        return Status(StatusCode::kOutOfMemory,
+                      "LlmRunner: the memory budget of " + std::to_string(budget >> 20) + " MiB leaves nothing for the KV cache: weights take " +
+                          std::to_string(weights >> 20) + " MiB, the step's activations " + std::to_string(activations >> 20) + " MiB");
+      kv_bytes = std::min<uint64_t>(budget - weights - activations - kSlack, free1 > kSlack ? free1 - kSlack : 0);
+    } else {
+      kv_bytes = free1 / 10 * 9;
+    }
+    blocks = std::min(full, kv_blocks_for_budget(layout, kv_bytes));
+  } else if (blocks <= 0) {
+    blocks = full;
+    if (budget > 0) {
+      const uint64_t weights = e.weights_bytes();
+      if (budget <= weights)
+        return Status(StatusCode::kOutOfMemory, "LlmRunner: the memory budget of " + std::to_string(budget >> 20) +
+                                                    " MiB is below the weights' " + std::to_string(weights >> 20) + " MiB");
+      blocks = std::min(full, kv_blocks_for_budget(layout, budget - weights));
+    }
+  }
+  if (blocks < 1)
+    return Status(StatusCode::kOutOfMemory, "LlmRunner: the memory budget holds no KV block of " +
+                                                std::to_string(layout.block_bytes_all_layers()) + " bytes");
+  KILN_ASSIGN_OR_RETURN(r->blocks_, KvBlockManager::create(blocks, info.block_size, info.max_rows, info.max_blocks_per_seq));
+  KILN_ASSIGN_OR_RETURN(r->pool_, KvPool::create(layout, blocks, memory));
+  r->pool_pointers_ = r->pool_->pool_pointers();
+  return r;
+}
+
+int64_t LlmRunner::max_length() const {
+  int64_t n = std::min(info_.max_seq_len, config_.max_position_embeddings);
+  if (config_.sliding_window) n = std::min(n, *config_.sliding_window);
+  return n;
+}
+
+int64_t LlmRunner::bucket(int64_t tokens) const {
+  int64_t b = 1;
+  while (b < tokens) b *= 2;
+  return std::min(b, info_.max_num_tokens);
+}
+
+StatusOr<ExecutionContext*> LlmRunner::context_for(int64_t bucket) {
+  auto it = contexts_.find(bucket);
+  if (it == contexts_.end()) {
+    std::unique_ptr<ExecutionContext> ctx = engine_->create_execution_context();
+    if (!ctx) return internal_error("LlmRunner: the engine made no execution context");
+    ctx->set_cuda_graph(cuda_graph_);
+    it = contexts_.emplace(bucket, std::move(ctx)).first;
+  }
+  return it->second.get();
+}
+
+StatusOr<std::vector<LlmResult>> LlmRunner::generate(const std::vector<LlmRequest>& requests, const TokenCallback& on_token) {
+  const auto t0 = std::chrono::steady_clock::now();
+  stats_ = {};
+  const int64_t V = config_.vocab_size, R = info_.max_rows, N = info_.max_num_tokens;
+  const std::vector<int64_t>& default_eos = info_.eos_token_ids;
+  std::vector<LlmResult> results(requests.size());
+  std::deque<size_t> waiting;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const LlmRequest& q = requests[i];
+    const std::string which = "generate: request " + std::to_string(i);
+    if (q.prompt.empty()) return invalid_argument(which + ": the prompt has no tokens");
+    for (size_t k = 0; k < q.prompt.size(); ++k)
+      if (q.prompt[k] < 0 || q.prompt[k] >= V)
+        return invalid_argument(which + ": token id " + std::to_string(q.prompt[k]) + " at " + std::to_string(k) +
+                                " is outside the vocabulary [0, " + std::to_string(V) + ")");
+    if (static_cast<int64_t>(q.prompt.size()) > max_length())
+      return invalid_argument(which + ": the prompt has " + std::to_string(q.prompt.size()) +
+                              " tokens, past the engine's limit of " + std::to_string(max_length()) +
+                              " tokens per sequence (max_seq_len " + std::to_string(info_.max_seq_len) +
+                              ", max_position_embeddings " + std::to_string(config_.max_position_embeddings) + ")");
+    if (q.options.max_new_tokens < 0)
+      return invalid_argument(which + ": max_new_tokens is " + std::to_string(q.options.max_new_tokens) + ", expected >= 0");
+    if (Status s = validate_sampling(q.options.sampling); !s.ok()) return s.with_context(which);
+    if (!q.options.stop_strings.empty() && !tokenizer_)
+      return invalid_argument(which + ": stop strings need the engine's tokenizer, and none is loaded");
+    for (const std::string& s : q.options.stop_strings)
+      if (s.empty()) return invalid_argument(which + ": an empty stop string");
+    const int64_t reserve = std::min<int64_t>(static_cast<int64_t>(q.prompt.size()) + q.options.max_new_tokens - 1, max_length());
+    if (Status s = blocks_.check_fits(std::max<int64_t>(reserve, 1)); !s.ok()) return s.with_context(which);
+    if (q.options.max_new_tokens == 0) continue;  // nothing to generate: an empty result
+    waiting.push_back(i);
+  }
+
+  std::vector<std::unique_ptr<Sequence>> running;  // in admission order
+  std::vector<float> row_logits(static_cast<size_t>(V));
+  Status failure = Status::Ok();
+  // Releases every row still held if the loop ends early, so the runner stays usable.
+  auto release_all = [&]() {
+    for (auto& s : running)
+      if (blocks_.row_in_use(s->row)) (void)blocks_.release(s->row);
+    running.clear();
+  };
+
+  while (!waiting.empty() || !running.empty()) {
+    // Admission, FIFO: a request that does not fit yet keeps its place and holds back the later ones.
+    while (!waiting.empty()) {
+      const size_t i = waiting.front();
+      const LlmRequest& q = requests[i];
+      const int64_t reserve =
+          std::max<int64_t>(1, std::min<int64_t>(static_cast<int64_t>(q.prompt.size()) + q.options.max_new_tokens - 1, max_length()));
+      std::optional<int32_t> row = blocks_.try_admit(reserve);
+      if (!row) break;
+      auto s = std::make_unique<Sequence>(q.options.sampling);
+      s->request = i;
+      s->row = *row;
+      s->ids = q.prompt;
+      s->prompt_len = q.prompt.size();
+      s->options = &q.options;
+      s->eos = q.options.ignore_eos ? nullptr : q.options.eos_token_ids.empty() ? &default_eos : &q.options.eos_token_ids;
+      results[i].admitted_ms = ms_since(t0);
+      running.push_back(std::move(s));
+      waiting.pop_front();
+    }
+    if (running.empty()) {
+      release_all();
+      return internal_error("generate: request " + std::to_string(waiting.front()) + " fits no empty KV pool");
+    }
+
+    // The step: one decode token of every sequence past its prompt, then prefill chunks in
+    // admission order while the token budget lasts.
+    struct Part {
+      Sequence* seq;
+      int64_t tokens;
+    };
+    std::vector<Part> parts;
+    int64_t budget = N;
+    for (auto& s : running)
+      if (s->cached >= static_cast<int64_t>(s->prompt_len)) {
+        parts.push_back({s.get(), 1});
+        --budget;
+      }
+    for (auto& s : running) {
+      if (s->cached >= static_cast<int64_t>(s->prompt_len)) continue;
+      if (budget == 0) break;
+      const int64_t left = static_cast<int64_t>(s->prompt_len) - s->cached;
+      const int64_t n = std::min(left, budget);
+      if (n < left) ++stats_.prefill_chunks;
+      parts.push_back({s.get(), n});
+      budget -= n;
+    }
+    const int64_t T = N - budget, Tp = bucket(T);
+    Tensor ids(DataType::kInt64, {Tp}), pos(DataType::kInt64, {Tp}), seq(DataType::kInt32, {Tp});
+    Tensor rows(DataType::kInt64, {R}), table(DataType::kInt32, {R, info_.max_blocks_per_seq});
+    std::fill(seq.data<int32_t>(), seq.data<int32_t>() + Tp, -1);
+    std::copy(blocks_.block_table().begin(), blocks_.block_table().end(), table.data<int32_t>());
+    std::vector<bool> samples(parts.size(), false);
+    int64_t k = 0;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      Sequence& s = *parts[p].seq;
+      for (int64_t j = 0; j < parts[p].tokens; ++j, ++k) {
+        ids.data<int64_t>()[k] = s.ids[static_cast<size_t>(s.cached + j)];
+        pos.data<int64_t>()[k] = s.cached + j;
+        seq.data<int32_t>()[k] = s.row;
+      }
+      if (s.cached + parts[p].tokens == static_cast<int64_t>(s.ids.size())) {
+        rows.data<int64_t>()[s.row] = k - 1;
+        samples[p] = true;
+      }
+    }
+    ++stats_.steps;
+    stats_.tokens += T;
+    stats_.padded_tokens += Tp - T;
+    stats_.max_running = std::max<int64_t>(stats_.max_running, static_cast<int64_t>(running.size()));
+    stats_.max_step_tokens = std::max(stats_.max_step_tokens, T);
+
+    auto ctx = context_for(Tp);
+    if (!ctx.ok()) failure = ctx.status();
+    for (auto [name, t] : {std::pair<const char*, Tensor*>{kInputIds, &ids}, {kPositionIds, &pos}, {kTokenSeq, &seq},
+                           {kBlockTable, &table}, {kKvPools, &pool_pointers_}, {kLogitRows, &rows}})
+      if (failure.ok()) failure = (*ctx)->set_input(name, *t);
+    if (failure.ok()) failure = (*ctx)->execute();
+    StatusOr<Tensor> logits = failure.ok() ? (*ctx)->output(kLogits) : StatusOr<Tensor>(failure);
+    if (!logits.ok()) {
+      release_all();
+      return logits.status().with_context("generate: step " + std::to_string(stats_.steps));
+    }
+
+    for (size_t p = 0; p < parts.size(); ++p) {
+      Sequence& s = *parts[p].seq;
+      s.cached += parts[p].tokens;
+      if (!samples[p]) continue;
+      const float* row = logits->data<float>() + static_cast<int64_t>(s.row) * V;
+      std::copy(row, row + V, row_logits.begin());
+      for (int64_t i = 0; i < V; ++i)
+        if (!std::isfinite(row_logits[static_cast<size_t>(i)])) {
+          release_all();
+          return internal_error("generate: request " + std::to_string(s.request) + ": the logits at position " +
+                                std::to_string(s.cached - 1) + " hold a non-finite value (id " + std::to_string(i) + ")");
+        }
+      apply_repetition_penalty(row_logits.data(), V, s.ids, s.options->sampling.repetition_penalty);
+      const int32_t tok = s.sampler.next(row_logits.data(), V);
+      s.ids.push_back(tok);
+      LlmResult& res = results[s.request];
+      res.tokens.push_back(tok);
+      res.token_ms.push_back(ms_since(t0));
+      if (s.eos && std::find(s.eos->begin(), s.eos->end(), tok) != s.eos->end()) {
+        res.stop = StopReason::kEos;
+        s.done = true;
+      } else if (!s.options->stop_strings.empty()) {
+        StatusOr<std::string> text = tokenizer_->decode(res.tokens);
+        if (!text.ok()) {
+          release_all();
+          return text.status().with_context("generate: request " + std::to_string(s.request));
+        }
+        for (const std::string& stop : s.options->stop_strings)
+          if (text->find(stop) != std::string::npos) {
+            res.stop = StopReason::kStopString;
+            s.done = true;
+          }
+      }
+      if (!s.done && static_cast<int64_t>(res.tokens.size()) >= s.options->max_new_tokens) {
+        res.stop = StopReason::kMaxNewTokens;
+        s.done = true;
+      }
+      if (!s.done && s.cached + 1 > max_length()) {
+        res.stop = StopReason::kMaxLength;
+        s.done = true;
+      }
+      if (on_token) on_token(s.request, tok, s.done);
+    }
+    for (auto it = running.begin(); it != running.end();) {
+      if ((*it)->done) {
+        KILN_RETURN_IF_ERROR(blocks_.release((*it)->row));
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return results;
+}
+
+}  // namespace kiln::llm

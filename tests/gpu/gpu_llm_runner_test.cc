@@ -1,0 +1,143 @@
+// LlmRunner on CUDA plans of the step graph (skipped without a GPU): the KV pool in device
+// memory, the same scheduling as on the CPU. Each generated token is checked by teacher forcing
+// against LlmCpuRunner (the token the engine chose must be the reference's argmax or within a
+// small margin of it: fp16 and TF32 GEMMs round differently), batched = alone, CUDA graphs =
+// no graphs, and the memory budget sizes the pool.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "gpu/gpu_test_util.h"
+#include "llm/random_checkpoint.h"
+#include "llm/runner.h"
+#include "tools/kiln/llm_build.h"
+
+namespace kiln::llm {
+namespace {
+
+std::vector<int32_t> random_ids(size_t n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> p(n);
+  for (int32_t& t : p) t = id(rng);
+  return p;
+}
+
+std::unique_ptr<LlmRunner> cuda_runner(const Checkpoint& ck, const std::string& dtype, bool cuda_graph,
+                                       uint64_t budget = 0) {
+  cli::LlmBuildOptions o;
+  o.dtype = dtype;
+  o.device = "gpu";
+  o.max_batch = 4;
+  o.max_seq_len = std::min<int64_t>(64, ck.config().max_position_embeddings);
+  o.max_num_tokens = 16;
+  o.block_size = 8;
+  auto built = cli::build_llm_engine(ck, o);
+  EXPECT_TRUE(built.ok()) << built.status().to_string();
+  if (!built.ok()) return nullptr;
+  EXPECT_EQ(built->info.device, "cuda");
+  auto engine = Runtime::deserialize_engine(built->plan);
+  EXPECT_TRUE(engine.ok()) << engine.status().to_string();
+  if (!engine.ok()) return nullptr;
+  LlmRunnerOptions ro;
+  ro.cuda_graph = cuda_graph;
+  ro.max_memory_bytes = budget;
+  auto r = LlmRunner::create(*engine, built->info, ck.config(), nullptr, ro);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+std::vector<LlmRequest> requests(int64_t vocab) {
+  const size_t lens[] = {1, 9, 3, 20, 6};
+  const int64_t news[] = {7, 3, 10, 5, 12};
+  std::vector<LlmRequest> qs(5);
+  for (size_t i = 0; i < 5; ++i) {
+    qs[i].prompt = random_ids(lens[i], vocab, 300 + static_cast<uint32_t>(i));
+    qs[i].options.max_new_tokens = news[i];
+    qs[i].options.ignore_eos = true;
+  }
+  return qs;
+}
+
+// Teacher forcing: at every step the engine's token must be the CPU reference's argmax, or within
+// `margin` of its logit. Returns how many tokens were not the exact argmax.
+int check_near_argmax(const LlmCpuRunner& ref, const LlmRequest& q, const std::vector<int32_t>& got, float margin) {
+  KvCache cache = ref.empty_cache();
+  std::vector<int32_t> step = q.prompt;
+  const int64_t V = ref.config().vocab_size;
+  int off = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto logits = ref.forward(step, &cache, /*all_logits=*/false);
+    EXPECT_TRUE(logits.ok()) << logits.status().to_string();
+    if (!logits.ok()) return -1;
+    const float* l = logits->data<float>();
+    const float best = *std::max_element(l, l + V);
+    EXPECT_GE(l[got[i]], best - margin) << "token " << i << " (" << got[i] << ")";
+    off += l[got[i]] != best;
+    step = {got[i]};
+  }
+  return off;
+}
+
+TEST(GpuLlmRunner, TokensAgreeWithTheCpuReferenceAndDoNotDependOnTheBatch) {
+  REQUIRE_GPU();
+  for (const std::string& config : {testing::tiny_llama_config(2), testing::tiny_gpt2_config(2), testing::tiny_qwen2_config()}) {
+    testing::Model m = testing::make_model("gpurunner", config, 31);
+    auto ref = LlmCpuRunner::create(m.ck);
+    ASSERT_TRUE(ref.ok());
+    for (const char* dtype : {"fp32", "fp16"}) {
+      SCOPED_TRACE(m.ck.config().model_type + " " + dtype);
+      auto r = cuda_runner(m.ck, dtype, /*cuda_graph=*/false);
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->pool().memory(), KvPoolMemory::kDevice);
+      const std::vector<LlmRequest> qs = requests(m.ck.config().vocab_size);
+      auto batched = r->generate(qs);
+      ASSERT_TRUE(batched.ok()) << batched.status().to_string();
+      int off = 0;
+      for (size_t i = 0; i < qs.size(); ++i) {
+        ASSERT_EQ(static_cast<int64_t>((*batched)[i].tokens.size()), qs[i].options.max_new_tokens);
+        off += check_near_argmax(**ref, qs[i], (*batched)[i].tokens, std::string(dtype) == "fp16" ? 0.05f : 0.01f);
+        auto alone = r->generate({qs[i]});
+        ASSERT_TRUE(alone.ok());
+        EXPECT_EQ((*alone)[0].tokens, (*batched)[i].tokens) << "request " << i << ": batched != alone";
+      }
+      std::printf("%s %s: %d of 37 tokens not the reference's exact argmax\n", m.ck.config().model_type.c_str(), dtype, off);
+      // CUDA graphs replay each bucket's step with new input data: the same tokens.
+      auto g = cuda_runner(m.ck, dtype, /*cuda_graph=*/true);
+      ASSERT_TRUE(g);
+      auto replayed = g->generate(qs);
+      ASSERT_TRUE(replayed.ok()) << replayed.status().to_string();
+      for (size_t i = 0; i < qs.size(); ++i) EXPECT_EQ((*replayed)[i].tokens, (*batched)[i].tokens) << "request " << i;
+    }
+  }
+}
+
+TEST(GpuLlmRunner, TheMemoryBudgetSizesThePool) {
+  REQUIRE_GPU();
+  testing::Model m = testing::make_model("gpubudget", testing::tiny_llama_config(2), 32);
+  // No budget: capped at max_batch full-length sequences (4 x 8 blocks).
+  auto full = cuda_runner(m.ck, "fp16", false);
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->pool().num_blocks(), 4 * 8);
+  // A budget below the weights is OutOfMemory naming the budget.
+  cli::LlmBuildOptions o;
+  o.dtype = "fp16";
+  o.device = "gpu";
+  o.max_batch = 4;
+  o.max_seq_len = 64;
+  o.max_num_tokens = 16;
+  o.block_size = 8;
+  auto built = cli::build_llm_engine(m.ck, o);
+  ASSERT_TRUE(built.ok());
+  auto engine = Runtime::deserialize_engine(built->plan);
+  ASSERT_TRUE(engine.ok());
+  LlmRunnerOptions ro;
+  ro.max_memory_bytes = 1024;
+  auto tiny = LlmRunner::create(*engine, built->info, m.ck.config(), nullptr, ro);
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_EQ(tiny.status().code(), StatusCode::kOutOfMemory);
+  EXPECT_NE(tiny.status().message().find("budget"), std::string::npos) << tiny.status().message();
+}
+
+}  // namespace
+}  // namespace kiln::llm

@@ -1,0 +1,210 @@
+// `kiln build-llm`, `kiln generate` and `kiln bench-llm` end to end in their own processes
+// (std::system), on the CPU: a tiny checkpoint built into an engine directory generates the
+// tokens and text kiln_llm_generate's CPU reference generates from the checkpoint itself.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "llm/engine_info.h"
+#include "llm/random_checkpoint.h"
+#include "llm/runner.h"
+
+namespace kiln::llm {
+namespace {
+
+using nlohmann::json;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CliRun {
+  int rc = -1;
+  std::string out, err;
+};
+
+CliRun run(const std::string& binary, const std::string& args, const std::string& tmp) {
+  const std::string cmd = std::string(KILN_BINARY_DIR) + "/" + binary + " " + args + " >" + tmp + "/stdout 2>" + tmp + "/stderr";
+  CliRun r;
+  const int status = std::system(cmd.c_str());
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(tmp + "/stdout");
+  r.err = slurp(tmp + "/stderr");
+  return r;
+}
+
+// A byte-level tokenizer.json: ids 0..255 are the bytes (GPT-2's byte -> character table).
+std::string byte_tokenizer_json() {
+  json vocab = json::object();
+  unsigned extra = 0;
+  for (unsigned b = 0; b < 256; ++b) {
+    const bool direct = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const char32_t cp = direct ? b : 256 + extra++;
+    std::string s;
+    if (cp < 0x80)
+      s.push_back(static_cast<char>(cp));
+    else
+      s += {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    vocab[s] = b;
+  }
+  return json{{"version", "1.0"},
+              {"added_tokens", json::array()},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+              {"post_processor", nullptr},
+              {"decoder", {{"type", "ByteLevel"}}},
+              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"dropout", nullptr}, {"unk_token", nullptr}}}}
+      .dump();
+}
+
+class LlmCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_ = testing::make_temp_dir("llmcli");
+    ckpt_ = tmp_ + "/ckpt";
+    engine_ = tmp_ + "/engine";
+    json c = json::parse(testing::tiny_llama_config(2));
+    c["vocab_size"] = 260;  // the 256 byte tokens and a few more
+    c["eos_token_id"] = 259;
+    testing::write_checkpoint(ckpt_, c.dump(), testing::random_weights(c.dump(), 23), "F16",
+                              json{{"eos_token_id", {258, 259}}}.dump());
+    testing::write_file(ckpt_ + "/tokenizer.json", byte_tokenizer_json());
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(tmp_);
+  }
+  CliRun build(const std::string& extra = "") {
+    return run("kiln", "build-llm " + ckpt_ + " -o " + engine_ +
+                           " --device cpu --dtype fp32 --max-batch 4 --max-seq-len 48 --max-num-tokens 16 --block-size 8 " + extra,
+               tmp_);
+  }
+  std::string tmp_, ckpt_, engine_;
+};
+
+TEST_F(LlmCli, BuildLlmWritesTheEngineDirectory) {
+  CliRun b = build();
+  ASSERT_EQ(b.rc, 0) << b.err << b.out;
+  EXPECT_NE(b.out.find("max batch 4"), std::string::npos) << b.out;
+  for (const char* f : {"model.plan", "kiln_llm.json", "config.json", "generation_config.json", "tokenizer.json"})
+    EXPECT_TRUE(std::filesystem::exists(engine_ + "/" + f)) << f;
+  auto info = read_engine_info(engine_);
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->device, "cpu");
+  EXPECT_EQ(info->max_rows, 4);
+  EXPECT_EQ(info->max_seq_len, 48);
+  EXPECT_EQ(info->max_blocks_per_seq, 6);
+  EXPECT_EQ(info->max_num_tokens, 16);
+  EXPECT_EQ(info->block_size, 8);
+  EXPECT_EQ(info->cache_dtype, DataType::kFloat32);
+  EXPECT_EQ(info->eos_token_ids, (std::vector<int64_t>{258, 259}));  // generation_config.json's
+  EXPECT_EQ(info->tokenizer_files, (std::vector<std::string>{"tokenizer.json"}));
+  EXPECT_EQ(info->num_layers, 2);
+  EXPECT_EQ(info->vocab_size, 260);
+  // The directory loads in process too, by directory or by plan path, with its tokenizer.
+  auto r = LlmRunner::from_plan(engine_ + "/model.plan");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_NE((*r)->tokenizer(), nullptr);
+  EXPECT_EQ((*r)->pool().num_blocks(), 4 * 6);  // CPU default: max batch full-length sequences
+  LlmRequest q;
+  q.prompt = {'H', 'i'};
+  q.options.max_new_tokens = 4;
+  q.options.ignore_eos = true;
+  auto g = (*r)->generate({q});
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ((*g)[0].tokens.size(), 4u);
+  auto wrong = LlmRunner::from_plan(engine_ + "/config.json");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("model.plan"), std::string::npos) << wrong.status().message();
+  std::filesystem::remove(engine_ + "/model.plan");
+  auto gone = LlmRunner::from_dir(engine_);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("model.plan"), std::string::npos) << gone.status().message();
+}
+
+TEST_F(LlmCli, GenerateMatchesTheCpuReference) {
+  CliRun b = build();
+  ASSERT_EQ(b.rc, 0) << b.err;
+  // Ids, greedy.
+  const std::string ids = " --prompt-ids 5,70,200,31 --max-new-tokens 9 --ignore-eos --json";
+  CliRun e = run("kiln", "generate " + engine_ + ids, tmp_);
+  CliRun ref = run("kiln_llm_generate", ckpt_ + ids, tmp_);
+  ASSERT_EQ(e.rc, 0) << e.err;
+  ASSERT_EQ(ref.rc, 0) << ref.err;
+  const json je = json::parse(e.out), jr = json::parse(ref.out);
+  EXPECT_EQ(je["tokens"], jr["tokens"]);
+  EXPECT_EQ(je["tokens"].size(), 9u);
+  EXPECT_EQ(je["engine"], "cpu");
+  // Seeded sampling with a repetition penalty.
+  const std::string sampled = " --prompt-ids 9 --max-new-tokens 12 --ignore-eos --json --temperature 1.3 --top-k 50 "
+                              "--top-p 0.9 --seed 77 --repetition-penalty 1.3";
+  e = run("kiln", "generate " + engine_ + sampled, tmp_);
+  ref = run("kiln_llm_generate", ckpt_ + sampled, tmp_);
+  ASSERT_EQ(e.rc, 0) << e.err;
+  ASSERT_EQ(ref.rc, 0) << ref.err;
+  EXPECT_EQ(json::parse(e.out)["tokens"], json::parse(ref.out)["tokens"]);
+  // Streamed text.
+  e = run("kiln", "generate " + engine_ + " --prompt 'Hi!' --max-new-tokens 9", tmp_);
+  ref = run("kiln_llm_generate", ckpt_ + " --prompt 'Hi!' --max-new-tokens 9", tmp_);
+  ASSERT_EQ(e.rc, 0) << e.err;
+  ASSERT_EQ(ref.rc, 0) << ref.err;
+  EXPECT_EQ(e.out, ref.out);
+  EXPECT_NE(e.err.find("cpu engine"), std::string::npos) << e.err;
+}
+
+TEST_F(LlmCli, BenchLlmReportsEachBatch) {
+  CliRun b = build();
+  ASSERT_EQ(b.rc, 0) << b.err;
+  const std::string j = tmp_ + "/bench.json";
+  CliRun r = run("kiln", "bench-llm " + engine_ + " --batch 1,6 --input-len 5 --output-len 3 --warmup 0 --json " + j, tmp_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("TTFT"), std::string::npos) << r.out;
+  const json res = json::parse(slurp(j));
+  ASSERT_EQ(res["results"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const json& x = res["results"][i];
+    const int64_t batch = i == 0 ? 1 : 6;
+    EXPECT_EQ(x["batch"], batch);
+    EXPECT_EQ(x["output_tokens"], batch * 3);  // eos ignored: exactly output-len each
+    EXPECT_GT(x["ttft_ms_p50"].get<double>(), 0);
+    EXPECT_GE(x["ttft_ms_p99"].get<double>(), x["ttft_ms_p50"].get<double>());
+    EXPECT_GT(x["tpot_ms_p50"].get<double>(), 0);
+    EXPECT_GT(x["output_tokens_per_s"].get<double>(), 0);
+    EXPECT_GT(x["peak_rss_bytes"].get<double>(), 0);
+  }
+  EXPECT_EQ(res["results"][1]["max_running"], 4);  // 6 requests, max batch 4: two queued
+}
+
+TEST_F(LlmCli, UsageAndInputErrors) {
+  CliRun r = run("kiln", "build-llm " + ckpt_ + " -o " + engine_ + " --device cpu --dtype fp8", tmp_);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--dtype 'fp8'"), std::string::npos) << r.err;
+  r = run("kiln", "build-llm " + ckpt_ + " -o " + engine_ + " --device cpu --max-seq-len 4096", tmp_);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
+  r = run("kiln", "build-llm " + tmp_ + "/nothing -o " + engine_ + " --device cpu", tmp_);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  ASSERT_EQ(build().rc, 0);
+  // A prompt past max-seq-len (48) is refused with the limit, not crashed on.
+  std::string long_ids = "1";
+  for (int i = 0; i < 50; ++i) long_ids += ",7";
+  r = run("kiln", "generate " + engine_ + " --prompt-ids " + long_ids, tmp_);
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("limit of 48"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  r = run("kiln", "bench-llm " + engine_ + " --batch 1,x", tmp_);
+  EXPECT_EQ(r.rc, 2);
+  // kiln_llm_generate links the runtime, not the builder: no protobuf, so SentencePiece may join it.
+  const std::string needed = tmp_ + "/needed";
+  ASSERT_EQ(std::system(("readelf -d " + std::string(KILN_BINARY_DIR) + "/kiln_llm_generate > " + needed).c_str()), 0);
+  const std::string dyn = slurp(needed);
+  EXPECT_NE(dyn.find("NEEDED"), std::string::npos);
+  EXPECT_EQ(dyn.find("protobuf"), std::string::npos) << dyn;
+}
+
+}  // namespace
+}  // namespace kiln::llm

@@ -1,0 +1,93 @@
+// `kiln build-llm CKPT_DIR -o ENGINE_DIR --dtype fp16|bf16|fp32 [--device gpu|cpu] --max-batch B
+// --max-seq-len L [--max-num-tokens N] [--block-size 32] [--max-gpu-mem GiB]`: builds the LLM step
+// graph of a Hugging Face checkpoint into ENGINE_DIR/model.plan with kiln_llm.json beside it
+// (llm_build.h). `kiln generate` and `kiln bench-llm` hand over to kiln_llm_generate (below).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "llm/checkpoint.h"
+#include "tools/kiln/commands.h"
+#include "tools/kiln/llm_build.h"
+
+namespace kiln::cli {
+
+void BuildLlmOptions::add_to(CLI::App* app) {
+  app->add_option("checkpoint", checkpoint, "Hugging Face model directory (config.json, *.safetensors, tokenizer)")->required();
+  app->add_option("-o,--output", output, "Engine directory to write (model.plan, kiln_llm.json, config and tokenizer files)")
+      ->required();
+  app->add_option("--dtype", dtype, "fp16, bf16 or fp32: the plan's weights and activations")->capture_default_str();
+  app->add_option("--device", device, "gpu, cpu or auto")->capture_default_str();
+  app->add_option("--max-batch", max_batch, "Sequences run at once (more requests queue)")->capture_default_str();
+  app->add_option("--max-seq-len", max_seq_len, "Tokens per sequence, prompt + generated (default: max_position_embeddings)");
+  app->add_option("--max-num-tokens", max_num_tokens, "Tokens per step (default: max(max-batch, min(max-seq-len, 2048)))");
+  app->add_option("--block-size", block_size, "Tokens per KV-cache block")->capture_default_str();
+  app->add_option("--kv-cache-dtype", cache_dtype, "float32, float16 or bfloat16 (default: the --dtype's)");
+  app->add_option("--max-gpu-mem", max_gpu_mem_gib, "GiB for weights + activations + KV cache (default: 90% of free memory)");
+  app->add_option("--timing-cache", timing_cache, "CUDA tactic timing cache file (read, then rewritten)");
+  app->add_flag("-v,--verbose", verbose, "Print each build step");
+}
+
+int cmd_build_llm(const BuildLlmOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto ck = llm::Checkpoint::open(o.checkpoint);
+  if (!ck.ok()) return report_error("build-llm", ck.status());
+  LlmBuildOptions b;
+  b.dtype = o.dtype;
+  b.device = o.device;
+  b.max_batch = o.max_batch;
+  b.max_seq_len = o.max_seq_len;
+  b.max_num_tokens = o.max_num_tokens;
+  b.block_size = o.block_size;
+  b.cache_dtype = o.cache_dtype;
+  b.max_gpu_mem_gib = o.max_gpu_mem_gib;
+  b.timing_cache = o.timing_cache;
+  const bool verbose = o.verbose;
+  b.progress = [verbose](const BuildProgress& p) {
+    if (p.step == "tuning") {
+      if (p.total > 0 && p.done >= p.total) std::fprintf(stderr, "tuning done: %d layers\n", p.total);
+      return;
+    }
+    if (verbose && !p.detail.empty()) std::fprintf(stderr, "%s: %s\n", p.step.c_str(), p.detail.c_str());
+  };
+  auto built = build_llm_engine(*ck, b);
+  if (!built.ok()) return report_error("build-llm", built.status());
+  if (Status s = write_llm_engine_dir(*ck, *built, o.output); !s.ok()) return report_error("build-llm", s);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const llm::LlmEngineInfo& i = built->info;
+  std::printf("engine %s: %s %s, %s plan %.1f MiB; max batch %lld, max seq len %lld, %lld tokens per step, "
+              "KV blocks of %lld tokens (%s); %.1f s\n",
+              o.output.c_str(), i.architecture.c_str(), i.dtype.c_str(), i.device.c_str(), built->plan.size() / 1048576.0,
+              static_cast<long long>(i.max_rows), static_cast<long long>(i.max_seq_len),
+              static_cast<long long>(i.max_num_tokens), static_cast<long long>(i.block_size), dtype_name(i.cache_dtype), s);
+  return kExitOk;
+}
+
+int exec_llm_tool(int argc, char** argv) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) self = fs::path(argv[0]);
+  const fs::path tool = self.parent_path() / "kiln_llm_generate";
+  if (!fs::exists(tool)) {
+    std::fprintf(stderr, "kiln %s: kiln_llm_generate is not next to kiln (%s); build the kiln_llm_generate target\n", argv[1],
+                 tool.string().c_str());
+    return kExitError;
+  }
+  // kiln_llm_generate takes `bench-llm` as its first argument; `generate` is its default mode.
+  std::vector<std::string> args = {tool.string()};
+  if (std::string(argv[1]) == "bench-llm") args.push_back("bench-llm");
+  for (int i = 2; i < argc; ++i) args.push_back(argv[i]);
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  ::execv(tool.c_str(), cargs.data());
+  std::perror(("kiln " + std::string(argv[1]) + ": exec " + tool.string()).c_str());
+  return kExitError;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,137 @@
+// build_llm_engine / write_llm_engine_dir (see llm_build.h).
+#include "tools/kiln/llm_build.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "builder/build_from_graph.h"
+#include "llm/step_graph.h"
+#include "runtime/gpu_engine.h"
+
+namespace kiln::cli {
+
+namespace fs = std::filesystem;
+
+StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmBuildOptions& o) {
+  const llm::ModelConfig& mc = ck.config();
+  auto bad = [](const std::string& m) { return invalid_argument("build-llm: " + m); };
+  if (o.dtype != "fp16" && o.dtype != "bf16" && o.dtype != "fp32")
+    return bad("--dtype '" + o.dtype + "': expected fp16, bf16 or fp32");
+  TargetDevice target;
+  if (o.device == "gpu" || o.device == "cuda")
+    target = TargetDevice::kCuda;
+  else if (o.device == "cpu")
+    target = TargetDevice::kCpu;
+  else if (o.device == "auto")
+    target = gpu::available() ? TargetDevice::kCuda : TargetDevice::kCpu;
+  else
+    return bad("--device '" + o.device + "': expected gpu, cpu or auto");
+  if (o.max_batch < 1) return bad("--max-batch " + std::to_string(o.max_batch) + ": expected >= 1");
+  if (o.block_size < 1) return bad("--block-size " + std::to_string(o.block_size) + ": expected >= 1");
+  const int64_t L = o.max_seq_len > 0 ? o.max_seq_len : mc.max_position_embeddings;
+  if (o.max_seq_len < 0) return bad("--max-seq-len " + std::to_string(o.max_seq_len) + ": expected >= 1");
+  if (L > mc.max_position_embeddings)
+    return bad("--max-seq-len " + std::to_string(L) + " is past the model's max_position_embeddings " +
+               std::to_string(mc.max_position_embeddings));
+  const int64_t N = o.max_num_tokens > 0 ? o.max_num_tokens : std::max(o.max_batch, std::min<int64_t>(L, 2048));
+  if (o.max_num_tokens < 0 || N < o.max_batch)
+    return bad("--max-num-tokens " + std::to_string(N) + " is below --max-batch " + std::to_string(o.max_batch) +
+               ": a step must hold one decode token of every running sequence");
+  if (o.max_gpu_mem_gib < 0 || !std::isfinite(o.max_gpu_mem_gib))
+    return bad("--max-gpu-mem " + std::to_string(o.max_gpu_mem_gib) + ": expected GiB >= 0");
+  std::string cache = o.cache_dtype;
+  if (cache.empty()) cache = o.dtype == "fp16" ? "float16" : o.dtype == "bf16" ? "bfloat16" : "float32";
+  const DataType cache_dt = dtype_from_name(cache);
+  if (cache_dt != DataType::kFloat32 && cache_dt != DataType::kFloat16 && cache_dt != DataType::kBFloat16)
+    return bad("--kv-cache-dtype '" + cache + "': expected float32, float16 or bfloat16");
+
+  LlmBuildInputs out;
+  llm::LlmEngineInfo& info = out.info;
+  info.device = target == TargetDevice::kCuda ? "cuda" : "cpu";
+  info.dtype = o.dtype;
+  info.architecture = llm::architecture_name(mc.architecture);
+  info.num_layers = mc.num_layers;
+  info.num_kv_heads = mc.num_kv_heads;
+  info.head_dim = mc.head_dim;
+  info.vocab_size = mc.vocab_size;
+  info.block_size = o.block_size;
+  info.max_rows = o.max_batch;
+  info.max_blocks_per_seq = (L + o.block_size - 1) / o.block_size;
+  info.max_seq_len = L;
+  info.max_num_tokens = N;
+  info.cache_dtype = cache_dt;
+  info.max_memory_bytes = static_cast<uint64_t>(o.max_gpu_mem_gib * 1073741824.0);
+  info.eos_token_ids = ck.eos_token_ids();
+  info.bos_token_ids = ck.bos_token_ids();
+
+  llm::StepGraphOptions so;
+  so.max_rows = info.max_rows;
+  so.max_blocks_per_seq = info.max_blocks_per_seq;
+  so.block_size = info.block_size;
+  so.cache_dtype = cache;
+  KILN_ASSIGN_OR_RETURN(out.graph, llm::build_step_graph(mc, ck, so));
+
+  BuilderConfig& bc = out.config;
+  bc.target = target;
+  bc.fp16 = o.dtype == "fp16";
+  bc.bf16 = o.dtype == "bf16";
+  bc.timing_cache_path = o.timing_cache;
+  bc.progress = o.progress;
+  OptimizationProfile prof;
+  const int64_t opt = std::min(o.max_batch, N);
+  for (const char* name : {llm::kStepInputIdsName, llm::kStepPositionIdsName, llm::kStepTokenSeqName})
+    KILN_RETURN_IF_ERROR(prof.set_dimensions(name, {1}, {opt}, {N}));
+  bc.profiles.push_back(prof);
+  // Every power-of-two bucket in [1, N] plus N itself: the shapes LlmRunner::bucket pads to.
+  int buckets = 1;
+  for (int64_t b = 1; b < N; b *= 2) ++buckets;
+  bc.tuning_shapes = buckets;
+  return out;
+}
+
+StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& ck, const LlmBuildOptions& o) {
+  KILN_ASSIGN_OR_RETURN(LlmBuildInputs in, prepare_llm_build(ck, o));
+  LlmEngineBuild out;
+  out.info = std::move(in.info);
+  KILN_ASSIGN_OR_RETURN(out.plan, build_from_graph(in.graph, in.config));
+  return out;
+}
+
+Status write_llm_engine_dir(const llm::Checkpoint& ck, const LlmEngineBuild& build, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return invalid_argument("build-llm: cannot create '" + dir + "': " + ec.message());
+  llm::LlmEngineInfo info = build.info;
+  info.tokenizer_files.clear();
+  auto copy = [&](const std::string& name, bool required) -> Status {
+    const fs::path from = fs::path(ck.dir()) / name;
+    if (!fs::exists(from)) {
+      if (required) return not_found("build-llm: '" + from.string() + "' does not exist");
+      return Status::Ok();
+    }
+    fs::copy_file(from, fs::path(dir) / name, fs::copy_options::overwrite_existing, ec);
+    if (ec) return invalid_argument("build-llm: cannot copy '" + from.string() + "' to '" + dir + "': " + ec.message());
+    return Status::Ok();
+  };
+  KILN_RETURN_IF_ERROR(copy("config.json", true));
+  KILN_RETURN_IF_ERROR(copy("generation_config.json", false));
+  for (const char* t : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json"}) {
+    KILN_RETURN_IF_ERROR(copy(t, false));
+    if (fs::exists(fs::path(ck.dir()) / t) && (std::string(t) == "tokenizer.json" || std::string(t) == "tokenizer.model"))
+      info.tokenizer_files.push_back(t);
+  }
+  auto write = [&](const std::string& name, const char* data, size_t n) -> Status {
+    const std::string path = (fs::path(dir) / name).string();
+    std::ofstream f(path, std::ios::binary);
+    f.write(data, static_cast<std::streamsize>(n));
+    if (!f) return invalid_argument("build-llm: cannot write '" + path + "'");
+    return Status::Ok();
+  };
+  KILN_RETURN_IF_ERROR(write(info.plan_file, reinterpret_cast<const char*>(build.plan.data()), build.plan.size()));
+  const std::string j = llm::engine_info_json(info);
+  return write(llm::kEngineInfoFile, j.data(), j.size());
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,193 @@
+// kiln bench-llm ENGINE_DIR --batch 1,8,64 --input-len 128 --output-len 128 [--json FILE]
+//     [--seed S] [--warmup N] [--cuda-graph]
+// For each batch size B: B requests of input-len random prompt ids (seeded), greedy, eos ignored,
+// exactly output-len new tokens each, submitted together to LlmRunner::generate (requests past
+// the engine's max batch queue and join as rows free up, so B > max batch measures the queue
+// too). Reports, per B: time to first token (ms from the call to each request's first token:
+// median, p99), time per output token (per request (t_last - t_first) / (n - 1): median, p99),
+// output tokens/s (all new tokens / wall time of the call), and peak memory — the device's used
+// memory (total - free, cudaMemGetInfo, sampled at every B-th token: includes other processes)
+// for CUDA engines, the process's peak resident set for CPU engines.
+#include "tools/llm_generate/llm_bench.h"
+
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "llm/kv_pool_device.h"
+#include "llm/runner.h"
+
+namespace {
+
+using namespace kiln;
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  // nearest rank: the smallest value with at least p% of the values at or below it
+  size_t k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+bool parse_list(const std::string& s, std::vector<int64_t>* out) {
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 1) return false;
+      out->push_back(v);
+    } catch (...) {
+      return false;
+    }
+  }
+  return !out->empty();
+}
+
+}  // namespace
+
+int llm_bench_main(int argc, char** argv) {
+  CLI::App app{"Measure an LLM engine directory: TTFT, TPOT, output tokens/s, peak memory", "kiln bench-llm"};
+  std::string dir, batches_text = "1,8,64", json_path;
+  int64_t input_len = 128, output_len = 128;
+  uint64_t seed = 1;
+  int warmup = 1;
+  app.add_option("engine", dir, "engine directory (kiln build-llm)")->required();
+  app.add_option("--batch", batches_text, "batch sizes, comma-separated")->capture_default_str();
+  app.add_option("--input-len", input_len, "prompt tokens per request")->capture_default_str();
+  app.add_option("--output-len", output_len, "new tokens per request")->capture_default_str();
+  app.add_option("--seed", seed, "seed of the random prompt ids")->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed generate calls per batch size first")->capture_default_str();
+  app.add_option("--json", json_path, "also write the results as JSON here");
+  bool cuda_graph = false;
+  app.add_flag("--cuda-graph", cuda_graph, "CUDA engines: capture each step bucket into a CUDA graph, then replay it");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  std::vector<int64_t> batches;
+  if (!parse_list(batches_text, &batches)) {
+    std::cerr << "kiln bench-llm: --batch '" << batches_text << "' is not a list of positive integers\n";
+    return 2;
+  }
+  if (input_len < 1 || output_len < 1 || warmup < 0) {
+    std::cerr << "kiln bench-llm: --input-len and --output-len must be >= 1, --warmup >= 0\n";
+    return 2;
+  }
+  llm::LlmRunnerOptions ro;
+  ro.load_tokenizer = false;
+  ro.cuda_graph = cuda_graph;
+  auto t_load = std::chrono::steady_clock::now();
+  auto runner = llm::LlmRunner::from_dir(dir, ro);
+  if (!runner.ok()) {
+    std::cerr << "kiln bench-llm: " << runner.status().to_string() << "\n";
+    return 1;
+  }
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
+  llm::LlmRunner& r = **runner;
+  const bool cuda = r.info().device == "cuda";
+  nlohmann::json out = {{"engine", dir},
+                        {"device", r.info().device},
+                        {"dtype", r.info().dtype},
+                        {"max_batch", r.info().max_rows},
+                        {"max_num_tokens", r.info().max_num_tokens},
+                        {"cuda_graph", cuda_graph},
+                        {"kv_blocks", r.pool().num_blocks()},
+                        {"kv_pool_bytes", r.pool().bytes()},
+                        {"weights_bytes", r.engine().weights_bytes()},
+                        {"load_ms", load_ms},
+                        {"input_len", input_len},
+                        {"output_len", output_len},
+                        {"results", nlohmann::json::array()}};
+  std::printf("%s engine %s (%s), max batch %lld, KV pool %lld blocks (%.1f MiB), load %.0f ms\n", r.info().device.c_str(),
+              dir.c_str(), r.info().dtype.c_str(), static_cast<long long>(r.info().max_rows),
+              static_cast<long long>(r.pool().num_blocks()), r.pool().bytes() / 1048576.0, load_ms);
+  std::printf("%6s %12s %12s %12s %12s %14s %12s\n", "batch", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
+              "out tokens/s", "peak MiB");
+  std::mt19937_64 rng(seed);
+  for (int64_t b : batches) {
+    std::vector<llm::LlmRequest> reqs(static_cast<size_t>(b));
+    std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(r.config().vocab_size - 1));
+    for (auto& q : reqs) {
+      q.prompt.resize(static_cast<size_t>(input_len));
+      for (int32_t& t : q.prompt) t = id(rng);
+      q.options.max_new_tokens = output_len;
+      q.options.ignore_eos = true;
+    }
+    for (int w = 0; w < warmup; ++w) {
+      auto res = r.generate(reqs);
+      if (!res.ok()) {
+        std::cerr << "kiln bench-llm: batch " << b << ": " << res.status().to_string() << "\n";
+        return 1;
+      }
+    }
+    size_t peak_used = 0, calls = 0;
+    auto sample = [&]() {
+      size_t free_b = 0, total = 0;
+      llm::kv_device_memory(&free_b, &total);
+      if (total > free_b) peak_used = std::max(peak_used, total - free_b);
+    };
+    if (cuda) sample();
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = r.generate(reqs, [&](size_t, int32_t, bool) {
+      if (cuda && ++calls % static_cast<size_t>(b) == 0) sample();
+    });
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!res.ok()) {
+      std::cerr << "kiln bench-llm: batch " << b << ": " << res.status().to_string() << "\n";
+      return 1;
+    }
+    if (!cuda) {
+      rusage u{};
+      getrusage(RUSAGE_SELF, &u);
+      peak_used = static_cast<size_t>(u.ru_maxrss) * 1024;  // kilobytes on Linux
+    }
+    std::vector<double> ttft, tpot;
+    size_t tokens = 0;
+    for (const llm::LlmResult& x : *res) {
+      tokens += x.tokens.size();
+      if (x.token_ms.empty()) continue;
+      ttft.push_back(x.token_ms.front());
+      if (x.token_ms.size() > 1)
+        tpot.push_back((x.token_ms.back() - x.token_ms.front()) / static_cast<double>(x.token_ms.size() - 1));
+    }
+    const double tps = wall_ms > 0 ? tokens * 1000.0 / wall_ms : 0;
+    const llm::LlmRunStats& st = r.last_stats();
+    std::printf("%6lld %12.2f %12.2f %12.3f %12.3f %14.1f %12.1f\n", static_cast<long long>(b), percentile(ttft, 50),
+                percentile(ttft, 99), percentile(tpot, 50), percentile(tpot, 99), tps, peak_used / 1048576.0);
+    out["results"].push_back({{"batch", b},
+                              {"ttft_ms_p50", percentile(ttft, 50)},
+                              {"ttft_ms_p99", percentile(ttft, 99)},
+                              {"tpot_ms_p50", percentile(tpot, 50)},
+                              {"tpot_ms_p99", percentile(tpot, 99)},
+                              {"output_tokens_per_s", tps},
+                              {"output_tokens", tokens},
+                              {"wall_ms", wall_ms},
+                              {"steps", st.steps},
+                              {"padded_tokens", st.padded_tokens},
+                              {"max_running", st.max_running},
+                              {cuda ? "peak_device_used_bytes" : "peak_rss_bytes", peak_used}});
+  }
+  if (!json_path.empty()) {
+    std::ofstream f(json_path);
+    f << out.dump(2) << "\n";
+    if (!f) {
+      std::cerr << "kiln bench-llm: cannot write '" << json_path << "'\n";
+      return 1;
+    }
+  }
+  return 0;
+}
