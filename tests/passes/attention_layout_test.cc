@@ -1,0 +1,170 @@
+// Attention's head_layout "bshd" and passes::fold_attention_transposes (docs/decisions/0065):
+// the exporters' head Transposes (perm 0,2,1,3) around an Attention fold into the layer, and the
+// CPU reference kernel reading Q/K/V and writing the output as [B, S, H, D] gives what the
+// unfolded graph gives (differential: random data, max|Δ| <= 1e-5 max|y|) — for MHA, GQA with
+// Sq != Sk and Dv != D, additive and bool masks, causal. Near misses keep today's form; the shape
+// rule and the kernel refuse an unknown head_layout naming the node.
+#include "ir/shape_inference.h"
+#include "passes/pass_test_util.h"
+
+namespace kiln::testing {
+namespace {
+
+using ir::OpKind;
+
+const std::vector<int64_t> kSwap = {0, 2, 1, 3};
+
+Shape swapped(Shape s) {
+  std::swap(s[1], s[2]);
+  return s;
+}
+
+struct Case {
+  int64_t b, hq, hkv, sq, sk, d, dv;
+  bool causal = false;
+  enum { kNone, kAdd, kBool } mask = kNone;
+};
+
+// Q/K/V inputs [B, S, H, D] -> Transpose(0,2,1,3) -> Attention -> Transpose(0,2,1,3): the graph
+// and its inputs. variant: 0 as exported; 1 the output is also read by a second layer (the
+// Attention's [B, H, S, D] output is needed); 2 K comes in as [B, H, S, D] (no Transpose);
+// 3 V comes in as [B, S, Dv, H] through perm 0,3,1,2 (the right shape by another perm); 4 the
+// Q Transpose's output is also a graph output.
+struct Built {
+  ir::Graph g;
+  std::vector<Tensor> inputs;
+  ir::ValueId q, k, v;
+};
+
+Built build(const Case& c, int variant, uint32_t seed) {
+  TinyGraph t;
+  const Shape qh = {c.b, c.hq, c.sq, c.d}, kh = {c.b, c.hkv, c.sk, c.d}, vh = {c.b, c.hkv, c.sk, c.dv};
+  const Shape oh = {c.b, c.hq, c.sq, c.dv};
+  Built r;
+  r.q = t.input("q", swapped(qh));
+  r.k = t.input("k", variant == 2 ? kh : swapped(kh));
+  r.v = t.input("v", variant == 3 ? Shape{c.b, c.sk, c.dv, c.hkv} : swapped(vh));
+  r.inputs = {random_tensor(swapped(qh), seed, -2.f, 2.f), random_tensor(variant == 2 ? kh : swapped(kh), seed + 1, -2.f, 2.f),
+              random_tensor(variant == 3 ? Shape{c.b, c.sk, c.dv, c.hkv} : swapped(vh), seed + 2)};
+  auto q = t.node(OpKind::kTranspose, "q_heads", {r.q}, qh, {{"perm", ir::Attribute::of_ints(kSwap)}});
+  auto k = variant == 2 ? r.k : t.node(OpKind::kTranspose, "k_heads", {r.k}, kh, {{"perm", ir::Attribute::of_ints(kSwap)}});
+  auto v = t.node(OpKind::kTranspose, "v_heads", {r.v}, vh,
+                  {{"perm", ir::Attribute::of_ints(variant == 3 ? std::vector<int64_t>{0, 3, 1, 2} : kSwap)}});
+  std::vector<ir::ValueId> ins = {q, k, v};
+  if (c.mask == Case::kAdd) {
+    ins.push_back(t.input("mask", {c.b, 1, 1, c.sk}));
+    Tensor m = random_tensor({c.b, 1, 1, c.sk}, seed + 3, -3.f, 0.f);
+    m.data<float>()[c.sk - 1] = -1e4f;  // one padded key
+    r.inputs.push_back(m);
+  } else if (c.mask == Case::kBool) {
+    Tensor m(DataType::kBool, {c.b, 1, c.sq, c.sk});
+    auto* p = static_cast<uint8_t*>(m.raw());
+    for (int64_t i = 0; i < m.numel(); ++i) p[i] = (i * 7 + 3) % 5 != 0;
+    for (int64_t j = 0; j < c.sk; ++j) p[c.sk + j] = 0;  // query 1 of batch 0 sees no key: zeros
+    ins.push_back(t.constant("keep", m));
+  }
+  std::map<std::string, ir::Attribute> attrs = {{"scale", ir::Attribute::of_float(0.3f)}};
+  if (c.causal) attrs["is_causal"] = ir::Attribute::of_int(1);
+  auto y = t.node(OpKind::kAttention, "attn", ins, oh, attrs);
+  auto out = t.node(OpKind::kTranspose, "o_heads", {y}, swapped(oh), {{"perm", ir::Attribute::of_ints(kSwap)}});
+  t.g.outputs = {out};
+  if (variant == 1) t.g.outputs.push_back(t.node(OpKind::kRelu, "other_reader", {y}, oh));
+  if (variant == 4) t.g.outputs.push_back(q);
+  r.g = t.g;
+  return r;
+}
+
+const ir::Node* attention_of(const ir::Graph& g) {
+  for (const auto& n : g.nodes)
+    if (!n.removed && n.op == OpKind::kAttention) return &n;
+  return nullptr;
+}
+
+TEST(AttentionLayout, HeadTransposesFoldIntoBshdWithTheSameOutputs) {
+  const std::vector<Case> cases = {
+      {2, 4, 4, 8, 8, 16, 16},
+      {2, 8, 2, 5, 9, 16, 12, false, Case::kAdd},  // GQA, Sq != Sk, Dv != D, padding mask
+      {1, 4, 2, 6, 10, 8, 8, true},                // causal, Sq < Sk (bottom-right)
+      {2, 4, 4, 7, 7, 8, 4, false, Case::kBool},   // bool mask with a row that sees no key
+      {1, 2, 2, 9, 4, 8, 8, true, Case::kAdd},     // causal Sq > Sk: rows with no key
+  };
+  uint32_t seed = 10;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "case b" << c.b << " hq" << c.hq << " hkv" << c.hkv << " sq" << c.sq << " sk" << c.sk);
+    const Built b = build(c, 0, seed += 10);
+    ir::Graph opt = check_pass(b.g, passes::fold_attention_transposes, b.inputs);
+    EXPECT_EQ(count_op(opt, OpKind::kTranspose), 0);
+    EXPECT_EQ(passes::live_layers(opt), 1);
+    const ir::Node* a = attention_of(opt);
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(a->attr_string("head_layout", ""), "bshd");
+    EXPECT_EQ(a->inputs[0], b.q);
+    EXPECT_EQ(a->inputs[1], b.k);
+    EXPECT_EQ(a->inputs[2], b.v);
+    EXPECT_EQ(a->outputs[0], opt.outputs[0]);
+    EXPECT_FLOAT_EQ(a->attr_float("scale", 0), 0.3f);
+    EXPECT_EQ(a->origin.size(), 5u);  // the Attention and the four Transposes it stands for
+    // The shape rule agrees with the declared [B, Sq, Hq, Dv] output.
+    ir::Graph inferred = opt;
+    for (auto& v : inferred.values)
+      if (!v.constant && std::find(inferred.inputs.begin(), inferred.inputs.end(), v.id) == inferred.inputs.end())
+        v.shape.reset();
+    ASSERT_TRUE(ir::infer_shapes(inferred).ok());
+    EXPECT_EQ(inferred.value(inferred.outputs[0]).shape, sym({c.b, c.sq, c.hq, c.dv}));
+  }
+}
+
+TEST(AttentionLayout, NearMissesKeepTodaysForm) {
+  const Case c{1, 4, 2, 5, 6, 8, 8};
+  for (int variant = 1; variant <= 4; ++variant) {
+    SCOPED_TRACE(variant);
+    const Built b = build(c, variant, 100 + static_cast<uint32_t>(variant));
+    const int transposes = count_op(b.g, OpKind::kTranspose);
+    ir::Graph opt = check_pass(b.g, passes::fold_attention_transposes, b.inputs);
+    EXPECT_EQ(count_op(opt, OpKind::kTranspose), transposes);
+    const ir::Node* a = attention_of(opt);
+    ASSERT_NE(a, nullptr);
+    EXPECT_FALSE(a->has_attr("head_layout"));
+  }
+}
+
+// A folded layer is not folded again (its inputs are no longer Transposes of that perm, and the
+// pass leaves "bshd" layers alone).
+TEST(AttentionLayout, FoldsOnce) {
+  const Built b = build({1, 2, 2, 4, 4, 8, 8}, 0, 300);
+  ir::Graph once = b.g;
+  ASSERT_TRUE(passes::fold_attention_transposes(once, reference_pass_options()).ok());
+  ASSERT_TRUE(once.topo_sort().ok());
+  ir::Graph twice = check_pass(once, passes::fold_attention_transposes, b.inputs);
+  EXPECT_EQ(passes::live_layers(twice), 1);
+  EXPECT_EQ(attention_of(twice)->attr_string("head_layout", ""), "bshd");
+}
+
+TEST(AttentionLayout, UnknownHeadLayoutIsRefusedNamingTheNode) {
+  TinyGraph t;
+  auto q = t.input("q", {1, 2, 4, 8});
+  t.g.outputs = {t.node(OpKind::kAttention, "attn_bad_layout", {q, q, q}, {1, 2, 4, 8},
+                        {{"head_layout", ir::Attribute::of_string("bsdh")}})};
+  auto r = interpret(t.g, {random_tensor({1, 2, 4, 8}, 1)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("attn_bad_layout"), std::string::npos) << r.status().to_string();
+  EXPECT_NE(r.status().message().find("bsdh"), std::string::npos) << r.status().to_string();
+  ir::Graph g = t.g;
+  g.value(g.outputs[0]).shape.reset();
+  Status s = ir::infer_shapes(g);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("attn_bad_layout"), std::string::npos) << s.to_string();
+}
+
+// A bshd layer whose K does not fit Q (head sizes) is refused with the layout's expected shapes.
+TEST(AttentionLayout, BshdKernelChecksShapesInItsLayout) {
+  TinyGraph t;
+  auto q = t.input("q", {1, 4, 2, 8}), k = t.input("k", {1, 6, 2, 4}), v = t.input("v", {1, 6, 2, 8});
+  t.g.outputs = {t.node(OpKind::kAttention, "attn", {q, k, v}, {1, 4, 2, 8}, {{"head_layout", ir::Attribute::of_string("bshd")}})};
+  auto r = interpret(t.g, {random_tensor({1, 4, 2, 8}, 1), random_tensor({1, 6, 2, 4}, 2), random_tensor({1, 6, 2, 8}, 3)});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("[*, Sk, Hkv, D]"), std::string::npos) << r.status().to_string();
+}
+
+}  // namespace
+}  // namespace kiln::testing
