@@ -70,7 +70,7 @@ def main():
             if a.inspect:
                 r = subprocess.run([a.kiln, "inspect", plan], capture_output=True, text=True)
                 text = r.stdout
-                extra = f"  Transpose {text.count(' Transpose')}  Attention {text.count(' Attention')}"
+                extra = f"  Transpose {text.count(' (Transpose) ')}  Attention {text.count(' (Attention) ')}"
             passed = cos >= COS_MIN
             ok &= passed
             print(f"[{case}] cosine {cos:.7f}  max_rel {rel:.3g}  {'ok' if passed else 'FAIL'}{extra}", flush=True)
