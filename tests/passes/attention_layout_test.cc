@@ -140,6 +140,131 @@ TEST(AttentionLayout, FoldsOnce) {
   EXPECT_EQ(attention_of(twice)->attr_string("head_layout", ""), "bshd");
 }
 
+// Rotary embeddings applied after the head transposes (Llama, Qwen2): x·cos + rotate_half(x)·sin
+// with rotate_half(x) = Concat(-x[..., D/2:], x[..., :D/2]) on Q and K. The region between each
+// Transpose and the Attention is taken along (cos / sin transposed in place); variant 1 gives sin
+// as a graph input (a run-time value: not folded), variant 2 cos of rank 2 (it would broadcast
+// differently after the swap: not folded), variant 3 a RoPE value also read outside (not folded).
+Built rope(int variant, uint32_t seed) {
+  TinyGraph t;
+  const int64_t B = 2, H = 4, HKV = 2, S = 6, D = 8;
+  Built r;
+  r.q = t.input("q", {B, S, H, D});
+  r.k = t.input("k", {B, S, HKV, D});
+  r.v = t.input("v", {B, S, HKV, D});
+  r.inputs = {random_tensor({B, S, H, D}, seed, -2.f, 2.f), random_tensor({B, S, HKV, D}, seed + 1, -2.f, 2.f),
+              random_tensor({B, S, HKV, D}, seed + 2)};
+  const Shape cs = variant == 2 ? Shape{S, D} : Shape{1, 1, S, D};
+  auto cos = t.constant("cos", random_tensor(cs, seed + 3));
+  ir::ValueId sin;
+  if (variant == 1) {
+    sin = t.input("sin", {1, 1, S, D});
+    r.inputs.push_back(random_tensor({1, 1, S, D}, seed + 4));
+  } else {
+    sin = t.constant("sin", random_tensor({1, 1, S, D}, seed + 4));
+  }
+  auto i64 = [&](const std::string& name, int64_t v) {
+    Tensor x(DataType::kInt64, {1});
+    x.data<int64_t>()[0] = v;
+    return t.constant(name, x);
+  };
+  auto apply = [&](const std::string& p, ir::ValueId x, int64_t h) {
+    const Shape full = {B, h, S, D}, half = {B, h, S, D / 2};
+    auto a = t.node(OpKind::kMul, p + "_cos", {x, cos}, full);
+    auto lo = t.node(OpKind::kSlice, p + "_lo", {x, i64(p + "_s0", 0), i64(p + "_e0", D / 2), i64(p + "_ax0", -1)}, half);
+    auto hi = t.node(OpKind::kSlice, p + "_hi", {x, i64(p + "_s1", D / 2), i64(p + "_e1", D), i64(p + "_ax1", 3)}, half);
+    auto neg = t.node(OpKind::kNeg, p + "_neg", {hi}, half);
+    auto rot = t.node(OpKind::kConcat, p + "_rot", {neg, lo}, full, {{"axis", ir::Attribute::of_int(-1)}});
+    auto b = t.node(OpKind::kMul, p + "_sin", {rot, sin}, full);
+    return t.node(OpKind::kAdd, p + "_rope", {a, b}, full);
+  };
+  auto q = apply("q", t.node(OpKind::kTranspose, "q_heads", {r.q}, {B, H, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}}), H);
+  auto k = apply("k", t.node(OpKind::kTranspose, "k_heads", {r.k}, {B, HKV, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}}), HKV);
+  auto v = t.node(OpKind::kTranspose, "v_heads", {r.v}, {B, HKV, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}});
+  auto y = t.node(OpKind::kAttention, "attn", {q, k, v}, {B, H, S, D}, {{"is_causal", ir::Attribute::of_int(1)}});
+  t.g.outputs = {t.node(OpKind::kTranspose, "o_heads", {y}, {B, S, H, D}, {{"perm", ir::Attribute::of_ints(kSwap)}})};
+  if (variant == 3) t.g.outputs.push_back(k);
+  r.g = t.g;
+  return r;
+}
+
+TEST(AttentionLayout, RotaryEmbeddingBetweenTransposeAndAttentionIsTakenAlong) {
+  const Built b = rope(0, 500);
+  ir::Graph opt = check_pass(b.g, passes::fold_attention_transposes, b.inputs);
+  EXPECT_EQ(count_op(opt, OpKind::kTranspose), 0);
+  const ir::Node* a = attention_of(opt);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->attr_string("head_layout", ""), "bshd");
+  EXPECT_EQ(a->inputs[2], b.v);
+  // The rotation now runs on [B, S, H, D]: its output shapes have the axes swapped, and it reads
+  // cos / sin as [1, S, 1, D] constants.
+  EXPECT_EQ(opt.value(a->inputs[0]).shape, sym({2, 6, 4, 8}));
+  EXPECT_EQ(opt.value(a->inputs[1]).shape, sym({2, 6, 2, 8}));
+  int swapped_constants = 0;
+  for (const ir::Node& n : opt.nodes)
+    if (!n.removed && n.op == OpKind::kMul)
+      for (ir::ValueId x : n.inputs)
+        if (opt.value(x).constant) {
+          EXPECT_EQ(opt.value(x).constant->shape(), (Shape{1, 6, 1, 8})) << n.name;
+          ++swapped_constants;
+        }
+  EXPECT_EQ(swapped_constants, 4);
+  for (int variant = 1; variant <= 3; ++variant) {
+    SCOPED_TRACE(variant);
+    const Built m = rope(variant, 510 + static_cast<uint32_t>(variant));
+    ir::Graph o = check_pass(m.g, passes::fold_attention_transposes, m.inputs);
+    EXPECT_EQ(count_op(o, OpKind::kTranspose), 4);
+    EXPECT_FALSE(attention_of(o)->has_attr("head_layout"));
+  }
+}
+
+// torch's dynamo exporter with grouped-query attention: K^T as Reshape(Transpose(Reshape(
+// Expand(Unsqueeze(K)) [B, Hkv, n, S, D] -> [B*Hq, S, D]), 0,2,1) -> [B, Hq, D, S]) and V as HF's
+// repeat_kv. fuse_attention reads K and V without their repeats (a new 4-D view of the 5-D
+// Expand, then taken apart, docs/decisions/0065), and fold_attention_transposes then folds the
+// head Transposes: no Transpose, Expand or Reshape of the heads is left.
+TEST(AttentionLayout, DynamoGqaKeyThroughThreeDimsLosesItsRepeatAndTransposes) {
+  TinyGraph t;
+  const int64_t B = 2, H = 4, HKV = 2, S = 5, D = 8, n = H / HKV;
+  auto q0 = t.input("q", {B, S, H, D}), k0 = t.input("k", {B, S, HKV, D}), v0 = t.input("v", {B, S, HKV, D});
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    Tensor x(DataType::kInt64, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), x.data<int64_t>());
+    return t.constant(name, x);
+  };
+  auto heads = [&](const std::string& p, ir::ValueId x, int64_t h) {
+    return t.node(OpKind::kTranspose, p + "_heads", {x}, {B, h, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}});
+  };
+  auto repeat = [&](const std::string& p, ir::ValueId x) {
+    auto u = t.node(OpKind::kUnsqueeze, p + "_unsq", {x, ints(p + "_axis", {2})}, {B, HKV, 1, S, D});
+    return t.node(OpKind::kExpand, p + "_expand", {u, ints(p + "_to", {B, HKV, n, S, D})}, {B, HKV, n, S, D});
+  };
+  auto q = heads("q", q0, H);
+  auto ke = repeat("k", heads("k", k0, HKV));
+  auto k3 = t.node(OpKind::kReshape, "k_3d", {ke, ints("k_3d_shape", {B * H, S, D})}, {B * H, S, D});
+  auto kt3 = t.node(OpKind::kTranspose, "k_t3", {k3}, {B * H, D, S}, {{"perm", ir::Attribute::of_ints({0, 2, 1})}});
+  auto kt = t.node(OpKind::kReshape, "k_t", {kt3, ints("k_t_shape", {B, H, D, S})}, {B, H, D, S});
+  auto ve = repeat("v", heads("v", v0, HKV));
+  auto v = t.node(OpKind::kReshape, "v_rep", {ve, ints("v_rep_shape", {B, H, S, D})}, {B, H, S, D});
+  auto s = t.node(OpKind::kMatMul, "qk", {q, kt}, {B, H, S, S});
+  s = t.node(OpKind::kMul, "scale", {s, t.constant("c", Tensor::scalar(DataType::kFloat32, 0.35f))}, {B, H, S, S});
+  auto p = t.node(OpKind::kSoftmax, "softmax", {s}, {B, H, S, S}, {{"axis", ir::Attribute::of_int(-1)}});
+  auto y = t.node(OpKind::kMatMul, "pv", {p, v}, {B, H, S, D});
+  t.g.outputs = {t.node(OpKind::kTranspose, "o_heads", {y}, {B, S, H, D}, {{"perm", ir::Attribute::of_ints(kSwap)}})};
+  const std::vector<Tensor> in = {random_tensor({B, S, H, D}, 700, -2.f, 2.f), random_tensor({B, S, HKV, D}, 701, -2.f, 2.f),
+                                  random_tensor({B, S, HKV, D}, 702)};
+  ir::Graph fused = check_pass(t.g, passes::fuse_attention, in);
+  const ir::Node* a = attention_of(fused);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(fused.value(a->inputs[1]).shape, sym({B, HKV, S, D}));  // K without its repeat
+  EXPECT_EQ(fused.value(a->inputs[2]).shape, sym({B, HKV, S, D}));  // V too
+  ASSERT_TRUE(passes::eliminate_dead_layers(fused, reference_pass_options()).ok());
+  ASSERT_TRUE(fused.topo_sort().ok());
+  ir::Graph folded = check_pass(fused, passes::fold_attention_transposes, in);
+  EXPECT_EQ(passes::live_layers(folded), 1);
+  EXPECT_EQ(attention_of(folded)->attr_string("head_layout", ""), "bshd");
+}
+
 TEST(AttentionLayout, UnknownHeadLayoutIsRefusedNamingTheNode) {
   TinyGraph t;
   auto q = t.input("q", {1, 2, 4, 8});
