@@ -11,8 +11,8 @@
 // embeddings (RoPE, Su et al. 2021, "RoFormer", eq. 34: x·cos + rotate_half(x)·sin, as Llama and
 // Qwen2 apply it after the transpose) — a region of layers between such a Transpose and the
 // Attention that commutes with swapping axes 1 and 2: Mul / Add / Sub / Div / Neg, Slice and
-// Concat on the last axis, whose other operands are rank-4 (given the swap too: a constant is
-// transposed in place, anything else through a new Transpose, one per value) or of rank <= 1.
+// Concat on the last axis, whose other operands are rank-4 constants (transposed into new
+// constants, one per value) or of rank <= 1.
 // Every value inside the region is read only inside it (the last one only by the Attention), so
 // the region then computes the same numbers in [B, S, H, D]. Anything else (K^T through
 // something fuse_attention re-permuted into another perm, ...) keeps today's form.
@@ -114,9 +114,9 @@ bool match_operand(ir::Graph& g, const pt::Consumers& c, ir::ValueId v, Operand*
         return false;
     }
     region.insert(id);
-    // A rank-4 non-constant operand is either the root Transpose's output, a region value, or an
-    // outside activation (given a new Transpose). Only values produced by an allowed layer or the
-    // root are walked; the root must be one Transpose for the whole region.
+    // A rank-4 non-constant operand is the root Transpose's output (one Transpose for the whole
+    // region) or the output of another allowed layer, walked in turn; a graph input or any other
+    // layer's output (cos / sin computed at run time) ends the match.
     for (ir::ValueId x : inner) {
       if (ir::Node* t = head_transpose(g, x)) {
         if (root && root != t) return false;
@@ -150,8 +150,9 @@ bool match_operand(ir::Graph& g, const pt::Consumers& c, ir::ValueId v, Operand*
   return true;
 }
 
-// The [B, S, H, D] form of an outside rank-4 operand of a region: a constant transposed in place
-// into a new value, anything else through a new Transpose; one per value (`made`).
+// The [B, S, H, D] form of an outside rank-4 operand of a region (a constant: match_operand
+// takes no other): transposed on the host into a new constant value — through a new Transpose
+// layer for a sub-byte dtype; one per value (`made`).
 ir::ValueId swapped_operand(ir::Graph& g, ir::ValueId x, std::map<ir::ValueId, ir::ValueId>* made) {
   if (auto it = made->find(x); it != made->end()) return it->second;
   std::string name = g.value(x).name + "_bshd";
