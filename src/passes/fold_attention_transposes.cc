@@ -239,6 +239,9 @@ bool try_fold(ir::Graph& g, const pt::Consumers& c, ir::Node& att, std::map<ir::
 }  // namespace
 
 Status fold_attention_transposes(ir::Graph& g, const PassOptions&) {
+  // Readers that reach no output do not count against the single-use checks: with a dynamic
+  // profile the dynamo exporter reads Shape(K) for the K^T arithmetic fuse_attention made dead.
+  remove_dead_nodes(g);
   auto consumers = g.consumers();
   // A fold adds at most one layer per value (a Transpose of an outside operand): reserving keeps
   // the Node references of a match valid.

@@ -19,6 +19,7 @@
 // and one float dtype.
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "core/numerics.h"
 #include "passes/passes.h"
@@ -237,39 +238,53 @@ ir::ValueId k_through_3d(ir::Graph& g, const pt::Consumers& c, ir::ValueId kt, s
   const ir::ValueId x = r1->inputs[0];
   const auto &xs = g.value(x).shape, &ts = g.value(kt).shape, &m = g.value(r1->outputs[0]).shape;
   if (!xs || !ts || !m || ts->size() < 3 || m->size() != 3) return ir::kNoValue;
+  // Dims compare by value or by name (a dynamic profile's "batch"); an anonymous unknown dim
+  // matches nothing.
+  auto named = [](const ir::Dim& d) { return d.is_known() || !d.symbol.empty(); };
   const size_t r = ts->size();
-  Shape ks(r);  // K's shape: K^T's with the last two dims swapped
-  int64_t lead = 1, numel = 1, x_numel = 1;
+  ir::SymShape ks(r);  // K's shape: K^T's with the last two dims swapped
   for (size_t i = 0; i < r; ++i) {
-    const ir::Dim& d = (*ts)[i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i];
-    if (!d.is_known()) return ir::kNoValue;
-    ks[i] = d.value;
-    if (i + 2 < r) lead *= d.value;
-    numel *= d.value;
+    ks[i] = (*ts)[i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i];
+    if (!named(ks[i])) return ir::kNoValue;
   }
-  if (!((*m)[0] == ir::Dim::known(lead)) || !((*m)[1] == ir::Dim::known(ks[r - 2])) ||
-      !((*m)[2] == ir::Dim::known(ks[r - 1])))
-    return ir::kNoValue;
+  // The first Reshape views X's elements in order as [L, S, D] (L the leading dims' product,
+  // implied by the element count), so K = Reshape(X, [*, S, D]).
+  if (!((*m)[1] == ks[r - 2]) || !((*m)[2] == ks[r - 1])) return ir::kNoValue;
   bool same = xs->size() == r;
   for (size_t i = 0; i < xs->size(); ++i) {
-    if (!(*xs)[i].is_known()) return ir::kNoValue;
-    x_numel *= (*xs)[i].value;
-    same = same && (*xs)[i].value == ks[i];
+    if (!named((*xs)[i])) return ir::kNoValue;
+    same = same && (*xs)[i] == ks[i];
   }
-  if (x_numel != numel) return ir::kNoValue;
+  if (same) {
+    absorbed->insert(absorbed->end(), {r1, tr, r2});
+    return x;
+  }
+  // Another shape with as many elements (the same named dims, the same product of the known
+  // ones): a new Reshape, a named dim copied from X's dim at the same index (Reshape's 0).
+  std::multiset<std::string> xsym, ksym;
+  int64_t xn = 1, kn = 1;
+  for (const ir::Dim& d : *xs) d.is_known() ? void(xn *= d.value) : void(xsym.insert(d.symbol));
+  for (const ir::Dim& d : ks) d.is_known() ? void(kn *= d.value) : void(ksym.insert(d.symbol));
+  if (xn != kn || xsym != ksym) return ir::kNoValue;
+  Tensor dims(DataType::kInt64, {static_cast<int64_t>(r)});
+  for (size_t i = 0; i < r; ++i) {
+    if (ks[i].is_known()) {
+      if (ks[i].value == 0) return ir::kNoValue;  // (0 would mean "copy")
+      dims.data<int64_t>()[i] = ks[i].value;
+    } else if (i < xs->size() && (*xs)[i] == ks[i]) {
+      dims.data<int64_t>()[i] = 0;
+    } else {
+      return ir::kNoValue;
+    }
+  }
   absorbed->insert(absorbed->end(), {r1, tr, r2});
-  if (same) return x;
   std::string name = g.value(kt).name + "_k4d";
   while (g.find_value(name) != ir::kNoValue) name += "_";
-  Tensor dims(DataType::kInt64, {static_cast<int64_t>(r)});
-  std::copy(ks.begin(), ks.end(), dims.data<int64_t>());
   const ir::ValueId shape = g.add_value(name + "_shape", DataType::kInt64);
   g.value(shape).shape = ir::SymShape{ir::Dim::known(static_cast<int64_t>(r))};
   g.value(shape).constant = std::make_shared<Tensor>(std::move(dims));
   const ir::ValueId k = g.add_value(name, g.value(kt).dtype);
-  ir::SymShape sks;
-  for (int64_t d : ks) sks.push_back(ir::Dim::known(d));
-  g.value(k).shape = sks;
+  g.value(k).shape = ks;
   ir::Node n;
   n.name = name;
   n.op = OpKind::kReshape;

@@ -2,7 +2,8 @@
 // (passes::fold_attention_transposes, docs/decisions/0065), as the CUDA path lowers them, without
 // a GPU: for each export under $KILN_HF_EXPORTS (default /tmp/hft; <model>/<model>.<exporter>.onnx
 // with one <input>.npy per graph input, as scripts/export_hf.py writes them; skipped when absent),
-// cuda_layer_graph in fp16 with and without the pass. Every Attention layer it gives head_layout
+// cuda_layer_graph in fp16 with and without the pass, at the .npy shapes and with a dynamic batch
+// (up to 4x). Every Attention layer it gives head_layout
 // "bshd" takes exactly its four Transposes with it (Q, K, V, output), the Attention count is
 // unchanged, and check_gpu_support (a lowering through the factories, no device) refuses no layer
 // of the folded graph that it accepts without the pass. Prints, per model, the Transpose
@@ -63,13 +64,17 @@ TEST(GpuHfAttentionLayout, HeadTransposesLeaveTheCudaLayerGraph) {
       SCOPED_TRACE(file.string());
       auto g = onnx_import::import_model_file(file.string());
       ASSERT_TRUE(g.ok()) << g.status().to_string();
+      for (bool dynamic : {false, true}) {  // the .npy shapes; then a batch up to 4x theirs
+      SCOPED_TRACE(dynamic ? "dynamic batch" : "static");
       OptimizationProfile prof;
       std::vector<Shape> shapes;
       for (ir::ValueId v : g->inputs) {
         const std::string& name = g->value(v).name;
         auto t = io::read_npy((dir / (name + ".npy")).string());
         ASSERT_TRUE(t.ok()) << "input '" << name << "': " << t.status().to_string();
-        ASSERT_TRUE(prof.set_dimensions(name, t->shape(), t->shape(), t->shape()).ok());
+        Shape max = t->shape();
+        if (dynamic && !max.empty()) max[0] *= 4;
+        ASSERT_TRUE(prof.set_dimensions(name, t->shape(), t->shape(), max).ok());
         shapes.push_back(t->shape());
       }
       BuilderConfig with;
@@ -102,10 +107,12 @@ TEST(GpuHfAttentionLayout, HeadTransposesLeaveTheCudaLayerGraph) {
       };
       const std::set<std::string> ra = refused(*a), rb = refused(*b);
       for (const std::string& line : ra) EXPECT_TRUE(rb.count(line)) << "refused only with the pass:" << line;
-      std::printf("  %-8s %-12s Attention %3d (bshd %3d)  Transpose layers %4d -> %4d (-%d)\n", model, exporter,
-                  ca.attention, ca.bshd, cb.transposes, ca.transposes, cb.transposes - ca.transposes);
+      std::printf("  %-8s %-12s %-7s Attention %3d (bshd %3d)  Transpose layers %4d -> %4d (-%d)\n", model, exporter,
+                  dynamic ? "dynamic" : "static", ca.attention, ca.bshd, cb.transposes, ca.transposes,
+                  cb.transposes - ca.transposes);
       ++models;
       folded_total += ca.bshd;
+      }
     }
   if (models == 0) GTEST_SKIP() << "no export under " << root;
   EXPECT_GT(folded_total, 0) << "no Attention of any export was folded";

@@ -265,6 +265,56 @@ TEST(AttentionLayout, DynamoGqaKeyThroughThreeDimsLosesItsRepeatAndTransposes) {
   EXPECT_EQ(attention_of(folded)->attr_string("head_layout", ""), "bshd");
 }
 
+// The same exporter with a dynamic batch ("batch", as a min != max profile leaves it) and no
+// GQA: K^T through 3-D matches by the dims' names (the 3-D view's leading dim is anonymous), and
+// the Shape(K) its reshape arithmetic read — dead once fuse_attention took the reshapes — does
+// not keep K's Transpose alive: one layer is left.
+TEST(AttentionLayout, DynamicBatchKeyThroughThreeDimsFolds) {
+  TinyGraph t;
+  const int64_t B = 2, H = 4, S = 5, D = 8;
+  const ir::Dim batch = ir::Dim::sym("batch");
+  auto named = [&](ir::ValueId v, ir::SymShape s) {
+    t.g.value(v).shape = std::move(s);
+    return v;
+  };
+  auto K = [](int64_t v) { return ir::Dim::known(v); };
+  auto q0 = named(t.input("q", {B, S, H, D}), {batch, K(S), K(H), K(D)});
+  auto k0 = named(t.input("k", {B, S, H, D}), {batch, K(S), K(H), K(D)});
+  auto v0 = named(t.input("v", {B, S, H, D}), {batch, K(S), K(H), K(D)});
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    Tensor x(DataType::kInt64, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), x.data<int64_t>());
+    return t.constant(name, x);
+  };
+  auto heads = [&](const std::string& p, ir::ValueId x) {
+    return named(t.node(OpKind::kTranspose, p + "_heads", {x}, {B, H, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}}),
+                 {batch, K(H), K(S), K(D)});
+  };
+  auto q = heads("q", q0), k = heads("k", k0), v = heads("v", v0);
+  named(t.node(OpKind::kShape, "k_shape", {k}, {4}), {K(4)});  // read by nothing: dead
+  auto k3 = named(t.node(OpKind::kReshape, "k_3d", {k, ints("k_3d_shape", {-1, S, D})}, {B * H, S, D}),
+                  {ir::Dim{}, K(S), K(D)});
+  auto kt3 = named(t.node(OpKind::kTranspose, "k_t3", {k3}, {B * H, D, S}, {{"perm", ir::Attribute::of_ints({0, 2, 1})}}),
+                   {ir::Dim{}, K(D), K(S)});
+  auto kt = named(t.node(OpKind::kReshape, "k_t", {kt3, ints("k_t_shape", {-1, H, D, S})}, {B, H, D, S}),
+                  {batch, K(H), K(D), K(S)});
+  auto sc = named(t.node(OpKind::kMatMul, "qk", {q, kt}, {B, H, S, S}), {batch, K(H), K(S), K(S)});
+  auto p = named(t.node(OpKind::kSoftmax, "softmax", {sc}, {B, H, S, S}, {{"axis", ir::Attribute::of_int(-1)}}),
+                 {batch, K(H), K(S), K(S)});
+  auto y = named(t.node(OpKind::kMatMul, "pv", {p, v}, {B, H, S, D}), {batch, K(H), K(S), K(D)});
+  t.g.outputs = {named(t.node(OpKind::kTranspose, "o_heads", {y}, {B, S, H, D}, {{"perm", ir::Attribute::of_ints(kSwap)}}),
+                       {batch, K(S), K(H), K(D)})};
+  const std::vector<Tensor> in = {random_tensor({B, S, H, D}, 800, -2.f, 2.f), random_tensor({B, S, H, D}, 801, -2.f, 2.f),
+                                  random_tensor({B, S, H, D}, 802)};
+  ir::Graph fused = check_pass(t.g, passes::fuse_attention, in);
+  const ir::Node* a = attention_of(fused);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->inputs[1], k);  // K read directly: no Transpose added for K^T
+  ir::Graph folded = check_pass(fused, passes::fold_attention_transposes, in);
+  EXPECT_EQ(passes::live_layers(folded), 1);
+  EXPECT_EQ(attention_of(folded)->attr_string("head_layout", ""), "bshd");
+}
+
 TEST(AttentionLayout, UnknownHeadLayoutIsRefusedNamingTheNode) {
   TinyGraph t;
   auto q = t.input("q", {1, 2, 4, 8});
