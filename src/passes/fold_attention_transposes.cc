@@ -11,8 +11,9 @@
 // embeddings (RoPE, Su et al. 2021, "RoFormer", eq. 34: x·cos + rotate_half(x)·sin, as Llama and
 // Qwen2 apply it after the transpose) — a region of layers between such a Transpose and the
 // Attention that commutes with swapping axes 1 and 2: Mul / Add / Sub / Div / Neg, Slice and
-// Concat on the last axis, whose other operands are rank-4 constants (transposed into new
-// constants, one per value) or of rank <= 1.
+// Concat on the last axis, whose other operands are of rank 4 (given the swap: a constant
+// transposed into a new constant, anything else through a new Transpose, one per value) or of
+// rank <= 1.
 // Every value inside the region is read only inside it (the last one only by the Attention), so
 // the region then computes the same numbers in [B, S, H, D]. Anything else (K^T through
 // something fuse_attention re-permuted into another perm, ...) keeps today's form.
@@ -59,100 +60,106 @@ struct Operand {
   std::vector<ir::Node*> region;  // topological order
 };
 
-// v (read by the Attention alone) as an Operand; false when it is neither form.
+bool region_op(OpKind op) {
+  return op == OpKind::kMul || op == OpKind::kAdd || op == OpKind::kSub || op == OpKind::kDiv || op == OpKind::kNeg ||
+         op == OpKind::kSlice || op == OpKind::kConcat;
+}
+
+// Whether region layer n commutes with swapping axes 1 and 2 of its rank-4 values, given which
+// of its inputs come from the region (`inside`); the other rank-4 inputs get the swap too.
+bool commutes(const ir::Graph& g, const ir::Node& n, const std::set<ir::ValueId>& inside) {
+  if (n.outputs.size() != 1 || pt::rank_of(g, n.outputs[0]) != 4) return false;
+  switch (n.op) {
+    case OpKind::kMul: case OpKind::kAdd: case OpKind::kSub: case OpKind::kDiv:
+      if (n.inputs.size() != 2) return false;
+      for (ir::ValueId x : n.inputs) {
+        // rank <= 1 broadcasts over the last axis alone and rank 4 is given the swap; rank 2 or
+        // 3 would broadcast against other axes after it.
+        const int r = pt::rank_of(g, x);
+        if (r < 0 || r == 2 || r == 3) return false;
+      }
+      return true;
+    case OpKind::kNeg:
+      return n.inputs.size() == 1 && inside.count(n.inputs[0]);
+    case OpKind::kSlice:
+      if (n.opset < 10 || n.inputs.size() < 4 || !inside.count(n.inputs[0]) || !last_axis_only(g, n.inputs[3])) return false;
+      for (size_t k = 1; k < n.inputs.size(); ++k)
+        if (n.inputs[k] != ir::kNoValue && !g.value(n.inputs[k]).constant) return false;
+      return true;
+    case OpKind::kConcat: {
+      const int64_t axis = n.attr_int("axis", 0);
+      if (axis != 3 && axis != -1) return false;
+      for (ir::ValueId x : n.inputs)
+        if (pt::rank_of(g, x) != 4) return false;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// v (read by the Attention alone) as an Operand; false when it is neither form. The region is
+// every layer on a path from a head Transpose to v: reached forward from the Transpose through
+// region ops and backward from v; its layers' other inputs are outside operands.
 bool match_operand(ir::Graph& g, const pt::Consumers& c, ir::ValueId v, Operand* out) {
   if (!pt::single_use(g, c, v)) return false;
   if (ir::Node* t = head_transpose(g, v)) {
     out->transpose = t;
     return true;
   }
-  // Walk back from v through the allowed layers; each path must end at one head Transpose.
+  // Backward from v through region ops: the candidate layers and the head Transposes they reach.
+  std::set<ir::NodeId> back;
   std::vector<ir::NodeId> stack = {g.value(v).producer};
-  std::set<ir::NodeId> region;
   ir::Node* root = nullptr;
   while (!stack.empty()) {
     const ir::NodeId id = stack.back();
     stack.pop_back();
-    if (id < 0 || region.count(id)) {
-      if (id < 0) return false;
+    if (id < 0 || back.count(id)) continue;
+    ir::Node& n = g.node(id);
+    if (n.removed) continue;
+    if (head_transpose(g, n.outputs.empty() ? ir::kNoValue : n.outputs[0]) == &n) {
+      if (root && root != &n) return false;  // two head Transposes: not one operand's rotation
+      root = &n;
       continue;
     }
-    ir::Node& n = g.node(id);
-    if (n.removed || n.outputs.size() != 1 || pt::rank_of(g, n.outputs[0]) != 4) return false;
-    std::vector<ir::ValueId> inner;  // inputs that must come from the region (or the root)
-    switch (n.op) {
-      case OpKind::kMul: case OpKind::kAdd: case OpKind::kSub: case OpKind::kDiv:
-        if (n.inputs.size() != 2) return false;
-        for (ir::ValueId x : n.inputs) {
-          const int r = pt::rank_of(g, x);
-          // rank <= 1 broadcasts over the last axis alone; a constant or other rank-4 value is
-          // given the swap; anything else (rank 2, 3) would broadcast differently after it.
-          if (r < 0 || r == 2 || r == 3) return false;
-          if (r == 4 && !g.value(x).constant) inner.push_back(x);
-        }
-        break;
-      case OpKind::kNeg:
-        if (n.inputs.size() != 1) return false;
-        inner.push_back(n.inputs[0]);
-        break;
-      case OpKind::kSlice:
-        if (n.opset < 10 || n.inputs.size() < 4 || !last_axis_only(g, n.inputs[3])) return false;
-        for (size_t k = 1; k < n.inputs.size(); ++k)
-          if (n.inputs[k] != ir::kNoValue && !g.value(n.inputs[k]).constant) return false;
-        inner.push_back(n.inputs[0]);
-        break;
-      case OpKind::kConcat: {
-        const int64_t axis = n.attr_int("axis", 0);
-        if (axis != 3 && axis != -1) return false;
-        for (ir::ValueId x : n.inputs) {
-          if (pt::rank_of(g, x) != 4) return false;
-          if (!g.value(x).constant) inner.push_back(x);
-        }
-        break;
-      }
-      default:
-        return false;
-    }
-    region.insert(id);
-    // A rank-4 non-constant operand is the root Transpose's output (one Transpose for the whole
-    // region) or the output of another allowed layer, walked in turn; a graph input or any other
-    // layer's output (cos / sin computed at run time) ends the match.
-    for (ir::ValueId x : inner) {
-      if (ir::Node* t = head_transpose(g, x)) {
-        if (root && root != t) return false;
-        root = t;
-        continue;
-      }
-      const ir::NodeId p = g.value(x).producer;
-      if (p < 0) return false;  // a graph input: not part of the pattern
-      const OpKind op = g.node(p).op;
-      if (op == OpKind::kMul || op == OpKind::kAdd || op == OpKind::kSub || op == OpKind::kDiv || op == OpKind::kNeg ||
-          op == OpKind::kSlice || op == OpKind::kConcat)
-        stack.push_back(p);
-      else
-        return false;  // an outside activation feeding the rotation: not the RoPE pattern
-    }
+    if (!region_op(n.op)) continue;  // an outside operand's producer
+    back.insert(id);
+    for (ir::ValueId x : n.inputs)
+      if (x != ir::kNoValue && pt::rank_of(g, x) == 4) stack.push_back(g.value(x).producer);
   }
-  if (!root) return false;
-  // Closed: every value of the region and the root's output is read inside the region only (the
-  // exit by the Attention), and none is a graph output.
+  if (!root || back.empty()) return false;
+  // Forward from the root through those layers: the region (on a path root -> v).
+  std::set<ir::NodeId> region;
+  std::set<ir::ValueId> inside = {root->outputs[0]};
+  for (const ir::Node& n : g.nodes) {  // topological order
+    if (n.removed || !back.count(n.id)) continue;
+    bool reached = false;
+    for (ir::ValueId x : n.inputs) reached |= inside.count(x) > 0;
+    if (!reached) continue;
+    region.insert(n.id);
+    inside.insert(n.outputs[0]);
+  }
+  if (!inside.count(v)) return false;
   for (ir::NodeId id : region)
-    if (g.nodes[static_cast<size_t>(id)].outputs[0] != v)
-      for (ir::NodeId r : c[static_cast<size_t>(g.node(id).outputs[0])])
-        if (!region.count(r) || std::count(g.outputs.begin(), g.outputs.end(), g.node(id).outputs[0])) return false;
-  const ir::ValueId t = root->outputs[0];
-  if (std::count(g.outputs.begin(), g.outputs.end(), t)) return false;
-  for (ir::NodeId r : c[static_cast<size_t>(t)])
-    if (!region.count(r)) return false;
+    if (!commutes(g, g.node(id), inside)) return false;
+  // Closed: the root's output and every region value but v are read inside the region only, and
+  // none is a graph output.
+  for (ir::ValueId x : inside) {
+    if (x == v) continue;
+    if (std::count(g.outputs.begin(), g.outputs.end(), x)) return false;
+    for (ir::NodeId r : c[static_cast<size_t>(x)])
+      if (!region.count(r)) return false;
+  }
   out->transpose = root;
-  for (const ir::Node& n : g.nodes)  // the graph is topologically sorted
+  for (const ir::Node& n : g.nodes)
     if (region.count(n.id)) out->region.push_back(&g.node(n.id));
   return true;
 }
 
-// The [B, S, H, D] form of an outside rank-4 operand of a region (a constant: match_operand
-// takes no other): transposed on the host into a new constant value — through a new Transpose
-// layer for a sub-byte dtype; one per value (`made`).
+// The [B, S, H, D] form of an outside rank-4 operand of a region: a constant transposed on the
+// host into a new constant value, anything else (cos / sin computed at run time under a dynamic
+// profile) through a new Transpose layer — a [B, 1, S, D] copy, once per value for every layer
+// that reads it (`made`).
 ir::ValueId swapped_operand(ir::Graph& g, ir::ValueId x, std::map<ir::ValueId, ir::ValueId>* made) {
   if (auto it = made->find(x); it != made->end()) return it->second;
   std::string name = g.value(x).name + "_bshd";
@@ -214,11 +221,8 @@ bool try_fold(ir::Graph& g, const pt::Consumers& c, ir::Node& att, std::map<ir::
         if (v == t) {
           g.node(id).inputs[k] = x;
         } else if (v != ir::kNoValue && pt::rank_of(g, v) == 4 && g.node(id).op != OpKind::kSlice) {
-          const ir::NodeId p = g.value(v).producer;
-          if (p < 0 || !std::count(region.begin(), region.end(), p)) {
-            const ir::ValueId w = swapped_operand(g, v, made);
-            g.node(id).inputs[k] = w;
-          }
+          const ir::NodeId p = g.value(v).producer;  // an outside operand: given the swap
+          if (p < 0 || !std::count(region.begin(), region.end(), p)) g.node(id).inputs[k] = swapped_operand(g, v, made);
         }
       }
       auto& s = g.value(g.node(id).outputs[0]).shape;

@@ -434,6 +434,33 @@ Status fuse_attention(ir::Graph& g, const PassOptions&) {
     if (sm.removed || sm.op != OpKind::kSoftmax) continue;
     if (try_fuse(g, consumers, g.nodes[i])) consumers = g.consumers();
   }
+  // GQA repeats a fusion could not drop because a reader of theirs was still alive then — under
+  // a dynamic profile the dynamo exporter's shape arithmetic of the K^T reshapes, dead once the
+  // fusion took them: with the dead layers gone, K and V lose their repeats together.
+  auto repeated = [&](ir::ValueId v) {
+    const ir::Node* r = pt::producer(g, v, OpKind::kReshape);
+    return r && (pt::producer(g, r->inputs[0], OpKind::kExpand) || pt::producer(g, r->inputs[0], OpKind::kTile));
+  };
+  bool retry = false;
+  for (const ir::Node& a : g.nodes)
+    retry |= !a.removed && a.op == OpKind::kAttention && a.inputs.size() >= 3 && repeated(a.inputs[1]) && repeated(a.inputs[2]);
+  if (!retry) return Status::Ok();
+  remove_dead_nodes(g);
+  consumers = g.consumers();
+  for (ir::Node& a : g.nodes) {
+    if (a.removed || a.op != OpKind::kAttention || a.inputs.size() < 3) continue;
+    const int rank = pt::rank_of(g, a.inputs[1]);
+    std::vector<ir::Node*> rk, rv;
+    const ir::ValueId k0 = unrepeat_heads(g, consumers, a.inputs[1], &rk), v0 = unrepeat_heads(g, consumers, a.inputs[2], &rv);
+    if (rank < 3 || k0 == a.inputs[1] || v0 == a.inputs[2] || !g.value(k0).shape || !g.value(v0).shape ||
+        !((*g.value(k0).shape)[rank - 3] == (*g.value(v0).shape)[rank - 3]))
+      continue;
+    a.inputs[1] = k0;
+    a.inputs[2] = v0;
+    rk.insert(rk.end(), rv.begin(), rv.end());
+    pt::absorb(a, rk);
+    consumers = g.consumers();
+  }
   return Status::Ok();
 }
 

@@ -143,8 +143,9 @@ TEST(AttentionLayout, FoldsOnce) {
 // Rotary embeddings applied after the head transposes (Llama, Qwen2): x·cos + rotate_half(x)·sin
 // with rotate_half(x) = Concat(-x[..., D/2:], x[..., :D/2]) on Q and K. The region between each
 // Transpose and the Attention is taken along (cos / sin transposed in place); variant 1 gives sin
-// as a graph input (a run-time value: not folded), variant 2 cos of rank 2 (it would broadcast
-// differently after the swap: not folded), variant 3 a RoPE value also read outside (not folded).
+// as a graph input (a run-time value, as under a dynamic profile: folded, sin through one new
+// Transpose shared by Q and K), variant 2 cos of rank 2 (it would broadcast differently after the
+// swap: not folded), variant 3 a RoPE value also read outside (not folded).
 Built rope(int variant, uint32_t seed) {
   TinyGraph t;
   const int64_t B = 2, H = 4, HKV = 2, S = 6, D = 8;
@@ -209,7 +210,19 @@ TEST(AttentionLayout, RotaryEmbeddingBetweenTransposeAndAttentionIsTakenAlong) {
           ++swapped_constants;
         }
   EXPECT_EQ(swapped_constants, 4);
-  for (int variant = 1; variant <= 3; ++variant) {
+  {
+    const Built m = rope(1, 511);
+    ir::Graph o = check_pass(m.g, passes::fold_attention_transposes, m.inputs);
+    EXPECT_EQ(attention_of(o)->attr_string("head_layout", ""), "bshd");
+    EXPECT_EQ(count_op(o, OpKind::kTranspose), 1);  // sin's, read by both rotations
+    const ir::Node& t = [&]() -> const ir::Node& {
+      for (const ir::Node& n : o.nodes)
+        if (!n.removed && n.op == OpKind::kTranspose) return n;
+      return o.nodes[0];
+    }();
+    EXPECT_EQ(o.value(t.inputs[0]).name, "sin");
+  }
+  for (int variant = 2; variant <= 3; ++variant) {
     SCOPED_TRACE(variant);
     const Built m = rope(variant, 510 + static_cast<uint32_t>(variant));
     ir::Graph o = check_pass(m.g, passes::fold_attention_transposes, m.inputs);
@@ -313,6 +326,72 @@ TEST(AttentionLayout, DynamicBatchKeyThroughThreeDimsFolds) {
   ir::Graph folded = check_pass(fused, passes::fold_attention_transposes, in);
   EXPECT_EQ(passes::live_layers(folded), 1);
   EXPECT_EQ(attention_of(folded)->attr_string("head_layout", ""), "bshd");
+}
+
+// Dynamic batch and GQA together: K^T's last Reshape takes its shape from Shape(X) of the 5-D
+// repeat X (the exporter's arithmetic), a reader of X alive until the fusion takes that Reshape.
+// fuse_attention drops the repeats of K and V once it is dead, and the fold leaves one layer.
+TEST(AttentionLayout, DynamicBatchGqaLosesItsRepeatsOnceTheShapeArithmeticIsDead) {
+  TinyGraph t;
+  const int64_t B = 2, H = 4, HKV = 2, S = 5, D = 8, n = H / HKV;
+  const ir::Dim batch = ir::Dim::sym("batch");
+  auto K = [](int64_t v) { return ir::Dim::known(v); };
+  auto named = [&](ir::ValueId v, ir::SymShape s) {
+    t.g.value(v).shape = std::move(s);
+    return v;
+  };
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    Tensor x(DataType::kInt64, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), x.data<int64_t>());
+    return t.constant(name, x);
+  };
+  auto int_node = [&](OpKind op, const std::string& name, std::vector<ir::ValueId> in, int64_t len,
+                      std::map<std::string, ir::Attribute> attrs = {}) {
+    auto v = t.node(op, name, std::move(in), {len}, std::move(attrs));
+    t.g.value(v).dtype = DataType::kInt64;
+    return v;
+  };
+  auto q0 = named(t.input("q", {B, S, H, D}), {batch, K(S), K(H), K(D)});
+  auto k0 = named(t.input("k", {B, S, HKV, D}), {batch, K(S), K(HKV), K(D)});
+  auto v0 = named(t.input("v", {B, S, HKV, D}), {batch, K(S), K(HKV), K(D)});
+  auto heads = [&](const std::string& p, ir::ValueId x, int64_t h) {
+    return named(t.node(OpKind::kTranspose, p + "_heads", {x}, {B, h, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}}),
+                 {batch, K(h), K(S), K(D)});
+  };
+  auto repeat = [&](const std::string& p, ir::ValueId x) {
+    auto u = named(t.node(OpKind::kUnsqueeze, p + "_unsq", {x, ints(p + "_axis", {2})}, {B, HKV, 1, S, D}),
+                   {batch, K(HKV), K(1), K(S), K(D)});
+    return named(t.node(OpKind::kExpand, p + "_expand", {u, ints(p + "_to", {1, HKV, n, S, D})}, {B, HKV, n, S, D}),
+                 {batch, K(HKV), K(n), K(S), K(D)});
+  };
+  auto q = heads("q", q0, H);
+  auto ke = repeat("k", heads("k", k0, HKV));
+  auto k3 = named(t.node(OpKind::kReshape, "k_3d", {ke, ints("k_3d_shape", {-1, S, D})}, {B * H, S, D}), {ir::Dim{}, K(S), K(D)});
+  auto kt3 = named(t.node(OpKind::kTranspose, "k_t3", {k3}, {B * H, D, S}, {{"perm", ir::Attribute::of_ints({0, 2, 1})}}),
+                   {ir::Dim{}, K(D), K(S)});
+  auto shp = int_node(OpKind::kShape, "k_shape", {ke}, 5);
+  auto b = int_node(OpKind::kSlice, "k_batch", {shp, ints("s0", {0}), ints("e0", {1})}, 1);
+  auto kt_shape = int_node(OpKind::kConcat, "k_t_shape", {b, ints("hds", {H, D, S})}, 4, {{"axis", ir::Attribute::of_int(0)}});
+  auto kt = named(t.node(OpKind::kReshape, "k_t", {kt3, kt_shape}, {B, H, D, S}), {batch, K(H), K(D), K(S)});
+  auto ve = repeat("v", heads("v", v0, HKV));
+  auto v = named(t.node(OpKind::kReshape, "v_rep", {ve, ints("v_rep_shape", {-1, H, S, D})}, {B, H, S, D}),
+                 {batch, K(H), K(S), K(D)});
+  auto sc = named(t.node(OpKind::kMatMul, "qk", {q, kt}, {B, H, S, S}), {batch, K(H), K(S), K(S)});
+  auto p = named(t.node(OpKind::kSoftmax, "softmax", {sc}, {B, H, S, S}, {{"axis", ir::Attribute::of_int(-1)}}),
+                 {batch, K(H), K(S), K(S)});
+  auto y = named(t.node(OpKind::kMatMul, "pv", {p, v}, {B, H, S, D}), {batch, K(H), K(S), K(D)});
+  t.g.outputs = {named(t.node(OpKind::kTranspose, "o_heads", {y}, {B, S, H, D}, {{"perm", ir::Attribute::of_ints(kSwap)}}),
+                       {batch, K(S), K(H), K(D)})};
+  const std::vector<Tensor> in = {random_tensor({B, S, H, D}, 900, -2.f, 2.f), random_tensor({B, S, HKV, D}, 901, -2.f, 2.f),
+                                  random_tensor({B, S, HKV, D}, 902)};
+  ir::Graph fused = check_pass(t.g, passes::fuse_attention, in);
+  const ir::Node* a = attention_of(fused);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(fused.value(a->inputs[1]).shape, (ir::SymShape{batch, K(HKV), K(S), K(D)}));  // K without its repeat
+  EXPECT_EQ(fused.value(a->inputs[2]).shape, (ir::SymShape{batch, K(HKV), K(S), K(D)}));  // V too
+  EXPECT_EQ(count_op(fused, OpKind::kExpand), 0);
+  ir::Graph folded = check_pass(fused, passes::fold_attention_transposes, in);
+  EXPECT_EQ(passes::live_layers(folded), 1);
 }
 
 TEST(AttentionLayout, UnknownHeadLayoutIsRefusedNamingTheNode) {
