@@ -7,15 +7,27 @@
 namespace kiln::ir {
 namespace {
 
-// Q [*, Hq, Sq, D], K [*, Hkv, Sk, D], V [*, Hkv, Sk, Dv] -> [*, Hq, Sq, Dv].
+// Q [*, Hq, Sq, D], K [*, Hkv, Sk, D], V [*, Hkv, Sk, Dv] -> [*, Hq, Sq, Dv]; with head_layout
+// "bshd" the sequence and head axes of all four are swapped (Q [*, Sq, Hq, D], ...).
 Status attention_rule(ShapeContext& ctx) {
+  const std::string layout = ctx.node().attr_string("head_layout", "bhsd");
+  if (layout != "bhsd" && layout != "bshd")
+    return ctx.fail("head_layout '" + layout + "' is neither \"bhsd\" nor \"bshd\"");
+  const bool bshd = layout == "bshd";
+  // The shapes in [*, H, S, D] order.
+  auto heads_first = [&](const std::optional<SymShape>& s) -> std::optional<SymShape> {
+    if (!s || !bshd || s->size() < 3) return s;
+    SymShape t = *s;
+    std::swap(t[t.size() - 3], t[t.size() - 2]);
+    return t;
+  };
   for (int i = 1; i < 3; ++i)
     if (ctx.dtype(i) != DataType::kUndefined && ctx.dtype(0) != DataType::kUndefined && ctx.dtype(i) != ctx.dtype(0))
       return ctx.fail(std::string(i == 1 ? "K" : "V") + " has dtype " + dtype_name(ctx.dtype(i)) + ", Q has " +
                       dtype_name(ctx.dtype(0)));
-  const auto& q = ctx.shape(0);
-  const auto& k = ctx.shape(1);
-  const auto& v = ctx.shape(2);
+  const auto q = heads_first(ctx.shape(0));
+  const auto k = heads_first(ctx.shape(1));
+  const auto v = heads_first(ctx.shape(2));
   if (!q || !k || !v) {
     ctx.set_output(0, ctx.dtype(0), std::nullopt);
     return Status::Ok();
@@ -36,7 +48,7 @@ Status attention_rule(ShapeContext& ctx) {
   if (dims_conflict((*k)[r - 2], (*v)[r - 2])) return ctx.fail("K and V have different sequence lengths");
   SymShape out = *q;
   out[r - 1] = (*v)[r - 1];
-  ctx.set_output(0, ctx.dtype(0), out);
+  ctx.set_output(0, ctx.dtype(0), heads_first(out));  // (the swap is its own inverse)
   return Status::Ok();
 }
 

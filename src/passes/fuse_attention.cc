@@ -12,10 +12,14 @@
 // is lower-triangular over [Sq, Sk] (key j allowed for query i iff j <= i + Sk - Sq, the slice of
 // a tril buffer GPT-2 uses) becomes is_causal=1 with no mask input. K and V repeated for grouped-
 // query attention, Reshape(Expand|Tile(Unsqueeze(X, 2)), [*, Hkv*n, S, D]) (HF repeat_kv), read X
-// directly (query head h uses kv head h / n). Every intermediate feeds only the next layer of the
-// pattern; Q, K, V must have one rank >= 3 and one float dtype.
+// directly (query head h uses kv head h / n). torch's dynamo exporter writes K^T through 3-D,
+// Reshape(Transpose(Reshape(K, [L, S, D]), 0,2,1), [*, D, S]); with GQA its K is the 5-D Expand
+// of the repeat, which gets a 4-D view that the repeat then drops from (docs/decisions/0065).
+// Every intermediate feeds only the next layer of the pattern; Q, K, V must have one rank >= 3
+// and one float dtype.
 #include <algorithm>
 #include <numeric>
+#include <set>
 
 #include "core/numerics.h"
 #include "passes/passes.h"
@@ -110,6 +114,50 @@ ir::ValueId unrepeat_heads(ir::Graph& g, const pt::Consumers& c, ir::ValueId v, 
   return x;
 }
 
+// GQA through K's new 4-D view (k_through_3d): k = Reshape(X, [*, Hq, S, D]) made by the pass,
+// X = Expand|Tile(Unsqueeze(Y, axis 2 of 5)) = [*, Hkv, n, S, D], with Hq = Hkv * n. Returns Y,
+// appending the view, the repeat layers and X's other readers that are dead (no reader, not a
+// graph output: an exporter's 4-D view left behind by cancel_transpose_reshape) to *absorbed,
+// when X is read by nothing else than `r1` (the absorbed first Reshape of K^T) and them; else k.
+ir::ValueId unrepeat_view(ir::Graph& g, const pt::Consumers& c, ir::ValueId k, const ir::Node* r1,
+                          std::vector<ir::Node*>* absorbed) {
+  ir::Node* view = pt::producer(g, k, OpKind::kReshape);
+  if (!view) return k;
+  const ir::ValueId x = view->inputs[0];
+  ir::Node* rep = pt::producer(g, x, OpKind::kExpand);
+  if (!rep) rep = pt::producer(g, x, OpKind::kTile);
+  if (!rep || static_cast<size_t>(x) >= c.size() || std::count(g.outputs.begin(), g.outputs.end(), x)) return k;
+  std::vector<ir::Node*> dead;
+  for (ir::NodeId id : c[static_cast<size_t>(x)]) {
+    ir::Node& n = g.node(id);
+    if (&n == r1 || n.removed) continue;
+    for (ir::ValueId o : n.outputs)
+      if (o != ir::kNoValue && (!c[static_cast<size_t>(o)].empty() || std::count(g.outputs.begin(), g.outputs.end(), o)))
+        return k;
+    dead.push_back(&n);
+  }
+  const ir::ValueId u = rep->inputs[0];
+  ir::Node* unsq = pt::single_use(g, c, u) ? pt::producer(g, u, OpKind::kUnsqueeze) : nullptr;
+  if (!unsq) return k;
+  const ir::ValueId y = unsq->inputs[0];
+  const auto &ys = g.value(y).shape, &us = g.value(u).shape, &xs = g.value(x).shape, &ks = g.value(k).shape;
+  if (!ys || !us || !xs || !ks || ys->size() < 3 || us->size() != ys->size() + 1 || xs->size() != us->size() ||
+      ks->size() != ys->size())
+    return k;
+  const size_t r = ys->size(), h = r - 3;
+  if (!((*us)[h + 1] == ir::Dim::known(1))) return k;
+  for (size_t i = 0; i < r; ++i) {
+    const size_t ui = i <= h ? i : i + 1;
+    if (!((*us)[ui] == (*ys)[i]) || !((*xs)[ui] == (*ys)[i])) return k;
+    if (i != h && !((*ks)[i] == (*ys)[i])) return k;
+  }
+  const ir::Dim &hk = (*ys)[h], &n = (*xs)[h + 1], &hq = (*ks)[h];
+  if (!hk.is_known() || !n.is_known() || !hq.is_known() || hq.value != hk.value * n.value) return k;
+  absorbed->insert(absorbed->end(), dead.begin(), dead.end());
+  absorbed->insert(absorbed->end(), {unsq, rep, view});
+  return y;
+}
+
 struct Match {
   std::vector<ir::Node*> matched;  // layers the Attention replaces
   std::vector<ir::Node*> absorbed;  // layers that become dead (origin only)
@@ -174,9 +222,12 @@ bool match_scores(ir::Graph& g, const pt::Consumers& c, ir::ValueId s, Match* m)
   return true;
 }
 
-// K^T written as Reshape(Transpose(Reshape(K, [L, S, D]), [0, 2, 1]), [*, D, S]) with
+// K^T written as Reshape(Transpose(Reshape(X, [L, S, D]), [0, 2, 1]), [*, D, S]) with
 // L = the product of K's leading dims * (torch's dynamo exporter transposes a 4-D K this way
-// through 3-D): K, with the three layers appended to *absorbed; else kNoValue.
+// through 3-D): K = X when X is [*, S, D], else — X of another shape with as many elements, e.g.
+// the 5-D Expand of HF's repeat_kv, [B, Hkv, n, S, D] — a new Reshape(X, [*, S, D]) (the same
+// elements: the first Reshape only views X), which unrepeat_heads can then take apart. The three
+// layers are appended to *absorbed; else kNoValue.
 ir::ValueId k_through_3d(ir::Graph& g, const pt::Consumers& c, ir::ValueId kt, std::vector<ir::Node*>* absorbed) {
   ir::Node* r2 = pt::single_use(g, c, kt) ? pt::producer(g, kt, OpKind::kReshape) : nullptr;
   if (!r2) return ir::kNoValue;
@@ -184,20 +235,64 @@ ir::ValueId k_through_3d(ir::Graph& g, const pt::Consumers& c, ir::ValueId kt, s
   if (!tr || tr->attr_ints("perm") != std::vector<int64_t>{0, 2, 1}) return ir::kNoValue;
   ir::Node* r1 = pt::single_use(g, c, tr->inputs[0]) ? pt::producer(g, tr->inputs[0], OpKind::kReshape) : nullptr;
   if (!r1) return ir::kNoValue;
-  const ir::ValueId k = r1->inputs[0];
-  const auto &ks = g.value(k).shape, &ts = g.value(kt).shape, &m = g.value(r1->outputs[0]).shape;
-  if (!ks || !ts || !m || ks->size() != ts->size() || ks->size() < 3 || m->size() != 3) return ir::kNoValue;
-  const size_t r = ks->size();
-  int64_t lead = 1;
+  const ir::ValueId x = r1->inputs[0];
+  const auto &xs = g.value(x).shape, &ts = g.value(kt).shape, &m = g.value(r1->outputs[0]).shape;
+  if (!xs || !ts || !m || ts->size() < 3 || m->size() != 3) return ir::kNoValue;
+  // Dims compare by value or by name (a dynamic profile's "batch"); an anonymous unknown dim
+  // matches nothing.
+  auto named = [](const ir::Dim& d) { return d.is_known() || !d.symbol.empty(); };
+  const size_t r = ts->size();
+  ir::SymShape ks(r);  // K's shape: K^T's with the last two dims swapped
   for (size_t i = 0; i < r; ++i) {
-    const ir::Dim& d = (*ks)[i];
-    if (!d.is_known()) return ir::kNoValue;
-    if (i + 2 < r) lead *= d.value;
-    const ir::Dim& want = i + 2 < r ? d : (*ks)[i == r - 2 ? r - 1 : r - 2];  // K^T swaps the last two
-    if (!((*ts)[i] == want)) return ir::kNoValue;
+    ks[i] = (*ts)[i == r - 2 ? r - 1 : i == r - 1 ? r - 2 : i];
+    if (!named(ks[i])) return ir::kNoValue;
   }
-  if (!((*m)[0] == ir::Dim::known(lead)) || !((*m)[1] == (*ks)[r - 2]) || !((*m)[2] == (*ks)[r - 1])) return ir::kNoValue;
+  // The first Reshape views X's elements in order as [L, S, D] (L the leading dims' product,
+  // implied by the element count), so K = Reshape(X, [*, S, D]).
+  if (!((*m)[1] == ks[r - 2]) || !((*m)[2] == ks[r - 1])) return ir::kNoValue;
+  bool same = xs->size() == r;
+  for (size_t i = 0; i < xs->size(); ++i) {
+    if (!named((*xs)[i])) return ir::kNoValue;
+    same = same && (*xs)[i] == ks[i];
+  }
+  if (same) {
+    absorbed->insert(absorbed->end(), {r1, tr, r2});
+    return x;
+  }
+  // Another shape with as many elements (the same named dims, the same product of the known
+  // ones): a new Reshape, a named dim copied from X's dim at the same index (Reshape's 0).
+  std::multiset<std::string> xsym, ksym;
+  int64_t xn = 1, kn = 1;
+  for (const ir::Dim& d : *xs) d.is_known() ? void(xn *= d.value) : void(xsym.insert(d.symbol));
+  for (const ir::Dim& d : ks) d.is_known() ? void(kn *= d.value) : void(ksym.insert(d.symbol));
+  if (xn != kn || xsym != ksym) return ir::kNoValue;
+  Tensor dims(DataType::kInt64, {static_cast<int64_t>(r)});
+  for (size_t i = 0; i < r; ++i) {
+    if (ks[i].is_known()) {
+      if (ks[i].value == 0) return ir::kNoValue;  // (0 would mean "copy")
+      dims.data<int64_t>()[i] = ks[i].value;
+    } else if (i < xs->size() && (*xs)[i] == ks[i]) {
+      dims.data<int64_t>()[i] = 0;
+    } else {
+      return ir::kNoValue;
+    }
+  }
   absorbed->insert(absorbed->end(), {r1, tr, r2});
+  std::string name = g.value(kt).name + "_k4d";
+  while (g.find_value(name) != ir::kNoValue) name += "_";
+  const ir::ValueId shape = g.add_value(name + "_shape", DataType::kInt64);
+  g.value(shape).shape = ir::SymShape{ir::Dim::known(static_cast<int64_t>(r))};
+  g.value(shape).constant = std::make_shared<Tensor>(std::move(dims));
+  const ir::ValueId k = g.add_value(name, g.value(kt).dtype);
+  g.value(k).shape = ks;
+  ir::Node n;
+  n.name = name;
+  n.op = OpKind::kReshape;
+  n.opset = g.opset_imports.count("") ? static_cast<int>(g.opset_imports.at("")) : 13;
+  n.inputs = {x, shape};
+  n.outputs = {k};
+  n.origin = r1->origin;
+  g.add_node(std::move(n));
   return k;
 }
 
@@ -297,7 +392,11 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& sm) {
   // GQA: both K and V must drop their repeats (or neither) so they keep one head count.
   {
     std::vector<ir::Node*> rk, rv;
-    const ir::ValueId k0 = unrepeat_heads(g, c, k, &rk), v0 = unrepeat_heads(g, c, v, &rv);
+    // K from k_through_3d's new view of the repeat (dynamo's GQA export), or as HF writes it.
+    const bool new_view = static_cast<size_t>(k) >= c.size();
+    const ir::Node* r1 = new_view && m.absorbed.size() >= 3 ? m.absorbed[m.absorbed.size() - 3] : nullptr;
+    const ir::ValueId k0 = new_view ? unrepeat_view(g, c, k, r1, &rk) : unrepeat_heads(g, c, k, &rk);
+    const ir::ValueId v0 = unrepeat_heads(g, c, v, &rv);
     if (k0 != k && v0 != v && g.value(k0).shape && g.value(v0).shape &&
         (*g.value(k0).shape)[rank - 3] == (*g.value(v0).shape)[rank - 3]) {
       k = k0;
@@ -334,6 +433,33 @@ Status fuse_attention(ir::Graph& g, const PassOptions&) {
     ir::Node& sm = g.nodes[i];
     if (sm.removed || sm.op != OpKind::kSoftmax) continue;
     if (try_fuse(g, consumers, g.nodes[i])) consumers = g.consumers();
+  }
+  // GQA repeats a fusion could not drop because a reader of theirs was still alive then — under
+  // a dynamic profile the dynamo exporter's shape arithmetic of the K^T reshapes, dead once the
+  // fusion took them: with the dead layers gone, K and V lose their repeats together.
+  auto repeated = [&](ir::ValueId v) {
+    const ir::Node* r = pt::producer(g, v, OpKind::kReshape);
+    return r && (pt::producer(g, r->inputs[0], OpKind::kExpand) || pt::producer(g, r->inputs[0], OpKind::kTile));
+  };
+  bool retry = false;
+  for (const ir::Node& a : g.nodes)
+    retry |= !a.removed && a.op == OpKind::kAttention && a.inputs.size() >= 3 && repeated(a.inputs[1]) && repeated(a.inputs[2]);
+  if (!retry) return Status::Ok();
+  remove_dead_nodes(g);
+  consumers = g.consumers();
+  for (ir::Node& a : g.nodes) {
+    if (a.removed || a.op != OpKind::kAttention || a.inputs.size() < 3) continue;
+    const int rank = pt::rank_of(g, a.inputs[1]);
+    std::vector<ir::Node*> rk, rv;
+    const ir::ValueId k0 = unrepeat_heads(g, consumers, a.inputs[1], &rk), v0 = unrepeat_heads(g, consumers, a.inputs[2], &rv);
+    if (rank < 3 || k0 == a.inputs[1] || v0 == a.inputs[2] || !g.value(k0).shape || !g.value(v0).shape ||
+        !((*g.value(k0).shape)[rank - 3] == (*g.value(v0).shape)[rank - 3]))
+      continue;
+    a.inputs[1] = k0;
+    a.inputs[2] = v0;
+    rk.insert(rk.end(), rv.begin(), rv.end());
+    pt::absorb(a, rk);
+    consumers = g.consumers();
   }
   return Status::Ok();
 }

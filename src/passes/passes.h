@@ -31,6 +31,7 @@ Status fuse_horizontal_conv(ir::Graph& g, const PassOptions& opts);       // fus
 Status concat_in_place(ir::Graph& g, const PassOptions& opts);            // concat_in_place.cc
 Status fuse_rmsnorm(ir::Graph& g, const PassOptions& opts);              // fuse_rmsnorm.cc
 Status fuse_attention(ir::Graph& g, const PassOptions& opts);            // fuse_attention.cc
+Status fold_attention_transposes(ir::Graph& g, const PassOptions& opts);  // fold_attention_transposes.cc
 Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse_horizontal_gemm.cc
 Status fuse_gemm_activation(ir::Graph& g, const PassOptions& opts);      // fuse_gemm_activation.cc
 Status fuse_gemm_residual(ir::Graph& g, const PassOptions& opts);        // fuse_gemm_activation.cc

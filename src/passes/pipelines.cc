@@ -43,6 +43,10 @@ const std::vector<Pass>& default_pipeline() {
       // collapsed and the scale/causal-mask constants folded, and must run before fuse_matmul_add
       // could take the mask Add.
       {"fuse_attention", 2, fuse_attention},
+      // The head Transposes (perm 0,2,1,3) around each Attention become its head_layout "bshd"
+      // (docs/decisions/0065): right after the Attention exists, before fuse_horizontal_gemm and
+      // fuse_pointwise see the Transposes as layers; every backend reads the layout by strides.
+      {"fold_attention_transposes", 2, fold_attention_transposes},
       // Needs constant W and b (folded above); independent of the conv passes.
       {"fuse_matmul_add", 2, fuse_matmul_add},
       // Parallel projections of one input (Q/K/V) -> one wider GEMM + Split; after fuse_matmul_add

@@ -157,6 +157,12 @@ StatusOr<std::vector<Tensor>> emulate_single_op(const ir::Graph& g, const cuda::
   return out;
 }
 
+Tensor emulate_strided_copy(const cuda::StridedDesc& d, const Tensor& x) {
+  Tensor y(DataType::kFloat32, Shape(d.out_dims, d.out_dims + d.rank));
+  strided(d, x, &y);
+  return y;
+}
+
 // Host emulation of the Attention layer as planned: per chunk of units, S = scale Q Kᵀ for each
 // unit's M = group·Sq rows, the softmax rows through the kernels' index helpers, O = P V. Inputs
 // are float32; a bool mask is given as 0/1 floats (as the lowering uploads it).

@@ -18,6 +18,10 @@ namespace kiln::testing::op_table {
 // Pad, Resize). Unsupported for other ops or graphs of more than one node.
 StatusOr<std::vector<Tensor>> emulate_single_op(const ir::Graph& g, const cuda::ValueShapes& vs, const Tensor& x);
 
+// The strided copy `d` describes (the kernel of Transpose / Slice / Expand layers and of the
+// Attention layer's head_layout "bshd" copies) applied to float32 `x`: a tensor of d's out_dims.
+Tensor emulate_strided_copy(const cuda::StridedDesc& d, const Tensor& x);
+
 // The Attention layer as planned: per chunk of units, S = scale Q Kᵀ for each unit's
 // M = group·Sq rows, the softmax rows through the kernels' index helpers, O = P V. Inputs are
 // float32; a bool mask is given as 0/1 floats (as the lowering uploads it).

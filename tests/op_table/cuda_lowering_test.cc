@@ -7,6 +7,7 @@
 
 #include "builder/build_from_graph.h"
 
+#include <algorithm>
 #include <ostream>
 
 #include "kiln/precision.h"
@@ -58,6 +59,56 @@ void check_attention_plan(const OpCase& c, const cuda::ValueShapes& vs, const st
           << "host emulation, " << eb << "-byte storage, chunk " << p->chunk << "/" << p->units;
     }
 }
+
+// An exporter-style head-transposed Attention (AttnCase::bshd, docs/decisions/0065): the CUDA
+// pipeline leaves one Attention of head_layout "bshd" and no Transpose; its plan (fp32 and fp16
+// scratch, all units at once and in chunks) run as the cuBLASLt path runs it — Q, K, V copied to
+// [B, H, S, D] by the plan's strided-copy descriptors, the planned GEMMs and softmax, O copied
+// back — reproduces the CPU reference of the unfolded graph.
+void check_bshd_attention_plan(const OpCase& c, const std::vector<Shape>& shapes, const std::vector<Tensor>& ref) {
+  BuilderConfig config;
+  OptimizationProfile prof;
+  for (size_t i = 0; i < c.graph.inputs.size(); ++i)
+    ASSERT_TRUE(prof.set_dimensions(c.graph.value(c.graph.inputs[i]).name, shapes[i], shapes[i], shapes[i]).ok());
+  config.profiles.push_back(prof);
+  auto laid = cuda_layer_graph(c.graph, config, nullptr);
+  ASSERT_TRUE(laid.ok()) << laid.status().to_string();
+  const ir::Node* n = nullptr;
+  for (const ir::Node& x : laid->nodes) {
+    if (x.removed) continue;
+    EXPECT_NE(x.op, ir::OpKind::kTranspose) << x.describe() << " was not folded";
+    if (x.op == ir::OpKind::kAttention) n = &x;
+  }
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->attr_string("head_layout", ""), "bshd");
+  auto vs = cuda::infer_value_shapes_by_reference(*laid, shapes);
+  ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+  std::vector<Tensor> ops;  // Q, K, V [B, S, H, D] and the mask (bool as 0/1), as stored
+  for (ir::ValueId v : n->inputs) {
+    const auto& k = laid->value(v).constant;
+    const auto at = std::find(laid->inputs.begin(), laid->inputs.end(), v);
+    ASSERT_TRUE(k || at != laid->inputs.end()) << "input " << laid->value(v).name << " is neither constant nor a graph input";
+    const Tensor& src = k ? *k : c.inputs.at(static_cast<size_t>(at - laid->inputs.begin()));
+    Tensor f(DataType::kFloat32, src.shape());
+    for (int64_t i = 0; i < src.numel(); ++i)
+      f.data<float>()[i] = src.dtype() == DataType::kBool ? static_cast<const uint8_t*>(src.raw())[i] : src.data<float>()[i];
+    ops.push_back(std::move(f));
+  }
+  for (int eb : {4, 2})
+    for (size_t limit : {size_t{64} << 20, size_t{4096}}) {
+      auto p = cuda::plan_attention(*n, *vs, eb, limit);
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      EXPECT_TRUE(p->bshd);
+      const size_t e = static_cast<size_t>(eb);
+      EXPECT_GE(p->staging_bytes, static_cast<size_t>(p->batch * (p->hq * p->sq * (p->d + p->dv) + p->hkv * p->sk * (p->d + p->dv))) * e);
+      const Tensor q = emulate_strided_copy(cuda::attention_axes_swap(p->batch, p->sq, p->hq, p->d), ops[0]);
+      const Tensor k = emulate_strided_copy(cuda::attention_axes_swap(p->batch, p->sk, p->hkv, p->d), ops[1]);
+      const Tensor v = emulate_strided_copy(cuda::attention_axes_swap(p->batch, p->sk, p->hkv, p->dv), ops[2]);
+      auto o = emulate_attention(*p, q, k, v, ops.size() > 3 ? &ops[3] : nullptr, {p->batch, p->hq, p->sq, p->dv});
+      const Tensor y = emulate_strided_copy(cuda::attention_axes_swap(p->batch, p->hq, p->sq, p->dv), o[0]);
+      EXPECT_LE(relative_diff(ref, {y}), 1e-5) << "host emulation, " << eb << "-byte storage, chunk " << p->chunk << "/" << p->units;
+    }
+}
 #endif
 
 TEST_P(OpTableCudaLowering, LowersWithoutGpu) {
@@ -91,6 +142,11 @@ TEST_P(OpTableCudaLowering, LowersWithoutGpu) {
     EXPECT_TRUE(s.ok()) << "[" << precision_name(p) << "] " << s.to_string();
   }
 
+  for (const ir::Node& n : c.graph.nodes)
+    if (n.op == ir::OpKind::kTranspose && row.name.rfind("Attention_", 0) == 0) {  // an AttnCase::bshd graph
+      check_bshd_attention_plan(c, shapes, *ref);
+      return;
+    }
   if (c.graph.nodes.size() != 1) return;
   auto raw_vs = cuda::infer_value_shapes_by_reference(c.graph, shapes);
   ASSERT_TRUE(raw_vs.ok()) << raw_vs.status().to_string();

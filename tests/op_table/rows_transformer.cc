@@ -270,6 +270,30 @@ Row flash_attention(const std::string& name, const AttnCase& c, uint32_t seed) {
   return r;
 }
 
+// head_layout "bshd" (docs/decisions/0065): the case written as the exporters write it (Q/K/V
+// [B, S, H, D] through Transpose(0,2,1,3), the output through the same), which the optimizer
+// folds into one Attention layer of head_layout "bshd" — no Transpose left in the plan — checked
+// against the CPU reference of the unfolded graph. The CUDA plan reads that layout through the
+// fused kernel's strides or the cuBLASLt path's copies, whichever the builder times faster; fp32
+// and head sizes the fused kernel does not take get explicit transpose layers from the factory.
+Row attention_bshd(const std::string& name, AttnCase c, uint32_t seed) {
+  c.bshd = true;
+  Row r = attention("bshd_" + name, c, seed);
+  r.expect_ops = {"Attention"};
+  r.absent_ops = {"Transpose"};
+  return r;
+}
+
+// The same on the fused kernel alone (tactic sources "kiln"): its tactic name ends in "bshd", so
+// the kernel read Q/K/V and wrote O through the bshd strides.
+Row flash_attention_bshd(const std::string& name, AttnCase c, uint32_t seed) {
+  Row r = attention_bshd("flash_" + name, c, seed);
+  r.precisions = {Precision::kFp16, Precision::kBf16};
+  r.tactic_sources = "kiln";
+  r.expect_tactic = "bshd";
+  return r;
+}
+
 Row graph_row(const std::string& name, std::function<OpCase()> make, std::vector<std::string> expect, Tolerance tol = kArithTol) {
   Row r;
   r.name = name;
@@ -336,6 +360,14 @@ std::vector<Row> transformer_rows() {
       flash_attention("rank3", {1, 6, 6, 50, 50, 64, 64, false, AttnCase::kNone, 3}, 1520),
       flash_attention("BERT_base_b2_mask", {2, 12, 12, 128, 128, 64, 64, false, AttnCase::kAddInput}, 1530),
       paged_attention_all_padding(),
+      attention_bshd("MHA_d64", {2, 4, 4, 16, 16, 64, 64}, 1600),
+      attention_bshd("GQA_8_2_Sq_ne_Sk_mask_d64", {2, 8, 2, 33, 65, 64, 64, false, AttnCase::kAddInput}, 1610),
+      attention_bshd("causal_d80_dv80", {2, 4, 4, 40, 40, 80, 80, true}, 1620),
+      attention_bshd("bool_mask_input_dv32", {2, 4, 4, 31, 31, 64, 32, false, AttnCase::kBoolInput}, 1630),
+      flash_attention_bshd("MHA_d64_seq100", {2, 4, 4, 100, 100, 64, 64}, 1640),
+      flash_attention_bshd("GQA_8_2_causal_d128", {2, 8, 2, 70, 70, 128, 128, true}, 1650),
+      flash_attention_bshd("BERT_base_b2_mask", {2, 12, 12, 128, 128, 64, 64, false, AttnCase::kAddInput}, 1660),
+      flash_attention_bshd("bool_mask_const_Sq_ne_Sk", {2, 4, 4, 40, 72, 64, 64, false, AttnCase::kBoolConst}, 1670),
       graph_row("MatMul_batched_equal_batches", [] { return batched_matmul_case(0); }, {"MatMul"}),
       graph_row("MatMul_batched_A_shared_const", [] { return batched_matmul_case(1); }, {"MatMul"}),
       graph_row("MatMul_batched_B_shared_2d_activation", [] { return batched_matmul_case(2); }, {"MatMul"}),

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 
 namespace kiln::testing::op_table {
 
@@ -14,8 +15,19 @@ OpCase attention_graph(const AttnCase& c, uint32_t seed) {
   TinyGraph t;
   auto shp = [&](int64_t h, int64_t s, int64_t d) { return c.rank == 3 ? Shape{h, s, d} : Shape{c.b, h, s, d}; };
   const Shape qs = shp(c.hq, c.sq, c.d), ks = shp(c.hkv, c.sk, c.d), vs = shp(c.hkv, c.sk, c.dv);
-  std::vector<Tensor> in = {nonzero(qs, seed, 2.f), nonzero(ks, seed + 1, 2.f), nonzero(vs, seed + 2)};
-  std::vector<ir::ValueId> ins = {t.input("q", qs), t.input("k", ks), t.input("v", vs)};
+  const std::vector<int64_t> swap_heads = {0, 2, 1, 3};
+  auto stored = [&](Shape s) {  // [B, H, S, D] -> [B, S, H, D] for a bshd case
+    if (c.bshd) std::swap(s[1], s[2]);
+    return s;
+  };
+  std::vector<Tensor> in = {nonzero(stored(qs), seed, 2.f), nonzero(stored(ks), seed + 1, 2.f), nonzero(stored(vs), seed + 2)};
+  std::vector<ir::ValueId> ins = {t.input("q", stored(qs)), t.input("k", stored(ks)), t.input("v", stored(vs))};
+  if (c.bshd) {
+    const char* names[3] = {"q_heads", "k_heads", "v_heads"};
+    const Shape* shapes[3] = {&qs, &ks, &vs};
+    for (int i = 0; i < 3; ++i)
+      ins[i] = t.node(OpKind::kTranspose, names[i], {ins[i]}, *shapes[i], {{"perm", Attribute::of_ints(swap_heads)}});
+  }
   std::mt19937 rng(seed + 3);
   if (c.mask == AttnCase::kAddInput) {  // BERT's extended mask: 0 or -10000 per key (padding)
     Tensor m(DataType::kFloat32, {c.b, 1, 1, c.sk});
@@ -45,6 +57,7 @@ OpCase attention_graph(const AttnCase& c, uint32_t seed) {
   std::map<std::string, Attribute> attrs;
   if (c.causal) attrs["is_causal"] = Attribute::of_int(1);
   auto y = t.node(OpKind::kAttention, "attn", ins, os, attrs);
+  if (c.bshd) y = t.node(OpKind::kTranspose, "o_heads", {y}, stored(os), {{"perm", Attribute::of_ints(swap_heads)}});
   t.g.outputs = {y};
   return {t.g, in};
 }

@@ -17,6 +17,10 @@ struct AttnCase {
   // batch 0 seeing no key.
   enum Mask { kNone, kAddInput, kAddConst2d, kBoolConst, kBoolInput } mask = kNone;
   int rank = 4;  // 3: [B*H, S, D] (torch 1.13 MHA export), b must be 1
+  // As the exporters write the heads (rank 4): Q, K, V inputs [B, S, H, D], each through
+  // Transpose(perm 0,2,1,3) into the Attention, its output through the same Transpose
+  // ([B, Sq, Hq, Dv]); the optimizer folds the four into head_layout "bshd" (docs/decisions/0065).
+  bool bshd = false;
 };
 OpCase attention_graph(const AttnCase& c, uint32_t seed);
 

@@ -34,6 +34,9 @@ struct AttentionArgs {
   const T *q, *k, *v;
   T* y;
   int64_t batch, hq, hkv, sq, sk, d, dv;
+  // Element strides of the flattened batch index, the head and the sequence position of Q, K,
+  // V and Y (the last dim is contiguous): [*, H, S, D] or, head_layout "bshd", [*, S, H, D].
+  int64_t qs[3], ks[3], vs[3], ys[3];
   T scale;
   bool causal;
   const T* add_mask;       // additive mask or nullptr
@@ -50,11 +53,11 @@ void run_attention(const AttentionArgs<T>& a) {
   for (int64_t b = 0; b < a.batch; ++b)
     for (int64_t h = 0; h < a.hq; ++h) {
       const int64_t kvh = h / group;
-      const T* q = a.q + (b * a.hq + h) * a.sq * a.d;
-      const T* k = a.k + (b * a.hkv + kvh) * a.sk * a.d;
-      const T* v = a.v + (b * a.hkv + kvh) * a.sk * a.dv;
-      T* y = a.y + (b * a.hq + h) * a.sq * a.dv;
-      nn::gemm<T>(false, true, a.sq, a.sk, a.d, a.scale, q, a.d, k, a.d, T(0), s.data(), a.sk);
+      const T* q = a.q + b * a.qs[0] + h * a.qs[1];
+      const T* k = a.k + b * a.ks[0] + kvh * a.ks[1];
+      const T* v = a.v + b * a.vs[0] + kvh * a.vs[1];
+      T* y = a.y + b * a.ys[0] + h * a.ys[1];
+      nn::gemm<T>(false, true, a.sq, a.sk, a.d, a.scale, q, a.qs[2], k, a.ks[2], T(0), s.data(), a.sk);
       for (int64_t i = 0; i < a.sq; ++i) {
         T* row = s.data() + i * a.sk;
         const int64_t mrow = a.boff[b] + h * a.ms[0] + i * a.ms[1];
@@ -76,14 +79,28 @@ void run_attention(const AttentionArgs<T>& a) {
         const T inv = T(1) / sum;
         for (int64_t j = 0; j < a.sk; ++j) row[j] *= inv;
       }
-      nn::gemm<T>(false, false, a.sq, a.dv, a.sk, T(1), s.data(), a.sk, v, a.dv, T(0), y, a.dv);
+      nn::gemm<T>(false, false, a.sq, a.dv, a.sk, T(1), s.data(), a.sk, v, a.vs[2], T(0), y, a.ys[2]);
     }
+}
+
+// Element strides (batch, head, sequence) of a row-major tensor of `heads` x `seq` x `d` per
+// batch index, stored [*, H, S, D] or (bshd) [*, S, H, D].
+void head_strides(bool bshd, int64_t heads, int64_t seq, int64_t d, int64_t (&st)[3]) {
+  st[0] = heads * seq * d;
+  st[1] = bshd ? d : seq * d;
+  st[2] = bshd ? heads * d : d;
 }
 
 Status attention(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
+  const std::string layout = ctx.attr_string("head_layout", "bhsd");
+  if (layout != "bhsd" && layout != "bshd")
+    return ctx.fail("head_layout '" + layout + "' is neither \"bhsd\" nor \"bshd\"");
+  const bool bshd = layout == "bshd";
   const Tensor &q0 = ctx.in(0), &k0 = ctx.in(1), &v0 = ctx.in(2);
   const int r = q0.rank();
+  // Dim indices of the heads and the sequence (bshd swaps them).
+  const int hx = bshd ? -2 : -3, sx = bshd ? -3 : -2;
   if (r < 3 || k0.rank() != r || v0.rank() != r)
     return ctx.fail("Q, K, V must have one rank >= 3, got " + shape_str(q0.shape()) + ", " + shape_str(k0.shape()) +
                     ", " + shape_str(v0.shape()));
@@ -97,17 +114,21 @@ Status attention(KernelContext& ctx) {
                       shape_str(v0.shape()));
     batch *= q0.dim(i);
   }
-  const int64_t hq = q0.dim(-3), sq = q0.dim(-2), d = q0.dim(-1);
-  const int64_t hkv = k0.dim(-3), sk = k0.dim(-2), dv = v0.dim(-1);
-  if (v0.dim(-3) != hkv || v0.dim(-2) != sk || k0.dim(-1) != d)
+  const int64_t hq = q0.dim(hx), sq = q0.dim(sx), d = q0.dim(-1);
+  const int64_t hkv = k0.dim(hx), sk = k0.dim(sx), dv = v0.dim(-1);
+  if (v0.dim(hx) != hkv || v0.dim(sx) != sk || k0.dim(-1) != d)
     return ctx.fail("K " + shape_str(k0.shape()) + " / V " + shape_str(v0.shape()) + " do not fit Q " +
-                    shape_str(q0.shape()) + " (expected K [*, Hkv, Sk, D], V [*, Hkv, Sk, Dv])");
+                    shape_str(q0.shape()) +
+                    (bshd ? " (head_layout bshd: expected K [*, Sk, Hkv, D], V [*, Sk, Hkv, Dv])"
+                          : " (expected K [*, Hkv, Sk, D], V [*, Hkv, Sk, Dv])"));
   if (hkv == 0 ? hq != 0 : hq % hkv != 0)
     return ctx.fail("query heads " + std::to_string(hq) + " are not a multiple of kv heads " + std::to_string(hkv));
   Shape out_shape = q0.shape();
   out_shape.back() = dv;
   Shape full = q0.shape();
-  full.back() = sk;  // the scores' shape [*, Hq, Sq, Sk]
+  full[r - 3] = hq;
+  full[r - 2] = sq;
+  full.back() = sk;  // the scores' shape [*, Hq, Sq, Sk] (either layout)
 
   KILN_ASSIGN_OR_RETURN(Tensor q, nn::to_compute(ctx, q0));
   KILN_ASSIGN_OR_RETURN(Tensor k, nn::to_compute(ctx, k0));
@@ -147,8 +168,13 @@ Status attention(KernelContext& ctx) {
   auto go = [&](auto tag) {
     using T = decltype(tag);
     AttentionArgs<T> a{q.data<T>(), k.data<T>(), v.data<T>(), y.data<T>(), batch, hq, hkv, sq, sk, d, dv,
+                       {}, {}, {}, {},
                        static_cast<T>(ctx.attr_float("scale", static_cast<float>(1.0 / std::sqrt(double(d))))),
                        causal, nullptr, nullptr, boff, ms};
+    head_strides(bshd, hq, sq, d, a.qs);
+    head_strides(bshd, hkv, sk, d, a.ks);
+    head_strides(bshd, hkv, sk, dv, a.vs);
+    head_strides(bshd, hq, sq, dv, a.ys);
     if (mask.defined()) {
       if (mask.dtype() == DataType::kBool) a.keep = static_cast<const uint8_t*>(mask.raw());
       else a.add_mask = mask.data<T>();

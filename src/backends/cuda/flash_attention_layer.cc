@@ -1,6 +1,7 @@
 // The Attention layer's fused tactic (docs/decisions/0061): Kiln's FlashAttention-2 kernel
-// (kernels_flash_attention.cu) on row-major Q [*, Hq, Sq, D], K / V [*, Hkv, Sk, D] and the
-// optional mask (in the storage type, bool as 0/1), fp16 / bf16, D = Dv in {64, 128}, on sm_80 and
+// (kernels_flash_attention.cu) on row-major Q [*, Hq, Sq, D], K / V [*, Hkv, Sk, D] — or, head_layout
+// "bshd" (docs/decisions/0065), Q [*, Sq, Hq, D], K / V [*, Sk, Hkv, D] and O [*, Sq, Hq, D], read
+// and written through the kernel's strides — and the optional mask (in the storage type, bool as 0/1), fp16 / bf16, D = Dv in {64, 128}, on sm_80 and
 // newer. One tactic id, source kKiln; lower_attention offers it beside the cuBLASLt + softmax +
 // cuBLASLt layer, and the builder's selector keeps whichever is faster.
 #include <cstdint>
@@ -20,7 +21,8 @@ class FlashAttentionLayer : public Layer {
     const auto& sd = plan.softmax;
     tactic = std::string("kiln.flash_attention ") + storage_name(t) + " d" + std::to_string(plan.d) +
              (plan.group > 1 ? " gqa=" + std::to_string(plan.group) : "") + (sd.causal ? " causal" : "") +
-             (sd.mask == AttentionMask::kAdditive ? " +mask" : sd.mask == AttentionMask::kKeep ? " +bool_mask" : "");
+             (sd.mask == AttentionMask::kAdditive ? " +mask" : sd.mask == AttentionMask::kKeep ? " +bool_mask" : "") +
+             (plan.bshd ? " bshd" : "");
   }
 
   // Its one id, on GPUs of compute capability 8.0 or newer (mma.sync bf16, ldmatrix, cp.async).
@@ -53,10 +55,10 @@ class FlashAttentionLayer : public Layer {
     p.sq = plan_.sq;
     p.sk = plan_.sk;
     p.head_dim = static_cast<int>(plan_.d);
-    contiguous(p.q_stride, plan_.hq, plan_.sq, plan_.d);
-    contiguous(p.k_stride, plan_.hkv, plan_.sk, plan_.d);
-    contiguous(p.v_stride, plan_.hkv, plan_.sk, plan_.dv);
-    contiguous(p.o_stride, plan_.hq, plan_.sq, plan_.dv);
+    strides(p.q_stride, plan_.hq, plan_.sq, plan_.d);
+    strides(p.k_stride, plan_.hkv, plan_.sk, plan_.d);
+    strides(p.v_stride, plan_.hkv, plan_.sk, plan_.dv);
+    strides(p.o_stride, plan_.hq, plan_.sq, plan_.dv);
     p.scale = plan_.scale;
     p.rows = plan_.softmax;
     KILN_CUDA_CHECK(launch_flash_attention(p, t_, s.stream));
@@ -68,18 +70,20 @@ class FlashAttentionLayer : public Layer {
     return "flash_attention b=" + std::to_string(plan_.batch) + " hq=" + std::to_string(plan_.hq) +
            " hkv=" + std::to_string(plan_.hkv) + " sq=" + std::to_string(plan_.sq) + " sk=" + std::to_string(plan_.sk) +
            " d=" + std::to_string(plan_.d) + " " + storage_name(t_) + (sd.causal ? " causal" : "") +
-           (sd.mask == AttentionMask::kAdditive ? " mask" : sd.mask == AttentionMask::kKeep ? " bool_mask" : "");
+           (sd.mask == AttentionMask::kAdditive ? " mask" : sd.mask == AttentionMask::kKeep ? " bool_mask" : "") +
+           (plan_.bshd ? " bshd" : "");
   }
 
  protected:
   TacticId single_id() const override { return kFlashAttentionTactic; }
 
  private:
-  // [batch, heads, seq, d] row-major: element strides of batch, head, seq.
-  static void contiguous(int64_t (&st)[3], int64_t heads, int64_t seq, int64_t d) {
-    st[2] = d;
-    st[1] = seq * d;
+  // Element strides of batch, head, seq: row-major [batch, heads, seq, d], or [batch, seq, heads, d]
+  // for a bshd plan (the head and sequence strides a multiple of 8 elements: d is 64 or 128).
+  void strides(int64_t (&st)[3], int64_t heads, int64_t seq, int64_t d) const {
     st[0] = heads * seq * d;
+    st[1] = plan_.bshd ? d : seq * d;
+    st[2] = plan_.bshd ? heads * d : d;
   }
 
   Status check_device() const {

@@ -53,17 +53,31 @@ StatusOr<RmsNormPlan> plan_rms_norm(const ir::Node& n, const Shape& x, const Sha
   return p;
 }
 
-StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q, const Shape& k, const Shape& v,
-                                       const std::optional<Shape>& mask, bool mask_is_bool, const Shape& out,
-                                       int elem_bytes, size_t scratch_limit) {
-  const size_t r = q.size();
-  if (r < 3 || k.size() != r || v.size() != r)
-    return node_error(n, "Q, K, V must have one rank >= 3, got " + shape_str(q) + ", " + shape_str(k) + ", " + shape_str(v));
+StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q_stored, const Shape& k_stored,
+                                       const Shape& v_stored, const std::optional<Shape>& mask, bool mask_is_bool,
+                                       const Shape& out_stored, int elem_bytes, size_t scratch_limit) {
+  const size_t r = q_stored.size();
+  if (r < 3 || k_stored.size() != r || v_stored.size() != r)
+    return node_error(n, "Q, K, V must have one rank >= 3, got " + shape_str(q_stored) + ", " + shape_str(k_stored) +
+                             ", " + shape_str(v_stored));
+  const std::string layout = n.attr_string("head_layout", "bhsd");
+  if (layout != "bhsd" && layout != "bshd")
+    return node_error(n, "head_layout '" + layout + "' is neither \"bhsd\" nor \"bshd\"");
+  const bool bshd = layout == "bshd";
+  // From here on the shapes in [*, H, S, D] order (bshd: the stored ones with the axes swapped).
+  auto heads_first = [&](const Shape& s) {
+    Shape t = s;
+    if (bshd && t.size() >= 3) std::swap(t[t.size() - 3], t[t.size() - 2]);
+    return t;
+  };
+  const Shape q = heads_first(q_stored), k = heads_first(k_stored), v = heads_first(v_stored),
+              out = heads_first(out_stored);
   if (r > static_cast<size_t>(kMaxRank)) return node_error(n, "rank " + std::to_string(r) + " above 6");
   for (size_t i = 0; i + 3 < r; ++i)
     if (k[i] != q[i] || v[i] != q[i])
       return node_error(n, "batch dims differ: Q " + shape_str(q) + ", K " + shape_str(k) + ", V " + shape_str(v));
   AttentionPlan p;
+  p.bshd = bshd;
   p.batch = prod(q, 0, r - 3);
   p.hq = q[r - 3];
   p.sq = q[r - 2];
@@ -78,7 +92,9 @@ StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q, const 
     return node_error(n, "query heads " + std::to_string(p.hq) + " are not a multiple of kv heads " + std::to_string(p.hkv));
   Shape want = q;
   want.back() = p.dv;
-  if (out != want) return node_error(n, "output " + shape_str(out) + " is not [*, Hq, Sq, Dv] = " + shape_str(want));
+  if (out != want)
+    return node_error(n, "output " + shape_str(out_stored) + " is not " + (bshd ? "[*, Sq, Hq, Dv] = " : "[*, Hq, Sq, Dv] = ") +
+                             shape_str(heads_first(want)));
   if (p.d == 0 && p.sk > 0 && p.sq > 0) return node_error(n, "head size D is 0");
   p.group = p.hkv > 0 ? p.hq / p.hkv : 1;
   p.scale = n.attr_float("scale", p.d > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.d))) : 1.f);
@@ -123,7 +139,28 @@ StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q, const 
   const size_t s_bytes = align256(static_cast<size_t>(c) * s_unit);
   p.probs_offset = elem_bytes == 4 ? 0 : s_bytes;
   p.scratch_bytes = std::max<size_t>(align256(s_bytes + static_cast<size_t>(c) * p_unit), 256);
+  if (bshd) {
+    const size_t eb = static_cast<size_t>(elem_bytes);
+    p.staging_bytes = align256(static_cast<size_t>(p.batch * p.hq * p.sq * p.d) * eb) +
+                      align256(static_cast<size_t>(p.batch * p.hkv * p.sk * p.d) * eb) +
+                      align256(static_cast<size_t>(p.batch * p.hkv * p.sk * p.dv) * eb) +
+                      align256(static_cast<size_t>(p.batch * p.hq * p.sq * p.dv) * eb);
+  }
   return p;
+}
+
+StridedDesc attention_axes_swap(int64_t batch, int64_t a, int64_t b, int64_t d) {
+  StridedDesc s;
+  s.rank = 4;
+  s.out_dims[0] = batch;
+  s.out_dims[1] = b;
+  s.out_dims[2] = a;
+  s.out_dims[3] = d;
+  s.src_strides[0] = a * b * d;
+  s.src_strides[1] = d;      // output axis 1 walks the source's axis 2
+  s.src_strides[2] = b * d;  // output axis 2 walks the source's axis 1
+  s.src_strides[3] = 1;
+  return s;
 }
 
 StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const ValueShapes& vs, int elem_bytes, size_t scratch_limit) {
@@ -171,7 +208,9 @@ class RmsNormLayer : public Layer {
 // column-major C x R one with ld C):
 //   S[m, sk] = scale · Q[m, d] K[sk, d]ᵀ  is  Sᵀ = op(K as d x sk, transposed) · (Q as d x m)
 //   O[m, dv] = P[m, sk] V[sk, dv]         is  Oᵀ = (V as dv x sk) · (P as sk x m)
-// one strided batch entry per unit (batch, kv head); the scratch holds S (fp32), then P.
+// one strided batch entry per unit (batch, kv head); the scratch holds S (fp32), then P. A bshd
+// plan first copies Q, K, V to [*, H, S, D] in the staging area after the scratch, runs the same
+// GEMMs there and copies O back to [*, S, H, D] (Kiln's strided copy: a Transpose layer's kernel).
 class AttentionLayer : public Layer {
  public:
   ~AttentionLayer() override {
@@ -209,7 +248,7 @@ class AttentionLayer : public Layer {
     return Status::Ok();
   }
 
-  size_t workspace() const override { return plan_.scratch_bytes + gemm_cap_; }
+  size_t workspace() const override { return plan_.scratch_bytes + plan_.staging_bytes + gemm_cap_; }
   // One tactic (cuBLASLt's first heuristic choice for each matmul, within the workspace).
   Status select(TacticId id, ExecState& s) override {
     KILN_RETURN_IF_ERROR(Layer::select(id, s));
@@ -231,8 +270,25 @@ class AttentionLayer : public Layer {
     char* ws = static_cast<char*>(s.workspace);
     float* scores = reinterpret_cast<float*>(ws);
     void* probs = ws + plan_.probs_offset;
-    void* gemm_ws = ws + plan_.scratch_bytes;
-    const size_t gemm_bytes = std::min(gemm_cap_, s.workspace_bytes - std::min(s.workspace_bytes, plan_.scratch_bytes));
+    const size_t fixed = plan_.scratch_bytes + plan_.staging_bytes;  // before the cuBLASLt workspace
+    void* gemm_ws = ws + fixed;
+    const size_t gemm_bytes = std::min(gemm_cap_, s.workspace_bytes - std::min(s.workspace_bytes, fixed));
+    char* o_stored = o;
+    if (plan_.bshd) {  // Q, K, V to [*, H, S, D] in the staging area; O computed there
+      const int eb = static_cast<int>(es);
+      const int64_t b = plan_.batch;
+      char* st = ws + plan_.scratch_bytes;
+      char* qh = st;
+      char* kh = qh + align256(static_cast<size_t>(b * plan_.hq * plan_.sq * plan_.d) * es);
+      char* vh = kh + align256(static_cast<size_t>(b * plan_.hkv * plan_.sk * plan_.d) * es);
+      o = vh + align256(static_cast<size_t>(b * plan_.hkv * plan_.sk * plan_.dv) * es);
+      KILN_CUDA_CHECK(launch_strided_copy(q, qh, eb, attention_axes_swap(b, plan_.sq, plan_.hq, plan_.d), s.stream));
+      KILN_CUDA_CHECK(launch_strided_copy(k, kh, eb, attention_axes_swap(b, plan_.sk, plan_.hkv, plan_.d), s.stream));
+      KILN_CUDA_CHECK(launch_strided_copy(v, vh, eb, attention_axes_swap(b, plan_.sk, plan_.hkv, plan_.dv), s.stream));
+      q = qh;
+      k = kh;
+      v = vh;
+    }
     const float scale = plan_.scale, one = 1.f, zero = 0.f;
     const int64_t m = plan_.m, sk = plan_.sk, d = plan_.d, dv = plan_.dv;
     for (int64_t u = 0; u < plan_.units; u += plan_.chunk) {
@@ -246,6 +302,9 @@ class AttentionLayer : public Layer {
       KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, pv_, &one, vu, v_, probs, p_, &zero, ou, o_, ou, o_,
                                        picked_ ? &pv_algo_ : nullptr, gemm_ws, gemm_bytes, s.stream));
     }
+    if (plan_.bshd)  // O [*, Hq, Sq, Dv] -> [*, Sq, Hq, Dv]
+      KILN_CUDA_CHECK(launch_strided_copy(o, o_stored, static_cast<int>(es),
+                                          attention_axes_swap(plan_.batch, plan_.hq, plan_.sq, plan_.dv), s.stream));
     return Status::Ok();
   }
 
@@ -253,7 +312,7 @@ class AttentionLayer : public Layer {
     return "attention units=" + std::to_string(plan_.units) + " m=" + std::to_string(plan_.m) +
            " sk=" + std::to_string(plan_.sk) + " d=" + std::to_string(plan_.d) + " dv=" + std::to_string(plan_.dv) +
            " " + storage_name(t_) + (t_ == StorageType::kF32 ? (tf32_ ? " tf32" : " fma") : "") +
-           " chunk=" + std::to_string(plan_.chunk);
+           " chunk=" + std::to_string(plan_.chunk) + (plan_.bshd ? " bshd" : "");
   }
 
  protected:
@@ -301,11 +360,13 @@ class AttentionLayer : public Layer {
   }
 
   Status pick(ExecState& s) {
-    if (s.workspace_bytes < plan_.scratch_bytes)
-      return Status(StatusCode::kOutOfMemory, "layer '" + name + "': the scores need " +
-                                                  std::to_string(plan_.scratch_bytes) + " bytes of workspace, " +
+    const size_t fixed = plan_.scratch_bytes + plan_.staging_bytes;
+    if (s.workspace_bytes < fixed)
+      return Status(StatusCode::kOutOfMemory, "layer '" + name + "': the scores" +
+                                                  (plan_.bshd ? " and the [*, H, S, D] copies" : "") + " need " +
+                                                  std::to_string(fixed) + " bytes of workspace, " +
                                                   std::to_string(s.workspace_bytes) + " available");
-    gemm_cap_ = std::min(kGemmWorkspace, s.workspace_bytes - plan_.scratch_bytes);
+    gemm_cap_ = std::min(kGemmWorkspace, s.workspace_bytes - fixed);
     if (empty()) return Status::Ok();
     const int64_t es = storage_bytes(t_), m = plan_.m, sk = plan_.sk, d = plan_.d, dv = plan_.dv;
     KILN_RETURN_IF_ERROR(heuristic(s, qk_, k_, q_, s_, alignment(sk * d * es), alignment(m * d * es),
@@ -320,7 +381,8 @@ class AttentionLayer : public Layer {
   void describe() {
     const auto& sd = plan_.softmax;
     tactic = std::string("kiln.attention cublaslt+softmax+cublaslt") + (picked_ ? " heuristic#0 " : " ") +
-             storage_name(t_) + " chunk=" + std::to_string(plan_.chunk) + "/" + std::to_string(plan_.units) +
+             storage_name(t_) + (plan_.bshd ? " bshd" : "") + " chunk=" + std::to_string(plan_.chunk) + "/" +
+             std::to_string(plan_.units) +
              (plan_.group > 1 ? " gqa=" + std::to_string(plan_.group) : "") + (sd.causal ? " causal" : "") +
              (sd.mask == AttentionMask::kAdditive ? " +mask" : sd.mask == AttentionMask::kKeep ? " +bool_mask" : "");
   }

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_model.h"
+#include "backends/cuda/kernels_more.h"
 #include "backends/cuda/kernels_transformer.h"
 #include "ir/graph.h"
 
@@ -30,9 +31,13 @@ StatusOr<RmsNormPlan> plan_rms_norm(const ir::Node& n, const Shape& x, const Sha
 // each (batch, kv head) pair is one GEMM of M = group · Sq rows against that head's K or V —
 // no copy of K/V per query head. Units (batch · Hkv GEMM entries) run in chunks of `chunk` so
 // the score scratch stays within the planning limit.
+// head_layout "bshd" (ops.def, docs/decisions/0065): Q/K/V/O are [*, S, H, D]; the fused tactic
+// reads them through its strides, this layer copies them to [*, H, S, D] in its workspace
+// (`staging_bytes` after the scores) and O back — the copies the graph's Transposes made.
 struct AttentionPlan {
   int64_t batch = 1;                  // product of the leading dims *
   int64_t hq = 0, hkv = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  bool bshd = false;                  // head_layout "bshd": Q/K/V/O stored [*, S, H, D]
   int64_t group = 1;                  // hq / hkv
   float scale = 1.f;                  // attribute `scale`, default 1 / sqrt(D)
   AttentionSoftmaxDesc softmax;       // rows [*, Hq, Sq], mask strides, causal
@@ -41,8 +46,9 @@ struct AttentionPlan {
   int64_t chunk = 1;                  // units per cuBLASLt call (divides units)
   size_t probs_offset = 0;            // bytes into the scratch where P starts (0: P overwrites S, fp32)
   size_t scratch_bytes = 0;           // S (fp32) and P of one chunk, 256-byte aligned
+  size_t staging_bytes = 0;           // bshd: Q, K, V, O as [*, H, S, D] (each 256-byte aligned); else 0
 };
-// q, k, v, out: the concrete shapes; mask: the mask's shape when present (mask_is_bool: its dtype
+// q, k, v, out: the concrete shapes (as stored: [*, S, H, D] for head_layout "bshd"); mask: the mask's shape when present (mask_is_bool: its dtype
 // is bool); elem_bytes: the storage type's size; scratch_limit: bytes S and P of one chunk should
 // stay within (one unit is always allowed).
 StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q, const Shape& k, const Shape& v,
@@ -53,13 +59,18 @@ StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q, const 
 // (Q, K, V present and of one dtype; the mask float or bool) first.
 StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const ValueShapes& vs, int elem_bytes, size_t scratch_limit);
 
+// The copy of a row-major [batch, a, b, d] tensor into [batch, b, a, d] (the swap of the head
+// and sequence axes, either way) as a strided-copy descriptor (kernels_more.h).
+StridedDesc attention_axes_swap(int64_t batch, int64_t a, int64_t b, int64_t d);
+
 // ins: x, scale.
 std::unique_ptr<Layer> make_rms_norm_layer(const RmsNormPlan& p, StorageType t);
 // ins: Q, K, V, mask (-1 when absent), all in storage type t; out: O. tf32 for fp32 GEMMs.
 StatusOr<std::unique_ptr<Layer>> make_attention_layer(const AttentionPlan& p, StorageType t, bool tf32);
 
 // The fused tactic (flash_attention_layer.cc, docs/decisions/0061): Kiln's FlashAttention-2 kernel,
-// tactic id kFlashAttentionTactic (source kKiln), the same ins / outs. Offered (true) for fp16 /
+// tactic id kFlashAttentionTactic (source kKiln), the same ins / outs; a bshd plan is read and
+// written through the kernel's strides (no copies). Offered (true) for fp16 /
 // bf16 storage with D == Dv in {64, 128}, every mask, causal and GQA case the plan accepts; its
 // candidates() also asks for compute capability 8.0 or newer.
 constexpr TacticId kFlashAttentionTactic = make_tactic_id(TacticSource::kKiln, 0xFA2);
