@@ -167,6 +167,22 @@ struct Match {
   bool causal = false;
 };
 
+// The scores `inner` keep their shape through a mask layer with output `outer`: equal shapes, or
+// `outer` only less known (a dim `?` where `inner` has a known or named one). Exporters build the
+// mask's shape at run time from Shape/Concat (Expand to [?, ?, S, S] with a dynamic batch), so the
+// Add's broadcast output is `?` where the scores say `batch`; the Attention layer checks at the
+// concrete shapes that the mask broadcasts to the scores (an error naming the node otherwise).
+bool keeps_scores_shape(const ir::Graph& g, ir::ValueId inner, ir::ValueId outer) {
+  const auto &a = g.value(inner).shape, &b = g.value(outer).shape;
+  if (a == b) return true;
+  if (!a || !b || a->size() != b->size()) return false;
+  for (size_t i = 0; i < a->size(); ++i) {
+    const ir::Dim &x = (*a)[i], &y = (*b)[i];
+    if (!(x == y) && (y.is_known() || !y.symbol.empty())) return false;
+  }
+  return true;
+}
+
 // Walks back from the Softmax input: masks, then scalars, then the Q K^T MatMul.
 bool match_scores(ir::Graph& g, const pt::Consumers& c, ir::ValueId s, Match* m) {
   const int rank = pt::rank_of(g, s);
@@ -185,7 +201,7 @@ bool match_scores(ir::Graph& g, const pt::Consumers& c, ir::ValueId s, Match* m)
           return false;
       }
       if (g.value(n.inputs[0]).dtype != DataType::kBool || pt::rank_of(g, n.inputs[0]) > rank ||
-          pt::rank_of(g, n.inputs[0]) < 0 || g.value(n.inputs[1]).shape != g.value(s).shape)
+          pt::rank_of(g, n.inputs[0]) < 0 || !keeps_scores_shape(g, n.inputs[1], s))
         return false;
       m->keep_mask = n.inputs[0];
       have_where = true;
@@ -202,7 +218,7 @@ bool match_scores(ir::Graph& g, const pt::Consumers& c, ir::ValueId s, Match* m)
         const ir::ValueId inner = peel_scalars(g, c, n.inputs[k], &unused, &tmp);
         if (pt::producer(g, inner, OpKind::kMatMul) && pt::rank_of(g, n.inputs[k]) == rank) side = k;
       }
-      if (side < 0 || g.value(n.inputs[side]).shape != g.value(s).shape) return false;
+      if (side < 0 || !keeps_scores_shape(g, n.inputs[side], s)) return false;
       const ir::ValueId mk = n.inputs[1 - side];
       if (pt::rank_of(g, mk) < 0 || pt::rank_of(g, mk) > rank || g.value(mk).dtype != g.value(s).dtype) return false;
       m->add_mask = mk;
