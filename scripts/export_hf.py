@@ -24,6 +24,7 @@ Exit status 0 when every case exported, built and matched (cosine >= 0.999), 1 o
 makes test-size exports only (with their inputs and PyTorch outputs), to keep as test data.
 """
 import argparse
+import copy
 import json
 import os
 import subprocess
@@ -147,14 +148,50 @@ def export(model, kind, feeds, path, exporter):
                           dynamic_shapes=shapes, external_data=False)
 
 
-def shapes_arg(feeds, scale):
+def shapes_arg(feeds, scale, batch=None):
     parts = []
     for n, v in feeds.items():
         dims = list(v.shape)
-        if scale != 1:
+        if batch is not None:
+            dims[0] = batch
+        elif scale != 1:
             dims[0] = dims[0] * scale
         parts.append(n + ":" + "x".join(str(d) for d in dims))
     return ",".join(parts)
+
+
+def bench(a, w, kind, vocab, plan, feeds):
+    """Kiln's plan (`kiln bench --cuda-graph`, GPU compute median) beside PyTorch FP16 on the same module at
+    batch a.bench: eager, one CUDA graph of the eager ops, torch.compile(mode="reduce-overhead"); CUDA-event
+    medians (bench/peers/cuda_timing.py)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "peers"))
+    from cuda_timing import time_graph, time_replays
+    out = {"batch": a.bench}
+    shapes = shapes_arg(feeds, 1, batch=a.bench)
+    rc, text, _ = run([a.kiln, "bench", plan, "--cuda-graph", "--shapes", shapes, "--iterations", "200", "--json",
+                       plan + ".bench.json"])
+    if rc == 0:
+        out["kiln_ms"] = round(json.load(open(plan + ".bench.json"))["gpu_compute_ms"]["median"], 4)
+    else:
+        out["kiln_error"] = text[-400:]
+    m = copy.deepcopy(w).half().cuda().eval()
+    big = {n: torch.cat([v] * (a.bench // v.shape[0] + 1))[: a.bench] for n, v in inputs(kind, vocab).items()}
+    xs = [v.cuda().half() if v.is_floating_point() else v.cuda() for v in big.values()]
+    with torch.no_grad():
+        out["torch_eager_ms"] = round(time_replays(lambda: m(*xs), 50), 4)
+        out["torch_cuda_graph_ms"] = round(time_graph(lambda: m(*xs), 50), 4)
+        try:
+            t0 = time.time()
+            c = torch.compile(m, mode="reduce-overhead")
+            for _ in range(3):
+                c(*xs)
+            out["compile_s"] = round(time.time() - t0, 1)
+            out["torch_compile_ms"] = round(time_replays(lambda: c(*xs), 50), 4)
+        except Exception as e:  # the peer's failure is reported, not hidden
+            out["torch_compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    del m
+    torch.cuda.empty_cache()
+    return out
 
 
 def run(cmd, timeout=900):
@@ -174,6 +211,9 @@ def main():
     ap.add_argument("--build-flags", default="--tuning-shapes 0", help="extra `kiln build` flags (one string)")
     ap.add_argument("--tiny", action="store_true", help="test-size configs (hidden 32, 2 layers, vocab 128; ViT 32x32 images)")
     ap.add_argument("--export-only", action="store_true", help="export (and save inputs + PyTorch outputs) only")
+    ap.add_argument("--bench", type=int, default=0, metavar="BATCH",
+                    help="also time the TorchScript export's plan (`kiln bench --cuda-graph`, FP16) at this batch beside "
+                         "PyTorch FP16 eager, CUDA graph and torch.compile(mode='reduce-overhead') on the same model")
     a = ap.parse_args()
     root = a.out or tempfile.mkdtemp(prefix="kiln_hf_")
     os.makedirs(root, exist_ok=True)
@@ -214,8 +254,13 @@ def main():
             build = [a.kiln, "build", path, "-o", plan, "--device", a.device]
             if a.device == "gpu":
                 build.append("--fp16")
-            build += ["--min-shapes", shapes_arg(feeds, 1), "--opt-shapes", shapes_arg(feeds, 1),
-                      "--max-shapes", shapes_arg(feeds, 4)] + a.build_flags.split()
+            if a.bench and ex == "torchscript":
+                big = shapes_arg(feeds, 1, batch=a.bench)
+                build += ["--min-shapes", shapes_arg(feeds, 1, batch=1), "--opt-shapes", big, "--max-shapes", big]
+            else:
+                build += ["--min-shapes", shapes_arg(feeds, 1), "--opt-shapes", shapes_arg(feeds, 1),
+                          "--max-shapes", shapes_arg(feeds, 4)]
+            build += a.build_flags.split()
             rc, out, secs = run(build)
             case["build_s"] = round(secs, 1)
             if rc != 0:
@@ -247,6 +292,8 @@ def main():
                 rel = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
                 case.update(cosine=round(cos, 6), max_rel=float(f"{rel:.3g}"), passed=cos >= COS_MIN)
                 ok_all &= cos >= COS_MIN
+            if a.bench and ex == "torchscript":
+                case["bench"] = bench(a, w, kind, vocab, plan, feeds)
             report["cases"].append(case)
             print(f"[{name}/{ex}] {json.dumps(case)}", flush=True)
     if a.json:

@@ -1,7 +1,7 @@
 // The head Transposes of current Hugging Face exports folded into their Attention layers
 // (passes::fold_attention_transposes, docs/decisions/0065), as the CUDA path lowers them, without
-// a GPU: for each export under $KILN_HF_EXPORTS (default /tmp/hft; <model>/<model>.<exporter>.onnx
-// with one <input>.npy per graph input, as scripts/export_hf.py writes them; skipped when absent),
+// a GPU: for each export under tests/data/hf_tiny (or $KILN_HF_EXPORTS; <model>/<model>.<exporter>.onnx
+// with one <input>.npy per graph input, as scripts/export_hf.py writes them),
 // cuda_layer_graph in fp16 with and without the pass, at the .npy shapes and with a dynamic batch
 // (up to 4x). Every Attention layer it gives head_layout
 // "bshd" takes exactly its four Transposes with it (Q, K, V, output; a RoPE region's run-time cos /
@@ -58,8 +58,8 @@ TEST(GpuHfAttentionLayout, HeadTransposesLeaveTheCudaLayerGraph) {
   GTEST_SKIP() << "built without CUDA";
 #else
   const char* env = std::getenv("KILN_HF_EXPORTS");
-  const fs::path root = env && *env ? env : "/tmp/hft";
-  if (!fs::is_directory(root)) GTEST_SKIP() << root << " does not exist (scripts/export_hf.py writes the exports)";
+  const fs::path root = env && *env ? fs::path(env) : fs::path(KILN_SOURCE_DIR) / "tests/data/hf_tiny";
+  ASSERT_TRUE(fs::is_directory(root)) << root << " does not exist (scripts/export_hf.py writes the exports)";
   int models = 0, folded_total = 0;
   for (const char* model : {"bert", "roberta", "gpt2", "llama", "qwen2", "t5", "vit"})
     for (const char* exporter : {"torchscript", "dynamo"}) {
