@@ -211,6 +211,7 @@ def main():
     ap.add_argument("--build-flags", default="--tuning-shapes 0", help="extra `kiln build` flags (one string)")
     ap.add_argument("--tiny", action="store_true", help="test-size configs (hidden 32, 2 layers, vocab 128; ViT 32x32 images)")
     ap.add_argument("--export-only", action="store_true", help="export (and save inputs + PyTorch outputs) only")
+    ap.add_argument("--bench-models", default="bert,gpt2,vit", help="the models --bench times")
     ap.add_argument("--bench", type=int, default=0, metavar="BATCH",
                     help="also time the TorchScript export's plan (`kiln bench --cuda-graph`, FP16) at this batch beside "
                          "PyTorch FP16 eager, CUDA graph and torch.compile(mode='reduce-overhead') on the same model")
@@ -254,7 +255,8 @@ def main():
             build = [a.kiln, "build", path, "-o", plan, "--device", a.device]
             if a.device == "gpu":
                 build.append("--fp16")
-            if a.bench and ex == "torchscript":
+            do_bench = a.bench and ex == "torchscript" and name in a.bench_models.split(",")
+            if do_bench:
                 big = shapes_arg(feeds, 1, batch=a.bench)
                 build += ["--min-shapes", shapes_arg(feeds, 1, batch=1), "--opt-shapes", big, "--max-shapes", big]
             else:
@@ -292,7 +294,7 @@ def main():
                 rel = float(np.max(np.abs(got - want)) / (np.max(np.abs(want)) + 1e-30))
                 case.update(cosine=round(cos, 6), max_rel=float(f"{rel:.3g}"), passed=cos >= COS_MIN)
                 ok_all &= cos >= COS_MIN
-            if a.bench and ex == "torchscript":
+            if do_bench:
                 case["bench"] = bench(a, w, kind, vocab, plan, feeds)
             report["cases"].append(case)
             print(f"[{name}/{ex}] {json.dumps(case)}", flush=True)

@@ -3,7 +3,8 @@
 #   run(command="scripts/gpu_hf_exports.sh", carry=[".gpu-carry"])
 # 1. (KILN_HF_TESTS=1, default) the GPU tests and the op table's CUDA rows (filter KILN_GTEST_FILTER);
 # 2. current transformers exports (TorchScript and dynamo exporters) through `kiln build --device gpu --fp16`
-#    and `kiln run`, compared with PyTorch FP32 (scripts/export_hf.py; models KILN_HF_MODELS, "none" to skip).
+#    and `kiln run`, compared with PyTorch FP32 (scripts/export_hf.py; models KILN_HF_MODELS, "none" to skip;
+#    KILN_HF_ARGS="--bench 32" also times Kiln beside PyTorch eager / CUDA graph / torch.compile).
 # Results under $OUT: gpu_tests.txt, hf_exports.txt, hf_exports.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,7 @@ if [ "${KILN_HF_MODELS:-}" = none ]; then stamp "done"; exit 0; fi
 stamp "== transformers exports"
 "$PY" -c "import onnxscript; print('onnxscript', onnxscript.__version__)" 2>&1 | tail -1
 "$PY" scripts/export_hf.py "$C/kiln" --out /tmp/hf --json "$OUT/hf_exports.json" \
-  --models "${KILN_HF_MODELS:-bert,roberta,gpt2,llama,qwen2,t5,vit}" > "$OUT/hf_exports.txt" 2>&1
+  --models "${KILN_HF_MODELS:-bert,roberta,gpt2,llama,qwen2,t5,vit}" ${KILN_HF_ARGS:-} > "$OUT/hf_exports.txt" 2>&1
 echo "rc=$?" >> "$OUT/hf_exports.txt"
 grep -E "^\[|rc=" "$OUT/hf_exports.txt" | cut -c1-400
 stamp "done"

@@ -41,7 +41,9 @@ for m in ${MODELS//,/ }; do
 import json, subprocess, sys
 kiln, e, m, prompts, ref = sys.argv[1:6]
 prompts, ref = json.load(open(prompts)), json.load(open(ref))["prompts"]
-same, firsts, ttft = 0, [], []
+same, firsts, ttft, notes = 0, [], [], []
+def prefix(x, y):
+    return next((i for i, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
 for p, r in zip(prompts, ref):
     out = subprocess.run([kiln, "generate", e, "--prompt-ids", ",".join(map(str, p)), "--max-new-tokens", "64",
                           "--ignore-eos", "--json"], capture_output=True, text=True)
@@ -53,8 +55,15 @@ for p, r in zip(prompts, ref):
     same += first is None and len(toks) == len(want)
     firsts.append(first)
     ttft.append(got.get("ttft_ms"))
+    if first is not None:
+        # transformers' own FP16 top-2 margin at that step (relative to its largest |logit|), and how far Kiln
+        # FP16 and transformers FP16 each agree with transformers FP32.
+        notes.append({"first": first, "hf16_top2_margin_rel": round(r["fp16_top2_margin"][first] /
+                                                                    max(r["fp16_logit_scale"][first], 1e-9), 5),
+                      "kiln_vs_hf32_prefix": prefix(toks, r["greedy_fp32"]),
+                      "hf16_vs_hf32_prefix": prefix(want, r["greedy_fp32"])})
 print(json.dumps({"model": m, "prompts": len(prompts), "identical_64_tokens": same, "first_difference": firsts,
-                  "kiln_ttft_ms": ttft}))
+                  "differences": notes, "kiln_ttft_ms": ttft}))
 PYEOF
   if [ "${KILN_LLM_BENCH:-1}" = 1 ]; then
     stamp "== $m: kiln bench-llm"

@@ -87,8 +87,11 @@ def load(ckpt, dtype):
 
 
 def cmd_reference(a):
+    """Per prompt: the FP32 model's last-position logits (ref_i.npy) and greedy tokens, and the FP16 model's greedy
+    tokens with, per generated step, the margin between its top-2 logits and the largest |logit| (so a difference
+    with Kiln can be told apart from a near tie that FP16 rounding breaks either way)."""
     prompts = json.load(open(a.prompts))
-    out = {"prompts": []}
+    out = {"prompts": [{"prompt": p} for p in prompts]}
     os.makedirs(a.logits_dir, exist_ok=True)
     m32 = load(a.ckpt, torch.float32)
     with torch.no_grad():
@@ -96,6 +99,9 @@ def cmd_reference(a):
             ids = torch.tensor([p], device="cuda")
             logits = m32(ids).logits[0, -1].float().cpu().numpy()
             np.save(os.path.join(a.logits_dir, f"ref_{i}.npy"), logits)
+            g = m32.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=a.new_tokens,
+                             min_new_tokens=a.new_tokens)
+            out["prompts"][i]["greedy_fp32"] = g[0, len(p):].tolist()
     del m32
     torch.cuda.empty_cache()
     m16 = load(a.ckpt, torch.float16)
@@ -103,11 +109,14 @@ def cmd_reference(a):
         for i, p in enumerate(prompts):
             ids = torch.tensor([p], device="cuda")
             g = m16.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=a.new_tokens,
-                             min_new_tokens=a.new_tokens)
-            new = g[0, len(p):].tolist()
-            logits16 = m16(ids).logits[0, -1].float().cpu().numpy()
-            np.save(os.path.join(a.logits_dir, f"ref16_{i}.npy"), logits16)
-            out["prompts"].append({"prompt": p, "greedy_fp16": new})
+                             min_new_tokens=a.new_tokens, output_scores=True, return_dict_in_generate=True)
+            margins, scales = [], []
+            for sc in g.scores:
+                top = torch.topk(sc[0].float(), 2).values
+                margins.append(float(top[0] - top[1]))
+                scales.append(float(sc[0].float().abs().max()))
+            out["prompts"][i].update(greedy_fp16=g.sequences[0, len(p):].tolist(), fp16_top2_margin=margins,
+                                     fp16_logit_scale=scales)
     json.dump(out, open(a.out, "w"))
 
 
