@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 
@@ -24,6 +25,7 @@ constexpr const char* kBlockTable = kStepBlockTableName;    // int32 [R, MB]
 constexpr const char* kKvPools = kStepKvPoolsName;          // int64 [L, 2]
 constexpr const char* kLogitRows = kStepLogitRowsName;      // int64 [R]
 constexpr const char* kLogits = kStepLogitsName;            // float32 [R, vocab]
+constexpr const char* kNextTokens = kStepNextTokensName;    // int64 [R] (plans built before it lack it)
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -67,6 +69,34 @@ struct LlmRunner::Sequence {
   bool done = false;
   explicit Sequence(const SamplingOptions& s) : sampler(s) {}
 };
+
+// Device io (CUDA plans with next_tokens; decision 0060's addendum): pinned host staging that the
+// contexts' inputs and next_tokens are bound to (enqueue copies them to and from the device on the
+// stream), the logits in device memory, a pinned [R, vocab] buffer that receives only the rows
+// of sampling requests, and per bucket the CUDA graph of its enqueue (cuda_graph on).
+struct LlmRunner::DeviceIo {
+  CudaStream stream = nullptr;
+  void* ids = nullptr;    // int64 [max_num_tokens]
+  void* pos = nullptr;    // int64 [max_num_tokens]
+  void* seq = nullptr;    // int32 [max_num_tokens]
+  void* table = nullptr;  // int32 [R, MB]
+  void* pools = nullptr;  // int64 [L, 2]
+  void* rows = nullptr;   // int64 [R]
+  void* next = nullptr;   // int64 [R]: next_tokens
+  void* logits_dev = nullptr;    // float32 [R, vocab], device
+  float* logits_host = nullptr;  // float32 [R, vocab], pinned; only sampled rows are written
+  std::map<int64_t, void*> graphs;  // by bucket: cudaGraphExec_t
+  ~DeviceIo() {
+    for (auto& [b, g] : graphs) llm_graph_destroy(g);
+    if (stream) (void)llm_stream_sync(stream, "LlmRunner teardown");
+    llm_stream_destroy(stream);
+    for (void* p : {ids, pos, seq, table, pools, rows, next, static_cast<void*>(logits_host)}) llm_pinned_free(p);
+    kv_device_free(logits_dev);
+  }
+};
+
+LlmRunner::LlmRunner() = default;
+LlmRunner::~LlmRunner() = default;
 
 StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::from_dir(const std::string& dir, const LlmRunnerOptions& options) {
   KILN_ASSIGN_OR_RETURN(LlmEngineInfo info, read_engine_info(dir));
@@ -112,6 +142,8 @@ StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::create(std::shared_ptr<const Eng
   KILN_RETURN_IF_ERROR(check_io(e, kLogitRows, DataType::kInt64, {info.max_rows}, true));
   KILN_RETURN_IF_ERROR(check_io(e, kLogits, DataType::kFloat32, {info.max_rows, info.vocab_size}, false));
   const bool cuda = e.header().target.backend != PlanBackend::kCpu;
+  const bool has_next = e.find_io(kNextTokens) != nullptr;
+  if (has_next) KILN_RETURN_IF_ERROR(check_io(e, kNextTokens, DataType::kInt64, {info.max_rows}, false));
   if ((info.device == "cuda") != cuda)
     return invalid_argument("LlmRunner: kiln_llm.json says device '" + info.device + "', the plan's target is " +
                             e.header().target.to_string());
@@ -126,6 +158,26 @@ StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::create(std::shared_ptr<const Eng
   r->config_ = config;
   r->tokenizer_ = std::move(tokenizer);
   r->cuda_graph_ = options.cuda_graph && cuda;
+  // Device io buffers; allocated before the contexts, inside the activation measurement below.
+  auto setup_device_io = [&]() -> Status {
+    if (!cuda || !has_next || r->dio_) return Status::Ok();
+    auto d = std::make_unique<DeviceIo>();
+    const size_t N = static_cast<size_t>(info.max_num_tokens), R = static_cast<size_t>(info.max_rows);
+    const size_t V = static_cast<size_t>(info.vocab_size);
+    KILN_ASSIGN_OR_RETURN(d->stream, llm_stream_create());
+    KILN_ASSIGN_OR_RETURN(d->ids, llm_pinned_alloc(N * 8, "input_ids staging"));
+    KILN_ASSIGN_OR_RETURN(d->pos, llm_pinned_alloc(N * 8, "position_ids staging"));
+    KILN_ASSIGN_OR_RETURN(d->seq, llm_pinned_alloc(N * 4, "token_seq staging"));
+    KILN_ASSIGN_OR_RETURN(d->table, llm_pinned_alloc(R * static_cast<size_t>(info.max_blocks_per_seq) * 4, "block_table staging"));
+    KILN_ASSIGN_OR_RETURN(d->pools, llm_pinned_alloc(static_cast<size_t>(info.num_layers) * 2 * 8, "kv_pools staging"));
+    KILN_ASSIGN_OR_RETURN(d->rows, llm_pinned_alloc(R * 8, "logit_rows staging"));
+    KILN_ASSIGN_OR_RETURN(d->next, llm_pinned_alloc(R * 8, "next_tokens"));
+    KILN_ASSIGN_OR_RETURN(d->logits_dev, kv_device_alloc_zeroed(R * V * 4, "the step's logits"));
+    KILN_ASSIGN_OR_RETURN(void* lh, llm_pinned_alloc(R * V * 4, "sampled logits rows"));
+    d->logits_host = static_cast<float*>(lh);
+    r->dio_ = std::move(d);
+    return Status::Ok();
+  };
 
   KvCacheLayout layout;
   layout.num_layers = info.num_layers;
@@ -145,6 +197,7 @@ StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::create(std::shared_ptr<const Eng
     r->pool_pointers_ = probe->pool_pointers();
     size_t free0 = 0, total = 0;
     kv_device_memory(&free0, &total);
+    KILN_RETURN_IF_ERROR(setup_device_io());
     Tensor table(DataType::kInt32, {info.max_rows, info.max_blocks_per_seq});
     Tensor rows(DataType::kInt64, {info.max_rows});
     for (int64_t b = 1;; b = std::min(b * 2, info.max_num_tokens)) {
@@ -186,6 +239,7 @@ StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::create(std::shared_ptr<const Eng
       blocks = std::min(full, kv_blocks_for_budget(layout, budget - weights));
     }
   }
+  KILN_RETURN_IF_ERROR(setup_device_io());
   if (blocks < 1)
     return Status(StatusCode::kOutOfMemory, "LlmRunner: the memory budget holds no KV block of " +
                                                 std::to_string(layout.block_bytes_all_layers()) + " bytes");
@@ -212,15 +266,56 @@ StatusOr<ExecutionContext*> LlmRunner::context_for(int64_t bucket) {
   if (it == contexts_.end()) {
     std::unique_ptr<ExecutionContext> ctx = engine_->create_execution_context();
     if (!ctx) return internal_error("LlmRunner: the engine made no execution context");
-    ctx->set_cuda_graph(cuda_graph_);
+    if (dio_) {
+      // Device io: the runner captures enqueue itself (run_device_step); the T inputs' shape is
+      // the bucket's, every io tensor bound to the staging (the same buffers for every bucket).
+      ctx->set_cuda_graph(false);
+      for (const char* name : {kInputIds, kPositionIds, kTokenSeq})
+        KILN_RETURN_IF_ERROR(ctx->set_input_shape(name, {bucket}));
+      for (auto [name, p] : {std::pair<const char*, void*>{kInputIds, dio_->ids}, {kPositionIds, dio_->pos},
+                             {kTokenSeq, dio_->seq}, {kBlockTable, dio_->table}, {kKvPools, dio_->pools},
+                             {kLogitRows, dio_->rows}, {kLogits, dio_->logits_dev}, {kNextTokens, dio_->next}})
+        KILN_RETURN_IF_ERROR(ctx->set_tensor_address(name, p));
+    } else {
+      ctx->set_cuda_graph(cuda_graph_);
+    }
     it = contexts_.emplace(bucket, std::move(ctx)).first;
   }
   return it->second.get();
 }
 
+Status LlmRunner::run_device_step(ExecutionContext* ctx, int64_t tp, const std::vector<int32_t>& sample_rows) {
+  DeviceIo& d = *dio_;
+  if (cuda_graph_) {
+    auto it = d.graphs.find(tp);
+    if (it == d.graphs.end()) {
+      KILN_ASSIGN_OR_RETURN(void* g, llm_graph_capture(d.stream, [&]() { return ctx->enqueue(d.stream); }));
+      it = d.graphs.emplace(tp, g).first;
+    }
+    KILN_RETURN_IF_ERROR(llm_graph_launch(it->second, d.stream));
+  } else {
+    KILN_RETURN_IF_ERROR(ctx->enqueue(d.stream));
+  }
+  // Only the sampled rows' logits, one copy per run of consecutive rows.
+  const size_t row_bytes = static_cast<size_t>(config_.vocab_size) * 4;
+  std::vector<int32_t> rows = sample_rows;
+  std::sort(rows.begin(), rows.end());
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i + 1;
+    while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+    const size_t off = static_cast<size_t>(rows[i]) * row_bytes;
+    KILN_RETURN_IF_ERROR(llm_copy_async(reinterpret_cast<char*>(d.logits_host) + off,
+                                        static_cast<const char*>(d.logits_dev) + off, (j - i) * row_bytes, d.stream,
+                                        "the sampled logits rows"));
+    i = j;
+  }
+  return llm_stream_sync(d.stream, "the step");
+}
+
 StatusOr<std::vector<LlmResult>> LlmRunner::generate(const std::vector<LlmRequest>& requests, const TokenCallback& on_token) {
   const auto t0 = std::chrono::steady_clock::now();
   stats_ = {};
+  stats_.device_io = dio_ != nullptr;
   const int64_t V = config_.vocab_size, R = info_.max_rows, N = info_.max_num_tokens;
   const std::vector<int64_t>& default_eos = info_.eos_token_ids;
   std::vector<LlmResult> results(requests.size());
@@ -333,13 +428,35 @@ StatusOr<std::vector<LlmResult>> LlmRunner::generate(const std::vector<LlmReques
     stats_.max_running = std::max<int64_t>(stats_.max_running, static_cast<int64_t>(running.size()));
     stats_.max_step_tokens = std::max(stats_.max_step_tokens, T);
 
+    // A row whose token is the device's argmax: greedy without a repetition penalty.
+    auto device_greedy = [&](const Sequence& s) {
+      return dio_ && s.sampler.greedy() && s.options->sampling.repetition_penalty == 1.0;
+    };
     auto ctx = context_for(Tp);
     if (!ctx.ok()) failure = ctx.status();
-    for (auto [name, t] : {std::pair<const char*, Tensor*>{kInputIds, &ids}, {kPositionIds, &pos}, {kTokenSeq, &seq},
-                           {kBlockTable, &table}, {kKvPools, &pool_pointers_}, {kLogitRows, &rows}})
-      if (failure.ok()) failure = (*ctx)->set_input(name, *t);
-    if (failure.ok()) failure = (*ctx)->execute();
-    StatusOr<Tensor> logits = failure.ok() ? (*ctx)->output(kLogits) : StatusOr<Tensor>(failure);
+    StatusOr<Tensor> logits = Tensor{};
+    if (dio_) {
+      if (failure.ok()) {
+        std::memcpy(dio_->ids, ids.raw(), static_cast<size_t>(Tp) * 8);
+        std::memcpy(dio_->pos, pos.raw(), static_cast<size_t>(Tp) * 8);
+        std::memcpy(dio_->seq, seq.raw(), static_cast<size_t>(Tp) * 4);
+        std::memcpy(dio_->table, table.raw(), table.nbytes());
+        std::memcpy(dio_->pools, pool_pointers_.raw(), pool_pointers_.nbytes());
+        std::memcpy(dio_->rows, rows.raw(), rows.nbytes());
+        std::vector<int32_t> sample_rows;
+        for (size_t p = 0; p < parts.size(); ++p)
+          if (samples[p] && !device_greedy(*parts[p].seq)) sample_rows.push_back(parts[p].seq->row);
+        if (sample_rows.empty()) ++stats_.argmax_only_steps;
+        failure = run_device_step(*ctx, Tp, sample_rows);
+      }
+      if (!failure.ok()) logits = failure;
+    } else {
+      for (auto [name, t] : {std::pair<const char*, Tensor*>{kInputIds, &ids}, {kPositionIds, &pos}, {kTokenSeq, &seq},
+                             {kBlockTable, &table}, {kKvPools, &pool_pointers_}, {kLogitRows, &rows}})
+        if (failure.ok()) failure = (*ctx)->set_input(name, *t);
+      if (failure.ok()) failure = (*ctx)->execute();
+      logits = failure.ok() ? (*ctx)->output(kLogits) : StatusOr<Tensor>(failure);
+    }
     if (!logits.ok()) {
       release_all();
       return logits.status().with_context("generate: step " + std::to_string(stats_.steps));
@@ -349,16 +466,28 @@ StatusOr<std::vector<LlmResult>> LlmRunner::generate(const std::vector<LlmReques
       Sequence& s = *parts[p].seq;
       s.cached += parts[p].tokens;
       if (!samples[p]) continue;
-      const float* row = logits->data<float>() + static_cast<int64_t>(s.row) * V;
-      std::copy(row, row + V, row_logits.begin());
-      for (int64_t i = 0; i < V; ++i)
-        if (!std::isfinite(row_logits[static_cast<size_t>(i)])) {
+      int32_t tok = 0;
+      if (device_greedy(s)) {
+        const int64_t id = static_cast<const int64_t*>(dio_->next)[s.row];
+        if (id < 0 || id >= V) {
           release_all();
-          return internal_error("generate: request " + std::to_string(s.request) + ": the logits at position " +
-                                std::to_string(s.cached - 1) + " hold a non-finite value (id " + std::to_string(i) + ")");
+          return internal_error("generate: request " + std::to_string(s.request) + ": the device's argmax at position " +
+                                std::to_string(s.cached - 1) + " is " + std::to_string(id) + ", outside the vocabulary");
         }
-      apply_repetition_penalty(row_logits.data(), V, s.ids, s.options->sampling.repetition_penalty);
-      const int32_t tok = s.sampler.next(row_logits.data(), V);
+        tok = static_cast<int32_t>(id);
+      } else {
+        const float* row = (dio_ ? dio_->logits_host : logits->data<float>()) + static_cast<int64_t>(s.row) * V;
+        ++stats_.logits_rows_read;
+        std::copy(row, row + V, row_logits.begin());
+        for (int64_t i = 0; i < V; ++i)
+          if (!std::isfinite(row_logits[static_cast<size_t>(i)])) {
+            release_all();
+            return internal_error("generate: request " + std::to_string(s.request) + ": the logits at position " +
+                                  std::to_string(s.cached - 1) + " hold a non-finite value (id " + std::to_string(i) + ")");
+          }
+        apply_repetition_penalty(row_logits.data(), V, s.ids, s.options->sampling.repetition_penalty);
+        tok = s.sampler.next(row_logits.data(), V);
+      }
       s.ids.push_back(tok);
       LlmResult& res = results[s.request];
       res.tokens.push_back(tok);

@@ -6,7 +6,9 @@
 // each step packs one decode token of every running sequence plus prefill chunks of newly
 // admitted ones, up to max_num_tokens tokens (chunked prefill), pads the token count T up to a
 // power-of-two bucket (padding tokens have token_seq = -1) and samples each sequence's next token
-// on the host (sampling.h). docs/decisions/0060-llm-runner.md.
+// on the host (sampling.h). On CUDA plans the step runs through enqueue from pinned staging
+// buffers, and only the device's argmax (next_tokens) and the logits rows of sampling requests
+// come back. docs/decisions/0060-llm-runner.md (and its addendum).
 #pragma once
 
 #include <cstdint>
@@ -55,9 +57,11 @@ struct LlmRunnerOptions {
   // from_dir: load the directory's tokenizer (stop strings and text need it). A tokenizer.model
   // needs register_sentencepiece() in the program.
   bool load_tokenizer = true;
-  // CUDA plans: each bucket's context captures its step into a CUDA graph on first use and
-  // replays it (ExecutionContext::set_cuda_graph); the block table, positions and pool addresses
-  // are data in the graph's input buffers, so replays see each step's values.
+  // CUDA plans: each bucket's step is captured into a CUDA graph on first use and replayed
+  // (device io: the runner captures ExecutionContext::enqueue on its stream, the copies from its
+  // pinned staging buffers included; the execute path: ExecutionContext::set_cuda_graph); the
+  // block table, positions and pool addresses are data in the graph's input buffers, so replays
+  // see each step's values.
   bool cuda_graph = false;
 };
 
@@ -69,10 +73,19 @@ struct LlmRunStats {
   int64_t max_running = 0;       // most sequences in one step
   int64_t max_step_tokens = 0;   // most real tokens in one step
   int64_t prefill_chunks = 0;    // steps in which a sequence ran part, not all, of its remaining prompt
+  // Device io (CUDA plans with next_tokens): steps run through enqueue on the runner's stream,
+  // and what came back to the host: steps whose tokens were all the device's argmax
+  // (next_tokens, R int64s), and rows of [vocab] logits copied for sampling requests. The
+  // execute path (CPU plans, or CUDA plans without next_tokens) counts every sampled row in
+  // logits_rows_read and copies all [R, vocab] logits every step.
+  bool device_io = false;
+  int64_t argmax_only_steps = 0;
+  int64_t logits_rows_read = 0;
 };
 
 class LlmRunner {
  public:
+  ~LlmRunner();
   // Loads ENGINE_DIR: kiln_llm.json (engine_info.h), its plan, config.json and (optionally) the
   // tokenizer; allocates the KV pool. Errors name the file; a plan whose io does not match
   // kiln_llm.json (block_table [max_batch, max_blocks_per_seq], kv_pools [num_layers, 2], logits
@@ -112,9 +125,13 @@ class LlmRunner {
   int64_t bucket(int64_t tokens) const;
 
  private:
-  LlmRunner() = default;
+  LlmRunner();
   struct Sequence;
+  struct DeviceIo;
   StatusOr<ExecutionContext*> context_for(int64_t bucket);
+  // Device io: runs the step of bucket `tp` on the stream (the staging buffers filled), then
+  // copies the logits rows of `sample_rows` to the host staging and waits for the stream.
+  Status run_device_step(ExecutionContext* ctx, int64_t tp, const std::vector<int32_t>& sample_rows);
 
   std::shared_ptr<const Engine> engine_;
   LlmEngineInfo info_;
@@ -126,6 +143,7 @@ class LlmRunner {
   std::map<int64_t, std::unique_ptr<ExecutionContext>> contexts_;  // by bucket: each keeps its shapes' arena
   LlmRunStats stats_;
   bool cuda_graph_ = false;
+  std::unique_ptr<DeviceIo> dio_;  // CUDA plans with next_tokens: pinned staging, stream, graphs
 };
 
 }  // namespace kiln::llm

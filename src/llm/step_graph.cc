@@ -91,6 +91,13 @@ StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint
   x = e.op(OpKind::kGather, "logit_rows", {x, logit_rows}, {{"axis", int_attr(0)}});
   KILN_ASSIGN_OR_RETURN(ValueId logits, emit_lm_head(e, w, config, checkpoint.weight_prefix(), x, kStepLogitsName));
   e.output(logits);
+  // The greedy token of each row on the device, so a runner whose rows are all greedy copies R
+  // int64s back instead of R x vocab floats (decision 0060, addendum).
+  ValueId next = e.op(OpKind::kArgMax, kStepNextTokensName, {logits},
+                      {{"axis", int_attr(1)}, {"keepdims", int_attr(0)}, {"select_last_index", int_attr(0)}},
+                      DataType::kInt64, kStepNextTokensName);
+  g.value(next).shape = ir::SymShape{r};
+  e.output(next);
   KILN_RETURN_IF_ERROR(verified(g));
   return g;
 }

@@ -19,8 +19,12 @@
 //                                  memory for a CUDA plan)
 //   logit_rows    int64 [R]        index into the T packed tokens of the token whose logits each
 //                                  row wants (padding rows may point at token 0)
-// Output:
+// Outputs, in this order:
 //   logits        float32 [R, vocab] = lm_head(final_norm(hidden[logit_rows]))
+//   next_tokens   int64 [R]          = ArgMax(logits, axis 1, keepdims 0): each row's greedy token,
+//                                      the lowest id among equal maxima (torch.argmax, Sampler's
+//                                      greedy); lets a runner copy R ids instead of R x vocab logits
+//                                      (plans built before it lack it: runners then read logits)
 // Layers: the decoder graph's (decoder_graph.h, decoder_layers.h: GPT-2, Llama, Mistral, Qwen2),
 // with hidden states [T, D], heads [T, H, head_dim], RoPE angles from position_ids [T], and
 // attention through PagedAttention (ops.def) instead of Concat + Attention.
@@ -50,6 +54,7 @@ inline constexpr const char* kStepBlockTableName = "block_table";
 inline constexpr const char* kStepKvPoolsName = "kv_pools";
 inline constexpr const char* kStepLogitRowsName = "logit_rows";
 inline constexpr const char* kStepLogitsName = "logits";
+inline constexpr const char* kStepNextTokensName = "next_tokens";
 inline constexpr const char* kStepTokensDim = "tokens";  // the symbolic dim T
 
 // Elements of one layer's pool block: 2 · num_kv_heads · block_size · head_dim (times the

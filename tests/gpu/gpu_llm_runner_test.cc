@@ -10,6 +10,7 @@
 #include "gpu/gpu_test_util.h"
 #include "llm/random_checkpoint.h"
 #include "llm/runner.h"
+#include "llm/sampling.h"
 #include "tools/kiln/llm_build.h"
 
 namespace kiln::llm {
@@ -109,6 +110,67 @@ TEST(GpuLlmRunner, TokensAgreeWithTheCpuReferenceAndDoNotDependOnTheBatch) {
       ASSERT_TRUE(replayed.ok()) << replayed.status().to_string();
       for (size_t i = 0; i < qs.size(); ++i) EXPECT_EQ((*replayed)[i].tokens, (*batched)[i].tokens) << "request " << i;
     }
+  }
+}
+
+// Teacher forcing for a sampling request: a Sampler with the request's options, fed the CPU
+// reference's logits, must draw the same tokens (fp32: logits agree to ~1e-5, a draw flips only
+// if its uniform lands that close to a CDF boundary). Catches a wrong or stale logits row.
+void check_sampled(const LlmCpuRunner& ref, const LlmRequest& q, const std::vector<int32_t>& got) {
+  KvCache cache = ref.empty_cache();
+  Sampler sampler(q.options.sampling);
+  std::vector<int32_t> step = q.prompt;
+  const int64_t V = ref.config().vocab_size;
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto logits = ref.forward(step, &cache, /*all_logits=*/false);
+    ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+    EXPECT_EQ(sampler.next(logits->data<float>(), V), got[i]) << "sampled token " << i;
+    step = {got[i]};
+  }
+}
+
+// Device io (decision 0060's addendum): a batch of greedy requests copies back only next_tokens
+// (no logits row at all); a batch with one sampling request copies exactly that request's row
+// once per token it samples, and the greedy requests' tokens do not change. With and without
+// CUDA graphs (the runner captures enqueue per bucket).
+TEST(GpuLlmRunner, DeviceIoCopiesBackOnlyArgmaxOrTheSampledRows) {
+  REQUIRE_GPU();
+  testing::Model m = testing::make_model("gpudevio", testing::tiny_llama_config(2), 33);
+  auto ref = LlmCpuRunner::create(m.ck);
+  ASSERT_TRUE(ref.ok());
+  const std::vector<LlmRequest> greedy = requests(m.ck.config().vocab_size);
+  std::vector<LlmRequest> mixed = greedy;
+  mixed[2].options.sampling.temperature = 1.5;
+  mixed[2].options.sampling.seed = 11;
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "cuda graph" : "enqueue");
+    auto r = cuda_runner(m.ck, "fp32", graph);
+    ASSERT_TRUE(r);
+    auto g = r->generate(greedy);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const LlmRunStats gs = r->last_stats();
+    EXPECT_TRUE(gs.device_io);
+    EXPECT_EQ(gs.logits_rows_read, 0);
+    EXPECT_EQ(gs.argmax_only_steps, gs.steps);
+    for (size_t i = 0; i < greedy.size(); ++i) {
+      ASSERT_EQ(static_cast<int64_t>((*g)[i].tokens.size()), greedy[i].options.max_new_tokens);
+      EXPECT_GE(check_near_argmax(**ref, greedy[i], (*g)[i].tokens, 0.01f), 0) << "request " << i;
+    }
+
+    auto x = r->generate(mixed);
+    ASSERT_TRUE(x.ok()) << x.status().to_string();
+    const LlmRunStats xs = r->last_stats();
+    EXPECT_EQ(xs.logits_rows_read, mixed[2].options.max_new_tokens);
+    EXPECT_EQ(xs.argmax_only_steps, xs.steps - mixed[2].options.max_new_tokens);
+    for (size_t i = 0; i < mixed.size(); ++i)
+      if (i != 2) EXPECT_EQ((*x)[i].tokens, (*g)[i].tokens) << "greedy request " << i;
+    ASSERT_EQ(static_cast<int64_t>((*x)[2].tokens.size()), mixed[2].options.max_new_tokens);
+    check_sampled(**ref, mixed[2], (*x)[2].tokens);
+    EXPECT_NE((*x)[2].tokens, (*g)[2].tokens) << "temperature 1.5 drew the greedy tokens: the test cannot tell the modes apart";
+    auto alone = r->generate({mixed[2]});
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ((*alone)[0].tokens, (*x)[2].tokens);
+    EXPECT_EQ(r->last_stats().argmax_only_steps, 0);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -162,6 +163,15 @@ class StepPlan {
     KILN_RETURN_IF_ERROR(ctx_->set_input(kStepLogitRowsName, rows));
     KILN_RETURN_IF_ERROR(ctx_->execute());
     KILN_ASSIGN_OR_RETURN(Tensor out, ctx_->output(kStepLogitsName));
+    // next_tokens: every row's argmax of the logits, the lowest id among equal maxima.
+    KILN_ASSIGN_OR_RETURN(Tensor next, ctx_->output(kStepNextTokensName));
+    const int64_t rows_n = out.shape()[0], vocab = out.shape()[1];
+    EXPECT_EQ(next.dtype(), DataType::kInt64);
+    EXPECT_EQ(next.shape(), (Shape{rows_n}));
+    for (int64_t r = 0; r < rows_n && next.dtype() == DataType::kInt64; ++r) {
+      const float* l = out.data<float>() + r * vocab;
+      EXPECT_EQ(next.data<int64_t>()[r], std::max_element(l, l + vocab) - l) << "row " << r;
+    }
     return out.clone();
   }
 

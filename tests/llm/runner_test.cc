@@ -127,6 +127,12 @@ TEST(LlmRunner, InFlightBatchingGivesEachRequestItsOwnTokens) {
     }
     // All five ran together (decode tokens and prefills in the same steps), and the pool is whole again.
     EXPECT_EQ(r->last_stats().max_running, 5);
+    // A CPU plan keeps the execute path: every token came from a logits row read on the host.
+    int64_t tokens = 0;
+    for (const LlmResult& x : *got) tokens += static_cast<int64_t>(x.tokens.size());
+    EXPECT_FALSE(r->last_stats().device_io);
+    EXPECT_EQ(r->last_stats().logits_rows_read, tokens);
+    EXPECT_EQ(r->last_stats().argmax_only_steps, 0);
     EXPECT_EQ(r->blocks().free_blocks(), r->blocks().num_blocks());
     EXPECT_EQ(r->blocks().used_rows(), 0);
   }

@@ -6,6 +6,7 @@
 // -1 tokens changes nothing; bad options are errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "builder/build_from_graph.h"
@@ -96,6 +97,15 @@ class PagedModel {
     KILN_RETURN_IF_ERROR(ctx_->set_input(kStepLogitRowsName, rows));
     KILN_RETURN_IF_ERROR(ctx_->execute());
     KILN_ASSIGN_OR_RETURN(Tensor out, ctx_->output(kStepLogitsName));
+    // next_tokens: every row's argmax of the logits, the lowest id among equal maxima.
+    KILN_ASSIGN_OR_RETURN(Tensor next, ctx_->output(kStepNextTokensName));
+    const int64_t rows_n = out.shape()[0], vocab = out.shape()[1];
+    EXPECT_EQ(next.dtype(), DataType::kInt64);
+    EXPECT_EQ(next.shape(), (Shape{rows_n}));
+    for (int64_t r = 0; r < rows_n && next.dtype() == DataType::kInt64; ++r) {
+      const float* l = out.data<float>() + r * vocab;
+      EXPECT_EQ(next.data<int64_t>()[r], std::max_element(l, l + vocab) - l) << "row " << r;
+    }
     return out.clone();
   }
 
@@ -238,8 +248,11 @@ TEST(LlmStepGraph, InputsOutputsAndOneNodePerLayer) {
                                              kStepBlockTableName, kStepKvPoolsName, kStepLogitRowsName}));
   EXPECT_EQ(ir::sym_shape_str(*g->value(g->inputs[3]).shape), "[5,6]");
   EXPECT_EQ(ir::sym_shape_str(*g->value(g->inputs[4]).shape), "[3,2]");
-  ASSERT_EQ(g->outputs.size(), 1u);
+  ASSERT_EQ(g->outputs.size(), 2u);
   EXPECT_EQ(g->value(g->outputs[0]).name, kStepLogitsName);
+  EXPECT_EQ(g->value(g->outputs[1]).name, kStepNextTokensName);
+  EXPECT_EQ(g->value(g->outputs[1]).dtype, DataType::kInt64);
+  EXPECT_EQ(ir::sym_shape_str(*g->value(g->outputs[1]).shape), "[5]");
   std::vector<int64_t> layers;
   for (const ir::Node& n : g->nodes) {
     if (n.op != ir::OpKind::kPagedAttention) continue;

@@ -346,6 +346,23 @@ void reduction_rows(std::vector<Row>& r) {
                          {"keepdims", Attribute::of_int(a.keepdims)},
                          {"select_last_index", Attribute::of_int(a.last)}});
     }));
+  // Rows of >= 1024 values (an LLM's logits: a block per row on CUDA), many ties and NaNs.
+  const ArgArgs long_args[] = {{"ArgMax_float_long_rows", OpKind::kArgMax, DataType::kFloat32, 1, 0, 0, {3}},
+                               {"ArgMax_float_long_rows_last", OpKind::kArgMax, DataType::kFloat32, -1, 0, 1, {3}},
+                               {"ArgMin_int32_long_rows", OpKind::kArgMin, DataType::kInt32, 1, 1, 0, {3, 1}}};
+  for (const ArgArgs& a : long_args)
+    r.push_back(row(a.name, [=] {
+      const Shape in = {3, 3001};
+      return exact_case(a.op, {{a.dt == DataType::kFloat32 ? quarters(in, 803) : int_tensor(a.dt, in, -3, 3, 804)}}, a.out,
+                        DataType::kInt64,
+                        {{"axis", Attribute::of_int(a.axis)},
+                         {"keepdims", Attribute::of_int(a.keepdims)},
+                         {"select_last_index", Attribute::of_int(a.last)}});
+    }));
+  r.push_back(row("ArgMax_float_nan_long_rows", [] {
+    return exact_case(OpKind::kArgMax, {{specials({4, 1500}, 805)}}, {4}, DataType::kInt64,
+                      {{"axis", Attribute::of_int(1)}, {"keepdims", Attribute::of_int(0)}});
+  }));
   r.push_back(row("ArgMax_float_nan", [] {
     return exact_case(OpKind::kArgMax, {{specials({3, 7}, 802)}}, {3}, DataType::kInt64,
                       {{"axis", Attribute::of_int(1)}, {"keepdims", Attribute::of_int(0)}});

@@ -179,6 +179,9 @@ int llm_bench_main(int argc, char** argv) {
                               {"steps", st.steps},
                               {"padded_tokens", st.padded_tokens},
                               {"max_running", st.max_running},
+                              {"device_io", st.device_io},
+                              {"argmax_only_steps", st.argmax_only_steps},
+                              {"logits_rows_read", st.logits_rows_read},
                               {cuda ? "peak_device_used_bytes" : "peak_rss_bytes", peak_used}});
   }
   if (!json_path.empty()) {

@@ -218,6 +218,55 @@ __global__ void trilu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t
   }
 }
 
+// One (value, index) candidate of an arg reduction is better than another: NaN first (numpy),
+// then the larger (`max`) or smaller value, then on equal values the lower index (the higher with
+// `last`). A total order, so any reduction tree gives arg_extreme_kernel's sequential answer.
+template <typename W>
+__device__ __forceinline__ bool arg_better(W a, int64_t ka, W b, int64_t kb, bool max, bool last) {
+  const bool na = a != a, nb = b != b;
+  if (na != nb) return na;
+  if (!na && a != b) return max ? a > b : a < b;
+  return last ? ka > kb : ka < kb;
+}
+
+constexpr int kArgRowsThreads = 256;
+constexpr int64_t kArgRowsMin = 1024;  // row length from which a block per row beats a thread per row
+
+// inner == 1: y[o] = the arg extreme of row o (n contiguous values); a block per row, each thread
+// a strided slice (coalesced loads), then a shared-memory tree.
+template <typename T>
+__global__ void arg_extreme_rows_kernel(const T* __restrict__ x, int64_t* __restrict__ y, int64_t outer, int64_t n,
+                                        bool max, bool last) {
+  using W = decltype(wide(T()));
+  __shared__ W sv[kArgRowsThreads];
+  __shared__ int64_t sk[kArgRowsThreads];
+  for (int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
+    const T* p = x + row * n;
+    W best = wide(p[0]);
+    int64_t best_k = 0;
+    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+      const W c = wide(p[k]);
+      if (arg_better(c, k, best, best_k, max, last)) {
+        best = c;
+        best_k = k;
+      }
+    }
+    sv[threadIdx.x] = best;
+    sk[threadIdx.x] = best_k;
+    __syncthreads();
+    for (int half = kArgRowsThreads / 2; half > 0; half /= 2) {
+      if (static_cast<int>(threadIdx.x) < half &&
+          arg_better(sv[threadIdx.x + half], sk[threadIdx.x + half], sv[threadIdx.x], sk[threadIdx.x], max, last)) {
+        sv[threadIdx.x] = sv[threadIdx.x + half];
+        sk[threadIdx.x] = sk[threadIdx.x + half];
+      }
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) y[row] = sk[0];
+    __syncthreads();
+  }
+}
+
 template <typename T>
 __global__ void arg_extreme_kernel(const T* __restrict__ x, int64_t* __restrict__ y, int64_t outer, int64_t n,
                                    int64_t inner, bool max, bool last) {
@@ -402,6 +451,12 @@ cudaError_t launch_arg_extreme(const void* x, StorageType t, int64_t* y, int64_t
   if (n < 1) return cudaErrorInvalidValue;
   return with_numeric(t, [&](auto tag) {
     using T = decltype(tag);
+    if (inner == 1 && n >= kArgRowsMin) {  // long contiguous rows (an LLM's logits): a block per row
+      const int64_t grid = std::min<int64_t>(outer, 65535);
+      arg_extreme_rows_kernel<T><<<static_cast<unsigned>(grid), kArgRowsThreads, 0, s>>>(static_cast<const T*>(x), y, outer,
+                                                                                        n, max, last);
+      return cudaGetLastError();
+    }
     arg_extreme_kernel<T><<<blocks_for(outer * inner), kThreads, 0, s>>>(static_cast<const T*>(x), y, outer, n, inner,
                                                                         max, last);
     return cudaGetLastError();
