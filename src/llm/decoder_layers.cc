@@ -2,7 +2,9 @@
 #include "llm/decoder_layers.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "core/numerics.h"
 #include "core/onnx_dtype.h"
 #include "ir/verifier.h"
 #include "llm/rope.h"
@@ -131,8 +133,26 @@ ValueId emit_act(GraphEmitter& e, Act act, ValueId x, const std::string& name) {
   return x;
 }
 
-// y = x W (+ b): x [..., in], W [in, out] -> [..., out].
+// y = x W (+ b): x [..., in], W [in, out] -> [..., out]. A projection named in the emitter's
+// fp8_x_scales becomes QuantLinear(x, Wq [out, in] float8e4m3fn, w_scale [out], b?){x_scale}
+// (ops.def), the bias kept float; W's float constant is then left unread (plans drop it).
 ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::string& name) {
+  if (const std::map<std::string, float>* scales = e.fp8_x_scales()) {
+    auto it = scales->find(name);
+    const std::shared_ptr<const Tensor>& wt = e.graph().value(w).constant;
+    if (it != scales->end() && wt) {
+      StatusOr<Fp8Weight> q = quantize_weight_fp8(*wt, name);
+      if (!q.ok()) {
+        e.fail(q.status());
+        return x;
+      }
+      std::vector<ValueId> in = {x, e.constant(name + ".weight_fp8", std::move(q->w)),
+                                 e.constant(name + ".w_scale", std::move(q->scale))};
+      if (b != ir::kNoValue) in.push_back(b);
+      return e.op(OpKind::kQuantLinear, name, std::move(in),
+                  {{"x_scale", ir::Attribute::of_float(it->second)}, {"x_zero_point", int_attr(0)}});
+    }
+  }
   ValueId y = e.op(OpKind::kMatMul, name, {x, w});
   return b == ir::kNoValue ? y : e.op(OpKind::kAdd, name + ".bias", {y, b});
 }
@@ -234,6 +254,57 @@ StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelC
 }
 
 }  // namespace
+
+std::vector<Projection> decoder_projections(const ModelConfig& c) {
+  std::vector<Projection> out;
+  const int64_t D = c.hidden_size, I = c.intermediate_size;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (c.architecture == Architecture::kGpt2) {
+      const std::string n = "h." + std::to_string(l);
+      out.push_back({n + ".attn.c_attn", D, 3 * D});
+      out.push_back({n + ".attn.c_proj", D, D});
+      out.push_back({n + ".mlp.c_fc", D, I});
+      out.push_back({n + ".mlp.c_proj", I, D});
+    } else {
+      const std::string n = "layers." + std::to_string(l);
+      out.push_back({n + ".q_proj", D, q});
+      out.push_back({n + ".k_proj", D, kv});
+      out.push_back({n + ".v_proj", D, kv});
+      out.push_back({n + ".o_proj", q, D});
+      out.push_back({n + ".gate_proj", D, I});
+      out.push_back({n + ".up_proj", D, I});
+      out.push_back({n + ".down_proj", I, D});
+    }
+  }
+  return out;
+}
+
+StatusOr<Fp8Weight> quantize_weight_fp8(const Tensor& w, const std::string& name) {
+  if (w.rank() != 2 || w.dtype() != DataType::kFloat32)
+    return invalid_argument("fp8 weight of projection '" + name + "': expected a 2-D float32 [K, N] matrix");
+  const int64_t K = w.dim(0), N = w.dim(1);
+  const float* src = w.data<float>();
+  Fp8Weight r;
+  KILN_ASSIGN_OR_RETURN(r.w, Tensor::allocate(DataType::kFloat8E4M3FN, {N, K}, "fp8 weight of projection '" + name + "'"));
+  r.scale = Tensor(DataType::kFloat32, {N});
+  std::vector<double> amax(static_cast<size_t>(N), 0.0);
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) {
+      const float v = src[k * N + n];
+      if (!std::isfinite(v))
+        return invalid_argument("fp8 weight of projection '" + name + "': non-finite value at [" + std::to_string(k) +
+                                ", " + std::to_string(n) + "] (in x W layout)");
+      amax[n] = std::max(amax[n], static_cast<double>(std::fabs(v)));
+    }
+  float* scale = r.scale.data<float>();
+  for (int64_t n = 0; n < N; ++n) scale[n] = amax[n] > 0 ? static_cast<float>(amax[n] / 448.0) : 1.f;
+  uint8_t* dst = r.w.data<uint8_t>();
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n)
+      dst[n * K + k] = double_to_fp8e4m3fn(static_cast<double>(src[k * N + n]) / scale[n], /*saturate=*/true);
+  return r;
+}
 
 StatusOr<RopeTables> emit_rope_tables(GraphEmitter& e, const ModelConfig& c, ValueId positions,
                                       const std::vector<int64_t>& unsqueeze_axes) {

@@ -32,11 +32,47 @@ class GraphEmitter {
   void output(ir::ValueId v) { g_->outputs.push_back(v); }
   // Shared small constants (shapes, axes, slice bounds), made once per key (the value's name).
   ir::ValueId shared_ints(const std::string& key, const std::vector<int64_t>& v);
+  // FP8 projections (step_graph.h's StepGraphOptions::fp8_x_scales): projection name -> x_scale.
+  // While set (not owned; must outlive the emission), the layers emit every named projection as
+  // QuantLinear (emit_projection); nullptr = float MatMuls.
+  void set_fp8_x_scales(const std::map<std::string, float>* scales) { fp8_ = scales; }
+  const std::map<std::string, float>* fp8_x_scales() const { return fp8_; }
+  const ir::Graph& graph() const { return *g_; }
+  // The first error of an emission step that cannot return one (a projection's fp8 weight);
+  // the graph builders check status() after the layers.
+  void fail(Status s) {
+    if (status_.ok()) status_ = std::move(s);
+  }
+  const Status& status() const { return status_; }
 
  private:
   ir::Graph* g_;
   std::map<std::string, ir::ValueId> shared_;
+  const std::map<std::string, float>* fp8_ = nullptr;
+  Status status_ = Status::Ok();
 };
+
+// One linear projection of the decoder layers (the attention and MLP matrices; not the embedding,
+// not lm_head): its node name in the graphs ("h.L.attn.c_attn", "h.L.attn.c_proj", "h.L.mlp.c_fc",
+// "h.L.mlp.c_proj" for GPT-2; "layers.L.{q,k,v,o}_proj", "layers.L.{gate,up,down}_proj" for the
+// Llama family), in features K and out features N (y [.., N] = x [.., K] W).
+struct Projection {
+  std::string name;
+  int64_t k = 0, n = 0;
+};
+// Every projection of `c`, layer by layer in graph order.
+std::vector<Projection> decoder_projections(const ModelConfig& c);
+
+// FP8 E4M3FN weight of a projection, per output channel: from W [K, N] float32 (the graphs'
+// x W layout), Wq [N, K] float8e4m3fn with Wq[n, k] = E4M3FN(W[k, n] / w_scale[n]) (core
+// double_to_fp8e4m3fn: round to nearest even, saturating at ±448) and w_scale [N] float32 =
+// max_k |W[k, n]| / 448 (1 for an all-zero channel). InvalidArgument for a non-2-D or non-float32
+// W, or a non-finite weight, naming `name`.
+struct Fp8Weight {
+  Tensor w;      // [N, K] float8e4m3fn
+  Tensor scale;  // [N] float32
+};
+StatusOr<Fp8Weight> quantize_weight_fp8(const Tensor& w, const std::string& name);
 
 ir::Attribute int_attr(int64_t v);
 ir::Attribute float_attr(double v);

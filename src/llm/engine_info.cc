@@ -30,6 +30,10 @@ std::string engine_info_json(const LlmEngineInfo& i) {
             {"eos_token_ids", i.eos_token_ids},
             {"bos_token_ids", i.bos_token_ids},
             {"tokenizer_files", i.tokenizer_files}};
+  if (!i.quant.empty()) {
+    j["quant"] = i.quant;
+    j["quant_scales"] = i.quant_scales;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -122,6 +126,11 @@ StatusOr<LlmEngineInfo> parse_engine_info(const std::string& text, const std::st
   KILN_RETURN_IF_ERROR(r.get_list("tokenizer_files", &i.tokenizer_files));
   for (const std::string& f : i.tokenizer_files)
     if (f.empty() || f.find('/') != std::string::npos) return r.err("tokenizer_files", "names '" + f + "', not a file name");
+  if (j.contains("quant")) {
+    KILN_RETURN_IF_ERROR(r.get_string(j, "quant", &i.quant));
+    if (i.quant != "fp8") return r.err("quant", "is '" + i.quant + "', expected fp8 (or no field)");
+    if (j.contains("quant_scales")) KILN_RETURN_IF_ERROR(r.get_string(j, "quant_scales", &i.quant_scales));
+  }
   return i;
 }
 

@@ -41,6 +41,13 @@ struct LlmEngineInfo {
   uint64_t max_memory_bytes = 0;
   std::vector<int64_t> eos_token_ids, bos_token_ids;  // generation_config.json's, else config.json's
   std::vector<std::string> tokenizer_files;           // copied beside the plan, by file name
+  // Quantized linear layers (decision 0059, addendum "FP8 projections"); written only when set,
+  // optional when read. quant: "" (float projections) or "fp8" (every projection a QuantLinear
+  // of E4M3FN weights and activations). quant_scales: where the activation scales came from,
+  // e.g. "calibration: text 'calib.txt' (1234 tokens, min-max)" or "calibration: ids (8 tokens,
+  // min-max)". Informational: the plan holds the scales.
+  std::string quant;
+  std::string quant_scales;
 };
 
 // The file's JSON text (pretty-printed).

@@ -59,6 +59,26 @@ Status check_options(const StepGraphOptions& o) {
   return Status::Ok();
 }
 
+Status check_fp8_scales(const ModelConfig& c, const std::map<std::string, float>& scales) {
+  if (scales.empty()) return Status::Ok();
+  const std::string arch = architecture_name(c.architecture);
+  std::map<std::string, bool> seen;
+  for (const Projection& p : decoder_projections(c)) {
+    seen[p.name] = true;
+    if (p.k % 16 != 0 || p.n % 16 != 0)
+      return invalid_argument("fp8: " + arch + " projection '" + p.name + "' is [K " + std::to_string(p.k) + ", N " +
+                              std::to_string(p.n) + "]; FP8 QuantLinear needs K and N multiples of 16");
+    auto it = scales.find(p.name);
+    if (it == scales.end()) return invalid_argument("fp8: no x_scale for projection '" + p.name + "'");
+    if (!std::isfinite(it->second) || it->second <= 0)
+      return invalid_argument("fp8: x_scale " + std::to_string(it->second) + " of projection '" + p.name +
+                              "', expected finite and > 0");
+  }
+  for (const auto& [name, scale] : scales)
+    if (!seen.count(name)) return invalid_argument("fp8: x_scale for '" + name + "', which is no projection of the " + arch + " model");
+  return Status::Ok();
+}
+
 }  // namespace
 
 int64_t kv_block_elements(const ModelConfig& config, int64_t block_size) {
@@ -68,10 +88,15 @@ int64_t kv_block_elements(const ModelConfig& config, int64_t block_size) {
 StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint& checkpoint,
                                      const StepGraphOptions& options) {
   KILN_RETURN_IF_ERROR(check_options(options));
+  KILN_RETURN_IF_ERROR(check_fp8_scales(config, options.fp8_x_scales));
   KILN_RETURN_IF_ERROR(check_weights(config, checkpoint.weight_prefix(), checkpoint.tensors(), "'" + checkpoint.dir() + "'"));
   ir::Graph g;
   g.name = std::string(architecture_name(config.architecture)) + "_paged_step";
   GraphEmitter e(&g);
+  if (!options.fp8_x_scales.empty()) {
+    e.set_fp8_x_scales(&options.fp8_x_scales);
+    g.name += "_fp8";
+  }
   CheckpointWeights w(checkpoint, &e);
   const ir::Dim t = ir::Dim::sym(kStepTokensDim);
   const ir::Dim r = ir::Dim::known(options.max_rows);
@@ -87,6 +112,8 @@ StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint
   ValueId logit_rows = e.input(kStepLogitRowsName, DataType::kInt64, ir::SymShape{r});
   PackedLayout layout(cache, options);
   KILN_ASSIGN_OR_RETURN(ValueId x, emit_decoder_layers(e, w, config, checkpoint.weight_prefix(), ids, positions, layout));
+  KILN_RETURN_IF_ERROR(e.status());
+  e.set_fp8_x_scales(nullptr);  // lm_head stays float
   // The rows that want logits, [R, D], before the final norm (it is per row): R lm_head rows, not T.
   x = e.op(OpKind::kGather, "logit_rows", {x, logit_rows}, {{"axis", int_attr(0)}});
   KILN_ASSIGN_OR_RETURN(ValueId logits, emit_lm_head(e, w, config, checkpoint.weight_prefix(), x, kStepLogitsName));

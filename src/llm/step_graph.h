@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "ir/graph.h"
@@ -45,6 +46,15 @@ struct StepGraphOptions {
   int64_t max_blocks_per_seq = 1;  // MB: block_table columns (a sequence's length <= MB · block_size)
   int64_t block_size = 32;         // tokens per pool block
   std::string cache_dtype = "float32";  // the pool's elements: "float32", "float16" or "bfloat16"
+  // FP8 projections (issue 13 item 3; decision 0059, addendum "FP8 projections"). Empty: every
+  // linear layer a float MatMul. Otherwise one entry per projection of decoder_projections(config)
+  // (decoder_layers.h: q/k/v/o, gate/up/down, GPT-2's c_attn/c_proj/c_fc/c_proj; never the
+  // embedding or lm_head): projection name -> x_scale, the per-tensor scale of its input (float32,
+  // finite, > 0; calibrated: amax / 448, llm/fp8_calibration.h). Each projection is then emitted as
+  // QuantLinear (ops.def, decision 0055): X quantized to E4M3FN with x_scale, the weight stored
+  // as E4M3FN [N, K] with a per-output-channel w_scale = amax_row / 448 (quantize_weight_fp8),
+  // the sum in float32, the bias (GPT-2, Qwen2 q/k/v) added in float.
+  std::map<std::string, float> fp8_x_scales;
 };
 
 inline constexpr const char* kStepInputIdsName = "input_ids";
@@ -63,7 +73,10 @@ int64_t kv_block_elements(const ModelConfig& config, int64_t block_size);
 
 // Builds the step graph of `config` with the weights of `checkpoint` (checked against config's
 // spec first). InvalidArgument naming the option for max_rows, max_blocks_per_seq or block_size
-// < 1 or a cache_dtype other than float32 / float16 / bfloat16; Unsupported as build_decoder_graph
+// < 1 or a cache_dtype other than float32 / float16 / bfloat16; InvalidArgument for fp8_x_scales
+// that lack a projection, name something that is not one, hold a scale that is not finite and
+// > 0, or for a projection whose K or N is not a multiple of 16 (the 8-bit GEMMs' alignment,
+// decision 0055), naming the projection; Unsupported as build_decoder_graph
 // for activations and RoPE types the layers do not implement. The graph passes ir::verify.
 StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint& checkpoint,
                                      const StepGraphOptions& options);

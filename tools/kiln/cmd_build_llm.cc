@@ -1,5 +1,6 @@
 // `kiln build-llm CKPT_DIR -o ENGINE_DIR --dtype fp16|bf16|fp32 [--device gpu|cpu] --max-batch B
-// --max-seq-len L [--max-num-tokens N] [--block-size 32] [--max-gpu-mem GiB]`: builds the LLM step
+// --max-seq-len L [--max-num-tokens N] [--block-size 32] [--max-gpu-mem GiB]
+// [--quant fp8 --calib-text FILE | --calib-ids 1,2,3]`: builds the LLM step
 // graph of a Hugging Face checkpoint into ENGINE_DIR/model.plan with kiln_llm.json beside it
 // (llm_build.h). `kiln generate` and `kiln bench-llm` hand over to kiln_llm_generate (below).
 #include <unistd.h>
@@ -29,6 +30,13 @@ void BuildLlmOptions::add_to(CLI::App* app) {
   app->add_option("--kv-cache-dtype", cache_dtype, "float32, float16 or bfloat16 (default: the --dtype's)");
   app->add_option("--max-gpu-mem", max_gpu_mem_gib, "GiB for weights + activations + KV cache (default: 90% of free memory)");
   app->add_option("--timing-cache", timing_cache, "CUDA tactic timing cache file (read, then rewritten)");
+  app->add_option("--quant", quant, "fp8: E4M3 weights (per output channel) and activations (per tensor) in every "
+                  "attention / MLP projection (not the embedding or lm_head)");
+  app->add_option("--calib-text", calib_text, "--quant fp8: UTF-8 text whose tokens (the checkpoint's tokenizer) calibrate "
+                  "the activation scales");
+  app->add_option("--calib-ids", calib_ids, "--quant fp8: calibration token ids, e.g. 1,2,3 (checkpoints without a tokenizer)");
+  app->add_option("--calib-max-seq-len", calib_max_seq_len, "--quant fp8: calibration tokens per prefill step")
+      ->capture_default_str();
   app->add_flag("-v,--verbose", verbose, "Print each build step");
 }
 
@@ -46,6 +54,10 @@ int cmd_build_llm(const BuildLlmOptions& o) {
   b.cache_dtype = o.cache_dtype;
   b.max_gpu_mem_gib = o.max_gpu_mem_gib;
   b.timing_cache = o.timing_cache;
+  b.quant = o.quant;
+  b.calib_text = o.calib_text;
+  b.calib_ids = o.calib_ids;
+  b.calib_max_seq_len = o.calib_max_seq_len;
   const bool verbose = o.verbose;
   b.progress = [verbose](const BuildProgress& p) {
     if (p.step == "tuning") {
@@ -59,6 +71,7 @@ int cmd_build_llm(const BuildLlmOptions& o) {
   if (Status s = write_llm_engine_dir(*ck, *built, o.output); !s.ok()) return report_error("build-llm", s);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const llm::LlmEngineInfo& i = built->info;
+  if (!i.quant.empty()) std::printf("%s projections, scales from %s\n", i.quant.c_str(), i.quant_scales.c_str());
   std::printf("engine %s: %s %s, %s plan %.1f MiB; max batch %lld, max seq len %lld, %lld tokens per step, "
               "KV blocks of %lld tokens (%s); %.1f s\n",
               o.output.c_str(), i.architecture.c_str(), i.dtype.c_str(), i.device.c_str(), built->plan.size() / 1048576.0,

@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "builder/build_from_graph.h"
+#include "llm/decoder_layers.h"
+#include "llm/fp8_calibration.h"
 #include "llm/step_graph.h"
 #include "runtime/gpu_engine.h"
 
@@ -47,6 +49,22 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
   if (cache_dt != DataType::kFloat32 && cache_dt != DataType::kFloat16 && cache_dt != DataType::kBFloat16)
     return bad("--kv-cache-dtype '" + cache + "': expected float32, float16 or bfloat16");
 
+  if (!o.quant.empty() && o.quant != "fp8") return bad("--quant '" + o.quant + "': expected fp8");
+  if (o.quant.empty() && (!o.calib_text.empty() || !o.calib_ids.empty()))
+    return bad("--calib-text / --calib-ids calibrate --quant fp8; pass --quant fp8 too");
+  if (o.quant == "fp8" && o.calib_text.empty() == o.calib_ids.empty())
+    return bad("--quant fp8 needs exactly one of --calib-text FILE or --calib-ids IDS (the activation scales' data)");
+  if (o.quant == "fp8" && o.calib_max_seq_len < 1)
+    return bad("--calib-max-seq-len " + std::to_string(o.calib_max_seq_len) + ": expected >= 1");
+  if (o.quant == "fp8") {
+    // Refuse before calibrating: FP8 QuantLinear needs K and N multiples of 16 (decision 0055).
+    for (const llm::Projection& p : llm::decoder_projections(mc))
+      if (p.k % 16 != 0 || p.n % 16 != 0)
+        return bad("--quant fp8: projection '" + p.name + "' of " + llm::architecture_name(mc.architecture) + " is [K " +
+                   std::to_string(p.k) + ", N " + std::to_string(p.n) +
+                   "]; FP8 linear layers need K and N multiples of 16");
+  }
+
   LlmBuildInputs out;
   llm::LlmEngineInfo& info = out.info;
   info.device = target == TargetDevice::kCuda ? "cuda" : "cpu";
@@ -71,6 +89,27 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
   so.max_blocks_per_seq = info.max_blocks_per_seq;
   so.block_size = info.block_size;
   so.cache_dtype = cache;
+  if (o.quant == "fp8") {
+    std::vector<int32_t> ids;
+    std::string source;
+    if (!o.calib_text.empty()) {
+      KILN_ASSIGN_OR_RETURN(ids, llm::calibration_ids_from_text_file(ck, o.calib_text));
+      source = "text '" + o.calib_text + "'";
+    } else {
+      StatusOr<std::vector<int32_t>> parsed = llm::parse_calibration_ids(o.calib_ids);
+      if (!parsed.ok()) return bad("--calib-ids: " + parsed.status().message());
+      ids = std::move(*parsed);
+      source = "ids";
+    }
+    llm::Fp8CalibrationOptions co;
+    co.max_seq_len = std::min(o.calib_max_seq_len, L);
+    co.block_size = o.block_size;
+    KILN_ASSIGN_OR_RETURN(llm::Fp8Calibration cal, llm::calibrate_fp8(ck, ids, co));
+    so.fp8_x_scales = std::move(cal.x_scales);
+    info.quant = "fp8";
+    info.quant_scales = "calibration: " + source + " (" + std::to_string(cal.tokens) + " tokens in " +
+                        std::to_string(cal.sequences) + " prefill steps, min-max amax / 448)";
+  }
   KILN_ASSIGN_OR_RETURN(out.graph, llm::build_step_graph(mc, ck, so));
 
   BuilderConfig& bc = out.config;

@@ -27,6 +27,14 @@ struct LlmBuildOptions {
   std::string cache_dtype;      // float32 | float16 | bfloat16; "" = the plan's dtype (fp32 -> float32)
   double max_gpu_mem_gib = 0;   // GiB bounding weights + activations + KV pool; 0 = the runner's default
   std::string timing_cache;     // CUDA: timing cache file ("" = none)
+  // "" (float projections) or "fp8": every projection a QuantLinear of E4M3FN weights (per output
+  // channel) and activations (per tensor, scales calibrated by llm::calibrate_fp8 on the float
+  // step graph; decision 0059, addendum). fp8 needs exactly one of calib_text (a UTF-8 text file,
+  // tokenized with the checkpoint's tokenizer) or calib_ids ("1,2,3": token ids).
+  std::string quant;
+  std::string calib_text;
+  std::string calib_ids;
+  int64_t calib_max_seq_len = 512;  // calibration tokens per prefill step
   std::function<void(const BuildProgress&)> progress;
 };
 
@@ -49,7 +57,9 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& checkpoint, co
 // over [1, N] with opt min(R, N) (a decode step of a full batch), and CUDA tactics are tuned at
 // every power-of-two bucket of [1, N] (the shapes the runner pads steps to). InvalidArgument
 // naming the option: a dtype, device or cache dtype not listed above, sizes < 1, max_seq_len past
-// the model's max_position_embeddings, max_num_tokens < max_batch. Build errors as the builder's.
+// the model's max_position_embeddings, max_num_tokens < max_batch; a quant other than "" / fp8,
+// fp8 without exactly one of calib_text / calib_ids, calibration errors (fp8_calibration.h), a
+// projection whose K or N is not a multiple of 16 (naming it). Build errors as the builder's.
 StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& checkpoint, const LlmBuildOptions& options);
 
 // Writes `dir` (created if needed): the plan, kiln_llm.json, the checkpoint's config.json and

@@ -170,7 +170,8 @@ struct ConformanceOptions {
 struct BuildLlmOptions {
   std::string checkpoint, output;
   std::string dtype = "fp16", device = "auto", cache_dtype, timing_cache;
-  int64_t max_batch = 8, max_seq_len = 0, max_num_tokens = 0, block_size = 32;
+  std::string quant, calib_text, calib_ids;  // --quant fp8 --calib-text FILE | --calib-ids 1,2,3
+  int64_t max_batch = 8, max_seq_len = 0, max_num_tokens = 0, block_size = 32, calib_max_seq_len = 512;
   double max_gpu_mem_gib = 0;
   bool verbose = false;
   void add_to(CLI::App* app);
