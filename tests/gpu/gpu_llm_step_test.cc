@@ -4,7 +4,10 @@
 // run through the same steps — a prefill, a prefill chunk packed with a decode token, decode
 // steps, padding tokens — through the Engine API: every requested row of logits of the CUDA plan
 // against the CPU plan's, and the pools after the last step. Without a GPU: the step graph's CUDA
-// lowering at fp32 / fp16 / bf16 (no CPU reference run, every layer supported).
+// lowering at fp32 / fp16 / bf16 (no CPU reference run, every layer supported). FP8 projections
+// (StepGraphOptions::fp8_x_scales, calibrated by calibrate_fp8; decision 0059 addendum): lowered
+// without a GPU, and the CUDA plan's logits against the CPU plan of the same FP8 graph (cuBLASLt
+// FP8 GEMM or Kiln's reference GEMM vs the CPU's double sum of E4M3 products).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -16,6 +19,7 @@
 #include "core/numerics.h"
 #include "gpu/gpu_test_util.h"
 #include "kiln/runtime.h"
+#include "llm/fp8_calibration.h"
 #include "llm/random_checkpoint.h"
 #include "llm/step_graph.h"
 
@@ -50,8 +54,11 @@ std::string gpt2_config() {
 
 constexpr int64_t kRows = 4, kMaxBlocks = 4, kBlockSize = 8, kNumBlocks = 12, kMaxTokens = 16;
 
-StatusOr<ir::Graph> step_graph(const Model& m, const std::string& cache_dtype) {
+using Fp8Scales = std::map<std::string, float>;
+
+StatusOr<ir::Graph> step_graph(const Model& m, const std::string& cache_dtype, const Fp8Scales& fp8 = {}) {
   StepGraphOptions o;
+  o.fp8_x_scales = fp8;
   o.max_rows = kRows;
   o.max_blocks_per_seq = kMaxBlocks;
   o.block_size = kBlockSize;
@@ -98,13 +105,45 @@ TEST(GpuLlmStepLowering, StepGraphLowersWithoutACpuRun) {
 #endif
 }
 
+// The FP8 step graph (every projection a QuantLinear with E4M3FN weights) lowers for CUDA at
+// fp32 / fp16 / bf16 storage: llama_config's and gpt2_config's dims are multiples of 16.
+TEST(GpuLlmStepLowering, Fp8StepGraphLowersWithoutACpuRun) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  for (const std::string& config : {llama_config(), gpt2_config()}) {
+    const Model m = make_model("gpu_step_fp8_lower", config, 5);
+    auto cal = calibrate_fp8(m.ck, {1, 17, 5, 33, 8, 2, 39, 11});
+    ASSERT_TRUE(cal.ok()) << cal.status().to_string();
+    auto g = step_graph(m, "float16", cal->x_scales);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    for (const auto& [fp16, bf16] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+      BuilderConfig c = step_config(TargetDevice::kCuda, fp16);
+      c.bf16 = bf16;
+      std::vector<Shape> shapes;
+      auto laid = cuda_layer_graph(*g, c, &shapes);
+      ASSERT_TRUE(laid.ok()) << laid.status().to_string();
+      int quant = 0;
+      for (const ir::Node& n : laid->nodes) quant += !n.removed && n.op == ir::OpKind::kQuantLinear;
+      EXPECT_EQ(quant, static_cast<int>(cal->x_scales.size())) << m.ck.config().model_type;
+      auto vs = cuda::infer_value_shapes_by_reference(*laid, shapes);
+      ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+      const cuda::StorageType st = fp16 ? cuda::StorageType::kF16 : (bf16 ? cuda::StorageType::kBF16 : cuda::StorageType::kF32);
+      Status s = cuda::check_gpu_support(*laid, *vs, st);
+      EXPECT_TRUE(s.ok()) << m.ck.config().model_type << " fp8 " << cuda::storage_name(st) << ": " << s.to_string();
+    }
+  }
+#endif
+}
+
 #ifdef KILN_HAVE_CUDA
 // One plan of the step graph with its pools (host memory for the CPU plan, device memory for the
 // CUDA plan), all zero at the start.
 class StepPlan {
  public:
-  StepPlan(const Model& m, const std::string& cache_dtype, TargetDevice dev, bool fp16) : dev_(dev) {
-    auto g = step_graph(m, cache_dtype);
+  StepPlan(const Model& m, const std::string& cache_dtype, TargetDevice dev, bool fp16, const Fp8Scales& fp8 = {})
+      : dev_(dev) {
+    auto g = step_graph(m, cache_dtype, fp8);
     EXPECT_TRUE(g.ok()) << g.status().to_string();
     if (!g.ok()) return;
     auto plan = build_from_graph(*g, step_config(dev, fp16));
@@ -203,8 +242,8 @@ double row_diff(const float* a, const float* b, int64_t n) {
 }
 
 // Two sequences (rows 0 and 2) of `ids` through five steps on both plans.
-void expect_cuda_matches_cpu(const Model& m, const std::string& cache_dtype, bool fp16, double tol) {
-  SCOPED_TRACE(cache_dtype + (fp16 ? " fp16" : " fp32"));
+void expect_cuda_matches_cpu(const Model& m, const std::string& cache_dtype, bool fp16, double tol, const Fp8Scales& fp8 = {}) {
+  SCOPED_TRACE(cache_dtype + (fp16 ? " fp16" : " fp32") + (fp8.empty() ? "" : " fp8 projections"));
   const std::vector<std::vector<int64_t>> ids = {{1, 17, 5, 33, 8, 2, 39, 11, 29, 60, 3, 44}, {3, 30, 12, 7, 21, 36, 4, 9, 50}};
   const int64_t row_of[2] = {0, 2};
   const int64_t vocab = m.ck.config().vocab_size;
@@ -222,7 +261,7 @@ void expect_cuda_matches_cpu(const Model& m, const std::string& cache_dtype, boo
       {{tok(0, 11), tok(-1, 0), tok(1, 6), tok(-1, 0)}, {0, 2}},                    // padded
       {{tok(1, 7), tok(1, 8)}, {0, 1}},
   };
-  StepPlan cpu(m, cache_dtype, TargetDevice::kCpu, false), gpu(m, cache_dtype, TargetDevice::kCuda, fp16);
+  StepPlan cpu(m, cache_dtype, TargetDevice::kCpu, false, fp8), gpu(m, cache_dtype, TargetDevice::kCuda, fp16, fp8);
   ASSERT_TRUE(cpu.ready() && gpu.ready());
   const int64_t V = m.ck.config().vocab_size;
   for (size_t si = 0; si < steps.size(); ++si) {
@@ -285,6 +324,24 @@ TEST(GpuLlmStep, Gpt2CudaPlanMatchesCpuPlan) {
   const Model m = make_model("gpu_step_gpt2", gpt2_config(), 6);
   expect_cuda_matches_cpu(m, "float32", false, 1e-3);
   expect_cuda_matches_cpu(m, "float16", true, 3e-2);
+#endif
+}
+
+// FP8 projections: the CUDA plan (QuantLinear: Kiln's quantize kernel + cuBLASLt FP8 E4M3 GEMM on
+// sm_89+, else Kiln's reference GEMM) against the CPU plan of the same graph. Both quantize X
+// with the same x_scale, but an fp16 X (fp16 plans) can round to another E4M3 value than the
+// float32 X, and the sums differ in order: tolerances are those of the float16 comparisons plus
+// that rounding (not yet measured on a GPU: the lead's first run sets them).
+TEST(GpuLlmStep, Fp8ProjectionsCudaPlanMatchesCpuPlan) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  for (const std::string& config : {llama_config(), gpt2_config()}) {
+    const Model m = make_model("gpu_step_fp8", config, 5);
+    auto cal = calibrate_fp8(m.ck, {1, 17, 5, 33, 8, 2, 39, 11, 29, 60, 3, 44});
+    ASSERT_TRUE(cal.ok()) << cal.status().to_string();
+    expect_cuda_matches_cpu(m, "float32", false, 2e-2, cal->x_scales);
+    expect_cuda_matches_cpu(m, "float16", true, 6e-2, cal->x_scales);
+  }
 #endif
 }
 
