@@ -476,7 +476,17 @@ TEST(LlmEngineInfo, RoundTripAndErrors) {
   broken("plan", "../model.plan");
   broken("tokenizer_files", json::array({"a/b"}));
   broken("block_size", nullptr);
+  broken("quant", "int4");
+  broken("quant", 8);
   EXPECT_FALSE(parse_engine_info("[1]", "x").ok());
+  // FP8 engines: quant and quant_scales round trip; float engines write neither.
+  EXPECT_EQ(engine_info_json(i).find("quant"), std::string::npos);
+  i.quant = "fp8";
+  i.quant_scales = "calibration: ids (8 tokens in 1 prefill steps, min-max amax / 448)";
+  auto q = parse_engine_info(engine_info_json(i), "x");
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_EQ(q->quant, "fp8");
+  EXPECT_EQ(q->quant_scales, i.quant_scales);
 }
 
 }  // namespace
