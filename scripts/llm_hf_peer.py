@@ -17,7 +17,8 @@ reference: for each prompt (token ids), the FP32 model's logits at the last prom
   FP16 model's greedy generate of N tokens with eos disabled (ids), as JSON.
 bench: transformers generate with a static KV cache (cache_implementation="static"), FP16, eos disabled,
   min_new_tokens = max_new_tokens = output-len; optionally forward compiled with torch.compile(mode="reduce-overhead",
-  fullgraph=True) — the recipe in transformers' docs ("Static cache and torch.compile"). Time to first token =
+  fullgraph=True), which transformers applies to the decoding forward itself when the cache is static (its
+  generation_config.compile_config; --compile off sets disable_compile). Time to first token =
   generate(max_new_tokens=1); time per output token = (total - TTFT) / (output-len - 1); CUDA-synchronized wall
   clock, median of 3 after a warm-up. Peak memory from torch.cuda.max_memory_allocated.
 """
@@ -131,9 +132,11 @@ def timed(fn):
 def cmd_bench(a):
     m = load(a.ckpt, torch.float16)
     m.generation_config.cache_implementation = "static"
-    if a.compile:
-        m.forward = torch.compile(m.forward, mode="reduce-overhead", fullgraph=True)
-    res = {"peer": "transformers " + t.__version__ + (" static cache + torch.compile reduce-overhead" if a.compile
+    # transformers compiles the decoding forward itself when the cache is static (generation_config.compile_config:
+    # torch.compile(fullgraph=True, mode="reduce-overhead")); wrapping forward by hand breaks its CUDA graphs
+    # ("accessing tensor output of CUDAGraphs that has been overwritten"). disable_compile gives the eager peer.
+    m.generation_config.disable_compile = not a.compile
+    res = {"peer": "transformers " + t.__version__ + (" static cache + its torch.compile (reduce-overhead)" if a.compile
                                                      else " static cache, eager"),
            "torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "runs": []}
     g = torch.Generator().manual_seed(0)
