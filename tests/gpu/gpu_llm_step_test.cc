@@ -339,7 +339,12 @@ TEST(GpuLlmStep, Fp8ProjectionsCudaPlanMatchesCpuPlan) {
     const Model m = make_model("gpu_step_fp8", config, 5);
     auto cal = calibrate_fp8(m.ck, {1, 17, 5, 33, 8, 2, 39, 11, 29, 60, 3, 44});
     ASSERT_TRUE(cal.ok()) << cal.status().to_string();
-    expect_cuda_matches_cpu(m, "float32", false, 2e-2, cal->x_scales);
+    // Each projection quantizes its input to E4M3 (3 mantissa bits): an input that lands on the other
+    // side of a rounding boundary on the GPU (its fp32 sums in another order) moves by a whole E4M3 step,
+    // up to 6.25% of that element, and the next layers carry it on. Measured on an H200 (2026-11-26):
+    // max |Δ| / max |ref| per logits row 0.024–0.049 with fp32 storage (the fp16 plan within 6e-2). A wrong
+    // scale or packing gives O(1).
+    expect_cuda_matches_cpu(m, "float32", false, 6e-2, cal->x_scales);
     expect_cuda_matches_cpu(m, "float16", true, 6e-2, cal->x_scales);
   }
 #endif
