@@ -8,7 +8,8 @@
 // are gone afterwards. GELU stays a layer of its own: cuBLASLt documents no formula for its GELU
 // epilogue, so neither ONNX Gelu (erf) nor Gelu(approximate=tanh) can be mapped to it (0058).
 // The Relu's origin joins the GEMM's; its output becomes the GEMM's.
-// fuse_gemm_residual, after it: Add(MatMulBias(A, W, b), R) -> MatMulBias(A, W, b, R) for the
+// fuse_gemm_residual, after it: Add(MatMulBias(A, W, b), R) -> MatMulBias(A, W, b, R), and
+// Add(MatMul(A, W), R) -> MatMulBias(A, W, 0, R) for a constant 2-D W, for the
 // residual adds of transformer blocks (cuBLASLt's C with beta = 1), when R has the product's
 // shape and dtype, is an activation computed before the GEMM in the layer order, and the GEMM has
 // no activation; the same single-reader conditions as above.
@@ -62,8 +63,16 @@ Status fuse_gemm_activation(ir::Graph& g, const PassOptions&) {
 Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
   const std::set<std::string> pinned = subgraph_reads(g);
   const pt::Consumers consumers = g.consumers();
-  for (ir::Node& n : g.nodes) {
-    if (n.removed || n.op != ir::OpKind::kMatMulBias || n.outputs.size() != 1 || n.inputs.size() != 3) continue;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    ir::Node& n = g.nodes[i];
+    // A MatMul against a constant 2-D weight (no bias: Llama's projections) joins as a MatMulBias
+    // with a zero bias — adding +0 after the product changes no value.
+    const bool plain = n.op == ir::OpKind::kMatMul && n.inputs.size() == 2 && g.value(n.inputs[1]).constant &&
+                       g.value(n.inputs[1]).constant->rank() == 2 && pt::rank_of(g, n.inputs[0]) >= 2 &&
+                       g.value(n.inputs[1]).constant->dtype() == DataType::kFloat32;
+    if (n.removed || (n.op != ir::OpKind::kMatMulBias && !plain) || n.outputs.size() != 1 ||
+        (!plain && n.inputs.size() != 3))
+      continue;
     if (!n.attr_string("activation", "").empty()) continue;
     const ir::ValueId y = n.outputs[0];
     const auto& ys = g.value(y).shape;
@@ -79,10 +88,21 @@ Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
     if (!known) continue;
     // R must exist where the GEMM runs: layers run in index order.
     if (const ir::NodeId p = g.value(r).producer; p >= n.id) continue;
-    n.inputs.push_back(r);
-    n.outputs[0] = add->outputs[0];
-    g.value(add->outputs[0]).producer = n.id;
-    n.origin.insert(n.origin.end(), add->origin.begin(), add->origin.end());
+    if (plain) {
+      const Tensor& w = *g.value(n.inputs[1]).constant;
+      auto zero = Tensor::allocate(w.dtype(), {w.dim(1)}, "zero bias");
+      if (!zero.ok()) return zero.status();
+      std::fill_n(static_cast<uint8_t*>(zero->raw()), zero->nbytes(), uint8_t{0});
+      const ir::ValueId b = pt::add_constant(g, n.name + "_zero_bias", std::move(*zero));
+      ir::Node& m = g.nodes[i];  // add_constant may not move nodes, but re-read after graph edits
+      m.op = ir::OpKind::kMatMulBias;
+      m.inputs.push_back(b);
+    }
+    ir::Node& n2 = g.nodes[i];
+    n2.inputs.push_back(r);
+    n2.outputs[0] = add->outputs[0];
+    g.value(add->outputs[0]).producer = n2.id;
+    n2.origin.insert(n2.origin.end(), add->origin.begin(), add->origin.end());
     add->removed = true;
   }
   return Status::Ok();

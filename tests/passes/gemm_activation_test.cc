@@ -208,6 +208,28 @@ TEST(GemmResidual, AddOfAnEarlierActivationJoinsTheGemm) {
   EXPECT_EQ(passes::live_layers(opt), 2);
 }
 
+// A bias-free projection (Llama's o_proj / down_proj: MatMul against a constant weight) joins too,
+// as a MatMulBias with a zero bias.
+TEST(GemmResidual, MatMulWithoutBiasJoinsWithAZeroBias) {
+  TinyGraph t;
+  const Shape xs = {6, 8};
+  auto x = t.input("x", xs);
+  auto h = t.node(OpKind::kRelu, "h", {x}, xs);
+  auto y = t.node(OpKind::kMatMul, "o_proj", {h, t.constant("w", random_tensor({8, 8}, 4))}, xs);
+  t.g.outputs = {t.node(OpKind::kAdd, "residual", {h, y}, xs)};
+  const std::vector<Tensor> in = {random_tensor(xs, 6, -2.f, 2.f)};
+  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+  EXPECT_EQ(count_op(opt, OpKind::kAdd), 0);
+  EXPECT_EQ(count_op(opt, OpKind::kMatMul), 0);
+  const ir::Node& mm = only(opt, OpKind::kMatMulBias);
+  ASSERT_EQ(mm.inputs.size(), 4u);
+  const auto& b = opt.value(mm.inputs[2]).constant;
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->shape(), Shape{8});
+  for (int64_t i = 0; i < b->numel(); ++i) EXPECT_EQ(b->data<float>()[i], 0.f);
+  EXPECT_EQ(mm.inputs[3], h);
+}
+
 // Left alone: a broadcast operand, a residual computed after the GEMM in the layer order, a GEMM
 // with an activation, a GEMM result read elsewhere.
 TEST(GemmResidual, OtherAddsAreLeftAlone) {

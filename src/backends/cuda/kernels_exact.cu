@@ -229,34 +229,55 @@ __device__ __forceinline__ bool arg_better(W a, int64_t ka, W b, int64_t kb, boo
   return last ? ka > kb : ka < kb;
 }
 
-constexpr int kArgRowsThreads = 256;
+constexpr int kArgRowsThreads = 1024;
 constexpr int64_t kArgRowsMin = 1024;  // row length from which a block per row beats a thread per row
 
-// inner == 1: y[o] = the arg extreme of row o (n contiguous values); a block per row, each thread
-// a strided slice (coalesced loads), then a shared-memory tree.
+// One candidate of a row, folded into (best, best_k) by arg_better (which orders ties by index, so
+// the order the candidates come in does not matter).
+template <typename W>
+__device__ __forceinline__ void arg_take(W c, int64_t k, W& best, int64_t& best_k, bool max, bool last) {
+  if (best_k < 0 || arg_better(c, k, best, best_k, max, last)) {
+    best = c;
+    best_k = k;
+  }
+}
+
+// inner == 1: y[o] = the arg extreme of row o (n contiguous values); a block of 1024 threads per row.
+// Each thread reads 16-byte vectors (8 fp16/bf16 or 4 fp32/int32 values; the row's unaligned head and
+// tail one by one), so a 128,256-entry fp16 logits row takes 16 loads per thread instead of 500
+// dependent ones (H200, 8 rows: 0.19 ms before), then a shared-memory tree.
 template <typename T>
 __global__ void arg_extreme_rows_kernel(const T* __restrict__ x, int64_t* __restrict__ y, int64_t outer, int64_t n,
                                         bool max, bool last) {
   using W = decltype(wide(T()));
+  constexpr int kVec = 16 / sizeof(T);
   __shared__ W sv[kArgRowsThreads];
   __shared__ int64_t sk[kArgRowsThreads];
   for (int64_t row = blockIdx.x; row < outer; row += gridDim.x) {
     const T* p = x + row * n;
     W best = wide(p[0]);
-    int64_t best_k = 0;
-    for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
-      const W c = wide(p[k]);
-      if (arg_better(c, k, best, best_k, max, last)) {
-        best = c;
-        best_k = k;
-      }
+    int64_t best_k = -1;
+    // Elements before the first 16-byte boundary, then whole vectors, then the tail.
+    const int64_t lead = static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(p) % 16) % 16) / static_cast<int64_t>(sizeof(T));
+    const int64_t head = lead < n ? lead : n;
+    const int64_t vecs = reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0 ? (n - head) / kVec : 0;
+    for (int64_t k = threadIdx.x; k < head; k += blockDim.x) arg_take(wide(p[k]), k, best, best_k, max, last);
+    const uint4* pv = reinterpret_cast<const uint4*>(p + head);
+    for (int64_t v = threadIdx.x; v < vecs; v += blockDim.x) {
+      const uint4 raw = pv[v];
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) arg_take(wide(e[i]), head + v * kVec + i, best, best_k, max, last);
     }
+    for (int64_t k = head + vecs * kVec + threadIdx.x; k < n; k += blockDim.x)
+      arg_take(wide(p[k]), k, best, best_k, max, last);
     sv[threadIdx.x] = best;
     sk[threadIdx.x] = best_k;
     __syncthreads();
     for (int half = kArgRowsThreads / 2; half > 0; half /= 2) {
-      if (static_cast<int>(threadIdx.x) < half &&
-          arg_better(sv[threadIdx.x + half], sk[threadIdx.x + half], sv[threadIdx.x], sk[threadIdx.x], max, last)) {
+      if (static_cast<int>(threadIdx.x) < half && sk[threadIdx.x + half] >= 0 &&
+          (sk[threadIdx.x] < 0 ||
+           arg_better(sv[threadIdx.x + half], sk[threadIdx.x + half], sv[threadIdx.x], sk[threadIdx.x], max, last))) {
         sv[threadIdx.x] = sv[threadIdx.x + half];
         sk[threadIdx.x] = sk[threadIdx.x + half];
       }
