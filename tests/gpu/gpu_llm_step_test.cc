@@ -342,10 +342,11 @@ TEST(GpuLlmStep, Fp8ProjectionsCudaPlanMatchesCpuPlan) {
     // Each projection quantizes its input to E4M3 (3 mantissa bits): an input that lands on the other
     // side of a rounding boundary on the GPU (its fp32 sums in another order) moves by a whole E4M3 step,
     // up to 6.25% of that element, and the next layers carry it on. Measured on an H200 (2026-11-26):
-    // max |Δ| / max |ref| per logits row 0.024–0.049 with fp32 storage (the fp16 plan within 6e-2). A wrong
-    // scale or packing gives O(1).
+    // max |Δ| / max |ref| per logits row 0.024–0.049 with fp32 storage; with fp16 storage (activations
+    // rounded to fp16 before each quantization, residual adds in the GEMM) up to 0.087, the pool within
+    // 0.064. A wrong scale or packing gives O(1).
     expect_cuda_matches_cpu(m, "float32", false, 6e-2, cal->x_scales);
-    expect_cuda_matches_cpu(m, "float16", true, 6e-2, cal->x_scales);
+    expect_cuda_matches_cpu(m, "float16", true, 1.2e-1, cal->x_scales);
   }
 #endif
 }
