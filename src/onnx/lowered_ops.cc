@@ -4,6 +4,8 @@
 // formulas in tests/unit/onnx_lowered_ops_test.cc.
 #include "onnx/lowered_ops.h"
 
+#include "ir/shape_inference.h"
+
 #include <limits>
 #include <memory>
 #include <optional>
@@ -93,6 +95,24 @@ bool same_dim(const ir::Dim& a, const ir::Dim& b) {
 }
 
 const std::optional<ir::SymShape>& shape_of(const ir::Graph& g, ValueId v) { return g.value(v).shape; }
+
+// The shapes of `vs` as the model declares them or, where one is not declared (the output of an
+// earlier node), as shape inference over a copy of the graph imported so far gives them (errors
+// there leave the dims it could not infer unknown; the builder infers the whole graph again).
+std::vector<std::optional<ir::SymShape>> shapes_of(const ir::Graph& g, const std::vector<ValueId>& vs) {
+  std::vector<std::optional<ir::SymShape>> r;
+  bool missing = false;
+  for (ValueId v : vs) {
+    r.push_back(v == kNoValue ? std::nullopt : g.value(v).shape);
+    missing = missing || (v != kNoValue && !r.back());
+  }
+  if (!missing) return r;
+  ir::Graph tmp = g;
+  (void)ir::infer_shapes(tmp);
+  for (size_t i = 0; i < vs.size(); ++i)
+    if (vs[i] != kNoValue && !r[i]) r[i] = tmp.value(vs[i]).shape;
+  return r;
+}
 
 Status require_inputs(const ir::Node& n, const std::string& op, std::initializer_list<const char*> names) {
   size_t i = 0;
@@ -188,16 +208,17 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
   if ((past_k == kNoValue) != (past_v == kNoValue))
     return invalid_model(at + ": past_key and past_value must be given together");
   // Copies: emitting layers adds values (and may move g->values).
-  const std::optional<ir::SymShape> qs = shape_of(*g, q), ks = shape_of(*g, k);
+  const auto shapes = shapes_of(*g, {q, k, v, past_k});
+  const std::optional<ir::SymShape> &qs = shapes[0], &ks = shapes[1];
   const bool heads_attrs = n.has_attr("q_num_heads") && n.has_attr("kv_num_heads");
   const size_t rank = qs ? qs->size() : (heads_attrs ? 3 : 4);
   if (rank != 3 && rank != 4)
     return invalid_model(at + ": Q has rank " + std::to_string(rank) +
                          "; Attention takes 4-D [B, H, S, D] or 3-D [B, S, H * D] inputs");
-  for (ValueId o : {k, v})
-    if (const auto& s = shape_of(*g, o); s && s->size() != rank)
+  for (size_t i : {size_t{1}, size_t{2}})
+    if (const auto& s = shapes[i]; s && s->size() != rank)
       return invalid_model(at + ": Q, K and V must have one rank, got Q " + (qs ? sym_shape_str(*qs) : "?") + ", '" +
-                           g->value(o).name + "' " + sym_shape_str(*s));
+                           g->value(i == 1 ? k : v).name + "' " + sym_shape_str(*s));
   const int64_t hq = n.attr_int("q_num_heads", 0), hkv = n.attr_int("kv_num_heads", 0);
   if (rank == 3 && (hq <= 0 || hkv <= 0))
     return invalid_model(at + ": 3-D Q/K/V need q_num_heads and kv_num_heads > 0 (got " + std::to_string(hq) + ", " +
@@ -230,7 +251,7 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
     } else {
       int64_t p = 0;
       if (past_k != kNoValue) {
-        const std::optional<ir::SymShape> ps = shape_of(*g, past_k);
+        const std::optional<ir::SymShape>& ps = shapes[3];
         p = ps && ps->size() == 4 && (*ps)[2].is_known() ? (*ps)[2].value : -1;
       }
       if (!sq || !skv || !sq->is_known() || !skv->is_known() || p < 0)
@@ -286,7 +307,7 @@ Status lower_rotary_embedding(ir::Node n, ir::Graph* g) {
   const int64_t rdim = n.attr_int("rotary_embedding_dim", 0), nh = n.attr_int("num_heads", 0);
   if (rdim < 0 || rdim % 2 != 0)
     return invalid_model(at + ": rotary_embedding_dim " + std::to_string(rdim) + " must be even and >= 0");
-  const std::optional<ir::SymShape> xs = shape_of(*g, x);
+  const std::optional<ir::SymShape> xs = shapes_of(*g, {x})[0];
   const size_t rank = xs ? xs->size() : (nh > 0 ? 3 : 4);
   if (rank != 3 && rank != 4)
     return invalid_model(at + ": X has rank " + std::to_string(rank) + "; RotaryEmbedding takes 4-D [B, H, S, D] or "

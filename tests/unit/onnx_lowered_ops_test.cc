@@ -378,6 +378,40 @@ TEST(OnnxAttention23, MismatchedHeadSizeFailsNamingTheNode) {
   EXPECT_NE(plan.status().message().find("head sizes"), std::string::npos) << plan.status().message();
 }
 
+// Q and K produced by earlier nodes (no declared shapes) with one symbolic sequence length: shape
+// inference proves Sq == Skv, so the layer's own causal rule is used (no mask input); two
+// different symbols cannot be proven equal and are refused rather than guessed.
+TEST(OnnxAttention23, CausalOnIntermediatesUsesInferredLengths) {
+  for (bool same : {true, false}) {
+    SCOPED_TRACE(same);
+    OnnxModel m(23);
+    m.input("q", kF32, {int64_t{1}, int64_t{2}, std::string("s"), int64_t{4}});
+    m.input("k", kF32, {int64_t{1}, int64_t{2}, std::string(same ? "s" : "t"), int64_t{4}});
+    m.input("v", kF32, {int64_t{1}, int64_t{2}, std::string(same ? "s" : "t"), int64_t{4}});
+    m.node("Relu", {"q"}, {"q1"}, "rq");
+    m.node("Relu", {"k"}, {"k1"}, "rk");
+    set_int(m.node("Attention", {"q1", "k1", "v"}, {"y"}, "causal_attn"), "is_causal", 1);
+    m.output("y", kF32, {int64_t{1}, int64_t{2}, std::string("s"), int64_t{4}});
+    auto g = import(m);
+    if (!same) {
+      ASSERT_FALSE(g.ok());
+      EXPECT_EQ(g.status().code(), StatusCode::kUnsupported);
+      EXPECT_NE(g.status().message().find("causal_attn"), std::string::npos) << g.status().message();
+      EXPECT_NE(g.status().message().find("is_causal"), std::string::npos) << g.status().message();
+      continue;
+    }
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    int attention = 0;
+    for (const ir::Node& n : g->nodes) {
+      if (n.op != ir::OpKind::kAttention) continue;
+      ++attention;
+      EXPECT_EQ(n.attr_int("is_causal", 0), 1);
+      EXPECT_EQ(n.inputs.size(), 3u);  // no explicit mask
+    }
+    EXPECT_EQ(attention, 1);
+  }
+}
+
 TEST(OnnxAttention23, OlderOpsetIsAnUnsupportedOp) {
   OnnxModel m = attention_model([](OnnxModel& mm, onnx::NodeProto*) { mm.proto().mutable_opset_import(0)->set_version(22); });
   expect_error(m, StatusCode::kUnsupported, {"my_attn", "Attention"});
