@@ -259,9 +259,16 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
                            ") may differ from the new keys' length (" + (skv ? sym_shape_str({*skv}) : "?") +
                            "): ONNX aligns the causal mask to the past length, Kiln's layer to the last key; "
                            "this needs static Q, K and past_key sequence lengths");
-      // keep[i][j] = j <= i + P over the scores' last two dims [Sq, P + Skv].
+      // keep[i][j] = j <= i + P over the scores' last two dims [Sq, P + Skv]; a constant, so its
+      // size is bounded (a model's static dims may be anything).
+      constexpr int64_t kMaxMask = int64_t{1} << 26;
+      if (sq->value > kMaxMask || skv->value > kMaxMask || p > kMaxMask ||
+          sq->value * (p + skv->value) > kMaxMask)
+        return unsupported(at + ": is_causal=1 with Sq != Skv needs a constant causal mask of " +
+                           std::to_string(sq->value) + " x " + std::to_string(p + skv->value) +
+                           " elements, more than Kiln builds at import (2^26)");
       const int64_t rows = sq->value, cols = p + skv->value;
-      Tensor causal(DataType::kBool, {rows, cols});
+      KILN_ASSIGN_OR_RETURN(Tensor causal, Tensor::allocate(DataType::kBool, {rows, cols}, at + " causal mask"));
       auto* c = static_cast<uint8_t*>(causal.raw());
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) c[i * cols + j] = j <= i + p;

@@ -412,6 +412,16 @@ TEST(OnnxAttention23, CausalOnIntermediatesUsesInferredLengths) {
   }
 }
 
+TEST(OnnxAttention23, HugeStaticCausalMaskIsRefusedNotAllocated) {
+  OnnxModel m(23);
+  m.input("q", kF32, {int64_t{1}, int64_t{1}, int64_t{1} << 20, int64_t{4}});
+  m.input("k", kF32, {int64_t{1}, int64_t{1}, int64_t{1} << 40, int64_t{4}});
+  m.input("v", kF32, {int64_t{1}, int64_t{1}, int64_t{1} << 40, int64_t{4}});
+  set_int(m.node("Attention", {"q", "k", "v"}, {"y"}, "huge"), "is_causal", 1);
+  m.output("y", kF32, {int64_t{1}, int64_t{1}, int64_t{1} << 20, int64_t{4}});
+  expect_error(m, StatusCode::kUnsupported, {"huge", "causal mask"});
+}
+
 TEST(OnnxAttention23, OlderOpsetIsAnUnsupportedOp) {
   OnnxModel m = attention_model([](OnnxModel& mm, onnx::NodeProto*) { mm.proto().mutable_opset_import(0)->set_version(22); });
   expect_error(m, StatusCode::kUnsupported, {"my_attn", "Attention"});
