@@ -6,6 +6,7 @@
 
 #include "ir/shape_inference.h"
 
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -208,7 +209,7 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
   if ((past_k == kNoValue) != (past_v == kNoValue))
     return invalid_model(at + ": past_key and past_value must be given together");
   // Copies: emitting layers adds values (and may move g->values).
-  const auto shapes = shapes_of(*g, {q, k, v, past_k});
+  const auto shapes = shapes_of(*g, {q, k, v, past_k, mask});
   const std::optional<ir::SymShape> &qs = shapes[0], &ks = shapes[1];
   const bool heads_attrs = n.has_attr("q_num_heads") && n.has_attr("kv_num_heads");
   const size_t rank = qs ? qs->size() : (heads_attrs ? 3 : 4);
@@ -242,6 +243,40 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
   std::map<std::string, Attribute> attrs;
   if (n.has_attr("scale")) attrs["scale"] = n.attrs.at("scale");
   ValueId m = mask;
+  // A mask shorter than the P + Skv keys is padded with excluded keys (false / -inf), as ONNX's
+  // reference does (Operators.md: attn_mask's last dim may be less than total_sequence_length),
+  // where the shapes are static; otherwise the layer's broadcast check decides at build time.
+  if (mask != kNoValue && shapes[4] && !shapes[4]->empty() && ks && (past_k == kNoValue || shapes[3])) {
+    const ir::SymShape& ms = *shapes[4];
+    const ir::Dim skv_dim = (*ks)[rank == 3 ? 1 : 2];
+    const ir::Dim p_dim = past_k == kNoValue ? ir::Dim::known(0) : ((*shapes[3]).size() == 4 ? (*shapes[3])[2] : ir::Dim{});
+    bool known = skv_dim.is_known() && p_dim.is_known();
+    int64_t elems = 1;
+    for (const ir::Dim& d : ms) {
+      known = known && d.is_known() && d.value <= (int64_t{1} << 26);
+      if (known) elems *= std::max<int64_t>(d.value, 1);
+      known = known && elems <= (int64_t{1} << 26);
+    }
+    const DataType mdt = g->value(mask).dtype;
+    if (known && mdt != DataType::kUndefined && ms.back().value < p_dim.value + skv_dim.value &&
+        p_dim.value + skv_dim.value <= (int64_t{1} << 26)) {
+      Shape pad_shape;
+      for (const ir::Dim& d : ms) pad_shape.push_back(d.value);
+      pad_shape.back() = p_dim.value + skv_dim.value - ms.back().value;
+      if (shape_numel(pad_shape) > (int64_t{1} << 26))
+        return unsupported(at + ": padding attn_mask to the total key length needs more than 2^26 elements");
+      ValueId filler;
+      if (mdt == DataType::kBool) {
+        KILN_ASSIGN_OR_RETURN(Tensor f, Tensor::allocate(DataType::kBool, pad_shape, at + " mask padding"));
+        filler = e.constant("mask_pad", std::move(f));  // zero-filled: false, the keys are excluded
+      } else {
+        KILN_ASSIGN_OR_RETURN(Tensor f, Tensor::allocate(DataType::kFloat32, pad_shape, at + " mask padding"));
+        for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = -std::numeric_limits<float>::infinity();
+        filler = e.op(OpKind::kCastLike, "mask_pad", {e.constant("mask_pad_f32", std::move(f)), mask});
+      }
+      m = e.op(OpKind::kConcat, "mask_padded", {mask, filler}, {{"axis", Attribute::of_int(-1)}});
+    }
+  }
   if (n.attr_int("is_causal", 0) != 0) {
     const size_t sx = rank == 3 ? 1 : 2;  // the sequence axis of Q and K
     const std::optional<ir::Dim> sq = qs ? std::optional<ir::Dim>((*qs)[sx]) : std::nullopt;
@@ -273,6 +308,7 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j) c[i * cols + j] = j <= i + p;
       const ValueId cm = e.constant("causal_mask", std::move(causal));
+      const ValueId user_mask = m;
       if (mask != kNoValue && g->value(mask).dtype == DataType::kUndefined)
         return unsupported(at + ": is_causal=1 with Sq != Skv and an attn_mask '" + g->value(mask).name +
                            "' whose dtype the model does not declare (bool and float masks combine differently "
@@ -280,13 +316,13 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
       if (mask == kNoValue) {
         m = cm;
       } else if (g->value(mask).dtype == DataType::kBool) {
-        m = e.op(OpKind::kAnd, "mask_and_causal", {mask, cm});
+        m = e.op(OpKind::kAnd, "mask_and_causal", {user_mask, cm});
       } else {  // float mask: -inf where the causal rule excludes the key (spec: added to the mask)
         Tensor neg(DataType::kFloat32, {});
         *neg.data<float>() = -std::numeric_limits<float>::infinity();
         const ValueId zero = e.op(OpKind::kCastLike, "zero", {e.constant("zero_f32", Tensor::scalar<float>(DataType::kFloat32, 0.f)), mask});
         const ValueId ninf = e.op(OpKind::kCastLike, "neg_inf", {e.constant("neg_inf_f32", std::move(neg)), mask});
-        m = e.op(OpKind::kAdd, "mask_plus_causal", {mask, e.op(OpKind::kWhere, "causal_bias", {cm, zero, ninf})});
+        m = e.op(OpKind::kAdd, "mask_plus_causal", {user_mask, e.op(OpKind::kWhere, "causal_bias", {cm, zero, ninf})});
       }
     }
   }

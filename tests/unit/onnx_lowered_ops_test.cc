@@ -103,6 +103,7 @@ struct AttnCase {
   std::optional<float> scale;
   enum class Mask { kNone, kBool, kFloat } mask = Mask::kNone;
   bool mask_4d = false;  // [B, Hq, Sq, T] instead of [Sq, T]
+  int64_t mask_keys = 0;  // > 0: the mask covers only the first mask_keys keys (ONNX pads it)
 };
 
 // Reference from Operators.md Attention-23, in [B, H, S, D]: K, V = concat(past, new) on the
@@ -133,8 +134,13 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<double>& 
           for (int64_t x = 0; x < c.d; ++x) dot += q[((b * c.hq + h) * c.sq + i) * c.d + x] * key(b, kh, j, x);
           s[j] = scale * dot;
           if (c.mask != AttnCase::Mask::kNone) {
-            const double m = mask[c.mask_4d ? ((b * c.hq + h) * c.sq + i) * t + j : i * t + j];
-            s[j] = c.mask == AttnCase::Mask::kBool ? (m != 0 ? s[j] : ninf) : s[j] + m;
+            const int64_t mw = c.mask_keys > 0 ? c.mask_keys : t;
+            if (j >= mw) {
+              s[j] = ninf;  // the padding ONNX's reference adds: excluded keys
+            } else {
+              const double m = mask[c.mask_4d ? ((b * c.hq + h) * c.sq + i) * mw + j : i * mw + j];
+              s[j] = c.mask == AttnCase::Mask::kBool ? (m != 0 ? s[j] : ninf) : s[j] + m;
+            }
           }
           if (c.causal && j > i + c.past) s[j] = ninf;
         }
@@ -168,7 +174,8 @@ void run_attention_case(const AttnCase& c) {
   const Shape pk4 = {c.b, c.hkv, c.past, c.d}, pv4 = {c.b, c.hkv, c.past, c.dv};
   const auto q = values(shape_numel(q4), 1), k = values(shape_numel(k4), 2), v = values(shape_numel(v4), 3);
   const auto pk = values(shape_numel(pk4), 4), pv = values(shape_numel(pv4), 5);
-  const Shape ms = c.mask_4d ? Shape{c.b, c.hq, c.sq, t} : Shape{c.sq, t};
+  const int64_t mw = c.mask_keys > 0 ? c.mask_keys : t;
+  const Shape ms = c.mask_4d ? Shape{c.b, c.hq, c.sq, mw} : Shape{c.sq, mw};
   std::vector<double> mask = values(shape_numel(ms), 6);
   std::vector<std::pair<std::string, Tensor>> ins;
   auto add = [&](const std::string& name, const Shape& s4, const std::vector<double>& data, int64_t h, int64_t x) {
@@ -193,9 +200,9 @@ void run_attention_case(const AttnCase& c) {
     }
     for (int64_t i = 0; i < c.sq; ++i) {  // every row keeps its first key (no all-masked rows)
       if (c.mask_4d) {
-        for (int64_t bh = 0; bh < c.b * c.hq; ++bh) static_cast<uint8_t*>(mt.raw())[(bh * c.sq + i) * t] = 1, mask[(bh * c.sq + i) * t] = 1;
+        for (int64_t bh = 0; bh < c.b * c.hq; ++bh) static_cast<uint8_t*>(mt.raw())[(bh * c.sq + i) * mw] = 1, mask[(bh * c.sq + i) * mw] = 1;
       } else {
-        static_cast<uint8_t*>(mt.raw())[i * t] = 1, mask[i * t] = 1;
+        static_cast<uint8_t*>(mt.raw())[i * mw] = 1, mask[i * mw] = 1;
       }
     }
     m.input("mask", kBool, dims(ms));
@@ -304,6 +311,18 @@ TEST(OnnxAttention23, ThreeDimGqaCausalPastFloatMask) {
 TEST(OnnxAttention23, ThreeDimCrossAttentionBoolMask) {
   AttnCase c;
   c.three_d = true, c.hq = 2, c.hkv = 2, c.sq = 3, c.skv = 5, c.d = 2, c.dv = 3, c.mask = AttnCase::Mask::kBool;
+  run_attention_case(c);
+}
+
+TEST(OnnxAttention23, ShortBoolMaskIsPaddedWithExcludedKeys) {
+  AttnCase c;
+  c.sq = 3, c.skv = 3, c.past = 2, c.mask = AttnCase::Mask::kBool, c.mask_keys = 3, c.mask_4d = true;
+  run_attention_case(c);
+}
+
+TEST(OnnxAttention23, ShortFloatMaskIsPaddedCausalUnequal) {
+  AttnCase c;
+  c.sq = 2, c.skv = 5, c.causal = true, c.mask = AttnCase::Mask::kFloat, c.mask_keys = 4;
   run_attention_case(c);
 }
 
