@@ -195,8 +195,6 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
     return unsupported(at + ": output 3 (qk_matmul_output, qk_matmul_output_mode=" +
                        std::to_string(n.attr_int("qk_matmul_output_mode", 0)) +
                        ") is not supported (Kiln's Attention layer does not expose its scores)");
-  if (input(n, 6) != kNoValue)
-    return unsupported(at + ": input 6 (nonpad_kv_seqlen, Attention-24) is not supported");
   if (n.has_attr("softmax_precision")) {
     const int64_t p = n.attr_int("softmax_precision", 1);
     // Kiln's softmax runs in float32 (float64 for float64 inputs): at least float, float16, bfloat16.
@@ -277,7 +275,11 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
       m = e.op(OpKind::kConcat, "mask_padded", {mask, filler}, {{"axis", Attribute::of_int(-1)}});
     }
   }
-  if (n.attr_int("is_causal", 0) != 0) {
+  const ValueId nonpad = input(n, 6);
+  // Opset 24's nonpad_kv_seqlen [B] without a past: the causal frontier is per batch row.
+  const bool causal = n.attr_int("is_causal", 0) != 0;
+  const bool causal_per_row = causal && nonpad != kNoValue && past_k == kNoValue;
+  if (causal && !causal_per_row) {
     const size_t sx = rank == 3 ? 1 : 2;  // the sequence axis of Q and K
     const std::optional<ir::Dim> sq = qs ? std::optional<ir::Dim>((*qs)[sx]) : std::nullopt;
     const std::optional<ir::Dim> skv = ks ? std::optional<ir::Dim>((*ks)[sx]) : std::nullopt;
@@ -324,6 +326,42 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
         const ValueId ninf = e.op(OpKind::kCastLike, "neg_inf", {e.constant("neg_inf_f32", std::move(neg)), mask});
         m = e.op(OpKind::kAdd, "mask_plus_causal", {user_mask, e.op(OpKind::kWhere, "causal_bias", {cm, zero, ninf})});
       }
+    }
+  }
+  if (nonpad != kNoValue) {
+    // Attention-24: key j of batch row b is kept iff j < nonpad_kv_seqlen[b]; with is_causal and
+    // no past_key also iff j <= i + nonpad_kv_seqlen[b] - Sq (ONNX's reference: the frontier of an
+    // external cache). Built from the run-time shapes: keep [B, 1, 1 | Sq, P + Skv].
+    const ValueId two = e.constant("axis2", Tensor::scalar<int64_t>(DataType::kInt64, 2));
+    const ValueId zero_i = e.constant("zero_i64", Tensor::scalar<int64_t>(DataType::kInt64, 0));
+    const ValueId one_i = e.constant("one_i64", Tensor::scalar<int64_t>(DataType::kInt64, 1));
+    const ValueId total = e.op(OpKind::kGather, "total_keys", {e.op(OpKind::kShape, "keys_shape", {kf}), two}, {{"axis", Attribute::of_int(0)}});
+    const ValueId key_idx = e.op(OpKind::kRange, "key_index", {zero_i, total, one_i});  // [T]
+    const ValueId nb = e.op(OpKind::kUnsqueeze, "nonpad_b111", {nonpad, e.ints("nonpad_axes", {1, 2, 3})});
+    ValueId keep = e.op(OpKind::kLess, "keep_nonpad", {key_idx, nb});  // [B, 1, 1, T]
+    if (causal_per_row) {
+      const ValueId sq_len = e.op(OpKind::kGather, "query_len", {e.op(OpKind::kShape, "query_shape", {q4}), two}, {{"axis", Attribute::of_int(0)}});
+      const ValueId q_idx = e.unsqueeze("query_index_col", e.op(OpKind::kRange, "query_index", {zero_i, sq_len, one_i}), 1);
+      const ValueId rel = e.op(OpKind::kSub, "key_minus_query", {key_idx, q_idx});  // [Sq, T]: j - i
+      const ValueId lim = e.op(OpKind::kSub, "causal_limit", {nb, sq_len});        // [B, 1, 1, 1]
+      keep = e.op(OpKind::kAnd, "keep_causal", {keep, e.op(OpKind::kLessOrEqual, "causal_rows", {rel, lim})});
+    }
+    // m is the model's mask (maybe padded or combined with a causal mask: its dtype) or the
+    // bool causal constant.
+    const DataType mdt = mask != kNoValue ? g->value(mask).dtype : DataType::kBool;
+    if (m == kNoValue) {
+      m = keep;
+    } else if (mdt == DataType::kBool) {
+      m = e.op(OpKind::kAnd, "mask_and_nonpad", {m, keep});
+    } else if (mdt == DataType::kUndefined) {
+      return unsupported(at + ": nonpad_kv_seqlen with an attn_mask '" + g->value(mask).name +
+                         "' whose dtype the model does not declare (give it a value_info)");
+    } else {
+      Tensor neg(DataType::kFloat32, {});
+      *neg.data<float>() = -std::numeric_limits<float>::infinity();
+      const ValueId zero = e.op(OpKind::kCastLike, "pad_zero", {e.constant("pad_zero_f32", Tensor::scalar<float>(DataType::kFloat32, 0.f)), m});
+      const ValueId ninf = e.op(OpKind::kCastLike, "pad_neg_inf", {e.constant("pad_neg_inf_f32", std::move(neg)), m});
+      m = e.op(OpKind::kAdd, "mask_plus_nonpad", {m, e.op(OpKind::kWhere, "nonpad_bias", {keep, zero, ninf})});
     }
   }
   std::vector<ValueId> ins = {q4, kf, vf};

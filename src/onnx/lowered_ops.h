@@ -20,7 +20,7 @@ bool is_lowered_op(const std::string& op_type, int64_t opset);
 // unused). The last layer writes n's outputs. Errors (each naming the node): kInvalidModel for
 // inputs/outputs the spec forbids (past_key without past_value, 3-D Attention without
 // q_num_heads / kv_num_heads), kUnsupported for what Kiln does not compute (Attention's softcap,
-// qk_matmul_output, nonpad_kv_seqlen, a causal mask whose alignment cannot be expressed;
+// qk_matmul_output, a causal mask whose alignment cannot be expressed;
 // stash_type other than 1).
 Status lower_op(const std::string& op_type, ir::Node n, ir::Graph* g);
 

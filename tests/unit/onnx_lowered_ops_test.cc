@@ -104,6 +104,7 @@ struct AttnCase {
   enum class Mask { kNone, kBool, kFloat } mask = Mask::kNone;
   bool mask_4d = false;  // [B, Hq, Sq, T] instead of [Sq, T]
   int64_t mask_keys = 0;  // > 0: the mask covers only the first mask_keys keys (ONNX pads it)
+  std::vector<int64_t> nonpad;  // Attention-24's nonpad_kv_seqlen [B] (opset 24 model) when set
 };
 
 // Reference from Operators.md Attention-23, in [B, H, S, D]: K, V = concat(past, new) on the
@@ -142,7 +143,10 @@ std::vector<double> attention_ref(const AttnCase& c, const std::vector<double>& 
               s[j] = c.mask == AttnCase::Mask::kBool ? (m != 0 ? s[j] : ninf) : s[j] + m;
             }
           }
-          if (c.causal && j > i + c.past) s[j] = ninf;
+          if (!c.nonpad.empty() && j >= c.nonpad[b]) s[j] = ninf;
+          // Causal frontier: the past length, or (nonpad_kv_seqlen without a past) per batch row.
+          const int64_t offset = !c.nonpad.empty() && c.past == 0 ? c.nonpad[b] - c.sq : c.past;
+          if (c.causal && j > i + offset) s[j] = ninf;
         }
         double mx = ninf, sum = 0;
         for (double x : s) mx = std::max(mx, x);
@@ -214,6 +218,13 @@ void run_attention_case(const AttnCase& c) {
     node_in[3] = "mask";
   }
   std::vector<std::string> node_out = {"y"};
+  if (!c.nonpad.empty()) {
+    m.proto().mutable_opset_import(0)->set_version(24);
+    m.input("nonpad", kI64, {c.b});
+    Tensor np(DataType::kInt64, {c.b});
+    for (int64_t b = 0; b < c.b; ++b) np.data<int64_t>()[b] = c.nonpad[b];
+    ins.push_back({"nonpad", np});
+  }
   if (c.past > 0) {
     m.input("past_k", kF32, dims(pk4));
     m.input("past_v", kF32, dims(pv4));
@@ -222,6 +233,10 @@ void run_attention_case(const AttnCase& c) {
     node_in.push_back("past_k");
     node_in.push_back("past_v");
     node_out = {"y", "present_k", "present_v"};
+  }
+  if (!c.nonpad.empty()) {
+    node_in.resize(6);
+    node_in.push_back("nonpad");
   }
   while (!node_in.empty() && node_in.back().empty()) node_in.pop_back();
   auto* n = m.node("Attention", node_in, node_out, "attn");
@@ -323,6 +338,24 @@ TEST(OnnxAttention23, ShortBoolMaskIsPaddedWithExcludedKeys) {
 TEST(OnnxAttention23, ShortFloatMaskIsPaddedCausalUnequal) {
   AttnCase c;
   c.sq = 2, c.skv = 5, c.causal = true, c.mask = AttnCase::Mask::kFloat, c.mask_keys = 4;
+  run_attention_case(c);
+}
+
+TEST(OnnxAttention24, NonpadKvSeqlenExcludesPaddingKeys) {
+  AttnCase c;
+  c.sq = 3, c.skv = 5, c.nonpad = {3, 5}, c.mask = AttnCase::Mask::kFloat;
+  run_attention_case(c);
+}
+
+TEST(OnnxAttention24, NonpadKvSeqlenCausalFrontierPerBatchRow) {
+  AttnCase c;  // no past: query i of row b sees keys j <= i + nonpad[b] - Sq
+  c.sq = 2, c.skv = 6, c.nonpad = {4, 6}, c.causal = true, c.hq = 4, c.hkv = 2;
+  run_attention_case(c);
+}
+
+TEST(OnnxAttention24, NonpadKvSeqlenWithPastCausalBoolMask) {
+  AttnCase c;  // with a past the frontier is the past length; padding still excluded
+  c.three_d = true, c.sq = c.skv = 2, c.past = 3, c.nonpad = {4, 5}, c.causal = true, c.mask = AttnCase::Mask::kBool;
   run_attention_case(c);
 }
 
