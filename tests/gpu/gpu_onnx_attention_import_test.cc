@@ -69,5 +69,44 @@ TEST(GpuOnnxAttentionImport, RmsNormAndAttentionLowerInFp16) {
 #endif
 }
 
+// Attention-24 with nonpad_kv_seqlen and is_causal (no past): the run-time padding / causal mask
+// (Shape, Gather, Range, Less, LessOrEqual, And layers) must be accepted too.
+TEST(GpuOnnxAttentionImport, NonpadKvSeqlenMaskLowersInFp16) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  OnnxModel m(24);
+  for (const char* name : {"q", "k", "v"}) m.input(name, kF32, {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{16}});
+  m.input("nonpad", onnx::TensorProto::INT64, {std::string("batch")});
+  auto* a = m.node("Attention", {"q", "k", "v", "", "", "", "nonpad"}, {"y"}, "attn");
+  auto* at = a->add_attribute();
+  at->set_name("is_causal");
+  at->set_type(onnx::AttributeProto::INT);
+  at->set_i(1);
+  m.output("y", kF32, {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{16}});
+  onnx_import::ImportOptions o;
+  o.allow_unknown = true;
+  auto g = onnx_import::import_model_bytes(m.bytes(), "", o);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const Shape qkv = {2, 4, 8, 16};
+  for (bool fp16 : {false, true}) {
+    SCOPED_TRACE(fp16);
+    BuilderConfig c;
+    c.target = TargetDevice::kCuda;
+    c.fp16 = fp16;
+    OptimizationProfile p;
+    for (const char* name : {"q", "k", "v"}) ASSERT_TRUE(p.set_dimensions(name, {1, 4, 8, 16}, qkv, qkv).ok());
+    ASSERT_TRUE(p.set_dimensions("nonpad", {1}, {2}, {2}).ok());
+    c.profiles = {p};
+    auto laid = cuda_layer_graph(*g, c, nullptr);
+    ASSERT_TRUE(laid.ok()) << laid.status().to_string();
+    auto vs = cuda::infer_value_shapes_by_reference(*laid, {qkv, qkv, qkv, {2}});
+    ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+    Status s = cuda::check_gpu_support(*laid, *vs, fp16);
+    EXPECT_TRUE(s.ok()) << s.to_string();
+  }
+#endif
+}
+
 }  // namespace
 }  // namespace kiln::testing
