@@ -143,11 +143,12 @@ Status lower_rms_norm(ir::Node n, ir::Graph* g) {
     if (n.has_attr(k)) attrs[k] = n.attrs.at(k);
   const int64_t axis = n.attr_int("axis", -1);
   bool direct = false;
-  if (const auto& ss = shape_of(*g, scale)) {
+  const auto shapes = shapes_of(*g, {x, scale});
+  if (const auto& ss = shapes[1]) {
     ir::SymShape sdims = *ss;
     bool one = true;
     for (const ir::Dim& d : sdims) one = one && d.is_known() && d.value == 1;
-    const auto& xs = shape_of(*g, x);
+    const auto& xs = shapes[0];
     if (one) {
       direct = true;
     } else if (xs) {

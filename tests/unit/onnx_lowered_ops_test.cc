@@ -532,6 +532,26 @@ TEST(OnnxRmsNorm23, AxisMinusTwoFullScale) { run_rms_case(-2, {3, 4}, 0.1f); }
 TEST(OnnxRmsNorm23, AxisMinusTwoBroadcastScale) { run_rms_case(-2, {4}, 1e-3f); }  // scale [D] over [S, D]
 TEST(OnnxRmsNorm23, AxisOneBroadcastRowScale) { run_rms_case(1, {3, 1}, 1e-5f); }
 
+// X produced by an earlier node: shape inference finds the normalized dims [3, 4], so scale
+// [3, 4] with axis -2 is the layer's own scale (one RMSNormalization layer, no Mul).
+TEST(OnnxRmsNorm23, IntermediateInputUsesInferredShape) {
+  OnnxModel m(23);
+  m.input("x", kF32, {int64_t{2}, int64_t{3}, int64_t{4}});
+  m.initializer("scale", {3, 4}, std::vector<float>(12, 2.f));
+  m.node("Relu", {"x"}, {"xr"}, "relu");
+  set_int(m.node("RMSNormalization", {"xr", "scale"}, {"y"}, "rms"), "axis", -2);
+  m.output("y", kF32, {int64_t{2}, int64_t{3}, int64_t{4}});
+  auto g = import(m);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  int rms = 0, mul = 0;
+  for (const ir::Node& n : g->nodes) {
+    rms += n.op == ir::OpKind::kRMSNormalization;
+    mul += n.op == ir::OpKind::kMul;
+  }
+  EXPECT_EQ(rms, 1);
+  EXPECT_EQ(mul, 0);
+}
+
 TEST(OnnxRmsNorm23, RefusesStashTypeOtherThanFloat) {
   OnnxModel m(23);
   m.input("x", kF32, {int64_t{2}, int64_t{4}});
