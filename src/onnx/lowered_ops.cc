@@ -10,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace kiln::onnx_import {
 namespace {
@@ -54,7 +55,7 @@ class Emitter {
                            std::map<std::string, Attribute> attrs, std::vector<ValueId> outs) {
     ir::Node m;
     m.name = base_ + "/" + what;
-    if (layers_++ > 0) m.name += "_" + std::to_string(layers_);
+    for (int i = 1; !names_.insert(m.name).second; ++i) m.name = base_ + "/" + what + "_" + std::to_string(i);
     m.op = k;
     m.opset = opset_;
     m.inputs = std::move(in);
@@ -82,7 +83,7 @@ class Emitter {
   ir::Graph* g_;
   std::string base_;
   int opset_;
-  int layers_ = 0;
+  std::set<std::string> names_;  // layer names given so far (unique within the node)
 };
 
 constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
