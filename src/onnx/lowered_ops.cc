@@ -96,7 +96,6 @@ bool same_dim(const ir::Dim& a, const ir::Dim& b) {
   return (a.is_known() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
 }
 
-
 // The shapes of `vs` as the model declares them or, where one is not declared (the output of an
 // earlier node), as shape inference over a copy of the graph imported so far gives them (errors
 // there leave the dims it could not infer unknown; the builder infers the whole graph again).
