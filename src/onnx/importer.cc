@@ -15,6 +15,7 @@
 #include "io/input_file.h"
 #include "ir/verifier.h"
 #include "kiln/plan.h"
+#include "onnx/lowered_ops.h"
 #include "onnx/op_attributes.h"
 
 namespace kiln::onnx_import {
@@ -216,7 +217,10 @@ class GraphImporter {
     if (domain.empty() && np.op_type() == "Constant") return fold_constant(np, nname, g);
 
     std::optional<ir::OpKind> op;
+    // Ops newer than the ONNX 1.12 schema that import as several Kiln layers (lowered_ops.h).
+    const bool lowered = domain.empty() && is_lowered_op(np.op_type(), opset);
     if (domain.empty()) op = ir::op_from_onnx(np.op_type());
+    if (lowered) op = ir::OpKind::kIdentity;  // placeholder: lower_op emits the layers
     if (!op) {
       unsup_->items.push_back("node '" + nname + "' (" + np.op_type() + ", domain '" +
                               (domain.empty() ? "ai.onnx" : domain) + "', opset " + std::to_string(opset) + ")");
@@ -293,6 +297,7 @@ class GraphImporter {
       if (it != infos.end()) KILN_RETURN_IF_ERROR(read_type(*it->second, &g->value(v)));
       n.outputs.push_back(v);
     }
+    if (lowered) return lower_op(np.op_type(), std::move(n), g);
     g->add_node(std::move(n));
     return Status::Ok();
   }

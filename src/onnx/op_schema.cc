@@ -26,11 +26,34 @@ const char* attr_type_name(AttrType t) {
   return "?";
 }
 
+namespace {
+
+// The ops newer than opset 22 that the importer lowers into Kiln layers (onnx/lowered_ops.h):
+// their attributes per ONNX Operators.md (Attention-23/24, RMSNormalization-23,
+// RotaryEmbedding-23). Not in the generated table, which lists ops.def's ONNX ops.
+const std::vector<OpSchemaAttrs>& lowered_op_schemas() {
+  using A = AttrType;
+  static const std::vector<OpSchemaAttrs> kRows = {
+      {"Attention", 23, {{"is_causal", A::kInt}, {"kv_num_heads", A::kInt}, {"q_num_heads", A::kInt},
+                         {"qk_matmul_output_mode", A::kInt}, {"scale", A::kFloat}, {"softcap", A::kFloat},
+                         {"softmax_precision", A::kInt}}},
+      {"Attention", 24, {{"is_causal", A::kInt}, {"kv_num_heads", A::kInt}, {"q_num_heads", A::kInt},
+                         {"qk_matmul_output_mode", A::kInt}, {"scale", A::kFloat}, {"softcap", A::kFloat},
+                         {"softmax_precision", A::kInt}}},
+      {"RMSNormalization", 23, {{"axis", A::kInt}, {"epsilon", A::kFloat}, {"stash_type", A::kInt}}},
+      {"RotaryEmbedding", 23, {{"interleaved", A::kInt}, {"num_heads", A::kInt}, {"rotary_embedding_dim", A::kInt}}},
+  };
+  return kRows;
+}
+
+}  // namespace
+
 const OpSchemaAttrs* op_schema(const std::string& op, int64_t opset) {
   // op -> rows of the table in ascending since_version (built once; thread-safe).
   static const std::map<std::string, std::vector<const OpSchemaAttrs*>> kByOp = [] {
     std::map<std::string, std::vector<const OpSchemaAttrs*>> m;
     for (const OpSchemaAttrs& row : op_schema_table()) m[row.op].push_back(&row);
+    for (const OpSchemaAttrs& row : lowered_op_schemas()) m[row.op].push_back(&row);
     return m;
   }();
   auto it = kByOp.find(op);
