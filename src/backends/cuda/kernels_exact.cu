@@ -11,16 +11,10 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels_exact.h"
+#include "backends/cuda/launch_config.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, 65535LL * 32)));
-}
 
 using Bool = uint8_t;
 

@@ -6,16 +6,10 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels_gather.h"
+#include "backends/cuda/launch_config.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, 65535LL * 32)));
-}
 
 template <typename T, typename I>
 __global__ void gather_nd_kernel(const T* __restrict__ x, const I* __restrict__ idx, T* __restrict__ y, GatherNDDesc d,

@@ -9,17 +9,11 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels_more.h"
+#include "backends/cuda/launch_config.cuh"
 #include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, 65535LL * 32)));
-}
 
 // ---------------------------------------------------------------- strided copy
 // Idx: uint32_t when every source and destination offset is below 2^31 (32-bit division per dim
