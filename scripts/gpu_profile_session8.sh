@@ -3,7 +3,7 @@
 # batch row 0 of a max-batch-8 engine; the KV pool address is null, so PagedAttention writes and reads
 # nothing: its own time is GpuPagedAttentionBench's) and the transformers GPT-2 export at 32 x 128
 # spend their time. `kiln run --dump-profile` (medians, CUDA events per layer) -> $OUT/profile_*.json and
-# a per-op summary.
+# a per-op summary; then `kiln bench-llm` of that engine at batch 1 and 8.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
@@ -31,15 +31,17 @@ IN=""; for n in input_ids position_ids token_seq block_table kv_pools logit_rows
 "$PY" - $OUT/profile_llama1b_decode.json $OUT/profile_hf_gpt2_b32.json <<'PYEOF' | tee $OUT/profile_summary.txt
 import collections, json, sys
 for f in sys.argv[1:]:
-    j = json.load(open(f)); L = j["layers"] if isinstance(j, dict) and "layers" in j else j
+    j = json.load(open(f)); L = j["layers"]
     agg = collections.defaultdict(lambda: [0, 0.0])
     for l in L:
-        agg[l.get("op", "?")][0] += 1; agg[l.get("op", "?")][1] += l.get("ms", 0)
+        agg[l.get("op", "?")][0] += 1; agg[l.get("op", "?")][1] += l["median_ms"]
     tot = sum(v[1] for v in agg.values())
     print(f"{f.split('/')[-1]}: {len(L)} layers, {tot:.3f} ms")
     for k, v in sorted(agg.items(), key=lambda x: -x[1][1])[:12]:
         print(f"  {k:22s} {v[0]:4d} layers {v[1]:.4f} ms ({100 * v[1] / tot:.1f}%)")
-    top = sorted(L, key=lambda l: -l.get("ms", 0))[:6]
+    top = sorted(L, key=lambda l: -l["median_ms"])[:6]
     for l in top:
-        print(f"    {l.get('ms', 0):.4f} ms  {l.get('op')}  {l.get('name', '')[:60]}  {l.get('tactic', '')[:70]}")
+        print(f"    {l['median_ms']:.4f} ms  {l.get('op')}  {l.get('name', '')[:60]}  {l.get('tactic', '')[:70]}")
 PYEOF
+# The decode speed of the same engine (max batch 8; 16 tokens per step, so TTFT here is a chunked prefill).
+"$C/kiln" bench-llm $W/e --batch 1,8 --input-len 128 --output-len 128 --cuda-graph --json $OUT/bench_llama1b_b1_b8.json 2>&1 | tail -3
