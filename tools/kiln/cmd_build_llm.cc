@@ -21,21 +21,21 @@ void BuildLlmOptions::add_to(CLI::App* app) {
   app->add_option("checkpoint", checkpoint, "Hugging Face model directory (config.json, *.safetensors, tokenizer)")->required();
   app->add_option("-o,--output", output, "Engine directory to write (model.plan, kiln_llm.json, config and tokenizer files)")
       ->required();
-  app->add_option("--dtype", dtype, "fp16, bf16 or fp32: the plan's weights and activations")->capture_default_str();
-  app->add_option("--device", device, "gpu, cpu or auto")->capture_default_str();
-  app->add_option("--max-batch", max_batch, "Sequences run at once (more requests queue)")->capture_default_str();
-  app->add_option("--max-seq-len", max_seq_len, "Tokens per sequence, prompt + generated (default: max_position_embeddings)");
-  app->add_option("--max-num-tokens", max_num_tokens, "Tokens per step (default: max(max-batch, min(max-seq-len, 2048)))");
-  app->add_option("--block-size", block_size, "Tokens per KV-cache block")->capture_default_str();
-  app->add_option("--kv-cache-dtype", cache_dtype, "float32, float16 or bfloat16 (default: the --dtype's)");
-  app->add_option("--max-gpu-mem", max_gpu_mem_gib, "GiB for weights + activations + KV cache (default: 90% of free memory)");
-  app->add_option("--timing-cache", timing_cache, "CUDA tactic timing cache file (read, then rewritten)");
-  app->add_option("--quant", quant, "fp8: E4M3 weights (per output channel) and activations (per tensor) in every "
+  app->add_option("--dtype", build.dtype, "fp16, bf16 or fp32: the plan's weights and activations")->capture_default_str();
+  app->add_option("--device", build.device, "gpu, cpu or auto")->capture_default_str();
+  app->add_option("--max-batch", build.max_batch, "Sequences run at once (more requests queue)")->capture_default_str();
+  app->add_option("--max-seq-len", build.max_seq_len, "Tokens per sequence, prompt + generated (default: max_position_embeddings)");
+  app->add_option("--max-num-tokens", build.max_num_tokens, "Tokens per step (default: max(max-batch, min(max-seq-len, 2048)))");
+  app->add_option("--block-size", build.block_size, "Tokens per KV-cache block")->capture_default_str();
+  app->add_option("--kv-cache-dtype", build.cache_dtype, "float32, float16 or bfloat16 (default: the --dtype's)");
+  app->add_option("--max-gpu-mem", build.max_gpu_mem_gib, "GiB for weights + activations + KV cache (default: 90% of free memory)");
+  app->add_option("--timing-cache", build.timing_cache, "CUDA tactic timing cache file (read, then rewritten)");
+  app->add_option("--quant", build.quant, "fp8: E4M3 weights (per output channel) and activations (per tensor) in every "
                   "attention / MLP projection (not the embedding or lm_head)");
-  app->add_option("--calib-text", calib_text, "--quant fp8: UTF-8 text whose tokens (the checkpoint's tokenizer) calibrate "
+  app->add_option("--calib-text", build.calib_text, "--quant fp8: UTF-8 text whose tokens (the checkpoint's tokenizer) calibrate "
                   "the activation scales");
-  app->add_option("--calib-ids", calib_ids, "--quant fp8: calibration token ids, e.g. 1,2,3 (checkpoints without a tokenizer)");
-  app->add_option("--calib-max-seq-len", calib_max_seq_len, "--quant fp8: calibration tokens per prefill step")
+  app->add_option("--calib-ids", build.calib_ids, "--quant fp8: calibration token ids, e.g. 1,2,3 (checkpoints without a tokenizer)");
+  app->add_option("--calib-max-seq-len", build.calib_max_seq_len, "--quant fp8: calibration tokens per prefill step")
       ->capture_default_str();
   app->add_flag("-v,--verbose", verbose, "Print each build step");
 }
@@ -44,20 +44,7 @@ int cmd_build_llm(const BuildLlmOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   auto ck = llm::Checkpoint::open(o.checkpoint);
   if (!ck.ok()) return report_error("build-llm", ck.status());
-  LlmBuildOptions b;
-  b.dtype = o.dtype;
-  b.device = o.device;
-  b.max_batch = o.max_batch;
-  b.max_seq_len = o.max_seq_len;
-  b.max_num_tokens = o.max_num_tokens;
-  b.block_size = o.block_size;
-  b.cache_dtype = o.cache_dtype;
-  b.max_gpu_mem_gib = o.max_gpu_mem_gib;
-  b.timing_cache = o.timing_cache;
-  b.quant = o.quant;
-  b.calib_text = o.calib_text;
-  b.calib_ids = o.calib_ids;
-  b.calib_max_seq_len = o.calib_max_seq_len;
+  LlmBuildOptions b = o.build;
   const bool verbose = o.verbose;
   b.progress = [verbose](const BuildProgress& p) {
     if (p.step == "tuning") {

@@ -14,29 +14,9 @@
 #include "kiln/status.h"
 #include "llm/checkpoint.h"
 #include "llm/engine_info.h"
+#include "tools/kiln/llm_build_options.h"
 
 namespace kiln::cli {
-
-struct LlmBuildOptions {
-  std::string dtype = "fp16";   // fp16 | bf16 | fp32: the plan's weights and activations
-  std::string device = "auto";  // gpu (= cuda) | cpu | auto
-  int64_t max_batch = 8;        // R: sequences run at once
-  int64_t max_seq_len = 0;      // tokens per sequence (prompt + generated); 0 = max_position_embeddings
-  int64_t max_num_tokens = 0;   // N: tokens per step; 0 = max(max_batch, min(max_seq_len, 2048))
-  int64_t block_size = 32;      // tokens per KV block
-  std::string cache_dtype;      // float32 | float16 | bfloat16; "" = the plan's dtype (fp32 -> float32)
-  double max_gpu_mem_gib = 0;   // GiB bounding weights + activations + KV pool; 0 = the runner's default
-  std::string timing_cache;     // CUDA: timing cache file ("" = none)
-  // "" (float projections) or "fp8": every projection a QuantLinear of E4M3FN weights (per output
-  // channel) and activations (per tensor, scales calibrated by llm::calibrate_fp8 on the float
-  // step graph; decision 0059, addendum). fp8 needs exactly one of calib_text (a UTF-8 text file,
-  // tokenized with the checkpoint's tokenizer) or calib_ids ("1,2,3": token ids).
-  std::string quant;
-  std::string calib_text;
-  std::string calib_ids;
-  int64_t calib_max_seq_len = 512;  // calibration tokens per prefill step
-  std::function<void(const BuildProgress&)> progress;
-};
 
 struct LlmEngineBuild {
   std::vector<uint8_t> plan;

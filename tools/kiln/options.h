@@ -13,6 +13,7 @@
 
 #include "kiln/builder.h"
 #include "kiln/status.h"
+#include "tools/kiln/llm_build_options.h"
 
 namespace kiln::cli {
 
@@ -169,10 +170,7 @@ struct ConformanceOptions {
 // `kiln build-llm CKPT_DIR -o ENGINE_DIR ...` (tools/kiln/llm_build.h's LlmBuildOptions as flags).
 struct BuildLlmOptions {
   std::string checkpoint, output;
-  std::string dtype = "fp16", device = "auto", cache_dtype, timing_cache;
-  std::string quant, calib_text, calib_ids;  // --quant fp8 --calib-text FILE | --calib-ids 1,2,3
-  int64_t max_batch = 8, max_seq_len = 0, max_num_tokens = 0, block_size = 32, calib_max_seq_len = 512;
-  double max_gpu_mem_gib = 0;
+  LlmBuildOptions build;  // the flags bind to these fields (progress is set by cmd_build_llm)
   bool verbose = false;
   void add_to(CLI::App* app);
 };
