@@ -13,18 +13,6 @@ namespace {
 
 Status bad(const ir::Node& n, const std::string& what) { return invalid_argument(n.describe() + ": " + what); }
 
-int64_t product(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
-std::vector<int64_t> row_strides(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
-  return st;
-}
-
 Status out_of_range(const ir::Node& n, int64_t v, int64_t dim) {
   return bad(n, "index " + std::to_string(v) + " is out of range for a dim of " + std::to_string(dim));
 }
@@ -49,10 +37,10 @@ StatusOr<GatherNDDesc> plan_gather_nd(const ir::Node& n, const Shape& data, cons
                         shape_str(indices) + ") differ");
   const std::vector<int64_t> xs = row_strides(data);
   GatherNDDesc d;
-  d.batches = product(data, 0, static_cast<size_t>(b));
-  d.tuples = product(indices, static_cast<size_t>(b), static_cast<size_t>(ri - 1));
-  d.slice = product(data, static_cast<size_t>(b + m), data.size());
-  d.batch_stride = product(data, static_cast<size_t>(b), data.size());
+  d.batches = dims_product(data, 0, static_cast<size_t>(b));
+  d.tuples = dims_product(indices, static_cast<size_t>(b), static_cast<size_t>(ri - 1));
+  d.slice = dims_product(data, static_cast<size_t>(b + m), data.size());
+  d.batch_stride = dims_product(data, static_cast<size_t>(b), data.size());
   d.m = static_cast<int>(m);
   for (int j = 0; j < d.m; ++j) {
     d.dims[j] = data[b + j];

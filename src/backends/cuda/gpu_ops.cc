@@ -16,18 +16,6 @@ namespace {
 
 Status node_error(const ir::Node& n, const std::string& what) { return unsupported(n.describe() + ": " + what); }
 
-int64_t numel_of(const Shape& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
-std::vector<int64_t> row_strides(const Shape& s) {
-  std::vector<int64_t> st(s.size(), 1);
-  for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
-  return st;
-}
-
 // Integer values of a constant input (absent: `present` false). Non-constant: an error.
 StatusOr<std::vector<int64_t>> const_ints(const ir::Node& n, const ir::Graph& g, size_t k, const char* what,
                                           bool* present) {
@@ -61,6 +49,18 @@ StatusOr<StridedDesc> desc_of(const ir::Node& n, const Shape& out) {
 }
 
 }  // namespace
+
+int64_t dims_product(const Shape& s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+std::vector<int64_t> row_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
 
 StatusOr<StorageType> input_storage(const std::string& name, DataType dt) {
   switch (dt) {
@@ -282,12 +282,12 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
       hi = static_cast<int>(i);
     }
   if (lo < 0) {  // nothing of size > 1 reduced: a copy (mean of one element is the element)
-    p.outer = numel_of(in, 0, in.size());
+    p.outer = dims_product(in, 0, in.size());
     return p;
   }
-  p.outer = numel_of(in, 0, lo);
-  p.red = numel_of(in, lo, hi + 1);
-  p.inner = numel_of(in, hi + 1, in.size());
+  p.outer = dims_product(in, 0, lo);
+  p.red = dims_product(in, lo, hi + 1);
+  p.inner = dims_product(in, hi + 1, in.size());
   return p;
 }
 
@@ -297,8 +297,8 @@ StatusOr<GatherPlan> plan_gather(const ir::Node& n, const ir::Graph& g, const Sh
   KILN_ASSIGN_OR_RETURN(int axis, norm_axis(n, n.attr_int("axis", 0), in.size()));
   if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(n.describe() + ": indices are required");
   p.axis_dim = in[axis];
-  p.outer = numel_of(in, 0, axis);
-  p.inner = numel_of(in, axis + 1, in.size());
+  p.outer = dims_product(in, 0, axis);
+  p.inner = dims_product(in, axis + 1, in.size());
   p.count = shape_numel(indices);
   if (!g.value(n.inputs[1]).constant) {
     if (indices_dtype != DataType::kInt64 && indices_dtype != DataType::kInt32)
@@ -422,8 +422,8 @@ StatusOr<BatchedMatMulParams> plan_batched_matmul(const ir::Node& n, const Shape
   p.n = b.back();
   if (b[b.size() - 2] != p.k)
     return invalid_argument(n.describe() + ": inner dims differ: " + shape_str(a) + " x " + shape_str(b));
-  const int64_t ba = numel_of(a, 0, a.size() - 2), bb = numel_of(b, 0, b.size() - 2);
-  const int64_t by = numel_of(y, 0, y.size() - 2);
+  const int64_t ba = dims_product(a, 0, a.size() - 2), bb = dims_product(b, 0, b.size() - 2);
+  const int64_t by = dims_product(y, 0, y.size() - 2);
   if (bb == 1) {  // B shared: fold A's batch into M
     p.m *= ba;
     return p;

@@ -21,6 +21,11 @@ namespace kiln::cuda {
 // `vs` still describes the graph.
 Status fold_shape_computations(ir::Graph& g, const ValueShapes& vs);
 
+// The product of dims [from, to) of `s` (1 when empty).
+int64_t dims_product(const Shape& s, size_t from, size_t to);
+// Row-major element strides of a tensor of shape `s` (the last dim's is 1).
+std::vector<int64_t> row_strides(const Shape& s);
+
 // ---- integer and bool tensors (docs/decisions/0051)
 // Storage of graph input `name` of dtype `dt`: kI32/kI64/kBool for int32/int64/bool (staged as
 // given), kF32 for float types (the float storage conversion is a layer); other dtypes are refused.
