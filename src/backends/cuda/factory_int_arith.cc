@@ -28,17 +28,9 @@ Status lower_int_arith(LowerContext& ctx, const ir::Node& n, const std::string& 
   const size_t arity = exact_op_is_unary(e) ? 1 : 2;
   if (n.inputs.size() != arity)
     return unsupported(where + std::to_string(n.inputs.size()) + " inputs (" + std::to_string(arity) + " supported)");
-  std::vector<int> ins;
-  for (ir::ValueId v : n.inputs) {
+  for (ir::ValueId v : n.inputs)
     if (v == ir::kNoValue) return invalid_argument(where + "an input is omitted");
-    KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(v, t));
-    ins.push_back(a);
-  }
-  const Shape& out = ctx.shape(n.outputs[0]);
-  auto d = broadcast_desc(ctx.shape(n.inputs[0]), ctx.shape(n.inputs[arity - 1]), out);
-  if (!d.ok()) return unsupported(where + d.status().message());
-  ctx.add_layer(make_exact_elementwise_layer(ir::op_name(n.op), e, t, *d), n.name, ins, {ctx.new_output(n)}, n.origin);
-  return Status::Ok();
+  return add_exact_elementwise(ctx, n, e, t, where);
 }
 
 }  // namespace kiln::cuda

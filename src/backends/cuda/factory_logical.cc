@@ -58,6 +58,11 @@ Status lower_logical(LowerContext& ctx, const ir::Node& n, const std::string& wh
   } else {
     return unsupported(where + "input dtype " + dtype_name(dt));
   }
+  return add_exact_elementwise(ctx, n, e, t, where);
+}
+
+Status add_exact_elementwise(LowerContext& ctx, const ir::Node& n, ExactOp e, StorageType t, const std::string& where) {
+  const size_t arity = exact_op_is_unary(e) ? 1 : 2;
   std::vector<int> ins;
   for (ir::ValueId v : n.inputs) {
     KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(v, t));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cuda/exact_layers.h"
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_model.h"
 #include "backends/cuda/kernels.h"
@@ -155,6 +156,11 @@ Status lower_cumsum(LowerContext& ctx, const ir::Node& n, const std::string& whe
 Status lower_trilu(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_arg_extreme(LowerContext& ctx, const ir::Node& n, const std::string& where);  // ArgMax, ArgMin
 Status lower_int_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Max/Min of ints
+
+// One broadcast-elementwise exact layer (exact_layers.h) for `n`'s 1 or 2 present inputs, each
+// read in storage `t`, writing n's output 0 (factory_logical.cc; the comparison / logical and the
+// integer arithmetic factories share it). Unsupported when the shapes do not broadcast.
+Status add_exact_elementwise(LowerContext& ctx, const ir::Node& n, ExactOp e, StorageType t, const std::string& where);
 
 // Float activations the CUDA path computes on (float32, float16).
 bool is_float(DataType t);
