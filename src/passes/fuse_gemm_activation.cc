@@ -63,8 +63,7 @@ Status fuse_gemm_activation(ir::Graph& g, const PassOptions&) {
 Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
   const std::set<std::string> pinned = subgraph_reads(g);
   const pt::Consumers consumers = g.consumers();
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    ir::Node& n = g.nodes[i];
+  for (ir::Node& n : g.nodes) {
     // A MatMul against a constant 2-D weight (no bias: Llama's projections) joins as a MatMulBias
     // with a zero bias — adding +0 after the product changes no value.
     const bool plain = n.op == ir::OpKind::kMatMul && n.inputs.size() == 2 && g.value(n.inputs[1]).constant &&
@@ -75,7 +74,7 @@ Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
       continue;
     if (!n.attr_string("activation", "").empty()) continue;
     const ir::ValueId y = n.outputs[0];
-    const auto& ys = g.value(y).shape;
+    const auto ys = g.value(y).shape;  // a copy: add_constant below grows g.values
     if (!pt::is_float_dtype(g.value(y).dtype) || pinned.count(g.value(y).name) || !ys) continue;
     ir::Node* add = pt::sole_consumer(g, consumers, y, ir::OpKind::kAdd);
     if (!add || add->outputs.size() != 1 || add->opset < 7) continue;
@@ -93,16 +92,14 @@ Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
       auto zero = Tensor::allocate(w.dtype(), {w.dim(1)}, "zero bias");
       if (!zero.ok()) return zero.status();
       std::fill_n(static_cast<uint8_t*>(zero->raw()), zero->nbytes(), uint8_t{0});
-      const ir::ValueId b = pt::add_constant(g, n.name + "_zero_bias", std::move(*zero));
-      ir::Node& m = g.nodes[i];  // add_constant may not move nodes, but re-read after graph edits
-      m.op = ir::OpKind::kMatMulBias;
-      m.inputs.push_back(b);
+      const ir::ValueId b = pt::add_constant(g, n.name + "_zero_bias", std::move(*zero));  // a value, no node
+      n.op = ir::OpKind::kMatMulBias;
+      n.inputs.push_back(b);
     }
-    ir::Node& n2 = g.nodes[i];
-    n2.inputs.push_back(r);
-    n2.outputs[0] = add->outputs[0];
-    g.value(add->outputs[0]).producer = n2.id;
-    n2.origin.insert(n2.origin.end(), add->origin.begin(), add->origin.end());
+    n.inputs.push_back(r);
+    n.outputs[0] = add->outputs[0];
+    g.value(add->outputs[0]).producer = n.id;
+    n.origin.insert(n.origin.end(), add->origin.begin(), add->origin.end());
     add->removed = true;
   }
   return Status::Ok();
