@@ -16,50 +16,11 @@ namespace kiln::llm {
 namespace {
 
 using nlohmann::json;
+using testing::byte_tokenizer_json;
+using testing::CliRun;
+using testing::slurp;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct CliRun {
-  int rc = -1;
-  std::string out, err;
-};
-
-CliRun generate_cli(const std::string& args, const std::string& tmp) {
-  const std::string cmd = std::string(KILN_BINARY_DIR) + "/kiln_llm_generate " + args + " >" + tmp + "/stdout 2>" + tmp + "/stderr";
-  CliRun r;
-  const int status = std::system(cmd.c_str());
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(tmp + "/stdout");
-  r.err = slurp(tmp + "/stderr");
-  return r;
-}
-
-// A byte-level tokenizer.json: ids 0..255 are the bytes (GPT-2's byte -> character table), no merges.
-std::string byte_tokenizer_json() {
-  json vocab = json::object();
-  unsigned extra = 0;
-  for (unsigned b = 0; b < 256; ++b) {
-    const bool direct = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const char32_t cp = direct ? b : 256 + extra++;
-    std::string s;
-    if (cp < 0x80) s.push_back(static_cast<char>(cp));
-    else s += {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-    vocab[s] = b;
-  }
-  return json{{"version", "1.0"},
-              {"added_tokens", json::array()},
-              {"normalizer", nullptr},
-              {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-              {"post_processor", nullptr},
-              {"decoder", {{"type", "ByteLevel"}}},
-              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"dropout", nullptr}, {"unk_token", nullptr}}}}
-      .dump();
-}
+CliRun generate_cli(const std::string& args, const std::string& tmp) { return testing::run_tool("kiln_llm_generate", args, tmp); }
 
 class LlmGenerateCli : public ::testing::Test {
  protected:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <cstdint>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,59 @@ inline std::string make_temp_dir(const std::string& tag) {
 
 inline void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A file's bytes ("" when it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// One run of a tool of the build directory in its own process (std::system).
+struct CliRun {
+  int rc = -1;  // exit status; -1 when it did not exit normally
+  std::string out, err;
+};
+
+#ifdef KILN_BINARY_DIR
+// `binary` (a file name under KILN_BINARY_DIR) with `args`; stdout and stderr go through files in
+// `tmp`.
+inline CliRun run_tool(const std::string& binary, const std::string& args, const std::string& tmp) {
+  const std::string cmd = std::string(KILN_BINARY_DIR) + "/" + binary + " " + args + " >" + tmp + "/stdout 2>" + tmp + "/stderr";
+  CliRun r;
+  const int status = std::system(cmd.c_str());
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(tmp + "/stdout");
+  r.err = slurp(tmp + "/stderr");
+  return r;
+}
+#endif
+
+// A byte-level tokenizer.json: ids 0..255 are the bytes (GPT-2's byte -> character table), no merges.
+inline std::string byte_tokenizer_json() {
+  nlohmann::json vocab = nlohmann::json::object();
+  unsigned extra = 0;
+  for (unsigned b = 0; b < 256; ++b) {
+    const bool direct = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const char32_t cp = direct ? b : 256 + extra++;
+    std::string s;
+    if (cp < 0x80)
+      s.push_back(static_cast<char>(cp));
+    else
+      s += {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    vocab[s] = b;
+  }
+  using nlohmann::json;
+  return json{{"version", "1.0"},
+              {"added_tokens", json::array()},
+              {"normalizer", nullptr},
+              {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+              {"post_processor", nullptr},
+              {"decoder", {{"type", "ByteLevel"}}},
+              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"dropout", nullptr}, {"unk_token", nullptr}}}}
+      .dump();
 }
 
 struct StTensor {

@@ -21,6 +21,7 @@ namespace kiln::llm {
 namespace {
 
 using nlohmann::json;
+using testing::byte_tokenizer_json;
 
 struct Fixture {
   testing::Model model;
@@ -264,30 +265,6 @@ TEST(LlmRunner, RepetitionPenaltyAsTheReference) {
   auto plain = r->generate({qs[4]});
   ASSERT_TRUE(plain.ok());
   EXPECT_NE((*plain)[0].tokens, (*got)[4].tokens);
-}
-
-// A byte-level tokenizer.json: ids 0..255 are the bytes (GPT-2's byte -> character table).
-std::string byte_tokenizer_json() {
-  json vocab = json::object();
-  unsigned extra = 0;
-  for (unsigned b = 0; b < 256; ++b) {
-    const bool direct = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    const char32_t cp = direct ? b : 256 + extra++;
-    std::string s;
-    if (cp < 0x80)
-      s.push_back(static_cast<char>(cp));
-    else
-      s += {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-    vocab[s] = b;
-  }
-  return json{{"version", "1.0"},
-              {"added_tokens", json::array()},
-              {"normalizer", nullptr},
-              {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-              {"post_processor", nullptr},
-              {"decoder", {{"type", "ByteLevel"}}},
-              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"dropout", nullptr}, {"unk_token", nullptr}}}}
-      .dump();
 }
 
 TEST(LlmRunner, StopConditions) {
