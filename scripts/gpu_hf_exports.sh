@@ -9,9 +9,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-for f in .gpu-carry/lib/libopenblas.so.0.xz .gpu-carry/kiln_tests.xz .gpu-carry/kiln_llm_generate.xz .gpu-carry/kiln.xz; do
-  [ -f "$f" ] && xz -d -f "$f"
-done
 . scripts/gpu_env.sh  # C, PY, LD_LIBRARY_PATH
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }

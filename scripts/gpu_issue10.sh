@@ -10,7 +10,6 @@
 # Results under $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-[ -f .gpu-carry/lib/libopenblas.so.0.xz ] && xz -d -f .gpu-carry/lib/libopenblas.so.0.xz
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }

@@ -7,9 +7,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-for f in .gpu-carry/lib/libopenblas.so.0.xz .gpu-carry/kiln_tests.xz .gpu-carry/kiln_llm_generate.xz; do
-  [ -f "$f" ] && xz -d -f "$f"
-done
 . scripts/gpu_env.sh
 $C/kiln_tests --gtest_filter='GpuLlmStep*:LlmStepGraphFp8*:LlmCli.BuildLlmFp8:LlmEngineInfo*:GpuLlmRunner.*' > $OUT/fp8_tests.txt 2>&1
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]" $OUT/fp8_tests.txt | head

@@ -7,7 +7,6 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-for f in .gpu-carry/lib/libopenblas.so.0.xz .gpu-carry/kiln_llm_generate.xz; do [ -f "$f" ] && xz -d -f "$f"; done
 . scripts/gpu_env.sh
 W=/tmp/prof; mkdir -p $W
 "$PY" scripts/llm_hf_peer.py make $W --models llama1b > /dev/null 2>&1

@@ -4,7 +4,6 @@
 # 32 x 128; the top rows and the totals per op kind. OUT=$OUT scripts/gpu_profile_transformers.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-for f in .gpu-carry/lib/libopenblas.so.0.xz; do [ -f "$f" ] && xz -d -f "$f"; done
 . "$(dirname "$0")/gpu_env.sh"
 mkdir -p models /tmp/pf
 for cfg in "vit_b_16:input:64x3x224x224" "bert_base:input_ids:32x128,attention_mask:32x128"; do

@@ -7,7 +7,6 @@
 # reduce-overhead). Results: $OUT/transformers.jsonl.
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
-for f in .gpu-carry/lib/libopenblas.so.0.xz .gpu-carry/kiln_tests.xz; do [ -f "$f" ] && xz -d -f "$f"; done
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 mkdir -p models /tmp/tf
 for m in bert_base gpt2 vit_b_16; do
