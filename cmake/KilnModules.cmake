@@ -143,7 +143,7 @@ kiln_module(kiln_builder SOURCES ${BUILDER_SOURCES} EXPOSE builder
 
 kiln_sources(CONFORMANCE_SOURCES conformance)
 kiln_module(kiln_conformance SOURCES ${CONFORMANCE_SOURCES} EXPOSE conformance
-  DEPENDS kiln_builder kiln_runtime kiln_onnx)
+  DEPENDS kiln_builder kiln_runtime kiln_onnx ${KILN_CUDA_TARGET})
 
 # Everything: what tools/, tests/ and bench/ link.
 add_library(kiln INTERFACE)

@@ -18,6 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "builder/build_from_graph.h"
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/gpu_model.h"
+#endif
 #include "core/numerics.h"
 #include "onnx/importer.h"
 #include "kiln/builder.h"
@@ -144,6 +147,34 @@ StatusOr<std::vector<Tensor>> run_through_plan(const ir::Graph& graph, const std
   return outs;
 }
 
+// check_only: the graph a CUDA plan would lower at the data set's input shapes, lowered with
+// the FP32 rules and no device (Options::check_only).
+Status check_gpu_lowering(const ir::Graph& graph, const std::vector<Tensor>& inputs) {
+#ifdef KILN_HAVE_CUDA
+  if (inputs.size() != graph.inputs.size())
+    return invalid_argument("the data set has " + std::to_string(inputs.size()) + " inputs, the model takes " +
+                            std::to_string(graph.inputs.size()));
+  BuilderConfig config;
+  config.target = TargetDevice::kCuda;
+  config.tf32 = false;
+  OptimizationProfile profile;
+  std::vector<Shape> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Shape& s = inputs[i].shape();
+    shapes.push_back(s);
+    KILN_RETURN_IF_ERROR(profile.set_dimensions(graph.value(graph.inputs[i]).name, s, s, s));
+  }
+  config.profiles.push_back(std::move(profile));
+  KILN_ASSIGN_OR_RETURN(ir::Graph laid, cuda_layer_graph(graph, config, nullptr));
+  KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(laid, shapes));
+  return cuda::check_gpu_support(laid, vs, /*fp16=*/false);
+#else
+  (void)graph;
+  (void)inputs;
+  return unsupported("--check-only lowers for the GPU and needs a build with CUDA");
+#endif
+}
+
 }  // namespace
 
 CaseResult run_case(const std::string& case_dir, const std::string& name, const Options& opts) {
@@ -174,6 +205,15 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
       }
       inputs.push_back(std::move(t).value());
     }
+    if (opts.gpu && opts.check_only) {
+      Status lowered = check_gpu_lowering(*graph, inputs);
+      if (!lowered.ok()) {
+        r.verdict = lowered.code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
+        r.reason = lowered.to_string();
+        return r;
+      }
+      continue;
+    }
     auto outs = run_through_plan(*graph, inputs, opts.gpu);
     if (!outs.ok()) {
       r.verdict = outs.status().code() == StatusCode::kUnsupported ? Verdict::kSkip : Verdict::kFail;
@@ -200,6 +240,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& name, const 
     }
   }
   r.verdict = Verdict::kPass;
+  if (opts.gpu && opts.check_only) r.reason = "lowers (predicted; not run, outputs not compared)";
   return r;
 }
 

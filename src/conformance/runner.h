@@ -33,6 +33,12 @@ struct Options {
   // Build and run on the CUDA target (FP32 without TF32) instead of the CPU reference. A case the
   // GPU cannot run yet is skipped with the reason (the unsupported layers, named).
   bool gpu = false;
+  // With `gpu`: only lower each data set's graph for the GPU (cuda_layer_graph, then
+  // cuda::check_gpu_support, FP32 rules), without a device and without running anything. A case
+  // that lowers is "pass" with the reason "lowers (predicted; not run, outputs not compared)"; one
+  // that does not is "skip" naming why. A prediction of coverage, not of results: a case that
+  // lowers may still fail on the GPU (wrong values, input staging). Needs a CUDA build.
+  bool check_only = false;
   int jobs = 1;                      // cases run at once (each in its own process)
   std::function<void(const CaseResult&, int done, int total)> progress;
 };

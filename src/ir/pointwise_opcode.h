@@ -22,7 +22,8 @@ constexpr int kMaxPwArgs = 3;     // operands of one instruction
 
 // Operands: Add..Pow (a, b); LeakyRelu (x, alpha); Elu (x, alpha); Clip (x, min, max);
 // HardSigmoid (x, alpha, beta); QdqS8 / QdqU8 (x, scale, zero point); QdqE4M3 / QdqE5M2 (x, scale);
-// every other opcode (x).
+// Selu (x, alpha, gamma); Celu (x, alpha); ThresholdedRelu (x, alpha); Shrink (x, lambd, bias);
+// Fmod / PyMod (a, b); every other opcode (x).
 enum class PwOpcode : int32_t {
   kAdd, kSub, kMul, kDiv, kMax, kMin, kPow,
   kRelu, kLeakyRelu, kSigmoid, kTanh, kExp, kLog, kSqrt, kReciprocal, kNeg, kAbs, kErf,
@@ -30,6 +31,10 @@ enum class PwOpcode : int32_t {
   // A per-tensor QuantizeLinear -> DequantizeLinear pair (ONNX Operators.md QuantizeLinear /
   // DequantizeLinear; passes::fuse_qdq_pairs): the value the quantized tensor stands for.
   kQdqS8, kQdqU8, kQdqE4M3, kQdqE5M2,
+  // The remaining ONNX float activations and unary math (Operators.md, each op's section), and
+  // Mod: Fmod = C fmod (fmod=1, the dividend's sign), PyMod = Python's % (fmod=0, the divisor's).
+  kSelu, kCelu, kSoftsign, kMish, kThresholdedRelu, kShrink, kSign, kRound, kCeil, kFloor,
+  kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh, kFmod, kPyMod,
   kCount,
 };
 
@@ -71,8 +76,9 @@ KILN_HOST_DEVICE inline float pw_apply(PwOpcode op, float a, float b, float c) {
     case PwOpcode::kSub: return a - b;
     case PwOpcode::kMul: return a * b;
     case PwOpcode::kDiv: return a / b;
-    case PwOpcode::kMax: return a < b ? b : a;
-    case PwOpcode::kMin: return b < a ? b : a;
+    // NaN propagates from either operand (numpy.maximum / numpy.minimum, the CPU reference).
+    case PwOpcode::kMax: return (a != a || b != b) ? a + b : (a < b ? b : a);
+    case PwOpcode::kMin: return (a != a || b != b) ? a + b : (b < a ? b : a);
     case PwOpcode::kPow: return powf(a, b);
     case PwOpcode::kRelu: return a > 0.f ? a : 0.f;
     case PwOpcode::kLeakyRelu: return a >= 0.f ? a : b * a;
@@ -116,6 +122,34 @@ KILN_HOST_DEVICE inline float pw_apply(PwOpcode op, float a, float b, float c) {
     }
     case PwOpcode::kQdqE4M3: return round_to_e4m3fn(a / b) * b;
     case PwOpcode::kQdqE5M2: return round_to_e5m2(a / b) * b;
+    case PwOpcode::kSelu: return c * (a > 0.f ? a : b * expm1f(a));
+    case PwOpcode::kCelu: return a > 0.f ? a : b * expm1f(a / b);
+    case PwOpcode::kSoftsign: return a / (1.f + fabsf(a));
+    case PwOpcode::kMish: {
+      const float sp = a > 0.f ? a + log1pf(expf(-a)) : log1pf(expf(a));
+      return a * tanhf(sp);
+    }
+    case PwOpcode::kThresholdedRelu: return a > b ? a : 0.f;
+    case PwOpcode::kShrink: return a < -b ? a + c : (a > b ? a - c : 0.f);
+    case PwOpcode::kSign: return a != a ? a : static_cast<float>((0.f < a) - (a < 0.f));
+    case PwOpcode::kRound: return rintf(a);  // half to even (the default rounding mode)
+    case PwOpcode::kCeil: return ceilf(a);
+    case PwOpcode::kFloor: return floorf(a);
+    case PwOpcode::kTan: return tanf(a);
+    case PwOpcode::kAsin: return asinf(a);
+    case PwOpcode::kAcos: return acosf(a);
+    case PwOpcode::kAtan: return atanf(a);
+    case PwOpcode::kSinh: return sinhf(a);
+    case PwOpcode::kCosh: return coshf(a);
+    case PwOpcode::kAsinh: return asinhf(a);
+    case PwOpcode::kAcosh: return acoshf(a);
+    case PwOpcode::kAtanh: return atanhf(a);
+    case PwOpcode::kFmod: return fmodf(a, b);
+    case PwOpcode::kPyMod: {
+      float r = fmodf(a, b);
+      if (r != 0.f && ((r < 0.f) != (b < 0.f))) r += b;
+      return r;
+    }
     case PwOpcode::kCount: break;
   }
   return a;

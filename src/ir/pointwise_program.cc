@@ -47,6 +47,27 @@ OpInfo info(PwOpcode op) {
     case PwOpcode::kQdqU8: return {"QdqU8", 3};
     case PwOpcode::kQdqE4M3: return {"QdqE4M3", 2};
     case PwOpcode::kQdqE5M2: return {"QdqE5M2", 2};
+    case PwOpcode::kSelu: return {"Selu", 3};
+    case PwOpcode::kCelu: return {"Celu", 2};
+    case PwOpcode::kSoftsign: return {"Softsign", 1};
+    case PwOpcode::kMish: return {"Mish", 1};
+    case PwOpcode::kThresholdedRelu: return {"ThresholdedRelu", 2};
+    case PwOpcode::kShrink: return {"Shrink", 3};
+    case PwOpcode::kSign: return {"Sign", 1};
+    case PwOpcode::kRound: return {"Round", 1};
+    case PwOpcode::kCeil: return {"Ceil", 1};
+    case PwOpcode::kFloor: return {"Floor", 1};
+    case PwOpcode::kTan: return {"Tan", 1};
+    case PwOpcode::kAsin: return {"Asin", 1};
+    case PwOpcode::kAcos: return {"Acos", 1};
+    case PwOpcode::kAtan: return {"Atan", 1};
+    case PwOpcode::kSinh: return {"Sinh", 1};
+    case PwOpcode::kCosh: return {"Cosh", 1};
+    case PwOpcode::kAsinh: return {"Asinh", 1};
+    case PwOpcode::kAcosh: return {"Acosh", 1};
+    case PwOpcode::kAtanh: return {"Atanh", 1};
+    case PwOpcode::kFmod: return {"Fmod", 2};
+    case PwOpcode::kPyMod: return {"PyMod", 2};
     case PwOpcode::kCount: break;
   }
   return {"?", 0};

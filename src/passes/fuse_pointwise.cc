@@ -214,6 +214,49 @@ std::optional<Step> step_of(const ir::Graph& g, const ir::Node& n, const std::ve
       return s;
     }
     case OpKind::kClip: return clip_step(g, n);
+    case OpKind::kSoftsign: return unary_step(g, n, PwOpcode::kSoftsign);
+    case OpKind::kMish: return unary_step(g, n, PwOpcode::kMish);
+    case OpKind::kSign: return unary_step(g, n, PwOpcode::kSign);
+    case OpKind::kRound: return unary_step(g, n, PwOpcode::kRound);
+    case OpKind::kCeil: return unary_step(g, n, PwOpcode::kCeil);
+    case OpKind::kFloor: return unary_step(g, n, PwOpcode::kFloor);
+    case OpKind::kTan: return unary_step(g, n, PwOpcode::kTan);
+    case OpKind::kAsin: return unary_step(g, n, PwOpcode::kAsin);
+    case OpKind::kAcos: return unary_step(g, n, PwOpcode::kAcos);
+    case OpKind::kAtan: return unary_step(g, n, PwOpcode::kAtan);
+    case OpKind::kSinh: return unary_step(g, n, PwOpcode::kSinh);
+    case OpKind::kCosh: return unary_step(g, n, PwOpcode::kCosh);
+    case OpKind::kAsinh: return unary_step(g, n, PwOpcode::kAsinh);
+    case OpKind::kAcosh: return unary_step(g, n, PwOpcode::kAcosh);
+    case OpKind::kAtanh: return unary_step(g, n, PwOpcode::kAtanh);
+    case OpKind::kSelu: {
+      auto s = unary_step(g, n, PwOpcode::kSelu, 3);
+      if (s) {
+        set_param(&*s, 1, n.attr_float("alpha", 1.67326319217681884765625f));
+        set_param(&*s, 2, n.attr_float("gamma", 1.05070102214813232421875f));
+      }
+      return s;
+    }
+    case OpKind::kCelu: {
+      auto s = unary_step(g, n, PwOpcode::kCelu, 2);
+      if (s) set_param(&*s, 1, n.attr_float("alpha", 1.f));
+      return s;
+    }
+    case OpKind::kThresholdedRelu: {
+      auto s = unary_step(g, n, PwOpcode::kThresholdedRelu, 2);
+      if (s) set_param(&*s, 1, n.attr_float("alpha", 1.f));
+      return s;
+    }
+    case OpKind::kShrink: {
+      auto s = unary_step(g, n, PwOpcode::kShrink, 3);
+      if (s) {
+        set_param(&*s, 1, n.attr_float("lambd", 0.5f));
+        set_param(&*s, 2, n.attr_float("bias", 0.f));
+      }
+      return s;
+    }
+    // Mod broadcasts multidirectionally (since 10); float Mod only (fusable_dtype).
+    case OpKind::kMod: return binary_step(g, n, n.attr_int("fmod", 0) != 0 ? PwOpcode::kFmod : PwOpcode::kPyMod);
     case OpKind::kDequantizeLinear: return qdq_pair_step(g, n, consumers);
     default: return std::nullopt;
   }

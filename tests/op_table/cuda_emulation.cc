@@ -73,17 +73,39 @@ StatusOr<std::vector<Tensor>> emulate_single_op(const ir::Graph& g, const cuda::
     case OpKind::kReduceSum:
     case OpKind::kReduceMean:
     case OpKind::kReduceMax:
-    case OpKind::kReduceMin: {
+    case OpKind::kReduceMin:
+    case OpKind::kReduceProd:
+    case OpKind::kReduceL1:
+    case OpKind::kReduceL2:
+    case OpKind::kReduceSumSquare:
+    case OpKind::kReduceLogSum:
+    case OpKind::kReduceLogSumExp: {
+      // The ONNX definitions (Operators.md Reduce*), in double, over the planned [outer, red, inner].
       KILN_ASSIGN_OR_RETURN(auto p, cuda::plan_reduce(n, g, in));
       if (p.outer * p.inner != y.numel()) return internal_error("reduce plan disagrees with the output size");
+      using K = cuda::ReduceKind;
       for (int64_t i = 0; i < y.numel(); ++i) {
         const int64_t o = i / p.inner, inner = i % p.inner;
-        float acc = p.kind == cuda::ReduceKind::kMax ? -INFINITY : (p.kind == cuda::ReduceKind::kMin ? INFINITY : 0.f);
+        double acc = p.kind == K::kMax ? -INFINITY : (p.kind == K::kMin ? INFINITY : (p.kind == K::kProd ? 1.0 : 0.0));
         for (int64_t r = 0; r < p.red; ++r) {
-          const float v = at(x, (o * p.red + r) * p.inner + inner);
-          acc = p.kind == cuda::ReduceKind::kMax ? std::max(acc, v) : (p.kind == cuda::ReduceKind::kMin ? std::min(acc, v) : acc + v);
+          const double v = at(x, (o * p.red + r) * p.inner + inner);
+          switch (p.kind) {
+            case K::kMax: acc = std::max(acc, v); break;
+            case K::kMin: acc = std::min(acc, v); break;
+            case K::kProd: acc *= v; break;
+            case K::kL1: acc += std::fabs(v); break;
+            case K::kL2: case K::kSumSquare: acc += v * v; break;
+            case K::kLogSumExp: acc += std::exp(v); break;
+            default: acc += v; break;
+          }
         }
-        y.data<float>()[i] = p.kind == cuda::ReduceKind::kMean ? acc / static_cast<float>(p.red) : acc;
+        switch (p.kind) {
+          case K::kMean: acc /= static_cast<double>(p.red); break;
+          case K::kL2: acc = std::sqrt(acc); break;
+          case K::kLogSum: case K::kLogSumExp: acc = std::log(acc); break;
+          default: break;
+        }
+        y.data<float>()[i] = static_cast<float>(acc);
       }
       break;
     }

@@ -261,6 +261,39 @@ std::vector<Row> movement_rows() {
     };
     rows.push_back(r);
   }
+  // DepthToSpace (DCR, CRD), SpaceToDepth and Tile with constant repeats: one strided copy each.
+  for (const char* mode : {"DCR", "CRD"}) {
+    Row r;
+    r.name = std::string("DepthToSpace_") + mode;
+    r.tol = kMoveTol;
+    r.make = [mode] {
+      return one_op(OpKind::kDepthToSpace, {2, 8, 3, 4}, {2, 2, 6, 8}, nullptr,
+                    {{"blocksize", Attribute::of_int(2)}, {"mode", Attribute::of_string(mode)}},
+                    random_tensor({2, 8, 3, 4}, 131));
+    };
+    rows.push_back(r);
+  }
+  {
+    Row r;
+    r.name = "SpaceToDepth_b2";
+    r.tol = kMoveTol;
+    r.make = [] {
+      return one_op(OpKind::kSpaceToDepth, {2, 3, 4, 6}, {2, 12, 2, 3}, nullptr, {{"blocksize", Attribute::of_int(2)}},
+                    random_tensor({2, 3, 4, 6}, 132));
+    };
+    rows.push_back(r);
+  }
+  {
+    Row r;
+    r.name = "Tile_const_repeats";
+    r.tol = kMoveTol;
+    r.make = [] {
+      return one_op(OpKind::kTile, {2, 3, 4}, {4, 3, 12},
+                    [](TinyGraph& t) { return std::vector<ir::ValueId>{t.constant("repeats", ints({2, 1, 3}))}; }, {},
+                    random_tensor({2, 3, 4}, 133));
+    };
+    rows.push_back(r);
+  }
   return rows;
 }
 

@@ -267,7 +267,102 @@ std::vector<Row> nn_rows() {
       binary(OpKind::kAdd, {2, 5, 4, 3}, false), binary(OpKind::kSub, {5, 1, 1}, true),
       binary(OpKind::kMul, {1, 5, 1, 1}, false), binary(OpKind::kDiv, {3}, true, 0.5f, 2.f),
       binary(OpKind::kPow, {2, 1, 4, 1}, true, 0.5f, 2.f),
+      // One-node FusedPointwise programs (factory_pointwise.cc lower_pw_op).
+      unary(OpKind::kSelu, {{"alpha", Attribute::of_float(1.5f)}, {"gamma", Attribute::of_float(1.1f)}}),
+      unary(OpKind::kCelu, {{"alpha", Attribute::of_float(0.8f)}}), unary(OpKind::kSoftplus), unary(OpKind::kSoftsign),
+      unary(OpKind::kMish), unary(OpKind::kThresholdedRelu, {{"alpha", Attribute::of_float(0.4f)}}),
+      unary(OpKind::kShrink, {{"lambd", Attribute::of_float(0.6f)}, {"bias", Attribute::of_float(0.3f)}}),
+      unary(OpKind::kSign), unary(OpKind::kTan, {}, -1.2f, 1.2f), unary(OpKind::kAsin, {}, -0.95f, 0.95f),
+      unary(OpKind::kAcos, {}, -0.95f, 0.95f), unary(OpKind::kAtan, {}, -4.f, 4.f), unary(OpKind::kSinh),
+      unary(OpKind::kCosh), unary(OpKind::kAsinh, {}, -4.f, 4.f), unary(OpKind::kAcosh, {}, 1.1f, 4.f),
+      unary(OpKind::kAtanh, {}, -0.9f, 0.9f),
+      binary(OpKind::kPRelu, {5, 1, 1}, true), binary(OpKind::kPRelu, {4, 3}, false),
   };
+  // Round / Ceil / Floor jump by 1 where fp16 / bf16 rounding of the input moves it across an
+  // integer (or a half): fp32 only.
+  for (OpKind op : {OpKind::kRound, OpKind::kCeil, OpKind::kFloor}) {
+    Row r = unary(op, {}, -4.f, 4.f);
+    r.precisions = {Precision::kFp32};
+    r.tol = kMoveTol;
+    rows.push_back(r);
+  }
+  // Mod on floats: fmod = 1 (C fmod) and fmod = 0 (Python's %, the divisor's sign), b broadcast.
+  for (int fmod : {0, 1}) {
+    Row r;
+    r.name = std::string("Pointwise_Mod_fmod") + std::to_string(fmod);
+    r.make = [fmod] {
+      TinyGraph t;
+      const Shape xs = {2, 5, 4, 3};
+      auto x = t.input("x", xs);
+      auto b = t.input("b", {4, 3});
+      t.g.outputs = {t.node(OpKind::kMod, "y", {x, b}, xs, {{"fmod", Attribute::of_int(fmod)}})};
+      return OpCase{t.g, {random_tensor(xs, 83, -5.f, 5.f), nonzero({4, 3}, 84, 1.5f, 0.f)}};
+    };
+    r.precisions = {Precision::kFp32};  // fp16 rounding of a and b moves the remainder by up to |b|
+    rows.push_back(r);
+  }
+  // Clip with bounds that are graph inputs (activations), one of them omitted or both present.
+  for (int which : {0, 1, 2}) {
+    Row r;
+    r.name = std::string("Pointwise_Clip_runtime_") + (which == 0 ? "min_max" : which == 1 ? "min" : "max");
+    r.make = [which] {
+      TinyGraph t;
+      const Shape xs = {2, 5, 4, 3};
+      auto x = t.input("x", xs);
+      std::vector<ir::ValueId> ins = {x, ir::kNoValue, ir::kNoValue};
+      std::vector<Tensor> in = {random_tensor(xs, 85, -2.f, 2.f)};
+      if (which != 2) {
+        ins[1] = t.input("lo", {});
+        in.push_back(scalar_f(-0.5f));
+      }
+      if (which != 1) {
+        ins[2] = t.input("hi", {});
+        in.push_back(scalar_f(0.75f));
+      }
+      while (ins.back() == ir::kNoValue) ins.pop_back();
+      t.g.outputs = {t.node(OpKind::kClip, "y", ins, xs)};
+      return OpCase{t.g, in};
+    };
+    rows.push_back(r);
+  }
+  // Softmax / LogSoftmax over a middle axis (opset 13+: one axis), Hardmax over a middle and the
+  // last axis (its ties: the first maximum; random data has none).
+  struct AxisCase {
+    OpKind op;
+    int64_t axis;
+  };
+  for (const AxisCase& a : std::vector<AxisCase>{{OpKind::kSoftmax, 1}, {OpKind::kLogSoftmax, 0}, {OpKind::kHardmax, 1},
+                                                 {OpKind::kHardmax, -1}}) {
+    Row r;
+    r.name = std::string(ir::op_name(a.op)) + "_axis" + (a.axis < 0 ? "_last" : std::to_string(a.axis));
+    r.make = [a] {
+      return one_op(a.op, {3, 6, 5}, {3, 6, 5}, nullptr, {{"axis", Attribute::of_int(a.axis)}},
+                    random_tensor({3, 6, 5}, 95, -3.f, 3.f));
+    };
+    if (a.op == OpKind::kHardmax) r.precisions = {Precision::kFp32};  // 16-bit rounding may tie two maxima
+    rows.push_back(r);
+  }
+  // Variadic Max / Min / Sum / Mean: three inputs broadcast together, and one input.
+  for (OpKind op : {OpKind::kMax, OpKind::kMin, OpKind::kSum, OpKind::kMean}) {
+    for (int count : {1, 3}) {
+      Row r;
+      r.name = std::string("Variadic_") + ir::op_name(op) + "_" + std::to_string(count) + "_inputs";
+      r.make = [op, count] {
+        TinyGraph t;
+        const Shape xs = {2, 5, 4, 3};
+        const std::vector<Shape> shapes = {xs, {5, 1, 1}, {3}};
+        std::vector<ir::ValueId> ins;
+        std::vector<Tensor> in;
+        for (int k = 0; k < count; ++k) {
+          ins.push_back(t.input("x" + std::to_string(k), shapes[k]));
+          in.push_back(random_tensor(shapes[k], 86 + k, -2.f, 2.f));
+        }
+        t.g.outputs = {t.node(op, "y", ins, xs)};
+        return OpCase{t.g, in};
+      };
+      rows.push_back(r);
+    }
+  }
   {
     Row r;
     r.name = "Pointwise_Clip_const_bounds";

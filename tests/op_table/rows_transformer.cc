@@ -84,6 +84,7 @@ struct ReduceArgs {
   std::vector<int64_t> axes;
   bool keep, axes_input;
   Shape out;
+  float offset = 0;  // added to the never-zero data (ReduceLogSum needs positive sums)
 };
 
 Row reduce(const std::string& name, const ReduceArgs& k) {
@@ -95,7 +96,7 @@ Row reduce(const std::string& name, const ReduceArgs& k) {
     auto extra = [&](TinyGraph& t) {
       return k.axes_input ? std::vector<ir::ValueId>{t.constant("axes", ints(k.axes))} : std::vector<ir::ValueId>{};
     };
-    return one_op(k.op, k.in, k.out, extra, attrs, nonzero(k.in, 5));
+    return one_op(k.op, k.in, k.out, extra, attrs, nonzero(k.in, 5, 1.f, k.offset));
   };
   return r;
 }
@@ -319,6 +320,13 @@ std::vector<Row> transformer_rows() {
       reduce("all_axes", {OpKind::kReduceMin, {2, 3, 4}, {}, true, false, {1, 1, 1}}),
 
       reduce("size1_axis_between", {OpKind::kReduceMax, {2, 1, 6}, {0, 2}, false, false, {1}}),
+      reduce("middle_axis", {OpKind::kReduceProd, {3, 7, 5}, {1}, true, false, {3, 1, 5}}),
+      reduce("last_axis", {OpKind::kReduceL1, {4, 8, 32}, {-1}, false, false, {4, 8}}),
+      reduce("all_axes", {OpKind::kReduceL2, {2, 3, 4}, {}, true, false, {1, 1, 1}}),
+      reduce("middle_pair_axes_input", {OpKind::kReduceSumSquare, {2, 3, 4, 5}, {1, 2}, true, true, {2, 1, 1, 5}}),
+      reduce("first_axis", {OpKind::kReduceLogSumExp, {6, 5, 4}, {0}, false, false, {5, 4}}),
+      reduce("long_rows", {OpKind::kReduceLogSumExp, {3, 1000}, {1}, false, false, {3}}),
+      reduce("middle_axis", {OpKind::kReduceLogSum, {3, 7, 5}, {1}, true, false, {3, 1, 5}, 1.5f}),
       matmul_bias({2, 8, 32}, 48, 800), matmul_bias({1, 77, 64}, 192, 810), matmul_bias({2, 3, 5, 7}, 9, 820),
       gemm_relu("transB_bias_6x16_n10", 6, 16, 10, true, 1, 1.f, 1.f, 1300),
       gemm_relu("no_C_64x32_n48", 64, 32, 48, false, 0, 1.f, 1.f, 1310),
@@ -416,6 +424,49 @@ std::vector<Row> transformer_rows() {
     r.expect_ops = {"Cast", "Softmax"};
     r.make = [] {
       return OpCase{mask_graph(), {random_tensor({kBatch, 4, kSeq, kSeq}, 21), int_tensor(DataType::kInt64, {kBatch, kSeq}, 0, 1, 22)}};
+    };
+    rows.push_back(r);
+  }
+  // NegativeLogLikelihoodLoss / SoftmaxCrossEntropyLoss: x (N, C, d1, d2), targets a graph input
+  // (int64, or int32), optional constant class weights, ignore_index hitting some targets.
+  struct LossCase {
+    const char* name;
+    OpKind op;
+    const char* reduction;
+    bool weight, ignore, log_prob;
+    DataType target_dt;
+  };
+  for (const LossCase& lc : std::vector<LossCase>{
+           {"none_weight_ignore", OpKind::kNegativeLogLikelihoodLoss, "none", true, true, false, DataType::kInt64},
+           {"mean_weight_ignore", OpKind::kNegativeLogLikelihoodLoss, "mean", true, true, false, DataType::kInt64},
+           {"sum_int32", OpKind::kNegativeLogLikelihoodLoss, "sum", false, false, false, DataType::kInt32},
+           {"mean", OpKind::kNegativeLogLikelihoodLoss, "mean", false, false, false, DataType::kInt64},
+           {"mean_log_prob", OpKind::kSoftmaxCrossEntropyLoss, "mean", false, false, true, DataType::kInt64},
+           {"none_weight_ignore_log_prob", OpKind::kSoftmaxCrossEntropyLoss, "none", true, true, true, DataType::kInt64},
+           {"sum_weight", OpKind::kSoftmaxCrossEntropyLoss, "sum", true, false, false, DataType::kInt32},
+       }) {
+    Row r;
+    r.name = std::string(ir::op_name(lc.op)) + "_" + lc.name;
+    r.make = [lc] {
+      TinyGraph t;
+      const Shape xs = {3, 5, 2, 4}, ts = {3, 2, 4};
+      auto x = t.input("x", xs);
+      auto target = int_input(t, "target", ts, lc.target_dt);
+      std::vector<ir::ValueId> ins = {x, target};
+      if (lc.weight) ins.push_back(t.constant("w", nonzero({5}, 903, 1.f, 1.2f)));
+      std::map<std::string, Attribute> attrs = {{"reduction", Attribute::of_string(lc.reduction)}};
+      if (lc.ignore) attrs["ignore_index"] = Attribute::of_int(2);
+      const Shape ys = std::string(lc.reduction) == "none" ? ts : Shape{};
+      const ir::ValueId y = t.node(lc.op, "loss", ins, ys, attrs);
+      t.g.outputs = {y};
+      if (lc.log_prob) {
+        const ir::ValueId lp = t.g.add_value("log_prob", DataType::kFloat32);
+        t.g.value(lp).shape = sym(xs);
+        t.g.nodes.back().outputs.push_back(lp);
+        t.g.value(lp).producer = t.g.nodes.back().id;
+        t.g.outputs.push_back(lp);
+      }
+      return OpCase{t.g, {nonzero(xs, 901, 2.f), int_tensor(lc.target_dt, ts, 0, 4, 902)}};
     };
     rows.push_back(r);
   }

@@ -3,6 +3,9 @@
 // program text format, the CPU kernel in float16, the verifier, and the plan round trip.
 // Also the conv epilogue's SiLU and GELU activations.
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
 
 #include "builder/build_from_graph.h"
 #include "passes/pass_test_util.h"
@@ -131,7 +134,80 @@ TEST(FusePointwise, EveryOpcodeMatchesTheUnfusedLayers) {
   EXPECT_EQ(f->inputs.size(), 2u);  // x and w; every scalar became an immediate
   std::set<ir::PwOpcode> ops;
   for (const auto& in : prog->instrs) ops.insert(in.op);
-  EXPECT_EQ(static_cast<int>(ops.size()), static_cast<int>(ir::PwOpcode::kCount));
+  EXPECT_EQ(static_cast<int>(ops.size()), static_cast<int>(ir::PwOpcode::kSelu));  // the rest: the next test
+}
+
+// The opcodes from Selu on (the remaining ONNX float activations, unary math and float Mod) in one
+// chain, domains kept valid (asin / acos / atanh see (-1, 1), acosh sees >= 1).
+TEST(FusePointwise, ActivationAndMathOpcodesMatchTheUnfusedLayers) {
+  TinyGraph t;
+  const Shape xs = {3, 7, 5};
+  auto x = t.input("x", xs);
+  auto w = t.input("w", {7, 1});
+  auto v = x;
+  int i = 0;
+  auto un = [&](OpKind op, std::map<std::string, ir::Attribute> attrs = {}) {
+    v = t.node(op, "u" + std::to_string(i++), {v}, xs, std::move(attrs));
+  };
+  auto bin = [&](OpKind op, ir::ValueId other, std::map<std::string, ir::Attribute> attrs = {}) {
+    v = t.node(op, "b" + std::to_string(i++), {v, other}, xs, std::move(attrs));
+  };
+  un(OpKind::kSelu, {{"alpha", ir::Attribute::of_float(1.5f)}, {"gamma", ir::Attribute::of_float(1.1f)}});
+  un(OpKind::kCelu, {{"alpha", ir::Attribute::of_float(0.8f)}});
+  un(OpKind::kSoftsign);                       // (-1, 1)
+  un(OpKind::kAsin);
+  un(OpKind::kSinh);
+  un(OpKind::kAsinh);
+  un(OpKind::kTanh);                           // (-1, 1)
+  un(OpKind::kAtanh);
+  un(OpKind::kAtan);                           // (-pi/2, pi/2)
+  un(OpKind::kMish);
+  un(OpKind::kCosh);                           // >= 1
+  un(OpKind::kAcosh);                          // >= 0
+  un(OpKind::kTan);                            // atan-free: acosh(cosh(mish)) = |mish| < 1.2 here
+  bin(OpKind::kMod, w, {{"fmod", ir::Attribute::of_int(1)}});
+  bin(OpKind::kMod, w, {{"fmod", ir::Attribute::of_int(0)}});
+  un(OpKind::kShrink, {{"lambd", ir::Attribute::of_float(0.1f)}, {"bias", ir::Attribute::of_float(0.05f)}});
+  un(OpKind::kThresholdedRelu, {{"alpha", ir::Attribute::of_float(-0.2f)}});
+  bin(OpKind::kMul, scalar(t, "four", 4.f));
+  un(OpKind::kRound);
+  bin(OpKind::kAdd, x);
+  un(OpKind::kCeil);
+  bin(OpKind::kSub, x);
+  un(OpKind::kFloor);
+  bin(OpKind::kAdd, x);
+  un(OpKind::kSign);
+  bin(OpKind::kMul, scalar(t, "half", 0.5f));
+  un(OpKind::kAcos);                           // sign * 0.5 in {-0.5, 0, 0.5}
+  t.g.outputs = {v};
+  ir::Graph opt = check_pass(t.g, passes::fuse_pointwise, {random_tensor(xs, 46, -2.f, 2.f), random_tensor({7, 1}, 47, 0.5f, 1.f)});
+  EXPECT_EQ(passes::live_layers(opt), 1);
+  const ir::Node* f = only_fused(opt);
+  ASSERT_NE(f, nullptr);
+  auto prog = ir::parse_pw_program(f->attr_string("program", ""));
+  ASSERT_TRUE(prog.ok()) << prog.status().to_string();
+  std::set<ir::PwOpcode> ops;
+  for (const auto& in : prog->instrs)
+    if (in.op >= ir::PwOpcode::kSelu) ops.insert(in.op);
+  EXPECT_EQ(static_cast<int>(ops.size()), static_cast<int>(ir::PwOpcode::kCount) - static_cast<int>(ir::PwOpcode::kSelu));
+}
+
+// Max / Min propagate NaN from either operand (numpy.maximum / minimum, the CPU reference's Max
+// and Min), in the fused program as in the unfused layers.
+TEST(FusePointwise, MaxMinPropagateNaNFromEitherOperand) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (ir::PwOpcode op : {ir::PwOpcode::kMax, ir::PwOpcode::kMin}) {
+    EXPECT_TRUE(std::isnan(ir::pw_apply(op, nan, 1.f, 0.f)));
+    EXPECT_TRUE(std::isnan(ir::pw_apply(op, 1.f, nan, 0.f)));
+  }
+  EXPECT_EQ(ir::pw_apply(ir::PwOpcode::kMax, -1.f, 2.f, 0.f), 2.f);
+  EXPECT_EQ(ir::pw_apply(ir::PwOpcode::kMin, -1.f, 2.f, 0.f), -1.f);
+  // Python's % takes the divisor's sign; C fmod the dividend's.
+  EXPECT_EQ(ir::pw_apply(ir::PwOpcode::kPyMod, -7.f, 3.f, 0.f), 2.f);
+  EXPECT_EQ(ir::pw_apply(ir::PwOpcode::kPyMod, 7.f, -3.f, 0.f), -2.f);
+  EXPECT_EQ(ir::pw_apply(ir::PwOpcode::kFmod, -7.f, 3.f, 0.f), -1.f);
+  EXPECT_EQ(ir::pw_apply(ir::PwOpcode::kRound, 2.5f, 0.f, 0.f), 2.f);  // half to even
+  EXPECT_EQ(ir::pw_apply(ir::PwOpcode::kRound, -3.5f, 0.f, 0.f), -4.f);
 }
 
 // The QDQ opcodes' FP8 rounding is the bit-exact converter's (core/numerics: ONNX Cast with

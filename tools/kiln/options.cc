@@ -413,6 +413,9 @@ void ConformanceOptions::add_to(CLI::App* app) {
       ->check(CLI::IsMember({"cpu", "gpu", "cuda"}));
   app->add_option("--jobs", jobs, "Cases run at once, each in its own process (default 1)")->check(CLI::Range(1, 64));
   app->add_flag("-v,--verbose", verbose, "Print every case");
+  app->add_flag("--check-only", check_only,
+                "With --device gpu: only lower each case for the GPU (no device needed, nothing runs) and count "
+                "the cases that would run: a prediction of coverage, not of results");
 }
 
 std::string sanitize_file_name(const std::string& name) {

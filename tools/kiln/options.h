@@ -164,6 +164,7 @@ struct ConformanceOptions {
   std::string device = "cpu";  // cpu or gpu
   int jobs = 1;
   bool verbose = false;
+  bool check_only = false;  // --device gpu: lower each case without a device (conformance::Options)
   void add_to(CLI::App* app);
 };
 

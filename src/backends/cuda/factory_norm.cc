@@ -1,6 +1,7 @@
 // Reductions and normalizations over contiguous innermost axes of row-major tensors (Kiln's row
-// kernels, float accumulation in every storage type): ReduceSum/Mean/Max/Min (axes as an attribute
-// or a constant input, keepdims; gpu_ops.h plan_reduce), LayerNormalization (ONNX opset 17: mean
+// kernels, float accumulation in every storage type): ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/
+// LogSum/LogSumExp (axes as an attribute or a constant input, keepdims, noop_with_empty_axes;
+// gpu_ops.h plan_reduce), LayerNormalization (ONNX opset 17: mean
 // and variance over axes [axis, rank), epsilon, Scale and optional B of the normalized size) and
 // RMSNormalization (x / sqrt(mean(x^2) + epsilon) * scale; docs/decisions/0006).
 #include "backends/cuda/gpu_ops.h"

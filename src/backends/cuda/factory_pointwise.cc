@@ -1,8 +1,10 @@
 // Elementwise layers with numpy broadcasting (ONNX Operators.md: Add, Sub, Mul, Div, Pow; Relu,
 // Sigmoid, Tanh, Erf, Exp, Sqrt, Neg, Abs, Reciprocal, Log, Sin, Cos, HardSwish, Gelu (approximate none /
-// tanh), LeakyRelu, Elu, HardSigmoid, Clip with opset < 11 attributes or 11+ constant bounds) and
+// tanh), LeakyRelu, Elu, HardSigmoid, Clip with opset < 11 attributes or 11+ constant bounds),
 // FusedPointwise (passes/fuse_pointwise: a register program run per output element,
-// ir/pointwise_program.h, at most ir::kMaxPwInputs inputs). Rank <= 6, fp32 / fp16 / bf16. The
+// ir/pointwise_program.h, at most ir::kMaxPwInputs inputs) and, as one-node programs of the same
+// kernel (lower_pw_op), the ops the fixed kernel lacks: Selu ... Atanh, float Mod, PRelu, Clip with
+// activation bounds, variadic Max / Min / Sum / Mean. Rank <= 6, fp32 / fp16 / bf16. The
 // output is NHWC when a 4-D activation input is (or as the plan's "layout" attribute says);
 // activation inputs follow the output's layout, constants are uploaded in its physical order
 // (packed in the plan), broadcast dims read with stride 0.
@@ -128,24 +130,32 @@ Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& 
   return Status::Ok();
 }
 
-Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where) {
-  auto prog = ir::parse_pw_program(n.attr_string("program", ""));
-  if (!prog.ok()) return unsupported(where + prog.status().message());
-  if (prog->num_inputs != static_cast<int>(n.inputs.size()) || n.inputs.size() > static_cast<size_t>(ir::kMaxPwInputs))
-    return unsupported(where + "the program reads " + std::to_string(prog->num_inputs) + " inputs, the layer has " +
-                       std::to_string(n.inputs.size()));
+namespace {
+
+// One program layer for `prog` over graph values `inputs` (the program's in0, in1, ...), writing
+// n's output 0: each input broadcast onto the output (stride 0), the output NHWC as
+// output_nhwc says. `op` names the layer's op.
+Status add_pw_program(LowerContext& ctx, const ir::Node& n, const ir::PwProgram& prog,
+                      const std::vector<ir::ValueId>& inputs, const std::string& op, const std::string& where) {
+  if (prog.num_inputs != static_cast<int>(inputs.size()) || inputs.size() > static_cast<size_t>(ir::kMaxPwInputs))
+    return unsupported(where + "the program reads " + std::to_string(prog.num_inputs) + " inputs, the layer has " +
+                       std::to_string(inputs.size()) + " (at most " + std::to_string(ir::kMaxPwInputs) + ")");
+  if (prog.instrs.empty() || prog.instrs.size() > static_cast<size_t>(ir::kMaxPwInstrs))
+    return unsupported(where + "a program of " + std::to_string(prog.instrs.size()) + " instructions");
   const Shape& out_s = ctx.shape(n.outputs[0]);
   if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
-  const bool out_nhwc = output_nhwc(ctx, n, n.inputs, out_s);
+  const bool out_nhwc = output_nhwc(ctx, n, inputs, out_s);
   PwDeviceProgram p;
   p.rank = static_cast<int>(out_s.size());
   const Shape phys_out = physical(out_s, out_nhwc);
   for (int i = 0; i < p.rank; ++i) p.out_dims[i] = phys_out[i];
   std::vector<int> ins;
-  for (size_t k = 0; k < n.inputs.size(); ++k) {
-    if (n.inputs[k] == ir::kNoValue) return unsupported(where + "omitted input " + std::to_string(k));
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (inputs[k] == ir::kNoValue) return unsupported(where + "omitted input " + std::to_string(k));
+    if (ctx.shape(inputs[k]).size() > out_s.size())
+      return unsupported(where + "input " + std::to_string(k) + " has a higher rank than the output");
     Shape phys;
-    KILN_ASSIGN_OR_RETURN(int a, ctx.pointwise_operand(n.inputs[k], out_s, out_nhwc, &phys));
+    KILN_ASSIGN_OR_RETURN(int a, ctx.pointwise_operand(inputs[k], out_s, out_nhwc, &phys));
     ins.push_back(a);
     broadcast_strides(phys, p.rank, p.in_strides[k]);
   }
@@ -154,9 +164,9 @@ Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::st
     p.out_dims[0] = 1;
   }
   p.num_inputs = static_cast<int>(ins.size());
-  p.num_instrs = static_cast<int>(prog->instrs.size());
+  p.num_instrs = static_cast<int>(prog.instrs.size());
   for (int j = 0; j < p.num_instrs; ++j) {
-    const ir::PwInstr& in = prog->instrs[j];
+    const ir::PwInstr& in = prog.instrs[j];
     PwDeviceInstr& d = p.instrs[j];
     d.op = static_cast<int32_t>(in.op);
     for (int q = 0; q < ir::kMaxPwArgs; ++q) {
@@ -173,9 +183,136 @@ Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::st
   }
   const StorageType st = ctx.storage();
   const int out = ctx.new_value(ctx.graph().value(n.outputs[0]).name, out_s, st, out_nhwc);
-  ctx.add_layer(make_fused_pointwise_layer(p, st), n.name, ins, {out}, n.origin);
+  auto layer = make_fused_pointwise_layer(p, st);
+  layer->op = op;
+  ctx.add_layer(std::move(layer), n.name, ins, {out}, n.origin);
   ctx.bind(n.outputs[0], out);
   return Status::Ok();
+}
+
+ir::PwInstr instr(ir::PwOpcode op, ir::PwOperand a, ir::PwOperand b = ir::PwOperand::immediate(0),
+                  ir::PwOperand c = ir::PwOperand::immediate(0)) {
+  ir::PwInstr i;
+  i.op = op;
+  i.args = {a, b, c};
+  return i;
+}
+
+}  // namespace
+
+Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  auto prog = ir::parse_pw_program(n.attr_string("program", ""));
+  if (!prog.ok()) return unsupported(where + prog.status().message());
+  return add_pw_program(ctx, n, *prog, n.inputs, "FusedPointwise", where);
+}
+
+Status lower_pw_op(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  using ir::OpKind;
+  using ir::PwOpcode;
+  using O = ir::PwOperand;
+  const O x = O::input(0);
+  ir::PwProgram prog;
+  std::vector<ir::ValueId> inputs;
+  if (n.inputs.empty() || n.inputs[0] == ir::kNoValue) return invalid_argument(where + "input 0 is required");
+  auto unary = [&](PwOpcode op, float b = 0.f, float c = 0.f) {
+    prog.instrs.push_back(instr(op, x, O::immediate(b), O::immediate(c)));
+    inputs = {n.inputs[0]};
+  };
+  switch (n.op) {
+    case OpKind::kSoftplus: unary(PwOpcode::kSoftplus); break;
+    case OpKind::kSoftsign: unary(PwOpcode::kSoftsign); break;
+    case OpKind::kMish: unary(PwOpcode::kMish); break;
+    case OpKind::kSign: unary(PwOpcode::kSign); break;
+    case OpKind::kRound: unary(PwOpcode::kRound); break;
+    case OpKind::kCeil: unary(PwOpcode::kCeil); break;
+    case OpKind::kFloor: unary(PwOpcode::kFloor); break;
+    case OpKind::kTan: unary(PwOpcode::kTan); break;
+    case OpKind::kAsin: unary(PwOpcode::kAsin); break;
+    case OpKind::kAcos: unary(PwOpcode::kAcos); break;
+    case OpKind::kAtan: unary(PwOpcode::kAtan); break;
+    case OpKind::kSinh: unary(PwOpcode::kSinh); break;
+    case OpKind::kCosh: unary(PwOpcode::kCosh); break;
+    case OpKind::kAsinh: unary(PwOpcode::kAsinh); break;
+    case OpKind::kAcosh: unary(PwOpcode::kAcosh); break;
+    case OpKind::kAtanh: unary(PwOpcode::kAtanh); break;
+    case OpKind::kSelu:
+      unary(PwOpcode::kSelu, n.attr_float("alpha", 1.67326319217681884765625f),
+            n.attr_float("gamma", 1.05070102214813232421875f));
+      break;
+    case OpKind::kCelu: unary(PwOpcode::kCelu, n.attr_float("alpha", 1.f)); break;
+    case OpKind::kThresholdedRelu: unary(PwOpcode::kThresholdedRelu, n.attr_float("alpha", 1.f)); break;
+    case OpKind::kShrink: unary(PwOpcode::kShrink, n.attr_float("lambd", 0.5f), n.attr_float("bias", 0.f)); break;
+    case OpKind::kMod: {  // float Mod (integer Mod is an exact layer, factory_int_arith.cc)
+      if (n.inputs.size() != 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "Mod takes 2 inputs");
+      prog.instrs.push_back(instr(n.attr_int("fmod", 0) != 0 ? PwOpcode::kFmod : PwOpcode::kPyMod, x, O::input(1)));
+      inputs = {n.inputs[0], n.inputs[1]};
+      break;
+    }
+    case OpKind::kPRelu: {  // x < 0 ? slope * x : x, slope broadcast onto x (LeakyRelu with a tensor alpha)
+      if (n.inputs.size() != 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "PRelu takes 2 inputs");
+      const Shape& xs = ctx.shape(n.inputs[0]);
+      const Shape& ss = ctx.shape(n.inputs[1]);
+      if (ctx.shape(n.outputs[0]) != xs || ss.size() > xs.size())
+        return unsupported(where + "slope " + shape_str(ss) + " does not broadcast onto X " + shape_str(xs));
+      if (n.opset < 7 && ss.size() == 1 && xs.size() > 2 && ss[0] == xs[1] && ss[0] != xs.back())
+        return unsupported(where + "a per-channel 1-D slope of opset < 7");
+      prog.instrs.push_back(instr(PwOpcode::kLeakyRelu, x, O::input(1)));
+      inputs = {n.inputs[0], n.inputs[1]};
+      break;
+    }
+    case OpKind::kClip: {  // opset 11+: min / max optional inputs, here activations (constants: lower_pointwise)
+      if (n.opset < 11) return lower_pointwise(ctx, n, where);
+      bool runtime = false;
+      for (size_t k = 1; k < n.inputs.size() && k < 3; ++k)
+        runtime |= n.inputs[k] != ir::kNoValue && !ctx.graph().value(n.inputs[k]).constant;
+      if (!runtime) return lower_pointwise(ctx, n, where);
+      inputs = {n.inputs[0]};
+      O bound[2] = {O::immediate(-INFINITY), O::immediate(INFINITY)};
+      for (size_t k = 1; k < n.inputs.size() && k < 3; ++k) {
+        if (n.inputs[k] == ir::kNoValue) continue;
+        if (shape_numel(ctx.shape(n.inputs[k])) != 1)
+          return invalid_argument(where + "Clip bound " + std::to_string(k) + " is not a scalar");
+        bound[k - 1] = O::input(static_cast<int>(inputs.size()));
+        inputs.push_back(n.inputs[k]);
+      }
+      prog.instrs.push_back(instr(PwOpcode::kClip, x, bound[0], bound[1]));
+      break;
+    }
+    // Variadic, multidirectional broadcast (since 8): folded pairwise in input order as the CPU
+    // reference does; Mean divides the sum by the input count. One input: x itself (x * 1, x / 1,
+    // max(x, x) are x exactly, -0 and NaN included).
+    case OpKind::kMax: case OpKind::kMin: case OpKind::kSum: case OpKind::kMean: {
+      const size_t k_in = n.inputs.size();
+      if (k_in == 0) return invalid_argument(where + "needs at least one input");
+      if (k_in > static_cast<size_t>(ir::kMaxPwInputs))
+        return unsupported(where + std::to_string(k_in) + " inputs (at most " + std::to_string(ir::kMaxPwInputs) + ")");
+      if (n.opset < 8)
+        for (ir::ValueId v : n.inputs)
+          if (v == ir::kNoValue || ctx.shape(v) != ctx.shape(n.outputs[0]))
+            return unsupported(where + "opset < 8 inputs of different shapes");
+      const PwOpcode fold = n.op == OpKind::kMax ? PwOpcode::kMax
+                            : n.op == OpKind::kMin ? PwOpcode::kMin : PwOpcode::kAdd;
+      for (size_t k = 0; k < k_in; ++k) {
+        if (n.inputs[k] == ir::kNoValue) return invalid_argument(where + "omitted input " + std::to_string(k));
+        inputs.push_back(n.inputs[k]);
+      }
+      if (k_in == 1) {
+        const PwOpcode one = fold == PwOpcode::kAdd ? (n.op == OpKind::kMean ? PwOpcode::kDiv : PwOpcode::kMul) : fold;
+        prog.instrs.push_back(instr(one, x, fold == PwOpcode::kAdd ? O::immediate(1.f) : x));
+        break;
+      }
+      prog.instrs.push_back(instr(fold, x, O::input(1)));
+      for (size_t k = 2; k < k_in; ++k)
+        prog.instrs.push_back(instr(fold, O::reg(static_cast<int>(prog.instrs.size()) - 1), O::input(static_cast<int>(k))));
+      if (n.op == OpKind::kMean)
+        prog.instrs.push_back(instr(PwOpcode::kDiv, O::reg(static_cast<int>(prog.instrs.size()) - 1),
+                                    O::immediate(static_cast<float>(k_in))));
+      break;
+    }
+    default: return unsupported(where + "no CUDA tactic for this op");
+  }
+  prog.num_inputs = static_cast<int>(inputs.size());
+  return add_pw_program(ctx, n, prog, inputs, ir::op_name(n.op), where);
 }
 
 }  // namespace kiln::cuda

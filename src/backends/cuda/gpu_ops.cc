@@ -105,13 +105,16 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
     if (!is_int[k]) continue;
     const bool ok = (k == 0 && (n.op == OpKind::kCast || n.op == OpKind::kWhere)) ||
                     (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kGatherND ||
-                                 n.op == OpKind::kGatherElements || n.op == OpKind::kTrilu)) ||
+                                 n.op == OpKind::kGatherElements || n.op == OpKind::kTrilu ||
+                                 n.op == OpKind::kNegativeLogLikelihoodLoss ||
+                                 n.op == OpKind::kSoftmaxCrossEntropyLoss)) ||
                     (k == 3 && n.op == OpKind::kAttention) || (k >= 3 && n.op == OpKind::kPagedAttention) ||
                     n.op == OpKind::kRange;
     if (!ok)
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
                            "output takes one only as Cast's or Where's input 0, the indices of Gather, GatherND and "
-                           "GatherElements, Trilu's k or Range's operands, Attention's mask, or PagedAttention's "
+                           "GatherElements, Trilu's k, the targets of NegativeLogLikelihoodLoss and "
+                           "SoftmaxCrossEntropyLoss, Range's operands, Attention's mask, or PagedAttention's "
                            "positions, token_seq, block_table and kv_pools");
   }
   return Status::Ok();
@@ -256,6 +259,12 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
     case ir::OpKind::kReduceMean: p.kind = ReduceKind::kMean; break;
     case ir::OpKind::kReduceMax: p.kind = ReduceKind::kMax; break;
     case ir::OpKind::kReduceMin: p.kind = ReduceKind::kMin; break;
+    case ir::OpKind::kReduceProd: p.kind = ReduceKind::kProd; break;
+    case ir::OpKind::kReduceL1: p.kind = ReduceKind::kL1; break;
+    case ir::OpKind::kReduceL2: p.kind = ReduceKind::kL2; break;
+    case ir::OpKind::kReduceSumSquare: p.kind = ReduceKind::kSumSquare; break;
+    case ir::OpKind::kReduceLogSum: p.kind = ReduceKind::kLogSum; break;
+    case ir::OpKind::kReduceLogSumExp: p.kind = ReduceKind::kLogSumExp; break;
     default: return node_error(n, "no CUDA reduction for this op");
   }
   bool have = false;
@@ -263,7 +272,12 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
   if (!have) axes = n.attr_ints("axes");
   std::vector<bool> mask(in.size(), false);
   if (axes.empty()) {
-    if (n.attr_int("noop_with_empty_axes", 0) != 0) return node_error(n, "noop_with_empty_axes");
+    // noop_with_empty_axes: nothing reduced, each output folds its one element (L1 is |x|,
+    // LogSum log x, ... as the CPU reference computes them).
+    if (n.attr_int("noop_with_empty_axes", 0) != 0) {
+      p.outer = dims_product(in, 0, in.size());
+      return p;
+    }
     mask.assign(in.size(), true);
   }
   for (int64_t a : axes) {

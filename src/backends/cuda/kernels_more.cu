@@ -184,21 +184,64 @@ void launch_layernorm_warp(const void* x, const void* scale, const void* bias, v
 
 // ---------------------------------------------------------------- reductions
 __device__ __forceinline__ float red_init(ReduceKind k) {
-  return k == ReduceKind::kMax ? -INFINITY : (k == ReduceKind::kMin ? INFINITY : 0.f);
+  switch (k) {
+    case ReduceKind::kMax: return -INFINITY;
+    case ReduceKind::kMin: return INFINITY;
+    case ReduceKind::kProd: return 1.f;
+    default: return 0.f;
+  }
+}
+// The element as the reduction folds it (|x| for L1, x^2 for L2 / SumSquare).
+__device__ __forceinline__ float red_pre(ReduceKind k, float x) {
+  switch (k) {
+    case ReduceKind::kL1: return fabsf(x);
+    case ReduceKind::kL2: case ReduceKind::kSumSquare: return x * x;
+    default: return x;
+  }
 }
 __device__ __forceinline__ float red_op(ReduceKind k, float a, float b) {
-  return k == ReduceKind::kMax ? fmaxf(a, b) : (k == ReduceKind::kMin ? fminf(a, b) : a + b);
+  switch (k) {
+    case ReduceKind::kMax: return fmaxf(a, b);
+    case ReduceKind::kMin: return fminf(a, b);
+    case ReduceKind::kProd: return a * b;
+    default: return a + b;
+  }
 }
+// The output from the folded value over `red` elements.
+__device__ __forceinline__ float red_finish(ReduceKind k, float acc, int64_t red) {
+  switch (k) {
+    case ReduceKind::kMean: return acc / static_cast<float>(red);
+    case ReduceKind::kL2: return sqrtf(acc);
+    case ReduceKind::kLogSum: return logf(acc);
+    default: return acc;
+  }
+}
+// The running maximum of LogSumExp: NaN sticks (the CPU reference's log-sum-exp is NaN then).
+__device__ __forceinline__ float lse_max(float m, float x) { return (m != m || x != x) ? m + x : fmaxf(m, x); }
+// log(sum(exp(x - m))) + m for a finite maximum m; an infinite or NaN m is the result itself
+// (all -inf: -inf, as log(0); a +inf element: +inf).
+__device__ __forceinline__ bool lse_trivial(float m) { return !(m == m) || isinf(m); }
 
 // inner == 1: one warp per output row.
 __global__ void reduce_rows_kernel(const void* x, void* y, StorageType t, ReduceKind k, int64_t outer, int64_t red) {
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   const int lane = threadIdx.x & 31;
   for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32; o < outer; o += warps) {
+    if (k == ReduceKind::kLogSumExp) {
+      float m = -INFINITY;
+      for (int64_t r = lane; r < red; r += 32) m = lse_max(m, load(x, o * red + r, t));
+      for (int s = 16; s > 0; s >>= 1) m = lse_max(m, __shfl_xor_sync(0xffffffffu, m, s));
+      float acc = 0.f;
+      if (!lse_trivial(m))
+        for (int64_t r = lane; r < red; r += 32) acc += expf(load(x, o * red + r, t) - m);
+      for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+      if (lane == 0) store(y, o, lse_trivial(m) ? m : m + logf(acc), t);
+      continue;
+    }
     float acc = red_init(k);
-    for (int64_t r = lane; r < red; r += 32) acc = red_op(k, acc, load(x, o * red + r, t));
+    for (int64_t r = lane; r < red; r += 32) acc = red_op(k, acc, red_pre(k, load(x, o * red + r, t)));
     for (int s = 16; s > 0; s >>= 1) acc = red_op(k, acc, __shfl_xor_sync(0xffffffffu, acc, s));
-    if (lane == 0) store(y, o, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, t);
+    if (lane == 0) store(y, o, red_finish(k, acc, red), t);
   }
 }
 
@@ -209,9 +252,18 @@ __global__ void reduce_mid_kernel(const void* x, void* y, StorageType t, ReduceK
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t o = i / inner, in = i % inner;
+    if (k == ReduceKind::kLogSumExp) {
+      float m = -INFINITY;
+      for (int64_t r = 0; r < red; ++r) m = lse_max(m, load(x, (o * red + r) * inner + in, t));
+      float acc = 0.f;
+      if (!lse_trivial(m))
+        for (int64_t r = 0; r < red; ++r) acc += expf(load(x, (o * red + r) * inner + in, t) - m);
+      store(y, i, lse_trivial(m) ? m : m + logf(acc), t);
+      continue;
+    }
     float acc = red_init(k);
-    for (int64_t r = 0; r < red; ++r) acc = red_op(k, acc, load(x, (o * red + r) * inner + in, t));
-    store(y, i, k == ReduceKind::kMean ? acc / static_cast<float>(red) : acc, t);
+    for (int64_t r = 0; r < red; ++r) acc = red_op(k, acc, red_pre(k, load(x, (o * red + r) * inner + in, t)));
+    store(y, i, red_finish(k, acc, red), t);
   }
 }
 
@@ -531,6 +583,136 @@ cudaError_t launch_where(const void* c, const void* a, const void* b, void* y, S
 cudaError_t launch_round_to_half(const float* x, float* y, int64_t count, cudaStream_t stream) {
   if (count == 0) return cudaSuccess;
   round_half_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, y, count);
+  return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------- NLL / softmax cross-entropy
+namespace {
+
+// The loss of column i = (n, d) and its weight (0, 0 when ignored; NaN, NaN for a target out of range).
+__device__ __forceinline__ void loss_column(const void* x, const int64_t* target, const void* weight, void* log_prob,
+                                            StorageType t, const LossDesc& d, int64_t i, float* loss, float* w) {
+  const int64_t nn = i / d.d, j = i % d.d;
+  const int64_t base = nn * d.c * d.d + j;
+  float shift = 0.f;
+  if (d.softmax) {
+    float m = -INFINITY;
+    for (int64_t c = 0; c < d.c; ++c) m = fmaxf(m, load(x, base + c * d.d, t));
+    float s = 0.f;
+    for (int64_t c = 0; c < d.c; ++c) s += expf(load(x, base + c * d.d, t) - m);
+    shift = m + logf(s);
+    if (log_prob)
+      for (int64_t c = 0; c < d.c; ++c) store(log_prob, base + c * d.d, load(x, base + c * d.d, t) - shift, t);
+  }
+  const int64_t cls = target[i];
+  if (d.has_ignore && cls == d.ignore_index) {
+    *loss = 0.f;
+    *w = 0.f;
+  } else if (cls < 0 || cls >= d.c) {
+    *loss = NAN;
+    *w = NAN;
+  } else {
+    *w = weight ? load(weight, cls, t) : 1.f;
+    *loss = -(load(x, base + cls * d.d, t) - shift) * *w;
+  }
+}
+
+__global__ void nll_none_kernel(const void* x, const int64_t* target, const void* weight, void* y, void* log_prob,
+                                StorageType t, LossDesc d) {
+  const int64_t total = d.n * d.d;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float l, w;
+    loss_column(x, target, weight, log_prob, t, d, i, &l, &w);
+    store(y, i, l, t);
+  }
+}
+
+constexpr int kLossThreads = 1024;
+
+// One block: every column, then a block-wide sum of the losses and the weights.
+__global__ void nll_reduce_kernel(const void* x, const int64_t* target, const void* weight, void* y, void* log_prob,
+                                  StorageType t, LossDesc d) {
+  __shared__ float part_l[kLossThreads / 32], part_w[kLossThreads / 32];
+  float sl = 0.f, sw = 0.f;
+  for (int64_t i = threadIdx.x; i < d.n * d.d; i += blockDim.x) {
+    float l, w;
+    loss_column(x, target, weight, log_prob, t, d, i, &l, &w);
+    sl += l;
+    sw += w;
+  }
+  for (int s = 16; s > 0; s >>= 1) {
+    sl += __shfl_xor_sync(0xffffffffu, sl, s);
+    sw += __shfl_xor_sync(0xffffffffu, sw, s);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    part_l[threadIdx.x / 32] = sl;
+    part_w[threadIdx.x / 32] = sw;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float tl = 0.f, tw = 0.f;
+    for (int k = 0; k < static_cast<int>(blockDim.x / 32); ++k) {
+      tl += part_l[k];
+      tw += part_w[k];
+    }
+    store(y, 0, d.reduction == 1 ? tl : tl / tw, t);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_nll_loss(const void* x, const int64_t* target, const void* weight, void* y, void* log_prob,
+                            StorageType t, const LossDesc& d, cudaStream_t stream) {
+  if (d.reduction == 0) {
+    if (d.n * d.d == 0) return cudaSuccess;
+    nll_none_kernel<<<blocks_for(d.n * d.d), kThreads, 0, stream>>>(x, target, weight, y, log_prob, t, d);
+  } else {
+    nll_reduce_kernel<<<1, kLossThreads, 0, stream>>>(x, target, weight, y, log_prob, t, d);
+  }
+  return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------- softmax / hardmax over a middle axis
+namespace {
+
+__global__ void axis_softmax_kernel(const void* x, void* y, StorageType t, int kind, int64_t outer, int64_t len,
+                                    int64_t inner) {
+  const int64_t total = outer * inner;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = (i / inner) * len * inner + i % inner;
+    float m = -INFINITY;
+    int64_t arg = 0;
+    for (int64_t k = 0; k < len; ++k) {
+      const float v = load(x, base + k * inner, t);
+      if (v > m) {
+        m = v;
+        arg = k;
+      }
+    }
+    if (kind == 2) {
+      for (int64_t k = 0; k < len; ++k) store(y, base + k * inner, k == arg ? 1.f : 0.f, t);
+      continue;
+    }
+    float sum = 0.f;
+    for (int64_t k = 0; k < len; ++k) sum += expf(load(x, base + k * inner, t) - m);
+    if (kind == 0) {
+      const float inv = 1.f / sum;
+      for (int64_t k = 0; k < len; ++k) store(y, base + k * inner, expf(load(x, base + k * inner, t) - m) * inv, t);
+    } else {
+      const float lse = logf(sum);
+      for (int64_t k = 0; k < len; ++k) store(y, base + k * inner, load(x, base + k * inner, t) - m - lse, t);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_axis_softmax(const void* x, void* y, StorageType t, int kind, int64_t outer, int64_t len,
+                                int64_t inner, cudaStream_t stream) {
+  if (outer * inner == 0) return cudaSuccess;
+  axis_softmax_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(x, y, t, kind, outer, len, inner);
   return cudaGetLastError();
 }
 

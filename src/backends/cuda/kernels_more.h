@@ -30,7 +30,10 @@ cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, cons
 cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias, void* y, StorageType t, int64_t rows,
                              int64_t cols, float eps, cudaStream_t stream);
 
-enum class ReduceKind : int { kSum, kMean, kMax, kMin };
+// ONNX ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL1 (sum |x|), ReduceL2
+// (sqrt(sum x^2)), ReduceSumSquare (sum x^2), ReduceLogSum (log(sum x)), ReduceLogSumExp
+// (log(sum exp x), as m + log(sum exp(x - m)) with m the maximum; -inf when every x is -inf).
+enum class ReduceKind : int { kSum, kMean, kMax, kMin, kProd, kL1, kL2, kSumSquare, kLogSum, kLogSumExp };
 // y[o, i] = reduce_r x[o, r, i] over the middle axis of a [outer, red, inner] array (fp32
 // accumulation). One warp per output when inner == 1 (the last-axis case), else one thread.
 cudaError_t launch_reduce(const void* x, void* y, StorageType t, ReduceKind kind, int64_t outer, int64_t red,
@@ -81,5 +84,32 @@ cudaError_t launch_where(const void* c, const void* a, const void* b, void* y, S
 
 // y = float(half(x)) elementwise (ONNX Cast to float16 when storage is float32).
 cudaError_t launch_round_to_half(const float* x, float* y, int64_t count, cudaStream_t stream);
+
+// ONNX NegativeLogLikelihoodLoss (since 12/13) and SoftmaxCrossEntropyLoss (since 12/13): x is
+// [n, c, d] row-major (d = the product of the trailing dims), target [n, d] int64 class indices,
+// weight (null: all 1) [c] in storage t. Per (n, d): logp = x[n, :, d], or for `softmax`
+// x - (m + log(sum exp(x - m))) over c with m the maximum (written to log_prob when not null,
+// [n, c, d]); loss = -logp[target] * weight[target], 0 where target == ignore_index (has_ignore).
+// reduction 0 "none": y [n, d] holds each loss; 1 "sum": y[0] = the sum; 2 "mean": y[0] = the sum
+// / the sum of the weights of the non-ignored targets (0/0 = NaN, as the spec's formula). A target
+// outside [0, c) that is not ignore_index gives NaN (the CPU reference rejects it). sum / mean run
+// in one block (float accumulation).
+struct LossDesc {
+  int64_t n = 0, c = 0, d = 1;
+  int reduction = 2;
+  bool softmax = false;
+  bool has_ignore = false;
+  int64_t ignore_index = 0;
+};
+cudaError_t launch_nll_loss(const void* x, const int64_t* target, const void* weight, void* y, void* log_prob,
+                            StorageType t, const LossDesc& d, cudaStream_t stream);
+
+// Softmax (kind 0), LogSoftmax (1) or Hardmax (2) along the middle axis of a [outer, len, inner]
+// row-major array (ONNX Softmax-13 / LogSoftmax-13 / Hardmax-13 over one axis; opset < 13's 2-D
+// coercion is inner == 1), as the CPU reference: m = the first maximum (comparisons with >, so NaN
+// is skipped), softmax exp(x - m) / sum exp(x - m), log-softmax x - m - log(sum), Hardmax 1 at
+// the index of m and 0 elsewhere. One thread per (outer, inner) column, float math.
+cudaError_t launch_axis_softmax(const void* x, void* y, StorageType t, int kind, int64_t outer, int64_t len,
+                                int64_t inner, cudaStream_t stream);
 
 }  // namespace kiln::cuda

@@ -123,12 +123,12 @@ LayerFactory find_exact_layer_factory(ir::OpKind op);
 
 // The factories (layer_factories.cc lists them, one line each).
 Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::string& where);  // QuantLinear (8-bit)
-Status lower_softmax(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Softmax, LogSoftmax
+Status lower_softmax(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Softmax, LogSoftmax, Hardmax
 Status lower_view(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Reshape, Flatten, Squeeze, ...
 Status lower_strided(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Transpose, Slice, Expand
 Status lower_pad(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_resize(LowerContext& ctx, const ir::Node& n, const std::string& where);
-Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Mean/Max/Min
+Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Mean/Max/Min/Prod/L1/...
 Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_pool(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Max/Average/Global pools
@@ -146,6 +146,17 @@ Status lower_gather_elements(LowerContext& ctx, const ir::Node& n, const std::st
 Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Add, Relu, Clip, ...
 Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// One FusedPointwise-program layer (ir::pw_apply, the CPU reference's formulas) for an ONNX op the
+// fixed pointwise kernel lacks: Selu, Celu, Softplus, Softsign, Mish, ThresholdedRelu, Shrink, Sign,
+// Round, Ceil, Floor, Tan, Asin..Atanh, Sinh, Cosh, float Mod, PRelu, Clip with activation bounds
+// (constant bounds: lower_pointwise), variadic Max / Min / Sum / Mean (up to ir::kMaxPwInputs inputs).
+Status lower_pw_op(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (int32 / int64 targets; factory_loss.cc).
+Status lower_nll_loss(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// DepthToSpace / SpaceToDepth (4-D), Tile with constant repeats: one strided copy, any element type
+// (factory_rearrange.cc).
+Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // Exact types (docs/decisions/0051): comparisons, And/Or/Xor/Not, IsNaN/IsInf (bool outputs);
 // integer Add/Sub/Mul/Div/Mod/Neg/Abs/Min/Max; Range, CumSum, Trilu (integer or float); ArgMax /
 // ArgMin; integer ReduceSum/Max/Min.
