@@ -34,7 +34,10 @@ StatusOr<std::vector<Tensor>> emulate_single_op(const ir::Graph& g, const cuda::
   const ir::Node& n = g.nodes[0];
   const Shape& in = x.shape();
   std::vector<Tensor> out;
-  for (ir::ValueId v : n.outputs) out.emplace_back(DataType::kFloat32, vs.shapes[v]);
+  for (ir::ValueId v : n.outputs) {
+    if (v == ir::kNoValue) return unsupported("emulation covers nodes without omitted outputs");
+    out.emplace_back(DataType::kFloat32, vs.shapes[v]);
+  }
   Tensor& y = out[0];
   switch (n.op) {
     case OpKind::kTranspose: {

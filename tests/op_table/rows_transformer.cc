@@ -470,6 +470,33 @@ std::vector<Row> transformer_rows() {
     };
     rows.push_back(r);
   }
+  // LayerNormalization with its optional Mean and InvStdDev outputs (both, and InvStdDev alone).
+  for (bool mean : {true, false}) {
+    Row r;
+    r.name = std::string("LayerNormalization_stats_") + (mean ? "mean_invstd" : "invstd");
+    r.make = [mean] {
+      TinyGraph t;
+      const Shape xs = {3, 4, 10};
+      auto x = t.input("x", xs);
+      const ir::ValueId y = t.node(OpKind::kLayerNormalization, "ln", {x, t.constant("scale", nonzero({4, 10}, 2))}, xs,
+                                   {{"axis", Attribute::of_int(1)}, {"epsilon", Attribute::of_float(1e-5f)}});
+      t.g.outputs = {y};
+      ir::Node& ln = t.g.nodes.back();
+      for (int k = 1; k <= 2; ++k) {
+        if (k == 1 && !mean) {
+          ln.outputs.push_back(ir::kNoValue);
+          continue;
+        }
+        const ir::ValueId v = t.g.add_value(k == 1 ? "mean" : "inv_std_dev", DataType::kFloat32);
+        t.g.value(v).shape = sym({3, 1, 1});
+        t.g.value(v).producer = ln.id;
+        ln.outputs.push_back(v);
+        t.g.outputs.push_back(v);
+      }
+      return OpCase{t.g, {nonzero(xs, 1, 1.f, 3.f)}};
+    };
+    rows.push_back(r);
+  }
   return rows;
 }
 

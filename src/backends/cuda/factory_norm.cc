@@ -1,11 +1,13 @@
 // Reductions and normalizations over contiguous innermost axes of row-major tensors (Kiln's row
 // kernels, float accumulation in every storage type): ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/
 // LogSum/LogSumExp (axes as an attribute or a constant input, keepdims, noop_with_empty_axes;
-// gpu_ops.h plan_reduce), LayerNormalization (ONNX opset 17: mean
-// and variance over axes [axis, rank), epsilon, Scale and optional B of the normalized size) and
-// RMSNormalization (x / sqrt(mean(x^2) + epsilon) * scale; docs/decisions/0006).
+// gpu_ops.h plan_reduce), LayerNormalization (ONNX opset 17: mean and variance over axes
+// [axis, rank), epsilon, Scale and optional B of the normalized size, the optional Mean /
+// InvStdDev outputs) and RMSNormalization (x / sqrt(mean(x^2) + epsilon) * scale;
+// docs/decisions/0006).
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/gpu_transformer.h"
+#include "backends/cuda/kernels_more.h"
 #include "backends/cuda/layer_factory.h"
 
 namespace kiln::cuda {
@@ -37,8 +39,26 @@ Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& 
     ins.push_back(v);
   }
   if (ins.size() < 2) return invalid_argument(where + "Scale is required");
-  ctx.add_layer(make_layernorm_layer(rows, cols, n.attr_float("epsilon", 1e-5f), ctx.storage()), n.name, ins,
-                {ctx.new_output(n)}, n.origin);
+  const float eps = n.attr_float("epsilon", 1e-5f);
+  ctx.add_layer(make_layernorm_layer(rows, cols, eps, ctx.storage()), n.name, ins, {ctx.new_output(n)}, n.origin);
+  // The optional outputs Mean and InvStdDev (the leading dims, the normalized ones 1): one more
+  // layer over the same input (kernels_more.h launch_row_moments).
+  const bool want_mean = n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue;
+  const bool want_inv = n.outputs.size() > 2 && n.outputs[2] != ir::kNoValue;
+  if (want_mean || want_inv) {
+    std::vector<int> outs;
+    if (want_mean) outs.push_back(ctx.new_output(n, 1));
+    if (want_inv) outs.push_back(ctx.new_output(n, 2));
+    const StorageType t = ctx.storage();
+    ctx.add_layer(make_kernel_layer("LayerNormalization", std::string("kiln.layernorm_stats ") + storage_name(t),
+                                    [=](ExecState& st, const Layer& l) {
+                                      void* mean = want_mean ? st.ptr(l.outs[0]) : nullptr;
+                                      void* inv = want_inv ? st.ptr(l.outs[want_mean ? 1 : 0]) : nullptr;
+                                      return launch_row_moments(st.ptr(l.ins[0]), mean, inv, t, rows, cols, eps,
+                                                                st.stream);
+                                    }),
+                  n.name + "_stats", {x}, outs, n.origin);
+  }
   return Status::Ok();
 }
 

@@ -716,4 +716,38 @@ cudaError_t launch_axis_softmax(const void* x, void* y, StorageType t, int kind,
   return cudaGetLastError();
 }
 
+// ---------------------------------------------------------------- LayerNormalization statistics
+namespace {
+
+__global__ void row_moments_kernel(const void* x, void* mean_out, void* inv_out, StorageType t, int64_t rows,
+                                   int64_t cols, float eps) {
+  __shared__ float shm[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * cols;
+    float s = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += load(x, base + c, t);
+    const float mean = block_sum(s, shm) / static_cast<float>(cols);
+    float q = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float d = load(x, base + c, t) - mean;
+      q += d * d;
+    }
+    const float var = block_sum(q, shm) / static_cast<float>(cols);
+    if (threadIdx.x == 0) {
+      if (mean_out) store(mean_out, r, mean, t);
+      if (inv_out) store(inv_out, r, 1.f / sqrtf(var + eps), t);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_row_moments(const void* x, void* mean, void* inv_std, StorageType t, int64_t rows, int64_t cols,
+                               float eps, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const unsigned g = static_cast<unsigned>(std::min<int64_t>(rows, 65535LL * 16));
+  row_moments_kernel<<<g, kThreads, 0, stream>>>(x, mean, inv_std, t, rows, cols, eps);
+  return cudaGetLastError();
+}
+
 }  // namespace kiln::cuda

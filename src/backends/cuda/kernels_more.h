@@ -112,4 +112,10 @@ cudaError_t launch_nll_loss(const void* x, const int64_t* target, const void* we
 cudaError_t launch_axis_softmax(const void* x, void* y, StorageType t, int kind, int64_t outer, int64_t len,
                                 int64_t inner, cudaStream_t stream);
 
+// LayerNormalization's optional outputs Mean and InvStdDev (ONNX LayerNormalization-17): per row
+// of a [rows, cols] array, mean = sum / cols and inv_std = 1 / sqrt(sum (x - mean)^2 / cols + eps),
+// stored in storage t (either pointer may be null). One block per row, float math.
+cudaError_t launch_row_moments(const void* x, void* mean, void* inv_std, StorageType t, int64_t rows, int64_t cols,
+                               float eps, cudaStream_t stream);
+
 }  // namespace kiln::cuda
