@@ -232,6 +232,13 @@ void int_arith_rows(std::vector<Row>& r) {
       return exact_case(OpKind::kMod, {{int_tensor(dt, {2, 3, 4}, -50, 50, 520)}, {divisors(dt, {4}, 521)}}, {2, 3, 4}, dt,
                         {{"fmod", Attribute::of_int(1)}});
     }));
+  // Integer Pow: bases in [-5, 5], exponents in [-2, 14] (negative ones: 1, +-1 or 0; 5^14 wraps
+  // int32), the exponent broadcast.
+  for (DataType dt : {DataType::kInt32, DataType::kInt64})
+    r.push_back(row(std::string("Int_Pow_") + dt_name(dt), [=] {
+      return exact_case(OpKind::kPow, {{int_tensor(dt, {2, 3, 4}, -5, 5, 540)}, {int_tensor(dt, {3, 4}, -2, 14, 541)}},
+                        {2, 3, 4}, dt);
+    }));
   for (DataType dt : {DataType::kInt32, DataType::kInt64}) {
     r.push_back(row(std::string("Int_Neg_") + dt_name(dt),
                     [=] { return exact_case(OpKind::kNeg, {{values(dt, {4, 6}, 530)}}, {4, 6}, dt); }));

@@ -342,6 +342,20 @@ std::vector<Row> nn_rows() {
     if (a.op == OpKind::kHardmax) r.precisions = {Precision::kFp32};  // 16-bit rounding may tie two maxima
     rows.push_back(r);
   }
+  // Pow with an integer exponent that is a graph input (float base), broadcast.
+  for (DataType et : {DataType::kInt32, DataType::kInt64}) {
+    Row r;
+    r.name = std::string("Pointwise_Pow_int_exponent_") + dtype_name(et);
+    r.make = [et] {
+      TinyGraph t;
+      const Shape xs = {2, 5, 3};
+      auto x = t.input("x", xs);
+      auto e = int_input(t, "e", {5, 1}, et);
+      t.g.outputs = {t.node(OpKind::kPow, "y", {x, e}, xs)};
+      return OpCase{t.g, {random_tensor(xs, 97, -2.f, 2.f), int_tensor(et, {5, 1}, -2, 3, 98)}};
+    };
+    rows.push_back(r);
+  }
   // Variadic Max / Min / Sum / Mean: three inputs broadcast together, and one input.
   for (OpKind op : {OpKind::kMax, OpKind::kMin, OpKind::kSum, OpKind::kMean}) {
     for (int count : {1, 3}) {

@@ -1,4 +1,4 @@
-// Integer arithmetic (ONNX Add, Sub, Mul, Div, Mod, Neg, Abs, Min, Max on int32 / int64): one
+// Integer arithmetic (ONNX Add, Sub, Mul, Div, Mod, Neg, Abs, Min, Max, Pow on int32 / int64): one
 // broadcast-elementwise layer of kernels_exact.h computing in the integer type (two's-complement
 // wrap-around; Div truncates toward zero; Mod follows its fmod attribute). Positions, lengths
 // and shape arithmetic that shape folding could not make constant run here. Float Add ... Max
@@ -21,6 +21,17 @@ Status lower_int_arith(LowerContext& ctx, const ir::Node& n, const std::string& 
     case OpKind::kAbs: e = ExactOp::kAbs; break;
     case OpKind::kMin: e = ExactOp::kMin; break;
     case OpKind::kMax: e = ExactOp::kMax; break;
+    case OpKind::kPow: {
+      // An integer exponent only: a float one read as an integer would be truncated (the CPU
+      // reference computes pow in double then).
+      if (n.inputs.size() == 2 && n.inputs[1] != ir::kNoValue) {
+        const DataType et = ctx.dtype(n.inputs[1]);
+        if (et != DataType::kInt32 && et != DataType::kInt64)
+          return unsupported(where + "integer Pow with a " + dtype_name(et) + " exponent");
+      }
+      e = ExactOp::kPow;
+      break;
+    }
     default: return unsupported(where + "not an integer arithmetic op");
   }
   const StorageType t = ctx.storage();

@@ -113,6 +113,21 @@ Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& 
   std::vector<int> ins;
   for (size_t k = 0; k < operands.size(); ++k) {
     Shape phys;
+    const DataType dt = ctx.dtype(operands[k]);
+    if (k == 1 && n.op == ir::OpKind::kPow && (dt == DataType::kInt32 || dt == DataType::kInt64) &&
+        !ctx.graph().value(operands[k]).constant) {
+      // An integer exponent (Pow since 12): converted to the float storage (exact below 2^24 in
+      // fp32, as the CPU reference's double pow sees it), read row-major.
+      if (out_nhwc) return unsupported(where + "an integer exponent with an NHWC output");
+      const Shape& es = ctx.shape(operands[k]);
+      if (es.size() > out_s.size()) return unsupported(where + "the exponent has a higher rank than the output");
+      KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(operands[k], ctx.storage()));
+      ins.push_back(a);
+      phys = Shape(out_s.size() - es.size(), 1);
+      phys.insert(phys.end(), es.begin(), es.end());
+      broadcast_strides(phys, d.rank, d.b_strides);
+      continue;
+    }
     KILN_ASSIGN_OR_RETURN(int a, ctx.pointwise_operand(operands[k], out_s, out_nhwc, &phys));
     ins.push_back(a);
     broadcast_strides(phys, d.rank, k == 0 ? d.a_strides : d.b_strides);

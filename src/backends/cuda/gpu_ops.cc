@@ -106,15 +106,15 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
     const bool ok = (k == 0 && (n.op == OpKind::kCast || n.op == OpKind::kWhere)) ||
                     (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kGatherND ||
                                  n.op == OpKind::kGatherElements || n.op == OpKind::kTrilu ||
-                                 n.op == OpKind::kNegativeLogLikelihoodLoss ||
+                                 n.op == OpKind::kNegativeLogLikelihoodLoss || n.op == OpKind::kPow ||
                                  n.op == OpKind::kSoftmaxCrossEntropyLoss)) ||
                     (k == 3 && n.op == OpKind::kAttention) || (k >= 3 && n.op == OpKind::kPagedAttention) ||
                     n.op == OpKind::kRange;
     if (!ok)
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
                            "output takes one only as Cast's or Where's input 0, the indices of Gather, GatherND and "
-                           "GatherElements, Trilu's k, the targets of NegativeLogLikelihoodLoss and "
-                           "SoftmaxCrossEntropyLoss, Range's operands, Attention's mask, or PagedAttention's "
+                           "GatherElements, Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss "
+                           "and SoftmaxCrossEntropyLoss, Range's operands, Attention's mask, or PagedAttention's "
                            "positions, token_seq, block_table and kv_pools");
   }
   return Status::Ok();

@@ -69,6 +69,21 @@ struct DivF {
     return a / b;
   }
 };
+struct PowF {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    if (b < 0) {
+      if (a == 1) return 1;
+      if (a == T(-1)) return (b % 2) ? T(-1) : T(1);
+      return 0;
+    }
+    Unsigned<T> r = 1, x = static_cast<Unsigned<T>>(a);
+    for (T e = b; e; e >>= 1) {
+      if (e & 1) r *= x;
+      x *= x;
+    }
+    return static_cast<T>(r);
+  }
+};
 struct ModF {
   bool c_style;  // fmod = 1: the dividend's sign
   template <typename T> __device__ T operator()(T a, T b) const {
@@ -376,6 +391,7 @@ const char* exact_op_name(ExactOp op) {
     case ExactOp::kAbs: return "abs";
     case ExactOp::kMin: return "min";
     case ExactOp::kMax: return "max";
+    case ExactOp::kPow: return "pow";
   }
   return "?";
 }
@@ -411,6 +427,7 @@ cudaError_t launch_exact_elementwise(ExactOp op, StorageType t, const void* a, c
     case ExactOp::kAbs: return integer(t, a, b, y, d, n, AbsF{}, s);
     case ExactOp::kMin: return integer(t, a, b, y, d, n, MinF{}, s);
     case ExactOp::kMax: return integer(t, a, b, y, d, n, MaxF{}, s);
+    case ExactOp::kPow: return integer(t, a, b, y, d, n, PowF{}, s);
   }
   return cudaErrorInvalidValue;
 }

@@ -28,7 +28,9 @@ enum class ExactOp : int {
   // Div truncates toward zero (ONNX Div on integers, C semantics); Mod takes the divisor's sign
   // (fmod = 0, Python's %), Fmod the dividend's (fmod = 1). A zero divisor — an error in the CPU
   // reference, undefined in ONNX — gives 0 here; MIN / -1 wraps to MIN. Neg and Abs are unary.
-  kAdd, kSub, kMul, kDiv, kMod, kFmod, kNeg, kAbs, kMin, kMax,
+  // Pow: a^b by squaring, wrapping; a negative b gives the truncated real result (1 for a == 1,
+  // +-1 for a == -1, else 0), as the CPU reference's integer Pow.
+  kAdd, kSub, kMul, kDiv, kMod, kFmod, kNeg, kAbs, kMin, kMax, kPow,
 };
 bool exact_op_is_unary(ExactOp op);
 // Whether the op writes bool (comparisons, logical ops, predicates); else the input type.

@@ -167,6 +167,7 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kAbs, lower_int_arith},
     {OpKind::kMin, lower_int_arith},
     {OpKind::kMax, lower_int_arith},
+    {OpKind::kPow, lower_int_arith},
     {OpKind::kRange, lower_range},
     {OpKind::kCumSum, lower_cumsum},
     {OpKind::kTrilu, lower_trilu},
