@@ -232,6 +232,17 @@ void int_arith_rows(std::vector<Row>& r) {
       return exact_case(OpKind::kMod, {{int_tensor(dt, {2, 3, 4}, -50, 50, 520)}, {divisors(dt, {4}, 521)}}, {2, 3, 4}, dt,
                         {{"fmod", Attribute::of_int(1)}});
     }));
+  // EyeLike: int32 input (its shape only) -> int32 output (k = 1), and -> float output (dtype
+  // attribute, k = -2; the float table reading an int32 activation for its shape).
+  r.push_back(row("EyeLike_int32_k1", [] {
+    return exact_case(OpKind::kEyeLike, {{int_tensor(DataType::kInt32, {4, 6}, -9, 9, 545)}}, {4, 6}, DataType::kInt32,
+                      {{"k", Attribute::of_int(1)}});
+  }));
+  r.push_back(row("EyeLike_int32_to_float_k_neg2", [] {
+    return exact_case(OpKind::kEyeLike, {{int_tensor(DataType::kInt32, {5, 3}, -9, 9, 546)}}, {5, 3}, DataType::kFloat32,
+                      {{"k", Attribute::of_int(-2)},
+                       {"dtype", Attribute::of_int(static_cast<int64_t>(dtype_to_onnx(DataType::kFloat32)))}});
+  }));
   // Integer Pow: bases in [-5, 5], exponents in [-2, 14] (negative ones: 1, +-1 or 0; 5^14 wraps
   // int32), the exponent broadcast.
   for (DataType dt : {DataType::kInt32, DataType::kInt64})

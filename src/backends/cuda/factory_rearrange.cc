@@ -1,8 +1,10 @@
 // DepthToSpace (DCR / CRD), SpaceToDepth and Tile with constant repeats (ONNX Operators.md, each
 // op's section): reshape-transpose-reshape moves and repetition, each one strided copy
 // (kernels_more.h launch_strided_copy) of a row-major output viewed as at most 6 dims, any element
-// type (the float and the exact tables). The CPU reference: backends/cpu (ops_movement*).
+// type (the float and the exact tables). Also EyeLike (its input's shape only; any output type).
+// The CPU reference: backends/cpu (ops_movement*).
 #include "backends/cuda/gpu_ops.h"
+#include "backends/cuda/kernels_more.h"
 #include "backends/cuda/layer_factory.h"
 #include "core/numerics.h"
 
@@ -87,6 +89,21 @@ Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where
     d.src_strides[k] = strides[k];
   }
   return add_copy(ctx, n, d);
+}
+
+Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  const Shape& in = ctx.shape(n.inputs[0]);
+  if (in.size() != 2) return invalid_argument(where + "input must be 2-D, got " + shape_str(in));
+  const int64_t rows = in[0], cols = in[1], k = n.attr_int("k", 0);
+  const StorageType t = ctx.storage();
+  // The input is a layer input for ordering only: EyeLike reads its shape, not its values.
+  KILN_ASSIGN_OR_RETURN(int x, ctx.activation(n.inputs[0]));
+  ctx.add_layer(make_kernel_layer("EyeLike", std::string("kiln.eye ") + storage_name(t),
+                                  [=](ExecState& s, const Layer& l) {
+                                    return launch_eye(s.ptr(l.outs[0]), t, rows, cols, k, s.stream);
+                                  }),
+                n.name, {x}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
 }
 
 }  // namespace kiln::cuda

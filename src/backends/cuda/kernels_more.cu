@@ -750,4 +750,22 @@ cudaError_t launch_row_moments(const void* x, void* mean, void* inv_std, Storage
   return cudaGetLastError();
 }
 
+// ---------------------------------------------------------------- EyeLike
+namespace {
+
+__global__ void eye_kernel(void* y, StorageType t, int64_t rows, int64_t cols, int64_t k) {
+  const int64_t total = rows * cols;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    store(y, i, (i % cols) - (i / cols) == k ? 1.f : 0.f, t);
+}
+
+}  // namespace
+
+cudaError_t launch_eye(void* y, StorageType t, int64_t rows, int64_t cols, int64_t k, cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  eye_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, t, rows, cols, k);
+  return cudaGetLastError();
+}
+
 }  // namespace kiln::cuda

@@ -118,4 +118,8 @@ cudaError_t launch_axis_softmax(const void* x, void* y, StorageType t, int kind,
 cudaError_t launch_row_moments(const void* x, void* mean, void* inv_std, StorageType t, int64_t rows, int64_t cols,
                                float eps, cudaStream_t stream);
 
+// ONNX EyeLike: y [rows, cols] with y[i, i + k] = 1 and 0 elsewhere, in storage t (float or
+// integer / bool types).
+cudaError_t launch_eye(void* y, StorageType t, int64_t rows, int64_t cols, int64_t k, cudaStream_t stream);
+
 }  // namespace kiln::cuda

@@ -157,6 +157,8 @@ Status lower_nll_loss(LowerContext& ctx, const ir::Node& n, const std::string& w
 // (factory_rearrange.cc).
 Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// EyeLike (2-D; float, integer or bool output).
+Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // Exact types (docs/decisions/0051): comparisons, And/Or/Xor/Not, IsNaN/IsInf (bool outputs);
 // integer Add/Sub/Mul/Div/Mod/Neg/Abs/Min/Max; Range, CumSum, Trilu (integer or float); ArgMax /
 // ArgMin; integer ReduceSum/Max/Min.
