@@ -86,12 +86,15 @@ StatusOr<std::vector<Tensor>> emulate_single_op(const ir::Graph& g, const cuda::
       // The ONNX definitions (Operators.md Reduce*), in double, over the planned [outer, red, inner].
       KILN_ASSIGN_OR_RETURN(auto p, cuda::plan_reduce(n, g, in));
       if (p.outer * p.inner != y.numel()) return internal_error("reduce plan disagrees with the output size");
+      Tensor moved(DataType::kFloat32, Shape{p.outer, p.red});
+      if (p.transposed) strided(p.transpose, x, &moved);
+      const Tensor& src = p.transposed ? moved : x;
       using K = cuda::ReduceKind;
       for (int64_t i = 0; i < y.numel(); ++i) {
         const int64_t o = i / p.inner, inner = i % p.inner;
         double acc = p.kind == K::kMax ? -INFINITY : (p.kind == K::kMin ? INFINITY : (p.kind == K::kProd ? 1.0 : 0.0));
         for (int64_t r = 0; r < p.red; ++r) {
-          const double v = at(x, (o * p.red + r) * p.inner + inner);
+          const double v = at(src, (o * p.red + r) * p.inner + inner);
           switch (p.kind) {
             case K::kMax: acc = std::max(acc, v); break;
             case K::kMin: acc = std::min(acc, v); break;

@@ -327,6 +327,8 @@ std::vector<Row> transformer_rows() {
       reduce("first_axis", {OpKind::kReduceLogSumExp, {6, 5, 4}, {0}, false, false, {5, 4}}),
       reduce("long_rows", {OpKind::kReduceLogSumExp, {3, 1000}, {1}, false, false, {3}}),
       reduce("middle_axis", {OpKind::kReduceLogSum, {3, 7, 5}, {1}, true, false, {3, 1, 5}, 1.5f}),
+      reduce("non_contiguous_axes", {OpKind::kReduceMean, {2, 3, 4, 5}, {0, 2, 3}, true, false, {1, 3, 1, 1}}),
+      reduce("non_contiguous_axes", {OpKind::kReduceL2, {3, 4, 5}, {0, 2}, false, true, {4}}),
       matmul_bias({2, 8, 32}, 48, 800), matmul_bias({1, 77, 64}, 192, 810), matmul_bias({2, 3, 5, 7}, 9, 820),
       gemm_relu("transB_bias_6x16_n10", 6, 16, 10, true, 1, 1.f, 1.f, 1300),
       gemm_relu("no_C_64x32_n48", 64, 32, 48, false, 0, 1.f, 1.f, 1310),

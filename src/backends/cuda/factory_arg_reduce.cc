@@ -45,6 +45,7 @@ Status lower_int_reduce(LowerContext& ctx, const ir::Node& n, const std::string&
   if (!storage_is_int(t)) return unsupported(where + "output dtype " + storage_name(t));
   if (n.op == ir::OpKind::kReduceMean) return unsupported(where + "integer ReduceMean");
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, ctx.graph(), ctx.shape(n.inputs[0])));
+  if (p.transposed) return unsupported(where + "integer reduction over non-contiguous axes");
   const int max = p.kind == ReduceKind::kMax ? 1 : (p.kind == ReduceKind::kMin ? -1 : 0);
   KILN_ASSIGN_OR_RETURN(int x, ctx.operand_as(n.inputs[0], t));
   ctx.add_layer(make_kernel_layer(ir::op_name(n.op), std::string("kiln.int_reduce ") + storage_name(t),

@@ -1,5 +1,6 @@
-// Reductions and normalizations over contiguous innermost axes of row-major tensors (Kiln's row
-// kernels, float accumulation in every storage type): ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/
+// Reductions and normalizations of row-major tensors (Kiln's row kernels, float accumulation in
+// every storage type; reduced axes that are not one contiguous run are moved last by a strided
+// copy first): ReduceSum/Mean/Max/Min/Prod/L1/L2/SumSquare/
 // LogSum/LogSumExp (axes as an attribute or a constant input, keepdims, noop_with_empty_axes;
 // gpu_ops.h plan_reduce), LayerNormalization (ONNX opset 17: mean and variance over axes
 // [axis, rank), epsilon, Scale and optional B of the normalized size, the optional Mean /
@@ -15,6 +16,13 @@ namespace kiln::cuda {
 Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string&) {
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, ctx.graph(), ctx.shape(n.inputs[0])));
   KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
+  if (p.transposed) {  // reduced axes not contiguous: reduced axes moved last by one strided copy first
+    const int moved = ctx.new_value(ctx.graph().value(n.outputs[0]).name + "_reduce_input", Shape{p.outer, p.red},
+                                    ctx.storage(), false);
+    ctx.add_layer(make_strided_copy_layer("Transpose", p.transpose, static_cast<int>(storage_bytes(ctx.storage()))),
+                  n.name + "_transpose", {x}, {moved}, n.origin);
+    x = moved;
+  }
   ctx.add_layer(make_reduce_layer(ir::op_name(n.op), p, ctx.storage()), n.name, {x}, {ctx.new_output(n)}, n.origin);
   return Status::Ok();
 }

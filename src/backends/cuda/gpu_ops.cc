@@ -252,6 +252,35 @@ StatusOr<std::vector<StridedDesc>> plan_split(const ir::Node& n, const Shape& in
   return r;
 }
 
+namespace {
+
+// Reduced axes that do not form one run: a copy with the kept axes first and the reduced ones
+// last (each group in its order), then the reduction over the last run (inner == 1).
+StatusOr<ReducePlan> plan_transposed_reduce(const ir::Node& n, const Shape& in, const std::vector<bool>& mask,
+                                            ReducePlan p) {
+  Shape perm_shape;
+  std::vector<size_t> perm;
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < in.size(); ++i)
+      if (mask[i] == (pass == 1)) {
+        perm.push_back(i);
+        perm_shape.push_back(in[i]);
+      }
+  KILN_ASSIGN_OR_RETURN(StridedDesc d, desc_of(n, perm_shape));
+  const auto st = row_strides(in);
+  for (size_t k = 0; k < perm.size(); ++k) d.src_strides[k] = st[perm[k]];
+  size_t kept = 0;
+  for (bool m : mask) kept += m ? 0 : 1;
+  p.transposed = true;
+  p.transpose = d;
+  p.outer = dims_product(perm_shape, 0, kept);
+  p.red = dims_product(perm_shape, kept, perm_shape.size());
+  p.inner = 1;
+  return p;
+}
+
+}  // namespace
+
 StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Shape& in) {
   ReducePlan p;
   switch (n.op) {
@@ -291,7 +320,7 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
       if (lo < 0) lo = static_cast<int>(i);
       else if (hi != static_cast<int>(i) - 1) {
         for (int j = hi + 1; j < static_cast<int>(i); ++j)
-          if (in[j] != 1) return node_error(n, "reduction over non-contiguous axes");
+          if (in[j] != 1) return plan_transposed_reduce(n, in, mask, p);
       }
       hi = static_cast<int>(i);
     }

@@ -60,6 +60,10 @@ StatusOr<std::vector<StridedDesc>> plan_split(const ir::Node& n, const Shape& in
 struct ReducePlan {
   ReduceKind kind = ReduceKind::kSum;
   int64_t outer = 1, red = 1, inner = 1;
+  // Reduced axes that are not one contiguous run: the input is first copied by `transpose` (kept
+  // axes first, reduced axes last, each in order) into a [outer, red] array (inner == 1).
+  bool transposed = false;
+  StridedDesc transpose;
 };
 StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Shape& in);
 
