@@ -212,6 +212,22 @@ std::vector<Row> movement_rows() {
     };
     rows.push_back(r);
   }
+  {  // CastLike float32 -> float16 (a float16 "like") -> float32 (a float32 "like"): Cast's rounding
+    Row r;
+    r.name = "CastLike_fp32_fp16_round_trip";
+    r.tol = kMoveTol;
+    r.expect_ops = {"CastLike"};
+    r.make = [] {
+      TinyGraph t;
+      auto x = t.input("x", {4, 9});
+      auto h = t.node(OpKind::kCastLike, "to_half", {x, t.constant("like16", Tensor(DataType::kFloat16, {1}))}, {4, 9});
+      t.g.value(h).dtype = DataType::kFloat16;
+      auto y = t.node(OpKind::kCastLike, "to_float", {h, t.constant("like32", scalar_f(0.f))}, {4, 9});
+      t.g.outputs = {y};
+      return OpCase{t.g, {nonzero({4, 9}, 19, 1.f, 100.f)}};
+    };
+    rows.push_back(r);
+  }
   {
     Row r;
     r.name = "Split_axis1_2_4";

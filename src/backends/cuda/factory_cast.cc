@@ -1,4 +1,5 @@
-// Cast (ONNX Cast). To a float type: storage already holds the layer's float type, so a
+// Cast and CastLike (ONNX Cast; CastLike: to the dtype of its input 1, whose values are not read —
+// the output's dtype says it). To a float type: storage already holds the layer's float type, so a
 // float-to-float Cast is a view, except that float32 storage of a float16 result is rounded to
 // half as the CPU reference does (ONNX Cast: round to nearest even); int32 / int64 / bool sources
 // are converted on the device. To int32 / int64 / bool (an exact node, docs/decisions/0051): one

@@ -103,7 +103,8 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
   using ir::OpKind;
   for (size_t k = 0; k < is_int.size(); ++k) {
     if (!is_int[k]) continue;
-    const bool ok = (k == 0 && (n.op == OpKind::kCast || n.op == OpKind::kWhere || n.op == OpKind::kEyeLike)) ||
+    const bool ok = (k == 0 && (n.op == OpKind::kCast || n.op == OpKind::kCastLike || n.op == OpKind::kWhere ||
+                                 n.op == OpKind::kEyeLike)) ||
                     (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kGatherND ||
                                  n.op == OpKind::kGatherElements || n.op == OpKind::kTrilu ||
                                  n.op == OpKind::kNegativeLogLikelihoodLoss || n.op == OpKind::kPow ||
@@ -112,10 +113,10 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                     n.op == OpKind::kRange;
     if (!ok)
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
-                           "output takes one only as Cast's or Where's input 0, EyeLike's input (its shape), the "
-                           "indices of Gather, GatherND and GatherElements, Trilu's k, Pow's exponent, the targets "
-                           "of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, Range's operands, Attention's "
-                           "mask, or PagedAttention's positions, token_seq, block_table and kv_pools");
+                           "output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
+                           "shape), the indices of Gather, GatherND and GatherElements, Trilu's k, Pow's exponent, "
+                           "the targets of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, Range's operands, "
+                           "Attention's mask, or PagedAttention's positions, token_seq, block_table and kv_pools");
   }
   return Status::Ok();
 }
