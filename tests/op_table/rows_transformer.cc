@@ -499,6 +499,19 @@ std::vector<Row> transformer_rows() {
     };
     rows.push_back(r);
   }
+  // MeanVarianceNormalization over the default axes [0, 2, 3] (moved last and back) and over the
+  // trailing axes [1, 2] (no copy).
+  for (bool dflt : {true, false}) {
+    Row r;
+    r.name = std::string("MeanVarianceNormalization_") + (dflt ? "default_axes" : "axes_1_2");
+    r.make = [dflt] {
+      std::map<std::string, Attribute> attrs;
+      if (!dflt) attrs["axes"] = Attribute::of_ints({1, 2});
+      const Shape xs = dflt ? Shape{2, 3, 4, 5} : Shape{4, 3, 6};
+      return one_op(OpKind::kMeanVarianceNormalization, xs, xs, nullptr, attrs, nonzero(xs, 911, 1.f, 0.5f));
+    };
+    rows.push_back(r);
+  }
   return rows;
 }
 

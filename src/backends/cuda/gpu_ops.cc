@@ -335,6 +335,38 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
   return p;
 }
 
+StatusOr<MvnPlan> plan_mvn(const ir::Node& n, const Shape& in) {
+  const size_t r = in.size();
+  if (r > static_cast<size_t>(kMaxRank)) return node_error(n, "rank above 6");
+  std::vector<bool> mask(r, false);
+  for (int64_t a : n.attr_ints("axes", {0, 2, 3})) {
+    KILN_ASSIGN_OR_RETURN(int k, norm_axis(n, a, r));
+    mask[static_cast<size_t>(k)] = true;
+  }
+  std::vector<size_t> perm;  // kept axes, then reduced axes
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < r; ++i)
+      if (mask[i] == (pass == 1)) perm.push_back(i);
+  MvnPlan p;
+  Shape perm_shape;
+  std::vector<size_t> moving;  // size-1 axes never need moving
+  for (size_t i : perm) {
+    perm_shape.push_back(in[i]);
+    (mask[i] ? p.cols : p.rows) *= in[i];
+    if (in[i] != 1) moving.push_back(i);
+  }
+  p.transposed = !std::is_sorted(moving.begin(), moving.end());
+  if (!p.transposed) return p;
+  KILN_ASSIGN_OR_RETURN(p.to_rows, desc_of(n, perm_shape));
+  KILN_ASSIGN_OR_RETURN(p.from_rows, desc_of(n, in));
+  const auto st = row_strides(in), pst = row_strides(perm_shape);
+  for (size_t q = 0; q < r; ++q) {
+    p.to_rows.src_strides[q] = st[perm[q]];
+    p.from_rows.src_strides[perm[q]] = pst[q];  // x's axis perm[q] is the permuted array's axis q
+  }
+  return p;
+}
+
 StatusOr<GatherPlan> plan_gather(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& indices,
                                  DataType indices_dtype) {
   GatherPlan p;

@@ -67,6 +67,17 @@ struct ReducePlan {
 };
 StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Shape& in);
 
+// MeanVarianceNormalization (axes attribute, default [0, 2, 3]) as a [rows, cols] row problem:
+// rows = the kept axes' product, cols = the reduced axes'. When the reduced axes (of size > 1) are
+// not already the trailing ones, `to_rows` copies x into that order (kept axes first, each group
+// in order) and `from_rows` copies the normalized rows back to x's order.
+struct MvnPlan {
+  int64_t rows = 1, cols = 1;
+  bool transposed = false;
+  StridedDesc to_rows, from_rows;
+};
+StatusOr<MvnPlan> plan_mvn(const ir::Node& n, const Shape& in);
+
 // Gather with int32/int64 indices. Constant indices are normalized here (negative ones counted
 // from the end; out of range is an error naming the node). Runtime indices (an activation, e.g.
 // token ids) are normalized by the kernel; out-of-range ones yield zeros (launch_gather_runtime).

@@ -201,8 +201,9 @@ __device__ __forceinline__ float red_pre(ReduceKind k, float x) {
 }
 __device__ __forceinline__ float red_op(ReduceKind k, float a, float b) {
   switch (k) {
-    case ReduceKind::kMax: return fmaxf(a, b);
-    case ReduceKind::kMin: return fminf(a, b);
+    // NaN propagates, as the CPU reference's ReduceMax / ReduceMin (fmaxf / fminf would drop it).
+    case ReduceKind::kMax: return (a != a || b != b) ? a + b : fmaxf(a, b);
+    case ReduceKind::kMin: return (a != a || b != b) ? a + b : fminf(a, b);
     case ReduceKind::kProd: return a * b;
     default: return a + b;
   }
@@ -765,6 +766,35 @@ __global__ void eye_kernel(void* y, StorageType t, int64_t rows, int64_t cols, i
 cudaError_t launch_eye(void* y, StorageType t, int64_t rows, int64_t cols, int64_t k, cudaStream_t stream) {
   if (rows * cols == 0) return cudaSuccess;
   eye_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, t, rows, cols, k);
+  return cudaGetLastError();
+}
+
+// ---------------------------------------------------------------- MeanVarianceNormalization
+namespace {
+
+__global__ void mvn_rows_kernel(const void* x, void* y, StorageType t, int64_t rows, int64_t cols) {
+  __shared__ float shm[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * cols;
+    float s = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += load(x, base + c, t);
+    const float mean = block_sum(s, shm) / static_cast<float>(cols);
+    float q = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float d = load(x, base + c, t) - mean;
+      q += d * d;
+    }
+    const float denom = sqrtf(block_sum(q, shm) / static_cast<float>(cols)) + 1e-9f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) store(y, base + c, (load(x, base + c, t) - mean) / denom, t);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_mvn_rows(const void* x, void* y, StorageType t, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows * cols == 0) return cudaSuccess;
+  const unsigned g = static_cast<unsigned>(std::min<int64_t>(rows, 65535LL * 16));
+  mvn_rows_kernel<<<g, kThreads, 0, stream>>>(x, y, t, rows, cols);
   return cudaGetLastError();
 }
 

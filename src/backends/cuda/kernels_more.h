@@ -122,4 +122,9 @@ cudaError_t launch_row_moments(const void* x, void* mean, void* inv_std, Storage
 // integer / bool types).
 cudaError_t launch_eye(void* y, StorageType t, int64_t rows, int64_t cols, int64_t k, cudaStream_t stream);
 
+// ONNX MeanVarianceNormalization (since 9, its function body) over each row of a [rows, cols]
+// array: y = (x - mean) / (sqrt(var) + 1e-9) with var = E[(x - mean)^2] (= E[x^2] - E[x]^2 in exact
+// arithmetic; two passes). One block per row, float math.
+cudaError_t launch_mvn_rows(const void* x, void* y, StorageType t, int64_t rows, int64_t cols, cudaStream_t stream);
+
 }  // namespace kiln::cuda

@@ -51,6 +51,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kReduceLogSumExp, lower_reduce},
     {OpKind::kLayerNormalization, lower_layernorm},
     {OpKind::kRMSNormalization, lower_rms_norm},
+    {OpKind::kMeanVarianceNormalization, lower_mvn},
     {OpKind::kMaxPool, lower_pool},
     {OpKind::kAveragePool, lower_pool},
     {OpKind::kGlobalAveragePool, lower_pool},

@@ -131,6 +131,7 @@ Status lower_resize(LowerContext& ctx, const ir::Node& n, const std::string& whe
 Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Mean/Max/Min/Prod/L1/...
 Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_mvn(LowerContext& ctx, const ir::Node& n, const std::string& where);  // MeanVarianceNormalization
 Status lower_pool(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Max/Average/Global pools
 Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_split(LowerContext& ctx, const ir::Node& n, const std::string& where);
