@@ -32,7 +32,12 @@ TEST(GpuSupportCheck, TransformerBlockLowersAndErrorsNameNodes) {
 
   TinyGraph t;
   auto x = t.input("x", {2, 3, 4, 5});
-  auto r = t.node(OpKind::kReduceSum, "bad_reduce", {x, t.constant("axes", ints({0, 2}))}, {1, 3, 1, 5});
+  // An integer reduction over non-contiguous axes (float ones move the axes with a copy first).
+  auto xi = t.node(OpKind::kCast, "to_int", {x}, {2, 3, 4, 5}, {{"to", ir::Attribute::of_int(6)}});
+  t.g.value(xi).dtype = DataType::kInt32;
+  auto ri = t.node(OpKind::kReduceSum, "bad_reduce", {xi, t.constant("axes", ints({0, 2}))}, {1, 3, 1, 5});
+  t.g.value(ri).dtype = DataType::kInt32;
+  auto r = t.node(OpKind::kCast, "to_float", {ri}, {1, 3, 1, 5}, {{"to", ir::Attribute::of_int(1)}});
   auto m = t.node(OpKind::kMatMul, "bad_matmul", {r, t.constant("b", nonzero({2, 1, 5, 3}, 40))}, {2, 3, 1, 3});
   t.g.outputs = {m};
   auto bvs = cuda::infer_value_shapes_by_reference(t.g, {{2, 3, 4, 5}});
