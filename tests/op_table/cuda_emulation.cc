@@ -115,6 +115,23 @@ StatusOr<std::vector<Tensor>> emulate_single_op(const ir::Graph& g, const cuda::
       }
       break;
     }
+    case OpKind::kDepthToSpace:
+    case OpKind::kSpaceToDepth: {
+      KILN_ASSIGN_OR_RETURN(auto d, cuda::plan_depth_space(n, in));
+      int64_t count = 1;
+      for (int k = 0; k < d.rank; ++k) count *= d.out_dims[k];
+      if (count != y.numel()) return internal_error("the copy's dims disagree with the output size");
+      strided(d, x, &y);
+      break;
+    }
+    case OpKind::kTile: {
+      KILN_ASSIGN_OR_RETURN(auto d, cuda::plan_tile(n, g, in));
+      int64_t count = 1;
+      for (int k = 0; k < d.rank; ++k) count *= d.out_dims[k];
+      if (count != y.numel()) return internal_error("the copy's dims disagree with the output size");
+      strided(d, x, &y);
+      break;
+    }
     case OpKind::kMeanVarianceNormalization: {
       // The plan's copies around (x - mean) / (sqrt(var) + 1e-9) per row, in double (ONNX MVN-9).
       KILN_ASSIGN_OR_RETURN(auto p, cuda::plan_mvn(n, in));

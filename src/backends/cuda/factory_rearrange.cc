@@ -21,16 +21,15 @@ Status add_copy(LowerContext& ctx, const ir::Node& n, const StridedDesc& d) {
 
 }  // namespace
 
-Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string& where) {
-  const Shape& in = ctx.shape(n.inputs[0]);
-  if (in.size() != 4) return unsupported(where + "input rank " + std::to_string(in.size()) + " (4-D only)");
+StatusOr<StridedDesc> plan_depth_space(const ir::Node& n, const Shape& in) {
+  if (in.size() != 4) return unsupported(n.describe() + ": input rank " + std::to_string(in.size()) + " (4-D only)");
   const int64_t b = n.attr_int("blocksize", 0);
-  if (b < 1) return invalid_argument(where + "blocksize must be >= 1");
+  if (b < 1) return invalid_argument(n.describe() + ": blocksize must be >= 1");
   const int64_t N = in[0], C = in[1], H = in[2], W = in[3];
   StridedDesc d;
   d.rank = 6;
   if (n.op == ir::OpKind::kDepthToSpace) {
-    if (C % (b * b) != 0) return invalid_argument(where + "channels not divisible by blocksize^2");
+    if (C % (b * b) != 0) return invalid_argument(n.describe() + ": channels not divisible by blocksize^2");
     const int64_t c2 = C / (b * b);
     const bool crd = n.attr_string("mode", "DCR") == "CRD";
     // Output [N, C/b^2, H*b, W*b] as [N, c', H, i, W, j]: DCR reads x[n, (i*b + j)*c' + c', h, w],
@@ -43,7 +42,8 @@ Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string
       d.src_strides[k] = st[k];
     }
   } else {
-    if (H % b != 0 || W % b != 0) return invalid_argument(where + "height or width not divisible by blocksize");
+    if (H % b != 0 || W % b != 0)
+      return invalid_argument(n.describe() + ": height or width not divisible by blocksize");
     // Output [N, C*b*b, H/b, W/b] as [N, i, j, C, h', w'], reading x[n, c, h'*b + i, w'*b + j].
     const int64_t dims[6] = {N, b, b, C, H / b, W / b};
     const int64_t st[6] = {C * H * W, W, 1, H * W, b * W, b};
@@ -52,24 +52,22 @@ Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string
       d.src_strides[k] = st[k];
     }
   }
-  return add_copy(ctx, n, d);
+  return d;
 }
 
-Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where) {
-  if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "repeats is required");
-  const auto& rc = ctx.graph().value(n.inputs[1]).constant;
-  if (!rc) return unsupported(where + "repeats must be a constant on the GPU path");
-  const Shape& in = ctx.shape(n.inputs[0]);
+StatusOr<StridedDesc> plan_tile(const ir::Node& n, const ir::Graph& g, const Shape& in) {
+  if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(n.describe() + ": repeats is required");
+  const auto& rc = g.value(n.inputs[1]).constant;
+  if (!rc) return unsupported(n.describe() + ": repeats must be a constant on the GPU path");
   if (rc->numel() != static_cast<int64_t>(in.size()))
-    return invalid_argument(where + "repeats has " + std::to_string(rc->numel()) + " entries for rank " +
+    return invalid_argument(n.describe() + ": repeats has " + std::to_string(rc->numel()) + " entries for rank " +
                             std::to_string(in.size()));
-  // Output dim k (d_k * r_k) viewed as [r_k, d_k] when r_k > 1: the repeat reads with stride 0.
-  StridedDesc d;
+  // Output dim k (d_k * r_k) viewed as [r_k, d_k] when r_k != 1: the repeat reads with stride 0.
   const auto st = row_strides(in);
   std::vector<int64_t> dims, strides;
   for (size_t k = 0; k < in.size(); ++k) {
     const auto r = static_cast<int64_t>(load_as_double(rc->dtype(), rc->raw(), static_cast<int64_t>(k)));
-    if (r < 0) return invalid_argument(where + "negative repeat " + std::to_string(r));
+    if (r < 0) return invalid_argument(n.describe() + ": negative repeat " + std::to_string(r));
     if (r != 1) {
       dims.push_back(r);
       strides.push_back(0);
@@ -78,16 +76,28 @@ Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where
     strides.push_back(st[k]);
   }
   if (dims.size() > static_cast<size_t>(kMaxRank))
-    return unsupported(where + "more than 6 dims once repeats are split out (input rank " + std::to_string(in.size()) + ")");
+    return unsupported(n.describe() + ": more than 6 dims once repeats are split out (input rank " +
+                       std::to_string(in.size()) + ")");
   if (dims.empty()) {  // rank 0: one element
     dims.push_back(1);
     strides.push_back(0);
   }
+  StridedDesc d;
   d.rank = static_cast<int>(dims.size());
   for (int k = 0; k < d.rank; ++k) {
     d.out_dims[k] = dims[k];
     d.src_strides[k] = strides[k];
   }
+  return d;
+}
+
+Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string&) {
+  KILN_ASSIGN_OR_RETURN(StridedDesc d, plan_depth_space(n, ctx.shape(n.inputs[0])));
+  return add_copy(ctx, n, d);
+}
+
+Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string&) {
+  KILN_ASSIGN_OR_RETURN(StridedDesc d, plan_tile(n, ctx.graph(), ctx.shape(n.inputs[0])));
   return add_copy(ctx, n, d);
 }
 

@@ -78,6 +78,11 @@ struct MvnPlan {
 };
 StatusOr<MvnPlan> plan_mvn(const ir::Node& n, const Shape& in);
 
+// DepthToSpace (modes DCR / CRD) and SpaceToDepth of a 4-D input, and Tile with constant repeats
+// (rank <= 6 once each repeat != 1 is its own dim): one strided copy each (factory_rearrange.cc).
+StatusOr<StridedDesc> plan_depth_space(const ir::Node& n, const Shape& in);
+StatusOr<StridedDesc> plan_tile(const ir::Node& n, const ir::Graph& g, const Shape& in);
+
 // Gather with int32/int64 indices. Constant indices are normalized here (negative ones counted
 // from the end; out of range is an error naming the node). Runtime indices (an activation, e.g.
 // token ids) are normalized by the kernel; out-of-range ones yield zeros (launch_gather_runtime).
