@@ -51,6 +51,33 @@ TEST(GpuSupportCheck, TransformerBlockLowersAndErrorsNameNodes) {
 #endif
 }
 
+// Dropout lowers as the identity (its mask filled with true) only in inference: a constant
+// training_mode of true with a nonzero ratio is refused, naming the node, not run as the identity.
+TEST(GpuSupportCheck, TrainingModeDropoutIsRefused) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  for (bool training : {false, true}) {
+    TinyGraph t;
+    auto x = t.input("x", {2, 6});
+    Tensor tm(DataType::kBool, {});
+    tm.data<uint8_t>()[0] = training ? 1 : 0;
+    t.g.outputs = {t.node(OpKind::kDropout, "drop", {x, t.constant("ratio", op_table::scalar_f(0.3f)), t.constant("tm", tm)},
+                          {2, 6})};
+    auto vs = cuda::infer_value_shapes_by_reference(t.g, {{2, 6}});
+    ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+    Status s = cuda::check_gpu_support(t.g, *vs);
+    if (!training) {
+      EXPECT_TRUE(s.ok()) << s.to_string();
+      continue;
+    }
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+    EXPECT_NE(s.message().find("'drop'"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("training-mode Dropout"), std::string::npos) << s.message();
+  }
+#endif
+}
+
 // bf16 storage lowers the kernels_more.cu ops (LayerNorm, Reduce, Pad, batched MatMul, Cast)
 // like fp32 and fp16 do; the bool overload keeps its fp32/fp16 meaning and an integer storage
 // type is not a set of lowering rules.

@@ -310,6 +310,25 @@ std::vector<Row> movement_rows() {
     };
     rows.push_back(r);
   }
+  {  // inference Dropout with its mask output (all true, bool)
+    Row r;
+    r.name = "Dropout_with_mask";
+    r.tol = kMoveTol;
+    r.expect_ops = {"Dropout"};
+    r.make = [] {
+      TinyGraph t;
+      auto x = t.input("x", {3, 7});
+      const ir::ValueId y = t.node(OpKind::kDropout, "drop", {x}, {3, 7});
+      const ir::ValueId mask = t.g.add_value("mask", DataType::kBool);
+      t.g.value(mask).shape = sym({3, 7});
+      ir::Node& d = t.g.nodes.back();
+      d.outputs.push_back(mask);
+      t.g.value(mask).producer = d.id;
+      t.g.outputs = {y, mask};
+      return OpCase{t.g, {random_tensor({3, 7}, 141)}};
+    };
+    rows.push_back(r);
+  }
   return rows;
 }
 

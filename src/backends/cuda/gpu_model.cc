@@ -474,9 +474,14 @@ class Lowering final : public LowerContext {
     std::vector<bool> int_in;
     for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && !storage_is_float(m_->vals[act_.at(v)].type));
     KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
-    for (ir::ValueId v : n.outputs)
-      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]))
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const ir::ValueId v = n.outputs[k];
+      // Dropout's mask (output 1, bool since opset 10) is the one non-float output a float
+      // layer writes (factory_view.cc).
+      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) &&
+          !(n.op == ir::OpKind::kDropout && k == 1 && vs_.dtypes[v] == DataType::kBool))
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
+    }
     if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
     return unsupported(where + "no CUDA tactic for this op");
   }

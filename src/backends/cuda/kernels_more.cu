@@ -798,4 +798,21 @@ cudaError_t launch_mvn_rows(const void* x, void* y, StorageType t, int64_t rows,
   return cudaGetLastError();
 }
 
+// ---------------------------------------------------------------- fill
+namespace {
+
+__global__ void fill_kernel(void* y, StorageType t, int64_t count, float value) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    store(y, i, value, t);
+}
+
+}  // namespace
+
+cudaError_t launch_fill(void* y, StorageType t, int64_t count, float value, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  fill_kernel<<<blocks_for(count), kThreads, 0, stream>>>(y, t, count, value);
+  return cudaGetLastError();
+}
+
 }  // namespace kiln::cuda

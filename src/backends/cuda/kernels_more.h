@@ -127,4 +127,7 @@ cudaError_t launch_eye(void* y, StorageType t, int64_t rows, int64_t cols, int64
 // arithmetic; two passes). One block per row, float math.
 cudaError_t launch_mvn_rows(const void* x, void* y, StorageType t, int64_t rows, int64_t cols, cudaStream_t stream);
 
+// y[i] = value for i < count, in storage t (float, integer or bool types).
+cudaError_t launch_fill(void* y, StorageType t, int64_t count, float value, cudaStream_t stream);
+
 }  // namespace kiln::cuda
