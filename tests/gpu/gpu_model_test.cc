@@ -62,6 +62,50 @@ TEST(GpuModel, OneByOneConvTacticsAgree) {
 #endif
 }
 
+// An N whose fp16 rows are not 16-byte aligned (a vocabulary of 1,001, GPT-2-style LM heads): the
+// weight is stored padded to 1,024 outputs and the GEMM runs in both forms — cuBLASLt into Y with
+// N as the leading dim, and the padded form (into the workspace's [M, 1024], then the compacting
+// copy) — each against the CPU reference. Gemm with transB and a bias too (N = 333, padded to 384).
+TEST(GpuModel, PaddedNGemmBothFormsAgree) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  struct Case {
+    op_table::OpCase c;
+    std::string layer;
+  };
+  std::vector<Case> cases;
+  cases.push_back({op_table::one_op(ir::OpKind::kMatMul, {2, 37, 64}, {2, 37, 1001},
+                                    [](TinyGraph& t) {
+                                      return std::vector<ir::ValueId>{t.constant("w", random_tensor({64, 1001}, 31, -0.3f, 0.3f))};
+                                    },
+                                    {}, random_tensor({2, 37, 64}, 32)),
+                   ""});
+  cases.push_back({op_table::one_op(ir::OpKind::kGemm, {19, 48}, {19, 333},
+                                    [](TinyGraph& t) {
+                                      return std::vector<ir::ValueId>{t.constant("w", random_tensor({333, 48}, 33, -0.3f, 0.3f)),
+                                                                      t.constant("b", random_tensor({333}, 34))};
+                                    },
+                                    {{"transB", ir::Attribute::of_int(1)}}, random_tensor({19, 48}, 35)),
+                   ""});
+  for (Case& k : cases) {
+    const ir::Graph g = cuda_graph(k.c.graph, cuda_config(true));
+    for (const ir::Node& n : g.nodes)
+      if (!n.removed && (n.op == ir::OpKind::kMatMul || n.op == ir::OpKind::kGemm || n.op == ir::OpKind::kMatMulBias))
+        k.layer = n.name;
+    ASSERT_FALSE(k.layer.empty());
+    auto ref = interpret(k.c.graph, k.c.inputs);
+    ASSERT_TRUE(ref.ok());
+    for (TacticId t : {make_tactic_id(TacticSource::kCublasLt, 0),
+                       make_tactic_id(TacticSource::kCublasLt, cuda::kGemmPaddedVariant)}) {
+      auto out = run_gpu(g, k.c.inputs, {{k.layer, t}});
+      ASSERT_EQ(out.size(), ref->size()) << k.layer << " " << t;
+      EXPECT_EQ(out[0].shape(), (*ref)[0].shape());
+      EXPECT_LE(relative_diff(*ref, out), 2e-2) << k.layer << " " << t;
+    }
+  }
+#endif
+}
+
 // Both convs forced onto cuDNN's graph API (conv1: 3x3 + bias + ReLU; conv2: 1x1 + bias +
 // residual + ReLU, each one operation graph), at heuristic ranks 0 and 1.
 TEST(GpuModel, CudnnGraphConvMatchesCpuReference) {

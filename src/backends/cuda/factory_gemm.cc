@@ -56,12 +56,31 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
     return unsupported(where + "activation '" + act + "': the GEMM epilogue takes Relu only");
   p.relu = act == "Relu";
   const StorageType st = ctx.storage();
+  const bool has_residual = mm_bias && n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue;
+  // An N whose rows are not 16-byte aligned (GPT-2's vocabulary of 50,257): the weight and bias are
+  // stored padded with zeros to n_pad outputs, so the layer may also run as the padded GEMM + a
+  // compacting copy (gpu_layers.h gemm_padded_n; the builder times both forms). Only large N (the
+  // LM heads this is for) and no residual (the padded form has no C in Y's layout).
+  p.n_pad = p.n >= 256 && !has_residual ? gemm_padded_n(p.n, st) : 0;
+  const int64_t nw = p.n_pad > 0 ? p.n_pad : p.n;  // outputs stored
   std::vector<float> w;
   const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
-  KILN_ASSIGN_OR_RETURN(int wa, ctx.upload(g.value(n.inputs[1]).name, n.inputs[1], static_cast<size_t>(wc->numel()),
-                                           wc->shape(), false, [&] {
+  const Shape w_shape = p.weight_is_nk ? Shape{nw, p.k} : Shape{p.k, nw};
+  KILN_ASSIGN_OR_RETURN(int wa, ctx.upload(g.value(n.inputs[1]).name, n.inputs[1], static_cast<size_t>(nw * p.k),
+                                           w_shape, false, [&] {
                                              w = floats_of(*wc);
                                              for (float& v : w) v *= alpha;
+                                             if (nw == p.n) return w.data();
+                                             // Zero outputs n..n_pad: extra rows of [N, K], extra columns of [K, N].
+                                             std::vector<float> padded(static_cast<size_t>(nw * p.k), 0.f);
+                                             if (p.weight_is_nk) {
+                                               std::copy(w.begin(), w.end(), padded.begin());
+                                             } else {
+                                               for (int64_t r = 0; r < p.k; ++r)
+                                                 std::copy(w.begin() + r * p.n, w.begin() + (r + 1) * p.n,
+                                                           padded.begin() + r * nw);
+                                             }
+                                             w = std::move(padded);
                                              return w.data();
                                            }));
   std::vector<int> ins;
@@ -72,9 +91,10 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
     if (!bc || bc->numel() != p.n) return unsupported(where + "bias must be a constant vector of N");
     std::vector<float> b;
     const float beta = n.attr_float("beta", 1.f);
-    KILN_ASSIGN_OR_RETURN(int ba, ctx.upload(n.name + ":bias", n.inputs[2], static_cast<size_t>(p.n), {p.n}, false, [&] {
+    KILN_ASSIGN_OR_RETURN(int ba, ctx.upload(n.name + ":bias", n.inputs[2], static_cast<size_t>(nw), {nw}, false, [&] {
       b = floats_of(*bc);
       for (float& v : b) v *= beta;
+      b.resize(static_cast<size_t>(nw), 0.f);
       return b.data();
     }));
     ins.push_back(ba);
@@ -82,7 +102,7 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
   }
   // passes::fuse_gemm_residual's R (MatMulBias input 3): cuBLASLt's C with beta 1, read in Y's
   // row-major layout and storage (ops.def; the GEMM layer's has_residual).
-  if (mm_bias && n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue) {
+  if (has_residual) {
     if (p.relu) return unsupported(where + "a residual with an activation");
     KILN_ASSIGN_OR_RETURN(int ra, ctx.activation(n.inputs[3]));
     ins.push_back(ctx.as_layout(ra, false));

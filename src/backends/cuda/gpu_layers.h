@@ -169,9 +169,22 @@ struct GemmParams {
   bool has_bias;
   bool relu;
   bool has_residual = false;  // Y = act(X·W + R + bias), R = input 3, Y's shape (cuBLASLt's C with beta 1)
+  // > n: the weight (and bias) are stored padded with zeros to n_pad outputs (W [K, n_pad] or
+  // [n_pad, K]), so the layer can also run as a GEMM into an [M, n_pad] workspace (16-byte aligned
+  // rows) followed by a copy of the first n columns; 0: stored as [K, n] / [n, K].
+  int64_t n_pad = 0;
 };
+// n rounded up to 64 when its rows would not be 16-byte aligned in storage t (cuBLASLt's fast
+// kernels need that: on an H200 GPT-2's LM head, 4096 x 768 x 50,257 fp16, runs 2.51 ms with
+// N's leading dim, 0.36 ms with 50,304 — bench/micro/gemm_align.cu); 0 when no padding is needed.
+int64_t gemm_padded_n(int64_t n, StorageType t);
+// Tactic variants from this value up are the padded form's (variant - kGemmPaddedVariant = its index
+// in cuBLASLt's heuristic list for the padded layouts).
+inline constexpr uint32_t kGemmPaddedVariant = 0x100;
 // cuBLASLt matmul Y[M,N] = X[M,K] · W (+ R) (+ bias[N]) (ReLU epilogue optional); source kCublasLt,
-// one tactic per entry of cuBLASLt's heuristic list (variant = index, stable for one version and cap).
+// one tactic per entry of cuBLASLt's heuristic list (variant = index, stable for one version and cap);
+// with n_pad, also one per entry for the padded form (variant kGemmPaddedVariant + index: the GEMM
+// into the workspace, then launch_compact_rows).
 // All operands (bias included) in storage type t; FP32 accumulation (TF32 for fp32 when tf32).
 StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, StorageType t, bool tf32);
 
