@@ -9,12 +9,14 @@
 
 #include "gpu/builder_graph.h"
 #include "op_table/op_table.h"
+#include "op_table/transformer_graphs.h"
 #include "passes/pass_test_util.h"
 
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/device.h"
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_model.h"
+#include "backends/cuda/gpu_transformer.h"
 #endif
 
 namespace kiln::testing {
@@ -102,6 +104,49 @@ TEST(GpuModel, PaddedNGemmBothFormsAgree) {
       EXPECT_EQ(out[0].shape(), (*ref)[0].shape());
       EXPECT_LE(relative_diff(*ref, out), 2e-2) << k.layer << " " << t;
     }
+  }
+#endif
+}
+
+// A pre-LN block (fuse_horizontal_gemm makes one Q/K/V GEMM, then a Split; the head Transposes fold
+// into head_layout "bshd"): in fp16 the Attention layer reads Q, K and V in place from the packed
+// GEMM output (tactic name " rows=..."), the Split's copies are dropped, and each attention tactic —
+// the fused kernel through its strides, the cuBLASLt path through its copies — matches the CPU
+// reference of the block as written.
+TEST(GpuModel, AttentionReadsPackedQkvInPlace) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  const ir::Graph block = op_table::transformer_block(2, 40, 256, 4);  // 4 heads of 64
+  const ir::Graph g = cuda_graph(block, cuda_config(true));
+  std::string attn;
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && n.op == ir::OpKind::kAttention) attn = n.name;
+  ASSERT_FALSE(attn.empty());
+  std::vector<Tensor> in = {random_tensor({2, 40, 256}, 36)};
+  auto ref = interpret(block, in);
+  ASSERT_TRUE(ref.ok());
+  for (TacticId t : {cuda::kFlashAttentionTactic, make_tactic_id(TacticSource::kCublasLt, 0)}) {
+    auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
+    ASSERT_TRUE(shapes.ok());
+    cuda::GpuBuildOptions o;
+    o.precision.fp16 = true;
+    o.preset_tactics[attn] = {t, 0};
+    auto model = cuda::GpuModel::create(g, *shapes, o);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    bool in_place = false;
+    for (const auto& info : (*model)->layers()) {
+      EXPECT_NE(info.op, "Split") << info.name;
+      if (info.name == attn) {
+        EXPECT_EQ(info.tactic_id, t);
+        in_place = info.tactic.find(" rows=") != std::string::npos;
+      }
+    }
+    EXPECT_TRUE(in_place) << "the attention layer did not read the packed Q/K/V in place";
+    auto ctx = (*model)->create_context();
+    ASSERT_TRUE(ctx.ok());
+    std::vector<Tensor> out;
+    ASSERT_TRUE((*ctx)->run(in, &out).ok());
+    EXPECT_LE(relative_diff(*ref, out), 2e-2) << t;
   }
 #endif
 }

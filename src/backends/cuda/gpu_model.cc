@@ -602,6 +602,29 @@ class Lowering final : public LowerContext {
   // input or output) that exactly one layer writes, or the output of a Concat eliminated before,
   // appearing once in this Concat. Its producer then writes straight into the slice; the Concat
   // copies only the other inputs and leaves the layer list when none is left.
+  // Split copies nothing reads any more — every part was read in place by the layers after it
+  // (lower_attention's packed Q/K/V views) — are dropped: a value counts as read when a layer's
+  // input or a graph output is it or a view (alias) of it.
+  void drop_unread_copies() {
+    std::vector<bool> read(m_->vals.size(), false);
+    auto mark = [&](int v) {
+      while (v >= 0) {
+        read[static_cast<size_t>(v)] = true;
+        v = m_->vals[static_cast<size_t>(v)].alias_of;
+      }
+    };
+    for (const auto& l : m_->layers)
+      for (int v : l->ins) mark(v);
+    for (int v : m_->output_vals) mark(v);
+    std::vector<std::unique_ptr<Layer>> kept;
+    for (auto& l : m_->layers) {
+      bool unread = l->op == "Split" && !l->outs.empty();
+      for (int v : l->outs) unread = unread && v >= 0 && !read[static_cast<size_t>(v)];
+      if (!unread) kept.push_back(std::move(l));
+    }
+    m_->layers = std::move(kept);
+  }
+
   void eliminate_concats() {
     std::vector<int> writers(m_->vals.size(), 0);
     for (const auto& l : m_->layers)
@@ -705,6 +728,7 @@ StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShape
   l.dry_run();
   KILN_RETURN_IF_ERROR(l.run());
   l.eliminate_concats();
+  l.drop_unread_copies();
   KILN_RETURN_IF_ERROR(plan_streams_and_memory(&scratch));
   GpuStreamSummary r;
   for (const auto& layer : scratch.layers) r.layers.push_back(layer->name);
@@ -747,6 +771,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     opts.logger(LogSeverity::kVerbose, line);
   }
   l.eliminate_concats();
+  l.drop_unread_copies();
   step("concat elimination");
   KILN_RETURN_IF_ERROR(plan_streams_and_memory(m));
   step("streams + arena plan");
