@@ -5,9 +5,11 @@
 // Gemm only in the form the CUDA factory takes (2-D A, transA = 0, constant 2-D W, C absent or a
 // constant vector of N), so every fused layer runs as one GEMM. The GEMM's output must be read by
 // the Relu alone, and be neither a graph output nor read by a subgraph: the pre-activation values
-// are gone afterwards. GELU stays a layer of its own: cuBLASLt documents no formula for its GELU
-// epilogue, so neither ONNX Gelu (erf) nor Gelu(approximate=tanh) can be mapped to it (0058).
-// The Relu's origin joins the GEMM's; its output becomes the GEMM's.
+// are gone afterwards. Gelu(approximate = "tanh") joins the same way as activation "GeluTanh"
+// (GPT-2's MLP; the CUDA factory checks on the device that cuBLASLt's GELU epilogue computes
+// that formula, else it runs the GEMM and Kiln's GELU kernel: docs/decisions/0058, addendum 2).
+// The erf form (ONNX Gelu's default) stays a layer of its own.
+// The activation's origin joins the GEMM's; its output becomes the GEMM's.
 // fuse_gemm_residual, after it: Add(MatMulBias(A, W, b), R) -> MatMulBias(A, W, b, R), and
 // Add(MatMul(A, W), R) -> MatMulBias(A, W, 0, R) for a constant 2-D W, for the
 // residual adds of transformer blocks (cuBLASLt's C with beta = 1), when R has the product's
@@ -50,8 +52,14 @@ Status fuse_gemm_activation(ir::Graph& g, const PassOptions&) {
     const ir::ValueId y = n.outputs[0];
     if (!pt::is_float_dtype(g.value(y).dtype) || pinned.count(g.value(y).name)) continue;
     ir::Node* relu = pt::sole_consumer(g, consumers, y, ir::OpKind::kRelu);
+    std::string act = "Relu";
+    if (!relu) {
+      relu = pt::sole_consumer(g, consumers, y, ir::OpKind::kGelu);
+      if (relu && relu->attr_string("approximate", "none") != "tanh") relu = nullptr;
+      act = "GeluTanh";
+    }
     if (!relu || relu->outputs.size() != 1 || relu->inputs.size() != 1) continue;
-    n.attrs["activation"] = ir::Attribute::of_string("Relu");
+    n.attrs["activation"] = ir::Attribute::of_string(act);
     n.outputs[0] = relu->outputs[0];
     g.value(relu->outputs[0]).producer = n.id;
     n.origin.insert(n.origin.end(), relu->origin.begin(), relu->origin.end());

@@ -164,6 +164,28 @@ Row matmul_bias_relu(const Shape& a, int64_t n, uint32_t seed) {
   return r;
 }
 
+// GPT-2's MLP: MatMul + bias, then Gelu(approximate = "tanh"): one GEMM with activation GeluTanh —
+// cuBLASLt's GELU epilogue where the device check says it computes that formula, else the GEMM and
+// Kiln's GELU kernel; either way a tactic name says "gelu_tanh" and no Gelu layer is left.
+Row matmul_bias_gelu_tanh(const Shape& a, int64_t n, uint32_t seed) {
+  Row r = matmul_bias(a, n, seed);
+  r.name = "MatMulBias_GeluTanh_" + dims_name(a) + "_n" + std::to_string(n);
+  r.expect_ops = {"MatMulBias"};
+  r.absent_ops = {"Gelu"};
+  r.expect_tactic = "gelu_tanh";
+  auto make = r.make;
+  r.make = [=] {
+    OpCase c = make();
+    TinyGraph t;
+    t.g = c.graph;
+    Shape ys = a;
+    ys.back() = n;
+    t.g.outputs = {t.node(OpKind::kGelu, "gelu", {t.g.outputs[0]}, ys, {{"approximate", Attribute::of_string("tanh")}})};
+    return OpCase{t.g, c.inputs};
+  };
+  return r;
+}
+
 // A MatMul + bias and a residual Add after it, as a transformer block's output projection is
 // exported: the optimizer folds the Add into the GEMM (MatMulBias input 3, passes::
 // fuse_gemm_residual), so the plan has no Add layer and the CUDA GEMM's tactic says "+residual"
@@ -325,6 +347,7 @@ std::vector<Row> transformer_rows() {
       gemm_relu("alpha_beta_row_bias_5x12_n7", 5, 12, 7, false, 2, 0.5f, 2.f, 1320),
       matmul_bias_relu({2, 8, 32}, 48, 1330), matmul_bias_relu({1, 77, 64}, 192, 1340),
       matmul_bias_relu({2, 3, 5, 7}, 9, 1350), matmul_bias_residual({2, 8, 32}, 1360),
+      matmul_bias_gelu_tanh({2, 8, 32}, 48, 1370), matmul_bias_gelu_tanh({1, 77, 64}, 3072, 1380),
       matmul_bias_residual({1, 77, 64}, 1370), matmul_bias_residual({2, 3, 5, 16}, 1380),
       quant_linear({2, 8, 32}, 48, false, true, 0, 1200), quant_linear({16, 64}, 32, false, false, 3, 1210),
       quant_linear({2, 8, 32}, 48, true, true, 0, 1220), quant_linear({3, 5, 48}, 16, true, false, 0, 1230),

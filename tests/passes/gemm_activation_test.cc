@@ -75,6 +75,25 @@ TEST(GemmActivation, ReluAfterMatMulBiasJoinsItsEpilogue) {
   EXPECT_EQ(passes::live_layers(opt), 2);
 }
 
+// Gelu(approximate = "tanh") after a MatMulBias joins as activation "GeluTanh" with the same
+// values on the CPU reference; the erf form (ONNX Gelu's default) is left as its own layer.
+TEST(GemmActivation, TanhGeluJoinsTheEpilogueErfGeluDoesNot) {
+  for (const char* approx : {"tanh", "none"}) {
+    TinyGraph t;
+    const Shape xs = {2, 5, 8};
+    auto x = t.input("x", xs);
+    auto y = t.node(OpKind::kMatMulBias, "proj",
+                    {x, t.constant("w", random_tensor({8, 12}, 14)), t.constant("b", random_tensor({12}, 15))}, {2, 5, 12});
+    t.g.outputs = {t.node(OpKind::kGelu, "act", {y}, {2, 5, 12}, {{"approximate", ir::Attribute::of_string(approx)}})};
+    const std::vector<Tensor> in = {random_tensor(xs, 16, -2.f, 2.f)};
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, in);
+    const bool tanh = std::string(approx) == "tanh";
+    EXPECT_EQ(count_op(opt, OpKind::kGelu), tanh ? 0 : 1) << approx;
+    EXPECT_EQ(only(opt, OpKind::kMatMulBias).attr_string("activation", ""), tanh ? "GeluTanh" : "") << approx;
+    EXPECT_EQ(passes::live_layers(opt), tanh ? 1 : 2) << approx;
+  }
+}
+
 // The pre-activation values are still needed: by another layer, or as a graph output.
 TEST(GemmActivation, GemmResultReadElsewhereKeepsItsRelu) {
   {

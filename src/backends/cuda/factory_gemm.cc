@@ -52,9 +52,13 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
   // passes/fuse_gemm_activation.cc's Relu: cuBLASLt's RELU(_BIAS) epilogue, max(0, x) after the
   // bias (cublasLt.h cublasLtEpilogue_t; docs/decisions/0058).
   const std::string act = n.attr_string("activation", "");
-  if (!act.empty() && act != "Relu")
-    return unsupported(where + "activation '" + act + "': the GEMM epilogue takes Relu only");
+  if (!act.empty() && act != "Relu" && act != "GeluTanh")
+    return unsupported(where + "activation '" + act + "': the GEMM epilogue takes Relu or GeluTanh");
   p.relu = act == "Relu";
+  // GeluTanh: cuBLASLt's GELU epilogue where it is checked to compute that formula on this
+  // device (cublaslt_gelu_is_tanh), else the GEMM and then Kiln's GELU kernel (0058 addendum 2).
+  const bool gelu_layer = act == "GeluTanh" && !cublaslt_gelu_is_tanh();
+  p.gelu_tanh = act == "GeluTanh" && !gelu_layer;
   const StorageType st = ctx.storage();
   const bool has_residual = mm_bias && n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue;
   // An N whose rows are not 16-byte aligned (GPT-2's vocabulary of 50,257): the weight and bias are
@@ -103,14 +107,30 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
   // passes::fuse_gemm_residual's R (MatMulBias input 3): cuBLASLt's C with beta 1, read in Y's
   // row-major layout and storage (ops.def; the GEMM layer's has_residual).
   if (has_residual) {
-    if (p.relu) return unsupported(where + "a residual with an activation");
+    if (!act.empty()) return unsupported(where + "a residual with an activation");
     KILN_ASSIGN_OR_RETURN(int ra, ctx.activation(n.inputs[3]));
     ins.push_back(ctx.as_layout(ra, false));
     p.has_residual = true;
   }
-  const int out = ctx.new_value(g.value(n.outputs[0]).name, ctx.shape(n.outputs[0]), st, false);
+  const Shape& ys = ctx.shape(n.outputs[0]);
+  const int out = ctx.new_value(g.value(n.outputs[0]).name, ys, st, false);
   KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st, ctx.options().precision.tf32));
-  ctx.add_layer(std::move(layer), n.name, ins, {out}, n.origin);
+  if (!gelu_layer) {
+    ctx.add_layer(std::move(layer), n.name, ins, {out}, n.origin);
+    ctx.bind(n.outputs[0], out);
+    return Status::Ok();
+  }
+  // The GEMM into a value of its own, then GELU (tanh form) over it, flat.
+  const int pre = ctx.new_value(g.value(n.outputs[0]).name + "/pre_gelu", ys, st, false);
+  ctx.add_layer(std::move(layer), n.name, ins, {pre}, n.origin);
+  BroadcastDesc d;
+  d.rank = 1;
+  d.out_dims[0] = shape_numel(ys);
+  d.a_strides[0] = 1;
+  auto gelu = make_pointwise_layer(PointwiseOp::kGeluTanh, d, st, 0.f, 0.f);
+  gelu->op = "Gemm";  // the Gemm node's epilogue, as a second kernel
+  gelu->tactic = std::string("kiln.pointwise gelu_tanh after the GEMM ") + storage_name(st);
+  ctx.add_layer(std::move(gelu), n.name + "/gelu_tanh", {pre}, {out}, n.origin);
   ctx.bind(n.outputs[0], out);
   return Status::Ok();
 }

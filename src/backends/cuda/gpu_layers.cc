@@ -4,7 +4,11 @@
 #include "backends/cuda/gpu_layers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels_more.h"
@@ -218,6 +222,7 @@ class GemmLayer : public Layer {
     KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     cublasLtEpilogue_t epi = p.has_bias ? (p.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                         : (p.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    if (p.gelu_tanh) epi = p.has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (p.has_bias) {  // the bias vector is stored in D's type (cuBLASLt's default, stated explicitly)
       const int32_t bias_type = static_cast<int32_t>(dt);
@@ -309,7 +314,8 @@ class GemmLayer : public Layer {
     std::string sig = "gemm m=" + std::to_string(p_.m) + " n=" + std::to_string(p_.n) + " k=" + std::to_string(p_.k) +
                       (p_.weight_is_nk ? " w=nk " : " w=kn ") + storage_name(t_);
     if (t_ == StorageType::kF32) sig += tf32_ ? " tf32" : " fma";
-    return sig + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") + (p_.has_residual ? " +residual" : "") +
+    return sig + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") + (p_.gelu_tanh ? " +gelu_tanh" : "") +
+           (p_.has_residual ? " +residual" : "") +
            (p_.n_pad > p_.n ? " n_pad=" + std::to_string(p_.n_pad) : "") + " ws<=" + std::to_string(cap_);
   }
 
@@ -352,6 +358,7 @@ class GemmLayer : public Layer {
     tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") +
              (padded_ ? " n_pad=" + std::to_string(p_.n_pad) + "+compact" : "") + " " +
              storage_name(t_) + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
+             (p_.gelu_tanh ? " +gelu_tanh" : "") +
              (p_.has_residual ? " +residual" : "");
   }
   GemmParams p_{};
@@ -580,6 +587,69 @@ StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, StorageTyp
   auto l = std::make_unique<PoolLayer>();
   KILN_RETURN_IF_ERROR(l->init(p, t, nhwc));
   return std::unique_ptr<Layer>(std::move(l));
+}
+
+bool cublaslt_gelu_is_tanh() {
+  static std::mutex mu;
+  static std::map<int, bool> by_device;
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = by_device.find(dev);
+  if (it != by_device.end()) return it->second;
+  // Y [m, n] = X W + bias with X = 0: Y = GELU(bias), bias a sweep of n values in [-6, 6].
+  constexpr int n = 1024, m = 8, k = 8;
+  std::vector<float> bias(n), y(static_cast<size_t>(m) * n);
+  for (int i = 0; i < n; ++i) bias[i] = -6.f + 12.f * static_cast<float>(i) / (n - 1);
+  bool ok = false;
+  cublasLtHandle_t lt = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  void *w = nullptr, *x = nullptr, *yd = nullptr, *b = nullptr;
+  do {
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) break;
+    if (cudaMalloc(&w, sizeof(float) * k * n) != cudaSuccess || cudaMalloc(&x, sizeof(float) * m * k) != cudaSuccess ||
+        cudaMalloc(&yd, sizeof(float) * m * n) != cudaSuccess || cudaMalloc(&b, sizeof(float) * n) != cudaSuccess)
+      break;
+    if (cudaMemset(w, 0, sizeof(float) * k * n) != cudaSuccess || cudaMemset(x, 0, sizeof(float) * m * k) != cudaSuccess ||
+        cudaMemcpy(b, bias.data(), sizeof(float) * n, cudaMemcpyHostToDevice) != cudaSuccess)
+      break;
+    if (cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) break;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_BIAS;
+    if (cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b) != CUBLAS_STATUS_SUCCESS)
+      break;
+    if (cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, n, k, n) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, m, k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, n, m, n) != CUBLAS_STATUS_SUCCESS)
+      break;
+    const float alpha = 1.f, beta = 0.f;
+    if (cublasLtMatmul(lt, desc, &alpha, w, la, x, lb, &beta, yd, lc, yd, lc, nullptr, nullptr, 0, nullptr) !=
+        CUBLAS_STATUS_SUCCESS)
+      break;
+    if (cudaMemcpy(y.data(), yd, sizeof(float) * m * n, cudaMemcpyDeviceToHost) != cudaSuccess) break;
+    double worst = 0;
+    for (int r = 0; r < m; ++r)
+      for (int i = 0; i < n; ++i) {
+        const double t = bias[i];
+        const double want = 0.5 * t * (1 + std::tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)));
+        worst = std::max(worst, std::fabs(static_cast<double>(y[static_cast<size_t>(r) * n + i]) - want));
+      }
+    ok = worst <= 2e-5;
+  } while (false);
+  if (la) cublasLtMatrixLayoutDestroy(la);
+  if (lb) cublasLtMatrixLayoutDestroy(lb);
+  if (lc) cublasLtMatrixLayoutDestroy(lc);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+  if (lt) cublasLtDestroy(lt);
+  for (void* p : {w, x, yd, b})
+    if (p) cudaFree(p);
+  cudaGetLastError();  // a failed probe leaves no sticky error for the caller's next check
+  by_device[dev] = ok;
+  return ok;
 }
 
 int64_t gemm_padded_n(int64_t n, StorageType t) {

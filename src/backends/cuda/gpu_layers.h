@@ -168,6 +168,7 @@ struct GemmParams {
   bool weight_is_nk;  // weight stored [N, K] (Gemm transB=1); else [K, N]
   bool has_bias;
   bool relu;
+  bool gelu_tanh = false;  // cuBLASLt's GELU(_BIAS) epilogue (only where cublaslt_gelu_is_tanh())
   bool has_residual = false;  // Y = act(X·W + R + bias), R = input 3, Y's shape (cuBLASLt's C with beta 1)
   // > n: the weight (and bias) are stored padded with zeros to n_pad outputs (W [K, n_pad] or
   // [n_pad, K]), so the layer can also run as a GEMM into an [M, n_pad] workspace (16-byte aligned
@@ -178,6 +179,12 @@ struct GemmParams {
 // kernels need that: on an H200 GPT-2's LM head, 4096 x 768 x 50,257 fp16, runs 2.51 ms with
 // N's leading dim, 0.36 ms with 50,304 — bench/micro/gemm_align.cu); 0 when no padding is needed.
 int64_t gemm_padded_n(int64_t n, StorageType t);
+// Whether cuBLASLt's CUBLASLT_EPILOGUE_GELU_BIAS computes ONNX Gelu with approximate = "tanh" on
+// the current device with the loaded library: cublasLt.h names no formula (docs/decisions/0058),
+// so a GEMM with that epilogue runs once in float32 over a sweep of values in [-6, 6] and its
+// result is compared with the formula (max abs error <= 2e-5; measured 5e-6 on an H200 with cuBLAS
+// 13). Cached per device; false without a device or when any call fails.
+bool cublaslt_gelu_is_tanh();
 // Tactic variants from this value up are the padded form's (variant - kGemmPaddedVariant = its index
 // in cuBLASLt's heuristic list for the padded layouts).
 inline constexpr uint32_t kGemmPaddedVariant = 0x100;
