@@ -94,6 +94,26 @@ TEST(GemmActivation, TanhGeluJoinsTheEpilogueErfGeluDoesNot) {
   }
 }
 
+// GPT-2's Conv1D as the TorchScript exporter writes it: Gemm on 2-D rows, Reshape back to
+// [B, S, N], then the tanh Gelu: the Gelu joins the Gemm and the Reshape now writes its output.
+TEST(GemmActivation, TanhGeluThroughAReshapeJoinsTheGemm) {
+  TinyGraph t;
+  auto x = t.input("x", {6, 16});
+  auto y = t.node(OpKind::kGemm, "fc", {x, t.constant("w", random_tensor({16, 10}, 17)), t.constant("b", random_tensor({10}, 18))},
+                  {6, 10});
+  Tensor shape(DataType::kInt64, {3});
+  shape.data<int64_t>()[0] = 2;
+  shape.data<int64_t>()[1] = 3;
+  shape.data<int64_t>()[2] = 10;
+  auto r = t.node(OpKind::kReshape, "view", {y, t.constant("shape", shape)}, {2, 3, 10});
+  t.g.outputs = {t.node(OpKind::kGelu, "act", {r}, {2, 3, 10}, {{"approximate", ir::Attribute::of_string("tanh")}})};
+  const std::vector<Tensor> in = {random_tensor({6, 16}, 19, -2.f, 2.f)};
+  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, in);
+  EXPECT_EQ(count_op(opt, OpKind::kGelu), 0);
+  EXPECT_EQ(only(opt, OpKind::kGemm).attr_string("activation", ""), "GeluTanh");
+  EXPECT_EQ(only(opt, OpKind::kReshape).outputs[0], t.g.outputs[0]);
+}
+
 // The pre-activation values are still needed: by another layer, or as a graph output.
 TEST(GemmActivation, GemmResultReadElsewhereKeepsItsRelu) {
   {
