@@ -370,6 +370,9 @@ std::vector<Row> transformer_rows() {
       layer_norm({3, 768}, -1, true), layer_norm({1, 1, 7}, 2, true),
       rms_norm({4, 64}, -1, {64}, 700), rms_norm({2, 3, 80}, -1, {80}, 710), rms_norm({2, 5, 24}, 1, {5, 24}, 720),
       rms_norm({3, 7, 33}, -1, {1}, 730), rms_norm({2, 4096}, -1, {4096}, 740), rms_norm({1, 9, 64}, 2, {1, 1, 64}, 750),
+      // decode rows through the 16-byte path (1, 2 and 4 vectors per thread) and one past it (8200 > 8192)
+      rms_norm({1, 2048}, -1, {2048}, 760), rms_norm({8, 3072}, -1, {3072}, 770), rms_norm({3, 8192}, -1, {8192}, 780),
+      rms_norm({2, 8200}, -1, {8200}, 790),
       gelu("none", {5, 33}), gelu("none", {2, 4, 6, 8}), gelu("tanh", {5, 33}), gelu("tanh", {2, 4, 6, 8}),
       reduce("last_axis_keep", {OpKind::kReduceMean, {4, 8, 32}, {-1}, true, false, {4, 8, 1}}),
       reduce("long_rows", {OpKind::kReduceMean, {3, 1000}, {1}, false, false, {3}}),
