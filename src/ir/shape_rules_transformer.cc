@@ -183,6 +183,12 @@ Status rope_rule(ShapeContext& ctx) {
   const bool caches = n.inputs.size() == 4;
   if (!caches && ctx.dtype(2) != DataType::kUndefined && ctx.dtype(2) != DataType::kFloat32)
     return ctx.fail("inv_freq has dtype " + std::string(dtype_name(ctx.dtype(2))) + ", expected float32");
+  for (int k = 2; caches && k < 4; ++k) {
+    const DataType t = ctx.dtype(k);
+    if (t != DataType::kUndefined && t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16 &&
+        t != DataType::kFloat64)
+      return ctx.fail(std::string(k == 2 ? "cos_cache" : "sin_cache") + " has dtype " + dtype_name(t) + ", expected a float type");
+  }
   if (x) {
     const int64_t r = static_cast<int64_t>(x->size());
     if (r < 2 || head_axis < 0 || head_axis > r - 2)
