@@ -107,12 +107,13 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                     (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kGatherND ||
                                  n.op == OpKind::kGatherElements || n.op == OpKind::kTrilu)) ||
                     (k == 3 && n.op == OpKind::kAttention) || (k >= 3 && n.op == OpKind::kPagedAttention) ||
+                    (k == 1 && n.op == OpKind::kRope) ||
                     n.op == OpKind::kRange;
     if (!ok)
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
                            "output takes one only as Cast's or Where's input 0, the indices of Gather, GatherND and "
-                           "GatherElements, Trilu's k or Range's operands, Attention's mask, or PagedAttention's "
-                           "positions, token_seq, block_table and kv_pools");
+                           "GatherElements, Trilu's k or Range's operands, Attention's mask, PagedAttention's "
+                           "positions, token_seq, block_table and kv_pools, or Rope's positions");
   }
   return Status::Ok();
 }

@@ -55,6 +55,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kQuantLinear, lower_quant_linear},
     {OpKind::kAttention, lower_attention},
     {OpKind::kPagedAttention, lower_paged_attention},
+    {OpKind::kRope, lower_rope},
     {OpKind::kGather, lower_gather},
     {OpKind::kGatherND, lower_gather_nd},
     {OpKind::kGatherElements, lower_gather_elements},

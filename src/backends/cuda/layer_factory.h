@@ -139,6 +139,7 @@ Status lower_conv(LowerContext& ctx, const ir::Node& n, const std::string& where
 Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Gemm, MatMul, MatMulBias
 Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);  // PagedAttention
+Status lower_rope(LowerContext& ctx, const ir::Node& n, const std::string& where);             // Rope
 Status lower_gather(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // GatherND, GatherElements: any storage type (float and exact tables), int32 / int64 indices.
 Status lower_gather_nd(LowerContext& ctx, const ir::Node& n, const std::string& where);
