@@ -1,0 +1,262 @@
+// Graph I/O of CUDA engines (docs/decisions/0069): each graph input and output in the dtype the
+// model declares (float16 / bfloat16 staged as given and converted at the boundary by a reformat
+// layer; float32 models unchanged), sequence / optional I/O refused by name, and graphs whose
+// shapes depend on the input *values* (Range's length from an input scalar) told apart by shape
+// discovery and lowered at each call's own values. Without a GPU: the dry-run lowering
+// (plan_gpu_streams) and shape discovery. With a GPU (GpuIoDtypes suite): float16 I/O and a
+// value-dependent Range end to end against the CPU reference.
+#include <gtest/gtest.h>
+
+#include "backends/cpu/interpreter.h"
+#include "builder/build_from_graph.h"
+#include "core/numerics.h"
+#include "gpu/gpu_test_util.h"
+#include "kiln/builder.h"
+#include "kiln/runtime.h"
+#include "op_table/op_table.h"
+#include "passes/pass_test_util.h"
+
+#ifdef KILN_HAVE_CUDA
+#include "backends/cuda/gpu_model.h"
+#endif
+
+namespace kiln::testing {
+namespace {
+
+#ifdef KILN_HAVE_CUDA
+#define REQUIRE_CUDA_BUILD()
+#else
+#define REQUIRE_CUDA_BUILD() GTEST_SKIP() << "built without CUDA"
+#endif
+
+using op_table::int_input;
+
+// y = Relu(x) * 0.5 with x and y declared `dt` (float32 or float16), shape [6, 4, 5] (rank 3: no NHWC in 16-bit plans).
+TinyGraph relu_scale_graph(DataType dt) {
+  TinyGraph t;
+  auto x = t.input("x", {6, 4, 5});
+  t.g.value(x).dtype = dt;
+  auto r = t.node(ir::OpKind::kRelu, "relu", {x}, {6, 4, 5});
+  t.g.value(r).dtype = dt;
+  Tensor half(dt, {1});
+  store_from_double(dt, half.raw(), 0, 0.5);
+  auto y = t.node(ir::OpKind::kMul, "scale", {r, t.constant("half", half)}, {6, 4, 5});
+  t.g.value(y).dtype = dt;
+  t.g.outputs = {y};
+  return t;
+}
+
+// y = Cast<float>(Range(0, n, 1)) for an int64 scalar input n: y's length is n's value.
+TinyGraph range_of_input_graph() {
+  TinyGraph t;
+  auto n = int_input(t, "n", {}, DataType::kInt64);
+  Tensor zero(DataType::kInt64, {}), one(DataType::kInt64, {});
+  zero.data<int64_t>()[0] = 0;
+  one.data<int64_t>()[0] = 1;
+  auto r = t.node(ir::OpKind::kRange, "range", {t.constant("start", zero), n, t.constant("delta", one)}, {});
+  t.g.value(r).dtype = DataType::kInt64;
+  t.g.value(r).shape.reset();  // its length is data: static inference cannot fix it
+  auto y = t.node(ir::OpKind::kCast, "to_float", {r}, {}, {{"to", ir::Attribute::of_int(int64_t{1})}});
+  t.g.value(y).shape.reset();
+  t.g.outputs = {y};
+  return t;
+}
+
+#ifdef KILN_HAVE_CUDA
+StatusOr<cuda::GpuStreamSummary> dry_run(const ir::Graph& g, const std::vector<Shape>& in, bool fp16) {
+  KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, in));
+  cuda::GpuBuildOptions o;
+  o.precision.fp16 = fp16;
+  return cuda::plan_gpu_streams(g, vs, o);
+}
+
+bool has_layer(const cuda::GpuStreamSummary& s, const std::string& name) {
+  return std::find(s.layers.begin(), s.layers.end(), name) != s.layers.end();
+}
+#endif
+
+// A float16 model takes and returns float16; the fp32 plan converts at the boundary (one reformat
+// in, one out), the fp16 plan computes on the staged input as it is.
+TEST(GpuIoDtypesLowering, Float16IoKeepsItsDtype) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  const TinyGraph t = relu_scale_graph(DataType::kFloat16);
+  for (bool fp16 : {false, true}) {
+    auto s = dry_run(t.g, {{6, 4, 5}}, fp16);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->input_dtypes, std::vector<DataType>{DataType::kFloat16}) << (fp16 ? "fp16 plan" : "fp32 plan");
+    EXPECT_EQ(s->output_dtypes, std::vector<DataType>{DataType::kFloat16}) << (fp16 ? "fp16 plan" : "fp32 plan");
+    EXPECT_EQ(has_layer(*s, "input_reformat:x"), !fp16) << (fp16 ? "fp16 plan" : "fp32 plan");
+    EXPECT_EQ(has_layer(*s, "output_reformat:scale_out"), !fp16) << (fp16 ? "fp16 plan" : "fp32 plan");
+  }
+#endif
+}
+
+// A float32 model is unchanged: float32 in and out, no boundary layer in an fp32 plan.
+TEST(GpuIoDtypesLowering, Float32IoUnchanged) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  const TinyGraph t = relu_scale_graph(DataType::kFloat32);
+  auto s = dry_run(t.g, {{6, 4, 5}}, false);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->input_dtypes, std::vector<DataType>{DataType::kFloat32});
+  EXPECT_EQ(s->output_dtypes, std::vector<DataType>{DataType::kFloat32});
+  EXPECT_FALSE(has_layer(*s, "input_reformat:x"));
+  EXPECT_FALSE(has_layer(*s, "output_reformat:scale_out"));
+  // The fp16 plan converts float32 I/O at the boundary, as before.
+  auto h = dry_run(t.g, {{6, 4, 5}}, true);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  EXPECT_EQ(h->input_dtypes, std::vector<DataType>{DataType::kFloat32});
+  EXPECT_EQ(h->output_dtypes, std::vector<DataType>{DataType::kFloat32});
+  EXPECT_TRUE(has_layer(*h, "input_reformat:x"));
+#endif
+}
+
+// A bfloat16 input that is also the graph output comes back as bfloat16.
+TEST(GpuIoDtypesLowering, Bfloat16PassThrough) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  TinyGraph t;
+  auto x = t.input("x", {4, 8});
+  t.g.value(x).dtype = DataType::kBFloat16;
+  t.g.outputs = {x};
+  auto s = dry_run(t.g, {{4, 8}}, false);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ(s->input_dtypes, std::vector<DataType>{DataType::kBFloat16});
+  EXPECT_EQ(s->output_dtypes, std::vector<DataType>{DataType::kBFloat16});
+#endif
+}
+
+// Sequence and optional graph I/O: Unsupported, naming the value (not an InvalidArgument from
+// shape discovery, which cannot feed a tensor where a sequence is declared).
+TEST(GpuIoDtypesLowering, SequenceIoIsUnsupportedByName) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  for (ir::ValueKind kind : {ir::ValueKind::kSequence, ir::ValueKind::kOptionalTensor}) {
+    TinyGraph t;
+    auto x = t.input("seq_in", {4});
+    t.g.value(x).kind = kind;
+    auto y = t.node(ir::OpKind::kIdentity, "id", {x}, {4});
+    t.g.value(y).kind = kind;
+    t.g.outputs = {y};
+    auto vs = cuda::infer_value_shapes_by_reference(t.g, {{4}});
+    ASSERT_FALSE(vs.ok());
+    EXPECT_EQ(vs.status().code(), StatusCode::kUnsupported) << vs.status().to_string();
+    EXPECT_NE(vs.status().message().find("graph input 'seq_in' is a"), std::string::npos) << vs.status().message();
+  }
+  {  // a tensor input, a sequence output
+    TinyGraph t;
+    auto x = t.input("x", {4});
+    auto y = t.node(ir::OpKind::kSequenceConstruct, "make_seq", {x}, {4});
+    t.g.value(y).kind = ir::ValueKind::kSequence;
+    t.g.outputs = {y};
+    Status s = cuda::check_tensor_io(t.g);
+    EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.to_string();
+    EXPECT_NE(s.message().find("graph output 'make_seq_out' is a sequence"), std::string::npos) << s.message();
+  }
+#endif
+}
+
+// Range's length from an input scalar: shape discovery on made-up values cannot know it. The two
+// runs disagree, so the shapes are marked value-dependent (naming the value); at given values the
+// shapes are exact; a graph whose shapes follow from the input shapes is not marked.
+TEST(GpuIoDtypesLowering, ValueDependentShapesAreDetected) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  const TinyGraph t = range_of_input_graph();
+  auto vs = cuda::infer_value_shapes_by_reference(t.g, {{}});
+  ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+  EXPECT_TRUE(vs->value_dependent);
+  EXPECT_NE(vs->dependence.find("range_out"), std::string::npos) << vs->dependence;
+  for (int64_t n : {3, 10}) {
+    std::vector<Tensor> in{Tensor(DataType::kInt64, {})};
+    in[0].data<int64_t>()[0] = n;
+    auto at = cuda::infer_value_shapes_by_reference(t.g, {{}}, &in);
+    ASSERT_TRUE(at.ok()) << at.status().to_string();
+    EXPECT_EQ(at->shapes[t.g.outputs[0]], Shape{n});
+  }
+  const TinyGraph f = relu_scale_graph(DataType::kFloat32);
+  auto fs = cuda::infer_value_shapes_by_reference(f.g, {{6, 4, 5}});
+  ASSERT_TRUE(fs.ok()) << fs.status().to_string();
+  EXPECT_FALSE(fs->value_dependent) << fs->dependence;
+#endif
+}
+
+// ---- with a GPU
+
+StatusOr<std::shared_ptr<Engine>> cuda_engine(const ir::Graph& g, bool fp16) {
+  BuilderConfig c;
+  c.target = TargetDevice::kCuda;
+  c.tf32 = false;
+  c.fp16 = fp16;
+  KILN_ASSIGN_OR_RETURN(auto plan, build_from_graph(g, c));
+  return Runtime::deserialize_engine(plan);
+}
+
+// float16 in and out, fp32 and fp16 plans, against the CPU reference on the same float16 input.
+// Relu and a multiply by 0.5 are exact in float16 (no rounding but the subnormal edge, which a
+// product by 0.5 of a normal fp16 value does not reach here): the outputs match bit for bit.
+TEST(GpuIoDtypes, Float16IoEndToEnd) {
+  REQUIRE_GPU();
+  const TinyGraph t = relu_scale_graph(DataType::kFloat16);
+  Tensor x(DataType::kFloat16, {6, 4, 5});
+  Tensor r = random_tensor({6, 4, 5}, 7);
+  for (int64_t i = 0; i < x.numel(); ++i) store_from_double(DataType::kFloat16, x.raw(), i, 1.0 + 2.0 * r.data<float>()[i]);
+  auto ref = interpret(t.g, {x});
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  ASSERT_EQ((*ref)[0].dtype(), DataType::kFloat16);
+  for (bool fp16 : {false, true}) {
+    auto e = cuda_engine(t.g, fp16);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    auto ctx = (*e)->create_execution_context();
+    ASSERT_TRUE(ctx->set_input("x", x).ok());
+    Status run = ctx->execute();
+    ASSERT_TRUE(run.ok()) << run.to_string();
+    auto y = ctx->output("scale_out");
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    ASSERT_EQ(y->dtype(), DataType::kFloat16) << (fp16 ? "fp16 plan" : "fp32 plan");
+    ASSERT_EQ(y->shape(), (*ref)[0].shape());
+    for (int64_t i = 0; i < y->numel(); ++i)
+      ASSERT_EQ(y->data<uint16_t>()[i], (*ref)[0].data<uint16_t>()[i]) << "element " << i << (fp16 ? " fp16 plan" : " fp32 plan");
+  }
+}
+
+// Range's length from an input: each execute gets the length of its own input value (two values,
+// then the first again from the parked context), equal to the CPU reference; enqueue, which
+// cannot read device inputs, is refused.
+TEST(GpuIoDtypes, ValueDependentRangeFollowsEachCall) {
+  REQUIRE_GPU();
+  const TinyGraph t = range_of_input_graph();
+  auto e = cuda_engine(t.g, false);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  auto ctx = (*e)->create_execution_context();
+  for (int64_t n : {5, 12, 5}) {
+    Tensor in(DataType::kInt64, {});
+    in.data<int64_t>()[0] = n;
+    ASSERT_TRUE(ctx->set_input("n", in).ok());
+    Status run = ctx->execute();
+    ASSERT_TRUE(run.ok()) << run.to_string();
+    auto y = ctx->output("to_float_out");
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    auto ref = interpret(t.g, {in});
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    ASSERT_EQ(y->shape(), (*ref)[0].shape()) << "n = " << n;
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y->data<float>()[i], (*ref)[0].data<float>()[i]) << "n = " << n;
+  }
+#ifdef KILN_HAVE_CUDA
+  void* dn = nullptr;
+  void* dy = nullptr;
+  ASSERT_EQ(cudaMalloc(&dn, sizeof(int64_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, 64 * sizeof(float)), cudaSuccess);
+  ASSERT_TRUE(ctx->set_tensor_address("n", dn).ok());
+  ASSERT_TRUE(ctx->set_tensor_address("to_float_out", dy).ok());
+  Status enq = ctx->enqueue(nullptr);
+  EXPECT_EQ(enq.code(), StatusCode::kUnsupported) << enq.to_string();
+  EXPECT_NE(enq.message().find("input values"), std::string::npos) << enq.message();
+  cudaFree(dn);
+  cudaFree(dy);
+#endif
+}
+
+}  // namespace
+}  // namespace kiln::testing
