@@ -13,7 +13,9 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
+#include "backends/cuda/gpu_ops.h"
 #include "builder/tactic_selector.h"
+#include "core/numerics.h"
 #include "builder/timing_cache.h"
 #endif
 
@@ -316,6 +318,24 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
 
 namespace {
 
+// `t` as integer dtype `to`, element by element (ONNX Cast between integers: two's-complement
+// truncation to the target width, sign or zero extension from a narrower source).
+Tensor convert_int(const Tensor& t, DataType to) {
+  Tensor r(to, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) store_from_int64(to, r.raw(), i, load_as_int64(t.dtype(), t.raw(), i));
+  return r;
+}
+
+// True when a graph input or output has a narrow integer dtype (computed wide, decision 0069).
+bool has_narrow_io(const ir::Graph& g) {
+  DataType wide;
+  for (ir::ValueId v : g.inputs)
+    if (cuda::narrow_int_dtype(g.value(v).dtype, &wide)) return true;
+  for (ir::ValueId v : g.outputs)
+    if (cuda::narrow_int_dtype(g.value(v).dtype, &wide)) return true;
+  return false;
+}
+
 // The bytes of every input (dtype, then data): a value-keyed engine's model key.
 std::string values_key(const std::vector<Tensor>& inputs) {
   std::string k;
@@ -373,18 +393,36 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
   std::vector<Shape> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
   KILN_RETURN_IF_ERROR(prepare_for(e, ctx, shapes, e.value_keyed ? &inputs : nullptr));
-  // Each input in the dtype the model stages it in: the graph's declared dtype.
+  // Each input in the dtype the model stages it in: the graph's declared dtype, except narrow
+  // integers (uint8 / int8 / uint16 / int16 / uint32), which the model computes in int32 / int64
+  // (decision 0069): widened here, and the outputs truncated back to their declared dtype below.
   const std::vector<DataType> want = ctx->model->input_dtypes();
-  for (size_t i = 0; i < inputs.size() && i < want.size(); ++i)
+  std::vector<Tensor> widened;
+  const std::vector<Tensor>* staged = &inputs;
+  for (size_t i = 0; i < inputs.size() && i < want.size(); ++i) {
+    DataType wide;
+    if (inputs[i].dtype() != want[i] && cuda::narrow_int_dtype(inputs[i].dtype(), &wide) && wide == want[i]) {
+      if (widened.empty()) widened = inputs;
+      widened[i] = convert_int(inputs[i], wide);
+      staged = &widened;
+      continue;
+    }
     if (inputs[i].dtype() != want[i])
       return invalid_argument("input '" + e.graph.value(e.graph.inputs[i]).name + "': CUDA engines take it as " +
                               dtype_name(want[i]) + ", got " + dtype_name(inputs[i].dtype()));
+  }
   ctx->ctx->use_cuda_graph(cuda_graph);
-  KILN_RETURN_IF_ERROR(ctx->ctx->run(inputs, outputs));
+  KILN_RETURN_IF_ERROR(ctx->ctx->run(*staged, outputs));
+  for (size_t k = 0; k < outputs->size() && k < e.graph.outputs.size(); ++k) {
+    const DataType declared = e.graph.value(e.graph.outputs[k]).dtype;
+    DataType wide;
+    if ((*outputs)[k].dtype() != declared && cuda::narrow_int_dtype(declared, &wide) && (*outputs)[k].dtype() == wide)
+      (*outputs)[k] = convert_int((*outputs)[k], declared);
+  }
   if (timings) {
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    auto ms = ctx->ctx->profile_layers(inputs, s);
+    auto ms = ctx->ctx->profile_layers(*staged, s);
     cudaStreamDestroy(s);
     if (!ms.ok()) return ms.status();
     timings->clear();
@@ -400,6 +438,9 @@ Status enqueue(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
   if (e.value_keyed)
     return unsupported("enqueue: this engine's shapes depend on its input values (" + e.dependence +
                        "), which enqueue cannot read from device memory; use set_input / execute");
+  if (has_narrow_io(e.graph))
+    return unsupported("enqueue: this engine has uint8 / int8 / uint16 / int16 / uint32 inputs or outputs, which it "
+                       "computes in int32 / int64 and converts on the host (decision 0069); use set_input / execute");
   KILN_RETURN_IF_ERROR(prepare(e, ctx, shapes));
   return ctx->ctx->enqueue_device(inputs, outputs, stream);
 }

@@ -7,6 +7,9 @@
 // value-dependent Range end to end against the CPU reference.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+
 #include "backends/cpu/interpreter.h"
 #include "builder/build_from_graph.h"
 #include "core/numerics.h"
@@ -18,6 +21,7 @@
 
 #ifdef KILN_HAVE_CUDA
 #include "backends/cuda/gpu_model.h"
+#include "backends/cuda/gpu_ops.h"
 #endif
 
 namespace kiln::testing {
@@ -182,6 +186,89 @@ TEST(GpuIoDtypesLowering, ValueDependentShapesAreDetected) {
 #endif
 }
 
+// Two narrow integer inputs a, b of `dt` [4, 8]; sum = a + b (wraps natively), top = Max(a, b).
+TinyGraph narrow_sum_max_graph(DataType dt) {
+  TinyGraph t;
+  auto a = int_input(t, "a", {4, 8}, dt);
+  auto b = int_input(t, "b", {4, 8}, dt);
+  auto sum = t.node(ir::OpKind::kAdd, "sum", {a, b}, {4, 8});
+  t.g.value(sum).dtype = dt;
+  auto top = t.node(ir::OpKind::kMax, "top", {a, b}, {4, 8});
+  t.g.value(top).dtype = dt;
+  t.g.outputs = {sum, top};
+  return t;
+}
+
+#ifdef KILN_HAVE_CUDA
+// The message of check_gpu_support on `t` at `in` (empty when it lowers).
+std::string lowering_error(const TinyGraph& t, const std::vector<Shape>& in) {
+  auto vs = cuda::infer_value_shapes_by_reference(t.g, in);
+  if (!vs.ok()) return vs.status().to_string();
+  Status s = cuda::check_gpu_support(t.g, *vs);
+  return s.ok() ? std::string() : s.message();
+}
+#endif
+
+// uint8 / int8 / uint16 / int16 are computed as int32 and uint32 as int64 where that is the native
+// result after the outputs' truncation: ring ops on anything, order-dependent ops on values that
+// cannot have wrapped. The engine stages them wide (its host side converts, gpu_engine.cc).
+TEST(GpuIoDtypesLowering, NarrowIntegersComputeWideWhereExact) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  for (DataType dt : {DataType::kUInt8, DataType::kInt8, DataType::kUInt16, DataType::kInt16, DataType::kUInt32}) {
+    const TinyGraph t = narrow_sum_max_graph(dt);
+    auto vs = cuda::infer_value_shapes_by_reference(t.g, {{4, 8}, {4, 8}});
+    ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+    cuda::GpuBuildOptions o;
+    auto s = cuda::plan_gpu_streams(t.g, *vs, o);
+    ASSERT_TRUE(s.ok()) << dtype_name(dt) << ": " << s.status().to_string();
+    const DataType wide = dt == DataType::kUInt32 ? DataType::kInt64 : DataType::kInt32;
+    EXPECT_EQ(s->input_dtypes, (std::vector<DataType>{wide, wide})) << dtype_name(dt);
+    EXPECT_EQ(s->output_dtypes, (std::vector<DataType>{wide, wide})) << dtype_name(dt);
+    // widen_narrow_integers itself: every narrow dtype rewritten to the wide one.
+    cuda::ValueShapes w = *vs;
+    ASSERT_TRUE(cuda::widen_narrow_integers(t.g, &w).ok());
+    for (ir::ValueId v : {t.g.inputs[0], t.g.outputs[0], t.g.outputs[1]}) EXPECT_EQ(w.dtypes[v], wide) << dtype_name(dt);
+  }
+  {  // Max of a sum that may have wrapped: refused, naming the node and the input
+    TinyGraph t;
+    auto a = int_input(t, "a", {8}, DataType::kUInt8);
+    auto sum = t.node(ir::OpKind::kAdd, "sum", {a, a}, {8});
+    t.g.value(sum).dtype = DataType::kUInt8;
+    auto top = t.node(ir::OpKind::kMax, "top", {sum, a}, {8});
+    t.g.value(top).dtype = DataType::kUInt8;
+    t.g.outputs = {top};
+    const std::string e = lowering_error(t, {{8}});
+    EXPECT_NE(e.find("'top'"), std::string::npos) << e;
+    EXPECT_NE(e.find("may have wrapped around"), std::string::npos) << e;
+  }
+  {  // Cast of a wrapped uint16 to the wider uint32 needs the value: refused; to uint8: exact
+    for (int64_t to : {12, 2}) {
+      TinyGraph t;
+      auto a = int_input(t, "a", {8}, DataType::kUInt16);
+      auto sum = t.node(ir::OpKind::kMul, "prod", {a, a}, {8});
+      t.g.value(sum).dtype = DataType::kUInt16;
+      auto c = t.node(ir::OpKind::kCast, "narrow", {sum}, {8}, {{"to", ir::Attribute::of_int(to)}});
+      t.g.value(c).dtype = to == 12 ? DataType::kUInt32 : DataType::kUInt8;
+      t.g.outputs = {c};
+      const std::string e = lowering_error(t, {{8}});
+      if (to == 12) EXPECT_NE(e.find("'narrow'"), std::string::npos) << e;
+      else EXPECT_EQ(e, "");
+    }
+  }
+  {  // an op outside the list (ReduceSum of int8): refused, naming the node and the dtype
+    TinyGraph t;
+    auto a = int_input(t, "a", {8}, DataType::kInt8);
+    auto r = t.node(ir::OpKind::kReduceSum, "total", {a}, {1}, {{"keepdims", ir::Attribute::of_int(int64_t{1})}});
+    t.g.value(r).dtype = DataType::kInt8;
+    t.g.outputs = {r};
+    const std::string e = lowering_error(t, {{8}});
+    EXPECT_NE(e.find("'total'"), std::string::npos) << e;
+    EXPECT_NE(e.find("int8"), std::string::npos) << e;
+  }
+#endif
+}
+
 // ---- with a GPU
 
 StatusOr<std::shared_ptr<Engine>> cuda_engine(const ir::Graph& g, bool fp16) {
@@ -256,6 +343,44 @@ TEST(GpuIoDtypes, ValueDependentRangeFollowsEachCall) {
   cudaFree(dn);
   cudaFree(dy);
 #endif
+}
+
+// uint8 / int8 / uint32 inputs and outputs end to end: sums that wrap and maxima, against the CPU
+// reference bit for bit (values near the top of the range so that most sums wrap).
+TEST(GpuIoDtypes, NarrowIntegersEndToEnd) {
+  REQUIRE_GPU();
+  for (DataType dt : {DataType::kUInt8, DataType::kInt8, DataType::kUInt32}) {
+    const TinyGraph t = narrow_sum_max_graph(dt);
+    std::vector<Tensor> in;
+    for (uint32_t seed : {3u, 4u}) {
+      Tensor x(dt, {4, 8});
+      std::mt19937 rng(seed);
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const int64_t top = dt == DataType::kUInt8 ? 255 : dt == DataType::kInt8 ? 127 : 4294967295LL;
+        const int64_t lo = dt == DataType::kInt8 ? -128 : 0;
+        const int64_t v = i % 2 ? top - static_cast<int64_t>(rng() % 40) : lo + static_cast<int64_t>(rng() % 40);
+        store_from_int64(dt, x.raw(), i, v);
+      }
+      in.push_back(x);
+    }
+    auto ref = interpret(t.g, in);
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    auto e = cuda_engine(t.g, false);
+    ASSERT_TRUE(e.ok()) << dtype_name(dt) << ": " << e.status().to_string();
+    auto ctx = (*e)->create_execution_context();
+    ASSERT_TRUE(ctx->set_input("a", in[0]).ok());
+    ASSERT_TRUE(ctx->set_input("b", in[1]).ok());
+    Status run = ctx->execute();
+    ASSERT_TRUE(run.ok()) << run.to_string();
+    const char* names[2] = {"sum_out", "top_out"};
+    for (int k = 0; k < 2; ++k) {
+      auto y = ctx->output(names[k]);
+      ASSERT_TRUE(y.ok()) << y.status().to_string();
+      ASSERT_EQ(y->dtype(), dt) << names[k];
+      ASSERT_EQ(y->nbytes(), (*ref)[k].nbytes());
+      EXPECT_EQ(std::memcmp(y->raw(), (*ref)[k].raw(), y->nbytes()), 0) << dtype_name(dt) << " " << names[k];
+    }
+  }
 }
 
 }  // namespace

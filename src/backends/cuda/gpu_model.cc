@@ -121,6 +121,7 @@ class Lowering final : public LowerContext {
     // graph directly), 16-bit storage means NHWC for conv/pool and elementwise layers follow.
     for (const ir::Node& n : g_.nodes) laid_out_ |= !n.removed && n.has_attr("layout");
     KILN_RETURN_IF_ERROR(check_tensor_io(g_));
+    KILN_RETURN_IF_ERROR(widen_narrow_integers(g_, &vs_));
     const auto consumers = g_.consumers();
     for (ir::ValueId v : g_.inputs) {
       // Every input is staged in its declared dtype (integer token ids and masks, float32,
@@ -576,7 +577,7 @@ class Lowering final : public LowerContext {
   }
 
   const ir::Graph& g_;
-  const ValueShapes& vs_;
+  ValueShapes vs_;  // narrow integer dtypes rewritten to the wide ones they are computed in (run())
   GpuBuildOptions o_;
   GpuModel::Impl* m_;
   StorageType plan_st_;  // the plan's storage (GpuBuildOptions::storage)

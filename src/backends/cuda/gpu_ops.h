@@ -38,6 +38,15 @@ DataType storage_host_dtype(StorageType t);
 // The staging storage of a float graph input or output declared `dt`: kF16 / kBF16 for float16 /
 // bfloat16, kF32 for anything else (float32; the caller checks the dtype is a float one).
 StorageType float_io_storage(DataType dt);
+// Narrow integer dtypes computed wide (docs/decisions/0069): uint8 / int8 / uint16 / int16 ->
+// int32, uint32 -> int64 (*wide); false for any other dtype.
+bool narrow_int_dtype(DataType dt, DataType* wide);
+// When `vs` has narrow integer values: checks that computing them in the wide type gives the
+// native result after the truncation of the graph outputs to their declared dtype (ring ops and
+// integer Casts anywhere; order-dependent ops, indices and Casts from them only on values still
+// inside the narrow range: see narrow_ints.cc), then rewrites their dtypes in `vs` to the wide
+// ones. Unsupported, naming the node, the input and the dtype, otherwise.
+Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs);
 // The exact storage of an int32 / int64 / bool dtype (false for any other dtype).
 bool exact_storage(DataType dt, StorageType* t);
 // Ops that only reinterpret their input 0 (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
