@@ -269,6 +269,55 @@ TEST(GpuIoDtypesLowering, NarrowIntegersComputeWideWhereExact) {
 #endif
 }
 
+// y = Cast<to>(x) for x declared `from` [3, 5], optionally followed by Relu (a float32 use).
+TinyGraph cast_graph(DataType from, int64_t to, DataType to_dt, bool relu_after) {
+  TinyGraph t;
+  auto x = t.input("x", {3, 5});
+  t.g.value(x).dtype = from;
+  auto y = t.node(ir::OpKind::kCast, "cast", {x}, {3, 5}, {{"to", ir::Attribute::of_int(to)}});
+  t.g.value(y).dtype = to_dt;
+  if (relu_after) y = t.node(ir::OpKind::kRelu, "relu", {y}, {3, 5});
+  t.g.outputs = {y};
+  return t;
+}
+
+// float64 I/O where float32 gives the reference's result exactly: an input only Cast to float32
+// (rounded once, on the host), an output that is the Cast of a float32 / float16 value (widened on
+// the host). Any other float64 input or output is refused by name.
+TEST(GpuIoDtypesLowering, Float64OnlyWhereExact) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  {
+    const TinyGraph t = cast_graph(DataType::kFloat64, 1, DataType::kFloat32, true);
+    auto s = dry_run(t.g, {{3, 5}}, false);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->input_dtypes, std::vector<DataType>{DataType::kFloat32});
+  }
+  for (DataType from : {DataType::kFloat32, DataType::kFloat16}) {
+    const TinyGraph t = cast_graph(from, 11, DataType::kFloat64, false);
+    auto s = dry_run(t.g, {{3, 5}}, false);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->output_dtypes, std::vector<DataType>{DataType::kFloat32}) << dtype_name(from);
+  }
+  {  // a float64 input read by Relu: refused, naming it
+    TinyGraph t;
+    auto x = t.input("wide", {3, 5});
+    t.g.value(x).dtype = DataType::kFloat64;
+    auto y = t.node(ir::OpKind::kRelu, "relu", {x}, {3, 5});
+    t.g.value(y).dtype = DataType::kFloat64;
+    t.g.outputs = {y};
+    auto s = dry_run(t.g, {{3, 5}}, false);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("graph input 'wide' has dtype float64"), std::string::npos) << s.status().message();
+  }
+  {  // a float64 Cast of a float64 input to float16: would round twice; the output is refused
+    const TinyGraph t = cast_graph(DataType::kFloat64, 10, DataType::kFloat16, false);
+    auto s = dry_run(t.g, {{3, 5}}, false);
+    EXPECT_FALSE(s.ok());
+  }
+#endif
+}
+
 // ---- with a GPU
 
 StatusOr<std::shared_ptr<Engine>> cuda_engine(const ir::Graph& g, bool fp16) {
@@ -380,6 +429,32 @@ TEST(GpuIoDtypes, NarrowIntegersEndToEnd) {
       ASSERT_EQ(y->nbytes(), (*ref)[k].nbytes());
       EXPECT_EQ(std::memcmp(y->raw(), (*ref)[k].raw(), y->nbytes()), 0) << dtype_name(dt) << " " << names[k];
     }
+  }
+}
+
+// float64 -> float32 and float32 -> float64 Casts end to end against the CPU reference, bit for bit.
+TEST(GpuIoDtypes, Float64CastsEndToEnd) {
+  REQUIRE_GPU();
+  struct Case { DataType from; int64_t to; DataType to_dt; };
+  for (const Case& c : {Case{DataType::kFloat64, 1, DataType::kFloat32}, Case{DataType::kFloat32, 11, DataType::kFloat64}}) {
+    const TinyGraph t = cast_graph(c.from, c.to, c.to_dt, false);
+    Tensor x(c.from, {3, 5});
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<double> d(-3.0, 3.0);
+    for (int64_t i = 0; i < x.numel(); ++i) store_from_double(c.from, x.raw(), i, d(rng) / 7.0);
+    auto ref = interpret(t.g, {x});
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    auto e = cuda_engine(t.g, false);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    auto ctx = (*e)->create_execution_context();
+    ASSERT_TRUE(ctx->set_input("x", x).ok());
+    Status run = ctx->execute();
+    ASSERT_TRUE(run.ok()) << run.to_string();
+    auto y = ctx->output("cast_out");
+    ASSERT_TRUE(y.ok()) << y.status().to_string();
+    ASSERT_EQ(y->dtype(), c.to_dt);
+    ASSERT_EQ(y->nbytes(), (*ref)[0].nbytes());
+    EXPECT_EQ(std::memcmp(y->raw(), (*ref)[0].raw(), y->nbytes()), 0) << dtype_name(c.from) << " -> " << dtype_name(c.to_dt);
   }
 }
 

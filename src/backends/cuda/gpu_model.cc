@@ -122,6 +122,7 @@ class Lowering final : public LowerContext {
     for (const ir::Node& n : g_.nodes) laid_out_ |= !n.removed && n.has_attr("layout");
     KILN_RETURN_IF_ERROR(check_tensor_io(g_));
     KILN_RETURN_IF_ERROR(widen_narrow_integers(g_, &vs_));
+    KILN_RETURN_IF_ERROR(narrow_float64_io(g_, &vs_));
     const auto consumers = g_.consumers();
     for (ir::ValueId v : g_.inputs) {
       // Every input is staged in its declared dtype (integer token ids and masks, float32,
@@ -577,7 +578,7 @@ class Lowering final : public LowerContext {
   }
 
   const ir::Graph& g_;
-  ValueShapes vs_;  // narrow integer dtypes rewritten to the wide ones they are computed in (run())
+  ValueShapes vs_;  // narrow integer / float64 I/O dtypes rewritten to the ones they are computed in (run())
   GpuBuildOptions o_;
   GpuModel::Impl* m_;
   StorageType plan_st_;  // the plan's storage (GpuBuildOptions::storage)

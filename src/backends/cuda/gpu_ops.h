@@ -47,6 +47,12 @@ bool narrow_int_dtype(DataType dt, DataType* wide);
 // inside the narrow range: see narrow_ints.cc), then rewrites their dtypes in `vs` to the wide
 // ones. Unsupported, naming the node, the input and the dtype, otherwise.
 Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs);
+// float64 graph I/O where float32 gives the reference's result exactly (docs/decisions/0069): a
+// float64 input whose every use is a Cast to float32 (the host rounds it once, as the Cast does),
+// a float64 output made by a Cast from float32 / float16 and read by no layer (the host widens
+// it); their dtypes in `vs` become float32. Unsupported, naming the input or output, for any
+// other float64 graph I/O. (The engine converts on the host: gpu_engine.cc.)
+Status narrow_float64_io(const ir::Graph& g, ValueShapes* vs);
 // The exact storage of an int32 / int64 / bool dtype (false for any other dtype).
 bool exact_storage(DataType dt, StorageType* t);
 // Ops that only reinterpret their input 0 (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
