@@ -144,8 +144,8 @@ struct ValueShapes {
   std::vector<Shape> shapes;
   std::vector<DataType> dtypes;
   // Some shape may depend on the input *values*, not only their shapes (docs/decisions/0069):
-  // two reference runs with different made-up values disagreed (or the second failed), or the
-  // shapes came from the caller's own values. `dependence` says what was seen.
+  // two reference runs with different made-up values disagreed, or the shapes came from the
+  // caller's own values. `dependence` says what was seen.
   bool value_dependent = false;
   std::string dependence;
 };
@@ -154,7 +154,8 @@ struct ValueShapes {
 Status check_tensor_io(const ir::Graph& g);
 // Every value's shape and dtype at `input_shapes` (one per graph input): from static shape
 // inference when it determines them all, else from CPU reference runs — two on seeded made-up
-// inputs (the second, with other values, sets value_dependent when any shape differs or it fails),
+// inputs (the second, with other values, sets value_dependent when any shape differs; when it
+// fails, once more with integer inputs 0 / 1, and when that fails too nothing is marked),
 // or one on `values` when given (a call's own inputs, which must have `input_shapes`).
 // Unsupported when a graph input or output is not a tensor (check_tensor_io), or, naming the
 // node, when the graph holds an op that writes memory named by its inputs —
