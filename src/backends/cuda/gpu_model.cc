@@ -120,9 +120,13 @@ class Lowering final : public LowerContext {
     // and explicit Reformat layers; the lowering follows them. Without it (tests lowering a
     // graph directly), 16-bit storage means NHWC for conv/pool and elementwise layers follow.
     for (const ir::Node& n : g_.nodes) laid_out_ |= !n.removed && n.has_attr("layout");
+    KILN_RETURN_IF_ERROR(check_tensor_io(g_));
+    KILN_RETURN_IF_ERROR(widen_narrow_integers(g_, &vs_));
+    KILN_RETURN_IF_ERROR(narrow_float64_io(g_, &vs_));
     const auto consumers = g_.consumers();
     for (ir::ValueId v : g_.inputs) {
-      // Integer inputs (token ids, masks) are staged as given; float inputs as float32.
+      // Every input is staged in its declared dtype (integer token ids and masks, float32,
+      // float16, bfloat16), converted below to the storage its consumers compute in.
       KILN_ASSIGN_OR_RETURN(StorageType in_t, input_storage(g_.value(v).name, vs_.dtypes[v]));
       const int staging = new_val(g_.value(v).name, vs_.shapes[v], in_t, false);
       m_->input_vals.push_back(staging);
@@ -143,18 +147,22 @@ class Lowering final : public LowerContext {
         for (ir::NodeId c : consumers[static_cast<size_t>(v)])
           nhwc |= ir::tensor_core_layout_preference(g_, g_.node(c)) == ir::Layout::kNHWC;
       }
-      if (!low_in) {
+      // The internal copy: float32 unless the consumers compute in 16 bits (then the plan's
+      // storage, NHWC / channel-padded as they want). A float16 / bfloat16 input is converted
+      // there by the same reformat layer; a staging buffer already in that form is used as is.
+      const StorageType internal_t = low_in ? st_ : StorageType::kF32;
+      // Channel padding for tensor-core convs: the internal copy is [N, Cp, H, W] NHWC.
+      const int64_t cp = low_in && nhwc ? padded_channels(v) : 0;
+      if (in_t == internal_t && !nhwc) {
         act_[v] = staging;
       } else {
-        // Channel padding for tensor-core convs: the internal copy is [N, Cp, H, W] NHWC.
-        const int64_t cp = nhwc ? padded_channels(v) : 0;
         Shape internal_shape = s;
         if (cp > 0) {
           internal_shape[1] = cp;
           padded_from_[v] = s[1];
         }
-        const int internal = new_val(g_.value(v).name + ":internal", internal_shape, st_, nhwc);
-        add_layer(make_reformat_layer(s, StorageType::kF32, false, st_, nhwc, cp), "input_reformat:" + g_.value(v).name,
+        const int internal = new_val(g_.value(v).name + ":internal", internal_shape, internal_t, nhwc);
+        add_layer(make_reformat_layer(s, in_t, false, internal_t, nhwc, cp), "input_reformat:" + g_.value(v).name,
                   {staging}, {internal}, {});
         act_[v] = internal;
       }
@@ -203,7 +211,7 @@ class Lowering final : public LowerContext {
         // An output the build folded to a constant (the Shape of an input, a Constant): uploaded
         // and copied into the output by a cast layer of its own type.
         const Tensor& c = *g_.value(v).constant;
-        StorageType t = StorageType::kF32;
+        StorageType t = float_io_storage(c.dtype());
         if (!exact_storage(c.dtype(), &t) && !is_float(c.dtype()))
           return unsupported("graph output '" + g_.value(v).name + "' is a constant of dtype " + dtype_name(c.dtype()));
         KILN_ASSIGN_OR_RETURN(int w, upload_as(g_.value(v).name + ":constant", c, t));
@@ -219,13 +227,16 @@ class Lowering final : public LowerContext {
         m_->output_vals.push_back(as_layout(a, false, std::string()));
         continue;
       }
-      if (gv.type == StorageType::kF32 && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
+      // A float output is returned row-major in its declared dtype (float32, float16 or bfloat16),
+      // whatever the storage its producer computed in.
+      const StorageType out_t = float_io_storage(vs_.dtypes[v]);
+      if (gv.type == out_t && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
         m_->output_vals.push_back(a);
         continue;
       }
-      const int out = new_val(g_.value(v).name, vs_.shapes[v], StorageType::kF32, false);
+      const int out = new_val(g_.value(v).name, vs_.shapes[v], out_t, false);
       if (gv.weight) return unsupported("graph output '" + g_.value(v).name + "' is a constant");
-      add_layer(make_reformat_layer(gv.shape, gv.type, gv.nhwc && !layout_free(gv.shape), StorageType::kF32, false),
+      add_layer(make_reformat_layer(gv.shape, gv.type, gv.nhwc && !layout_free(gv.shape), out_t, false),
                 "output_reformat:" + g_.value(v).name, {a}, {out}, {});
       m_->output_vals.push_back(out);
     }
@@ -567,7 +578,7 @@ class Lowering final : public LowerContext {
   }
 
   const ir::Graph& g_;
-  const ValueShapes& vs_;
+  ValueShapes vs_;  // narrow integer / float64 I/O dtypes rewritten to the ones they are computed in (run())
   GpuBuildOptions o_;
   GpuModel::Impl* m_;
   StorageType plan_st_;  // the plan's storage (GpuBuildOptions::storage)
@@ -735,6 +746,8 @@ StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShape
   r.streams = scratch.streams.stream;
   r.aux_streams = scratch.streams.aux_streams;
   r.arena_bytes = scratch.arena;
+  for (int v : scratch.input_vals) r.input_dtypes.push_back(storage_host_dtype(scratch.vals[v].type));
+  for (int v : scratch.output_vals) r.output_dtypes.push_back(storage_host_dtype(scratch.vals[v].type));
   return r;
 }
 

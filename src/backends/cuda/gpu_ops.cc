@@ -67,12 +67,13 @@ StatusOr<StorageType> input_storage(const std::string& name, DataType dt) {
     case DataType::kInt64: return StorageType::kI64;
     case DataType::kInt32: return StorageType::kI32;
     case DataType::kBool: return StorageType::kBool;
-    case DataType::kFloat32: case DataType::kFloat16: case DataType::kBFloat16: case DataType::kUndefined:
-      return StorageType::kF32;
+    case DataType::kFloat16: return StorageType::kF16;
+    case DataType::kBFloat16: return StorageType::kBF16;
+    case DataType::kFloat32: case DataType::kUndefined: return StorageType::kF32;
     default: break;
   }
   return unsupported("graph input '" + name + "' has dtype " + dtype_name(dt) +
-                     ": CUDA engines take float32, int32, int64 or bool inputs in this version");
+                     ": CUDA engines take float32, float16, bfloat16, int32, int64 or bool inputs in this version");
 }
 
 DataType storage_host_dtype(StorageType t) {
@@ -80,9 +81,17 @@ DataType storage_host_dtype(StorageType t) {
     case StorageType::kI64: return DataType::kInt64;
     case StorageType::kI32: return DataType::kInt32;
     case StorageType::kBool: return DataType::kBool;
-    case StorageType::kF32: case StorageType::kF16: case StorageType::kBF16: break;
+    case StorageType::kF16: return DataType::kFloat16;
+    case StorageType::kBF16: return DataType::kBFloat16;
+    case StorageType::kF32: break;
   }
   return DataType::kFloat32;
+}
+
+StorageType float_io_storage(DataType dt) {
+  if (dt == DataType::kFloat16) return StorageType::kF16;
+  if (dt == DataType::kBFloat16) return StorageType::kBF16;
+  return StorageType::kF32;
 }
 
 bool exact_storage(DataType dt, StorageType* t) {
