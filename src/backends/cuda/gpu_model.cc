@@ -474,9 +474,14 @@ class Lowering final : public LowerContext {
     std::vector<bool> int_in;
     for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && !storage_is_float(m_->vals[act_.at(v)].type));
     KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
-    for (ir::ValueId v : n.outputs)
-      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]))
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const ir::ValueId v = n.outputs[k];
+      // MaxPool's Indices (output 1, int64): its factory writes them (factory_pool.cc).
+      if (v == ir::kNoValue) continue;
+      const bool pool_indices = n.op == ir::OpKind::kMaxPool && k == 1 && vs_.dtypes[v] == DataType::kInt64;
+      if (!is_float(vs_.dtypes[v]) && !pool_indices)
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
+    }
     if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
     return unsupported(where + "no CUDA tactic for this op");
   }

@@ -1,0 +1,222 @@
+// Kiln's kernels for the N-D layers beside cuDNN's convolutions (kernels_nn.h). Grid-stride
+// elementwise kernels, except the axis-set normalization: one block per group.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "backends/cuda/kernels_nn.h"
+#include "backends/cuda/launch_config.cuh"
+#include "backends/cuda/storage_access.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+struct Dims3 {
+  int64_t v[3];
+};
+
+__global__ void window_copy_kernel(const void* src, void* dst, StorageType t, int64_t planes, int64_t channels,
+                                   Dims3 sd, Dims3 dd, Dims3 off, const void* bias) {
+  const int64_t dsz = dd.v[0] * dd.v[1] * dd.v[2], ssz = sd.v[0] * sd.v[1] * sd.v[2];
+  const int64_t total = planes * dsz;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t p = i / dsz;
+    int64_t r = i - p * dsz;
+    const int64_t i2 = r % dd.v[2];
+    r /= dd.v[2];
+    const int64_t i1 = r % dd.v[1], i0 = r / dd.v[1];
+    const int64_t j0 = i0 - off.v[0], j1 = i1 - off.v[1], j2 = i2 - off.v[2];
+    float v = 0.f;
+    if (j0 >= 0 && j0 < sd.v[0] && j1 >= 0 && j1 < sd.v[1] && j2 >= 0 && j2 < sd.v[2])
+      v = load(src, p * ssz + (j0 * sd.v[1] + j1) * sd.v[2] + j2, t);
+    if (bias) v += load(bias, p % channels, t);
+    store(dst, i, v, t);
+  }
+}
+
+__global__ void pool_nd_kernel(const void* x, void* y, int64_t* indices, StorageType t, int64_t planes, WindowGeom g,
+                               bool max, bool count_pad) {
+  const int64_t osz = g.out[0] * g.out[1] * g.out[2], isz = g.in[0] * g.in[1] * g.in[2];
+  const int64_t total = planes * osz;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t p = i / osz;
+    int64_t r = i - p * osz;
+    int64_t o[3];
+    o[2] = r % g.out[2];
+    r /= g.out[2];
+    o[1] = r % g.out[1];
+    o[0] = r / g.out[1];
+    // Per dim: how many window positions lie inside the padded extent (count_include_pad).
+    int64_t padded = 1;
+    for (int d = 0; d < 3; ++d) {
+      int64_t c = 0;
+      for (int64_t k = 0; k < g.kernel[d]; ++k) {
+        const int64_t at = o[d] * g.stride[d] - g.pad_begin[d] + k * g.dilation[d];
+        if (at >= -g.pad_begin[d] && at < g.in[d] + g.pad_end[d]) ++c;
+      }
+      padded *= c;
+    }
+    float acc = max ? -INFINITY : 0.f;
+    int64_t arg = -1, count = 0;
+    for (int64_t k0 = 0; k0 < g.kernel[0]; ++k0) {
+      const int64_t a0 = o[0] * g.stride[0] - g.pad_begin[0] + k0 * g.dilation[0];
+      if (a0 < 0 || a0 >= g.in[0]) continue;
+      for (int64_t k1 = 0; k1 < g.kernel[1]; ++k1) {
+        const int64_t a1 = o[1] * g.stride[1] - g.pad_begin[1] + k1 * g.dilation[1];
+        if (a1 < 0 || a1 >= g.in[1]) continue;
+        for (int64_t k2 = 0; k2 < g.kernel[2]; ++k2) {
+          const int64_t a2 = o[2] * g.stride[2] - g.pad_begin[2] + k2 * g.dilation[2];
+          if (a2 < 0 || a2 >= g.in[2]) continue;
+          const int64_t off = (a0 * g.in[1] + a1) * g.in[2] + a2;
+          const float v = load(x, p * isz + off, t);
+          ++count;
+          if (max) {
+            if (arg < 0 || v > acc) {
+              acc = v;
+              arg = off;
+            }
+          } else {
+            acc += v;
+          }
+        }
+      }
+    }
+    if (!max) {
+      const int64_t div = count_pad ? padded : count;
+      acc = div > 0 ? acc / static_cast<float>(div) : 0.f;
+    }
+    store(y, i, acc, t);
+    if (indices) indices[i] = arg < 0 ? 0 : p * isz + arg;
+  }
+}
+
+__global__ void batch_norm_kernel(const void* x, const void* scale, const void* b, const void* mean, const void* var,
+                                  void* y, StorageType t, int64_t count, int64_t channels, int64_t inner, float eps) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / inner) % channels;
+    const float inv = rsqrtf(load(var, c, t) + eps);
+    store(y, i, (load(x, i, t) - load(mean, c, t)) * inv * load(scale, c, t) + load(b, c, t), t);
+  }
+}
+
+constexpr int kNormThreads = 256;
+
+__device__ int64_t norm_offset(const NormAxesDesc& d, int64_t g, int64_t j) {
+  int64_t off = 0;
+  for (int k = d.keep_rank - 1; k >= 0; --k) {
+    off += (g % d.keep_dims[k]) * d.keep_strides[k];
+    g /= d.keep_dims[k];
+  }
+  for (int k = d.red_rank - 1; k >= 0; --k) {
+    off += (j % d.red_dims[k]) * d.red_strides[k];
+    j /= d.red_dims[k];
+  }
+  return off;
+}
+
+// The block-wide sum of v (every thread gets it).
+__device__ float block_sum(float v, float* shared) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // shared is reused across calls
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float s = 0.f;
+  for (int w = 0; w < kNormThreads / 32; ++w) s += shared[w];
+  return s;
+}
+
+__global__ void norm_axes_kernel(const void* x, const void* scale, const void* bias, void* y, StorageType t,
+                                 NormAxesDesc d, float eps) {
+  __shared__ float shared[kNormThreads / 32];
+  for (int64_t g = blockIdx.x; g < d.groups; g += gridDim.x) {
+    float s = 0.f;
+    for (int64_t j = threadIdx.x; j < d.group_size; j += blockDim.x) s += load(x, norm_offset(d, g, j), t);
+    const float mean = block_sum(s, shared) / static_cast<float>(d.group_size);
+    float q = 0.f;
+    for (int64_t j = threadIdx.x; j < d.group_size; j += blockDim.x) {
+      const float v = load(x, norm_offset(d, g, j), t) - mean;
+      q += v * v;
+    }
+    const float var = block_sum(q, shared) / static_cast<float>(d.group_size);
+    float mul = d.eps_inside_sqrt ? rsqrtf(var + eps) : 1.f / (sqrtf(var) + eps), add = 0.f;
+    if (scale) {
+      const int64_t c = g % d.channels;
+      add = bias ? load(bias, c, t) : 0.f;
+      mul *= load(scale, c, t);
+    }
+    for (int64_t j = threadIdx.x; j < d.group_size; j += blockDim.x) {
+      const int64_t off = norm_offset(d, g, j);
+      store(y, off, (load(x, off, t) - mean) * mul + add, t);
+    }
+  }
+}
+
+__global__ void lrn_kernel(const void* x, void* y, StorageType t, int64_t n, int64_t c, int64_t inner, int64_t size,
+                           float alpha, float beta, float bias) {
+  const int64_t total = n * c * inner, before = (size - 1) / 2, after = size - 1 - before;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t s = i % inner, ch = (i / inner) % c, b = i / (inner * c);
+    float sq = 0.f;
+    const int64_t lo = ch - before < 0 ? 0 : ch - before, hi = ch + after > c - 1 ? c - 1 : ch + after;
+    for (int64_t k = lo; k <= hi; ++k) {
+      const float v = load(x, (b * c + k) * inner + s, t);
+      sq += v * v;
+    }
+    store(y, i, load(x, i, t) / powf(bias + alpha / static_cast<float>(size) * sq, beta), t);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_window_copy(const void* src, void* dst, StorageType t, int64_t planes, int64_t channels,
+                               const int64_t src_dims[3], const int64_t dst_dims[3], const int64_t off[3],
+                               const void* bias, cudaStream_t stream) {
+  const Dims3 sd{{src_dims[0], src_dims[1], src_dims[2]}}, dd{{dst_dims[0], dst_dims[1], dst_dims[2]}},
+      of{{off[0], off[1], off[2]}};
+  const int64_t total = planes * dd.v[0] * dd.v[1] * dd.v[2];
+  if (total == 0) return cudaSuccess;
+  window_copy_kernel<<<blocks_for(total), kThreads, 0, stream>>>(src, dst, t, planes, channels < 1 ? 1 : channels, sd,
+                                                                  dd, of, bias);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pool_nd(const void* x, void* y, int64_t* indices, StorageType t, int64_t planes, const WindowGeom& g,
+                           bool max, bool count_include_pad, cudaStream_t stream) {
+  const int64_t total = planes * g.out[0] * g.out[1] * g.out[2];
+  if (total == 0) return cudaSuccess;
+  pool_nd_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, t, planes, g, max, count_include_pad);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_batch_norm(const void* x, const void* scale, const void* b, const void* mean, const void* var,
+                              void* y, StorageType t, int64_t count, int64_t channels, int64_t inner, float eps,
+                              cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  batch_norm_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, scale, b, mean, var, y, t, count,
+                                                                 channels < 1 ? 1 : channels, inner < 1 ? 1 : inner, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_norm_axes(const void* x, const void* scale, const void* bias, void* y, StorageType t,
+                             const NormAxesDesc& d, float eps, cudaStream_t stream) {
+  if (d.groups == 0 || d.group_size == 0) return cudaSuccess;
+  const unsigned grid = static_cast<unsigned>(d.groups < 65535 * 32 ? d.groups : 65535 * 32);
+  norm_axes_kernel<<<grid, kNormThreads, 0, stream>>>(x, scale, bias, y, t, d, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_lrn(const void* x, void* y, StorageType t, int64_t n, int64_t c, int64_t inner, int64_t size,
+                       float alpha, float beta, float bias, cudaStream_t stream) {
+  const int64_t total = n * c * inner;
+  if (total == 0) return cudaSuccess;
+  lrn_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, t, n, c, inner, size, alpha, beta, bias);
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda

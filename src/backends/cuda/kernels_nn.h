@@ -1,0 +1,74 @@
+// Launchers of Kiln's kernels for the N-D layers beside cuDNN's convolutions (issue 11 item 1,
+// docs/decisions/0070): the pad / crop + bias copy around a convolution, N-D pooling, inference
+// BatchNormalization, normalization over an axis set (InstanceNormalization,
+// MeanVarianceNormalization) and LRN. Tensors are row-major (logical order, N and C first, then up
+// to 3 spatial dims); element storage is a float StorageType `t` (fp32, fp16, bf16), compute in
+// float. Every launcher enqueues on `stream`, never allocates and never synchronizes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace kiln::cuda {
+
+// Spatial geometry of a window op with up to 3 spatial dims; unused dims are 1 (pads 0).
+struct WindowGeom {
+  int64_t in[3] = {1, 1, 1};
+  int64_t out[3] = {1, 1, 1};
+  int64_t kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1};
+  int64_t dilation[3] = {1, 1, 1};
+  int64_t pad_begin[3] = {0, 0, 0};
+  int64_t pad_end[3] = {0, 0, 0};
+};
+
+// dst[p, i0, i1, i2] = src[p, i0 - off0, i1 - off1, i2 - off2] where that index is inside src's
+// [src_dims], else 0; then + bias[p % channels] when bias is not null. p runs over `planes`
+// (N * C). src == dst with equal dims and zero offsets adds the bias in place. Used for the
+// explicit zero padding before a convolution (off = pad_begin) and the crop of a transposed
+// convolution's full output (off = -pad_begin; output_padding positions read zeros).
+cudaError_t launch_window_copy(const void* src, void* dst, StorageType t, int64_t planes, int64_t channels,
+                               const int64_t src_dims[3], const int64_t dst_dims[3], const int64_t off[3],
+                               const void* bias, cudaStream_t stream);
+
+// ONNX MaxPool / AveragePool over the planes (N * C) of x [planes, in...] -> y [planes, out...]:
+// window position k of output o reads input o * stride - pad_begin + k * dilation per dim;
+// positions outside the input are skipped. Average divides by the in-bounds count, or with
+// `count_include_pad` by the count of positions inside [-pad_begin, in + pad_end) (ONNX
+// AveragePool; a window with no in-bounds position gives 0). Max of no position gives -inf.
+// `indices` (int64, may be null): MaxPool's Indices, the row-major flat index into x of the max.
+cudaError_t launch_pool_nd(const void* x, void* y, int64_t* indices, StorageType t, int64_t planes, const WindowGeom& g,
+                           bool max, bool count_include_pad, cudaStream_t stream);
+
+// ONNX BatchNormalization (inference): y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + b[c],
+// c = (i / inner) % channels over x [outer, channels, inner]; the four parameter vectors are
+// [channels] in storage t.
+cudaError_t launch_batch_norm(const void* x, const void* scale, const void* b, const void* mean, const void* var,
+                              void* y, StorageType t, int64_t count, int64_t channels, int64_t inner, float eps,
+                              cudaStream_t stream);
+
+// Normalization of each group of elements sharing the indices of the kept dims (the others,
+// `red`, are reduced): up to kMaxRank dims. Group g's elements are those with the kept-dims
+// flat index g; its mean and (biased) variance are taken in float by two passes.
+struct NormAxesDesc {
+  int keep_rank = 0, red_rank = 0;
+  int64_t keep_dims[kMaxRank] = {}, keep_strides[kMaxRank] = {};  // element strides in x
+  int64_t red_dims[kMaxRank] = {}, red_strides[kMaxRank] = {};
+  int64_t groups = 1, group_size = 1;
+  // InstanceNormalization: y = (x - mean) / sqrt(var + eps) * scale[g % channels] + bias[...].
+  // MeanVarianceNormalization (scale null): y = (x - mean) / (sqrt(var) + eps).
+  bool eps_inside_sqrt = true;
+  int64_t channels = 1;
+};
+cudaError_t launch_norm_axes(const void* x, const void* scale, const void* bias, void* y, StorageType t,
+                             const NormAxesDesc& d, float eps, cudaStream_t stream);
+
+// ONNX LRN over x [n, c, inner]: y = x / (bias + alpha / size * sum of x^2 over channels
+// [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, c))^beta.
+cudaError_t launch_lrn(const void* x, void* y, StorageType t, int64_t n, int64_t c, int64_t inner, int64_t size,
+                       float alpha, float beta, float bias, cudaStream_t stream);
+
+}  // namespace kiln::cuda
