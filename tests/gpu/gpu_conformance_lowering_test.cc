@@ -76,7 +76,8 @@ TEST(GpuConformanceLowering, NdLayerCasesLowerWithoutGpu) {
   }
   if (!fs::exists(kData)) GTEST_SKIP() << kData << " is missing (apt-get install libonnx-testdata)";
   // A sample of each family: Conv 1-D / 3-D / runtime weight / asymmetric pads, ConvTranspose,
-  // N-D and SAME-padded pools with dilations and Indices, the normalizations, runtime Gemm.
+  // N-D and SAME-padded pools with dilations and Indices, the normalizations, runtime Gemm,
+  // GridSample.
   const char* cases[] = {
       "node/test_basic_conv_with_padding",
       "node/test_conv_with_strides_and_asymmetric_padding",
@@ -95,6 +96,10 @@ TEST(GpuConformanceLowering, NdLayerCasesLowerWithoutGpu) {
       "node/test_maxpool_2d_dilations",
       "node/test_averagepool_2d_same_lower",
       "node/test_maxpool_with_argmax_2d_precomputed_pads",
+      "node/test_maxpool_with_argmax_2d_precomputed_strides",
+      "node/test_gridsample",
+      "node/test_gridsample_bicubic",
+      "node/test_gridsample_reflection_padding",
       "pytorch-converted/test_AvgPool3d_stride",
       "node/test_batchnorm_example",
       "pytorch-converted/test_BatchNorm3d_eval",

@@ -4,6 +4,8 @@
 // pads, dilations, ceil_mode with count_include_pad, MaxPool's Indices), BatchNormalization,
 // InstanceNormalization, LRN, MeanVarianceNormalization and Gemm with a runtime B / C.
 // The cuDNN rows run fp32 and fp16 (cuDNN's legacy Nd kernels for bf16 are not relied on).
+#include <tuple>
+
 #include "op_table/op_table.h"
 
 namespace kiln::testing::op_table {
@@ -183,6 +185,37 @@ std::vector<Row> nn_nd_rows() {
       return OpCase{t.g, {random_tensor({2, 3, 4, 6}, 651)}};
     }, true);
     rows.push_back(r);
+  }
+  // MaxPool 3x3 stride 2 pads 1 with column-major Indices (storage_order = 1).
+  {
+    Row r = nd_row("MaxPool_2d_indices_col_major", [] {
+      TinyGraph t;
+      auto x = t.input("x", {1, 2, 5, 6});
+      auto y = t.node(OpKind::kMaxPool, "y", {x}, {1, 2, 3, 3},
+                      {{"kernel_shape", ints_attr({3, 3})}, {"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 1, 1, 1})},
+                       {"storage_order", Attribute::of_int(1)}});
+      ir::ValueId idx = t.g.add_value("indices", DataType::kInt64);
+      t.g.value(idx).shape = sym({1, 2, 3, 3});
+      t.g.nodes.back().outputs.push_back(idx);
+      t.g.outputs = {y, idx};
+      return OpCase{t.g, {random_tensor({1, 2, 5, 6}, 655)}};
+    }, true);
+    rows.push_back(r);
+  }
+  // ---- GridSample (Kiln's kernel): each mode with a padding mode; the grid reaches past [-1, 1].
+  for (const auto& [mode, pad, align] : std::vector<std::tuple<std::string, std::string, int>>{
+           {"bilinear", "zeros", 0}, {"nearest", "border", 1}, {"bicubic", "reflection", 0}}) {
+    const std::string m = mode, p = pad;
+    const int a = align;
+    rows.push_back(nd_row("GridSample_" + m + "_" + p + (a ? "_align_corners" : ""), [m, p, a] {
+      OpCase c = node_case(OpKind::kGridSample,
+                           {{"x", random_tensor({2, 3, 5, 6}, 741)}, {"grid", random_tensor({2, 4, 7, 2}, 742, -1.3f, 1.3f)}},
+                           {2, 3, 4, 7},
+                           {{"mode", Attribute::of_string(m)}, {"padding_mode", Attribute::of_string(p)},
+                            {"align_corners", Attribute::of_int(a)}},
+                           16);
+      return c;
+    }, true));
   }
   // ---- normalizations (Kiln's kernels)
   // BatchNormalization (inference) of a rank-3 input, constant parameters (var > 0).

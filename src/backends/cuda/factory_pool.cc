@@ -4,7 +4,7 @@
 // output larger than cuDNN's floor runs Kiln's kernel, whose windows skip positions past the input
 // (exact for MaxPool and for AveragePool without count_include_pad; ONNX Operators.md
 // MaxPool/AveragePool). Everything else (1-D and 3-D windows, asymmetric or SAME pads, dilations,
-// count_include_pad with ceil_mode, MaxPool's int64 Indices) runs Kiln's N-D pool kernel on the
+// count_include_pad with ceil_mode, MaxPool's int64 Indices, row- or column-major) runs Kiln's N-D pool kernel on the
 // row-major tensor (kernels_nn.h launch_pool_nd; the CPU reference's geometry and divisors,
 // docs/decisions/0070).
 #include "backends/cuda/gpu_ops.h"
@@ -33,7 +33,6 @@ Status lower_pool_nd(LowerContext& ctx, const ir::Node& n, const std::string& wh
     g.pad_begin = g.pad_end = std::vector<int64_t>(nd, 0);
     g.out = std::vector<int64_t>(nd, 1);
   } else {
-    if (n.attr_int("storage_order", 0) != 0) return unsupported(where + "storage_order = 1 (column-major Indices)");
     // AveragePool has dilations from opset 19, MaxPool from 10.
     const bool dil = n.op == ir::OpKind::kMaxPool ? n.opset >= 10 : n.opset >= 19;
     KILN_RETURN_IF_ERROR(window_geometry(n, x, n.attr_ints("kernel_shape"), n.attr_int("ceil_mode", 0) != 0, dil, where, &g));
@@ -55,6 +54,7 @@ Status lower_pool_nd(LowerContext& ctx, const ir::Node& n, const std::string& wh
   }
   const bool count_pad = !max && n.attr_int("count_include_pad", 0) != 0;
   const bool indices = n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue;
+  const bool col_major = n.attr_int("storage_order", 0) != 0;  // MaxPool: Indices column-major
   if (indices && !max) return invalid_argument(where + "only MaxPool has an Indices output");
   const StorageType t = ctx.storage();
   const int64_t planes = x[0] * x[1];
@@ -69,7 +69,7 @@ Status lower_pool_nd(LowerContext& ctx, const ir::Node& n, const std::string& wh
                                  [=](ExecState& s, const Layer& l) {
                                    int64_t* idx = indices ? static_cast<int64_t*>(s.ptr(l.outs[1])) : nullptr;
                                    return launch_pool_nd(s.ptr(l.ins[0]), s.ptr(l.outs[0]), idx, t, planes, wg, max,
-                                                         count_pad, s.stream);
+                                                         count_pad, col_major, s.stream);
                                  });
   ctx.add_layer(std::move(layer), n.name, {xa}, outs, n.origin);
   return Status::Ok();

@@ -37,7 +37,7 @@ __global__ void window_copy_kernel(const void* src, void* dst, StorageType t, in
 }
 
 __global__ void pool_nd_kernel(const void* x, void* y, int64_t* indices, StorageType t, int64_t planes, WindowGeom g,
-                               bool max, bool count_pad) {
+                               bool max, bool count_pad, bool col_major) {
   const int64_t osz = g.out[0] * g.out[1] * g.out[2], isz = g.in[0] * g.in[1] * g.in[2];
   const int64_t total = planes * osz;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -76,7 +76,9 @@ __global__ void pool_nd_kernel(const void* x, void* y, int64_t* indices, Storage
           if (max) {
             if (arg < 0 || v > acc) {
               acc = v;
-              arg = off;
+              // Unused leading dims are 1 (their coordinate 0): the column-major offset of the
+              // op's own spatial dims.
+              arg = col_major ? a2 * g.in[1] * g.in[0] + a1 * g.in[0] + a0 : off;
             }
           } else {
             acc += v;
@@ -172,7 +174,88 @@ __global__ void lrn_kernel(const void* x, void* y, StorageType t, int64_t n, int
   }
 }
 
+// Reflects v into [lo, hi] (mirrors at both ends, repeatedly).
+__device__ double reflect_into(double v, double lo, double hi) {
+  const double range = hi - lo;
+  if (range <= 0) return lo;
+  if (v >= lo && v <= hi) return v;
+  const double d = v < lo ? lo - v : v - hi;
+  const double flips = floor(d / range);
+  const double rem = d - flips * range;
+  const bool even = fmod(flips, 2.0) == 0.0;
+  if (v < lo) return even ? lo + rem : hi - rem;
+  return even ? hi - rem : lo + rem;
+}
+
+__device__ double grid_tap(const void* x, int64_t base, StorageType t, const GridSampleDesc& d, int64_t ix, int64_t iy) {
+  if (d.padding == 0) return ix < 0 || ix >= d.w || iy < 0 || iy >= d.h ? 0.0 : load(x, base + iy * d.w + ix, t);
+  double fx = static_cast<double>(ix), fy = static_cast<double>(iy);
+  if (d.padding == 2) {
+    fx = d.align_corners ? reflect_into(fx, 0, static_cast<double>(d.w - 1)) : reflect_into(fx, -0.5, d.w - 0.5);
+    fy = d.align_corners ? reflect_into(fy, 0, static_cast<double>(d.h - 1)) : reflect_into(fy, -0.5, d.h - 0.5);
+  }
+  int64_t cx = static_cast<int64_t>(floor(fx + 0.5)), cy = static_cast<int64_t>(floor(fy + 0.5));
+  cx = cx < 0 ? 0 : (cx > d.w - 1 ? d.w - 1 : cx);
+  cy = cy < 0 ? 0 : (cy > d.h - 1 ? d.h - 1 : cy);
+  return load(x, base + cy * d.w + cx, t);
+}
+
+__device__ void cubic_weights(double s, double w[4]) {
+  const double A = -0.75;
+  auto near_w = [&](double v) { return ((A + 2) * v - (A + 3)) * v * v + 1; };
+  auto far_w = [&](double v) { return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A; };
+  w[0] = far_w(s + 1);
+  w[1] = near_w(s);
+  w[2] = near_w(1 - s);
+  w[3] = far_w(2 - s);
+}
+
+__device__ double grid_unnormalize(double g, int64_t size, bool align) {
+  const double p = align ? (g + 1) / 2 * static_cast<double>(size - 1) : ((g + 1) * static_cast<double>(size) - 1) / 2;
+  return isnan(p) ? p : fmin(fmax(p, -1e15), 1e15);
+}
+
+__global__ void grid_sample_kernel(const void* x, const void* grid, void* y, StorageType t, GridSampleDesc d) {
+  const int64_t total = d.n * d.c * d.ho * d.wo;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, ch = (i / (d.wo * d.ho)) % d.c, b = i / (d.wo * d.ho * d.c);
+    const int64_t gi = ((b * d.ho + oh) * d.wo + ow) * 2;
+    const double px = grid_unnormalize(load(grid, gi, t), d.w, d.align_corners);
+    const double py = grid_unnormalize(load(grid, gi + 1, t), d.h, d.align_corners);
+    const int64_t base = (b * d.c + ch) * d.h * d.w;
+    double v = 0;
+    if (isnan(px) || isnan(py)) {
+      v = 0;
+    } else if (d.mode == 1) {
+      v = grid_tap(x, base, t, d, static_cast<int64_t>(rint(px)), static_cast<int64_t>(rint(py)));
+    } else if (d.mode == 0) {
+      const double fx = floor(px), fy = floor(py), lx = px - fx, ly = py - fy;
+      const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+      v = grid_tap(x, base, t, d, x0, y0) * (1 - lx) * (1 - ly) + grid_tap(x, base, t, d, x0 + 1, y0) * lx * (1 - ly) +
+          grid_tap(x, base, t, d, x0, y0 + 1) * (1 - lx) * ly + grid_tap(x, base, t, d, x0 + 1, y0 + 1) * lx * ly;
+    } else {
+      const double fx = floor(px), fy = floor(py);
+      double wx[4], wy[4];
+      cubic_weights(px - fx, wx);
+      cubic_weights(py - fy, wy);
+      const int64_t x0 = static_cast<int64_t>(fx) - 1, y0 = static_cast<int64_t>(fy) - 1;
+      for (int j = 0; j < 4; ++j)
+        for (int k = 0; k < 4; ++k) v += grid_tap(x, base, t, d, x0 + k, y0 + j) * wx[k] * wy[j];
+    }
+    store(y, i, static_cast<float>(v), t);
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_grid_sample(const void* x, const void* grid, void* y, StorageType t, const GridSampleDesc& d,
+                               cudaStream_t stream) {
+  const int64_t total = d.n * d.c * d.ho * d.wo;
+  if (total == 0) return cudaSuccess;
+  grid_sample_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, grid, y, t, d);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_window_copy(const void* src, void* dst, StorageType t, int64_t planes, int64_t channels,
                                const int64_t src_dims[3], const int64_t dst_dims[3], const int64_t off[3],
@@ -187,10 +270,11 @@ cudaError_t launch_window_copy(const void* src, void* dst, StorageType t, int64_
 }
 
 cudaError_t launch_pool_nd(const void* x, void* y, int64_t* indices, StorageType t, int64_t planes, const WindowGeom& g,
-                           bool max, bool count_include_pad, cudaStream_t stream) {
+                           bool max, bool count_include_pad, bool col_major_indices, cudaStream_t stream) {
   const int64_t total = planes * g.out[0] * g.out[1] * g.out[2];
   if (total == 0) return cudaSuccess;
-  pool_nd_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, t, planes, g, max, count_include_pad);
+  pool_nd_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, indices, t, planes, g, max, count_include_pad,
+                                                             col_major_indices);
   return cudaGetLastError();
 }
 

@@ -40,8 +40,9 @@ cudaError_t launch_window_copy(const void* src, void* dst, StorageType t, int64_
 // `count_include_pad` by the count of positions inside [-pad_begin, in + pad_end) (ONNX
 // AveragePool; a window with no in-bounds position gives 0). Max of no position gives -inf.
 // `indices` (int64, may be null): MaxPool's Indices, the row-major flat index into x of the max.
+// `col_major_indices` (MaxPool storage_order = 1): the spatial part of each index is column-major.
 cudaError_t launch_pool_nd(const void* x, void* y, int64_t* indices, StorageType t, int64_t planes, const WindowGeom& g,
-                           bool max, bool count_include_pad, cudaStream_t stream);
+                           bool max, bool count_include_pad, bool col_major_indices, cudaStream_t stream);
 
 // ONNX BatchNormalization (inference): y = (x - mean[c]) / sqrt(var[c] + eps) * scale[c] + b[c],
 // c = (i / inner) % channels over x [outer, channels, inner]; the four parameter vectors are
@@ -70,5 +71,18 @@ cudaError_t launch_norm_axes(const void* x, const void* scale, const void* bias,
 // [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, c))^beta.
 cudaError_t launch_lrn(const void* x, void* y, StorageType t, int64_t n, int64_t c, int64_t inner, int64_t size,
                        float alpha, float beta, float bias, cudaStream_t stream);
+
+// ONNX GridSample (opset 16; 20 renames the modes) of x [n, c, h, w] at grid [n, ho, wo, 2]
+// ((x, y) in [-1, 1]) -> y [n, c, ho, wo], as the CPU reference computes it (coordinates in
+// double): mode 0 bilinear, 1 nearest (round half to even), 2 bicubic (A = -0.75); padding 0
+// zeros, 1 border, 2 reflection; align_corners maps -1 / 1 to the corner pixels' centres.
+// A NaN coordinate gives 0.
+struct GridSampleDesc {
+  int64_t n = 0, c = 0, h = 0, w = 0, ho = 0, wo = 0;
+  int mode = 0, padding = 0;
+  bool align_corners = false;
+};
+cudaError_t launch_grid_sample(const void* x, const void* grid, void* y, StorageType t, const GridSampleDesc& d,
+                               cudaStream_t stream);
 
 }  // namespace kiln::cuda

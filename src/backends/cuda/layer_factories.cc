@@ -54,6 +54,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kInstanceNormalization, lower_nn_norm},
     {OpKind::kLRN, lower_nn_norm},
     {OpKind::kMeanVarianceNormalization, lower_nn_norm},
+    {OpKind::kGridSample, lower_grid_sample},
     {OpKind::kGemm, lower_gemm},
     {OpKind::kMatMul, lower_gemm},
     {OpKind::kMatMulBias, lower_gemm},

@@ -142,6 +142,7 @@ Status lower_conv_nd(LowerContext& ctx, const ir::Node& n, const std::string& wh
 // BatchNormalization (inference), InstanceNormalization, LRN, MeanVarianceNormalization
 // (factory_nn_norm.cc; Kiln's kernels, kernels_nn.h).
 Status lower_nn_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_grid_sample(LowerContext& ctx, const ir::Node& n, const std::string& where);  // GridSample (4-D)
 Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Gemm, MatMul, MatMulBias
 Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);  // PagedAttention
