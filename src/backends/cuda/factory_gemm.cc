@@ -67,6 +67,14 @@ class GemmGeneralLayer : public Layer {
     KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = std::min(s.workspace_bytes, kWorkspace);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    // Operands may be views at any element offset (a slice of a split): tell the heuristic the
+    // alignment they have (the arena and weights start 256-byte aligned, so it holds for every
+    // context of the plan).
+    const uint32_t al_b = alignment(s.ptr(ins[1])), al_a = alignment(s.ptr(ins[0])), al_y = alignment(s.ptr(outs[0]));
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_b, sizeof al_b);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_a, sizeof al_a);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_y, sizeof al_y);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_y, sizeof al_y);
     cublasLtMatmulHeuristicResult_t res[1];
     int returned = 0;
     const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, la_, lb_, lc_, lc_, pref, 1, res, &returned);
@@ -100,6 +108,13 @@ class GemmGeneralLayer : public Layer {
 
  private:
   static constexpr size_t kWorkspace = 32u << 20;  // bytes
+  // Largest power of two (<= 256) dividing the address.
+  static uint32_t alignment(const void* p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    uint32_t r = 256;
+    while (r > 1 && a % r != 0) r >>= 1;
+    return r;
+  }
   void describe() {
     tactic = std::string("cublaslt.gemm_general") + (has_algo_ ? " heuristic#0 " : " ") + storage_name(t_) +
              (p_.trans_a ? " transA" : "") + (p_.trans_b ? " transB" : "") + (p_.has_c ? " +C" : "");

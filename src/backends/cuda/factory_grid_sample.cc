@@ -1,5 +1,6 @@
 // GridSample (ONNX opset 16; 20 renames bilinear / bicubic to linear / cubic) of a 4-D row-major
-// X [N, C, H, W] at a grid [N, H_out, W_out, 2] (constant or activation, in the layer's storage),
+// X [N, C, H, W] at a grid [N, H_out, W_out, 2] (constant or activation, read in its own float
+// storage),
 // through Kiln's kernel (kernels_nn.h launch_grid_sample) with the CPU reference's sampling rules
 // (backends/cpu/ops_control_vision.cc). Other ranks are refused (as the CPU reference does).
 #include "backends/cuda/gpu_ops.h"
@@ -37,7 +38,11 @@ Status lower_grid_sample(LowerContext& ctx, const ir::Node& n, const std::string
   d.wo = g[2];
   const StorageType t = ctx.storage();
   KILN_ASSIGN_OR_RETURN(int xa, ctx.row_major_operand(n.inputs[0]));
-  KILN_ASSIGN_OR_RETURN(int ga, ctx.row_major_operand(n.inputs[1]));
+  // The grid is read in its own float storage (float32 for a constant or a float32 graph input):
+  // coordinates rounded to 16 bits would move nearest-mode taps across pixel boundaries.
+  const StorageType gt = stored_float_type(ctx, n.inputs[1]);
+  KILN_ASSIGN_OR_RETURN(int ga, ctx.operand_as(n.inputs[1], gt));
+  d.grid_type = ctx.value_type(ga);
   auto layer = make_kernel_layer("GridSample", std::string("kiln.grid_sample ") + storage_name(t),
                                  [=](ExecState& s, const Layer& l) {
                                    return launch_grid_sample(s.ptr(l.ins[0]), s.ptr(l.ins[1]), s.ptr(l.outs[0]), t, d,

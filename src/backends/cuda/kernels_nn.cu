@@ -74,12 +74,11 @@ __global__ void pool_nd_kernel(const void* x, void* y, int64_t* indices, Storage
           const float v = load(x, p * isz + off, t);
           ++count;
           if (max) {
-            if (arg < 0 || v > acc) {
-              acc = v;
-              // Unused leading dims are 1 (their coordinate 0): the column-major offset of the
-              // op's own spatial dims.
-              arg = col_major ? a2 * g.in[1] * g.in[0] + a1 * g.in[0] + a0 : off;
-            }
+            // As the CPU reference: the first in-bounds position unless a later one is greater
+            // (NaN never is). Unused leading dims are 1 (coordinate 0): the column-major offset
+            // of the op's own spatial dims.
+            if (arg < 0 || v > acc) arg = col_major ? a2 * g.in[1] * g.in[0] + a1 * g.in[0] + a0 : off;
+            if (v > acc) acc = v;
           } else {
             acc += v;
           }
@@ -91,7 +90,7 @@ __global__ void pool_nd_kernel(const void* x, void* y, int64_t* indices, Storage
       acc = div > 0 ? acc / static_cast<float>(div) : 0.f;
     }
     store(y, i, acc, t);
-    if (indices) indices[i] = arg < 0 ? 0 : p * isz + arg;
+    if (indices) indices[i] = p * isz + (arg < 0 ? 0 : arg);
   }
 }
 
@@ -221,8 +220,8 @@ __global__ void grid_sample_kernel(const void* x, const void* grid, void* y, Sto
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t ow = i % d.wo, oh = (i / d.wo) % d.ho, ch = (i / (d.wo * d.ho)) % d.c, b = i / (d.wo * d.ho * d.c);
     const int64_t gi = ((b * d.ho + oh) * d.wo + ow) * 2;
-    const double px = grid_unnormalize(load(grid, gi, t), d.w, d.align_corners);
-    const double py = grid_unnormalize(load(grid, gi + 1, t), d.h, d.align_corners);
+    const double px = grid_unnormalize(load(grid, gi, d.grid_type), d.w, d.align_corners);
+    const double py = grid_unnormalize(load(grid, gi + 1, d.grid_type), d.h, d.align_corners);
     const int64_t base = (b * d.c + ch) * d.h * d.w;
     double v = 0;
     if (isnan(px) || isnan(py)) {

@@ -79,6 +79,7 @@ cudaError_t launch_lrn(const void* x, void* y, StorageType t, int64_t n, int64_t
 // A NaN coordinate gives 0.
 struct GridSampleDesc {
   int64_t n = 0, c = 0, h = 0, w = 0, ho = 0, wo = 0;
+  StorageType grid_type = StorageType::kF32;  // the grid's storage (x and y are in t)
   int mode = 0, padding = 0;
   bool align_corners = false;
 };
