@@ -164,6 +164,9 @@ Status lower_conv_nd(LowerContext& ctx, const ir::Node& n, const std::string& wh
   p.act_alpha = n.attr_float("act_alpha", 0);
   p.act_beta = n.attr_float("act_beta", 0);
   if (!act.empty() && p.act == PointwiseOp::kIdentity) return unsupported(where + "fused activation '" + act + "'");
+  // The channel-padded copy of a graph input (GpuBuildOptions::pad_input_channels) has C rounded
+  // up; only the 2-D path pads the weights to match.
+  if (ctx.channel_padded(n.inputs[0])) return unsupported(where + "a channel-padded input outside the 2-D conv path");
   KILN_ASSIGN_OR_RETURN(int xa, ctx.row_major_operand(n.inputs[0]));
   KILN_ASSIGN_OR_RETURN(int wa, ctx.row_major_operand(n.inputs[1]));
   std::vector<int> ins = {xa, wa};
