@@ -106,7 +106,7 @@ class ConvNdLayer : public Layer {
       for (int d = 0; d < nd; ++d) buf_elems *= a_sp_[d];
     }
     buf_ = align_up(static_cast<size_t>(buf_elems) * storage_bytes(t_));
-    op = p_.transpose ? "ConvTranspose" : "Conv";
+    op = p_.transpose ? "ConvTranspose" : (p_.has_residual || p_.act != PointwiseOp::kIdentity ? "FusedConv" : "Conv");
     describe();
     return Status::Ok();
   }
