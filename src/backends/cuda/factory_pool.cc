@@ -4,9 +4,9 @@
 // output larger than cuDNN's floor runs Kiln's kernel, whose windows skip positions past the input
 // (exact for MaxPool and for AveragePool without count_include_pad; ONNX Operators.md
 // MaxPool/AveragePool). Everything else (1-D and 3-D windows, asymmetric or SAME pads, dilations,
-// count_include_pad with ceil_mode, MaxPool's int64 Indices, row- or column-major) runs Kiln's N-D pool kernel on the
-// row-major tensor (kernels_nn.h launch_pool_nd; the CPU reference's geometry and divisors,
-// docs/decisions/0070).
+// count_include_pad with ceil_mode, MaxPool's int64 Indices, row- or column-major) runs Kiln's
+// N-D pool kernel on the row-major tensor (kernels_nn.h launch_pool_nd; the CPU reference's
+// geometry and divisors, docs/decisions/0070).
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/kernels_nn.h"
 #include "backends/cuda/layer_factory.h"
@@ -33,9 +33,9 @@ Status lower_pool_nd(LowerContext& ctx, const ir::Node& n, const std::string& wh
     g.pad_begin = g.pad_end = std::vector<int64_t>(nd, 0);
     g.out = std::vector<int64_t>(nd, 1);
   } else {
-    // AveragePool has dilations from opset 19, MaxPool from 10.
-    const bool dil = n.op == ir::OpKind::kMaxPool ? n.opset >= 10 : n.opset >= 19;
-    KILN_RETURN_IF_ERROR(window_geometry(n, x, n.attr_ints("kernel_shape"), n.attr_int("ceil_mode", 0) != 0, dil, where, &g));
+    // Dilations read at every opset, as the CPU reference reads them (ops_nn_pool.cc).
+    KILN_RETURN_IF_ERROR(
+        window_geometry(n, x, n.attr_ints("kernel_shape"), n.attr_int("ceil_mode", 0) != 0, true, where, &g));
   }
   Shape want = {x[0], x[1]};
   want.insert(want.end(), g.out.begin(), g.out.end());
@@ -65,12 +65,11 @@ Status lower_pool_nd(LowerContext& ctx, const ir::Node& n, const std::string& wh
     ctx.bind(n.outputs[1], iv);
     outs.push_back(iv);
   }
-  auto layer = make_kernel_layer(ir::op_name(n.op), std::string("kiln.pool_nd ") + storage_name(t) + (indices ? " +indices" : ""),
-                                 [=](ExecState& s, const Layer& l) {
-                                   int64_t* idx = indices ? static_cast<int64_t*>(s.ptr(l.outs[1])) : nullptr;
-                                   return launch_pool_nd(s.ptr(l.ins[0]), s.ptr(l.outs[0]), idx, t, planes, wg, max,
-                                                         count_pad, col_major, s.stream);
-                                 });
+  const std::string tactic = std::string("kiln.pool_nd ") + storage_name(t) + (indices ? " +indices" : "");
+  auto layer = make_kernel_layer(ir::op_name(n.op), tactic, [=](ExecState& s, const Layer& l) {
+    int64_t* idx = indices ? static_cast<int64_t*>(s.ptr(l.outs[1])) : nullptr;
+    return launch_pool_nd(s.ptr(l.ins[0]), s.ptr(l.outs[0]), idx, t, planes, wg, max, count_pad, col_major, s.stream);
+  });
   ctx.add_layer(std::move(layer), n.name, {xa}, outs, n.origin);
   return Status::Ok();
 }
