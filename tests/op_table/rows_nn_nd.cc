@@ -1,7 +1,8 @@
 // N-D NN layer rows (issue 11 item 1, docs/decisions/0070): Conv / FusedConv through cuDNN's Nd
 // path (1-D, 3-D, a runtime weight and bias, asymmetric pads), ConvTranspose (1-D to 3-D,
 // output_padding, output_shape, SAME pads, groups, dilations), N-D MaxPool / AveragePool (SAME
-// pads, dilations, ceil_mode with count_include_pad, MaxPool's Indices), BatchNormalization,
+// pads, dilations, ceil_mode with count_include_pad, MaxPool's Indices), BatchNormalization
+// (inference and training mode),
 // InstanceNormalization, LRN, MeanVarianceNormalization and Gemm with a runtime B / C.
 // The cuDNN rows run fp32 and fp16 (cuDNN's legacy Nd kernels for bf16 are not relied on).
 #include <tuple>
@@ -243,6 +244,26 @@ std::vector<Row> nn_nd_rows() {
                       {"mean", random_tensor({3}, 674)},
                       {"var", random_tensor({3}, 675, 0.5f, 1.5f)}},
                      {2, 3, 4, 5}, {});
+  }, true));
+  // Training mode (opset 15): batch statistics, and the running mean / variance as outputs 1, 2.
+  rows.push_back(nd_row("BatchNormalization_training_mode", [] {
+    OpCase c = node_case(OpKind::kBatchNormalization,
+                         {{"x", random_tensor({3, 4, 2, 5}, 676, -1.f, 2.f)},
+                          {"scale", random_tensor({4}, 677)},
+                          {"b", random_tensor({4}, 678)},
+                          {"mean", random_tensor({4}, 679)},
+                          {"var", random_tensor({4}, 680, 0.5f, 1.5f)}},
+                         {3, 4, 2, 5},
+                         {{"training_mode", Attribute::of_int(1)}, {"momentum", Attribute::of_float(0.8f)},
+                          {"epsilon", Attribute::of_float(1e-2f)}},
+                         15);
+    for (const char* name : {"running_mean", "running_var"}) {
+      ir::ValueId v = c.graph.add_value(name, DataType::kFloat32);
+      c.graph.value(v).shape = sym({4});
+      c.graph.nodes.back().outputs.push_back(v);
+      c.graph.outputs.push_back(v);
+    }
+    return c;
   }, true));
   rows.push_back(nd_row("InstanceNormalization", [] {
     return node_case(OpKind::kInstanceNormalization,

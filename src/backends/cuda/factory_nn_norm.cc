@@ -1,9 +1,11 @@
 // BatchNormalization (inference mode), InstanceNormalization, LRN and MeanVarianceNormalization
 // on row-major tensors through Kiln's kernels (kernels_nn.h), float accumulation in every storage
 // type, with the CPU reference's semantics (backends/cpu/ops_nn_norm.cc; ONNX Operators.md):
-//   BatchNormalization: y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + B[c]; training
-//     (opset 14 training_mode = 1, or an earlier opset asking for the running statistics) and
-//     opset < 9 spatial = 0 are refused.
+//   BatchNormalization: y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + B[c]; in training
+//     mode (opset 14 training_mode = 1, or an earlier opset asking for the running statistics,
+//     is_test aside) mean / var are the batch's (biased) per-channel statistics and the running
+//     statistics (in * momentum + batch * (1 - momentum)) and, before opset 14, the batch ones are
+//     written too; opset < 9 spatial = 0 is refused.
 //   InstanceNormalization: per (n, c) over the spatial dims, / sqrt(var + epsilon) * scale[c] + B[c].
 //   MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes` (default [0, 2, 3]).
 //   LRN: x / (bias + alpha / size * sum of squares over the channel window)^beta.
@@ -45,14 +47,61 @@ Status lower_nn_norm(LowerContext& ctx, const ir::Node& n, const std::string& wh
   std::unique_ptr<Layer> layer;
   if (n.op == ir::OpKind::kBatchNormalization) {
     if (rank < 2) return invalid_argument(where + "X rank " + std::to_string(rank) + ", expected at least 2");
-    const bool training = n.opset >= 14 ? n.attr_int("training_mode", 0) != 0
-                                        : n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue;
-    if (training) return unsupported(where + "training mode (batch statistics)");
+    bool training = n.opset >= 14 ? n.attr_int("training_mode", 0) != 0
+                                  : n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue;
+    if (n.opset < 7 && n.attr_int("is_test", 0) != 0) training = false;
     if (n.opset < 9 && n.attr_int("spatial", 1) == 0) return unsupported(where + "spatial = 0 (per-element parameters)");
-    for (size_t k = 1; k < n.outputs.size(); ++k)
-      if (n.outputs[k] != ir::kNoValue) return unsupported(where + "running-statistics outputs");
     KILN_RETURN_IF_ERROR(channel_operands(ctx, n, {1, 2, 3, 4}, c, where, &ins));
     const float eps = n.attr_float("epsilon", 1e-5f);
+    if (training) {
+      // Batch statistics per channel over N and the spatial dims (the normalization kernel with
+      // one group per channel), and the running / saved statistics it writes beside Y.
+      NormAxesDesc d;
+      d.keep_rank = 1;
+      d.keep_dims[0] = c;
+      d.keep_strides[0] = inner;
+      d.red_rank = 2;
+      d.red_dims[0] = nb;
+      d.red_strides[0] = c * inner;
+      d.red_dims[1] = inner;
+      d.red_strides[1] = 1;
+      d.groups = c;
+      d.group_size = nb * inner;
+      d.channels = c;
+      d.eps_inside_sqrt = true;
+      const float momentum = n.attr_float("momentum", 0.9f);
+      std::vector<int> outs = {ctx.new_output(n)};
+      std::vector<int> stat_slot;  // per output k >= 1: its index in outs, or -1
+      const size_t max_outs = n.opset >= 14 ? 3 : 5;
+      if (n.outputs.size() > max_outs) return invalid_argument(where + "too many outputs for opset " + std::to_string(n.opset));
+      for (size_t k = 1; k < 5; ++k) {
+        if (k < n.outputs.size() && n.outputs[k] != ir::kNoValue) {
+          if (shape_numel(ctx.shape(n.outputs[k])) != c)
+            return invalid_argument(where + "output " + std::to_string(k) + " " + shape_str(ctx.shape(n.outputs[k])) +
+                                    ", expected " + std::to_string(c) + " values");
+          stat_slot.push_back(static_cast<int>(outs.size()));
+          outs.push_back(ctx.new_output(n, k));
+        } else {
+          stat_slot.push_back(-1);
+        }
+      }
+      layer = make_kernel_layer("BatchNormalization", std::string("kiln.batch_norm_training ") + storage_name(t),
+                                [=](ExecState& s, const Layer& l) {
+                                  NormStats st;
+                                  st.mean_in = s.ptr(l.ins[3]);
+                                  st.var_in = s.ptr(l.ins[4]);
+                                  st.momentum = momentum;
+                                  void** dst[4] = {&st.running_mean, &st.running_var, &st.batch_mean, &st.batch_var};
+                                  for (int k = 0; k < 4; ++k)
+                                    if (stat_slot[k] >= 0) *dst[k] = s.ptr(l.outs[stat_slot[k]]);
+                                  return launch_norm_axes(s.ptr(l.ins[0]), s.ptr(l.ins[1]), s.ptr(l.ins[2]),
+                                                          s.ptr(l.outs[0]), t, d, eps, s.stream, st);
+                                });
+      ctx.add_layer(std::move(layer), n.name, ins, outs, n.origin);
+      return Status::Ok();
+    }
+    for (size_t k = 1; k < n.outputs.size(); ++k)
+      if (n.outputs[k] != ir::kNoValue) return unsupported(where + "statistics outputs outside training mode");
     const int64_t count = shape_numel(x);
     layer = make_kernel_layer("BatchNormalization", std::string("kiln.batch_norm ") + storage_name(t),
                               [=](ExecState& s, const Layer& l) {

@@ -132,7 +132,7 @@ __device__ float block_sum(float v, float* shared) {
 }
 
 __global__ void norm_axes_kernel(const void* x, const void* scale, const void* bias, void* y, StorageType t,
-                                 NormAxesDesc d, float eps) {
+                                 NormAxesDesc d, float eps, NormStats st) {
   __shared__ float shared[kNormThreads / 32];
   for (int64_t g = blockIdx.x; g < d.groups; g += gridDim.x) {
     float s = 0.f;
@@ -144,6 +144,12 @@ __global__ void norm_axes_kernel(const void* x, const void* scale, const void* b
       q += v * v;
     }
     const float var = block_sum(q, shared) / static_cast<float>(d.group_size);
+    if (threadIdx.x == 0) {
+      if (st.running_mean) store(st.running_mean, g, load(st.mean_in, g, t) * st.momentum + mean * (1 - st.momentum), t);
+      if (st.running_var) store(st.running_var, g, load(st.var_in, g, t) * st.momentum + var * (1 - st.momentum), t);
+      if (st.batch_mean) store(st.batch_mean, g, mean, t);
+      if (st.batch_var) store(st.batch_var, g, var, t);
+    }
     float mul = d.eps_inside_sqrt ? rsqrtf(var + eps) : 1.f / (sqrtf(var) + eps), add = 0.f;
     if (scale) {
       const int64_t c = g % d.channels;
@@ -287,10 +293,10 @@ cudaError_t launch_batch_norm(const void* x, const void* scale, const void* b, c
 }
 
 cudaError_t launch_norm_axes(const void* x, const void* scale, const void* bias, void* y, StorageType t,
-                             const NormAxesDesc& d, float eps, cudaStream_t stream) {
+                             const NormAxesDesc& d, float eps, cudaStream_t stream, const NormStats& stats) {
   if (d.groups == 0 || d.group_size == 0) return cudaSuccess;
   const unsigned grid = static_cast<unsigned>(d.groups < 65535 * 32 ? d.groups : 65535 * 32);
-  norm_axes_kernel<<<grid, kNormThreads, 0, stream>>>(x, scale, bias, y, t, d, eps);
+  norm_axes_kernel<<<grid, kNormThreads, 0, stream>>>(x, scale, bias, y, t, d, eps, stats);
   return cudaGetLastError();
 }
 

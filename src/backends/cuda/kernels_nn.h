@@ -64,8 +64,21 @@ struct NormAxesDesc {
   bool eps_inside_sqrt = true;
   int64_t channels = 1;
 };
+// Per-group statistics a normalization may also write (BatchNormalization in training mode, one
+// group per channel; every pointer may be null; all in storage t, one value per group):
+// running = in * momentum + batch * (1 - momentum) for the mean and the biased variance, and the
+// batch mean / variance themselves (opsets < 14's saved_mean / saved_var).
+struct NormStats {
+  const void* mean_in = nullptr;
+  const void* var_in = nullptr;
+  void* running_mean = nullptr;
+  void* running_var = nullptr;
+  void* batch_mean = nullptr;
+  void* batch_var = nullptr;
+  float momentum = 0.9f;
+};
 cudaError_t launch_norm_axes(const void* x, const void* scale, const void* bias, void* y, StorageType t,
-                             const NormAxesDesc& d, float eps, cudaStream_t stream);
+                             const NormAxesDesc& d, float eps, cudaStream_t stream, const NormStats& stats = {});
 
 // ONNX LRN over x [n, c, inner]: y = x / (bias + alpha / size * sum of x^2 over channels
 // [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, c))^beta.
