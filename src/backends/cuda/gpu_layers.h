@@ -145,6 +145,38 @@ struct ConvParams {
 // which the layer says in `fallback` when no fused variant ran.
 StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, StorageType t, bool nhwc, bool tf32);
 
+// An N-D convolution (1 to 3 spatial dims) or transposed convolution through cuDNN's legacy
+// API (conv_nd_layer.cc, docs/decisions/0070): row-major N, C, spatial... tensors in storage t
+// (fp32 with FMA math unless tf32, fp16 / bf16 with float accumulation); the weight is an input
+// (constant or activation) in ONNX's layout, [K, C/groups, k...] (Conv) or [C, K/groups, k...]
+// (ConvTranspose); the bias (optional input 2) is [K]. A 1-D op runs as 2-D with H = 1.
+// Conv: asymmetric pads are an explicit zero-padding copy into the workspace (then cuDNN pads 0).
+// ConvTranspose: cudnnConvolutionBackwardData writes the full output (no pads, no
+// output_padding) into the workspace; a copy crops pad_begin off (output_padding and a larger
+// output_shape read zeros) and adds the bias. One tactic: cuDNN's first heuristic algorithm
+// that fits the workspace (its id records the algorithm).
+struct ConvNdParams {
+  bool transpose = false;
+  int nd = 2;                         // spatial dims, 1..3
+  int64_t n = 1, c = 1, k = 1;        // batch, input channels, output channels
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1};
+  int64_t pad_begin[3] = {0, 0, 0}, pad_end[3] = {0, 0, 0};
+  int64_t groups = 1;
+  // Conv only (FusedConv's epilogue): y = act(conv + bias (+ residual, input 3)); the bias
+  // (input 2) is always present then (zeros when the node has none).
+  bool has_bias = false, has_residual = false;
+  PointwiseOp act = PointwiseOp::kIdentity;
+  float act_alpha = 0, act_beta = 0;
+};
+// Errors: a geometry cuDNN's output size disagrees with (Unsupported, with both sizes), a cuDNN
+// descriptor call that fails.
+StatusOr<std::unique_ptr<Layer>> make_conv_nd_layer(const ConvNdParams& p, StorageType t, bool tf32);
+
+// The pointwise op of a FusedConv activation name ("Relu", "Gelu", ...; kIdentity for "" or an
+// unknown one, which lower_conv refuses first).
+PointwiseOp conv_activation_op(const std::string& a);
+
 // cuDNN graph-API convolution (NHWC fp16/bf16, epilogue bias (+ residual z) (+ ReLU) fused in
 // one operation graph), tuned over cuDNN's engine configurations (conv_graph.cc). nullptr when
 // the activation or dtype is outside what the graph expresses (then use make_conv_layer alone)

@@ -244,8 +244,20 @@ class Lowering final : public LowerContext {
   }
 
  private:
+  // Whether factory_conv.cc's 2-D path (not the Nd one) takes Conv / FusedConv `n`: a constant 4-D
+  // weight, a constant bias or none, symmetric pads.
+  bool takes_2d_conv_path(const ir::Node& n) const {
+    const auto& w = g_.value(n.inputs[1]).constant;
+    if (!w || w->rank() != 4 || vs_.shapes[n.inputs[0]].size() != 4) return false;
+    if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue && !g_.value(n.inputs[2]).constant) return false;
+    int64_t ph = 0, pw = 0;
+    return symmetric_pads(n, vs_.shapes[n.inputs[0]], {w->dim(2), w->dim(3)}, n.attr_ints("strides", {1, 1}),
+                          n.attr_ints("dilations", {1, 1}), &ph, &pw);
+  }
+
   // Channels to pad graph input `v` to (0 = none): fp16/bf16, rank 4, C % 8 != 0, and every
-  // consumer a 2-D convolution with one group reading it as its data input (not a graph output).
+  // consumer a 2-D convolution with one group reading it as its data input (not a graph output)
+  // that the 2-D conv path takes (only it pads the weights).
   int64_t padded_channels(ir::ValueId v) const {
     const Shape& s = vs_.shapes[v];
     if (!o_.pad_input_channels || plan_st_ == StorageType::kF32 || s.size() != 4 || s[1] % 8 == 0) return 0;
@@ -258,7 +270,7 @@ class Lowering final : public LowerContext {
         if (n.inputs[k] != v) continue;
         if (node_storage(n) != plan_st_) return 0;
         const bool conv = n.op == ir::OpKind::kConv || n.op == ir::OpKind::kFusedConv;
-        if (!conv || k != 0 || n.attr_int("group", 1) != 1) return 0;
+        if (!conv || k != 0 || n.attr_int("group", 1) != 1 || !takes_2d_conv_path(n)) return 0;
         ++uses;
       }
     }
@@ -485,9 +497,14 @@ class Lowering final : public LowerContext {
     std::vector<bool> int_in;
     for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && !storage_is_float(m_->vals[act_.at(v)].type));
     KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
-    for (ir::ValueId v : n.outputs)
-      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]))
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      const ir::ValueId v = n.outputs[k];
+      // MaxPool's Indices (output 1, int64): its factory writes them (factory_pool.cc).
+      if (v == ir::kNoValue) continue;
+      const bool pool_indices = n.op == ir::OpKind::kMaxPool && k == 1 && vs_.dtypes[v] == DataType::kInt64;
+      if (!is_float(vs_.dtypes[v]) && !pool_indices)
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
+    }
     if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
     return unsupported(where + "no CUDA tactic for this op");
   }
