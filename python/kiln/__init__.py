@@ -199,7 +199,7 @@ class Engine:
         torch's current stream) and the call returns without waiting, like a torch op (keep the
         inputs alive and unchanged until the stream has run it, as for any torch op on a side
         stream; new outputs are recorded on a torch.cuda.Stream given as `stream`).
-    Float inputs are float32, integer inputs the model's int32 / int64; outputs float32.
+    Inputs and outputs are in the model's declared dtypes (float32, float16, bfloat16, int32, int64, bool).
     Returns the output itself when the engine has one output, else {name: output}.
     One call at a time per Engine (it owns one execution context); Engine.clone() gives another.
     """
@@ -227,11 +227,9 @@ class Engine:
         # straight to the kept graph (see __call__).
         self._fast: Optional[tuple] = None
         self.is_cuda = self._engine.header.target.backend == "cuda"
-        # The dtype a device input must have: float inputs bind as float32 (CUDA engines' rule).
-        self._device_dtype = {}
-        for t in self._io:
-            d = dtype_name(t.dtype)
-            self._device_dtype[t.name] = "float32" if d in ("float16", "bfloat16", "float64") else d
+        # The dtype each device input / output binds as: the model's declared dtype (CUDA engines'
+        # rule, docs/decisions/0069).
+        self._device_dtype = {t.name: dtype_name(t.dtype) for t in self._io}
 
     # ---- description ----
     @property
@@ -373,7 +371,8 @@ class Engine:
             self._out_shapes[key] = out_shapes
         like = dev[self.input_names[0]]
         if out is None:
-            outs = {n: _interop.empty_like_device(s, "float32", like) for n, s in zip(self.output_names, out_shapes)}
+            outs = {n: _interop.empty_like_device(s, self._device_dtype[n], like)
+                    for n, s in zip(self.output_names, out_shapes)}
             if stream is not None and hasattr(stream, "cuda_stream") and hasattr(stream, "wait_event"):
                 for o in outs.values():  # torch's allocator: the new outputs are in use on `stream`
                     o.record_stream(stream)
@@ -384,9 +383,10 @@ class Engine:
             o = _interop.describe_device(outs[n], n)
             if o is None:
                 raise _invalid(f"out '{n}' must be a CUDA tensor (the inputs are)")
-            if o.shape != s or o.dtype != "float32":
+            want = self._device_dtype[n]
+            if o.shape != s or o.dtype != want:
                 raise _invalid(f"out '{n}' is {o.dtype}{list(o.shape)}; "
-                                           f"the engine writes float32{list(s)}")
+                                           f"the engine writes {want}{list(s)}")
             addresses.append(o.address)
         self._ctx.enqueue_bound(addresses, _interop.stream_handle(stream, like.device), cuda_graph)
         self._remember_fast_call(dev, outs, addresses, like, cuda_graph)

@@ -348,11 +348,9 @@ class ICudaEngine:
         return tuple(self._find(name).shape)
 
     def get_tensor_dtype(self, name: str) -> DataType:
-        """The dtype bound buffers hold: the model's dtype for inputs (float32 / int32 / int64),
-        FLOAT for every output of a CUDA engine (Kiln's CUDA engines write float32 outputs)."""
+        """The dtype bound buffers hold: the model's declared dtype, inputs and outputs alike
+        (CUDA engines take and return their I/O in it, docs/decisions/0069)."""
         io = self._find(name)
-        if not io.is_input and self._e.header.target.backend == "cuda":
-            return DataType.FLOAT
         return _FROM_KILN.get(_kiln.dtype_name(io.dtype), DataType.FLOAT)
 
     def get_tensor_mode(self, name: str) -> TensorIOMode:

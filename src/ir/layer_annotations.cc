@@ -21,14 +21,44 @@ DataType precision_from_token(const std::string& token) {
 
 DataType node_precision(const Node& n) { return precision_from_token(n.attr_string("precision", "")); }
 
+namespace {
+
+// Explicit pads of a 2-D window op are the same at both ends (auto_pad SAME is not looked at).
+bool symmetric_explicit_pads(const Node& n) {
+  const std::vector<int64_t> p = n.attr_ints("pads", {0, 0, 0, 0});
+  return p.size() == 4 && p[0] == p[2] && p[1] == p[3];
+}
+
+// A conv / pool the CUDA backend runs on its row-major N-D path (backends/cuda factory_conv_nd.cc,
+// factory_pool.cc; docs/decisions/0070): an NHWC layout would only add Reformats around it.
+bool cuda_nd_path(const Graph& g, const Node& n) {
+  if (n.op == OpKind::kConv || n.op == OpKind::kFusedConv) {
+    const auto& w = g.value(n.inputs[1]).constant;
+    const bool runtime_bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue && !g.value(n.inputs[2]).constant;
+    return !w || w->rank() != 4 || runtime_bias || !symmetric_explicit_pads(n);
+  }
+  if (n.op == OpKind::kMaxPool || n.op == OpKind::kAveragePool) {
+    const bool indices = n.outputs.size() > 1 && n.outputs[1] != kNoValue;
+    const std::vector<int64_t> d = n.attr_ints("dilations", {1, 1});
+    return indices || n.attr_ints("kernel_shape").size() != 2 || d != std::vector<int64_t>{1, 1} ||
+           !symmetric_explicit_pads(n);
+  }
+  return false;
+}
+
+}  // namespace
+
 Layout tensor_core_layout_preference(const Graph& g, const Node& n) {
   switch (n.op) {
     // cuDNN convolution and pooling run NHWC on tensor cores; a layer constrained to fp32
-    // (BuilderConfig::layer_precisions) runs as in an FP32 plan, NCHW.
+    // (BuilderConfig::layer_precisions) runs as in an FP32 plan, NCHW; so do the convs and pools
+    // of the backend's row-major N-D path.
     case OpKind::kConv:
     case OpKind::kFusedConv:
     case OpKind::kMaxPool:
     case OpKind::kAveragePool:
+      if (cuda_nd_path(g, n)) return Layout::kNCHW;
+      return node_precision(n) == DataType::kFloat32 ? Layout::kNCHW : Layout::kNHWC;
     case OpKind::kGlobalAveragePool:
     case OpKind::kGlobalMaxPool:
       return node_precision(n) == DataType::kFloat32 ? Layout::kNCHW : Layout::kNHWC;

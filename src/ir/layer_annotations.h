@@ -28,7 +28,9 @@ enum class Layout { kAny, kNCHW, kNHWC };
 // follows its inputs); passes::assign_layouts applies one.
 using LayoutPreference = Layout (*)(const Graph& g, const Node& n);
 // CUDA: conv and pooling NHWC (tensor cores) unless the node's decided precision is fp32 (an
-// FP32 plan's layers all are: no NHWC), elementwise kAny, the rest NCHW.
+// FP32 plan's layers all are: no NHWC) or the backend runs the node on its row-major N-D path (a
+// runtime conv weight or bias, explicit asymmetric pads, pool dilations or Indices;
+// docs/decisions/0070), elementwise kAny, the rest NCHW.
 Layout tensor_core_layout_preference(const Graph& g, const Node& n);
 // Row-major everywhere (CPU, CUDA FP32): never inserts a Reformat.
 Layout row_major_layout_preference(const Graph& g, const Node& n);

@@ -1,5 +1,5 @@
 // Shape rules of the internal transformer layers made by the passes: Attention (fuse_attention),
-// MatMulBias (fuse_matmul_add) and RMSNormalization (fuse_rmsnorm); and PagedAttention (src/llm). Their semantics are documented in ops.def and
+// MatMulBias (fuse_matmul_add) and RMSNormalization (fuse_rmsnorm); and PagedAttention and Rope (src/llm). Their semantics are documented in ops.def and
 // docs/decisions/0006-attention-op.md; the rules check what the kernels would reject, so a bad
 // graph fails at build time with the node's name.
 #include "ir/shape_rules.h"
@@ -168,6 +168,60 @@ Status paged_attention_rule(ShapeContext& ctx) {
   return Status::Ok();
 }
 
+// Rope (ops.def): X [..., D] with heads at head_axis, positions int32 / int64 of X's shape
+// without the head and last axes, inv_freq [R/2] or cos_cache / sin_cache [P, R/2] -> Y of X's
+// shape and dtype.
+Status rope_rule(ShapeContext& ctx) {
+  const Node& n = ctx.node();
+  const auto& x = ctx.shape(0);
+  const int64_t head_axis = n.attr_int("head_axis", 1), rdim_attr = n.attr_int("rotary_dim", 0);
+  const int64_t interleaved = n.attr_int("interleaved", 0);
+  if (interleaved != 0 && interleaved != 1) return ctx.fail("interleaved " + std::to_string(interleaved) + " is not 0 or 1");
+  if (rdim_attr < 0 || rdim_attr % 2 != 0) return ctx.fail("rotary_dim " + std::to_string(rdim_attr) + " is not even and >= 0");
+  if (ctx.dtype(1) != DataType::kUndefined && ctx.dtype(1) != DataType::kInt64 && ctx.dtype(1) != DataType::kInt32)
+    return ctx.fail("positions have dtype " + std::string(dtype_name(ctx.dtype(1))) + ", expected int64 or int32");
+  const bool caches = n.inputs.size() == 4;
+  if (!caches && ctx.dtype(2) != DataType::kUndefined && ctx.dtype(2) != DataType::kFloat32)
+    return ctx.fail("inv_freq has dtype " + std::string(dtype_name(ctx.dtype(2))) + ", expected float32");
+  for (int k = 2; caches && k < 4; ++k) {
+    const DataType t = ctx.dtype(k);
+    if (t != DataType::kUndefined && t != DataType::kFloat32 && t != DataType::kFloat16 && t != DataType::kBFloat16 &&
+        t != DataType::kFloat64)
+      return ctx.fail(std::string(k == 2 ? "cos_cache" : "sin_cache") + " has dtype " + dtype_name(t) + ", expected a float type");
+  }
+  if (x) {
+    const int64_t r = static_cast<int64_t>(x->size());
+    if (r < 2 || head_axis < 0 || head_axis > r - 2)
+      return ctx.fail("X " + sym_shape_str(*x) + " with head_axis " + std::to_string(head_axis) +
+                      ": expected rank >= 2 and a head axis before the last");
+    const Dim& d = x->back();
+    if (d.is_known() && rdim_attr > d.value)
+      return ctx.fail("rotary_dim " + std::to_string(rdim_attr) + " exceeds the head size " + std::to_string(d.value));
+    if (d.is_known() && rdim_attr == 0 && d.value % 2 != 0)
+      return ctx.fail("head size " + std::to_string(d.value) + " is odd (rotary_dim 0 rotates all of it)");
+    SymShape want;
+    for (int64_t i = 0; i + 1 < r; ++i)
+      if (i != head_axis) want.push_back((*x)[static_cast<size_t>(i)]);
+    if (const auto& p = ctx.shape(1)) {
+      bool differs = p->size() != want.size();
+      for (size_t i = 0; !differs && i < want.size(); ++i) differs = dims_conflict((*p)[i], want[i]);
+      if (differs)
+        return ctx.fail("positions " + sym_shape_str(*p) + " are not X " + sym_shape_str(*x) +
+                        " without its head and last axes, " + sym_shape_str(want));
+    }
+    const Dim half = rdim_attr > 0 ? Dim::known(rdim_attr / 2) : (d.is_known() ? Dim::known(d.value / 2) : Dim());
+    for (size_t k = 2; k < n.inputs.size(); ++k) {
+      const auto& t = ctx.shape(static_cast<int>(k));
+      const char* what = !caches ? "inv_freq" : (k == 2 ? "cos_cache" : "sin_cache");
+      if (t && (t->size() != (caches ? 2u : 1u) || (half.is_known() && dims_conflict(t->back(), half))))
+        return ctx.fail(std::string(what) + " " + sym_shape_str(*t) + " is not " + (caches ? "[P, " : "[") +
+                        (half.is_known() ? std::to_string(half.value) : std::string("R/2")) + "]");
+    }
+  }
+  ctx.set_output(0, ctx.dtype(0), x);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void register_transformer_shape_rules(ShapeRuleTable& t) {
@@ -175,6 +229,7 @@ void register_transformer_shape_rules(ShapeRuleTable& t) {
   t.add(OpKind::kMatMulBias, matmul_bias_rule);
   t.add(OpKind::kPagedAttention, paged_attention_rule);
   t.add(OpKind::kRMSNormalization, rms_norm_rule);
+  t.add(OpKind::kRope, rope_rule);
   t.add(OpKind::kQuantLinear, quant_linear_rule);
 }
 

@@ -67,6 +67,7 @@ Arity arity(OpKind op) {
     case OpKind::kLayerNormalization: return {2, 3, 1, 3};
     case OpKind::kAttention: return {3, 4, 1, 1};
     case OpKind::kRMSNormalization: return {2, 2, 1, 1};
+    case OpKind::kRope: return {3, 4, 1, 1};
     case OpKind::kMatMulBias: return {3, 4, 1, 1};
     case OpKind::kPagedAttention: return {7, 7, 1, 1};
     case OpKind::kQuantLinear: return {3, 4, 1, 1};

@@ -30,7 +30,7 @@ class BatchLayout final : public TokenLayout {
     ValueId r = e.op(OpKind::kReshape, name + ".reshape", {x, shape});
     return e.op(OpKind::kTranspose, name + ".transpose", {r}, {{"perm", ints_attr({0, 2, 1, 3})}});
   }
-  std::vector<int64_t> rope_unsqueeze_axes() const override { return {1, 3}; }  // [B, S] -> [B, 1, S, 1]
+  int64_t head_axis() const override { return 1; }  // [B, H, S, hd]; positions [B, S]
   // Attention over past ++ new: q [B, H, S, hd], k/v [B, KV, S, hd] (new only); records the
   // present K/V (graph outputs).
   ValueId attend(GraphEmitter& e, const ModelConfig& c, int64_t l, ValueId q, ValueId k, ValueId v,
@@ -121,8 +121,8 @@ StatusOr<ir::Graph> build_rope_graph(const ModelConfig& config) {
   GraphEmitter e(&g);
   ValueId x = e.input("x", DataType::kFloat32, sym({named("batch"), named("heads"), named("seq"), known(config.head_dim)}));
   ValueId p = e.input(kPositionIdsName, DataType::kInt64, sym({named("batch"), named("seq")}));
-  KILN_ASSIGN_OR_RETURN(RopeTables t, emit_rope_tables(e, config, p, {1, 3}));
-  e.output(emit_rope(e, t, x, config.head_dim, 3, "rope"));
+  KILN_ASSIGN_OR_RETURN(ValueId inv_freq, emit_rope_inv_freq(e, config));
+  e.output(emit_rope(e, inv_freq, p, x, 1, "rope"));
   KILN_RETURN_IF_ERROR(verified(g));
   return g;
 }

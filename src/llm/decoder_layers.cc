@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/numerics.h"
-#include "core/onnx_dtype.h"
 #include "ir/verifier.h"
 #include "llm/rope.h"
 
@@ -206,10 +205,9 @@ StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelC
                              ValueId positions, TokenLayout& layout) {
   KILN_ASSIGN_OR_RETURN(Act act, activation(c));
   const int64_t H = c.num_heads, KV = c.num_kv_heads, hd = c.head_dim;
-  const int64_t head_axis = layout.hidden_rank();  // head_dim's axis in the per-head form
   KILN_ASSIGN_OR_RETURN(ValueId embed, w.as_is("model.embed_tokens.weight"));
   ValueId x = e.op(OpKind::kGather, "embed.tokens", {embed, ids}, {{"axis", int_attr(0)}});
-  KILN_ASSIGN_OR_RETURN(RopeTables rope, emit_rope_tables(e, c, positions, layout.rope_unsqueeze_axes()));
+  KILN_ASSIGN_OR_RETURN(ValueId inv_freq, emit_rope_inv_freq(e, c));
   const std::map<std::string, ir::Attribute> rms_attrs = {{"axis", int_attr(-1)}, {"epsilon", float_attr(c.norm_eps)}};
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string L = "model.layers." + std::to_string(l) + ".";
@@ -240,8 +238,8 @@ StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelC
     ValueId q = layout.split_heads(e, linear(e, h, wq, bq, n + ".q_proj"), H, hd, n + ".q");
     ValueId k = layout.split_heads(e, linear(e, h, wk, bk, n + ".k_proj"), KV, hd, n + ".k");
     ValueId v = layout.split_heads(e, linear(e, h, wv, bv, n + ".v_proj"), KV, hd, n + ".v");
-    q = emit_rope(e, rope, q, hd, head_axis, n + ".q.rope");
-    k = emit_rope(e, rope, k, hd, head_axis, n + ".k.rope");
+    q = emit_rope(e, inv_freq, positions, q, layout.head_axis(), n + ".q.rope");
+    k = emit_rope(e, inv_freq, positions, k, layout.head_axis(), n + ".k.rope");
     ValueId a = layout.attend(e, c, l, q, k, v, n + ".attn");
     x = e.op(OpKind::kAdd, n + ".attn.residual", {x, linear(e, a, wo, bo, n + ".o_proj")});
     h = e.op(OpKind::kRMSNormalization, n + ".post_attention_layernorm", {x, post_norm}, rms_attrs);
@@ -306,34 +304,18 @@ StatusOr<Fp8Weight> quantize_weight_fp8(const Tensor& w, const std::string& name
   return r;
 }
 
-StatusOr<RopeTables> emit_rope_tables(GraphEmitter& e, const ModelConfig& c, ValueId positions,
-                                      const std::vector<int64_t>& unsqueeze_axes) {
+StatusOr<ValueId> emit_rope_inv_freq(GraphEmitter& e, const ModelConfig& c) {
   KILN_ASSIGN_OR_RETURN(std::vector<float> inv, rope_inv_freq(c.rope, c.head_dim));
   Tensor t(DataType::kFloat32, {static_cast<int64_t>(inv.size())});
   for (size_t i = 0; i < inv.size(); ++i) t.data<float>()[i] = inv[i];
-  ValueId inv_freq = e.constant("rope.inv_freq", std::move(t));
-  // positions -> float32, unsqueezed (e.g. [B, S] -> [B, 1, S, 1]) · inv_freq [hd/2] -> angles
-  ValueId pf = e.op(OpKind::kCast, "rope.positions", {positions}, {{"to", int_attr(dtype_to_onnx(DataType::kFloat32))}});
-  ValueId pu = e.op(OpKind::kUnsqueeze, "rope.unsqueeze", {pf, e.ints("rope.axes", unsqueeze_axes)});
-  ValueId ang = e.op(OpKind::kMul, "rope.angles", {pu, inv_freq});
-  RopeTables r;
-  r.cos = e.op(OpKind::kCos, "rope.cos", {ang});
-  r.sin = e.op(OpKind::kSin, "rope.sin", {ang});
-  return r;
+  return e.constant("rope.inv_freq", std::move(t));
 }
 
-ValueId emit_rope(GraphEmitter& e, const RopeTables& t, ValueId x, int64_t hd, int64_t axis_index, const std::string& name) {
-  const int64_t half = hd / 2;
-  ValueId axis = e.shared_ints("rope.slice_axis", {axis_index});
-  ValueId x1 = e.op(OpKind::kSlice, name + ".x1", {x, e.shared_ints("rope.lo_start", {0}), e.shared_ints("rope.lo_end", {half}), axis});
-  ValueId x2 = e.op(OpKind::kSlice, name + ".x2", {x, e.shared_ints("rope.hi_start", {half}), e.shared_ints("rope.hi_end", {hd}), axis});
-  ValueId a = e.op(OpKind::kMul, name + ".x1cos", {x1, t.cos});
-  ValueId b = e.op(OpKind::kMul, name + ".x2sin", {x2, t.sin});
-  ValueId c = e.op(OpKind::kMul, name + ".x2cos", {x2, t.cos});
-  ValueId d = e.op(OpKind::kMul, name + ".x1sin", {x1, t.sin});
-  ValueId y1 = e.op(OpKind::kSub, name + ".y1", {a, b});
-  ValueId y2 = e.op(OpKind::kAdd, name + ".y2", {c, d});
-  return e.op(OpKind::kConcat, name, {y1, y2}, {{"axis", int_attr(axis_index)}});
+ValueId emit_rope(GraphEmitter& e, ValueId inv_freq, ValueId positions, ValueId x, int64_t head_axis,
+                  const std::string& name) {
+  // One Rope layer (ops.def): angles position * inv_freq and their cos / sin in float32 inside the
+  // kernel, rotate_half pairing (interleaved 0), every feature rotated (rotary_dim 0 = head_dim).
+  return e.op(OpKind::kRope, name, {x, positions, inv_freq}, {{"head_axis", int_attr(head_axis)}});
 }
 
 StatusOr<ValueId> emit_decoder_layers(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c, const std::string& prefix,

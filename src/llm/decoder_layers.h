@@ -105,24 +105,23 @@ class TokenLayout {
   // [..., heads·hd] -> the per-head form attend() takes, head_dim last (rank hidden_rank() + 1).
   virtual ir::ValueId split_heads(GraphEmitter& e, ir::ValueId x, int64_t heads, int64_t hd,
                                   const std::string& name) = 0;
-  // Axes that turn the float32 position_ids into a tensor broadcasting against the per-head form
-  // once multiplied by inv_freq (appended as the last dim): the RoPE angles.
-  virtual std::vector<int64_t> rope_unsqueeze_axes() const = 0;
+  // The heads' axis in the per-head form (where Rope finds them; positions are the per-head
+  // form without that axis and head_dim).
+  virtual int64_t head_axis() const = 0;
   // Attention of layer `layer` over per-head q [.., Hq, .., hd] and the step's new k, v (keys
   // rotated), heads merged back: [..., Hq·hd] in the hidden layout.
   virtual ir::ValueId attend(GraphEmitter& e, const ModelConfig& c, int64_t layer, ir::ValueId q, ir::ValueId k,
                              ir::ValueId v, const std::string& name) = 0;
 };
 
-// RoPE tables for the step: cos and sin of position · inv_freq, shaped by rope_unsqueeze_axes.
-struct RopeTables {
-  ir::ValueId cos = ir::kNoValue, sin = ir::kNoValue;
-};
-StatusOr<RopeTables> emit_rope_tables(GraphEmitter& e, const ModelConfig& c, ir::ValueId positions,
-                                      const std::vector<int64_t>& unsqueeze_axes);
-// x [..., hd] rotated along its last axis `axis` (rotate_half pairs j and j + hd/2; formula in
-// decoder_graph.h's build_rope_graph).
-ir::ValueId emit_rope(GraphEmitter& e, const RopeTables& t, ir::ValueId x, int64_t hd, int64_t axis,
+// RoPE's inverse frequencies (rope.h rope_inv_freq of the config's scaling: Llama-3 scaling is
+// folded in) as the float32 constant "rope.inv_freq" [head_dim / 2].
+StatusOr<ir::ValueId> emit_rope_inv_freq(GraphEmitter& e, const ModelConfig& c);
+// x [..., hd] (heads at `head_axis`, head_dim last) rotated by one Rope layer named `name` (ops.def:
+// rotate_half pairs j and j + hd/2, angles positions * inv_freq in float32; formula in
+// decoder_graph.h's build_rope_graph). `positions` (int64) has x's shape without the head and
+// last axes.
+ir::ValueId emit_rope(GraphEmitter& e, ir::ValueId inv_freq, ir::ValueId positions, ir::ValueId x, int64_t head_axis,
                       const std::string& name);
 
 // The embeddings and every layer of the model: ids and positions (int64, the layout's token

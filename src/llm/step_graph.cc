@@ -27,7 +27,7 @@ class PackedLayout final : public TokenLayout {
   ValueId split_heads(GraphEmitter& e, ValueId x, int64_t heads, int64_t hd, const std::string& name) override {
     return e.op(OpKind::kReshape, name + ".reshape", {x, e.shared_ints("shape.heads." + std::to_string(heads), {0, heads, hd})});
   }
-  std::vector<int64_t> rope_unsqueeze_axes() const override { return {1, 2}; }  // [T] -> [T, 1, 1]
+  int64_t head_axis() const override { return 1; }  // [T, H, hd]; positions [T]
   ValueId attend(GraphEmitter& e, const ModelConfig& c, int64_t l, ValueId q, ValueId k, ValueId v,
                  const std::string& name) override {
     ValueId a = e.op(OpKind::kPagedAttention, name + ".paged",

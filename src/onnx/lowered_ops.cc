@@ -379,7 +379,8 @@ Status lower_attention(ir::Node n, ir::Graph* g) {
 // sin_cache: [max_pos, R/2] read at position_ids [B, S], or [B, S, R/2] without position_ids;
 // R = rotary_embedding_dim (0: D). The first R features rotate: x1, x2 = halves of them
 // (interleaved=0) or their even / odd entries (interleaved=1); real = cos x1 - sin x2,
-// imag = sin x1 + cos x2, written back in the same places; features R.. pass through.
+// imag = sin x1 + cos x2, written back in the same places; features R.. pass through. With
+// position_ids: one Rope layer (cache mode); without: Unsqueeze / Slice / Mul / Sub / Add / Concat layers.
 Status lower_rotary_embedding(ir::Node n, ir::Graph* g) {
   const std::string at = "node '" + n.name + "' (RotaryEmbedding)";
   KILN_RETURN_IF_ERROR(require_inputs(n, "RotaryEmbedding", {"X", "cos_cache", "sin_cache"}));
@@ -406,14 +407,22 @@ Status lower_rotary_embedding(ir::Node n, ir::Graph* g) {
   // 4-D X stays [B, H, S, D] (caches unsqueezed at axis 1); 3-D X becomes [B, S, H, D] (axis 2).
   const ValueId x4 = rank == 3 ? e.reshape("x_bshd", x, {0, 0, nh, -1}) : x;
   const int64_t head_axis = rank == 3 ? 2 : 1;
-  ValueId c = cos_c, s = sin_c;
   if (pos != kNoValue) {
-    const Attribute axis0 = Attribute::of_int(0);
-    c = e.op(OpKind::kGather, "cos", {cos_c, pos}, {{"axis", axis0}});
-    s = e.op(OpKind::kGather, "sin", {sin_c, pos}, {{"axis", axis0}});
+    // With position_ids the caches are [max_pos, R/2] tables read by position: one Rope layer in
+    // its cache mode (ops.def; docs/decisions/0067) — same pairing, same products, in float32.
+    const std::map<std::string, Attribute> attrs = {{"head_axis", Attribute::of_int(head_axis)},
+                                                    {"rotary_dim", Attribute::of_int(rdim)},
+                                                    {"interleaved", Attribute::of_int(interleaved ? 1 : 0)}};
+    if (rank == 4) {
+      e.op(OpKind::kRope, "rope", {x4, pos, cos_c, sin_c}, attrs, output(n, 0));
+    } else {
+      e.reshape("y", e.op(OpKind::kRope, "rope", {x4, pos, cos_c, sin_c}, attrs), {0, 0, -1}, output(n, 0));
+    }
+    return Status::Ok();
   }
-  c = e.unsqueeze("cos_heads", c, head_axis);  // [B, S, R/2] -> broadcasts over the heads
-  s = e.unsqueeze("sin_heads", s, head_axis);
+  // Without position_ids the caches are [B, S, R/2], already per token: the decomposition.
+  const ValueId c = e.unsqueeze("cos_heads", cos_c, head_axis);  // [B, S, R/2] -> broadcasts over the heads
+  const ValueId s = e.unsqueeze("sin_heads", sin_c, head_axis);
   ValueId x1, x2;
   const int64_t rot_end = rdim > 0 ? rdim : kEnd;
   if (interleaved) {

@@ -13,7 +13,8 @@
 // Attention that commutes with swapping axes 1 and 2: Mul / Add / Sub / Div / Neg, Slice and
 // Concat on the last axis, whose other operands are of rank 4 (given the swap: a constant
 // transposed into a new constant, anything else through a new Transpose, one per value) or of
-// rank <= 1.
+// rank <= 1; and Rope (ops.def) with head_axis 1 or 2, which becomes 2 or 1 (its positions
+// [B, S] index both forms alike).
 // Every value inside the region is read only inside it (the last one only by the Attention), so
 // the region then computes the same numbers in [B, S, H, D]. Anything else (K^T through
 // something fuse_attention re-permuted into another perm, ...) keeps today's form.
@@ -62,7 +63,7 @@ struct Operand {
 
 bool region_op(OpKind op) {
   return op == OpKind::kMul || op == OpKind::kAdd || op == OpKind::kSub || op == OpKind::kDiv || op == OpKind::kNeg ||
-         op == OpKind::kSlice || op == OpKind::kConcat;
+         op == OpKind::kSlice || op == OpKind::kConcat || op == OpKind::kRope;
 }
 
 // Whether region layer n commutes with swapping axes 1 and 2 of its rank-4 values, given which
@@ -86,6 +87,13 @@ bool commutes(const ir::Graph& g, const ir::Node& n, const std::set<ir::ValueId>
       for (size_t k = 1; k < n.inputs.size(); ++k)
         if (n.inputs[k] != ir::kNoValue && !g.value(n.inputs[k]).constant) return false;
       return true;
+    case OpKind::kRope: {  // X rotates; positions and the tables are not rank 4 (never swapped)
+      const int64_t axis = n.attr_int("head_axis", 1);
+      if (n.inputs.size() < 3 || !inside.count(n.inputs[0]) || (axis != 1 && axis != 2)) return false;
+      for (size_t k = 1; k < n.inputs.size(); ++k)
+        if (inside.count(n.inputs[k]) || pt::rank_of(g, n.inputs[k]) == 4) return false;
+      return true;
+    }
     case OpKind::kConcat: {
       const int64_t axis = n.attr_int("axis", 0);
       if (axis != 3 && axis != -1) return false;
@@ -225,6 +233,8 @@ bool try_fold(ir::Graph& g, const pt::Consumers& c, ir::Node& att, std::map<ir::
           if (p < 0 || !std::count(region.begin(), region.end(), p)) g.node(id).inputs[k] = swapped_operand(g, v, made);
         }
       }
+      if (g.node(id).op == OpKind::kRope)
+        g.node(id).attrs["head_axis"] = ir::Attribute::of_int(3 - g.node(id).attr_int("head_axis", 1));
       auto& s = g.value(g.node(id).outputs[0]).shape;
       std::swap((*s)[1], (*s)[2]);
     }

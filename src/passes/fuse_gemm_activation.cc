@@ -2,12 +2,15 @@
 // (cuBLASLt's RELU_BIAS on the GPU, docs/decisions/0058):
 //   Relu(Gemm(A, W, C))        ->  Gemm(A, W, C){activation="Relu"}
 //   Relu(MatMulBias(A, W, b))  ->  MatMulBias(A, W, b){activation="Relu"}
+//   Act(Reshape(Gemm(...)))    ->  Reshape(Gemm(...){activation=Act})   (element-wise Act commutes)
 // Gemm only in the form the CUDA factory takes (2-D A, transA = 0, constant 2-D W, C absent or a
 // constant vector of N), so every fused layer runs as one GEMM. The GEMM's output must be read by
 // the Relu alone, and be neither a graph output nor read by a subgraph: the pre-activation values
-// are gone afterwards. GELU stays a layer of its own: cuBLASLt documents no formula for its GELU
-// epilogue, so neither ONNX Gelu (erf) nor Gelu(approximate=tanh) can be mapped to it (0058).
-// The Relu's origin joins the GEMM's; its output becomes the GEMM's.
+// are gone afterwards. Gelu(approximate = "tanh") joins the same way as activation "GeluTanh"
+// (GPT-2's MLP; the CUDA factory checks on the device that cuBLASLt's GELU epilogue computes
+// that formula, else it runs the GEMM and Kiln's GELU kernel: docs/decisions/0058, addendum 2).
+// The erf form (ONNX Gelu's default) stays a layer of its own.
+// The activation's origin joins the GEMM's; its output becomes the GEMM's.
 // fuse_gemm_residual, after it: Add(MatMulBias(A, W, b), R) -> MatMulBias(A, W, b, R), and
 // Add(MatMul(A, W), R) -> MatMulBias(A, W, 0, R) for a constant 2-D W, for the
 // residual adds of transformer blocks (cuBLASLt's C with beta = 1), when R has the product's
@@ -49,11 +52,27 @@ Status fuse_gemm_activation(ir::Graph& g, const PassOptions&) {
     if (n.op == ir::OpKind::kGemm && !single_gemm_form(g, n)) continue;
     const ir::ValueId y = n.outputs[0];
     if (!pt::is_float_dtype(g.value(y).dtype) || pinned.count(g.value(y).name)) continue;
-    ir::Node* relu = pt::sole_consumer(g, consumers, y, ir::OpKind::kRelu);
+    // The activation reads the GEMM's result directly, or through one Reshape (an exporter's
+    // Gemm on 2-D rows viewed back as [B, S, N], as GPT-2's Conv1D is written): an element-wise
+    // function commutes with the Reshape, so Reshape(Gemm{act}) computes the same values.
+    ir::Node* reshape = pt::sole_consumer(g, consumers, y, ir::OpKind::kReshape);
+    const ir::ValueId z = reshape && reshape->outputs.size() == 1 && !pinned.count(g.value(reshape->outputs[0]).name)
+                              ? reshape->outputs[0]
+                              : y;
+    if (z != y && !pt::is_float_dtype(g.value(z).dtype)) continue;
+    ir::Node* relu = pt::sole_consumer(g, consumers, z, ir::OpKind::kRelu);
+    std::string act = "Relu";
+    if (!relu) {
+      relu = pt::sole_consumer(g, consumers, z, ir::OpKind::kGelu);
+      if (relu && relu->attr_string("approximate", "none") != "tanh") relu = nullptr;
+      act = "GeluTanh";
+    }
     if (!relu || relu->outputs.size() != 1 || relu->inputs.size() != 1) continue;
-    n.attrs["activation"] = ir::Attribute::of_string("Relu");
-    n.outputs[0] = relu->outputs[0];
-    g.value(relu->outputs[0]).producer = n.id;
+    n.attrs["activation"] = ir::Attribute::of_string(act);
+    ir::Node& last = z == y ? n : *reshape;  // the layer whose output becomes the activation's
+    last.outputs[0] = relu->outputs[0];
+    g.value(relu->outputs[0]).producer = last.id;
+    if (z != y) g.value(z).producer = -1;  // the Reshape's old output: read by nothing now
     n.origin.insert(n.origin.end(), relu->origin.begin(), relu->origin.end());
     relu->removed = true;
   }

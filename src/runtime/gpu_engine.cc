@@ -13,7 +13,9 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
 #include "backends/cuda/gpu_model.h"
+#include "backends/cuda/gpu_ops.h"
 #include "builder/tactic_selector.h"
+#include "core/numerics.h"
 #include "builder/timing_cache.h"
 #endif
 
@@ -180,8 +182,16 @@ struct EngineState {
   cuda::PackedWeights packed;                      // from the plan (opts.packed points here)
   std::vector<plan::Plan::ShapeTactics> sets;      // tactics tuned per shape set (opt first)
   GpuLoadTimes load;
+  // Some shape depends on the input values (cuda::ValueShapes::value_dependent, decision 0069):
+  // models are keyed by the inputs' bytes too and lowered at each call's own values.
+  bool value_keyed = false;
+  std::string dependence;
   mutable std::mutex mu;
-  mutable std::map<std::vector<Shape>, std::shared_ptr<cuda::GpuModel>> models;
+  // Models by (input shapes, input bytes when value_keyed, else empty).
+  using ModelKey = std::pair<std::vector<Shape>, std::string>;
+  mutable std::map<ModelKey, std::shared_ptr<cuda::GpuModel>> models;
+  mutable std::deque<ModelKey> value_models;  // value-keyed models, oldest first (at most kValueModels)
+  static constexpr size_t kValueModels = 8;
   mutable std::vector<std::pair<std::vector<Shape>, double>> setup_order;  // first use of each shape set, ms
 
   // The options for a model at `shapes`: the tactics of the nearest tuned shape set (exact: selected
@@ -209,14 +219,27 @@ struct EngineState {
     return o;
   }
 
-  StatusOr<std::shared_ptr<cuda::GpuModel>> model_for(const std::vector<Shape>& shapes) const {
+  // The model for `shapes`; for a value-keyed engine, for `values` (the call's inputs, whose bytes
+  // `key` holds): its shapes are discovered at those values and its preset tactics checked to run.
+  StatusOr<std::shared_ptr<cuda::GpuModel>> model_for(const std::vector<Shape>& shapes, const std::string& key = {},
+                                                      const std::vector<Tensor>* values = nullptr) const {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = models.find(shapes);
+    const ModelKey mk{shapes, key};
+    auto it = models.find(mk);
     if (it != models.end()) return it->second;
     const auto t0 = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(graph, shapes));
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, options_for(shapes)));
-    models[shapes] = m;
+    KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(graph, shapes, values));
+    cuda::GpuBuildOptions o = options_for(shapes);
+    if (values) o.verify_presets = true;  // the build tuned at made-up values: other layer shapes
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, o));
+    models[mk] = m;
+    if (values) {
+      value_models.push_back(mk);
+      if (value_models.size() > kValueModels) {  // contexts keep theirs alive (shared_ptr)
+        models.erase(value_models.front());
+        value_models.pop_front();
+      }
+    }
     setup_order.push_back({shapes, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()});
     return m;
   }
@@ -224,6 +247,7 @@ struct EngineState {
 
 struct ContextState {
   std::vector<Shape> shapes;
+  std::string values;  // the inputs' bytes the model was lowered at (value-keyed engines), else empty
   std::shared_ptr<cuda::GpuModel> model;
   std::unique_ptr<cuda::GpuContext> ctx;
   // Contexts of the shapes used before, most recent first (at most kParkedContexts): switching
@@ -262,6 +286,13 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   const auto t0 = std::chrono::steady_clock::now();
   e->load.device_ms = std::chrono::duration<double, std::milli>(t0 - td).count();
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
+  if (vs.value_dependent) {
+    e->value_keyed = true;
+    e->dependence = vs.dependence;
+    if (settings.logger)
+      settings.logger(LogSeverity::kWarning, "CUDA engine: " + vs.dependence +
+                                                 "; each new set of input values is lowered on first use (execute only)");
+  }
   e->load.shapes_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   cuda::GpuBuildOptions o = e->opts;
   if (!e->sets.empty()) {
@@ -281,12 +312,53 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   for (const auto& l : m->layers())
     if (tactic_id_source(l.tactic_id) == TacticSource::kCudnnGraph) ++e->load.rebuilt;
   e->load.rebuilt -= e->load.restored;
-  e->models[opt_shapes] = m;
+  e->models[{opt_shapes, std::string()}] = m;
   return e;
 }
 
-Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes) {
-  if (ctx && ctx->shapes == shapes) return Status::Ok();
+namespace {
+
+// `t` as integer dtype `to`, element by element (ONNX Cast between integers: two's-complement
+// truncation to the target width, sign or zero extension from a narrower source).
+Tensor convert_int(const Tensor& t, DataType to) {
+  Tensor r(to, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) store_from_int64(to, r.raw(), i, load_as_int64(t.dtype(), t.raw(), i));
+  return r;
+}
+
+// True when a graph input or output has a dtype the engine converts on the host (narrow
+// integers computed wide, float64 computed as float32: decision 0069).
+bool has_host_converted_io(const ir::Graph& g) {
+  DataType wide;
+  for (ir::ValueId v : g.inputs)
+    if (cuda::narrow_int_dtype(g.value(v).dtype, &wide) || g.value(v).dtype == DataType::kFloat64) return true;
+  for (ir::ValueId v : g.outputs)
+    if (cuda::narrow_int_dtype(g.value(v).dtype, &wide) || g.value(v).dtype == DataType::kFloat64) return true;
+  return false;
+}
+
+// `t` as float dtype `to` (float64 <-> float32: one rounding to nearest even, or exact widening).
+Tensor convert_float(const Tensor& t, DataType to) {
+  Tensor r(to, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) store_from_double(to, r.raw(), i, load_as_double(t.dtype(), t.raw(), i));
+  return r;
+}
+
+// The bytes of every input (dtype, then data): a value-keyed engine's model key.
+std::string values_key(const std::vector<Tensor>& inputs) {
+  std::string k;
+  for (const Tensor& t : inputs) {
+    k.push_back(static_cast<char>(t.dtype()));
+    k.append(static_cast<const char*>(t.raw()), t.nbytes());
+  }
+  return k;
+}
+
+// prepare() for a call's inputs: `values` given (value-keyed engines) keys the model by them too.
+Status prepare_for(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes,
+                   const std::vector<Tensor>* values) {
+  const std::string key = values ? values_key(*values) : std::string();
+  if (ctx && ctx->shapes == shapes && ctx->values == key) return Status::Ok();
   std::deque<std::shared_ptr<ContextState>> parked;
   if (ctx) {
     parked = std::move(ctx->parked);
@@ -294,22 +366,31 @@ Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
     parked.push_front(ctx);
   }
   for (auto it = parked.begin(); it != parked.end(); ++it) {
-    if ((*it)->shapes != shapes) continue;
+    if ((*it)->shapes != shapes || (*it)->values != key) continue;
     std::shared_ptr<ContextState> c = *it;
     parked.erase(it);
     c->parked = std::move(parked);
     ctx = c;
     return Status::Ok();
   }
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, e.model_for(shapes));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, e.model_for(shapes, key, values));
   auto c = std::make_shared<ContextState>();
   c->shapes = shapes;
+  c->values = key;
   c->model = m;
   KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
   while (parked.size() > kParkedContexts) parked.pop_back();
   c->parked = std::move(parked);
   ctx = c;
   return Status::Ok();
+}
+
+}  // namespace
+
+Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes) {
+  // A value-keyed engine is prepared by execute, which has the values.
+  if (e.value_keyed) return Status::Ok();
+  return prepare_for(e, ctx, shapes, nullptr);
 }
 
 std::vector<Shape> prepared_shapes(const ContextState& ctx) { return ctx.shapes; }
@@ -319,19 +400,42 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
                std::vector<Tensor>* outputs, bool cuda_graph, std::vector<LayerTiming>* timings) {
   std::vector<Shape> shapes;
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
-  KILN_RETURN_IF_ERROR(prepare(e, ctx, shapes));
-  // Each input in the dtype the model stages it in (float32, or the graph's int32/int64).
+  KILN_RETURN_IF_ERROR(prepare_for(e, ctx, shapes, e.value_keyed ? &inputs : nullptr));
+  // Each input in the dtype the model stages it in: the graph's declared dtype, except narrow
+  // integers (uint8 / int8 / uint16 / int16 / uint32), which the model computes in int32 / int64,
+  // and float64 read only by Casts to float32 (decision 0069): converted here, and such outputs
+  // converted back to their declared dtype below (integers truncated, float32 widened).
   const std::vector<DataType> want = ctx->model->input_dtypes();
-  for (size_t i = 0; i < inputs.size() && i < want.size(); ++i)
+  std::vector<Tensor> widened;
+  const std::vector<Tensor>* staged = &inputs;
+  for (size_t i = 0; i < inputs.size() && i < want.size(); ++i) {
+    DataType wide;
+    const bool narrow_int = cuda::narrow_int_dtype(inputs[i].dtype(), &wide) && wide == want[i];
+    const bool f64 = inputs[i].dtype() == DataType::kFloat64 && want[i] == DataType::kFloat32;
+    if (inputs[i].dtype() != want[i] && (narrow_int || f64)) {
+      if (widened.empty()) widened = inputs;
+      widened[i] = narrow_int ? convert_int(inputs[i], wide) : convert_float(inputs[i], DataType::kFloat32);
+      staged = &widened;
+      continue;
+    }
     if (inputs[i].dtype() != want[i])
       return invalid_argument("input '" + e.graph.value(e.graph.inputs[i]).name + "': CUDA engines take it as " +
                               dtype_name(want[i]) + ", got " + dtype_name(inputs[i].dtype()));
+  }
   ctx->ctx->use_cuda_graph(cuda_graph);
-  KILN_RETURN_IF_ERROR(ctx->ctx->run(inputs, outputs));
+  KILN_RETURN_IF_ERROR(ctx->ctx->run(*staged, outputs));
+  for (size_t k = 0; k < outputs->size() && k < e.graph.outputs.size(); ++k) {
+    const DataType declared = e.graph.value(e.graph.outputs[k]).dtype;
+    DataType wide;
+    if ((*outputs)[k].dtype() != declared && cuda::narrow_int_dtype(declared, &wide) && (*outputs)[k].dtype() == wide)
+      (*outputs)[k] = convert_int((*outputs)[k], declared);
+    else if (declared == DataType::kFloat64 && (*outputs)[k].dtype() == DataType::kFloat32)
+      (*outputs)[k] = convert_float((*outputs)[k], DataType::kFloat64);
+  }
   if (timings) {
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    auto ms = ctx->ctx->profile_layers(inputs, s);
+    auto ms = ctx->ctx->profile_layers(*staged, s);
     cudaStreamDestroy(s);
     if (!ms.ok()) return ms.status();
     timings->clear();
@@ -344,6 +448,13 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
 
 Status enqueue(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes,
                const std::vector<const void*>& inputs, const std::vector<void*>& outputs, CudaStream stream) {
+  if (e.value_keyed)
+    return unsupported("enqueue: this engine's shapes depend on its input values (" + e.dependence +
+                       "), which enqueue cannot read from device memory; use set_input / execute");
+  if (has_host_converted_io(e.graph))
+    return unsupported("enqueue: this engine has uint8 / int8 / uint16 / int16 / uint32 / float64 inputs or outputs, "
+                       "which it computes in int32 / int64 / float32 and converts on the host (decision 0069); use "
+                       "set_input / execute");
   KILN_RETURN_IF_ERROR(prepare(e, ctx, shapes));
   return ctx->ctx->enqueue_device(inputs, outputs, stream);
 }
@@ -371,7 +482,7 @@ std::vector<std::pair<std::vector<Shape>, double>> shape_setup_ms(const EngineSt
 std::vector<DeviceLayerInfo> describe_layers(const EngineState& e) {
   std::lock_guard<std::mutex> lock(e.mu);
   std::vector<DeviceLayerInfo> r;
-  auto it = e.models.find(e.opt_shapes);
+  auto it = e.models.find({e.opt_shapes, std::string()});
   if (it == e.models.end()) return r;
   for (const auto& l : it->second->layers())
     r.push_back(DeviceLayerInfo{l.name, l.op, l.tactic, l.tactic_id, l.tuned_ms, l.fallback, l.workspace_bytes, l.stream});
@@ -380,7 +491,7 @@ std::vector<DeviceLayerInfo> describe_layers(const EngineState& e) {
 
 DeviceMemoryInfo memory(const EngineState& e) {
   std::lock_guard<std::mutex> lock(e.mu);
-  auto it = e.models.find(e.opt_shapes);
+  auto it = e.models.find({e.opt_shapes, std::string()});
   if (it == e.models.end()) return {};
   const cuda::GpuModel& m = *it->second;
   return DeviceMemoryInfo{m.arena_bytes(), m.activation_bytes_sum(), m.weight_bytes(), m.workspace_bytes(),

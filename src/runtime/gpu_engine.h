@@ -98,19 +98,24 @@ GpuLoadTimes load_times(const EngineState& e);
 std::vector<std::pair<std::vector<Shape>, double>> shape_setup_ms(const EngineState& e);
 // Makes `ctx` the device context (activation arena, workspace, library handles) for `shapes`
 // (one per graph input), reusing it when the shapes are unchanged. Allocates; shapes other than
-// the profile's opt are lowered on first use (a CPU reference run for shape discovery).
+// the profile's opt are lowered on first use (a CPU reference run for shape discovery). An engine
+// whose shapes depend on its input values (docs/decisions/0069) is prepared by execute instead
+// (OK without doing anything here).
 Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes);
-// Input shapes a context was prepared for, and its output shapes (float32, graph order).
+// Input shapes a context was prepared for, and its output shapes (graph order).
 std::vector<Shape> prepared_shapes(const ContextState& ctx);
 std::vector<Shape> output_shapes(const ContextState& ctx);
-// Runs host inputs through the model for their shapes (synchronous): float inputs as float32,
-// int32/int64 inputs in their declared dtype (others: an error naming the input); with `cuda_graph`
+// Runs host inputs through the model for their shapes (synchronous): every input and output in
+// the graph's declared dtype (float32, float16, bfloat16, int32, int64, bool; an input of another
+// dtype: an error naming it); for a value-keyed engine (decision 0069) the model is lowered at
+// these inputs' values on first use of them; with `cuda_graph`
 // the layers are captured into a CUDA graph once per context and replayed. With `timings`, also
 // fills per-layer device times of one extra run (every engine layer, reformats included).
 Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,
                std::vector<Tensor>* outputs, bool cuda_graph, std::vector<LayerTiming>* timings);
 // ExecutionContext::enqueue: `ctx` must be prepared for the inputs' shapes (else prepares it,
 // allocating). Addresses as in cuda::GpuContext::enqueue_device; `stream` is a cudaStream_t.
+// Unsupported for an engine whose shapes depend on its input values (decision 0069).
 Status enqueue(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes,
                const std::vector<const void*>& inputs, const std::vector<void*>& outputs, CudaStream stream);
 // OK when `p` is device, managed or pinned host memory (what an async copy can read or write).

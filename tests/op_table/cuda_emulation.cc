@@ -132,26 +132,6 @@ StatusOr<std::vector<Tensor>> emulate_single_op(const ir::Graph& g, const cuda::
       strided(d, x, &y);
       break;
     }
-    case OpKind::kMeanVarianceNormalization: {
-      // The plan's copies around (x - mean) / (sqrt(var) + 1e-9) per row, in double (ONNX MVN-9).
-      KILN_ASSIGN_OR_RETURN(auto p, cuda::plan_mvn(n, in));
-      Tensor rows(DataType::kFloat32, Shape{p.rows, p.cols});
-      if (p.transposed) strided(p.to_rows, x, &rows);
-      else rows = x;
-      Tensor normalized(DataType::kFloat32, Shape{p.rows, p.cols});
-      for (int64_t r = 0; r < p.rows; ++r) {
-        double mean = 0, var = 0;
-        for (int64_t c = 0; c < p.cols; ++c) mean += at(rows, r * p.cols + c);
-        mean /= static_cast<double>(p.cols);
-        for (int64_t c = 0; c < p.cols; ++c) var += (at(rows, r * p.cols + c) - mean) * (at(rows, r * p.cols + c) - mean);
-        const double denom = std::sqrt(var / static_cast<double>(p.cols)) + 1e-9;
-        for (int64_t c = 0; c < p.cols; ++c)
-          normalized.data<float>()[r * p.cols + c] = static_cast<float>((at(rows, r * p.cols + c) - mean) / denom);
-      }
-      if (p.transposed) strided(p.from_rows, normalized, &y);
-      else std::copy(normalized.data<float>(), normalized.data<float>() + y.numel(), y.data<float>());
-      break;
-    }
     case OpKind::kPad: {
       KILN_ASSIGN_OR_RETURN(auto p, cuda::plan_pad(n, g, in, y.shape()));
       const auto& d = p.desc;

@@ -89,6 +89,7 @@ std::vector<Row> nn_rows();           // Conv / FusedConv epilogues, pooling, Ge
 std::vector<Row> transformer_rows();  // LayerNorm, RMSNorm, Attention, MatMul(Bias), Reduce*, Gelu, blocks, int inputs
 std::vector<Row> exact_rows();        // int32 / int64 / bool: comparisons, logic, Where, Cast, int arithmetic, Range, ...
 std::vector<Row> gather_indexed_rows();  // GatherND, GatherElements: float / int32 / int64 / bool data
+std::vector<Row> nn_nd_rows();        // N-D Conv / ConvTranspose / pooling, BatchNorm, InstanceNorm, LRN, MVN, runtime Gemm
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).
 // conv 3x3 + bias + ReLU -> MaxPool 2x2 -> conv 1x1 + residual + ReLU -> GlobalAveragePool ->

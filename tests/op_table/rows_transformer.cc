@@ -1,7 +1,7 @@
 // Transformer rows: LayerNormalization, RMSNormalization, Gelu, Reduce*, batched MatMul,
 // MatMulBias, Attention (MHA / GQA / MQA, causal, masks, rank 3, a chunked scratch; the same cases
 // again on the fused FlashAttention-2 tactic alone, Attention_flash_*), PagedAttention (an
-// all-padding step), whole
+// all-padding step), Rope (angles and caches, every layout), whole
 // blocks through the optimizer, and integer inputs (embedding Gather, attention-mask Cast).
 // Cases from the former tests/gpu/gpu_ops_test.cc, gpu_transformer_test.cc and
 // gpu_int_inputs_test.cc, one row each.
@@ -165,6 +165,28 @@ Row matmul_bias_relu(const Shape& a, int64_t n, uint32_t seed) {
   return r;
 }
 
+// GPT-2's MLP: MatMul + bias, then Gelu(approximate = "tanh"): one GEMM with activation GeluTanh —
+// cuBLASLt's GELU epilogue where the device check says it computes that formula, else the GEMM and
+// Kiln's GELU kernel; either way a tactic name says "gelu_tanh" and no Gelu layer is left.
+Row matmul_bias_gelu_tanh(const Shape& a, int64_t n, uint32_t seed) {
+  Row r = matmul_bias(a, n, seed);
+  r.name = "MatMulBias_GeluTanh_" + dims_name(a) + "_n" + std::to_string(n);
+  r.expect_ops = {"MatMulBias"};
+  r.absent_ops = {"Gelu"};
+  r.expect_tactic = "gelu_tanh";
+  auto make = r.make;
+  r.make = [=] {
+    OpCase c = make();
+    TinyGraph t;
+    t.g = c.graph;
+    Shape ys = a;
+    ys.back() = n;
+    t.g.outputs = {t.node(OpKind::kGelu, "gelu", {t.g.outputs[0]}, ys, {{"approximate", Attribute::of_string("tanh")}})};
+    return OpCase{t.g, c.inputs};
+  };
+  return r;
+}
+
 // A MatMul + bias and a residual Add after it, as a transformer block's output projection is
 // exported: the optimizer folds the Add into the GEMM (MatMulBias input 3, passes::
 // fuse_gemm_residual), so the plan has no Add layer and the CUDA GEMM's tactic says "+residual"
@@ -251,6 +273,65 @@ Row paged_attention_all_padding() {
   return r;
 }
 
+// Rope (ops.def; docs/decisions/0067): one q / k tensor rotated at int positions, angles from an
+// inv_freq table (theta 500000, as Llama 3) or cos / sin read from caches. Positions reach 100000
+// (angles ~1e5 rad: a fast-math sin / cos would be off by far more than the tolerance). Layouts:
+// packed [T, H, D] (odd head counts), [B, H, S, D], [B, S, H, D] (head_axis 2); rotate_half and
+// interleaved pairs; a rotary_dim below D (features past it copied). 16-byte vector path for
+// D % 8 == 0 halves, element by element otherwise.
+struct RopeArgs {
+  Shape x;
+  int64_t head_axis = 1;
+  int64_t rotary_dim = 0;  // 0 = D
+  bool interleaved = false;
+  int64_t cache_positions = 0;  // > 0: cos / sin caches [P, R/2] instead of inv_freq
+  DataType positions = DataType::kInt64;
+};
+
+Row rope_row(const std::string& name, const RopeArgs& a, uint32_t seed) {
+  Row r;
+  r.name = "Rope_" + name;
+  r.make = [=] {
+    TinyGraph t;
+    const ir::ValueId x = t.input("x", a.x);
+    Shape ps;
+    for (size_t i = 0; i + 1 < a.x.size(); ++i)
+      if (static_cast<int64_t>(i) != a.head_axis) ps.push_back(a.x[i]);
+    const ir::ValueId pos = int_input(t, "positions", ps, a.positions);
+    const int64_t half = (a.rotary_dim > 0 ? a.rotary_dim : a.x.back()) / 2;
+    std::vector<ir::ValueId> ins = {x, pos};
+    if (a.cache_positions > 0) {
+      Tensor c(DataType::kFloat32, {a.cache_positions, half}), s(DataType::kFloat32, {a.cache_positions, half});
+      for (int64_t p = 0; p < a.cache_positions; ++p)
+        for (int64_t i = 0; i < half; ++i) {
+          const double ang = static_cast<double>(p) * std::pow(10000.0, -2.0 * static_cast<double>(i) / (2.0 * half));
+          c.data<float>()[p * half + i] = static_cast<float>(std::cos(ang));
+          s.data<float>()[p * half + i] = static_cast<float>(std::sin(ang));
+        }
+      ins.push_back(t.constant("cos_cache", std::move(c)));
+      ins.push_back(t.constant("sin_cache", std::move(s)));
+    } else {
+      Tensor inv(DataType::kFloat32, {half});
+      for (int64_t i = 0; i < half; ++i)
+        inv.data<float>()[i] = static_cast<float>(std::pow(500000.0, -2.0 * static_cast<double>(i) / (2.0 * half)));
+      ins.push_back(t.constant("inv_freq", std::move(inv)));
+    }
+    t.g.outputs = {t.node(OpKind::kRope, "rope", ins, a.x,
+                          {{"head_axis", Attribute::of_int(a.head_axis)}, {"rotary_dim", Attribute::of_int(a.rotary_dim)},
+                           {"interleaved", Attribute::of_int(a.interleaved ? 1 : 0)}})};
+    int64_t n = 1;
+    for (int64_t d : ps) n *= d;
+    std::vector<int64_t> p(static_cast<size_t>(n));
+    const int64_t hi = a.cache_positions > 0 ? a.cache_positions - 1 : 131071;
+    std::mt19937 rng(seed);
+    for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = std::uniform_int_distribution<int64_t>(0, hi)(rng);
+    p[0] = 0;  // the identity rotation
+    if (a.cache_positions == 0 && n > 1) p[1] = 100000;
+    return OpCase{t.g, {nonzero(a.x, seed + 1), ints(p, a.positions, ps)}};
+  };
+  return r;
+}
+
 Row attention(const std::string& name, const AttnCase& c, uint32_t seed, size_t workspace_limit = 0) {
   Row r;
   r.name = "Attention_" + name;
@@ -312,6 +393,9 @@ std::vector<Row> transformer_rows() {
       layer_norm({3, 768}, -1, true), layer_norm({1, 1, 7}, 2, true),
       rms_norm({4, 64}, -1, {64}, 700), rms_norm({2, 3, 80}, -1, {80}, 710), rms_norm({2, 5, 24}, 1, {5, 24}, 720),
       rms_norm({3, 7, 33}, -1, {1}, 730), rms_norm({2, 4096}, -1, {4096}, 740), rms_norm({1, 9, 64}, 2, {1, 1, 64}, 750),
+      // decode rows through the 16-byte path (1, 2 and 4 vectors per thread) and one past it (8200 > 8192)
+      rms_norm({1, 2048}, -1, {2048}, 760), rms_norm({8, 3072}, -1, {3072}, 770), rms_norm({3, 8192}, -1, {8192}, 780),
+      rms_norm({2, 8200}, -1, {8200}, 790),
       gelu("none", {5, 33}), gelu("none", {2, 4, 6, 8}), gelu("tanh", {5, 33}), gelu("tanh", {2, 4, 6, 8}),
       reduce("last_axis_keep", {OpKind::kReduceMean, {4, 8, 32}, {-1}, true, false, {4, 8, 1}}),
       reduce("long_rows", {OpKind::kReduceMean, {3, 1000}, {1}, false, false, {3}}),
@@ -335,6 +419,7 @@ std::vector<Row> transformer_rows() {
       gemm_relu("alpha_beta_row_bias_5x12_n7", 5, 12, 7, false, 2, 0.5f, 2.f, 1320),
       matmul_bias_relu({2, 8, 32}, 48, 1330), matmul_bias_relu({1, 77, 64}, 192, 1340),
       matmul_bias_relu({2, 3, 5, 7}, 9, 1350), matmul_bias_residual({2, 8, 32}, 1360),
+      matmul_bias_gelu_tanh({2, 8, 32}, 48, 1370), matmul_bias_gelu_tanh({1, 77, 64}, 3072, 1380),
       matmul_bias_residual({1, 77, 64}, 1370), matmul_bias_residual({2, 3, 5, 16}, 1380),
       quant_linear({2, 8, 32}, 48, false, true, 0, 1200), quant_linear({16, 64}, 32, false, false, 3, 1210),
       quant_linear({2, 8, 32}, 48, true, true, 0, 1220), quant_linear({3, 5, 48}, 16, true, false, 0, 1230),
@@ -370,6 +455,15 @@ std::vector<Row> transformer_rows() {
       flash_attention("rank3", {1, 6, 6, 50, 50, 64, 64, false, AttnCase::kNone, 3}, 1520),
       flash_attention("BERT_base_b2_mask", {2, 12, 12, 128, 128, 64, 64, false, AttnCase::kAddInput}, 1530),
       paged_attention_all_padding(),
+      rope_row("packed_decode_T5_H7_d64", {{5, 7, 64}}, 1700),
+      rope_row("packed_prefill_T37_H8_d128", {{37, 8, 128}}, 1710),
+      rope_row("bhsd_2x3x9x64", {{2, 3, 9, 64}}, 1720),
+      rope_row("bshd_head_axis2_int32_2x9x5x64", {{2, 9, 5, 64}, 2, 0, false, 0, DataType::kInt32}, 1730),
+      rope_row("partial_rotary_dim64_of_96", {{4, 3, 96}, 1, 64}, 1740),
+      rope_row("interleaved_rotary_dim24_of_40", {{3, 5, 40}, 1, 24, true}, 1750),
+      rope_row("odd_half_d20", {{6, 3, 20}}, 1760),
+      rope_row("caches_bhsd_2x3x6x64", {{2, 3, 6, 64}, 1, 0, false, 50}, 1770),
+      rope_row("caches_interleaved_int32", {{4, 5, 32}, 1, 0, true, 40, DataType::kInt32}, 1780),
       attention_bshd("MHA_d64", {2, 4, 4, 16, 16, 64, 64}, 1600),
       attention_bshd("GQA_8_2_Sq_ne_Sk_mask_d64", {2, 8, 2, 33, 65, 64, 64, false, AttnCase::kAddInput}, 1610),
       attention_bshd("causal_d80_dv80", {2, 4, 4, 40, 40, 80, 80, true}, 1620),
@@ -496,19 +590,6 @@ std::vector<Row> transformer_rows() {
         t.g.outputs.push_back(v);
       }
       return OpCase{t.g, {nonzero(xs, 1, 1.f, 3.f)}};
-    };
-    rows.push_back(r);
-  }
-  // MeanVarianceNormalization over the default axes [0, 2, 3] (moved last and back) and over the
-  // trailing axes [1, 2] (no copy).
-  for (bool dflt : {true, false}) {
-    Row r;
-    r.name = std::string("MeanVarianceNormalization_") + (dflt ? "default_axes" : "axes_1_2");
-    r.make = [dflt] {
-      std::map<std::string, Attribute> attrs;
-      if (!dflt) attrs["axes"] = Attribute::of_ints({1, 2});
-      const Shape xs = dflt ? Shape{2, 3, 4, 5} : Shape{4, 3, 6};
-      return one_op(OpKind::kMeanVarianceNormalization, xs, xs, nullptr, attrs, nonzero(xs, 911, 1.f, 0.5f));
     };
     rows.push_back(r);
   }

@@ -129,5 +129,31 @@ TEST(AssignLayouts, GraphInputsTakeTheirConsumersLayout) {
   EXPECT_EQ(layout_of(laid, "add"), "NHWC");
 }
 
+// The convs and pools the CUDA backend runs on its row-major N-D path (docs/decisions/0070) — a
+// runtime weight, explicit asymmetric pads, pool Indices or dilations — want NCHW; the 2-D conv /
+// pool beside them keeps NHWC.
+TEST(AssignLayouts, NdPathConvsAndPoolsStayNchw) {
+  TinyGraph t;
+  auto x = t.input("x", {1, 4, 8, 8});
+  auto w = t.input("w", {4, 4, 3, 3});
+  auto wc = t.constant("wc", random_tensor({4, 4, 3, 3}, 3, -0.3f, 0.3f));
+  auto runtime_w = t.node(OpKind::kConv, "runtime_w", {x, w}, {1, 4, 8, 8}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
+  auto asym = t.node(OpKind::kConv, "asym", {x, wc}, {1, 4, 7, 7}, {{"pads", ir::Attribute::of_ints({0, 0, 1, 1})}});
+  auto plain = t.node(OpKind::kConv, "plain", {x, wc}, {1, 4, 8, 8}, {{"pads", ir::Attribute::of_ints({1, 1, 1, 1})}});
+  auto dil = t.node(OpKind::kMaxPool, "dilated_pool", {x}, {1, 4, 6, 6},
+                    {{"kernel_shape", ir::Attribute::of_ints({2, 2})}, {"dilations", ir::Attribute::of_ints({2, 2})}});
+  auto pool = t.node(OpKind::kMaxPool, "pool", {x}, {1, 4, 4, 4},
+                     {{"kernel_shape", ir::Attribute::of_ints({2, 2})}, {"strides", ir::Attribute::of_ints({2, 2})}});
+  t.g.outputs = {runtime_w, asym, plain, dil, pool};
+  ir::Graph laid = t.g;
+  auto n = passes::assign_layouts(laid, passes::tensor_core_layout_preference);
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(layout_of(laid, "runtime_w"), "NCHW");
+  EXPECT_EQ(layout_of(laid, "asym"), "NCHW");
+  EXPECT_EQ(layout_of(laid, "dilated_pool"), "NCHW");
+  EXPECT_EQ(layout_of(laid, "plain"), "NHWC");
+  EXPECT_EQ(layout_of(laid, "pool"), "NHWC");
+}
+
 }  // namespace
 }  // namespace kiln::testing

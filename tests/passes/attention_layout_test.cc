@@ -231,6 +231,46 @@ TEST(AttentionLayout, RotaryEmbeddingBetweenTransposeAndAttentionIsTakenAlong) {
   }
 }
 
+// The fused Rope layer (ops.def; docs/decisions/0067; what ONNX RotaryEmbedding-23 with
+// position_ids imports as) between each head Transpose and the Attention: taken along, its
+// head_axis 1 -> 2 (positions [B, S] index both forms alike); the result is the unfolded graph's.
+TEST(AttentionLayout, FusedRopeBetweenTransposeAndAttentionIsTakenAlong) {
+  TinyGraph t;
+  const int64_t B = 2, H = 4, HKV = 2, S = 6, D = 8;
+  const ir::ValueId q_in = t.input("q", {B, S, H, D}), k_in = t.input("k", {B, S, HKV, D}), v_in = t.input("v", {B, S, HKV, D});
+  const ir::ValueId pos = t.g.add_value("positions", DataType::kInt64);
+  t.g.value(pos).shape = sym({B, S});
+  t.g.inputs.push_back(pos);
+  Tensor p(DataType::kInt64, {B, S});
+  for (int64_t i = 0; i < B * S; ++i) p.data<int64_t>()[i] = (i * 7 + 3) % 50;
+  const ir::ValueId cos = t.constant("cos", random_tensor({50, D / 2}, 541));
+  const ir::ValueId sin = t.constant("sin", random_tensor({50, D / 2}, 542));
+  auto heads = [&](const std::string& n, ir::ValueId x, int64_t h) {
+    return t.node(OpKind::kTranspose, n, {x}, {B, h, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}});
+  };
+  auto rope = [&](const std::string& n, ir::ValueId x, int64_t h) {
+    return t.node(OpKind::kRope, n, {x, pos, cos, sin}, {B, h, S, D}, {{"head_axis", ir::Attribute::of_int(1)}});
+  };
+  const ir::ValueId q = rope("q_rope", heads("q_heads", q_in, H), H);
+  const ir::ValueId k = rope("k_rope", heads("k_heads", k_in, HKV), HKV);
+  const ir::ValueId y = t.node(OpKind::kAttention, "attn", {q, k, heads("v_heads", v_in, HKV)}, {B, H, S, D},
+                               {{"is_causal", ir::Attribute::of_int(1)}});
+  t.g.outputs = {t.node(OpKind::kTranspose, "o_heads", {y}, {B, S, H, D}, {{"perm", ir::Attribute::of_ints(kSwap)}})};
+  const std::vector<Tensor> inputs = {random_tensor({B, S, H, D}, 543, -2.f, 2.f), random_tensor({B, S, HKV, D}, 544, -2.f, 2.f),
+                                      random_tensor({B, S, HKV, D}, 545), p};
+  ir::Graph opt = check_pass(t.g, passes::fold_attention_transposes, inputs);
+  EXPECT_EQ(count_op(opt, OpKind::kTranspose), 0);
+  EXPECT_EQ(attention_of(opt)->attr_string("head_layout", ""), "bshd");
+  int ropes = 0;
+  for (const ir::Node& n : opt.nodes)
+    if (!n.removed && n.op == OpKind::kRope) {
+      ++ropes;
+      EXPECT_EQ(n.attr_int("head_axis", 0), 2) << n.name;
+      EXPECT_EQ(opt.value(n.outputs[0]).shape, sym({B, S, n.name == "q_rope" ? H : HKV, D})) << n.name;
+    }
+  EXPECT_EQ(ropes, 2);
+}
+
 // torch's dynamo exporter with grouped-query attention: K^T as Reshape(Transpose(Reshape(
 // Expand(Unsqueeze(K)) [B, Hkv, n, S, D] -> [B*Hq, S, D]), 0,2,1) -> [B, Hq, D, S]) and V as HF's
 // repeat_kv. fuse_attention reads K and V without their repeats (a new 4-D view of the 5-D

@@ -75,6 +75,45 @@ TEST(GemmActivation, ReluAfterMatMulBiasJoinsItsEpilogue) {
   EXPECT_EQ(passes::live_layers(opt), 2);
 }
 
+// Gelu(approximate = "tanh") after a MatMulBias joins as activation "GeluTanh" with the same
+// values on the CPU reference; the erf form (ONNX Gelu's default) is left as its own layer.
+TEST(GemmActivation, TanhGeluJoinsTheEpilogueErfGeluDoesNot) {
+  for (const char* approx : {"tanh", "none"}) {
+    TinyGraph t;
+    const Shape xs = {2, 5, 8};
+    auto x = t.input("x", xs);
+    auto y = t.node(OpKind::kMatMulBias, "proj",
+                    {x, t.constant("w", random_tensor({8, 12}, 14)), t.constant("b", random_tensor({12}, 15))}, {2, 5, 12});
+    t.g.outputs = {t.node(OpKind::kGelu, "act", {y}, {2, 5, 12}, {{"approximate", ir::Attribute::of_string(approx)}})};
+    const std::vector<Tensor> in = {random_tensor(xs, 16, -2.f, 2.f)};
+    ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, in);
+    const bool tanh = std::string(approx) == "tanh";
+    EXPECT_EQ(count_op(opt, OpKind::kGelu), tanh ? 0 : 1) << approx;
+    EXPECT_EQ(only(opt, OpKind::kMatMulBias).attr_string("activation", ""), tanh ? "GeluTanh" : "") << approx;
+    EXPECT_EQ(passes::live_layers(opt), tanh ? 1 : 2) << approx;
+  }
+}
+
+// GPT-2's Conv1D as the TorchScript exporter writes it: Gemm on 2-D rows, Reshape back to
+// [B, S, N], then the tanh Gelu: the Gelu joins the Gemm and the Reshape now writes its output.
+TEST(GemmActivation, TanhGeluThroughAReshapeJoinsTheGemm) {
+  TinyGraph t;
+  auto x = t.input("x", {6, 16});
+  auto y = t.node(OpKind::kGemm, "fc", {x, t.constant("w", random_tensor({16, 10}, 17)), t.constant("b", random_tensor({10}, 18))},
+                  {6, 10});
+  Tensor shape(DataType::kInt64, {3});
+  shape.data<int64_t>()[0] = 2;
+  shape.data<int64_t>()[1] = 3;
+  shape.data<int64_t>()[2] = 10;
+  auto r = t.node(OpKind::kReshape, "view", {y, t.constant("shape", shape)}, {2, 3, 10});
+  t.g.outputs = {t.node(OpKind::kGelu, "act", {r}, {2, 3, 10}, {{"approximate", ir::Attribute::of_string("tanh")}})};
+  const std::vector<Tensor> in = {random_tensor({6, 16}, 19, -2.f, 2.f)};
+  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, in);
+  EXPECT_EQ(count_op(opt, OpKind::kGelu), 0);
+  EXPECT_EQ(only(opt, OpKind::kGemm).attr_string("activation", ""), "GeluTanh");
+  EXPECT_EQ(only(opt, OpKind::kReshape).outputs[0], t.g.outputs[0]);
+}
+
 // The pre-activation values are still needed: by another layer, or as a graph output.
 TEST(GemmActivation, GemmResultReadElsewhereKeepsItsRelu) {
   {

@@ -676,6 +676,44 @@ TEST(OnnxRotaryEmbedding23, ThreeDimInterleavedFullWithPositions) {
   run_rope_case(c);
 }
 
+// With position_ids the node imports as one Rope layer in cache mode (docs/decisions/0067), its
+// attributes carried over (3-D X: head_axis 2 between two Reshapes); without, the decomposition.
+TEST(OnnxRotaryEmbedding23, WithPositionsImportsAsOneRopeLayer) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    const bool three_d = variant == 1, positions = variant != 2;
+    OnnxModel m(23);
+    const Shape x = three_d ? Shape{2, 3, 16} : Shape{2, 2, 3, 8};
+    m.input("x", kF32, dims(x));
+    std::vector<std::string> in = {"x", "cos", "sin"};
+    const Shape cache = positions ? Shape{6, 2} : Shape{2, 3, 2};
+    m.input("cos", kF32, dims(cache));
+    m.input("sin", kF32, dims(cache));
+    if (positions) {
+      m.input("pos", kI64, {int64_t{2}, int64_t{3}});
+      in.push_back("pos");
+    }
+    auto* n = m.node("RotaryEmbedding", in, {"y"}, "rope");
+    set_int(n, "rotary_embedding_dim", 4);
+    set_int(n, "interleaved", 1);
+    if (three_d) set_int(n, "num_heads", 2);
+    m.output("y", kF32, dims(x));
+    auto g = import(m);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    int ropes = 0, muls = 0;
+    for (const ir::Node& k : g->nodes) {
+      muls += k.op == ir::OpKind::kMul;
+      if (k.op != ir::OpKind::kRope) continue;
+      ++ropes;
+      EXPECT_EQ(k.attr_int("head_axis", 0), three_d ? 2 : 1);
+      EXPECT_EQ(k.attr_int("rotary_dim", 0), 4);
+      EXPECT_EQ(k.attr_int("interleaved", 0), 1);
+    }
+    EXPECT_EQ(ropes, positions ? 1 : 0);
+    EXPECT_EQ(muls, positions ? 0 : 4);
+  }
+}
+
 TEST(OnnxRotaryEmbedding23, RefusesOddRotaryDimAndThreeDimWithoutHeads) {
   for (int variant = 0; variant < 2; ++variant) {
     OnnxModel m(23);

@@ -401,5 +401,47 @@ TEST(ShapeInference, ConcatUnifiesAndChecks) {
   EXPECT_NE(s.message().find("node 'cat_bad' (Concat)"), std::string::npos);
 }
 
+// Rope (ops.def): Y has X's shape and dtype with symbolic T; positions must be X without its head
+// and last axes, the tables [R/2] / [P, R/2]; each mismatch names the node and the tensor.
+TEST(ShapeInference, RopeKeepsXAndChecksPositionsAndTables) {
+  {
+    GraphBuilder b;
+    auto x = b.input("x", {S("T"), K(8), K(64)}, DataType::kFloat16);
+    auto p = b.input("p", {S("T")}, DataType::kInt64);
+    auto y = b.op(OpKind::kRope, "q_rope", {x, p, b.floats("inv", {32})});
+    ASSERT_TRUE(infer_shapes(b.g).ok());
+    EXPECT_EQ(b.shape(y), "[T,8,64]");
+    EXPECT_EQ(b.g.value(y).dtype, DataType::kFloat16);
+  }
+  struct Bad {
+    SymShape x, p;
+    DataType pdt;
+    Shape table;
+    std::map<std::string, Attribute> attrs;
+    bool caches;
+    const char* expect;
+  };
+  const std::vector<Bad> cases = {
+      {{K(2), K(4), K(5), K(16)}, {K(2), K(4)}, DataType::kInt64, {8}, {}, false, "positions [2,4]"},
+      {{K(2), K(4), K(5), K(16)}, {K(2), K(5)}, DataType::kFloat32, {8}, {}, false, "positions have dtype float32"},
+      {{K(2), K(4), K(5), K(16)}, {K(2), K(5)}, DataType::kInt64, {6}, {}, false, "inv_freq [6]"},
+      {{K(2), K(4), K(5), K(16)}, {K(2), K(5)}, DataType::kInt64, {9, 8}, {{"rotary_dim", Attribute::of_int(8)}}, true,
+       "cos_cache [9,8]"},
+      {{K(2), K(4), K(16)}, {K(2)}, DataType::kInt64, {8}, {{"head_axis", Attribute::of_int(2)}}, false, "head_axis 2"},
+      {{K(2), K(4), K(16)}, {K(2)}, DataType::kInt64, {9}, {{"rotary_dim", Attribute::of_int(18)}}, false, "rotary_dim 18"},
+  };
+  for (const Bad& c : cases) {
+    GraphBuilder b;
+    std::vector<ValueId> in = {b.input("x", c.x), b.input("p", c.p, c.pdt)};
+    in.push_back(b.floats("t0", c.table));
+    if (c.caches) in.push_back(b.floats("t1", c.table));
+    b.op(OpKind::kRope, "bad_rope", in, c.attrs);
+    Status s = infer_shapes(b.g);
+    ASSERT_FALSE(s.ok()) << c.expect;
+    EXPECT_NE(s.message().find("node 'bad_rope' (Rope)"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(c.expect), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace kiln::ir

@@ -73,11 +73,11 @@ struct Lane {
   Status setup(const Engine& e, const std::vector<std::pair<std::string, Tensor>>& inputs, bool cuda_graph) {
     ctx = e.create_execution_context();
     for (const auto& [name, t] : inputs) {
-      // Float inputs go in as float32, integer and bool ones (token ids, masks) as their declared dtype.
-      if (t.dtype() != DataType::kFloat32 && t.dtype() != DataType::kInt32 && t.dtype() != DataType::kInt64 &&
-          t.dtype() != DataType::kBool)
+      // Every input goes in as its declared dtype (docs/decisions/0069).
+      if (t.dtype() != DataType::kFloat32 && t.dtype() != DataType::kFloat16 && t.dtype() != DataType::kBFloat16 &&
+          t.dtype() != DataType::kInt32 && t.dtype() != DataType::kInt64 && t.dtype() != DataType::kBool)
         return unsupported("input '" + name + "' is " + dtype_name(t.dtype()) +
-                           "; CUDA engines take float32, int32, int64 or bool inputs");
+                           "; CUDA engines take float32, float16, bfloat16, int32, int64 or bool inputs");
       KILN_RETURN_IF_ERROR(ctx->set_input_shape(name, t.shape()));
     }
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -85,11 +85,8 @@ struct Lane {
     KILN_CUDA_CHECK(cudaEventCreate(&e1));
     for (const IOTensor& io : e.io_tensors()) {
       KILN_ASSIGN_OR_RETURN(Shape s, ctx->tensor_shape(io.desc.name));
-      // Float outputs and inputs are float32; int32 / int64 / bool outputs keep their dtype.
-      DataType dt = DataType::kFloat32;
-      if (!io.is_input && (io.desc.dtype == DataType::kInt32 || io.desc.dtype == DataType::kInt64 ||
-                           io.desc.dtype == DataType::kBool))
-        dt = io.desc.dtype;
+      // Inputs and outputs keep their declared dtype (docs/decisions/0069).
+      DataType dt = io.desc.dtype == DataType::kUndefined ? DataType::kFloat32 : io.desc.dtype;
       for (const auto& [name, t] : inputs)
         if (io.is_input && name == io.desc.name) dt = t.dtype();
       const size_t n = dtype_storage_bytes(dt, shape_numel(s));

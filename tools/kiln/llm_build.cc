@@ -117,15 +117,9 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
   bc.fp16 = o.dtype == "fp16";
   bc.bf16 = o.dtype == "bf16";
   bc.timing_cache_path = o.timing_cache;
-  // RoPE angles position * inv_freq in float32, as transformers computes them (autocast off in
-  // LlamaRotaryEmbedding): in fp16 the product is off by ~0.5 rad near position 1000 and positions
-  // past 2048 are not even exact. cos / sin are then stored in the plan's precision, as
-  // transformers casts them to the model dtype.
-  for (const ir::Node& n : out.graph.nodes)
-    if (!n.removed && n.name.rfind("rope.", 0) == 0 && (bc.fp16 || bc.bf16)) {
-      bc.layer_precisions.push_back(LayerPrecision{"rope.*", DataType::kFloat32});
-      break;
-    }
+  // No precision rule for RoPE: the Rope layers (ops.def, docs/decisions/0067) compute the angles
+  // position * inv_freq and their cos / sin in float32 inside the kernel whatever the plan's
+  // precision (in fp16 the product is off by ~0.5 rad near position 1000).
   bc.progress = o.progress;
   OptimizationProfile prof;
   const int64_t opt = std::min(o.max_batch, N);

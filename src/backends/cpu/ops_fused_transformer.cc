@@ -230,10 +230,10 @@ Status rms_norm(KernelContext& ctx) {
 }
 
 // MatMulBias (ops.def): the MatMul kernel, the bias, then the residual (input 3) or the
-// activation ("" or Relu), each in float32 in the unfused graph's order.
+// activation ("", Relu or GeluTanh), each in float32 in the unfused graph's order.
 Status matmul_bias(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
-  KILN_ASSIGN_OR_RETURN(const bool relu, nn::gemm_relu(ctx));
+  KILN_ASSIGN_OR_RETURN(const nn::GemmAct act, nn::gemm_activation(ctx));
   KernelFn matmul = KernelRegistry::get().find(ir::OpKind::kMatMul);
   if (!matmul) return ctx.unsupported_here("no CPU MatMul kernel");
   ir::Node mm = ctx.node();
@@ -259,7 +259,7 @@ Status matmul_bias(KernelContext& ctx) {
     const float* rp = r.data<float>();
     for (int64_t i = 0; i < y.numel(); ++i) yp[i] += rp[i];
   }
-  if (relu) nn::relu_in_place(yp, y.numel());
+  nn::gemm_activation_in_place(act, yp, y.numel());
   ctx.set_output(0, std::move(y));
   return Status::Ok();
 }

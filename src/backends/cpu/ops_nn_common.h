@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cblas.h>
+#include <cmath>
 
 #include <cstdint>
 #include <string>
@@ -23,18 +24,37 @@ StatusOr<Tensor> to_compute(const KernelContext& ctx, const Tensor& t);
 StatusOr<Tensor> from_compute(const Tensor& t, DataType to);
 
 // The epilogue activation of Gemm / MatMulBias (attribute "activation", set only by
-// passes/fuse_gemm_activation.cc; ops.def, docs/decisions/0058): false for none (""), true for
-// "Relu"; any other value is an InvalidArgument naming the node.
-inline StatusOr<bool> gemm_relu(const KernelContext& ctx) {
+// passes/fuse_gemm_activation.cc; ops.def, docs/decisions/0058): "" (none), "Relu" or "GeluTanh"
+// (ONNX Gelu with approximate = "tanh"); any other value is an InvalidArgument naming the node.
+enum class GemmAct { kNone, kRelu, kGeluTanh };
+inline StatusOr<GemmAct> gemm_activation(const KernelContext& ctx) {
   const std::string act = ctx.attr_string("activation", "");
-  if (!act.empty() && act != "Relu") return ctx.fail("activation '" + act + "', expected \"\" or Relu");
-  return act == "Relu";
+  if (act.empty()) return GemmAct::kNone;
+  if (act == "Relu") return GemmAct::kRelu;
+  if (act == "GeluTanh") return GemmAct::kGeluTanh;
+  return ctx.fail("activation '" + act + "', expected \"\", Relu or GeluTanh");
 }
 // ONNX Relu (Operators.md Relu: y = max(0, x)) over n values in place, as the standalone CPU Relu
 // computes it (x > 0 ? x : 0, so NaN -> 0 and -0 -> +0 there too).
 template <typename T>
 void relu_in_place(T* p, int64_t n) {
   for (int64_t i = 0; i < n; ++i) p[i] = p[i] > T(0) ? p[i] : T(0);
+}
+// ONNX Gelu, approximate = "tanh" (Operators.md Gelu-20: 0.5 x (1 + tanh(sqrt(2 / pi) (x +
+// 0.044715 x^3)))) over n values in place, in T as the standalone CPU Gelu computes it.
+template <typename T>
+void gelu_tanh_in_place(T* p, int64_t n) {
+  const T k = T(0.7978845608028654);  // sqrt(2 / pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = p[i];
+    p[i] = T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+  }
+}
+// The activation `a` over n values in place (kNone: nothing).
+template <typename T>
+void gemm_activation_in_place(GemmAct a, T* p, int64_t n) {
+  if (a == GemmAct::kRelu) relu_in_place(p, n);
+  else if (a == GemmAct::kGeluTanh) gelu_tanh_in_place(p, n);
 }
 
 // Row-major C = alpha * op(A) * op(B) + beta * C, with op(A) [M,K], op(B) [K,N].

@@ -179,12 +179,12 @@ Status gemm_op(KernelContext& ctx) {
   const int64_t m = ta ? a0.dim(1) : a0.dim(0), k = ta ? a0.dim(0) : a0.dim(1);
   const int64_t n = tb ? b0.dim(0) : b0.dim(1), kb = tb ? b0.dim(1) : b0.dim(0);
   if (k != kb) return ctx.fail("inner dims differ: A " + shape_str(a0.shape()) + ", B " + shape_str(b0.shape()));
-  KILN_ASSIGN_OR_RETURN(const bool relu, gemm_relu(ctx));
+  KILN_ASSIGN_OR_RETURN(const GemmAct act, gemm_activation(ctx));
   int64_t si = 0, sj = 0;
   if (c0) KILN_RETURN_IF_ERROR(c_strides(ctx, *c0, m, n, &si, &sj));
   const DataType dt = a0.dtype();
   if (dtype_is_integer(dt)) {
-    if (relu) return ctx.unsupported_here("a Relu epilogue on an integer Gemm");
+    if (act != GemmAct::kNone) return ctx.unsupported_here("an activation epilogue on an integer Gemm");
     Tensor y(dt, {m, n});
     auto run = [&](auto tag) -> Status {
       using T = decltype(tag);
@@ -210,8 +210,8 @@ Status gemm_op(KernelContext& ctx) {
   else
     run_gemm<double>(ta, tb, m, n, k, alpha, beta, a.data<double>(), b.data<double>(),
                      c0 ? c.data<double>() : nullptr, si, sj, y.data<double>());
-  if (relu && a.dtype() == DataType::kFloat32) relu_in_place(y.data<float>(), y.numel());
-  if (relu && a.dtype() == DataType::kFloat64) relu_in_place(y.data<double>(), y.numel());
+  if (a.dtype() == DataType::kFloat32) gemm_activation_in_place(act, y.data<float>(), y.numel());
+  if (a.dtype() == DataType::kFloat64) gemm_activation_in_place(act, y.data<double>(), y.numel());
   KILN_ASSIGN_OR_RETURN(Tensor out, from_compute(y, dt));
   ctx.set_output(0, out);
   return Status::Ok();

@@ -14,7 +14,9 @@ namespace {
 constexpr size_t kMaxConvWorkspace = 256u << 20;  // bytes a single conv tactic may use
 constexpr uint32_t kPlainVariant = 0x100;        // variant bit: plain conv + Kiln epilogue
 
-PointwiseOp activation_op(const std::string& a) {
+}  // namespace
+
+PointwiseOp conv_activation_op(const std::string& a) {
   if (a == "Relu") return PointwiseOp::kRelu;
   if (a == "LeakyRelu") return PointwiseOp::kLeakyRelu;
   if (a == "Clip") return PointwiseOp::kClip;
@@ -27,6 +29,10 @@ PointwiseOp activation_op(const std::string& a) {
   if (a == "GeluTanh") return PointwiseOp::kGeluTanh;
   return PointwiseOp::kIdentity;  // no activation (lower_conv refuses unknown ones)
 }
+
+namespace {
+
+PointwiseOp activation_op(const std::string& a) { return conv_activation_op(a); }
 
 class ConvLayer : public Layer {
  public:

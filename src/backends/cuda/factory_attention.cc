@@ -11,6 +11,7 @@
 // [*, H, S, D] in its workspace; without the fused kernel (or room for the copies) the factory adds
 // the four transposes as strided-copy layers around a [*, H, S, D] layer.
 #include <algorithm>
+#include <optional>
 
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/gpu_transformer.h"
@@ -31,6 +32,53 @@ StatusOr<std::unique_ptr<Layer>> attention_layer(LowerContext& ctx, const Attent
     layer = make_choice_layer(std::move(impls));
   }
   return layer;
+}
+
+// A bshd operand [*, S, H, D] that is a Reshape of one part of a Split along the last axis of
+// X [*, S, W] (the packed output of a fused QKV projection: GPT-2's c_attn, fuse_horizontal_gemm's
+// Q/K/V GEMM): the layer can read it in place — X from element `offset` on, `row` = W elements
+// from one token to the next — instead of the Split's strided copy.
+struct PackedView {
+  ir::ValueId x = ir::kNoValue;
+  int64_t offset = 0, row = 0;
+};
+std::optional<PackedView> packed_view(const LowerContext& ctx, ir::ValueId v, int elem_bytes) {
+  const ir::Graph& g = ctx.graph();
+  const ir::NodeId rp = g.value(v).producer;
+  if (rp < 0 || g.value(v).constant) return std::nullopt;
+  const ir::Node& reshape = g.node(rp);
+  if (reshape.removed || reshape.op != ir::OpKind::kReshape || reshape.inputs.empty()) return std::nullopt;
+  const ir::ValueId part = reshape.inputs[0];
+  const ir::NodeId sp = g.value(part).producer;
+  if (sp < 0) return std::nullopt;
+  const ir::Node& split = g.node(sp);
+  if (split.removed || split.op != ir::OpKind::kSplit || split.inputs.empty()) return std::nullopt;
+  const Shape& xs = ctx.shape(split.inputs[0]);
+  const Shape& ps = ctx.shape(part);
+  const Shape& vs = ctx.shape(v);
+  const size_t r = xs.size();
+  int64_t axis = split.attr_int("axis", 0);
+  if (axis < 0) axis += static_cast<int64_t>(r);
+  // X [*, S, W] -> part [*, S, w] -> v [*, S, H, D] with H * D = w: only the last axis is split.
+  if (r < 2 || axis != static_cast<int64_t>(r) - 1 || ps.size() != r || vs.size() != r + 1) return std::nullopt;
+  for (size_t i = 0; i + 1 < r; ++i)
+    if (xs[i] != ps[i] || xs[i] != vs[i]) return std::nullopt;
+  if (vs[r - 1] * vs[r] != ps[r - 1]) return std::nullopt;
+  PackedView pv;
+  pv.x = split.inputs[0];
+  pv.row = xs.back();
+  bool found = false;
+  for (ir::ValueId o : split.outputs) {
+    if (o == part) {
+      found = true;
+      break;
+    }
+    if (o == ir::kNoValue) return std::nullopt;
+    pv.offset += ctx.shape(o).back();
+  }
+  // The fused kernel moves 16-byte pieces: the start and the token stride in 16-byte units.
+  if (!found || (pv.offset * elem_bytes) % 16 != 0 || (pv.row * elem_bytes) % 16 != 0) return std::nullopt;
+  return pv;
 }
 
 }  // namespace
@@ -56,6 +104,20 @@ Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string&)
   const bool explicit_transposes =
       p.bshd && (!flash_attention_offered(p, ctx.storage()) || p.scratch_bytes + p.staging_bytes > limit);
   if (!explicit_transposes) {
+    // Q, K, V read in place from a packed QKV tensor where they are Reshapes of its Split (the
+    // Split's copies are then unread and dropped after lowering: Lowering::drop_unread_copies).
+    if (p.bshd && storage_is_float(ctx.storage())) {
+      for (int i = 0; i < 3; ++i) {
+        const auto pv = packed_view(ctx, n.inputs[i], elem_bytes);
+        if (!pv) continue;
+        KILN_ASSIGN_OR_RETURN(int xa, ctx.row_major_operand(pv->x));
+        if (ctx.value_type(xa) != ctx.storage()) continue;
+        const int view = ctx.new_value(n.name + "/" + std::to_string(i) + "_in_place", ctx.shape(n.inputs[i]), ctx.storage(), false);
+        ctx.alias(view, xa, pv->offset * elem_bytes);
+        ins[static_cast<size_t>(i)] = view;
+        p.row_stride[i] = pv->row;
+      }
+    }
     KILN_ASSIGN_OR_RETURN(auto layer, attention_layer(ctx, p));
     ctx.add_layer(std::move(layer), n.name, ins, {ctx.new_output(n)}, n.origin);
     return Status::Ok();

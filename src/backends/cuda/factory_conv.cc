@@ -18,11 +18,16 @@ Status lower_conv(LowerContext& ctx, const ir::Node& n, const std::string& where
   const GpuBuildOptions& o = ctx.options();
   const Shape& x = ctx.shape(n.inputs[0]);
   const auto& wc = g.value(n.inputs[1]).constant;
-  if (x.size() != 4 || !wc || wc->rank() != 4) return unsupported(where + "only 2-D convolutions with constant weights");
+  // Beyond the 2-D constant-weight, constant-bias, symmetric-pad conv: the Nd path.
+  if (x.size() != 4 || !wc || wc->rank() != 4) return lower_conv_nd(ctx, n, where);
   const std::vector<int64_t> k = {wc->dim(2), wc->dim(3)};
   const std::vector<int64_t> s = n.attr_ints("strides", {1, 1}), d = n.attr_ints("dilations", {1, 1});
   ConvParams p{};
-  if (!symmetric_pads(n, x, k, s, d, &p.pad_h, &p.pad_w)) return unsupported(where + "asymmetric padding");
+  if (!symmetric_pads(n, x, k, s, d, &p.pad_h, &p.pad_w)) return lower_conv_nd(ctx, n, where);
+  {
+    const ir::ValueId bv = n.inputs.size() > 2 ? n.inputs[2] : ir::kNoValue;
+    if (bv != ir::kNoValue && !g.value(bv).constant) return lower_conv_nd(ctx, n, where);
+  }
   const Shape& y = ctx.shape(n.outputs[0]);
   p.n = x[0]; p.c = x[1]; p.h = x[2]; p.w = x[3];
   p.k = wc->dim(0); p.r = k[0]; p.sk = k[1]; p.oh = y[2]; p.ow = y[3];

@@ -4,7 +4,7 @@
 // LogSum/LogSumExp (axes as an attribute or a constant input, keepdims, noop_with_empty_axes;
 // gpu_ops.h plan_reduce), LayerNormalization (ONNX opset 17: mean and variance over axes
 // [axis, rank), epsilon, Scale and optional B of the normalized size, the optional Mean /
-// InvStdDev outputs), MeanVarianceNormalization and RMSNormalization (x / sqrt(mean(x^2) + epsilon) * scale;
+// InvStdDev outputs) and RMSNormalization (x / sqrt(mean(x^2) + epsilon) * scale;
 // docs/decisions/0006).
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/gpu_transformer.h"
@@ -76,34 +76,6 @@ Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& w
   KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
   KILN_ASSIGN_OR_RETURN(int scale, ctx.row_major_operand(n.inputs[1]));
   ctx.add_layer(make_rms_norm_layer(p, ctx.storage()), n.name, {x, scale}, {ctx.new_output(n)}, n.origin);
-  return Status::Ok();
-}
-
-// MeanVarianceNormalization (axes, default [0, 2, 3]; gpu_ops.h plan_mvn): the reduced axes moved
-// last by a strided copy when they are not already the trailing ones, the row kernel, and the
-// inverse copy.
-Status lower_mvn(LowerContext& ctx, const ir::Node& n, const std::string&) {
-  KILN_ASSIGN_OR_RETURN(MvnPlan p, plan_mvn(n, ctx.shape(n.inputs[0])));
-  const StorageType t = ctx.storage();
-  const int eb = static_cast<int>(storage_bytes(t));
-  KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
-  const std::string& out_name = ctx.graph().value(n.outputs[0]).name;
-  const Shape rows_shape{p.rows, p.cols};
-  if (p.transposed) {
-    const int moved = ctx.new_value(out_name + "_mvn_input", rows_shape, t, false);
-    ctx.add_layer(make_strided_copy_layer("Transpose", p.to_rows, eb), n.name + "_transpose_in", {x}, {moved}, n.origin);
-    x = moved;
-  }
-  const int normalized = p.transposed ? ctx.new_value(out_name + "_mvn_rows", rows_shape, t, false) : ctx.new_output(n);
-  const int64_t rows = p.rows, cols = p.cols;
-  ctx.add_layer(make_kernel_layer("MeanVarianceNormalization", std::string("kiln.mvn_rows ") + storage_name(t),
-                                  [=](ExecState& s, const Layer& l) {
-                                    return launch_mvn_rows(s.ptr(l.ins[0]), s.ptr(l.outs[0]), t, rows, cols, s.stream);
-                                  }),
-                n.name, {x}, {normalized}, n.origin);
-  if (p.transposed)
-    ctx.add_layer(make_strided_copy_layer("Transpose", p.from_rows, eb), n.name + "_transpose_out", {normalized},
-                  {ctx.new_output(n)}, n.origin);
   return Status::Ok();
 }
 

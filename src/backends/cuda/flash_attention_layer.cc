@@ -22,7 +22,7 @@ class FlashAttentionLayer : public Layer {
     tactic = std::string("kiln.flash_attention ") + storage_name(t) + " d" + std::to_string(plan.d) +
              (plan.group > 1 ? " gqa=" + std::to_string(plan.group) : "") + (sd.causal ? " causal" : "") +
              (sd.mask == AttentionMask::kAdditive ? " +mask" : sd.mask == AttentionMask::kKeep ? " +bool_mask" : "") +
-             (plan.bshd ? " bshd" : "");
+             (plan.bshd ? " bshd" : "") + plan.row_stride_tag();
   }
 
   // Its one id, on GPUs of compute capability 8.0 or newer (mma.sync bf16, ldmatrix, cp.async).
@@ -55,10 +55,10 @@ class FlashAttentionLayer : public Layer {
     p.sq = plan_.sq;
     p.sk = plan_.sk;
     p.head_dim = static_cast<int>(plan_.d);
-    strides(p.q_stride, plan_.hq, plan_.sq, plan_.d);
-    strides(p.k_stride, plan_.hkv, plan_.sk, plan_.d);
-    strides(p.v_stride, plan_.hkv, plan_.sk, plan_.dv);
-    strides(p.o_stride, plan_.hq, plan_.sq, plan_.dv);
+    strides(p.q_stride, plan_.hq, plan_.sq, plan_.d, plan_.row(0, plan_.hq, plan_.d));
+    strides(p.k_stride, plan_.hkv, plan_.sk, plan_.d, plan_.row(1, plan_.hkv, plan_.d));
+    strides(p.v_stride, plan_.hkv, plan_.sk, plan_.dv, plan_.row(2, plan_.hkv, plan_.dv));
+    strides(p.o_stride, plan_.hq, plan_.sq, plan_.dv, plan_.hq * plan_.dv);
     p.scale = plan_.scale;
     p.rows = plan_.softmax;
     KILN_CUDA_CHECK(launch_flash_attention(p, t_, s.stream));
@@ -71,7 +71,7 @@ class FlashAttentionLayer : public Layer {
            " hkv=" + std::to_string(plan_.hkv) + " sq=" + std::to_string(plan_.sq) + " sk=" + std::to_string(plan_.sk) +
            " d=" + std::to_string(plan_.d) + " " + storage_name(t_) + (sd.causal ? " causal" : "") +
            (sd.mask == AttentionMask::kAdditive ? " mask" : sd.mask == AttentionMask::kKeep ? " bool_mask" : "") +
-           (plan_.bshd ? " bshd" : "");
+           (plan_.bshd ? " bshd" : "") + plan_.row_stride_tag();
   }
 
  protected:
@@ -79,11 +79,12 @@ class FlashAttentionLayer : public Layer {
 
  private:
   // Element strides of batch, head, seq: row-major [batch, heads, seq, d], or [batch, seq, heads, d]
-  // for a bshd plan (the head and sequence strides a multiple of 8 elements: d is 64 or 128).
-  void strides(int64_t (&st)[3], int64_t heads, int64_t seq, int64_t d) const {
-    st[0] = heads * seq * d;
+  // for a bshd plan with `row` elements from one token to the next (heads · d, or more for a view
+  // into a packed QKV tensor; lower_attention checks it is a multiple of 8, as d is 64 or 128).
+  void strides(int64_t (&st)[3], int64_t heads, int64_t seq, int64_t d, int64_t row) const {
+    st[0] = plan_.bshd ? seq * row : heads * seq * d;
     st[1] = plan_.bshd ? d : seq * d;
-    st[2] = plan_.bshd ? heads * d : d;
+    st[2] = plan_.bshd ? row : d;
   }
 
   Status check_device() const {

@@ -4,9 +4,14 @@
 #include "backends/cuda/gpu_layers.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels_more.h"
 
 namespace kiln::cuda {
 
@@ -198,6 +203,8 @@ class GemmLayer : public Layer {
     if (a_) cublasLtMatrixLayoutDestroy(a_);
     if (b_) cublasLtMatrixLayoutDestroy(b_);
     if (c_) cublasLtMatrixLayoutDestroy(c_);
+    if (a_pad_) cublasLtMatrixLayoutDestroy(a_pad_);
+    if (c_pad_) cublasLtMatrixLayoutDestroy(c_pad_);
   }
   // Row-major Y[M,N] = X[M,K] W is column-major Y^T[N,M] = W^T[N,K] X^T[K,M]:
   // A = W (transposed when stored [N,K]), B = X^T (ld K), C = Y^T (ld N); bias runs along N.
@@ -215,6 +222,7 @@ class GemmLayer : public Layer {
     KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     cublasLtEpilogue_t epi = p.has_bias ? (p.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                         : (p.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    if (p.gelu_tanh) epi = p.has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     if (p.has_bias) {  // the bias vector is stored in D's type (cuBLASLt's default, stated explicitly)
       const int32_t bias_type = static_cast<int32_t>(dt);
@@ -222,33 +230,53 @@ class GemmLayer : public Layer {
           cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
     }
     if (p.has_residual) beta_ = 1.f;
+    // The weight's leading dim: N, or n_pad when it is stored padded (the direct form then reads
+    // its first N outputs; the padded form computes all n_pad into the workspace).
+    const int64_t ldw = p.n_pad > p.n ? p.n_pad : p.n;
     if (p.weight_is_nk) KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.k, p.n, p.k));
-    else KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.n, p.k, p.n));
+    else KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.n, p.k, ldw));
     KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, dt, p.k, p.m, p.k));
     KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_, dt, p.n, p.m, p.n));
+    if (p.n_pad > p.n) {
+      if (p.has_residual) return invalid_argument("GEMM with a padded N and a residual input");
+      if (p.weight_is_nk) KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_pad_, dt, p.k, p.n_pad, p.k));
+      else KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_pad_, dt, p.n_pad, p.k, p.n_pad));
+      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_pad_, dt, p.n_pad, p.m, p.n_pad));
+      // The padded output in the workspace, then cuBLASLt's own workspace 256-byte aligned after it.
+      pad_bytes_ = (static_cast<size_t>(p.m) * p.n_pad * storage_bytes(t) + 255) / 256 * 256;
+    }
     op = "Gemm";
     describe(-1);
     return Status::Ok();
   }
-  size_t workspace() const override { return cap_; }
+  // Before select: the most a candidate may need (the padded form's output + cuBLASLt's cap).
+  size_t workspace() const override { return (has_algo_ ? padded_ : pad_bytes_ > 0) ? pad_bytes_ + cap_ : cap_; }
 
-  // One tactic per entry of cuBLASLt's heuristic list for this matmul and workspace cap.
+  // One tactic per entry of cuBLASLt's heuristic list for this matmul and workspace cap; with a
+  // padded N, also one per entry of the padded form's list (variant kGemmPaddedVariant + index),
+  // when the workspace allows its [M, n_pad] output.
   StatusOr<std::vector<TacticId>> candidates(ExecState& s) override {
     KILN_RETURN_IF_ERROR(query_heuristics(s));
     std::vector<TacticId> c;
     for (size_t i = 0; i < heur_.size(); ++i) c.push_back(make_tactic_id(TacticSource::kCublasLt, static_cast<uint32_t>(i)));
+    for (size_t i = 0; i < heur_pad_.size(); ++i)
+      c.push_back(make_tactic_id(TacticSource::kCublasLt, kGemmPaddedVariant + static_cast<uint32_t>(i)));
     return c;
   }
   Status select(TacticId id, ExecState& s) override {
     if (tactic_id_source(id) != TacticSource::kCublasLt)
       return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not a cuBLASLt tactic");
     if (heur_.empty()) KILN_RETURN_IF_ERROR(query_heuristics(s));  // a load: same library, same list
-    const uint32_t i = tactic_id_variant(id);
-    if (i >= heur_.size())
-      return invalid_plan("layer '" + name + "': cuBLASLt heuristic #" + std::to_string(i) + " does not exist here (" +
-                          std::to_string(heur_.size()) + " listed)");
-    algo_ = heur_[i];
+    uint32_t i = tactic_id_variant(id);
+    const bool padded = i >= kGemmPaddedVariant;
+    if (padded) i -= kGemmPaddedVariant;
+    const auto& list = padded ? heur_pad_ : heur_;
+    if (i >= list.size())
+      return invalid_plan("layer '" + name + "': cuBLASLt heuristic #" + std::to_string(i) + (padded ? " (padded N)" : "") +
+                          " does not exist here (" + std::to_string(list.size()) + " listed)");
+    algo_ = list[i];
     has_algo_ = true;
+    padded_ = padded;
     tactic_id = id;
     describe(static_cast<int>(i));
     if (s.verify) return enqueue(s);
@@ -263,6 +291,17 @@ class GemmLayer : public Layer {
   Status enqueue(ExecState& s) override {
     const float alpha = 1.f, beta = beta_;
     void* y = s.ptr(outs[0]);
+    if (padded_) {  // GEMM into the workspace's [M, n_pad], then its first N columns into Y
+      if (s.workspace_bytes < pad_bytes_)
+        return internal_error("layer '" + name + "': the padded GEMM needs " + std::to_string(pad_bytes_) +
+                              " bytes of workspace, " + std::to_string(s.workspace_bytes) + " given");
+      void* d = s.workspace;
+      void* ws = static_cast<char*>(s.workspace) + pad_bytes_;
+      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_pad_, s.ptr(ins[0]), b_, &beta, d, c_pad_, d,
+                                       c_pad_, &algo_, ws, std::min(s.workspace_bytes - pad_bytes_, cap_), s.stream));
+      KILN_CUDA_CHECK(launch_compact_rows(d, y, static_cast<int>(storage_bytes(t_)), p_.m, p_.n_pad, p_.n, s.stream));
+      return Status::Ok();
+    }
     const void* c = p_.has_residual ? s.ptr(ins[3]) : y;
     KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_, s.ptr(ins[0]), b_, &beta, c, c_, y, c_,
                                      has_algo_ ? &algo_ : nullptr, s.workspace, std::min(s.workspace_bytes, cap_),
@@ -275,8 +314,9 @@ class GemmLayer : public Layer {
     std::string sig = "gemm m=" + std::to_string(p_.m) + " n=" + std::to_string(p_.n) + " k=" + std::to_string(p_.k) +
                       (p_.weight_is_nk ? " w=nk " : " w=kn ") + storage_name(t_);
     if (t_ == StorageType::kF32) sig += tf32_ ? " tf32" : " fma";
-    return sig + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") + (p_.has_residual ? " +residual" : "") +
-           " ws<=" + std::to_string(cap_);
+    return sig + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") + (p_.gelu_tanh ? " +gelu_tanh" : "") +
+           (p_.has_residual ? " +residual" : "") +
+           (p_.n_pad > p_.n ? " n_pad=" + std::to_string(p_.n_pad) : "") + " ws<=" + std::to_string(cap_);
   }
 
  private:
@@ -299,11 +339,26 @@ class GemmLayer : public Layer {
                          std::to_string(cap_) + " bytes of workspace for " + signature());
     heur_.clear();
     for (int i = 0; i < returned; ++i) heur_.push_back(res[i].algo);
+    // The padded form, when the workspace holds its output besides cuBLASLt's own workspace.
+    heur_pad_.clear();
+    if (c_pad_ && s.workspace_bytes >= pad_bytes_ + 256) {
+      const size_t cap_pad = std::min(s.workspace_bytes - pad_bytes_, kGemmWorkspace);
+      KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap_pad, sizeof cap_pad);
+      returned = 0;
+      if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_pad_, b_, c_pad_, c_pad_, pref, kHeuristics, res, &returned);
+      cublasLtMatmulPreferenceDestroy(pref);
+      KILN_CUBLAS_CHECK(st);
+      for (int i = 0; i < returned; ++i) heur_pad_.push_back(res[i].algo);
+    }
     return Status::Ok();
   }
   void describe(int idx) {
-    tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") + " " +
+    tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") +
+             (padded_ ? " n_pad=" + std::to_string(p_.n_pad) + "+compact" : "") + " " +
              storage_name(t_) + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
+             (p_.gelu_tanh ? " +gelu_tanh" : "") +
              (p_.has_residual ? " +residual" : "");
   }
   GemmParams p_{};
@@ -313,9 +368,13 @@ class GemmLayer : public Layer {
   size_t cap_ = kGemmWorkspace;  // bytes of workspace the algorithms were chosen for
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatrixLayout_t a_pad_ = nullptr, c_pad_ = nullptr;  // the padded form's W and output (n_pad set)
+  size_t pad_bytes_ = 0;  // its [M, n_pad] output in the workspace, 256-byte aligned; 0 = no padded form
+  bool padded_ = false;   // the selected tactic is the padded form
   cublasLtMatmulAlgo_t algo_{};
   bool has_algo_ = false;
-  std::vector<cublasLtMatmulAlgo_t> heur_;  // cuBLASLt's heuristic list (empty: not queried yet)
+  std::vector<cublasLtMatmulAlgo_t> heur_;      // cuBLASLt's heuristic list (empty: not queried yet)
+  std::vector<cublasLtMatmulAlgo_t> heur_pad_;  // the padded form's list
 };
 
 // ---------------------------------------------------------------- own kernels
@@ -528,6 +587,75 @@ StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, StorageTyp
   auto l = std::make_unique<PoolLayer>();
   KILN_RETURN_IF_ERROR(l->init(p, t, nhwc));
   return std::unique_ptr<Layer>(std::move(l));
+}
+
+bool cublaslt_gelu_is_tanh() {
+  static std::mutex mu;
+  static std::map<int, bool> by_device;
+  int dev = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = by_device.find(dev);
+  if (it != by_device.end()) return it->second;
+  // Y [m, n] = X W + bias with X = 0: Y = GELU(bias), bias a sweep of n values in [-6, 6].
+  constexpr int n = 1024, m = 8, k = 8;
+  std::vector<float> bias(n), y(static_cast<size_t>(m) * n);
+  for (int i = 0; i < n; ++i) bias[i] = -6.f + 12.f * static_cast<float>(i) / (n - 1);
+  bool ok = false;
+  cublasLtHandle_t lt = nullptr;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  void *w = nullptr, *x = nullptr, *yd = nullptr, *b = nullptr;
+  do {
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) break;
+    if (cudaMalloc(&w, sizeof(float) * k * n) != cudaSuccess || cudaMalloc(&x, sizeof(float) * m * k) != cudaSuccess ||
+        cudaMalloc(&yd, sizeof(float) * m * n) != cudaSuccess || cudaMalloc(&b, sizeof(float) * n) != cudaSuccess)
+      break;
+    if (cudaMemset(w, 0, sizeof(float) * k * n) != cudaSuccess || cudaMemset(x, 0, sizeof(float) * m * k) != cudaSuccess ||
+        cudaMemcpy(b, bias.data(), sizeof(float) * n, cudaMemcpyHostToDevice) != cudaSuccess)
+      break;
+    if (cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) break;
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_GELU_BIAS;
+    if (cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b) != CUBLAS_STATUS_SUCCESS)
+      break;
+    if (cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, n, k, n) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, m, k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, n, m, n) != CUBLAS_STATUS_SUCCESS)
+      break;
+    const float alpha = 1.f, beta = 0.f;
+    if (cublasLtMatmul(lt, desc, &alpha, w, la, x, lb, &beta, yd, lc, yd, lc, nullptr, nullptr, 0, nullptr) !=
+        CUBLAS_STATUS_SUCCESS)
+      break;
+    if (cudaMemcpy(y.data(), yd, sizeof(float) * m * n, cudaMemcpyDeviceToHost) != cudaSuccess) break;
+    double worst = 0;
+    for (int r = 0; r < m; ++r)
+      for (int i = 0; i < n; ++i) {
+        const double t = bias[i];
+        const double want = 0.5 * t * (1 + std::tanh(0.7978845608028654 * (t + 0.044715 * t * t * t)));
+        worst = std::max(worst, std::fabs(static_cast<double>(y[static_cast<size_t>(r) * n + i]) - want));
+      }
+    ok = worst <= 2e-5;
+  } while (false);
+  if (la) cublasLtMatrixLayoutDestroy(la);
+  if (lb) cublasLtMatrixLayoutDestroy(lb);
+  if (lc) cublasLtMatrixLayoutDestroy(lc);
+  if (desc) cublasLtMatmulDescDestroy(desc);
+  if (lt) cublasLtDestroy(lt);
+  for (void* p : {w, x, yd, b})
+    if (p) cudaFree(p);
+  cudaGetLastError();  // a failed probe leaves no sticky error for the caller's next check
+  by_device[dev] = ok;
+  return ok;
+}
+
+int64_t gemm_padded_n(int64_t n, StorageType t) {
+  const int64_t per16 = 16 / static_cast<int64_t>(storage_bytes(t));  // elements per 16 bytes
+  if (n <= 0 || n % per16 == 0) return 0;
+  return (n + 63) / 64 * 64;
 }
 
 StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, StorageType t, bool tf32) {

@@ -145,6 +145,38 @@ struct ConvParams {
 // which the layer says in `fallback` when no fused variant ran.
 StatusOr<std::unique_ptr<Layer>> make_conv_layer(const ConvParams& p, StorageType t, bool nhwc, bool tf32);
 
+// An N-D convolution (1 to 3 spatial dims) or transposed convolution through cuDNN's legacy
+// API (conv_nd_layer.cc, docs/decisions/0070): row-major N, C, spatial... tensors in storage t
+// (fp32 with FMA math unless tf32, fp16 / bf16 with float accumulation); the weight is an input
+// (constant or activation) in ONNX's layout, [K, C/groups, k...] (Conv) or [C, K/groups, k...]
+// (ConvTranspose); the bias (optional input 2) is [K]. A 1-D op runs as 2-D with H = 1.
+// Conv: asymmetric pads are an explicit zero-padding copy into the workspace (then cuDNN pads 0).
+// ConvTranspose: cudnnConvolutionBackwardData writes the full output (no pads, no
+// output_padding) into the workspace; a copy crops pad_begin off (output_padding and a larger
+// output_shape read zeros) and adds the bias. One tactic: cuDNN's first heuristic algorithm
+// that fits the workspace (its id records the algorithm).
+struct ConvNdParams {
+  bool transpose = false;
+  int nd = 2;                         // spatial dims, 1..3
+  int64_t n = 1, c = 1, k = 1;        // batch, input channels, output channels
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dilation[3] = {1, 1, 1};
+  int64_t pad_begin[3] = {0, 0, 0}, pad_end[3] = {0, 0, 0};
+  int64_t groups = 1;
+  // Conv only (FusedConv's epilogue): y = act(conv + bias (+ residual, input 3)); the bias
+  // (input 2) is always present then (zeros when the node has none).
+  bool has_bias = false, has_residual = false;
+  PointwiseOp act = PointwiseOp::kIdentity;
+  float act_alpha = 0, act_beta = 0;
+};
+// Errors: a geometry cuDNN's output size disagrees with (Unsupported, with both sizes), a cuDNN
+// descriptor call that fails.
+StatusOr<std::unique_ptr<Layer>> make_conv_nd_layer(const ConvNdParams& p, StorageType t, bool tf32);
+
+// The pointwise op of a FusedConv activation name ("Relu", "Gelu", ...; kIdentity for "" or an
+// unknown one, which lower_conv refuses first).
+PointwiseOp conv_activation_op(const std::string& a);
+
 // cuDNN graph-API convolution (NHWC fp16/bf16, epilogue bias (+ residual z) (+ ReLU) fused in
 // one operation graph), tuned over cuDNN's engine configurations (conv_graph.cc). nullptr when
 // the activation or dtype is outside what the graph expresses (then use make_conv_layer alone)
@@ -168,10 +200,30 @@ struct GemmParams {
   bool weight_is_nk;  // weight stored [N, K] (Gemm transB=1); else [K, N]
   bool has_bias;
   bool relu;
+  bool gelu_tanh = false;  // cuBLASLt's GELU(_BIAS) epilogue (only where cublaslt_gelu_is_tanh())
   bool has_residual = false;  // Y = act(X·W + R + bias), R = input 3, Y's shape (cuBLASLt's C with beta 1)
+  // > n: the weight (and bias) are stored padded with zeros to n_pad outputs (W [K, n_pad] or
+  // [n_pad, K]), so the layer can also run as a GEMM into an [M, n_pad] workspace (16-byte aligned
+  // rows) followed by a copy of the first n columns; 0: stored as [K, n] / [n, K].
+  int64_t n_pad = 0;
 };
+// n rounded up to 64 when its rows would not be 16-byte aligned in storage t (cuBLASLt's fast
+// kernels need that: on an H200 GPT-2's LM head, 4096 x 768 x 50,257 fp16, runs 2.51 ms with
+// N's leading dim, 0.36 ms with 50,304 — bench/micro/gemm_align.cu); 0 when no padding is needed.
+int64_t gemm_padded_n(int64_t n, StorageType t);
+// Whether cuBLASLt's CUBLASLT_EPILOGUE_GELU_BIAS computes ONNX Gelu with approximate = "tanh" on
+// the current device with the loaded library: cublasLt.h names no formula (docs/decisions/0058),
+// so a GEMM with that epilogue runs once in float32 over a sweep of values in [-6, 6] and its
+// result is compared with the formula (max abs error <= 2e-5; measured 5e-6 on an H200 with cuBLAS
+// 13). Cached per device; false without a device or when any call fails.
+bool cublaslt_gelu_is_tanh();
+// Tactic variants from this value up are the padded form's (variant - kGemmPaddedVariant = its index
+// in cuBLASLt's heuristic list for the padded layouts).
+inline constexpr uint32_t kGemmPaddedVariant = 0x100;
 // cuBLASLt matmul Y[M,N] = X[M,K] · W (+ R) (+ bias[N]) (ReLU epilogue optional); source kCublasLt,
-// one tactic per entry of cuBLASLt's heuristic list (variant = index, stable for one version and cap).
+// one tactic per entry of cuBLASLt's heuristic list (variant = index, stable for one version and cap);
+// with n_pad, also one per entry for the padded form (variant kGemmPaddedVariant + index: the GEMM
+// into the workspace, then launch_compact_rows).
 // All operands (bias included) in storage type t; FP32 accumulation (TF32 for fp32 when tf32).
 StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, StorageType t, bool tf32);
 

@@ -120,9 +120,13 @@ class Lowering final : public LowerContext {
     // and explicit Reformat layers; the lowering follows them. Without it (tests lowering a
     // graph directly), 16-bit storage means NHWC for conv/pool and elementwise layers follow.
     for (const ir::Node& n : g_.nodes) laid_out_ |= !n.removed && n.has_attr("layout");
+    KILN_RETURN_IF_ERROR(check_tensor_io(g_));
+    KILN_RETURN_IF_ERROR(widen_narrow_integers(g_, &vs_));
+    KILN_RETURN_IF_ERROR(narrow_float64_io(g_, &vs_));
     const auto consumers = g_.consumers();
     for (ir::ValueId v : g_.inputs) {
-      // Integer inputs (token ids, masks) are staged as given; float inputs as float32.
+      // Every input is staged in its declared dtype (integer token ids and masks, float32,
+      // float16, bfloat16), converted below to the storage its consumers compute in.
       KILN_ASSIGN_OR_RETURN(StorageType in_t, input_storage(g_.value(v).name, vs_.dtypes[v]));
       const int staging = new_val(g_.value(v).name, vs_.shapes[v], in_t, false);
       m_->input_vals.push_back(staging);
@@ -143,18 +147,22 @@ class Lowering final : public LowerContext {
         for (ir::NodeId c : consumers[static_cast<size_t>(v)])
           nhwc |= ir::tensor_core_layout_preference(g_, g_.node(c)) == ir::Layout::kNHWC;
       }
-      if (!low_in) {
+      // The internal copy: float32 unless the consumers compute in 16 bits (then the plan's
+      // storage, NHWC / channel-padded as they want). A float16 / bfloat16 input is converted
+      // there by the same reformat layer; a staging buffer already in that form is used as is.
+      const StorageType internal_t = low_in ? st_ : StorageType::kF32;
+      // Channel padding for tensor-core convs: the internal copy is [N, Cp, H, W] NHWC.
+      const int64_t cp = low_in && nhwc ? padded_channels(v) : 0;
+      if (in_t == internal_t && !nhwc) {
         act_[v] = staging;
       } else {
-        // Channel padding for tensor-core convs: the internal copy is [N, Cp, H, W] NHWC.
-        const int64_t cp = nhwc ? padded_channels(v) : 0;
         Shape internal_shape = s;
         if (cp > 0) {
           internal_shape[1] = cp;
           padded_from_[v] = s[1];
         }
-        const int internal = new_val(g_.value(v).name + ":internal", internal_shape, st_, nhwc);
-        add_layer(make_reformat_layer(s, StorageType::kF32, false, st_, nhwc, cp), "input_reformat:" + g_.value(v).name,
+        const int internal = new_val(g_.value(v).name + ":internal", internal_shape, internal_t, nhwc);
+        add_layer(make_reformat_layer(s, in_t, false, internal_t, nhwc, cp), "input_reformat:" + g_.value(v).name,
                   {staging}, {internal}, {});
         act_[v] = internal;
       }
@@ -203,7 +211,7 @@ class Lowering final : public LowerContext {
         // An output the build folded to a constant (the Shape of an input, a Constant): uploaded
         // and copied into the output by a cast layer of its own type.
         const Tensor& c = *g_.value(v).constant;
-        StorageType t = StorageType::kF32;
+        StorageType t = float_io_storage(c.dtype());
         if (!exact_storage(c.dtype(), &t) && !is_float(c.dtype()))
           return unsupported("graph output '" + g_.value(v).name + "' is a constant of dtype " + dtype_name(c.dtype()));
         KILN_ASSIGN_OR_RETURN(int w, upload_as(g_.value(v).name + ":constant", c, t));
@@ -219,13 +227,16 @@ class Lowering final : public LowerContext {
         m_->output_vals.push_back(as_layout(a, false, std::string()));
         continue;
       }
-      if (gv.type == StorageType::kF32 && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
+      // A float output is returned row-major in its declared dtype (float32, float16 or bfloat16),
+      // whatever the storage its producer computed in.
+      const StorageType out_t = float_io_storage(vs_.dtypes[v]);
+      if (gv.type == out_t && (layout_free(gv.shape) || !gv.nhwc) && gv.weight == nullptr) {
         m_->output_vals.push_back(a);
         continue;
       }
-      const int out = new_val(g_.value(v).name, vs_.shapes[v], StorageType::kF32, false);
+      const int out = new_val(g_.value(v).name, vs_.shapes[v], out_t, false);
       if (gv.weight) return unsupported("graph output '" + g_.value(v).name + "' is a constant");
-      add_layer(make_reformat_layer(gv.shape, gv.type, gv.nhwc && !layout_free(gv.shape), StorageType::kF32, false),
+      add_layer(make_reformat_layer(gv.shape, gv.type, gv.nhwc && !layout_free(gv.shape), out_t, false),
                 "output_reformat:" + g_.value(v).name, {a}, {out}, {});
       m_->output_vals.push_back(out);
     }
@@ -233,8 +244,20 @@ class Lowering final : public LowerContext {
   }
 
  private:
+  // Whether factory_conv.cc's 2-D path (not the Nd one) takes Conv / FusedConv `n`: a constant 4-D
+  // weight, a constant bias or none, symmetric pads.
+  bool takes_2d_conv_path(const ir::Node& n) const {
+    const auto& w = g_.value(n.inputs[1]).constant;
+    if (!w || w->rank() != 4 || vs_.shapes[n.inputs[0]].size() != 4) return false;
+    if (n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue && !g_.value(n.inputs[2]).constant) return false;
+    int64_t ph = 0, pw = 0;
+    return symmetric_pads(n, vs_.shapes[n.inputs[0]], {w->dim(2), w->dim(3)}, n.attr_ints("strides", {1, 1}),
+                          n.attr_ints("dilations", {1, 1}), &ph, &pw);
+  }
+
   // Channels to pad graph input `v` to (0 = none): fp16/bf16, rank 4, C % 8 != 0, and every
-  // consumer a 2-D convolution with one group reading it as its data input (not a graph output).
+  // consumer a 2-D convolution with one group reading it as its data input (not a graph output)
+  // that the 2-D conv path takes (only it pads the weights).
   int64_t padded_channels(ir::ValueId v) const {
     const Shape& s = vs_.shapes[v];
     if (!o_.pad_input_channels || plan_st_ == StorageType::kF32 || s.size() != 4 || s[1] % 8 == 0) return 0;
@@ -247,7 +270,7 @@ class Lowering final : public LowerContext {
         if (n.inputs[k] != v) continue;
         if (node_storage(n) != plan_st_) return 0;
         const bool conv = n.op == ir::OpKind::kConv || n.op == ir::OpKind::kFusedConv;
-        if (!conv || k != 0 || n.attr_int("group", 1) != 1) return 0;
+        if (!conv || k != 0 || n.attr_int("group", 1) != 1 || !takes_2d_conv_path(n)) return 0;
         ++uses;
       }
     }
@@ -476,10 +499,12 @@ class Lowering final : public LowerContext {
     KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const ir::ValueId v = n.outputs[k];
-      // Dropout's mask (output 1, bool since opset 10) is the one non-float output a float
-      // layer writes (factory_view.cc).
-      if (v != ir::kNoValue && !is_float(vs_.dtypes[v]) &&
-          !(n.op == ir::OpKind::kDropout && k == 1 && vs_.dtypes[v] == DataType::kBool))
+      // The non-float outputs a float layer writes: Dropout's mask (output 1, bool since opset
+      // 10; factory_view.cc) and MaxPool's Indices (output 1, int64; factory_pool.cc).
+      if (v == ir::kNoValue) continue;
+      const bool pool_indices = n.op == ir::OpKind::kMaxPool && k == 1 && vs_.dtypes[v] == DataType::kInt64;
+      const bool dropout_mask = n.op == ir::OpKind::kDropout && k == 1 && vs_.dtypes[v] == DataType::kBool;
+      if (!is_float(vs_.dtypes[v]) && !pool_indices && !dropout_mask)
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
     }
     if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
@@ -572,7 +597,7 @@ class Lowering final : public LowerContext {
   }
 
   const ir::Graph& g_;
-  const ValueShapes& vs_;
+  ValueShapes vs_;  // narrow integer / float64 I/O dtypes rewritten to the ones they are computed in (run())
   GpuBuildOptions o_;
   GpuModel::Impl* m_;
   StorageType plan_st_;  // the plan's storage (GpuBuildOptions::storage)
@@ -607,6 +632,29 @@ class Lowering final : public LowerContext {
   // input or output) that exactly one layer writes, or the output of a Concat eliminated before,
   // appearing once in this Concat. Its producer then writes straight into the slice; the Concat
   // copies only the other inputs and leaves the layer list when none is left.
+  // Split copies nothing reads any more — every part was read in place by the layers after it
+  // (lower_attention's packed Q/K/V views) — are dropped: a value counts as read when a layer's
+  // input or a graph output is it or a view (alias) of it.
+  void drop_unread_copies() {
+    std::vector<bool> read(m_->vals.size(), false);
+    auto mark = [&](int v) {
+      while (v >= 0) {
+        read[static_cast<size_t>(v)] = true;
+        v = m_->vals[static_cast<size_t>(v)].alias_of;
+      }
+    };
+    for (const auto& l : m_->layers)
+      for (int v : l->ins) mark(v);
+    for (int v : m_->output_vals) mark(v);
+    std::vector<std::unique_ptr<Layer>> kept;
+    for (auto& l : m_->layers) {
+      bool unread = l->op == "Split" && !l->outs.empty();
+      for (int v : l->outs) unread = unread && v >= 0 && !read[static_cast<size_t>(v)];
+      if (!unread) kept.push_back(std::move(l));
+    }
+    m_->layers = std::move(kept);
+  }
+
   void eliminate_concats() {
     std::vector<int> writers(m_->vals.size(), 0);
     for (const auto& l : m_->layers)
@@ -710,12 +758,15 @@ StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShape
   l.dry_run();
   KILN_RETURN_IF_ERROR(l.run());
   l.eliminate_concats();
+  l.drop_unread_copies();
   KILN_RETURN_IF_ERROR(plan_streams_and_memory(&scratch));
   GpuStreamSummary r;
   for (const auto& layer : scratch.layers) r.layers.push_back(layer->name);
   r.streams = scratch.streams.stream;
   r.aux_streams = scratch.streams.aux_streams;
   r.arena_bytes = scratch.arena;
+  for (int v : scratch.input_vals) r.input_dtypes.push_back(storage_host_dtype(scratch.vals[v].type));
+  for (int v : scratch.output_vals) r.output_dtypes.push_back(storage_host_dtype(scratch.vals[v].type));
   return r;
 }
 
@@ -752,6 +803,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
     opts.logger(LogSeverity::kVerbose, line);
   }
   l.eliminate_concats();
+  l.drop_unread_copies();
   step("concat elimination");
   KILN_RETURN_IF_ERROR(plan_streams_and_memory(m));
   step("streams + arena plan");

@@ -143,12 +143,26 @@ struct GpuBuildOptions {
 struct ValueShapes {
   std::vector<Shape> shapes;
   std::vector<DataType> dtypes;
+  // Some shape may depend on the input *values*, not only their shapes (docs/decisions/0069):
+  // two reference runs with different made-up values disagreed, or the shapes came from the
+  // caller's own values. `dependence` says what was seen.
+  bool value_dependent = false;
+  std::string dependence;
 };
+// Unsupported, naming the value, when a graph input or output is a sequence or an optional
+// (CUDA engines take and return tensors only).
+Status check_tensor_io(const ir::Graph& g);
 // Every value's shape and dtype at `input_shapes` (one per graph input): from static shape
-// inference when it determines them all, else from one CPU reference run on seeded random inputs
-// (Unsupported, naming the node, when the graph holds an op that writes memory named by its
-// inputs — ir::op_writes_memory, PagedAttention — which must never run on made-up inputs).
+// inference when it determines them all, else from CPU reference runs — two on seeded made-up
+// inputs (the second, with other values, sets value_dependent when any shape differs; when it
+// fails, once more with integer inputs 0 / 1, and when that fails too nothing is marked),
+// or one on `values` when given (a call's own inputs, which must have `input_shapes`).
+// Unsupported when a graph input or output is not a tensor (check_tensor_io), or, naming the
+// node, when the graph holds an op that writes memory named by its inputs —
+// ir::op_writes_memory, PagedAttention — which must never run on made-up inputs.
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes);
+StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes,
+                                                      const std::vector<Tensor>* values);
 
 // Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once. Lowers
 // with the rules of `storage` (kF32 row-major; kF16 / kBF16: NHWC) and uploads nothing, so it
@@ -165,6 +179,8 @@ struct GpuStreamSummary {
   std::vector<int> streams;         // per layer: 0 = the caller's stream, 1.. = an aux stream
   int aux_streams = 0;
   size_t arena_bytes = 0;           // activation arena per context
+  // Host dtypes the engine takes each graph input in and returns each graph output in (graph order).
+  std::vector<DataType> input_dtypes, output_dtypes;
 };
 StatusOr<GpuStreamSummary> plan_gpu_streams(const ir::Graph& g, const ValueShapes& shapes, const GpuBuildOptions& opts);
 
@@ -196,8 +212,9 @@ class GpuModel {
   // Logical shapes of the graph inputs / outputs (row-major), in graph order.
   std::vector<Shape> input_shapes() const;
   std::vector<Shape> output_shapes() const;
-  // Host dtype each graph input is given in: int32 / int64 for integer inputs (staged as-is),
-  // float32 for float inputs (whatever the storage). Outputs are always float32.
+  // Host dtype each graph input is given in: its declared dtype (float32, float16, bfloat16,
+  // int32, int64, bool; staged as given, converted to the internal storage by a reformat layer).
+  // Outputs are returned in their declared dtype likewise.
   std::vector<DataType> input_dtypes() const;
   size_t arena_bytes() const;            // activation arena per context
   size_t activation_bytes_sum() const;   // sum of all activations (what no reuse would need)
@@ -239,7 +256,7 @@ class GpuContext {
  public:
   ~GpuContext();
   // Host inputs (GpuModel::input_dtypes, logical NCHW, one per graph input, exact build shapes) ->
-  // host outputs (float32; int32 / int64 / bool outputs in their dtype). Synchronous convenience
+  // host outputs (each in the graph output's declared dtype). Synchronous convenience
   // wrapper over enqueue.
   Status run(const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs);
   // Copies inputs in, runs every layer, copies outputs out, all on `stream` (no allocation,
@@ -247,7 +264,7 @@ class GpuContext {
   Status enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream);
   // The same with caller-owned buffers: `inputs[i]` / `outputs[i]` are device (or pinned host)
   // addresses of row-major tensors of input_shapes()[i] in input_dtypes()[i] / of
-  // output_shapes()[i] in float32 or the graph output's int32 / int64 / bool (raw addresses: the
+  // output_shapes()[i] in the graph output's declared dtype (raw addresses: the
   // dtype cannot be checked here). Enqueues
   // the copies into / out of the arena and every layer on `stream`; never allocates, never
   // synchronizes and never launches the context's own CUDA graph, so it may itself be captured

@@ -67,12 +67,13 @@ StatusOr<StorageType> input_storage(const std::string& name, DataType dt) {
     case DataType::kInt64: return StorageType::kI64;
     case DataType::kInt32: return StorageType::kI32;
     case DataType::kBool: return StorageType::kBool;
-    case DataType::kFloat32: case DataType::kFloat16: case DataType::kBFloat16: case DataType::kUndefined:
-      return StorageType::kF32;
+    case DataType::kFloat16: return StorageType::kF16;
+    case DataType::kBFloat16: return StorageType::kBF16;
+    case DataType::kFloat32: case DataType::kUndefined: return StorageType::kF32;
     default: break;
   }
   return unsupported("graph input '" + name + "' has dtype " + dtype_name(dt) +
-                     ": CUDA engines take float32, int32, int64 or bool inputs in this version");
+                     ": CUDA engines take float32, float16, bfloat16, int32, int64 or bool inputs in this version");
 }
 
 DataType storage_host_dtype(StorageType t) {
@@ -80,9 +81,17 @@ DataType storage_host_dtype(StorageType t) {
     case StorageType::kI64: return DataType::kInt64;
     case StorageType::kI32: return DataType::kInt32;
     case StorageType::kBool: return DataType::kBool;
-    case StorageType::kF32: case StorageType::kF16: case StorageType::kBF16: break;
+    case StorageType::kF16: return DataType::kFloat16;
+    case StorageType::kBF16: return DataType::kBFloat16;
+    case StorageType::kF32: break;
   }
   return DataType::kFloat32;
+}
+
+StorageType float_io_storage(DataType dt) {
+  if (dt == DataType::kFloat16) return StorageType::kF16;
+  if (dt == DataType::kBFloat16) return StorageType::kBF16;
+  return StorageType::kF32;
 }
 
 bool exact_storage(DataType dt, StorageType* t) {
@@ -110,13 +119,15 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                                  n.op == OpKind::kNegativeLogLikelihoodLoss || n.op == OpKind::kPow ||
                                  n.op == OpKind::kSoftmaxCrossEntropyLoss)) ||
                     (k == 3 && n.op == OpKind::kAttention) || (k >= 3 && n.op == OpKind::kPagedAttention) ||
+                    (k == 1 && n.op == OpKind::kRope) ||
                     n.op == OpKind::kRange;
     if (!ok)
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
                            "output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
                            "shape), the indices of Gather, GatherND and GatherElements, Trilu's k, Pow's exponent, "
                            "the targets of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, Range's operands, "
-                           "Attention's mask, or PagedAttention's positions, token_seq, block_table and kv_pools");
+                           "Attention's mask, PagedAttention's positions, token_seq, block_table and kv_pools, or "
+                           "Rope's positions");
   }
   return Status::Ok();
 }
@@ -332,38 +343,6 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
   p.outer = dims_product(in, 0, lo);
   p.red = dims_product(in, lo, hi + 1);
   p.inner = dims_product(in, hi + 1, in.size());
-  return p;
-}
-
-StatusOr<MvnPlan> plan_mvn(const ir::Node& n, const Shape& in) {
-  const size_t r = in.size();
-  if (r > static_cast<size_t>(kMaxRank)) return node_error(n, "rank above 6");
-  std::vector<bool> mask(r, false);
-  for (int64_t a : n.attr_ints("axes", {0, 2, 3})) {
-    KILN_ASSIGN_OR_RETURN(int k, norm_axis(n, a, r));
-    mask[static_cast<size_t>(k)] = true;
-  }
-  std::vector<size_t> perm;  // kept axes, then reduced axes
-  for (int pass = 0; pass < 2; ++pass)
-    for (size_t i = 0; i < r; ++i)
-      if (mask[i] == (pass == 1)) perm.push_back(i);
-  MvnPlan p;
-  Shape perm_shape;
-  std::vector<size_t> moving;  // size-1 axes never need moving
-  for (size_t i : perm) {
-    perm_shape.push_back(in[i]);
-    (mask[i] ? p.cols : p.rows) *= in[i];
-    if (in[i] != 1) moving.push_back(i);
-  }
-  p.transposed = !std::is_sorted(moving.begin(), moving.end());
-  if (!p.transposed) return p;
-  KILN_ASSIGN_OR_RETURN(p.to_rows, desc_of(n, perm_shape));
-  KILN_ASSIGN_OR_RETURN(p.from_rows, desc_of(n, in));
-  const auto st = row_strides(in), pst = row_strides(perm_shape);
-  for (size_t q = 0; q < r; ++q) {
-    p.to_rows.src_strides[q] = st[perm[q]];
-    p.from_rows.src_strides[perm[q]] = pst[q];  // x's axis perm[q] is the permuted array's axis q
-  }
   return p;
 }
 

@@ -27,11 +27,32 @@ int64_t dims_product(const Shape& s, size_t from, size_t to);
 std::vector<int64_t> row_strides(const Shape& s);
 
 // ---- integer and bool tensors (docs/decisions/0051)
-// Storage of graph input `name` of dtype `dt`: kI32/kI64/kBool for int32/int64/bool (staged as
-// given), kF32 for float types (the float storage conversion is a layer); other dtypes are refused.
+// Staging storage of graph input `name` of dtype `dt`: the declared dtype as the caller gives it
+// (TensorRT's rule: I/O tensors keep the model's dtypes): kI32/kI64/kBool for int32/int64/bool,
+// kF16/kBF16 for float16/bfloat16, kF32 for float32 (and an undeclared dtype); a conversion to
+// the storage the consumers want is a layer. Other dtypes are refused (Unsupported, naming it).
 StatusOr<StorageType> input_storage(const std::string& name, DataType dt);
-// The host dtype of a staged input or output of storage `t` (int32, int64, bool, else float32).
+// The host dtype of a staged input or output of storage `t` (int32, int64, bool, float16,
+// bfloat16, float32).
 DataType storage_host_dtype(StorageType t);
+// The staging storage of a float graph input or output declared `dt`: kF16 / kBF16 for float16 /
+// bfloat16, kF32 for anything else (float32; the caller checks the dtype is a float one).
+StorageType float_io_storage(DataType dt);
+// Narrow integer dtypes computed wide (docs/decisions/0069): uint8 / int8 / uint16 / int16 ->
+// int32, uint32 -> int64 (*wide); false for any other dtype.
+bool narrow_int_dtype(DataType dt, DataType* wide);
+// When `vs` has narrow integer values: checks that computing them in the wide type gives the
+// native result after the truncation of the graph outputs to their declared dtype (ring ops and
+// integer Casts anywhere; order-dependent ops, indices and Casts from them only on values still
+// inside the narrow range: see narrow_ints.cc), then rewrites their dtypes in `vs` to the wide
+// ones. Unsupported, naming the node, the input and the dtype, otherwise.
+Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs);
+// float64 graph I/O where float32 gives the reference's result exactly (docs/decisions/0069): a
+// float64 input whose every use is a Cast to float32 (the host rounds it once, as the Cast does),
+// a float64 output made by a Cast from float32 / float16 and read by no layer (the host widens
+// it); their dtypes in `vs` become float32. Unsupported, naming the input or output, for any
+// other float64 graph I/O. (The engine converts on the host: gpu_engine.cc.)
+Status narrow_float64_io(const ir::Graph& g, ValueShapes* vs);
 // The exact storage of an int32 / int64 / bool dtype (false for any other dtype).
 bool exact_storage(DataType dt, StorageType* t);
 // Ops that only reinterpret their input 0 (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
@@ -40,7 +61,7 @@ bool is_int_view(ir::OpKind op);
 // Refuses node `n`, whose outputs are float, when an integer or bool activation (is_int[k] for
 // input k) reaches an input that computes in float: only Cast and Where (input 0), Gather, GatherND,
 // GatherElements and Trilu (input 1), Attention (its bool mask, input 3), PagedAttention (inputs
-// 3..6: positions, token_seq, block_table, kv_pools) and Range take them. (Nodes with integer / bool outputs go to the exact factory
+// 3..6: positions, token_seq, block_table, kv_pools), Rope (input 1, positions) and Range take them. (Nodes with integer / bool outputs go to the exact factory
 // table, whose factories check their operands themselves.)
 Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int);
 
@@ -67,16 +88,6 @@ struct ReducePlan {
 };
 StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Shape& in);
 
-// MeanVarianceNormalization (axes attribute, default [0, 2, 3]) as a [rows, cols] row problem:
-// rows = the kept axes' product, cols = the reduced axes'. When the reduced axes (of size > 1) are
-// not already the trailing ones, `to_rows` copies x into that order (kept axes first, each group
-// in order) and `from_rows` copies the normalized rows back to x's order.
-struct MvnPlan {
-  int64_t rows = 1, cols = 1;
-  bool transposed = false;
-  StridedDesc to_rows, from_rows;
-};
-StatusOr<MvnPlan> plan_mvn(const ir::Node& n, const Shape& in);
 
 // DepthToSpace (modes DCR / CRD) and SpaceToDepth of a 4-D input, and Tile with constant repeats
 // (rank <= 6 once each repeat != 1 is its own dim): one strided copy each (factory_rearrange.cc).

@@ -149,16 +149,17 @@ StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const Shape& q_stored,
   return p;
 }
 
-StridedDesc attention_axes_swap(int64_t batch, int64_t a, int64_t b, int64_t d) {
+StridedDesc attention_axes_swap(int64_t batch, int64_t a, int64_t b, int64_t d, int64_t row) {
+  if (row <= 0) row = b * d;
   StridedDesc s;
   s.rank = 4;
   s.out_dims[0] = batch;
   s.out_dims[1] = b;
   s.out_dims[2] = a;
   s.out_dims[3] = d;
-  s.src_strides[0] = a * b * d;
-  s.src_strides[1] = d;      // output axis 1 walks the source's axis 2
-  s.src_strides[2] = b * d;  // output axis 2 walks the source's axis 1
+  s.src_strides[0] = a * row;
+  s.src_strides[1] = d;    // output axis 1 walks the source's axis 2
+  s.src_strides[2] = row;  // output axis 2 walks the source's axis 1
   s.src_strides[3] = 1;
   return s;
 }
@@ -282,9 +283,9 @@ class AttentionLayer : public Layer {
       char* kh = qh + align256(static_cast<size_t>(b * plan_.hq * plan_.sq * plan_.d) * es);
       char* vh = kh + align256(static_cast<size_t>(b * plan_.hkv * plan_.sk * plan_.d) * es);
       o = vh + align256(static_cast<size_t>(b * plan_.hkv * plan_.sk * plan_.dv) * es);
-      KILN_CUDA_CHECK(launch_strided_copy(q, qh, eb, attention_axes_swap(b, plan_.sq, plan_.hq, plan_.d), s.stream));
-      KILN_CUDA_CHECK(launch_strided_copy(k, kh, eb, attention_axes_swap(b, plan_.sk, plan_.hkv, plan_.d), s.stream));
-      KILN_CUDA_CHECK(launch_strided_copy(v, vh, eb, attention_axes_swap(b, plan_.sk, plan_.hkv, plan_.dv), s.stream));
+      KILN_CUDA_CHECK(launch_strided_copy(q, qh, eb, attention_axes_swap(b, plan_.sq, plan_.hq, plan_.d, plan_.row_stride[0]), s.stream));
+      KILN_CUDA_CHECK(launch_strided_copy(k, kh, eb, attention_axes_swap(b, plan_.sk, plan_.hkv, plan_.d, plan_.row_stride[1]), s.stream));
+      KILN_CUDA_CHECK(launch_strided_copy(v, vh, eb, attention_axes_swap(b, plan_.sk, plan_.hkv, plan_.dv, plan_.row_stride[2]), s.stream));
       q = qh;
       k = kh;
       v = vh;
@@ -312,7 +313,7 @@ class AttentionLayer : public Layer {
     return "attention units=" + std::to_string(plan_.units) + " m=" + std::to_string(plan_.m) +
            " sk=" + std::to_string(plan_.sk) + " d=" + std::to_string(plan_.d) + " dv=" + std::to_string(plan_.dv) +
            " " + storage_name(t_) + (t_ == StorageType::kF32 ? (tf32_ ? " tf32" : " fma") : "") +
-           " chunk=" + std::to_string(plan_.chunk) + (plan_.bshd ? " bshd" : "");
+           " chunk=" + std::to_string(plan_.chunk) + (plan_.bshd ? " bshd" : "") + plan_.row_stride_tag();
   }
 
  protected:
@@ -384,7 +385,8 @@ class AttentionLayer : public Layer {
              storage_name(t_) + (plan_.bshd ? " bshd" : "") + " chunk=" + std::to_string(plan_.chunk) + "/" +
              std::to_string(plan_.units) +
              (plan_.group > 1 ? " gqa=" + std::to_string(plan_.group) : "") + (sd.causal ? " causal" : "") +
-             (sd.mask == AttentionMask::kAdditive ? " +mask" : sd.mask == AttentionMask::kKeep ? " +bool_mask" : "");
+             (sd.mask == AttentionMask::kAdditive ? " +mask" : sd.mask == AttentionMask::kKeep ? " +bool_mask" : "") +
+             plan_.row_stride_tag();
   }
 
   AttentionPlan plan_;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_model.h"
@@ -47,6 +48,15 @@ struct AttentionPlan {
   size_t probs_offset = 0;            // bytes into the scratch where P starts (0: P overwrites S, fp32)
   size_t scratch_bytes = 0;           // S (fp32) and P of one chunk, 256-byte aligned
   size_t staging_bytes = 0;           // bshd: Q, K, V, O as [*, H, S, D] (each 256-byte aligned); else 0
+  // bshd: elements from one token of Q, K, V to the next (0: dense, H · D). Larger when the layer
+  // reads them in place from the packed [*, S, W] output of a QKV projection (lower_attention).
+  int64_t row_stride[3] = {0, 0, 0};
+  int64_t row(int i, int64_t heads, int64_t d) const { return row_stride[i] > 0 ? row_stride[i] : heads * d; }
+  // " rows=q,k,v" for signatures and tactic names when any is set, else "".
+  std::string row_stride_tag() const {
+    if (!row_stride[0] && !row_stride[1] && !row_stride[2]) return "";
+    return " rows=" + std::to_string(row_stride[0]) + "," + std::to_string(row_stride[1]) + "," + std::to_string(row_stride[2]);
+  }
 };
 // q, k, v, out: the concrete shapes (as stored: [*, S, H, D] for head_layout "bshd"); mask: the mask's shape when present (mask_is_bool: its dtype
 // is bool); elem_bytes: the storage type's size; scratch_limit: bytes S and P of one chunk should
@@ -61,7 +71,9 @@ StatusOr<AttentionPlan> plan_attention(const ir::Node& n, const ValueShapes& vs,
 
 // The copy of a row-major [batch, a, b, d] tensor into [batch, b, a, d] (the swap of the head
 // and sequence axes, either way) as a strided-copy descriptor (kernels_more.h).
-StridedDesc attention_axes_swap(int64_t batch, int64_t a, int64_t b, int64_t d);
+// `row` (> 0): the source's stride of axis a in elements, when its rows are longer than b · d
+// (a view into a wider tensor); 0: b · d.
+StridedDesc attention_axes_swap(int64_t batch, int64_t a, int64_t b, int64_t d, int64_t row = 0);
 
 // ins: x, scale.
 std::unique_ptr<Layer> make_rms_norm_layer(const RmsNormPlan& p, StorageType t);

@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/storage_access.cuh"
 
@@ -156,6 +158,86 @@ __global__ void fused_pointwise_flat_kernel(PwDeviceProgram p, PwDevicePointers 
   }
 }
 
+// The flat paths, 16 bytes per access: each thread takes groups of V = 16 / sizeof(T) consecutive
+// elements (one aligned 16-byte load per full input, one 16-byte store), then the elements past the
+// last whole group one by one. Used when y and every full input are 16-byte aligned (the launcher
+// checks). The same loads, formulas and rounding per element as the kernels above.
+template <typename T>
+__device__ __forceinline__ float elem_of(const uint4& u, int j) {
+  return Elem<T>::ld(&u, j);
+}
+
+template <typename T>
+__global__ void pointwise_vec_kernel(PointwiseOp op, const void* a, const void* b, bool b_scalar, void* y, int64_t total,
+                                     float alpha, float beta) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t groups = total / V;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const float bs = b && b_scalar ? Elem<T>::ld(b, 0) : 0.f;
+  for (int64_t g = first; g < groups; g += stride) {
+    const uint4 ua = reinterpret_cast<const uint4*>(a)[g];
+    uint4 ub = ua;
+    if (b && !b_scalar) ub = reinterpret_cast<const uint4*>(b)[g];
+    uint4 uy;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const float vb = b ? (b_scalar ? bs : elem_of<T>(ub, j)) : 0.f;
+      Elem<T>::st(&uy, j, apply(op, elem_of<T>(ua, j), vb, alpha, beta));
+    }
+    reinterpret_cast<uint4*>(y)[g] = uy;
+  }
+  for (int64_t i = groups * V + first; i < total; i += stride) {
+    const float vb = b ? Elem<T>::ld(b, b_scalar ? 0 : i) : 0.f;
+    Elem<T>::st(y, i, apply(op, Elem<T>::ld(a, i), vb, alpha, beta));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float run_program(const PwDeviceProgram& p, const float* x) {
+  float r[ir::kMaxPwInstrs];
+  for (int j = 0; j < p.num_instrs; ++j) {
+    const PwDeviceInstr& in = p.instrs[j];
+    float a[ir::kMaxPwArgs];
+    for (int q = 0; q < ir::kMaxPwArgs; ++q) {
+      const int32_t s = in.src[q];
+      a[q] = s >= 0 ? r[s] : (s == kPwImmediate ? in.imm[q] : x[-1 - s]);
+    }
+    r[j] = ir::pw_apply(static_cast<ir::PwOpcode>(in.op), a[0], a[1], a[2]);
+  }
+  return r[p.num_instrs - 1];
+}
+
+template <typename T>
+__global__ void fused_pointwise_vec_kernel(PwDeviceProgram p, PwDevicePointers ptrs, uint32_t scalar_mask, void* y,
+                                           int64_t total) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t groups = total / V;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  for (int64_t g = first; g < groups; g += stride) {
+    uint4 raw[ir::kMaxPwInputs];
+#pragma unroll
+    for (int k = 0; k < ir::kMaxPwInputs; ++k)
+      if (k < p.num_inputs && !((scalar_mask >> k) & 1u)) raw[k] = reinterpret_cast<const uint4*>(ptrs.in[k])[g];
+    uint4 uy;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      float x[ir::kMaxPwInputs];
+#pragma unroll
+      for (int k = 0; k < ir::kMaxPwInputs; ++k)
+        if (k < p.num_inputs) x[k] = (scalar_mask >> k) & 1u ? Elem<T>::ld(ptrs.in[k], 0) : elem_of<T>(raw[k], j);
+      Elem<T>::st(&uy, j, run_program<T>(p, x));
+    }
+    reinterpret_cast<uint4*>(y)[g] = uy;
+  }
+  for (int64_t i = groups * V + first; i < total; i += stride) {
+    float x[ir::kMaxPwInputs];
+    for (int k = 0; k < p.num_inputs; ++k) x[k] = Elem<T>::ld(ptrs.in[k], (scalar_mask >> k) & 1u ? 0 : i);
+    Elem<T>::st(y, i, run_program<T>(p, x));
+  }
+}
+
 // Idx: uint32_t when every index fits (32-bit division is several times cheaper than 64-bit).
 template <typename Idx>
 __global__ void reformat_kernel(const void* src, StorageType src_t, bool snhwc, void* dst, StorageType dst_t, bool dnhwc,
@@ -298,6 +380,8 @@ __global__ void split_kernel(const char* src, char* dst, int eb, int64_t outer, 
   }
 }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 int grid_for(int64_t total, int block) {
   int64_t g = (total + block - 1) / block;
   return static_cast<int>(g < 1 ? 1 : (g > 65535 * 8 ? 65535 * 8 : g));
@@ -341,6 +425,17 @@ cudaError_t launch_pointwise(PointwiseOp op, StorageType st, const void* a, cons
   }
   if (a_full && (!b || b_full || b_scalar) && (st == StorageType::kF32 || st == StorageType::kF16 || st == StorageType::kBF16)) {
     const bool bs = b && !b_full;
+    if (aligned16(a) && aligned16(y) && (!b || bs || aligned16(b))) {
+      const int64_t groups = total / (st == StorageType::kF32 ? 4 : 8);
+      const int grid = grid_for(std::max<int64_t>(groups, 1), 256);
+      if (st == StorageType::kF16)
+        pointwise_vec_kernel<__half><<<grid, 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
+      else if (st == StorageType::kBF16)
+        pointwise_vec_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
+      else
+        pointwise_vec_kernel<float><<<grid, 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
+      return cudaGetLastError();
+    }
     if (st == StorageType::kF16)
       pointwise_flat_kernel<__half><<<grid_for(total, 256), 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
     else if (st == StorageType::kBF16)
@@ -379,6 +474,20 @@ cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePoint
     flat = full || scalar;
   }
   if (flat) {
+    bool aligned = aligned16(y);
+    for (int k = 0; k < p.num_inputs; ++k)
+      if (!((scalar_mask >> k) & 1u)) aligned &= aligned16(in.in[k]);
+    if (aligned) {
+      const int64_t groups = total / (t == StorageType::kF32 ? 4 : 8);
+      const int grid = grid_for(std::max<int64_t>(groups, 1), 256);
+      if (t == StorageType::kF16)
+        fused_pointwise_vec_kernel<__half><<<grid, 256, 0, stream>>>(p, in, scalar_mask, y, total);
+      else if (t == StorageType::kBF16)
+        fused_pointwise_vec_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(p, in, scalar_mask, y, total);
+      else
+        fused_pointwise_vec_kernel<float><<<grid, 256, 0, stream>>>(p, in, scalar_mask, y, total);
+      return cudaGetLastError();
+    }
     if (t == StorageType::kF16)
       fused_pointwise_flat_kernel<__half><<<grid_for(total, 256), 256, 0, stream>>>(p, in, scalar_mask, y, total);
     else if (t == StorageType::kBF16)

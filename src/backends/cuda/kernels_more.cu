@@ -42,6 +42,38 @@ void strided_copy_as(const void* src, void* dst, const StridedDesc& d, int64_t t
     strided_copy_kernel<T, int64_t><<<g, kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), d, total);
 }
 
+// ---------------------------------------------------------------- compact rows
+// The dense output seen as one flat array of rows * dst_cols elements, cut into 16-byte groups of
+// E = 16 / sizeof(T) elements: each thread gathers one group from the padded source (element loads,
+// coalesced across the warp) and writes it with one aligned 16-byte store. One division per group;
+// a group that crosses a row end steps to the next source row.
+template <typename T, bool kAligned>
+__global__ void compact_rows_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t total, int64_t src_cols,
+                                    int64_t dst_cols) {
+  constexpr int E = 16 / sizeof(T);
+  const int64_t groups = (total + E - 1) / E;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t f = g * E;
+    int64_t r = f / dst_cols, c = f - r * dst_cols;
+    if (kAligned && f + E <= total) {
+      uint4 v;
+      T* e = reinterpret_cast<T*>(&v);
+#pragma unroll
+      for (int j = 0; j < E; ++j) {
+        e[j] = src[r * src_cols + c];
+        if (++c == dst_cols) { c = 0; ++r; }
+      }
+      *reinterpret_cast<uint4*>(dst + f) = v;
+    } else {
+      for (int64_t i = f; i < total; ++i) {
+        dst[i] = src[r * src_cols + c];
+        if (++c == dst_cols) { c = 0; ++r; }
+      }
+    }
+  }
+}
+
 // A transpose whose output's innermost dim is strided in the source while another output dim `q`
 // is the source's contiguous one (K^T, [B, H, S, D] -> [B, H, D, S], ...): 32 x 32 tiles through
 // shared memory, so both the reads (along q) and the writes (along the innermost dim) are
@@ -435,6 +467,24 @@ StridedDesc widen(const StridedDesc& d, int elem_bytes, int vec_bytes, const voi
   return w;
 }
 
+cudaError_t launch_compact_rows(const void* src, void* dst, int elem_bytes, int64_t rows, int64_t src_cols,
+                                int64_t dst_cols, cudaStream_t stream) {
+  if (rows == 0 || dst_cols == 0) return cudaSuccess;
+  if ((elem_bytes != 2 && elem_bytes != 4) || src_cols < dst_cols) return cudaErrorInvalidValue;
+  const int64_t total = rows * dst_cols;
+  const unsigned g = blocks_for((total * elem_bytes + 15) / 16);
+  const bool aligned = reinterpret_cast<uintptr_t>(dst) % 16 == 0;  // else element stores only
+  auto* d2 = static_cast<uint16_t*>(dst);
+  auto* d4 = static_cast<uint32_t*>(dst);
+  const auto* s2 = static_cast<const uint16_t*>(src);
+  const auto* s4 = static_cast<const uint32_t*>(src);
+  if (elem_bytes == 2 && aligned) compact_rows_kernel<uint16_t, true><<<g, kThreads, 0, stream>>>(s2, d2, total, src_cols, dst_cols);
+  else if (elem_bytes == 2) compact_rows_kernel<uint16_t, false><<<g, kThreads, 0, stream>>>(s2, d2, total, src_cols, dst_cols);
+  else if (aligned) compact_rows_kernel<uint32_t, true><<<g, kThreads, 0, stream>>>(s4, d4, total, src_cols, dst_cols);
+  else compact_rows_kernel<uint32_t, false><<<g, kThreads, 0, stream>>>(s4, d4, total, src_cols, dst_cols);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, const StridedDesc& d, cudaStream_t stream) {
   int64_t total = 1;
   for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
@@ -766,35 +816,6 @@ __global__ void eye_kernel(void* y, StorageType t, int64_t rows, int64_t cols, i
 cudaError_t launch_eye(void* y, StorageType t, int64_t rows, int64_t cols, int64_t k, cudaStream_t stream) {
   if (rows * cols == 0) return cudaSuccess;
   eye_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(y, t, rows, cols, k);
-  return cudaGetLastError();
-}
-
-// ---------------------------------------------------------------- MeanVarianceNormalization
-namespace {
-
-__global__ void mvn_rows_kernel(const void* x, void* y, StorageType t, int64_t rows, int64_t cols) {
-  __shared__ float shm[32];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int64_t base = r * cols;
-    float s = 0.f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += load(x, base + c, t);
-    const float mean = block_sum(s, shm) / static_cast<float>(cols);
-    float q = 0.f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
-      const float d = load(x, base + c, t) - mean;
-      q += d * d;
-    }
-    const float denom = sqrtf(block_sum(q, shm) / static_cast<float>(cols)) + 1e-9f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) store(y, base + c, (load(x, base + c, t) - mean) / denom, t);
-  }
-}
-
-}  // namespace
-
-cudaError_t launch_mvn_rows(const void* x, void* y, StorageType t, int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (rows * cols == 0) return cudaSuccess;
-  const unsigned g = static_cast<unsigned>(std::min<int64_t>(rows, 65535LL * 16));
-  mvn_rows_kernel<<<g, kThreads, 0, stream>>>(x, y, t, rows, cols);
   return cudaGetLastError();
 }
 

@@ -24,6 +24,14 @@ struct StridedDesc {
 // Element size 1, 2, 4 or 8 bytes (the copy does not interpret the bits).
 cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, const StridedDesc& d, cudaStream_t stream);
 
+// dst[r, c] = src[r, c] for r < rows, c < dst_cols: the first dst_cols columns of each row of a
+// row-major [rows, src_cols] array (src_cols >= dst_cols) into a dense [rows, dst_cols] one. The
+// GEMM of an N that is not a multiple of 8 writes its output with the padded leading dim src_cols
+// (16-byte aligned rows, the fast cuBLASLt kernels) and this makes it dense. Element size 2 or 4
+// bytes; 16-byte stores where dst is 16-byte aligned (arena values are), element stores otherwise.
+cudaError_t launch_compact_rows(const void* src, void* dst, int elem_bytes, int64_t rows, int64_t src_cols,
+                                int64_t dst_cols, cudaStream_t stream);
+
 // ONNX LayerNormalization (opset 17, section "LayerNormalization"): each row of the [rows, cols]
 // array is normalized, y = (x - mean) / sqrt(var + eps) * scale + bias (biased variance, fp32
 // accumulation); scale and bias are [cols] in the same storage dtype; bias may be null.
@@ -121,11 +129,6 @@ cudaError_t launch_row_moments(const void* x, void* mean, void* inv_std, Storage
 // ONNX EyeLike: y [rows, cols] with y[i, i + k] = 1 and 0 elsewhere, in storage t (float or
 // integer / bool types).
 cudaError_t launch_eye(void* y, StorageType t, int64_t rows, int64_t cols, int64_t k, cudaStream_t stream);
-
-// ONNX MeanVarianceNormalization (since 9, its function body) over each row of a [rows, cols]
-// array: y = (x - mean) / (sqrt(var) + 1e-9) with var = E[(x - mean)^2] (= E[x^2] - E[x]^2 in exact
-// arithmetic; two passes). One block per row, float math.
-cudaError_t launch_mvn_rows(const void* x, void* y, StorageType t, int64_t rows, int64_t cols, cudaStream_t stream);
 
 // y[i] = value for i < count, in storage t (float, integer or bool types).
 cudaError_t launch_fill(void* y, StorageType t, int64_t count, float value, cudaStream_t stream);

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "backends/cuda/kernels_transformer.h"
 #include "backends/cuda/storage_access.cuh"
@@ -52,6 +53,44 @@ __global__ void rms_norm_kernel(const void* x, const void* scale, int64_t scale_
     const float inv = 1.f / sqrtf(ss / static_cast<float>(cols) + eps);
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x)
       store(y, base + c, load(x, base + c, t) * inv * load(scale, scale_n == 1 ? 0 : c, t), t);
+  }
+}
+
+// The same row in 16-byte vectors (decode shapes: a few rows of 2048..8192 values): each thread
+// loads up to kRmsVecs vectors of 8 elements once, keeps them in registers through the reduction
+// and writes y from them (x is read once, not twice; no per-element storage-type switch). Needs
+// cols % 8 == 0, cols <= blockDim.x * 8 * kRmsVecs, scale [cols] and 16-byte aligned x, y, scale.
+constexpr int kRmsVecs = 4;
+
+template <typename T>
+__global__ void rms_norm_vec_kernel(const void* x, const void* scale, void* y, int64_t rows, int64_t cols, float eps) {
+  __shared__ float shm[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * cols;
+    float v[kRmsVecs][8];
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < kRmsVecs; ++k) {
+      const int64_t c = (static_cast<int64_t>(threadIdx.x) + static_cast<int64_t>(k) * blockDim.x) * 8;
+      if (c < cols) {
+        Vec8<T>::ld(x, base + c, v[k]);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) ss += v[k][j] * v[k][j];
+      }
+    }
+    ss = block_reduce<false>(ss, shm);
+    const float inv = 1.f / sqrtf(ss / static_cast<float>(cols) + eps);
+#pragma unroll
+    for (int k = 0; k < kRmsVecs; ++k) {
+      const int64_t c = (static_cast<int64_t>(threadIdx.x) + static_cast<int64_t>(k) * blockDim.x) * 8;
+      if (c < cols) {
+        float w[8];
+        Vec8<T>::ld(scale, c, w);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) w[j] = v[k][j] * inv * w[j];
+        Vec8<T>::st(y, base + c, w);
+      }
+    }
   }
 }
 
@@ -174,6 +213,23 @@ void launch_softmax_warp(float* s, void* p, StorageType pt, const void* mask, co
 cudaError_t launch_rms_norm(const void* x, const void* scale, int64_t scale_n, void* y, StorageType t, int64_t rows,
                             int64_t cols, float eps, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const unsigned vec_threads = threads_for((cols + 7) / 8);
+  if (cols % 8 == 0 && scale_n == cols && cols <= static_cast<int64_t>(vec_threads) * 8 * kRmsVecs && aligned(x) &&
+      aligned(y) && aligned(scale)) {
+    switch (t) {
+      case StorageType::kF16:
+        rms_norm_vec_kernel<__half><<<grid_for(rows), vec_threads, 0, stream>>>(x, scale, y, rows, cols, eps);
+        return cudaGetLastError();
+      case StorageType::kBF16:
+        rms_norm_vec_kernel<__nv_bfloat16><<<grid_for(rows), vec_threads, 0, stream>>>(x, scale, y, rows, cols, eps);
+        return cudaGetLastError();
+      case StorageType::kF32:
+        rms_norm_vec_kernel<float><<<grid_for(rows), vec_threads, 0, stream>>>(x, scale, y, rows, cols, eps);
+        return cudaGetLastError();
+      default: break;
+    }
+  }
   rms_norm_kernel<<<grid_for(rows), threads_for(cols), 0, stream>>>(x, scale, scale_n, y, t, rows, cols, eps);
   return cudaGetLastError();
 }

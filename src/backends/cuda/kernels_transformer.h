@@ -16,7 +16,9 @@ namespace kiln::cuda {
 // RMSNormalization ("Root Mean Square Layer Normalization", Zhang & Sennrich 2019, eq. 4; ONNX
 // opset 23): each row of the [rows, cols] array becomes y = x / sqrt(mean(x^2) + eps) * scale,
 // with scale [cols] (scale_n == cols) or one value (scale_n == 1) in the storage type; sum of
-// squares in fp32. One block per row.
+// squares in fp32. One block per row (up to 256 threads); rows of cols % 8 == 0 up to 8192 values
+// with a [cols] scale and 16-byte aligned operands are read once in 16-byte vectors kept in
+// registers (decode-step rows), others element by element.
 cudaError_t launch_rms_norm(const void* x, const void* scale, int64_t scale_n, void* y, StorageType t, int64_t rows,
                             int64_t cols, float eps, cudaStream_t stream);
 

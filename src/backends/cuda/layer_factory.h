@@ -131,15 +131,22 @@ Status lower_resize(LowerContext& ctx, const ir::Node& n, const std::string& whe
 Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Mean/Max/Min/Prod/L1/...
 Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_rms_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
-Status lower_mvn(LowerContext& ctx, const ir::Node& n, const std::string& where);  // MeanVarianceNormalization
 Status lower_pool(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Max/Average/Global pools
 Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_split(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_where(LowerContext& ctx, const ir::Node& n, const std::string& where);    // any condition, any type
 Status lower_conv(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Conv, FusedConv
+// Conv / FusedConv that lower_conv's 2-D path does not take (1-D, 3-D, runtime weight or bias,
+// asymmetric pads) and ConvTranspose: cuDNN's legacy Nd API (factory_conv_nd.cc).
+Status lower_conv_nd(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// BatchNormalization (inference), InstanceNormalization, LRN, MeanVarianceNormalization
+// (factory_nn_norm.cc; Kiln's kernels, kernels_nn.h).
+Status lower_nn_norm(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_grid_sample(LowerContext& ctx, const ir::Node& n, const std::string& where);  // GridSample (4-D)
 Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Gemm, MatMul, MatMulBias
 Status lower_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::string& where);  // PagedAttention
+Status lower_rope(LowerContext& ctx, const ir::Node& n, const std::string& where);             // Rope
 Status lower_gather(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // GatherND, GatherElements: any storage type (float and exact tables), int32 / int64 indices.
 Status lower_gather_nd(LowerContext& ctx, const ir::Node& n, const std::string& where);
@@ -189,6 +196,18 @@ std::vector<float> floats_of(const Tensor& t);
 // when `work` (elements touched) is large enough to pay for the threads; else inline. Weight
 // preparation at load time (layout change, fp16/bf16 conversion) is ~40% of a ResNet-101 plan load.
 void parallel_for(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& f);
+
+// The spatial geometry of a Conv / pooling node at input shape `x` [N, C, spatial...] (the CPU
+// reference's make_geom, backends/cpu/ops_nn.cc; ONNX Operators.md Conv / MaxPool): strides,
+// dilations (when `has_dilations`; else 1), pads and auto_pad (SAME_UPPER / SAME_LOWER put the odd
+// unit at the end / the beginning, VALID pads nothing), output extents floored or, with
+// `ceil_mode`, ceiled with the last window starting inside the input or the left pad.
+// InvalidArgument naming the node for attributes of the wrong length or an empty output.
+struct WindowGeometry {
+  std::vector<int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
+};
+Status window_geometry(const ir::Node& n, const Shape& x, const std::vector<int64_t>& kernel, bool ceil_mode,
+                       bool has_dilations, const std::string& where, WindowGeometry* g);
 
 // Symmetric 2-D pads of a conv/pool node at input shape `in` (auto_pad resolved; ONNX Conv/Pool
 // SAME_UPPER / SAME_LOWER / VALID); false if asymmetric.

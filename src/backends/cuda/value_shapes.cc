@@ -13,7 +13,86 @@
 
 namespace kiln::cuda {
 
+namespace {
+
+const char* value_kind_words(ir::ValueKind k) {
+  switch (k) {
+    case ir::ValueKind::kSequence: return "a sequence";
+    case ir::ValueKind::kOptionalTensor: return "an optional tensor";
+    case ir::ValueKind::kOptionalSequence: return "an optional sequence";
+    case ir::ValueKind::kTensor: break;
+  }
+  return "a tensor";
+}
+
+// One CPU reference run on `inputs`: every value's shape and dtype (constants as they are).
+StatusOr<ValueShapes> reference_run(const ir::Graph& g, const std::vector<Tensor>& inputs) {
+  ValueShapes vs;
+  vs.shapes.resize(g.values.size());
+  vs.dtypes.resize(g.values.size(), DataType::kUndefined);
+  for (size_t i = 0; i < g.inputs.size() && i < inputs.size(); ++i) {
+    vs.shapes[g.inputs[i]] = inputs[i].shape();
+    vs.dtypes[g.inputs[i]] = inputs[i].dtype();
+  }
+  for (const ir::Value& v : g.values)
+    if (v.constant) {
+      vs.shapes[v.id] = v.constant->shape();
+      vs.dtypes[v.id] = v.constant->dtype();
+    }
+  InterpreterOptions opts;
+  opts.on_node = [&](const ir::Node& n, const std::vector<Tensor>& outs, double) {
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+      if (n.outputs[k] == ir::kNoValue) continue;
+      vs.shapes[n.outputs[k]] = outs[k].shape();
+      vs.dtypes[n.outputs[k]] = outs[k].dtype();
+    }
+  };
+  auto r = interpret(g, inputs, nullptr, opts);
+  if (!r.ok()) return r.status();
+  return vs;
+}
+
+// Made-up inputs at `input_shapes`: seeded uniform values in [lo, hi) stored in each input's dtype
+// (integers truncated toward zero: [-1, 1) gives 0s); with `int_hi` > 0, integer inputs instead
+// take 0 .. int_hi - 1.
+std::vector<Tensor> made_up_inputs(const ir::Graph& g, const std::vector<Shape>& input_shapes, uint32_t seed,
+                                   float lo, float hi, int int_hi = 0) {
+  std::vector<Tensor> inputs;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const ir::Value& v = g.value(g.inputs[i]);
+    DataType dt = v.dtype == DataType::kUndefined ? DataType::kFloat32 : v.dtype;
+    Tensor t(dt, input_shapes.at(i));
+    const bool small_ints = int_hi > 0 && !dtype_is_float(dt);
+    for (int64_t k = 0; k < t.numel(); ++k)
+      store_from_double(dt, t.raw(), k, small_ints ? static_cast<double>(rng() % static_cast<uint32_t>(int_hi)) : dist(rng));
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+}  // namespace
+
+Status check_tensor_io(const ir::Graph& g) {
+  for (ir::ValueId v : g.inputs)
+    if (g.value(v).kind != ir::ValueKind::kTensor)
+      return unsupported("graph input '" + g.value(v).name + "' is " + value_kind_words(g.value(v).kind) +
+                         ": CUDA engines take and return tensors only (sequence and optional values run on the CPU)");
+  for (ir::ValueId v : g.outputs)
+    if (g.value(v).kind != ir::ValueKind::kTensor)
+      return unsupported("graph output '" + g.value(v).name + "' is " + value_kind_words(g.value(v).kind) +
+                         ": CUDA engines take and return tensors only (sequence and optional values run on the CPU)");
+  return Status::Ok();
+}
+
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes) {
+  return infer_value_shapes_by_reference(g, input_shapes, nullptr);
+}
+
+StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes,
+                                                      const std::vector<Tensor>* values) {
+  KILN_RETURN_IF_ERROR(check_tensor_io(g));
   // Static shape inference with the concrete input shapes answers without running the model;
   // the reference run is the fallback for data-dependent shapes. That run feeds made-up inputs:
   // an op that writes memory named by its inputs (PagedAttention appends to the pool whose
@@ -68,37 +147,34 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
     return unsupported(writer->describe() +
                        ": the graph's shapes need a CPU reference run (static shape inference left some "
                        "unknown), which cannot run this op: it writes memory named by its inputs");
-  ValueShapes vs;
-  vs.shapes.resize(g.values.size());
-  vs.dtypes.resize(g.values.size(), DataType::kUndefined);
-  std::vector<Tensor> inputs;
-  std::mt19937 rng(1234);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    const ir::Value& v = g.value(g.inputs[i]);
-    DataType dt = v.dtype == DataType::kUndefined ? DataType::kFloat32 : v.dtype;
-    Tensor t(dt, input_shapes.at(i));
-    for (int64_t k = 0; k < t.numel(); ++k) store_from_double(dt, t.raw(), k, dist(rng));
-    vs.shapes[v.id] = t.shape();
-    vs.dtypes[v.id] = dt;
-    inputs.push_back(std::move(t));
+  // The caller's own input values (an engine's run): the shapes at exactly these values.
+  if (values) {
+    auto r = reference_run(g, *values);
+    if (!r.ok()) return r.status().with_context("shape discovery on the CPU reference");
+    r->value_dependent = true;  // static inference could not fix them: they may depend on the values
+    return r;
   }
-  for (const ir::Value& v : g.values)
-    if (v.constant) {
-      vs.shapes[v.id] = v.constant->shape();
-      vs.dtypes[v.id] = v.constant->dtype();
-    }
-  InterpreterOptions opts;
-  opts.on_node = [&](const ir::Node& n, const std::vector<Tensor>& outs, double) {
-    for (size_t k = 0; k < n.outputs.size(); ++k) {
-      if (n.outputs[k] == ir::kNoValue) continue;
-      vs.shapes[n.outputs[k]] = outs[k].shape();
-      vs.dtypes[n.outputs[k]] = outs[k].dtype();
-    }
-  };
-  auto r = interpret(g, inputs, nullptr, opts);
+  // Made-up values. A shape that only the values can fix (Range's length from an input scalar,
+  // an expanded window function's size) would be fixed wrongly by them: a second run with other
+  // values (seeded uniform in [2, 9) instead of [-1, 1)) tells such graphs apart. Where that run
+  // fails (integer inputs used as indices into a table of two rows: token_type_ids), integers
+  // take 0 or 1 instead; where that fails too, the graph is taken as not value-dependent (the
+  // behaviour before decision 0069: a marked engine relowers per set of values and cannot
+  // enqueue, too heavy a price for a guess). Marked graphs' engines discover the shapes again at
+  // each call's own input values (gpu_engine.cc).
+  auto r = reference_run(g, made_up_inputs(g, input_shapes, 1234, -1.f, 1.f));
   if (!r.ok()) return r.status().with_context("shape discovery on the CPU reference");
-  return vs;
+  auto again = reference_run(g, made_up_inputs(g, input_shapes, 4321, 2.f, 9.f));
+  if (!again.ok()) again = reference_run(g, made_up_inputs(g, input_shapes, 4321, 2.f, 9.f, 2));
+  if (!again.ok()) return r;
+  for (const ir::Value& v : g.values) {
+    if (r->shapes[v.id] == again->shapes[v.id] && r->dtypes[v.id] == again->dtypes[v.id]) continue;
+    r->value_dependent = true;
+    r->dependence = "the shape of value '" + v.name + "' depends on the graph's input values (" +
+                    shape_str(r->shapes[v.id]) + " or " + shape_str(again->shapes[v.id]) + ")";
+    break;
+  }
+  return r;
 }
 
 }  // namespace kiln::cuda
