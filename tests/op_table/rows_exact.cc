@@ -243,6 +243,16 @@ void int_arith_rows(std::vector<Row>& r) {
                       {{"k", Attribute::of_int(-2)},
                        {"dtype", Attribute::of_int(static_cast<int64_t>(dtype_to_onnx(DataType::kFloat32)))}});
   }));
+  // ConstantOfShape from an int64 shape graph input ({3, 4}): an int32 fill (exact table) and a
+  // float one (float table; the shape an int activation read for its values by shape discovery).
+  for (DataType dt : {DataType::kInt32, DataType::kFloat32})
+    r.push_back(row(std::string("ConstantOfShape_") + (dt == DataType::kInt32 ? "int32" : "float"), [dt] {
+      ir::Attribute value;
+      value.kind = ir::Attribute::Kind::kTensor;
+      value.t = std::make_shared<Tensor>(dt == DataType::kInt32 ? Tensor::scalar<int32_t>(DataType::kInt32, -7)
+                                                                 : Tensor::scalar<float>(DataType::kFloat32, 2.5f));
+      return exact_case(OpKind::kConstantOfShape, {{ints({3, 4})}}, {3, 4}, dt, {{"value", value}});
+    }));
   // Integer Pow: bases in [-5, 5], exponents in [-2, 14] (negative ones: 1, +-1 or 0; 5^14 wraps
   // int32), the exponent broadcast.
   for (DataType dt : {DataType::kInt32, DataType::kInt64})

@@ -1,7 +1,8 @@
 // DepthToSpace (DCR / CRD), SpaceToDepth and Tile with constant repeats (ONNX Operators.md, each
 // op's section): reshape-transpose-reshape moves and repetition, each one strided copy
 // (kernels_more.h launch_strided_copy) of a row-major output viewed as at most 6 dims, any element
-// type (the float and the exact tables). Also EyeLike (its input's shape only; any output type).
+// type (the float and the exact tables). Also EyeLike and ConstantOfShape (their output shapes only;
+// any output type).
 // The CPU reference: backends/cpu (ops_movement*).
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/kernels_more.h"
@@ -111,6 +112,31 @@ Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& w
   ctx.add_layer(make_kernel_layer("EyeLike", std::string("kiln.eye ") + storage_name(t),
                                   [=](ExecState& s, const Layer& l) {
                                     return launch_eye(s.ptr(l.outs[0]), t, rows, cols, k, s.stream);
+                                  }),
+                n.name, {x}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+// ConstantOfShape: the output (its shape as the lowering knows it: shape discovery keys an engine
+// by input values where the shape depends on them, docs/decisions/0069) filled with `value`
+// (float32 0 by default). An integer value a float does not hold exactly is refused.
+Status lower_constant_of_shape(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  double v = 0;
+  auto it = n.attrs.find("value");
+  if (it != n.attrs.end() && it->second.t) {
+    if (it->second.t->numel() != 1) return invalid_argument(where + "value must hold exactly one element");
+    v = load_as_double(it->second.t->dtype(), it->second.t->raw(), 0);
+  }
+  const auto f = static_cast<float>(v);
+  if (static_cast<double>(f) != v && !(v != v))
+    return unsupported(where + "fill value " + std::to_string(v) + " is not exact in float");
+  const StorageType t = ctx.storage();
+  const int64_t count = shape_numel(ctx.shape(n.outputs[0]));
+  // The shape input orders the layer only: its values were read by shape discovery.
+  KILN_ASSIGN_OR_RETURN(int x, ctx.activation(n.inputs[0]));
+  ctx.add_layer(make_kernel_layer("ConstantOfShape", std::string("kiln.fill ") + storage_name(t),
+                                  [=](ExecState& s, const Layer& l) {
+                                    return launch_fill(s.ptr(l.outs[0]), t, count, f, s.stream);
                                   }),
                 n.name, {x}, {ctx.new_output(n)}, n.origin);
   return Status::Ok();

@@ -113,7 +113,7 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
   for (size_t k = 0; k < is_int.size(); ++k) {
     if (!is_int[k]) continue;
     const bool ok = (k == 0 && (n.op == OpKind::kCast || n.op == OpKind::kCastLike || n.op == OpKind::kWhere ||
-                                 n.op == OpKind::kEyeLike)) ||
+                                 n.op == OpKind::kEyeLike || n.op == OpKind::kConstantOfShape)) ||
                     (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kGatherND ||
                                  n.op == OpKind::kGatherElements || n.op == OpKind::kTrilu ||
                                  n.op == OpKind::kNegativeLogLikelihoodLoss || n.op == OpKind::kPow ||
@@ -124,10 +124,10 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
     if (!ok)
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
                            "output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
-                           "shape), the indices of Gather, GatherND and GatherElements, Trilu's k, Pow's exponent, "
-                           "the targets of NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss, Range's operands, "
-                           "Attention's mask, PagedAttention's positions, token_seq, block_table and kv_pools, or "
-                           "Rope's positions");
+                           "shape), ConstantOfShape's shape, the indices of Gather, GatherND and GatherElements, "
+                           "Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss and "
+                           "SoftmaxCrossEntropyLoss, Range's operands, Attention's mask, PagedAttention's positions, "
+                           "token_seq, block_table and kv_pools, or Rope's positions");
   }
   return Status::Ok();
 }

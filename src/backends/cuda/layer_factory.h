@@ -167,6 +167,8 @@ Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string
 Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // EyeLike (2-D; float, integer or bool output).
 Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// ConstantOfShape (any output type; a fill of the discovered output shape).
+Status lower_constant_of_shape(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // Exact types (docs/decisions/0051): comparisons, And/Or/Xor/Not, IsNaN/IsInf (bool outputs);
 // integer Add/Sub/Mul/Div/Mod/Neg/Abs/Min/Max; Range, CumSum, Trilu (integer or float); ArgMax /
 // ArgMin; integer ReduceSum/Max/Min.
