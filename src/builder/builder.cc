@@ -369,6 +369,7 @@ static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const 
     settings.budget.cold_l2 = config.timing_cold_cache;
     settings.logger = config.logger;
     settings.progress = config.progress;
+    settings.lower_at_call_values = config.target == TargetDevice::kCuda;
     auto cuda = gpu::select_tactics(laid, opt, tuning_shapes(laid, profiles[0], opt, config.tuning_shapes), settings);
     if (cuda.ok()) {
       p.graph = std::move(laid);

@@ -147,8 +147,8 @@ StatusOr<std::vector<Tensor>> run_through_plan(const ir::Graph& graph, const std
   return outs;
 }
 
-// check_only: the graph a CUDA plan would lower at the data set's input shapes, lowered with
-// the FP32 rules and no device (Options::check_only).
+// check_only: the graph a CUDA plan would lower at the data set's input shapes (and, for
+// shape-tensor inputs, values), lowered with the FP32 rules and no device (Options::check_only).
 Status check_gpu_lowering(const ir::Graph& graph, const std::vector<Tensor>& inputs) {
 #ifdef KILN_HAVE_CUDA
   if (inputs.size() != graph.inputs.size())
@@ -166,6 +166,13 @@ Status check_gpu_lowering(const ir::Graph& graph, const std::vector<Tensor>& inp
   }
   config.profiles.push_back(std::move(profile));
   KILN_ASSIGN_OR_RETURN(ir::Graph laid, cuda_layer_graph(graph, config, nullptr));
+  // Shape-tensor inputs (decision 0073): the engine lowers at each call's values with them bound
+  // as constants; so does this prediction, at the data set's values.
+  if (!cuda::shape_operand_inputs(laid).empty()) {
+    KILN_ASSIGN_OR_RETURN(ir::Graph bound, cuda::bind_shape_inputs(laid, inputs));
+    KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(bound, shapes, &inputs));
+    return cuda::check_gpu_support(bound, vs, /*fp16=*/false);
+  }
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(laid, shapes));
   return cuda::check_gpu_support(laid, vs, /*fp16=*/false);
 #else

@@ -95,6 +95,22 @@ StatusOr<GpuBuild> select_tactics(const ir::Graph& g, const std::vector<Shape>& 
   TimingCache cache(timing_cache_header());
   const bool file = !settings.timing_cache_path.empty();
   if (file) KILN_RETURN_IF_ERROR(cache.load(settings.timing_cache_path, log));
+  // Shape-tensor inputs (decision 0073): the lowering depends on their values, which a build
+  // does not have (profiles give shapes only). Nothing is tuned; the engine lowers at each call's
+  // values and each layer takes its first tactic that runs there.
+  const std::vector<cuda::ShapeInput> shape_inputs = cuda::shape_operand_inputs(g);
+  if (!shape_inputs.empty()) {
+    KILN_RETURN_IF_ERROR(cuda::check_tensor_io(g));
+    if (!settings.lower_at_call_values)
+      return unsupported(cuda::shape_input_dependence(g, shape_inputs) +
+                         ": its lowering is known only at each call's values (build with target cuda)");
+    if (settings.logger)
+      settings.logger(LogSeverity::kWarning, "CUDA build: " + cuda::shape_input_dependence(g, shape_inputs) +
+                                                 "; no tactics tuned: the engine lowers at each call's input values");
+    GpuBuild out;
+    for (size_t i = 0; i < g.nodes.size(); ++i) out.tactics.push_back(plan::PlanTactic{"cuda.at_call_values"});
+    return out;
+  }
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
   TacticSelector selector(&cache, TacticSelectorConfig{settings.sources, settings.budget, true});
   cuda::GpuBuildOptions o = options(settings);
@@ -185,6 +201,7 @@ struct EngineState {
   // Some shape depends on the input values (cuda::ValueShapes::value_dependent, decision 0069):
   // models are keyed by the inputs' bytes too and lowered at each call's own values.
   bool value_keyed = false;
+  bool shape_inputs = false;  // some input is a shape tensor (decision 0073): bound per call
   std::string dependence;
   mutable std::mutex mu;
   // Models by (input shapes, input bytes when value_keyed, else empty).
@@ -228,10 +245,18 @@ struct EngineState {
     auto it = models.find(mk);
     if (it != models.end()) return it->second;
     const auto t0 = std::chrono::steady_clock::now();
-    KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(graph, shapes, values));
+    // Shape-tensor inputs read as constants of this model (decision 0073): `key` holds every
+    // input's bytes, so a model is only reused at the same values.
+    const ir::Graph* lowered = &graph;
+    ir::Graph bound;
+    if (values && shape_inputs) {
+      KILN_ASSIGN_OR_RETURN(bound, cuda::bind_shape_inputs(graph, *values));
+      lowered = &bound;
+    }
+    KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(*lowered, shapes, values));
     cuda::GpuBuildOptions o = options_for(shapes);
     if (values) o.verify_presets = true;  // the build tuned at made-up values: other layer shapes
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(graph, vs, o));
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(*lowered, vs, o));
     models[mk] = m;
     if (values) {
       value_models.push_back(mk);
@@ -285,6 +310,19 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   KILN_RETURN_IF_ERROR(cuda::init_device());
   const auto t0 = std::chrono::steady_clock::now();
   e->load.device_ms = std::chrono::duration<double, std::milli>(t0 - td).count();
+  // Shape-tensor inputs (decision 0073): no model at made-up values (a made-up shape or axes
+  // would be refused, or lower a model no call uses); the first execute lowers at its values.
+  const std::vector<cuda::ShapeInput> shape_inputs = cuda::shape_operand_inputs(g);
+  if (!shape_inputs.empty()) {
+    KILN_RETURN_IF_ERROR(cuda::check_tensor_io(g));
+    e->value_keyed = true;
+    e->shape_inputs = true;
+    e->dependence = cuda::shape_input_dependence(g, shape_inputs);
+    if (settings.logger)
+      settings.logger(LogSeverity::kWarning, "CUDA engine: " + e->dependence +
+                                                 "; each new set of input values is lowered on first use (execute only)");
+    return e;
+  }
   KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(g, opt_shapes));
   if (vs.value_dependent) {
     e->value_keyed = true;

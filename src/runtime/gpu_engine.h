@@ -45,6 +45,10 @@ struct GpuSettings {
   std::vector<ir::ValueId> elided_constants;
   // load: tactics tuned at other shapes (Plan::shape_tactics); build: the extra shapes to tune at.
   std::vector<plan::Plan::ShapeTactics> shape_tactics;
+  // build: a graph with shape-tensor inputs (docs/decisions/0073) gives an untuned plan whose
+  // engine lowers at each call's values (true: target cuda), or Unsupported (false: target auto,
+  // which then keeps the CPU plan: without values nothing proves the lowering at build).
+  bool lower_at_call_values = true;
 };
 
 // What the CUDA build adds to the plan (select_tactics).

@@ -164,6 +164,31 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
 StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes,
                                                       const std::vector<Tensor>* values);
 
+// Shape-tensor inputs (docs/decisions/0073, shape_inputs.cc): a graph input (a tensor, not a
+// graph output, of at most kMaxShapeInputElements elements where its shape is declared) whose
+// every use is a shape operand — Reshape / Expand's shape, Tile's repeats, Slice's starts / ends /
+// axes / steps, (Un)Squeeze / Reduce* axes, Split's split, Pad's pads / axes, TopK's k, OneHot's
+// depth, CumSum's axis, Resize's roi / scales / sizes, Upsample's scales, ConstantOfShape's and
+// the window functions' input, MelWeightMatrix's scalars, MaxUnpool's output_shape. Its value decides the lowering (output
+// shapes, and axes or offsets even where the shape stays), so engines of such graphs are
+// value-keyed and lower at each call's values with the input bound as a constant.
+constexpr int64_t kMaxShapeInputElements = 64;
+struct ShapeInput {
+  size_t input = 0;        // index into Graph::inputs
+  std::string first_use;   // "node 'r' (Reshape) input 1": for messages
+};
+std::vector<ShapeInput> shape_operand_inputs(const ir::Graph& g);
+// "graph input 's' is read as a shape operand (node 'r' (Reshape) input 1); ...": the
+// dependence an engine reports (enqueue refused, load warning).
+std::string shape_input_dependence(const ir::Graph& g, const std::vector<ShapeInput>& inputs);
+// A copy of `g` where the uses of each shape_operand_inputs input read a new constant value
+// ("<name>:bound") holding its value in `values` (one tensor per graph input, in order; inputs
+// above kMaxShapeInputElements are left as they are); nodes computed from bound values and
+// constants only (a window function of its size, a ConstantOfShape) are folded to constants. The inputs stay graph inputs (staged, read
+// by no layer), value ids of `g` are unchanged. InvalidArgument when `values` does not match the
+// inputs (count, or a bound input's declared dtype).
+StatusOr<ir::Graph> bind_shape_inputs(const ir::Graph& g, const std::vector<Tensor>& values);
+
 // Lists every layer the CUDA path cannot run (op, dtype or attribute), all at once. Lowers
 // with the rules of `storage` (kF32 row-major; kF16 / kBF16: NHWC) and uploads nothing, so it
 // also answers on a machine without a GPU. Integer storage types are invalid here.

@@ -86,12 +86,10 @@ Status check_tensor_io(const ir::Graph& g) {
   return Status::Ok();
 }
 
-StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes) {
-  return infer_value_shapes_by_reference(g, input_shapes, nullptr);
-}
+namespace {
 
-StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes,
-                                                      const std::vector<Tensor>* values) {
+StatusOr<ValueShapes> discover(const ir::Graph& g, const std::vector<Shape>& input_shapes,
+                               const std::vector<Tensor>* values) {
   KILN_RETURN_IF_ERROR(check_tensor_io(g));
   // Static shape inference with the concrete input shapes answers without running the model;
   // the reference run is the fallback for data-dependent shapes. That run feeds made-up inputs:
@@ -173,6 +171,26 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
     r->dependence = "the shape of value '" + v.name + "' depends on the graph's input values (" +
                     shape_str(r->shapes[v.id]) + " or " + shape_str(again->shapes[v.id]) + ")";
     break;
+  }
+  return r;
+}
+
+}  // namespace
+
+StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes) {
+  return infer_value_shapes_by_reference(g, input_shapes, nullptr);
+}
+
+StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const std::vector<Shape>& input_shapes,
+                                                      const std::vector<Tensor>* values) {
+  auto r = discover(g, input_shapes, values);
+  if (!r.ok() || values) return r;
+  // Shape-tensor inputs (decision 0073): their values decide the lowering whether or not the two
+  // made-up runs happened to agree (ReduceSum's axes with keepdims may keep every shape).
+  const std::vector<ShapeInput> si = shape_operand_inputs(g);
+  if (!si.empty()) {
+    r->value_dependent = true;
+    r->dependence = shape_input_dependence(g, si);
   }
   return r;
 }
