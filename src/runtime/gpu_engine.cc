@@ -2,6 +2,7 @@
 #include "runtime/gpu_engine.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -202,6 +203,10 @@ struct EngineState {
   // models are keyed by the inputs' bytes too and lowered at each call's own values.
   bool value_keyed = false;
   bool shape_inputs = false;  // some input is a shape tensor (decision 0073): bound per call
+  std::vector<size_t> shape_input_index;  // those inputs (indices into graph.inputs)
+  // Models are keyed by the shape inputs' bytes only while every bound graph's shapes followed
+  // from the input shapes and bound values (static inference); cleared for good otherwise.
+  mutable std::atomic<bool> shapes_follow_bound{true};
   std::string dependence;
   mutable std::mutex mu;
   // Models by (input shapes, input bytes when value_keyed, else empty).
@@ -238,15 +243,21 @@ struct EngineState {
 
   // The model for `shapes`; for a value-keyed engine, for `values` (the call's inputs, whose bytes
   // `key` holds): its shapes are discovered at those values and its preset tactics checked to run.
+  // With shape-tensor inputs, `key` holds only their bytes while `shapes_follow_bound` holds
+  // (`full_key`: every input's bytes); a bound graph whose shapes still need the call's other
+  // values clears it and the model is keyed by `full_key`. `*used` receives the key it is under.
   StatusOr<std::shared_ptr<cuda::GpuModel>> model_for(const std::vector<Shape>& shapes, const std::string& key = {},
-                                                      const std::vector<Tensor>* values = nullptr) const {
+                                                      const std::vector<Tensor>* values = nullptr,
+                                                      const std::string* full_key = nullptr,
+                                                      std::string* used = nullptr) const {
     std::lock_guard<std::mutex> lock(mu);
-    const ModelKey mk{shapes, key};
+    ModelKey mk{shapes, key};
+    if (used) *used = key;
     auto it = models.find(mk);
     if (it != models.end()) return it->second;
     const auto t0 = std::chrono::steady_clock::now();
-    // Shape-tensor inputs read as constants of this model (decision 0073): `key` holds every
-    // input's bytes, so a model is only reused at the same values.
+    // Shape-tensor inputs read as constants of this model (decision 0073): `key` holds at least
+    // their bytes, so a model is only reused at the same values of them.
     const ir::Graph* lowered = &graph;
     ir::Graph bound;
     if (values && shape_inputs) {
@@ -254,6 +265,16 @@ struct EngineState {
       lowered = &bound;
     }
     KILN_ASSIGN_OR_RETURN(cuda::ValueShapes vs, cuda::infer_value_shapes_by_reference(*lowered, shapes, values));
+    // Static inference fixed every shape of the bound graph (value_dependent unset): the model
+    // depends on the shapes and the bound values only. Else (a Range of another input, ...) it
+    // may depend on any input value: key this and every later model by all the bytes.
+    if (values && shape_inputs && vs.value_dependent && full_key) {
+      shapes_follow_bound = false;
+      mk.second = *full_key;
+      if (used) *used = *full_key;
+      it = models.find(mk);
+      if (it != models.end()) return it->second;
+    }
     cuda::GpuBuildOptions o = options_for(shapes);
     if (values) o.verify_presets = true;  // the build tuned at made-up values: other layer shapes
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, cuda::GpuModel::create(*lowered, vs, o));
@@ -317,6 +338,7 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
     KILN_RETURN_IF_ERROR(cuda::check_tensor_io(g));
     e->value_keyed = true;
     e->shape_inputs = true;
+    for (const cuda::ShapeInput& si : shape_inputs) e->shape_input_index.push_back(si.input);
     e->dependence = cuda::shape_input_dependence(g, shape_inputs);
     if (settings.logger)
       settings.logger(LogSeverity::kWarning, "CUDA engine: " + e->dependence +
@@ -395,7 +417,18 @@ std::string values_key(const std::vector<Tensor>& inputs) {
 // prepare() for a call's inputs: `values` given (value-keyed engines) keys the model by them too.
 Status prepare_for(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes,
                    const std::vector<Tensor>* values) {
-  const std::string key = values ? values_key(*values) : std::string();
+  std::string key = values ? values_key(*values) : std::string();
+  std::string full;
+  if (values && e.shape_inputs && e.shapes_follow_bound) {
+    // Only the shape inputs' bytes ('S' keeps such keys apart from full ones).
+    full = std::move(key);
+    key = "S";
+    for (size_t i : e.shape_input_index) {
+      const Tensor& t = (*values)[i];
+      key.push_back(static_cast<char>(t.dtype()));
+      key.append(static_cast<const char*>(t.raw()), t.nbytes());
+    }
+  }
   if (ctx && ctx->shapes == shapes && ctx->values == key) return Status::Ok();
   std::deque<std::shared_ptr<ContextState>> parked;
   if (ctx) {
@@ -411,10 +444,12 @@ Status prepare_for(const EngineState& e, std::shared_ptr<ContextState>& ctx, con
     ctx = c;
     return Status::Ok();
   }
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m, e.model_for(shapes, key, values));
+  std::string used;
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> m,
+                        e.model_for(shapes, key, values, full.empty() ? nullptr : &full, &used));
   auto c = std::make_shared<ContextState>();
   c->shapes = shapes;
-  c->values = key;
+  c->values = used;
   c->model = m;
   KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
   while (parked.size() > kParkedContexts) parked.pop_back();

@@ -145,6 +145,9 @@ TEST(GpuShapeInputsLowering, LowersAtEachSetOfValues) {
     EXPECT_EQ(b->summary.input_dtypes[1], DataType::kInt64);
     EXPECT_EQ(b->g.inputs, t.g.inputs);
     EXPECT_TRUE(cuda::shape_operand_inputs(b->g).empty());  // bound: no shape input left
+    // Static inference fixes every shape of the bound graph: an engine keys its models by the
+    // shape inputs' bytes only (gpu_engine.cc).
+    EXPECT_FALSE(b->vs.value_dependent) << b->vs.dependence;
   }
   // The same axis on the square graph lowers at either value, with equal shapes.
   const TinyGraph sq = square_reduce_graph();
@@ -189,7 +192,7 @@ void expect_matches_reference(const ir::Graph& g, ExecutionContext& ctx, const s
 }
 
 // Reshape's shape and ReduceSum's axes as inputs: each execute follows its own values (two sets,
-// then the first again), equal to the CPU reference; on the square graph the output shape is the
+// then the first again, a third, then new data at the second), equal to the CPU reference; on the square graph the output shape is the
 // same at both axes but the sums are not (a model keyed only by shapes would reuse the first).
 TEST(GpuShapeInputs, EngineFollowsEachCallsValues) {
   REQUIRE_GPU();
@@ -202,6 +205,11 @@ TEST(GpuShapeInputs, EngineFollowsEachCallsValues) {
   expect_matches_reference(t.g, *ctx, {x, ints({4, 6}), ints({1})}, "s=[4,6] a=[1]");
   expect_matches_reference(t.g, *ctx, {x, ints({6, 4}), ints({0})}, "s=[6,4] a=[0] again");
   expect_matches_reference(t.g, *ctx, {x, ints({2, 12}), ints({-1})}, "s=[2,12] a=[-1]");
+  // Three sets of shape-input values, three models; new data at known shape-input values reuses
+  // its model (the bound graph's shapes follow from them: only their bytes key the model).
+  EXPECT_EQ((*e)->shape_setup_ms().size(), 3u);
+  expect_matches_reference(t.g, *ctx, {random_tensor({2, 3, 4}, 9), ints({4, 6}), ints({1})}, "new x, s=[4,6] a=[1]");
+  EXPECT_EQ((*e)->shape_setup_ms().size(), 3u);
 
   const TinyGraph sq = square_reduce_graph();
   auto es = cuda_engine(sq.g);
