@@ -167,7 +167,7 @@ StatusOr<ValueShapes> infer_value_shapes_by_reference(const ir::Graph& g, const 
 // Shape-tensor inputs (docs/decisions/0073, shape_inputs.cc): a graph input (a tensor, not a
 // graph output, of at most kMaxShapeInputElements elements where its shape is declared) whose
 // every use is a shape operand — Reshape / Expand's shape, Tile's repeats, Slice's starts / ends /
-// axes / steps, (Un)Squeeze / Reduce* axes, Split's split, Pad's pads / axes, TopK's k, OneHot's
+// axes / steps, (Un)Squeeze / Reduce* axes, Split's split, Pad's pads / axes (and its scalar constant_value), TopK's k, OneHot's
 // depth, CumSum's axis, Resize's roi / scales / sizes, Upsample's scales, ConstantOfShape's and
 // the window functions' input, MelWeightMatrix's scalars, MaxUnpool's output_shape. Its value decides the lowering (output
 // shapes, and axes or offsets even where the shape stays), so engines of such graphs are

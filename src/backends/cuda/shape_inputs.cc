@@ -50,8 +50,8 @@ bool is_shape_operand(ir::OpKind op, size_t k) {
       return k >= 1 && k <= 4;
     case OpKind::kMelWeightMatrix:  // every input is a scalar count or frequency
       return k <= 4;
-    case OpKind::kPad:  // pads, axes (input 2, constant_value, is data)
-      return k == 1 || k == 3;
+    case OpKind::kPad:  // pads, axes; and constant_value, a scalar the Pad layer takes at lowering
+      return k >= 1 && k <= 3;
     case OpKind::kResize:  // roi, scales, sizes (Resize-10: scales)
       return k >= 1 && k <= 3;
     case OpKind::kMaxUnpool:  // output_shape
