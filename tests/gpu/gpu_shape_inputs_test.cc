@@ -166,6 +166,30 @@ TEST(GpuShapeInputsLowering, LowersAtEachSetOfValues) {
 #endif
 }
 
+// A node computed only from bound values (BlackmanWindow of its size input) is folded to a
+// constant in the bound copy, with the size the call gives; the graph input stays.
+TEST(GpuShapeInputsLowering, NodesOfBoundValuesOnlyAreFolded) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  TinyGraph t;
+  auto n = int_input(t, "size", {}, DataType::kInt64);
+  auto w = t.node(ir::OpKind::kBlackmanWindow, "window", {n}, {});
+  t.g.value(w).shape.reset();
+  t.g.outputs = {w};
+  ASSERT_EQ(cuda::shape_operand_inputs(t.g).size(), 1u);
+  for (int64_t size : {5, 9}) {
+    Tensor v(DataType::kInt64, {});
+    v.data<int64_t>()[0] = size;
+    auto b = lower_at(t.g, {v});
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    const ir::Value& out = b->g.value(t.g.outputs[0]);
+    ASSERT_TRUE(out.constant) << "size " << size;
+    EXPECT_EQ(out.constant->shape(), Shape{size});
+    EXPECT_EQ(b->g.inputs, t.g.inputs);
+  }
+#endif
+}
+
 // ---- with a GPU
 
 StatusOr<std::shared_ptr<Engine>> cuda_engine(const ir::Graph& g) {
