@@ -149,6 +149,7 @@ StatusOr<ir::Graph> bind_shape_inputs(const ir::Graph& g, const std::vector<Tens
     bool reads_bound = false;
     for (ir::ValueId x : n.inputs) reads_bound |= x != ir::kNoValue && bound_derived[static_cast<size_t>(x)];
     if (!reads_bound || !ir::fold_constant_node(b, n, reference_evaluator())) continue;
+    bound_derived.resize(b.values.size(), false);
     for (ir::ValueId y : n.outputs)
       if (y != ir::kNoValue) bound_derived[static_cast<size_t>(y)] = true;
   }
