@@ -30,12 +30,6 @@
 namespace kiln::testing {
 namespace {
 
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_CUDA_BUILD()
-#else
-#define REQUIRE_CUDA_BUILD() GTEST_SKIP() << "built without CUDA"
-#endif
-
 // Exported models (scripts/export_models.py; not in git): KILN_MODELS_DIR, else the checkout's models/.
 std::string model_path(const std::string& file) {
   const char* dir = std::getenv("KILN_MODELS_DIR");

@@ -27,12 +27,6 @@
 namespace kiln::testing {
 namespace {
 
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_CUDA_BUILD()
-#else
-#define REQUIRE_CUDA_BUILD() GTEST_SKIP() << "built without CUDA"
-#endif
-
 using op_table::int_input;
 
 // y = Relu(x) * 0.5 with x and y declared `dt` (float32 or float16), shape [6, 4, 5] (rank 3: no NHWC in 16-bit plans).

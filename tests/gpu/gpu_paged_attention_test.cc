@@ -30,12 +30,6 @@
 namespace kiln::testing {
 namespace {
 
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_CUDA_BUILD()
-#else
-#define REQUIRE_CUDA_BUILD() GTEST_SKIP() << "built without CUDA"
-#endif
-
 struct Geometry {
   int64_t hq = 8, hkv = 2, d = 64;
   int64_t block_size = 16, rows = 4, max_blocks = 40;  // 640 positions per sequence

@@ -21,12 +21,6 @@
 namespace kiln::testing {
 namespace {
 
-#ifdef KILN_HAVE_CUDA
-#define REQUIRE_CUDA_BUILD()
-#else
-#define REQUIRE_CUDA_BUILD() GTEST_SKIP() << "built without CUDA"
-#endif
-
 using op_table::int_input;
 
 // sum = ReduceSum(Reshape(x, s), a, keepdims=1) for x float [2, 3, 4], s int64 [2], a int64 [1]:

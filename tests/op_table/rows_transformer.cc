@@ -6,6 +6,7 @@
 // Cases from the former tests/gpu/gpu_ops_test.cc, gpu_transformer_test.cc and
 // gpu_int_inputs_test.cc, one row each.
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "op_table/op_table.h"
@@ -146,12 +147,15 @@ Row gemm_relu(const std::string& name, int64_t m, int64_t k, int64_t n, bool tra
   return r;
 }
 
-Row matmul_bias_relu(const Shape& a, int64_t n, uint32_t seed) {
+// A MatMulBias and the element-wise activation `act` after it, which the optimizer folds into the
+// GEMM (passes::fuse_gemm_activation): no `act` layer is left and a tactic name says `tactic`.
+Row matmul_bias_then(const std::string& what, OpKind act, const std::map<std::string, Attribute>& attrs, const std::string& tactic,
+                     const Shape& a, int64_t n, uint32_t seed) {
   Row r = matmul_bias(a, n, seed);
-  r.name = "MatMulBias_Relu_" + dims_name(a) + "_n" + std::to_string(n);
+  r.name = "MatMulBias_" + what + "_" + dims_name(a) + "_n" + std::to_string(n);
   r.expect_ops = {"MatMulBias"};
-  r.absent_ops = {"Relu"};
-  r.expect_tactic = "+relu";
+  r.absent_ops = {ir::op_name(act)};
+  r.expect_tactic = tactic;
   auto make = r.make;
   r.make = [=] {
     OpCase c = make();
@@ -159,32 +163,21 @@ Row matmul_bias_relu(const Shape& a, int64_t n, uint32_t seed) {
     t.g = c.graph;
     Shape ys = a;
     ys.back() = n;
-    t.g.outputs = {t.node(OpKind::kRelu, "relu", {t.g.outputs[0]}, ys)};
+    t.g.outputs = {t.node(act, "act", {t.g.outputs[0]}, ys, attrs)};
     return OpCase{t.g, c.inputs};
   };
   return r;
+}
+
+Row matmul_bias_relu(const Shape& a, int64_t n, uint32_t seed) {
+  return matmul_bias_then("Relu", OpKind::kRelu, {}, "+relu", a, n, seed);
 }
 
 // GPT-2's MLP: MatMul + bias, then Gelu(approximate = "tanh"): one GEMM with activation GeluTanh —
 // cuBLASLt's GELU epilogue where the device check says it computes that formula, else the GEMM and
 // Kiln's GELU kernel; either way a tactic name says "gelu_tanh" and no Gelu layer is left.
 Row matmul_bias_gelu_tanh(const Shape& a, int64_t n, uint32_t seed) {
-  Row r = matmul_bias(a, n, seed);
-  r.name = "MatMulBias_GeluTanh_" + dims_name(a) + "_n" + std::to_string(n);
-  r.expect_ops = {"MatMulBias"};
-  r.absent_ops = {"Gelu"};
-  r.expect_tactic = "gelu_tanh";
-  auto make = r.make;
-  r.make = [=] {
-    OpCase c = make();
-    TinyGraph t;
-    t.g = c.graph;
-    Shape ys = a;
-    ys.back() = n;
-    t.g.outputs = {t.node(OpKind::kGelu, "gelu", {t.g.outputs[0]}, ys, {{"approximate", Attribute::of_string("tanh")}})};
-    return OpCase{t.g, c.inputs};
-  };
-  return r;
+  return matmul_bias_then("GeluTanh", OpKind::kGelu, {{"approximate", Attribute::of_string("tanh")}}, "gelu_tanh", a, n, seed);
 }
 
 // A MatMul + bias and a residual Add after it, as a transformer block's output projection is

@@ -70,6 +70,21 @@ __global__ void pointwise_kernel(PointwiseOp op, StorageType st, const void* a, 
   }
 }
 
+// The program on one element's inputs x (in float), in registers: the value of its last instruction.
+__device__ __forceinline__ float run_program(const PwDeviceProgram& p, const float* x) {
+  float r[ir::kMaxPwInstrs];
+  for (int j = 0; j < p.num_instrs; ++j) {
+    const PwDeviceInstr& in = p.instrs[j];
+    float a[ir::kMaxPwArgs];
+    for (int q = 0; q < ir::kMaxPwArgs; ++q) {
+      const int32_t s = in.src[q];
+      a[q] = s >= 0 ? r[s] : (s == kPwImmediate ? in.imm[q] : x[-1 - s]);
+    }
+    r[j] = ir::pw_apply(static_cast<ir::PwOpcode>(in.op), a[0], a[1], a[2]);
+  }
+  return r[p.num_instrs - 1];
+}
+
 // One thread per output element (grid-stride): broadcast offsets of every input from the output
 // index, then the program in registers (float), then one store.
 template <typename Idx>
@@ -86,17 +101,7 @@ __global__ void fused_pointwise_kernel(PwDeviceProgram p, PwDevicePointers ptrs,
     }
     float x[ir::kMaxPwInputs];
     for (int k = 0; k < p.num_inputs; ++k) x[k] = load(ptrs.in[k], off[k], st);
-    float r[ir::kMaxPwInstrs];
-    for (int j = 0; j < p.num_instrs; ++j) {
-      const PwDeviceInstr& in = p.instrs[j];
-      float a[ir::kMaxPwArgs];
-      for (int q = 0; q < ir::kMaxPwArgs; ++q) {
-        const int32_t s = in.src[q];
-        a[q] = s >= 0 ? r[s] : (s == kPwImmediate ? in.imm[q] : x[-1 - s]);
-      }
-      r[j] = ir::pw_apply(static_cast<ir::PwOpcode>(in.op), a[0], a[1], a[2]);
-    }
-    store(y, i, r[p.num_instrs - 1], st);
+    store(y, i, run_program(p, x), st);
   }
 }
 
@@ -144,17 +149,7 @@ __global__ void fused_pointwise_flat_kernel(PwDeviceProgram p, PwDevicePointers 
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float x[ir::kMaxPwInputs];
     for (int k = 0; k < p.num_inputs; ++k) x[k] = Elem<T>::ld(ptrs.in[k], (scalar_mask >> k) & 1u ? 0 : i);
-    float r[ir::kMaxPwInstrs];
-    for (int j = 0; j < p.num_instrs; ++j) {
-      const PwDeviceInstr& in = p.instrs[j];
-      float a[ir::kMaxPwArgs];
-      for (int q = 0; q < ir::kMaxPwArgs; ++q) {
-        const int32_t s = in.src[q];
-        a[q] = s >= 0 ? r[s] : (s == kPwImmediate ? in.imm[q] : x[-1 - s]);
-      }
-      r[j] = ir::pw_apply(static_cast<ir::PwOpcode>(in.op), a[0], a[1], a[2]);
-    }
-    Elem<T>::st(y, i, r[p.num_instrs - 1]);
+    Elem<T>::st(y, i, run_program(p, x));
   }
 }
 
@@ -194,21 +189,6 @@ __global__ void pointwise_vec_kernel(PointwiseOp op, const void* a, const void* 
 }
 
 template <typename T>
-__device__ __forceinline__ float run_program(const PwDeviceProgram& p, const float* x) {
-  float r[ir::kMaxPwInstrs];
-  for (int j = 0; j < p.num_instrs; ++j) {
-    const PwDeviceInstr& in = p.instrs[j];
-    float a[ir::kMaxPwArgs];
-    for (int q = 0; q < ir::kMaxPwArgs; ++q) {
-      const int32_t s = in.src[q];
-      a[q] = s >= 0 ? r[s] : (s == kPwImmediate ? in.imm[q] : x[-1 - s]);
-    }
-    r[j] = ir::pw_apply(static_cast<ir::PwOpcode>(in.op), a[0], a[1], a[2]);
-  }
-  return r[p.num_instrs - 1];
-}
-
-template <typename T>
 __global__ void fused_pointwise_vec_kernel(PwDeviceProgram p, PwDevicePointers ptrs, uint32_t scalar_mask, void* y,
                                            int64_t total) {
   constexpr int V = 16 / sizeof(T);
@@ -227,14 +207,14 @@ __global__ void fused_pointwise_vec_kernel(PwDeviceProgram p, PwDevicePointers p
 #pragma unroll
       for (int k = 0; k < ir::kMaxPwInputs; ++k)
         if (k < p.num_inputs) x[k] = (scalar_mask >> k) & 1u ? Elem<T>::ld(ptrs.in[k], 0) : elem_of<T>(raw[k], j);
-      Elem<T>::st(&uy, j, run_program<T>(p, x));
+      Elem<T>::st(&uy, j, run_program(p, x));
     }
     reinterpret_cast<uint4*>(y)[g] = uy;
   }
   for (int64_t i = groups * V + first; i < total; i += stride) {
     float x[ir::kMaxPwInputs];
     for (int k = 0; k < p.num_inputs; ++k) x[k] = Elem<T>::ld(ptrs.in[k], (scalar_mask >> k) & 1u ? 0 : i);
-    Elem<T>::st(y, i, run_program<T>(p, x));
+    Elem<T>::st(y, i, run_program(p, x));
   }
 }
 
