@@ -145,7 +145,149 @@ void gather_elements_rows(std::vector<Row>& r) {
   }
 }
 
+// y = op(data, indices, updates): data and updates graph inputs of data's dtype, indices a graph
+// input or (`const_idx`) a constant.
+OpCase scatter_case(OpKind op, Tensor data, Tensor idx, Tensor upd, bool const_idx, std::map<std::string, Attribute> attrs) {
+  TinyGraph t;
+  OpCase c;
+  const DataType dt = data.dtype();
+  const Shape out = data.shape();
+  const ir::ValueId x = int_input(t, "data", data.shape(), dt);
+  c.inputs.push_back(std::move(data));
+  ir::ValueId i;
+  if (const_idx) {
+    i = t.constant("indices", std::move(idx));
+  } else {
+    i = int_input(t, "indices", idx.shape(), idx.dtype());
+    c.inputs.push_back(std::move(idx));
+  }
+  const ir::ValueId u = int_input(t, "updates", upd.shape(), dt);
+  c.inputs.push_back(std::move(upd));
+  auto y = t.node(op, "y", {x, i, u}, out, std::move(attrs));
+  t.g.value(y).dtype = dt;
+  t.g.outputs = {y};
+  c.graph = t.g;
+  return c;
+}
+
+struct ScatterArgs {
+  const char* name;
+  OpKind op;
+  DataType dt, idx_dt;
+  Shape data;
+  int64_t axis;          // ScatterElements / Scatter
+  Shape idx;             // ScatterElements: = updates' shape; ScatterND: lead dims + [m]
+  const char* reduction;
+  bool const_idx;
+};
+
+void scatter_rows(std::vector<Row>& r) {
+  const ScatterArgs args[] = {
+      // ScatterElements: indices drawn with repeats (duplicates: the CPU's update order decides)
+      {"Elements_float_axis0", OpKind::kScatterElements, DataType::kFloat32, DataType::kInt64, {4, 3}, 0, {3, 3}, "none", false},
+      {"Elements_float_axis_last_add_int32", OpKind::kScatterElements, DataType::kFloat32, DataType::kInt32, {2, 3, 5}, -1, {2, 3, 7}, "add", false},
+      {"Elements_float_axis1_mul_const", OpKind::kScatterElements, DataType::kFloat32, DataType::kInt64, {3, 4, 2}, 1, {2, 5, 2}, "mul", true},
+      {"Elements_float_axis0_max", OpKind::kScatterElements, DataType::kFloat32, DataType::kInt64, {5, 4}, 0, {6, 3}, "max", false},
+      {"Elements_float_axis1_min", OpKind::kScatterElements, DataType::kFloat32, DataType::kInt64, {3, 5}, 1, {3, 5}, "min", false},
+      {"Elements_int64_axis1_add", OpKind::kScatterElements, DataType::kInt64, DataType::kInt64, {2, 6}, 1, {2, 4}, "add", false},
+      {"Elements_int32_axis0_max_const", OpKind::kScatterElements, DataType::kInt32, DataType::kInt32, {4, 3}, 0, {4, 2}, "max", true},
+      {"Elements_bool_axis_neg1", OpKind::kScatterElements, DataType::kBool, DataType::kInt64, {3, 6}, -1, {3, 4}, "none", false},
+      {"Deprecated_float_axis1", OpKind::kScatter, DataType::kFloat32, DataType::kInt64, {3, 4}, 1, {3, 2}, "none", false},
+      // ScatterND: slices and full tuples
+      {"ND_float_slices", OpKind::kScatterND, DataType::kFloat32, DataType::kInt64, {4, 3, 5}, 0, {2, 1}, "none", false},
+      {"ND_float_m2_add", OpKind::kScatterND, DataType::kFloat32, DataType::kInt64, {3, 4, 2}, 0, {5, 2}, "add", false},
+      {"ND_float_full_tuples_mul_const", OpKind::kScatterND, DataType::kFloat32, DataType::kInt32, {3, 4}, 0, {2, 3, 2}, "mul", true},
+      {"ND_float_max", OpKind::kScatterND, DataType::kFloat32, DataType::kInt64, {4, 6}, 0, {5, 1}, "max", false},
+      {"ND_float_min_int32", OpKind::kScatterND, DataType::kFloat32, DataType::kInt32, {4, 6}, 0, {3, 1}, "min", false},
+      {"ND_int64_full_tuples", OpKind::kScatterND, DataType::kInt64, DataType::kInt64, {5, 3}, 0, {4, 2}, "none", false},
+      {"ND_int32_add", OpKind::kScatterND, DataType::kInt32, DataType::kInt64, {6, 2}, 0, {4, 1}, "add", false},
+      {"ND_bool_slices_const", OpKind::kScatterND, DataType::kBool, DataType::kInt64, {3, 4}, 0, {2, 1}, "none", true},
+  };
+  uint32_t seed = 1200;
+  for (const ScatterArgs& a : args) {
+    seed += 3;
+    Row row_ = row(std::string("Scatter") + a.name, [a, seed] {
+      Tensor idx;
+      Shape upd_shape;
+      if (a.op == OpKind::kScatterND) {
+        const int64_t m = a.idx.back();
+        std::vector<int64_t> dims(a.data.begin(), a.data.begin() + m);
+        idx = nd_indices(a.idx_dt, Shape(a.idx.begin(), a.idx.end() - 1), dims, seed + 1);
+        upd_shape.assign(a.idx.begin(), a.idx.end() - 1);
+        upd_shape.insert(upd_shape.end(), a.data.begin() + m, a.data.end());
+      } else {
+        const int64_t axis = a.axis < 0 ? a.axis + static_cast<int64_t>(a.data.size()) : a.axis;
+        const int64_t d = a.data[axis];
+        idx = int_tensor(a.idx_dt, a.idx, -d, d - 1, seed + 1);
+        upd_shape = a.idx;
+      }
+      std::map<std::string, Attribute> attrs;
+      if (a.op != OpKind::kScatterND) attrs["axis"] = Attribute::of_int(a.axis);
+      if (std::string(a.reduction) != "none") attrs["reduction"] = Attribute::of_string(a.reduction);
+      OpCase c = scatter_case(a.op, data_of(a.dt, a.data, seed), std::move(idx), data_of(a.dt, upd_shape, seed + 2),
+                              a.const_idx, std::move(attrs));
+      if (a.op == OpKind::kScatter) {
+        c.graph.opset_imports[""] = 10;
+        c.graph.nodes[0].opset = 10;
+      }
+      return c;
+    });
+    // Reductions compute in the storage's precision on the GPU (the CPU in float / double).
+    if (std::string(a.reduction) != "none") row_.tol = kArithTol;
+    r.push_back(std::move(row_));
+  }
+}
+
+struct ReverseArgs {
+  const char* name;
+  DataType dt, lens_dt;
+  Shape x;
+  int64_t batch_axis;
+  bool const_lens;
+};
+
+void reverse_sequence_rows(std::vector<Row>& r) {
+  const ReverseArgs args[] = {
+      {"float_time_major", DataType::kFloat32, DataType::kInt64, {4, 3, 2}, 1, false},
+      {"float_batch_major_int32_rank4", DataType::kFloat32, DataType::kInt32, {3, 5, 2, 2}, 0, false},
+      {"int64_batch_major_const", DataType::kInt64, DataType::kInt64, {3, 5}, 0, true},
+      {"bool_time_major", DataType::kBool, DataType::kInt64, {6, 2, 3}, 1, false},
+  };
+  uint32_t seed = 1250;
+  for (const ReverseArgs& a : args) {
+    seed += 2;
+    r.push_back(row(std::string("ReverseSequence_") + a.name, [a, seed] {
+      const int64_t nb = a.x[a.batch_axis], nt = a.x[1 - a.batch_axis];
+      TinyGraph t;
+      OpCase c;
+      const ir::ValueId x = int_input(t, "x", a.x, a.dt);
+      c.inputs.push_back(data_of(a.dt, a.x, seed));
+      Tensor lens = int_tensor(a.lens_dt, {nb}, 0, nt, seed + 1);
+      ir::ValueId l;
+      if (a.const_lens) {
+        l = t.constant("sequence_lens", std::move(lens));
+      } else {
+        l = int_input(t, "sequence_lens", {nb}, a.lens_dt);
+        c.inputs.push_back(std::move(lens));
+      }
+      auto y = t.node(OpKind::kReverseSequence, "y", {x, l}, a.x,
+                      {{"batch_axis", Attribute::of_int(a.batch_axis)}, {"time_axis", Attribute::of_int(1 - a.batch_axis)}});
+      t.g.value(y).dtype = a.dt;
+      t.g.outputs = {y};
+      c.graph = t.g;
+      return c;
+    }));
+  }
+}
+
 }  // namespace
+
+std::vector<Row> scatter_rows() {
+  std::vector<Row> r;
+  scatter_rows(r);
+  reverse_sequence_rows(r);
+  return r;
+}
 
 std::vector<Row> gather_indexed_rows() {
   std::vector<Row> r;

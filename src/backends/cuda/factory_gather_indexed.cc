@@ -1,11 +1,14 @@
-// GatherND and GatherElements (ONNX Operators.md sections of those names) of a row-major input of
+// GatherND and GatherElements, and the scatters ScatterElements / Scatter / ScatterND (ONNX
+// Operators.md sections of those names) of a row-major input of
 // any storage type — registered in the float table and in the exact one (docs/decisions/0051):
 // the kernels copy elements by size. Constant indices are checked and normalized at build (out
 // of range: an error naming the node, as Gather) and uploaded as int64; indices from an int32 /
 // int64 activation (mask and position indexing in current exports) are read on the device, an
 // out-of-range one giving zeros (kernels_gather.h). gather_indexed.h plans the descriptors.
 #include "backends/cuda/gather_indexed.h"
+#include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/layer_factory.h"
+#include "core/numerics.h"
 
 namespace kiln::cuda {
 namespace {
@@ -63,6 +66,87 @@ Status lower_gather_elements(LowerContext& ctx, const ir::Node& n, const std::st
                    &idx_64));
   const int elem_bytes = static_cast<int>(storage_bytes(ctx.storage()));
   ctx.add_layer(make_gather_elements_layer(d, elem_bytes, idx_64), n.name, {x, idx}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+// ScatterElements, Scatter (opset 9-10: ScatterElements without reduction) and ScatterND: data
+// and updates in the layer's storage, indices as for the gathers (constant ones checked at build).
+Status lower_scatter(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (n.inputs.size() < 3 || n.inputs[1] == ir::kNoValue || n.inputs[2] == ir::kNoValue)
+    return invalid_argument(where + "data, indices and updates are required");
+  const Shape& data = ctx.shape(n.inputs[0]);
+  const Shape& indices = ctx.shape(n.inputs[1]);
+  const Shape& updates = ctx.shape(n.inputs[2]);
+  const StorageType t = ctx.storage();
+  const int64_t count = shape_numel(data);
+  ScatterReduce r = ScatterReduce::kNone;
+  std::unique_ptr<Layer> layer;
+  bool idx_64 = true;
+  int idx = -1;
+  if (n.op == ir::OpKind::kScatterND) {
+    KILN_ASSIGN_OR_RETURN(GatherNDDesc d, plan_scatter_nd(n, data, indices, updates, &r));
+    KILN_ASSIGN_OR_RETURN(
+        idx, indices_operand(
+                 ctx, n, where, [&](std::vector<int64_t>* i) { return normalize_gather_nd_indices(n, d, i); }, &idx_64));
+    layer = make_scatter_nd_layer(d, count, t, r, idx_64);
+  } else {
+    KILN_ASSIGN_OR_RETURN(GatherElementsDesc d, plan_scatter_elements(n, data, indices, updates, &r));
+    KILN_ASSIGN_OR_RETURN(
+        idx, indices_operand(
+                 ctx, n, where, [&](std::vector<int64_t>* i) { return normalize_gather_elements_indices(n, d, i); },
+                 &idx_64));
+    layer = make_scatter_elements_layer(d, count, t, r, idx_64);
+  }
+  if (r != ScatterReduce::kNone && t == StorageType::kBool)
+    return unsupported(where + "a reduction on bool data (the CPU reference has none either)");
+  KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
+  KILN_ASSIGN_OR_RETURN(int u, ctx.row_major_operand(n.inputs[2]));
+  ctx.add_layer(std::move(layer), n.name, {x, idx, u}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+// ReverseSequence (batch_axis / time_axis 0 and 1): one gather by the sequence lengths, any
+// storage type; constant lengths checked at build like the CPU reference.
+Status lower_reverse_sequence(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "sequence_lens is required");
+  const Shape& x = ctx.shape(n.inputs[0]);
+  if (x.size() < 2) return invalid_argument(where + "input must have rank >= 2, got " + shape_str(x));
+  const int64_t ba = n.attr_int("batch_axis", 1), ta = n.attr_int("time_axis", 0);
+  if (!((ba == 0 && ta == 1) || (ba == 1 && ta == 0)))
+    return invalid_argument(where + "batch_axis and time_axis must be 0 and 1");
+  const int64_t nb = x[ba], nt = x[ta], inner = dims_product(x, 2, x.size());
+  if (shape_numel(ctx.shape(n.inputs[1])) != nb)
+    return invalid_argument(where + "sequence_lens must have batch_size (" + std::to_string(nb) + ") entries");
+  int lens = -1;
+  bool lens_64 = true;
+  if (const auto& c = ctx.graph().value(n.inputs[1]).constant) {
+    std::vector<int64_t> v(static_cast<size_t>(c->numel()));
+    for (int64_t b = 0; b < c->numel(); ++b) {
+      v[b] = load_as_int64(c->dtype(), c->raw(), b);
+      if (v[b] < 0 || v[b] > nt)
+        return invalid_argument(where + "sequence_lens entry " + std::to_string(v[b]) + " is out of range [0, " +
+                                std::to_string(nt) + "]");
+    }
+    KILN_ASSIGN_OR_RETURN(lens, ctx.upload_raw(n.name + ":sequence_lens", c->shape(), v.data(),
+                                               v.size() * sizeof(int64_t), "sequence_lens of '" + n.name + "'"));
+  } else {
+    KILN_ASSIGN_OR_RETURN(int a, ctx.activation(n.inputs[1]));
+    const StorageType t = ctx.value_type(a);
+    if (t != StorageType::kI64 && t != StorageType::kI32)
+      return unsupported(where + "sequence_lens stored as " + storage_name(t) + " (int32 or int64 expected)");
+    lens_64 = t == StorageType::kI64;
+    lens = ctx.as_layout(a, false);
+  }
+  KILN_ASSIGN_OR_RETURN(int xv, ctx.row_major_operand(n.inputs[0]));
+  const int elem_bytes = static_cast<int>(storage_bytes(ctx.storage()));
+  const int batch_axis = static_cast<int>(ba);
+  auto layer = make_kernel_layer(
+      "ReverseSequence", std::string("kiln.reverse_sequence lens=") + (lens_64 ? "int64" : "int32"),
+      [=](ExecState& s, const Layer& l) {
+        return launch_reverse_sequence(s.ptr(l.ins[0]), s.ptr(l.ins[1]), lens_64, s.ptr(l.outs[0]), elem_bytes, nb, nt,
+                                       inner, batch_axis, s.stream);
+      });
+  ctx.add_layer(std::move(layer), n.name, {xv, lens}, {ctx.new_output(n)}, n.origin);
   return Status::Ok();
 }
 
