@@ -151,6 +151,11 @@ Status lower_gather(LowerContext& ctx, const ir::Node& n, const std::string& whe
 // GatherND, GatherElements: any storage type (float and exact tables), int32 / int64 indices.
 Status lower_gather_nd(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_gather_elements(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// ScatterElements, Scatter (opset 9-10), ScatterND: any storage type, int32 / int64 indices,
+// reduction none / add / mul / max / min (none only on bool; factory_gather_indexed.cc).
+Status lower_scatter(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// ReverseSequence: any storage type, int32 / int64 lengths (factory_gather_indexed.cc).
+Status lower_reverse_sequence(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Add, Relu, Clip, ...
 Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);
@@ -165,6 +170,11 @@ Status lower_nll_loss(LowerContext& ctx, const ir::Node& n, const std::string& w
 // (factory_rearrange.cc).
 Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// RNN, GRU, LSTM (every attribute of versions 7 / 14, optional inputs and outputs; Kiln's kernel,
+// one block per direction and batch entry; factory_rnn.cc).
+Status lower_rnn(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Det (matrices up to kDetMaxDim rows; in double as the CPU reference; factory_linalg.cc).
+Status lower_det(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // EyeLike (2-D; float, integer or bool output).
 Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // ConstantOfShape (any output type; a fill of the discovered output shape).

@@ -1,0 +1,24 @@
+// Kiln's kernel for ONNX Det (Operators.md "Det", version 11): the determinant of each trailing
+// [m, m] matrix by Gaussian elimination with partial pivoting, in double, step for step as the
+// CPU reference computes it (src/backends/cpu/ops_nn_linalg.cc det: the same pivot choice, row
+// swaps and products; multiplications and subtractions rounded separately, never fused), so the
+// result is the reference's double rounded to the output's storage. One thread block per matrix,
+// the matrix in shared memory (m at most kDetMaxDim). Enqueues on `stream`, never allocates,
+// never synchronizes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace kiln::cuda {
+
+inline constexpr int64_t kDetMaxDim = 160;  // 160 * 160 doubles = 200 KiB of shared memory
+
+// x: `count` float32 matrices [m, m] row-major; y: `count` determinants in storage `t`. Errors: m
+// outside [1, kDetMaxDim] (cudaErrorInvalidValue), launch errors.
+cudaError_t launch_det(const float* x, void* y, int64_t count, int64_t m, StorageType t, cudaStream_t stream);
+
+}  // namespace kiln::cuda
