@@ -89,6 +89,7 @@ std::vector<Row> nn_rows();           // Conv / FusedConv epilogues, pooling, Ge
 std::vector<Row> transformer_rows();  // LayerNorm, RMSNorm, Attention, MatMul(Bias), Reduce*, Gelu, blocks, int inputs
 std::vector<Row> exact_rows();        // int32 / int64 / bool: comparisons, logic, Where, Cast, int arithmetic, Range, ...
 std::vector<Row> gather_indexed_rows();  // GatherND, GatherElements: float / int32 / int64 / bool data
+std::vector<Row> select_rows();       // TopK, OneHot, Compress with constant K / depth / condition (rows_select.cc)
 std::vector<Row> det_rows();          // Det (rows_rnn.cc): single, batched, 1x1, singular
 std::vector<Row> rnn_rows();          // RNN, GRU, LSTM (rows_rnn.cc): directions, activations, states, layout 1
 std::vector<Row> scatter_rows();      // ScatterElements, Scatter, ScatterND, ReverseSequence (rows_gather.cc): any dtype

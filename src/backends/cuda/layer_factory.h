@@ -175,6 +175,11 @@ Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where
 Status lower_rnn(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // Det (matrices up to kDetMaxDim rows; in double as the CPU reference; factory_linalg.cc).
 Status lower_det(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// TopK (values in any numeric storage + int64 indices), OneHot, Compress: output extents from a
+// constant operand or a value-keyed model's shapes (factory_select.cc, docs/decisions/0074).
+Status lower_topk(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_one_hot(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_compress(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // EyeLike (2-D; float, integer or bool output).
 Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // ConstantOfShape (any output type; a fill of the discovered output shape).

@@ -1,0 +1,162 @@
+// TopK, OneHot and Compress (ONNX Operators.md; kernels_select.h): ops whose output extent is an
+// operand's *value* (TopK's K, OneHot's depth, the count of Compress's true conditions). The
+// lowering's concrete shapes hold that extent; the factories trust it only where it is the
+// operand's value for every run of the layer: a constant operand (checked against the shape), or
+// a model the engine keys by its input values (ValueShapes::value_dependent: it is lowered again
+// at each call's own values, docs/decisions/0069). Otherwise the node is refused, naming the
+// operand. Data is copied by element size (any storage type: float and exact tables).
+#include "backends/cuda/gpu_ops.h"
+#include "backends/cuda/kernels_select.h"
+#include "backends/cuda/layer_factory.h"
+#include "core/numerics.h"
+
+namespace kiln::cuda {
+namespace {
+
+// OK when the extent the shapes give for output size `what` can be trusted (see above): input
+// `k` is a constant whose value `from_value` turns into `extent`, or the model is value-keyed.
+template <typename FromValue>
+Status trusted_extent(LowerContext& ctx, const ir::Node& n, size_t k, int64_t extent, const std::string& what,
+                      const std::string& where, FromValue from_value) {
+  if (const auto& c = ctx.graph().value(n.inputs[k]).constant) {
+    KILN_ASSIGN_OR_RETURN(int64_t v, from_value(*c));
+    if (v != extent)
+      return invalid_argument(where + what + " is " + std::to_string(v) + " but the output's extent is " +
+                              std::to_string(extent));
+    return Status::Ok();
+  }
+  if (ctx.value_shapes().value_dependent) return Status::Ok();
+  return unsupported(where + what + " comes from a value the build cannot read and the engine is not keyed by its "
+                     "input values (docs/decisions/0069)");
+}
+
+StatusOr<int64_t> scalar_of(const Tensor& t, const char* what) {
+  if (t.numel() != 1) return invalid_argument(std::string(what) + " must hold one value, got " + shape_str(t.shape()));
+  return static_cast<int64_t>(load_as_double(t.dtype(), t.raw(), 0));
+}
+
+bool present(const ir::Node& n, size_t k) { return k < n.inputs.size() && n.inputs[k] != ir::kNoValue; }
+
+// Output k of `n` as a new row-major value of storage `t` (bound to the graph value), or an
+// unbound scratch value of `shape` when the model does not use that output.
+int output_of(LowerContext& ctx, const ir::Node& n, size_t k, const Shape& shape, StorageType t) {
+  const bool used = k < n.outputs.size() && n.outputs[k] != ir::kNoValue;
+  const std::string name = used ? ctx.graph().value(n.outputs[k]).name : n.name + ":unused" + std::to_string(k);
+  const int v = ctx.new_value(name, shape, t, false);
+  if (used) ctx.bind(n.outputs[k], v);
+  return v;
+}
+
+}  // namespace
+
+Status lower_topk(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  const Shape& x = ctx.shape(n.inputs.at(0));
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t axis = n.attr_int("axis", -1);
+  if (axis < -r || axis >= r) return invalid_argument(where + "axis " + std::to_string(axis) + " out of range");
+  if (axis < 0) axis += r;
+  const ir::ValueId out0 = n.outputs.empty() ? ir::kNoValue : n.outputs[0];
+  const ir::ValueId out1 = n.outputs.size() > 1 ? n.outputs[1] : ir::kNoValue;
+  const ir::ValueId shaped = out0 != ir::kNoValue ? out0 : out1;
+  if (shaped == ir::kNoValue) return invalid_argument(where + "no output");
+  const Shape y = ctx.shape(shaped);
+  if (static_cast<int64_t>(y.size()) != r) return invalid_argument(where + "output rank differs from the input's");
+  const int64_t k = y[axis];
+  if (n.opset >= 10 || present(n, 1)) {
+    if (!present(n, 1)) return invalid_argument(where + "input K is missing");
+    KILN_RETURN_IF_ERROR(
+        trusted_extent(ctx, n, 1, k, "K", where, [](const Tensor& t) { return scalar_of(t, "K"); }));
+  } else if (n.attr_int("k", -1) != k) {
+    return invalid_argument(where + "attribute k does not match the output's extent " + std::to_string(k));
+  }
+  if (k < 0 || k > x[axis]) return invalid_argument(where + "K = " + std::to_string(k) + " is outside [0, " +
+                                                    std::to_string(x[axis]) + "]");
+  const StorageType t = ctx.storage();
+  if (t == StorageType::kBool) return unsupported(where + "bool input");
+  const int64_t outer = dims_product(x, 0, static_cast<size_t>(axis));
+  const int64_t inner = dims_product(x, static_cast<size_t>(axis) + 1, x.size());
+  const bool largest = n.attr_int("largest", 1) != 0;
+  KILN_ASSIGN_OR_RETURN(int xv, ctx.row_major_operand(n.inputs[0]));
+  const int vals = output_of(ctx, n, 0, y, t);
+  const int idx = output_of(ctx, n, 1, y, StorageType::kI64);
+  const int64_t nn = x[axis];
+  auto layer = make_kernel_layer("TopK", "kiln.topk", [=](ExecState& s, const Layer& l) {
+    return launch_topk(s.ptr(l.ins[0]), s.ptr(l.outs[0]), static_cast<int64_t*>(s.ptr(l.outs[1])), outer, nn, inner, k,
+                       largest, t, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {xv}, {vals, idx}, n.origin);
+  return Status::Ok();
+}
+
+Status lower_one_hot(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (!present(n, 0) || !present(n, 1) || !present(n, 2))
+    return invalid_argument(where + "indices, depth and values are required");
+  const Shape& y = ctx.shape(n.outputs.at(0));
+  const int64_t r = static_cast<int64_t>(y.size());
+  int64_t axis = n.attr_int("axis", -1);
+  if (axis < -r || axis >= r) return invalid_argument(where + "axis " + std::to_string(axis) + " out of range");
+  if (axis < 0) axis += r;
+  const int64_t depth = y[axis];
+  KILN_RETURN_IF_ERROR(
+      trusted_extent(ctx, n, 1, depth, "depth", where, [](const Tensor& t) { return scalar_of(t, "depth"); }));
+  if (shape_numel(ctx.shape(n.inputs[2])) != 2)
+    return invalid_argument(where + "values must hold [off_value, on_value]");
+  StorageType it;
+  switch (ctx.dtype(n.inputs[0])) {
+    case DataType::kInt64: it = StorageType::kI64; break;
+    case DataType::kInt32: it = StorageType::kI32; break;
+    case DataType::kFloat32: case DataType::kFloat16: case DataType::kBFloat16: it = StorageType::kF32; break;
+    default:
+      return unsupported(where + "indices of dtype " + dtype_name(ctx.dtype(n.inputs[0])));
+  }
+  const int64_t outer = dims_product(y, 0, static_cast<size_t>(axis));
+  const int64_t inner = dims_product(y, static_cast<size_t>(axis) + 1, y.size());
+  KILN_ASSIGN_OR_RETURN(int idx, ctx.operand_as(n.inputs[0], it));
+  KILN_ASSIGN_OR_RETURN(int vals, ctx.operand_as(n.inputs[2], ctx.storage()));
+  const int eb = static_cast<int>(storage_bytes(ctx.storage()));
+  auto layer = make_kernel_layer("OneHot", "kiln.one_hot", [=](ExecState& s, const Layer& l) {
+    return launch_one_hot(s.ptr(l.ins[0]), it, s.ptr(l.ins[1]), s.ptr(l.outs[0]), eb, outer, depth, inner, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {idx, vals}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+Status lower_compress(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (!present(n, 1)) return invalid_argument(where + "condition is required");
+  const Shape& x = ctx.shape(n.inputs[0]);
+  const Shape& c = ctx.shape(n.inputs[1]);
+  if (c.size() != 1) return invalid_argument(where + "condition must be 1-D, got " + shape_str(c));
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t outer = 1, nn = shape_numel(x), inner = 1, axis = 0;
+  const bool has_axis = n.has_attr("axis");
+  if (has_axis) {
+    axis = n.attr_int("axis", 0);
+    if (axis < -r || axis >= r) return invalid_argument(where + "axis " + std::to_string(axis) + " out of range");
+    if (axis < 0) axis += r;
+    outer = dims_product(x, 0, static_cast<size_t>(axis));
+    nn = x[axis];
+    inner = dims_product(x, static_cast<size_t>(axis) + 1, x.size());
+  }
+  const int64_t len = c[0];
+  if (len > nn)
+    return invalid_argument(where + "condition has " + std::to_string(len) + " entries for a dim of " +
+                            std::to_string(nn));
+  const Shape& y = ctx.shape(n.outputs.at(0));
+  const int64_t kept = has_axis ? y.at(axis) : shape_numel(y);
+  KILN_RETURN_IF_ERROR(trusted_extent(ctx, n, 1, kept, "the count of true conditions", where, [](const Tensor& t) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) count += load_as_double(t.dtype(), t.raw(), i) != 0.0;
+    return StatusOr<int64_t>(count);
+  }));
+  KILN_ASSIGN_OR_RETURN(int xv, ctx.row_major_operand(n.inputs[0]));
+  KILN_ASSIGN_OR_RETURN(int cv, ctx.operand_as(n.inputs[1], StorageType::kBool));
+  const int eb = static_cast<int>(storage_bytes(ctx.storage()));
+  auto layer = make_kernel_layer("Compress", "kiln.compress", [=](ExecState& s, const Layer& l) {
+    return launch_compress(s.ptr(l.ins[0]), static_cast<const uint8_t*>(s.ptr(l.ins[1])), len, s.ptr(l.outs[0]), eb,
+                           outer, nn, inner, kept, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {xv, cv}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+}  // namespace kiln::cuda

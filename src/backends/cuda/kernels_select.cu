@@ -1,0 +1,147 @@
+// TopK, OneHot, Compress (kernels_select.h): grid-stride kernels, one thread per input element
+// (TopK), output element (OneHot) or [outer, inner] position (Compress).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "backends/cuda/kernels_select.h"
+#include "backends/cuda/launch_config.cuh"
+
+namespace kiln::cuda {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ auto key_of(T v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else return v;
+}
+
+template <typename K>
+__device__ __forceinline__ bool is_nan_key(K v) {
+  if constexpr (std::is_floating_point_v<K>) return v != v;
+  else return false;
+}
+
+// Whether (a, ia) comes before (b, ib): the CPU reference's `before`.
+template <typename K>
+__device__ __forceinline__ bool before(K a, int64_t ia, K b, int64_t ib, bool largest) {
+  const bool an = is_nan_key(a), bn = is_nan_key(b);
+  if (an || bn) return an && bn ? ia < ib : bn;
+  if (a != b) return largest ? a > b : a < b;
+  return ia < ib;
+}
+
+template <typename T>
+__global__ void topk_kernel(const T* __restrict__ x, T* __restrict__ values, int64_t* __restrict__ indices,
+                            int64_t n, int64_t inner, int64_t k, bool largest, int64_t total) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, r = e / inner, j = r % n, o = r / n;
+    const T* row = x + o * n * inner + i;
+    const auto kj = key_of(row[j * inner]);
+    int64_t rank = 0;
+    for (int64_t q = 0; q < n && rank < k; ++q)
+      if (q != j && before(key_of(row[q * inner]), q, kj, j, largest)) ++rank;
+    if (rank < k) {
+      const int64_t dst = (o * k + rank) * inner + i;
+      values[dst] = row[j * inner];
+      indices[dst] = j;
+    }
+  }
+}
+
+template <typename T, typename I>
+__global__ void one_hot_kernel(const I* __restrict__ idx, const T* __restrict__ vals, T* __restrict__ y,
+                               int64_t depth, int64_t inner, int64_t total) {
+  const T off = vals[0], on = vals[1];
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t in = e % inner, r = e / inner, d = r % depth, o = r / depth;
+    int64_t v = static_cast<int64_t>(idx[o * inner + in]);
+    if (v < 0) v += depth;
+    y[e] = v == d ? on : off;
+  }
+}
+
+template <typename T>
+__global__ void compress_kernel(const T* __restrict__ x, const uint8_t* __restrict__ cond, int64_t len,
+                                T* __restrict__ y, int64_t n, int64_t inner, int64_t kept, int64_t total) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, o = e / inner;
+    int64_t c = 0;
+    for (int64_t j = 0; j < len && c < kept; ++j)
+      if (cond[j]) y[(o * kept + c++) * inner + i] = x[(o * n + j) * inner + i];
+  }
+}
+
+template <typename F>
+cudaError_t by_size(int elem_bytes, F f) {
+  switch (elem_bytes) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_topk(const void* x, void* values, int64_t* indices, int64_t outer, int64_t n, int64_t inner,
+                        int64_t k, bool largest, StorageType t, cudaStream_t stream) {
+  const int64_t total = outer * n * inner;
+  if (total == 0 || k == 0) return cudaSuccess;
+  auto go = [&](auto e) {
+    using T = decltype(e);
+    topk_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(values),
+                                                               indices, n, inner, k, largest, total);
+    return cudaGetLastError();
+  };
+  switch (t) {
+    case StorageType::kF32: return go(float{});
+    case StorageType::kF16: return go(__half{});
+    case StorageType::kBF16: return go(__nv_bfloat16{});
+    case StorageType::kI32: return go(int32_t{});
+    case StorageType::kI64: return go(int64_t{});
+    case StorageType::kBool: break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_one_hot(const void* indices, StorageType idx_type, const void* values, void* y, int elem_bytes,
+                           int64_t outer, int64_t depth, int64_t inner, cudaStream_t stream) {
+  const int64_t total = outer * depth * inner;
+  if (total == 0) return cudaSuccess;
+  return by_size(elem_bytes, [&](auto e) {
+    using T = decltype(e);
+    auto go = [&](auto ie) {
+      using I = decltype(ie);
+      one_hot_kernel<T, I><<<blocks_for(total), kThreads, 0, stream>>>(
+          static_cast<const I*>(indices), static_cast<const T*>(values), static_cast<T*>(y), depth, inner, total);
+      return cudaGetLastError();
+    };
+    switch (idx_type) {
+      case StorageType::kF32: return go(float{});
+      case StorageType::kI32: return go(int32_t{});
+      case StorageType::kI64: return go(int64_t{});
+      default: return cudaErrorInvalidValue;
+    }
+  });
+}
+
+cudaError_t launch_compress(const void* x, const uint8_t* cond, int64_t len, void* y, int elem_bytes, int64_t outer,
+                            int64_t n, int64_t inner, int64_t kept, cudaStream_t stream) {
+  const int64_t total = outer * inner;
+  if (total == 0 || kept == 0) return cudaSuccess;
+  return by_size(elem_bytes, [&](auto e) {
+    using T = decltype(e);
+    compress_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(x), cond, len,
+                                                                   static_cast<T*>(y), n, inner, kept, total);
+    return cudaGetLastError();
+  });
+}
+
+}  // namespace kiln::cuda
