@@ -182,7 +182,8 @@ TEST(GatherIndexedPlan, ScatterReplayMatchesCpuReferenceOnEveryRow) {
   for (const op_table::Row& row : op_table::scatter_rows()) {
     SCOPED_TRACE(row.name);
     const op_table::OpCase c = row.make();
-    if (c.graph.nodes.at(0).op == ir::OpKind::kReverseSequence) continue;  // its GPU rows check it
+    const ir::OpKind op = c.graph.nodes.at(0).op;
+    if (op == ir::OpKind::kReverseSequence || op == ir::OpKind::kPad) continue;  // their GPU rows check them
     auto ref = interpret(c.graph, c.inputs);
     ASSERT_TRUE(ref.ok()) << ref.status().to_string();
     auto got = replay_scatter(c);

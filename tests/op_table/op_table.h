@@ -92,7 +92,7 @@ std::vector<Row> gather_indexed_rows();  // GatherND, GatherElements: float / in
 std::vector<Row> select_rows();       // TopK, OneHot, Compress with constant K / depth / condition (rows_select.cc)
 std::vector<Row> det_rows();          // Det (rows_rnn.cc): single, batched, 1x1, singular
 std::vector<Row> rnn_rows();          // RNN, GRU, LSTM (rows_rnn.cc): directions, activations, states, layout 1
-std::vector<Row> scatter_rows();      // ScatterElements, Scatter, ScatterND, ReverseSequence (rows_gather.cc): any dtype
+std::vector<Row> scatter_rows();      // ScatterElements, Scatter, ScatterND, ReverseSequence, int Pad (rows_gather.cc)
 std::vector<Row> nn_nd_rows();        // N-D Conv / ConvTranspose / pooling, BatchNorm, InstanceNorm, LRN, MVN, runtime Gemm
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).

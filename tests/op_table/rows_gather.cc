@@ -286,6 +286,44 @@ std::vector<Row> scatter_rows() {
   std::vector<Row> r;
   scatter_rows(r);
   reverse_sequence_rows(r);
+  // Pad of exact tensors (elements as bits): int32 edge / reflect, int64 constant past 2^40, bool.
+  struct PadArgs {
+    const char* name;
+    DataType dt;
+    Shape x, y;
+    std::vector<int64_t> pads;
+    const char* mode;
+    int64_t value;  // constant mode's constant_value (an input of x's dtype)
+  };
+  const PadArgs pads[] = {
+      {"int32_edge", DataType::kInt32, {3, 4}, {5, 7}, {1, 2, 1, 1}, "edge", 0},
+      {"int32_reflect_crop", DataType::kInt32, {2, 5, 4}, {2, 7, 3}, {0, 1, 0, 0, 1, -1}, "reflect", 0},
+      {"int64_constant", DataType::kInt64, {2, 3}, {4, 6}, {1, 0, 1, 3}, "constant", (int64_t{1} << 41) + 7},
+      {"bool_constant_true", DataType::kBool, {3, 2}, {3, 5}, {0, 2, 0, 1}, "constant", 1},
+  };
+  uint32_t seed = 1270;
+  for (const PadArgs& a : pads) {
+    seed += 2;
+    r.push_back(row(std::string("PadExact_") + a.name, [a, seed] {
+      TinyGraph t;
+      OpCase c;
+      const ir::ValueId x = int_input(t, "x", a.x, a.dt);
+      c.inputs.push_back(data_of(a.dt, a.x, seed));
+      std::vector<ir::ValueId> ins = {x, t.constant("pads", ints(a.pads))};
+      if (std::string(a.mode) == "constant") {
+        Tensor v(a.dt, Shape{});
+        if (a.dt == DataType::kInt64) v.data<int64_t>()[0] = a.value;
+        else if (a.dt == DataType::kInt32) v.data<int32_t>()[0] = static_cast<int32_t>(a.value);
+        else static_cast<uint8_t*>(v.raw())[0] = a.value != 0;
+        ins.push_back(t.constant("value", std::move(v)));
+      }
+      auto y = t.node(OpKind::kPad, "y", ins, a.y, {{"mode", Attribute::of_string(a.mode)}});
+      t.g.value(y).dtype = a.dt;
+      t.g.outputs = {y};
+      c.graph = t.g;
+      return c;
+    }));
+  }
   return r;
 }
 

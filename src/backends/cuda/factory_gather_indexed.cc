@@ -5,6 +5,9 @@
 // of range: an error naming the node, as Gather) and uploaded as int64; indices from an int32 /
 // int64 activation (mask and position indexing in current exports) are read on the device, an
 // out-of-range one giving zeros (kernels_gather.h). gather_indexed.h plans the descriptors.
+#include <cstdint>
+#include <cstring>
+
 #include "backends/cuda/gather_indexed.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/layer_factory.h"
@@ -147,6 +150,43 @@ Status lower_reverse_sequence(LowerContext& ctx, const ir::Node& n, const std::s
                                        inner, batch_axis, s.stream);
       });
   ctx.add_layer(std::move(layer), n.name, {xv, lens}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+// Pad with an int32 / int64 / bool output (the exact table; float outputs: lower_pad): plan_pad's
+// plan, elements copied as bits. A constant pad value is re-read from the graph exactly and must
+// fit the element type.
+Status lower_pad_exact(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  KILN_ASSIGN_OR_RETURN(PadPlan p, plan_pad(n, ctx.graph(), ctx.shape(n.inputs[0]), ctx.shape(n.outputs[0])));
+  const StorageType t = ctx.storage();
+  uint64_t bits = 0;
+  if (p.mode == PadMode::kConstant && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
+    const auto& c = ctx.graph().value(n.inputs[2]).constant;  // plan_pad refused a run-time value
+    if (c && c->numel() > 0) {
+      const int64_t v = load_as_int64(c->dtype(), c->raw(), 0);
+      if (static_cast<double>(v) != load_as_double(c->dtype(), c->raw(), 0))
+        return unsupported(where + "a constant_value that is not an integer for an integer Pad");
+      if (t == StorageType::kI32) {
+        if (v < INT32_MIN || v > INT32_MAX) return invalid_argument(where + "constant_value does not fit int32");
+        const int32_t w = static_cast<int32_t>(v);
+        std::memcpy(&bits, &w, 4);
+      } else if (t == StorageType::kI64) {
+        std::memcpy(&bits, &v, 8);
+      } else {
+        bits = v != 0 ? 1 : 0;
+      }
+    }
+  } else if (p.mode == PadMode::kConstant && p.value != 0.f) {
+    return unsupported(where + "a float `value` attribute for an integer Pad");
+  }
+  KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
+  const int eb = static_cast<int>(storage_bytes(t));
+  auto layer = make_kernel_layer("Pad", std::string("kiln.pad_bits ") + storage_name(t),
+                                 [=](ExecState& s, const Layer& l) {
+                                   return launch_pad_bits(s.ptr(l.ins[0]), s.ptr(l.outs[0]), eb, p.mode, bits, p.desc,
+                                                          s.stream);
+                                 });
+  ctx.add_layer(std::move(layer), n.name, {x}, {ctx.new_output(n)}, n.origin);
   return Status::Ok();
 }
 

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "backends/cuda/kernels_gather.h"
@@ -245,6 +246,67 @@ cudaError_t launch_reverse_sequence(const void* x, const void* lens, bool lens_6
         static_cast<const T*>(x), static_cast<const I*>(lens), static_cast<T*>(y), batch, time, inner, batch_axis, total);
     return cudaGetLastError();
   });
+}
+
+// ---- Pad of exact tensors
+
+namespace {
+
+// kernels_more.cu's pad_coord: the input coordinate out coordinate `c` reads, -1 outside.
+__device__ __forceinline__ int64_t pad_bits_coord(int64_t c, int64_t n, PadMode m) {
+  if (c >= 0 && c < n) return c;
+  if (m == PadMode::kEdge) return c < 0 ? 0 : n - 1;
+  if (m == PadMode::kReflect) {
+    if (n == 1) return 0;
+    const int64_t period = 2 * (n - 1);
+    int64_t t = c % period;
+    if (t < 0) t += period;
+    return t < n ? t : period - t;
+  }
+  return -1;
+}
+
+template <typename T>
+__global__ void pad_bits_kernel(const T* __restrict__ x, T* __restrict__ y, PadMode m, T value, PadDesc d,
+                                int64_t total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t rem = i, off = 0, stride = 1;
+    bool outside = false;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      const int64_t c = rem % d.out_dims[k];
+      rem /= d.out_dims[k];
+      const int64_t s = pad_bits_coord(c - d.begin[k], d.in_dims[k], m);
+      if (s < 0) outside = true;
+      off += s * stride;
+      stride *= d.in_dims[k];
+    }
+    y[i] = outside ? value : x[off];
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_pad_bits(const void* x, void* y, int elem_bytes, PadMode mode, uint64_t value_bits,
+                            const PadDesc& d, cudaStream_t stream) {
+  int64_t total = 1;
+  for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
+  if (total == 0) return cudaSuccess;
+  auto go = [&](auto e) {
+    using T = decltype(e);
+    T v;
+    memcpy(&v, &value_bits, sizeof(T));
+    pad_bits_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), mode,
+                                                                   v, d, total);
+    return cudaGetLastError();
+  };
+  switch (elem_bytes) {
+    case 1: return go(uint8_t{});
+    case 2: return go(uint16_t{});
+    case 4: return go(uint32_t{});
+    case 8: return go(uint64_t{});
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace kiln::cuda

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/kernels_more.h"
 
 namespace kiln::cuda {
 
@@ -117,5 +118,12 @@ cudaError_t launch_scatter_nd(const void* x, const void* idx, bool idx_64, const
 // 8 bytes copied as bits. Errors: another element size, launch errors.
 cudaError_t launch_reverse_sequence(const void* x, const void* lens, bool lens_64, void* y, int elem_bytes,
                                     int64_t batch, int64_t time, int64_t inner, int batch_axis, cudaStream_t stream);
+
+// ---- Pad of exact tensors (int32 / int64 / bool: ONNX "Pad" modes constant, reflect, edge as
+// launch_pad in kernels_more.h, whose float load / store would round integers past 2^24): the
+// same coordinate map, elements copied as bits; outside the input (constant mode) the element is
+// `value_bits` (the constant's bytes in the element type, little-endian).
+cudaError_t launch_pad_bits(const void* x, void* y, int elem_bytes, PadMode mode, uint64_t value_bits,
+                            const PadDesc& d, cudaStream_t stream);
 
 }  // namespace kiln::cuda

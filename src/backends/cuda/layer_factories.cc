@@ -172,6 +172,7 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kScatter, lower_scatter},
     {OpKind::kScatterND, lower_scatter},
     {OpKind::kReverseSequence, lower_reverse_sequence},
+    {OpKind::kPad, lower_pad_exact},
     {OpKind::kTopK, lower_topk},
     {OpKind::kOneHot, lower_one_hot},
     {OpKind::kCompress, lower_compress},
