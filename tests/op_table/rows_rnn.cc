@@ -4,7 +4,8 @@
 // graph input (int32) or a constant, layout 1 (opset 14), optional outputs. X and the initial
 // states are graph inputs; W, R, B, P constants. All rows are named Rnn_*:
 // `--gtest_filter='OpTable*/*Rnn_*'` runs them. Also Det's rows (Det_*: single, batched, 1x1 and
-// singular matrices of multiples of 1/4).
+// singular matrices of multiples of 1/4) and DFT's (DFT_*: real / complex, inverse, onesided,
+// zero-padded and truncated by a constant dft_length).
 #include "op_table/op_table.h"
 
 namespace kiln::testing::op_table {
@@ -169,6 +170,53 @@ std::vector<Row> det_rows() {
       }
       const Shape out(a.x.begin(), a.x.end() - 2);
       return one_op(OpKind::kDet, a.x, out, [](TinyGraph&) { return std::vector<ir::ValueId>{}; }, {}, std::move(x));
+    };
+    row.tol = kArithTol;
+    r.push_back(std::move(row));
+  }
+  return r;
+}
+
+}  // namespace kiln::testing::op_table
+
+namespace kiln::testing::op_table {
+
+std::vector<Row> dft_rows() {
+  struct A {
+    const char* name;
+    Shape x;
+    int64_t axis;
+    bool inverse, onesided;
+    int64_t length;  // dft_length constant; 0: absent
+  };
+  const A args[] = {
+      {"real_axis1", {2, 8, 3, 1}, 1, false, false, 0},
+      {"complex_inverse_axis2", {1, 4, 6, 2}, 2, true, false, 0},
+      {"real_onesided_zero_padded", {2, 10, 1}, 1, false, true, 12},
+      {"complex_truncated", {3, 9, 2}, 1, false, false, 6},
+  };
+  std::vector<Row> r;
+  uint32_t seed = 1450;
+  for (const A& a : args) {
+    seed += 2;
+    Row row;
+    row.name = std::string("DFT_") + a.name;
+    row.make = [a, seed] {
+      const int64_t len = a.length > 0 ? a.length : a.x[a.axis];
+      Shape y = a.x;
+      y[a.axis] = a.onesided ? len / 2 + 1 : len;
+      y.back() = 2;
+      std::map<std::string, ir::Attribute> attrs = {{"axis", ir::Attribute::of_int(a.axis)},
+                                                    {"inverse", ir::Attribute::of_int(a.inverse ? 1 : 0)},
+                                                    {"onesided", ir::Attribute::of_int(a.onesided ? 1 : 0)}};
+      const int64_t length = a.length;
+      return one_op(ir::OpKind::kDFT, a.x, y,
+                    [length](TinyGraph& t) {
+                      std::vector<ir::ValueId> v;
+                      if (length > 0) v.push_back(t.constant("dft_length", ints({length})));
+                      return v;
+                    },
+                    std::move(attrs), nonzero(a.x, seed));
     };
     row.tol = kArithTol;
     r.push_back(std::move(row));

@@ -1,6 +1,7 @@
 // Det (kernels_linalg.h): thread 0 picks the pivot, swaps and accumulates the determinant; the
 // block's threads eliminate the rows below the pivot in parallel (each row as the CPU does it).
 #include "backends/cuda/kernels_linalg.h"
+#include "backends/cuda/launch_config.cuh"
 #include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
@@ -64,6 +65,47 @@ cudaError_t launch_det(const float* x, void* y, int64_t count, int64_t m, Storag
     if (e != cudaSuccess) return e;
   }
   det_kernel<<<static_cast<unsigned>(count), 128, smem, stream>>>(x, y, m, t);
+  return cudaGetLastError();
+}
+
+// ---- DFT
+
+namespace {
+
+__global__ void dft_kernel(const float* __restrict__ x, void* y, int64_t n_in, int64_t inner, int comps, int64_t len,
+                           int64_t out_len, bool inverse, StorageType t, int64_t total) {
+  const double sign = inverse ? 1.0 : -1.0;
+  const double two_pi = 6.283185307179586476925286766559;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, r = e / inner, k = r % out_len, o = r / out_len;
+    double re = 0, im = 0;
+    for (int64_t n = 0; n < n_in && n < len; ++n) {
+      const float* p = x + ((o * n_in + n) * inner + i) * comps;
+      const double xr = p[0], xi = comps == 2 ? p[1] : 0.0;
+      const double ang = sign * two_pi * static_cast<double>((k * n) % len) / static_cast<double>(len);
+      double s, c;
+      sincos(ang, &s, &c);
+      re += xr * c - xi * s;
+      im += xr * s + xi * c;
+    }
+    if (inverse) {
+      re /= static_cast<double>(len);
+      im /= static_cast<double>(len);
+    }
+    store(y, 2 * e, static_cast<float>(re), t);
+    store(y, 2 * e + 1, static_cast<float>(im), t);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_dft(const float* x, void* y, int64_t outer, int64_t n_in, int64_t inner, int comps, int64_t len,
+                       int64_t out_len, bool inverse, StorageType t, cudaStream_t stream) {
+  if (len < 1 || (comps != 1 && comps != 2)) return cudaErrorInvalidValue;
+  const int64_t total = outer * out_len * inner;
+  if (total == 0) return cudaSuccess;
+  dft_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, y, n_in, inner, comps, len, out_len, inverse, t, total);
   return cudaGetLastError();
 }
 
