@@ -93,7 +93,7 @@ std::vector<Row> select_rows();       // TopK, OneHot, Compress with constant K 
 std::vector<Row> dft_rows();          // DFT (rows_rnn.cc): real / complex, inverse, onesided, dft_length
 std::vector<Row> det_rows();          // Det (rows_rnn.cc): single, batched, 1x1, singular
 std::vector<Row> rnn_rows();          // RNN, GRU, LSTM (rows_rnn.cc): directions, activations, states, layout 1
-std::vector<Row> scatter_rows();      // ScatterElements, Scatter, ScatterND, ReverseSequence, int Pad (rows_gather.cc)
+std::vector<Row> scatter_rows();      // Scatter*, ReverseSequence, MaxUnpool, int Pad (rows_gather.cc)
 std::vector<Row> nn_nd_rows();        // N-D Conv / ConvTranspose / pooling, BatchNorm, InstanceNorm, LRN, MVN, runtime Gemm
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).

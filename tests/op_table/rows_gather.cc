@@ -286,6 +286,45 @@ std::vector<Row> scatter_rows() {
   std::vector<Row> r;
   scatter_rows(r);
   reverse_sequence_rows(r);
+  // MaxUnpool: random flat indices (duplicates: the CPU's last one wins), an output_shape larger
+  // than the default (indices re-raveled), constant indices.
+  struct UnpoolArgs {
+    const char* name;
+    Shape x, y;
+    std::vector<int64_t> kernel, strides, output_shape;
+    bool const_idx;
+  };
+  const UnpoolArgs unpools[] = {
+      {"2d_duplicates", {1, 2, 2, 2}, {1, 2, 4, 4}, {2, 2}, {2, 2}, {}, false},
+      {"2d_output_shape", {2, 1, 2, 3}, {2, 1, 5, 7}, {2, 2}, {2, 2}, {2, 1, 5, 7}, false},
+      {"1d_const_indices", {2, 3, 3}, {2, 3, 7}, {3}, {2}, {}, true},
+  };
+  uint32_t useed = 1290;
+  for (const UnpoolArgs& a : unpools) {
+    useed += 2;
+    r.push_back(row(std::string("MaxUnpool_") + a.name, [a, useed] {
+      TinyGraph t;
+      OpCase c;
+      const ir::ValueId x = t.input("x", a.x);
+      c.inputs.push_back(nonzero(a.x, useed));
+      Shape dflt = {a.x[0], a.x[1]};
+      for (size_t k = 0; k < a.kernel.size(); ++k) dflt.push_back((a.x[k + 2] - 1) * a.strides[k] + a.kernel[k]);
+      Tensor idx = int_tensor(DataType::kInt64, a.x, 0, shape_numel(dflt) - 1, useed + 1);
+      std::vector<ir::ValueId> ins = {x};
+      if (a.const_idx) {
+        ins.push_back(t.constant("I", std::move(idx)));
+      } else {
+        ins.push_back(int_input(t, "I", a.x, DataType::kInt64));
+        c.inputs.push_back(std::move(idx));
+      }
+      if (!a.output_shape.empty()) ins.push_back(t.constant("output_shape", ints(a.output_shape)));
+      auto y = t.node(OpKind::kMaxUnpool, "y", ins, a.y,
+                      {{"kernel_shape", Attribute::of_ints(a.kernel)}, {"strides", Attribute::of_ints(a.strides)}});
+      t.g.outputs = {y};
+      c.graph = t.g;
+      return c;
+    }));
+  }
   // Pad of exact tensors (elements as bits): int32 edge / reflect, int64 constant past 2^40, bool.
   struct PadArgs {
     const char* name;

@@ -190,4 +190,58 @@ Status lower_pad_exact(LowerContext& ctx, const ir::Node& n, const std::string& 
   return Status::Ok();
 }
 
+// MaxUnpool: X [N, C, spatial...] of the layer's storage, int64 indices shaped like X, the output
+// shape from the lowering (the default one of kernel_shape / strides / pads, or output_shape's).
+// Constant indices out of range are a build error.
+Status lower_max_unpool(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "I is required");
+  const Shape& x = ctx.shape(n.inputs[0]);
+  const Shape& y = ctx.shape(n.outputs.at(0));
+  const int r = static_cast<int>(x.size());
+  if (r < 3) return invalid_argument(where + "X rank " + std::to_string(r) + ", expected at least 3");
+  if (r > kMaxRank) return unsupported(where + "rank above 6");
+  if (ctx.shape(n.inputs[1]) != x) return invalid_argument(where + "I must be shaped like X");
+  if (static_cast<int>(y.size()) != r) return invalid_argument(where + "output rank differs from X's");
+  const int nd = r - 2;
+  const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+  const std::vector<int64_t> strides = n.attr_ints("strides", std::vector<int64_t>(nd, 1));
+  const std::vector<int64_t> pads = n.attr_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  if (static_cast<int>(kernel.size()) != nd || static_cast<int>(strides.size()) != nd ||
+      static_cast<int>(pads.size()) != 2 * nd)
+    return invalid_argument(where + "kernel_shape/strides/pads do not match the spatial rank");
+  UnpoolDesc d;
+  d.rank = r;
+  d.dflt[0] = x[0];
+  d.dflt[1] = x[1];
+  for (int k = 0; k < nd; ++k) d.dflt[k + 2] = (x[k + 2] - 1) * strides[k] + kernel[k] - pads[k] - pads[k + nd];
+  for (int k = 0; k < r; ++k) {
+    if (d.dflt[k] <= 0) return invalid_argument(where + "invalid output shape " + shape_str(y));
+    d.out[k] = y[k];
+    d.remap |= y[k] != d.dflt[k];
+  }
+  const int64_t total = dims_product(Shape(d.dflt, d.dflt + r), 0, static_cast<size_t>(r));
+  int idx = -1;
+  if (const auto& c = ctx.graph().value(n.inputs[1]).constant) {
+    std::vector<int64_t> v(static_cast<size_t>(c->numel()));
+    for (int64_t i = 0; i < c->numel(); ++i) {
+      v[i] = load_as_int64(c->dtype(), c->raw(), i);
+      if (v[i] < 0 || v[i] >= total) return invalid_argument(where + "index " + std::to_string(v[i]) + " out of range");
+    }
+    KILN_ASSIGN_OR_RETURN(idx, ctx.upload_raw(n.name + ":indices", c->shape(), v.data(), v.size() * sizeof(int64_t),
+                                              "indices of '" + n.name + "'"));
+  } else {
+    KILN_ASSIGN_OR_RETURN(idx, ctx.operand_as(n.inputs[1], StorageType::kI64));
+  }
+  KILN_ASSIGN_OR_RETURN(int xv, ctx.row_major_operand(n.inputs[0]));
+  const int winner = ctx.new_value(n.name + ":winner", y, StorageType::kI64, false);
+  const int eb = static_cast<int>(storage_bytes(ctx.storage()));
+  const int64_t in_count = shape_numel(x);
+  auto layer = make_kernel_layer("MaxUnpool", "kiln.max_unpool", [=](ExecState& s, const Layer& l) {
+    return launch_max_unpool(s.ptr(l.ins[0]), static_cast<const int64_t*>(s.ptr(l.ins[1])),
+                             static_cast<int64_t*>(s.ptr(l.outs[1])), s.ptr(l.outs[0]), eb, in_count, d, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {xv, idx}, {ctx.new_output(n), winner}, n.origin);
+  return Status::Ok();
+}
+
 }  // namespace kiln::cuda

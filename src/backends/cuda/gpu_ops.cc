@@ -119,6 +119,7 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                                  n.op == OpKind::kScatterElements || n.op == OpKind::kScatter ||
                                  n.op == OpKind::kScatterND || n.op == OpKind::kReverseSequence ||
                                  n.op == OpKind::kTopK || n.op == OpKind::kCompress || n.op == OpKind::kOneHot ||
+                                 n.op == OpKind::kMaxUnpool ||
                                  n.op == OpKind::kNegativeLogLikelihoodLoss || n.op == OpKind::kPow ||
                                  n.op == OpKind::kSoftmaxCrossEntropyLoss)) ||
                     (k == 3 && n.op == OpKind::kAttention) || (k >= 3 && n.op == OpKind::kPagedAttention) ||
@@ -129,8 +130,8 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
                            "output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
                            "shape), ConstantOfShape's shape, the indices of Gather, GatherND, GatherElements and "
-                           "the scatters, ReverseSequence's lengths, TopK's K, Compress's condition, OneHot's "
-                           "indices and depth, Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss "
+                           "the scatters and MaxUnpool, ReverseSequence's lengths, TopK's K, Compress's condition, "
+                           "OneHot's indices and depth, Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss "
                            "and SoftmaxCrossEntropyLoss, Range's operands, Attention's mask, PagedAttention's "
                            "positions, token_seq, block_table and kv_pools, Rope's positions, or the sequence_lens "
                            "of RNN, GRU and LSTM");

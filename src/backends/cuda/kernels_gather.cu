@@ -309,4 +309,76 @@ cudaError_t launch_pad_bits(const void* x, void* y, int elem_bytes, PadMode mode
   }
 }
 
+// ---- MaxUnpool
+
+namespace {
+
+// The element of y that input element i's index names, or -1 (out of range).
+__device__ __forceinline__ int64_t unpool_target(int64_t k, const UnpoolDesc& d) {
+  int64_t total = 1;
+  for (int r = 0; r < d.rank; ++r) total *= d.dflt[r];
+  if (k < 0 || k >= total) return -1;
+  if (!d.remap) return k;
+  int64_t pos[kMaxRank];
+  for (int r = d.rank - 1; r >= 0; --r) {
+    pos[r] = k % d.dflt[r];
+    k /= d.dflt[r];
+  }
+  int64_t o = 0;
+  for (int r = 0; r < d.rank; ++r) {
+    if (pos[r] >= d.out[r]) return -1;
+    o = o * d.out[r] + pos[r];
+  }
+  return o;
+}
+
+__global__ void unpool_winner_kernel(const int64_t* __restrict__ idx, long long* winner, UnpoolDesc d, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = unpool_target(idx[i], d);
+    if (t >= 0) atomicMax(winner + t, static_cast<long long>(i));
+  }
+}
+
+template <typename T>
+__global__ void unpool_write_kernel(const T* __restrict__ x, const long long* __restrict__ winner, T* __restrict__ y,
+                                    int64_t total) {
+  for (int64_t o = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; o < total;
+       o += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const long long w = winner[o];
+    y[o] = w >= 0 ? x[w] : T(0);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_max_unpool(const void* x, const int64_t* indices, int64_t* winner, void* y, int elem_bytes,
+                              int64_t in_count, const UnpoolDesc& d, cudaStream_t stream) {
+  if (d.rank < 1 || d.rank > kMaxRank) return cudaErrorInvalidValue;
+  int64_t total = 1;
+  for (int r = 0; r < d.rank; ++r) total *= d.out[r];
+  if (total == 0) return cudaSuccess;
+  cudaError_t e = cudaMemsetAsync(winner, 0xff, static_cast<size_t>(total) * sizeof(int64_t), stream);  // all -1
+  if (e != cudaSuccess) return e;
+  auto* w = reinterpret_cast<long long*>(winner);
+  if (in_count > 0) {
+    unpool_winner_kernel<<<blocks_for(in_count), kThreads, 0, stream>>>(indices, w, d, in_count);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+  }
+  auto go = [&](auto t) {
+    using T = decltype(t);
+    unpool_write_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(x), w, static_cast<T*>(y),
+                                                                       total);
+    return cudaGetLastError();
+  };
+  switch (elem_bytes) {
+    case 1: return go(uint8_t{});
+    case 2: return go(uint16_t{});
+    case 4: return go(uint32_t{});
+    case 8: return go(uint64_t{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace kiln::cuda

@@ -126,4 +126,20 @@ cudaError_t launch_reverse_sequence(const void* x, const void* lens, bool lens_6
 cudaError_t launch_pad_bits(const void* x, void* y, int elem_bytes, PadMode mode, uint64_t value_bits,
                             const PadDesc& d, cudaStream_t stream);
 
+// ---- MaxUnpool (ONNX Operators.md "MaxUnpool"; the CPU reference's max_unpool in
+// src/backends/cpu/ops_nn_pool.cc): y (zeros) receives x[i] at the flat index indices[i] of the
+// default output shape `dflt` (re-raveled into `out` when an output_shape differs). Where several
+// i name one element the CPU's last one (largest i) wins: a first pass takes the largest i per
+// element with atomicMax into `winner` (int64, y's element count, the layer's scratch value), a
+// second writes y from it — deterministic, no float atomics. A run-time index outside [0,
+// numel(dflt)) or falling outside `out` — an error in the CPU reference — is skipped.
+struct UnpoolDesc {
+  int rank = 0;
+  int64_t dflt[kMaxRank] = {};  // (x - 1) * stride + kernel - pads, per dim (N and C as x's)
+  int64_t out[kMaxRank] = {};   // y's shape
+  bool remap = false;           // out != dflt
+};
+cudaError_t launch_max_unpool(const void* x, const int64_t* indices, int64_t* winner, void* y, int elem_bytes,
+                              int64_t in_count, const UnpoolDesc& d, cudaStream_t stream);
+
 }  // namespace kiln::cuda

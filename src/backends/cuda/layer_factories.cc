@@ -82,6 +82,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kGRU, lower_rnn},
     {OpKind::kLSTM, lower_rnn},
     {OpKind::kDet, lower_det},
+    {OpKind::kMaxUnpool, lower_max_unpool},
     {OpKind::kDFT, lower_dft},
     {OpKind::kScatterElements, lower_scatter},
     {OpKind::kScatter, lower_scatter},

@@ -156,6 +156,8 @@ Status lower_gather_elements(LowerContext& ctx, const ir::Node& n, const std::st
 Status lower_scatter(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // ReverseSequence: any storage type, int32 / int64 lengths (factory_gather_indexed.cc).
 Status lower_reverse_sequence(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// MaxUnpool (the CPU's last-index-wins for duplicate indices, deterministic; int64 indices).
+Status lower_max_unpool(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // Pad of int32 / int64 / bool tensors (constant, reflect, edge; elements as bits).
 Status lower_pad_exact(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& where);
