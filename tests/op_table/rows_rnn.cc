@@ -5,7 +5,7 @@
 // states are graph inputs; W, R, B, P constants. All rows are named Rnn_*:
 // `--gtest_filter='OpTable*/*Rnn_*'` runs them. Also Det's rows (Det_*: single, batched, 1x1 and
 // singular matrices of multiples of 1/4) and DFT's (DFT_*: real / complex, inverse, onesided,
-// zero-padded and truncated by a constant dft_length).
+// zero-padded and truncated by a constant dft_length) and RoiAlign's (RoiAlign_*).
 #include "op_table/op_table.h"
 
 namespace kiln::testing::op_table {
@@ -217,6 +217,67 @@ std::vector<Row> dft_rows() {
                       return v;
                     },
                     std::move(attrs), nonzero(a.x, seed));
+    };
+    row.tol = kArithTol;
+    r.push_back(std::move(row));
+  }
+  return r;
+}
+
+}  // namespace kiln::testing::op_table
+
+namespace kiln::testing::op_table {
+
+std::vector<Row> roi_align_rows() {
+  struct A {
+    const char* name;
+    const char* mode;
+    const char* ctm;  // "" = the opset's default
+    int64_t ratio, out_h, out_w;
+    float scale;
+    bool batch_input;  // batch_indices a graph input (else a constant)
+  };
+  const A args[] = {
+      {"avg_half_pixel_adaptive", "avg", "half_pixel", 0, 3, 4, 0.5f, true},
+      {"avg_output_half_pixel_ratio2", "avg", "output_half_pixel", 2, 2, 2, 1.f, false},
+      {"max_half_pixel_ratio3", "max", "half_pixel", 3, 3, 3, 0.25f, true},
+  };
+  std::vector<Row> r;
+  uint32_t seed = 1470;
+  for (const A& a : args) {
+    seed += 2;
+    Row row;
+    row.name = std::string("RoiAlign_") + a.name;
+    row.make = [a, seed] {
+      TinyGraph t;
+      OpCase c;
+      const Shape xs = {2, 3, 8, 9};
+      const ir::ValueId x = t.input("x", xs);
+      c.inputs.push_back(nonzero(xs, seed));
+      // rois in input pixels (x1, y1, x2, y2), some reaching past the map (scale 0.25 / 0.5 / 1).
+      const float box[] = {0, 0, 6, 5, 1.5f, 2.f, 9.f, 7.5f, 4, 3, 20, 18, 2.5f, 0.5f, 3.f, 1.f};
+      Tensor rois(DataType::kFloat32, {4, 4});
+      for (int i = 0; i < 16; ++i) rois.data<float>()[i] = box[i];
+      const ir::ValueId rv = t.input("rois", {4, 4});
+      c.inputs.push_back(std::move(rois));
+      Tensor bi = ints({1, 0, 1, 0});
+      ir::ValueId bv;
+      if (a.batch_input) {
+        bv = int_input(t, "batch_indices", {4}, DataType::kInt64);
+        c.inputs.push_back(std::move(bi));
+      } else {
+        bv = t.constant("batch_indices", std::move(bi));
+      }
+      std::map<std::string, ir::Attribute> attrs = {{"mode", ir::Attribute::of_string(a.mode)},
+                                                    {"sampling_ratio", ir::Attribute::of_int(a.ratio)},
+                                                    {"output_height", ir::Attribute::of_int(a.out_h)},
+                                                    {"output_width", ir::Attribute::of_int(a.out_w)},
+                                                    {"spatial_scale", ir::Attribute::of_float(a.scale)}};
+      if (a.ctm[0] != '\0') attrs["coordinate_transformation_mode"] = ir::Attribute::of_string(a.ctm);
+      auto y = t.node(ir::OpKind::kRoiAlign, "y", {x, rv, bv}, {4, 3, a.out_h, a.out_w}, std::move(attrs));
+      t.g.outputs = {y};
+      c.graph = t.g;
+      return c;
     };
     row.tol = kArithTol;
     r.push_back(std::move(row));

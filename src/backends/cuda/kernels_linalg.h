@@ -1,4 +1,4 @@
-// Kiln's kernels for ONNX Det and DFT. Det (Operators.md "Det", version 11): the determinant of each trailing
+// Kiln's kernels for ONNX Det, DFT and RoiAlign. Det (Operators.md "Det", version 11): the determinant of each trailing
 // [m, m] matrix by Gaussian elimination with partial pivoting, in double, step for step as the
 // CPU reference computes it (src/backends/cpu/ops_nn_linalg.cc det: the same pivot choice, row
 // swaps and products; multiplications and subtractions rounded separately, never fused), so the
@@ -28,5 +28,22 @@ cudaError_t launch_det(const float* x, void* y, int64_t count, int64_t m, Storag
 // thread per output bin: O(len) each, not an FFT (fine for the short transforms of ONNX graphs).
 cudaError_t launch_dft(const float* x, void* y, int64_t outer, int64_t n_in, int64_t inner, int comps, int64_t len,
                        int64_t out_len, bool inverse, StorageType t, cudaStream_t stream);
+
+// ONNX RoiAlign (Operators.md "RoiAlign", versions 10 / 16), the CPU reference's roi_align
+// (src/backends/cpu/ops_control_vision.cc) in double: x [n, c, h, w] row-major in storage `t`,
+// rois [rois, 4] float32 (x1, y1, x2, y2), batch_indices [rois] int64 -> y [rois, c, out_h,
+// out_w] in storage t. Each output bin averages (or, max mode, maxes the largest weighted tap
+// of, as ONNX Runtime) bilinear samples on a sampling_ratio grid (adaptive ceil(roi / bin) when
+// 0; capped at 4096 per side on the device, where the CPU refuses larger); samples more than one
+// pixel outside the map count zero. A run-time batch index outside [0, n) — an error in the CPU
+// reference — gives a zero bin. One thread per output element.
+struct RoiAlignDesc {
+  int64_t n = 0, c = 0, h = 0, w = 0, rois = 0, out_h = 1, out_w = 1, ratio = 0;
+  double scale = 1.0;
+  bool half_pixel = true;  // coordinate_transformation_mode half_pixel (else output_half_pixel)
+  bool max_mode = false;
+};
+cudaError_t launch_roi_align(const void* x, const float* rois, const int64_t* batch_indices, void* y, StorageType t,
+                             const RoiAlignDesc& d, cudaStream_t stream);
 
 }  // namespace kiln::cuda

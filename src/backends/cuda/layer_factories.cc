@@ -84,6 +84,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kDet, lower_det},
     {OpKind::kMaxUnpool, lower_max_unpool},
     {OpKind::kDFT, lower_dft},
+    {OpKind::kRoiAlign, lower_roi_align},
     {OpKind::kScatterElements, lower_scatter},
     {OpKind::kScatter, lower_scatter},
     {OpKind::kScatterND, lower_scatter},

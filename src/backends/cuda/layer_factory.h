@@ -181,6 +181,8 @@ Status lower_rnn(LowerContext& ctx, const ir::Node& n, const std::string& where)
 Status lower_det(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // DFT (constant dft_length / axis; naive transform in double as the CPU; factory_linalg.cc).
 Status lower_dft(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// RoiAlign (avg / max, both coordinate modes; in double as the CPU; factory_linalg.cc).
+Status lower_roi_align(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // TopK (values in any numeric storage + int64 indices), OneHot, Compress: output extents from a
 // constant operand or a value-keyed model's shapes (factory_select.cc, docs/decisions/0074).
 Status lower_topk(LowerContext& ctx, const ir::Node& n, const std::string& where);
