@@ -4,8 +4,10 @@
 // precision sees the same order), smallest-first along a middle axis, int64 and int32 data;
 // OneHot with int64 / int32 / float indices (negative ones, out of range ones), float and int32
 // outputs, axes first / middle / last; Compress along an axis, flattened, and with a condition
-// shorter than the dim; float and int64 data. Names: TopK_*, OneHot_*, Compress_*.
+// shorter than the dim; float and int64 data; NonMaxSuppression with every operand a graph input
+// (value-keyed). Names: TopK_*, OneHot_*, Compress_*, NonMaxSuppression_*.
 #include <cmath>
+#include <cstring>
 
 #include "op_table/op_table.h"
 
@@ -128,6 +130,35 @@ std::vector<Row> select_rows() {
       return c;
     }));
   }
+
+  // NonMaxSuppression, every operand a graph input (a value-keyed engine, decision 0074): boxes
+  // in quarter units and scores in eighths (exact in fp16 / bf16), IoUs 0.6 or 0 against 0.5,
+  // two classes, max 3 per class, a score threshold; 5 boxes kept (declared; discovery recounts).
+  r.push_back(move_row("NonMaxSuppression_two_classes_threshold", [] {
+    TinyGraph t;
+    OpCase c;
+    Tensor boxes(DataType::kFloat32, {1, 6, 4});
+    const float b[] = {0, 0, 1, 1, 0, 0.25f, 1, 1.25f, 0, -0.25f, 1, 0.75f, 0, 10, 1, 11, 0, 10.25f, 1, 11.25f, 0, 100, 1, 101};
+    std::memcpy(boxes.raw(), b, sizeof(b));
+    Tensor scores(DataType::kFloat32, {1, 2, 6});
+    const float sc[] = {0.875f, 0.75f, 0.625f, 0.9375f, 0.5f, 0.25f, 0.125f, 0.25f, 0.375f, 0.5f, 0.625f, 0.75f};
+    std::memcpy(scores.raw(), sc, sizeof(sc));
+    Tensor iou(DataType::kFloat32, {1});
+    iou.data<float>()[0] = 0.5f;
+    Tensor thr(DataType::kFloat32, {1});
+    thr.data<float>()[0] = 0.3f;
+    const ir::ValueId bv = t.input("boxes", {1, 6, 4});
+    const ir::ValueId sv = t.input("scores", {1, 2, 6});
+    const ir::ValueId mv = int_input(t, "max_out", {1}, DataType::kInt64);
+    const ir::ValueId iv = t.input("iou", {1});
+    const ir::ValueId tv = t.input("score_threshold", {1});
+    c.inputs = {std::move(boxes), std::move(scores), ints({3}), std::move(iou), std::move(thr)};
+    auto y = t.node(OpKind::kNonMaxSuppression, "y", {bv, sv, mv, iv, tv}, {5, 3});
+    t.g.value(y).dtype = DataType::kInt64;
+    t.g.outputs = {y};
+    c.graph = t.g;
+    return c;
+  }));
 
   // Compress(x input, condition constant).
   struct CP {

@@ -159,4 +159,40 @@ Status lower_compress(LowerContext& ctx, const ir::Node& n, const std::string& w
   return Status::Ok();
 }
 
+// NonMaxSuppression: its output's row count is the selection's size, trusted only in a value-keyed
+// model (no constant operand fixes it). Float operands read in float32, max_output_boxes_per_class
+// as int64; absent scalars are 0 (score_threshold absent: no threshold).
+Status lower_nms(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (!present(n, 0) || !present(n, 1)) return invalid_argument(where + "boxes and scores are required");
+  const Shape& boxes = ctx.shape(n.inputs[0]);
+  const Shape& scores = ctx.shape(n.inputs[1]);
+  if (boxes.size() != 3 || boxes[2] != 4)
+    return invalid_argument(where + "boxes must be [batches, boxes, 4], got " + shape_str(boxes));
+  if (scores.size() != 3 || scores[0] != boxes[0] || scores[2] != boxes[1])
+    return invalid_argument(where + "scores must be [batches, classes, boxes] matching boxes " + shape_str(boxes) +
+                            ", got " + shape_str(scores));
+  const Shape& y = ctx.shape(n.outputs.at(0));
+  if (y.size() != 2 || y[1] != 3) return invalid_argument(where + "output must be [selected, 3], got " + shape_str(y));
+  if (!ctx.value_shapes().value_dependent)
+    return unsupported(where + "the number of selected boxes depends on the input values and the engine is not keyed "
+                       "by them (docs/decisions/0069)");
+  std::vector<int> ins(5, -1);
+  for (size_t k = 0; k < 5; ++k) {
+    if (!present(n, k) || shape_numel(ctx.shape(n.inputs[k])) == 0) continue;
+    KILN_ASSIGN_OR_RETURN(ins[k], ctx.operand_as(n.inputs[k], k == 2 ? StorageType::kI64 : StorageType::kF32));
+  }
+  const bool has_thr = ins[4] >= 0;
+  const bool center = n.attr_int("center_point_box", 0) != 0;
+  const int64_t batches = boxes[0], classes = scores[1], nb = boxes[1], count = y[0];
+  auto layer = make_kernel_layer("NonMaxSuppression", "kiln.nms", [=](ExecState& s, const Layer& l) {
+    auto in = [&](int k) -> void* { return l.ins[k] < 0 ? nullptr : s.ptr(l.ins[k]); };
+    return launch_nms(static_cast<const float*>(in(0)), static_cast<const float*>(in(1)),
+                      static_cast<const int64_t*>(in(2)), static_cast<const float*>(in(3)),
+                      static_cast<const float*>(in(4)), has_thr, center, batches, classes, nb,
+                      static_cast<int64_t*>(s.ptr(l.outs[0])), count, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, ins, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
 }  // namespace kiln::cuda

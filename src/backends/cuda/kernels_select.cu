@@ -144,4 +144,83 @@ cudaError_t launch_compress(const void* x, const uint8_t* cond, int64_t len, voi
   });
 }
 
+// ---- NonMaxSuppression
+
+namespace {
+
+struct NmsBox {
+  double y1, x1, y2, x2;
+};
+
+__device__ NmsBox nms_box(const float* boxes, int64_t b, int64_t n, int64_t i, bool center) {
+  const float* p = boxes + (b * n + i) * 4;
+  const double p0 = p[0], p1 = p[1], p2 = p[2], p3 = p[3];
+  if (center) return NmsBox{p1 - p3 / 2, p0 - p2 / 2, p1 + p3 / 2, p0 + p2 / 2};
+  return NmsBox{fmin(p0, p2), fmin(p1, p3), fmax(p0, p2), fmax(p1, p3)};
+}
+
+__device__ bool nms_suppresses(const NmsBox& a, const NmsBox& c, double iou) {
+  const double area_a = (a.y2 - a.y1) * (a.x2 - a.x1), area_c = (c.y2 - c.y1) * (c.x2 - c.x1);
+  if (area_a <= 0 || area_c <= 0) return false;
+  const double ih = fmax(0.0, fmin(a.y2, c.y2) - fmax(a.y1, c.y1));
+  const double iw = fmax(0.0, fmin(a.x2, c.x2) - fmax(a.x1, c.x1));
+  const double inter = ih * iw;
+  return inter / (area_a + area_c - inter) > iou;
+}
+
+__global__ void nms_kernel(const float* __restrict__ boxes, const float* __restrict__ scores,
+                           const int64_t* __restrict__ max_out_p, const float* __restrict__ iou_p,
+                           const float* __restrict__ thr_p, bool has_thr, bool center, int64_t batches, int64_t classes,
+                           int64_t n, int64_t* __restrict__ y, int64_t count) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  const int64_t max_out = max_out_p ? max_out_p[0] : 0;
+  const double iou = iou_p ? static_cast<double>(iou_p[0]) : 0.0;
+  const double thr = thr_p ? static_cast<double>(thr_p[0]) : 0.0;
+  int64_t w = 0;
+  for (int64_t b = 0; b < batches && max_out > 0; ++b) {
+    for (int64_t c = 0; c < classes; ++c) {
+      const float* sc = scores + (b * classes + c) * n;
+      const int64_t start = w;
+      double cur_s = 0;
+      int64_t cur = -1;  // the candidate last visited: the next one sorts after (score desc, index asc)
+      while (w - start < max_out) {
+        int64_t best = -1;
+        double best_s = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const double s = sc[i];
+          if (has_thr && !(s > thr)) continue;
+          if (cur >= 0 && !(s < cur_s || (s == cur_s && i > cur))) continue;  // not after cur
+          if (best < 0 || s > best_s || (s == best_s && i < best)) {
+            best = i;
+            best_s = s;
+          }
+        }
+        if (best < 0) break;
+        cur = best;
+        cur_s = best_s;
+        const NmsBox bi = nms_box(boxes, b, n, best, center);
+        bool drop = false;
+        for (int64_t k = start; k < w && !drop; ++k) drop = nms_suppresses(nms_box(boxes, b, n, y[k * 3 + 2], center), bi, iou);
+        if (drop) continue;
+        if (w >= count) return;  // the output's extent: nothing past it
+        y[w * 3] = b;
+        y[w * 3 + 1] = c;
+        y[w * 3 + 2] = best;
+        ++w;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_nms(const float* boxes, const float* scores, const int64_t* max_out, const float* iou,
+                       const float* score_threshold, bool has_score_threshold, bool center_point_box, int64_t batches,
+                       int64_t classes, int64_t n, int64_t* y, int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  nms_kernel<<<1, 1, 0, stream>>>(boxes, scores, max_out, iou, score_threshold, has_score_threshold, center_point_box,
+                                  batches, classes, n, y, count);
+  return cudaGetLastError();
+}
+
 }  // namespace kiln::cuda

@@ -1,4 +1,4 @@
-// Kiln's kernels for ONNX TopK, OneHot and Compress (Operators.md sections of those names),
+// Kiln's kernels for ONNX TopK, OneHot, Compress and NonMaxSuppression (Operators.md sections of those names),
 // written as the CPU reference computes them (src/backends/cpu/ops_reduce_argtopk.cc top_k,
 // ops_movement_gather.cc one_hot, ops_movement_select.cc compress). Tensors are row-major and
 // viewed as [outer, n, inner] around the op's axis. The output extents (TopK's k, OneHot's depth,
@@ -38,5 +38,19 @@ cudaError_t launch_one_hot(const void* indices, StorageType idx_type, const void
 // output's extent; a condition with more true entries writes only the first `kept`.
 cudaError_t launch_compress(const void* x, const uint8_t* cond, int64_t len, void* y, int elem_bytes, int64_t outer,
                             int64_t n, int64_t inner, int64_t kept, cudaStream_t stream);
+
+// NonMaxSuppression (versions 10 / 11), the CPU reference's greedy selection
+// (src/backends/cpu/ops_control_vision.cc non_max_suppression) in double: per (batch, class),
+// boxes by descending score (ties: lower index first) above score_threshold (when
+// `has_score_threshold`), each dropped when its IoU with a box already kept for that class
+// exceeds iou_threshold, at most max_output_boxes_per_class kept. boxes [batches, n, 4] and scores
+// [batches, classes, n] float32; max_out int64 [1], iou / score thresholds float32 [1] (null:
+// 0); y [count, 3] int64 (batch, class, box) in that order, `count` the output's extent (the
+// selection stops there). One thread walks everything (the next candidate found by a scan, the
+// kept boxes read back from y): exact and deterministic, O(classes · n²) — fine for the
+// conformance graphs and small detection heads, not tuned for thousands of boxes per class.
+cudaError_t launch_nms(const float* boxes, const float* scores, const int64_t* max_out, const float* iou,
+                       const float* score_threshold, bool has_score_threshold, bool center_point_box, int64_t batches,
+                       int64_t classes, int64_t n, int64_t* y, int64_t count, cudaStream_t stream);
 
 }  // namespace kiln::cuda

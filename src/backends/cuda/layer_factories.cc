@@ -176,6 +176,7 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kScatterND, lower_scatter},
     {OpKind::kReverseSequence, lower_reverse_sequence},
     {OpKind::kPad, lower_pad_exact},
+    {OpKind::kNonMaxSuppression, lower_nms},
     {OpKind::kTopK, lower_topk},
     {OpKind::kOneHot, lower_one_hot},
     {OpKind::kCompress, lower_compress},

@@ -188,6 +188,8 @@ Status lower_roi_align(LowerContext& ctx, const ir::Node& n, const std::string& 
 Status lower_topk(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_one_hot(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_compress(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// NonMaxSuppression (int64 output: the exact table; value-keyed models only; one-thread kernel).
+Status lower_nms(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // EyeLike (2-D; float, integer or bool output).
 Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // ConstantOfShape (any output type; a fill of the discovered output shape).
