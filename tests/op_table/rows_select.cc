@@ -5,10 +5,13 @@
 // OneHot with int64 / int32 / float indices (negative ones, out of range ones), float and int32
 // outputs, axes first / middle / last; Compress along an axis, flattened, and with a condition
 // shorter than the dim; float and int64 data; NonMaxSuppression with every operand a graph input
-// (value-keyed). Names: TopK_*, OneHot_*, Compress_*, NonMaxSuppression_*.
+// (value-keyed); Unique (value-keyed) flattened and along an axis, sorted or not. Names: TopK_*,
+// OneHot_*, Compress_*, NonMaxSuppression_*, Unique_*.
 #include <cmath>
 #include <cstring>
+#include <set>
 
+#include "core/numerics.h"
 #include "op_table/op_table.h"
 
 namespace kiln::testing::op_table {
@@ -159,6 +162,72 @@ std::vector<Row> select_rows() {
     c.graph = t.g;
     return c;
   }));
+
+  // Unique (value-keyed): flattened sorted / unsorted floats (quarters with repeats: exact in
+  // every precision), int64 slices along axis 1, every output; shapes declared from a host count.
+  struct UQ {
+    const char* name;
+    DataType dt;
+    Shape x;
+    bool has_axis;
+    int64_t axis;
+    bool sorted;
+  };
+  const UQ uqs[] = {
+      {"float_flat_sorted", DataType::kFloat32, {3, 7}, false, 0, true},
+      {"float_flat_unsorted", DataType::kFloat32, {20}, false, 0, false},
+      {"int64_axis1_sorted", DataType::kInt64, {2, 9, 2}, true, 1, true},
+      {"int32_axis0_unsorted", DataType::kInt32, {8, 2}, true, 0, false},
+  };
+  seed = 1550;
+  for (const UQ& a : uqs) {
+    seed += 2;
+    r.push_back(move_row(std::string("Unique_") + a.name, [a, seed] {
+      TinyGraph t;
+      OpCase c;
+      Tensor x = a.dt == DataType::kFloat32 ? quarter_values(a.x, seed, 0) : int_tensor(a.dt, a.x, -1, 1, seed);
+      if (a.dt == DataType::kFloat32)  // fewer distinct values: repeats certain
+        for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::round(x.data<float>()[i]);
+      const int64_t r0 = static_cast<int64_t>(a.x.size());
+      const int64_t axis = a.has_axis ? (a.axis < 0 ? a.axis + r0 : a.axis) : 0;
+      int64_t outer = 1, n = x.numel(), inner = 1;
+      if (a.has_axis) {
+        n = a.x[axis];
+        for (int64_t k = 0; k < axis; ++k) outer *= a.x[k];
+        for (int64_t k = axis + 1; k < r0; ++k) inner *= a.x[k];
+      }
+      std::set<std::vector<double>> distinct;
+      for (int64_t s = 0; s < n; ++s) {
+        std::vector<double> key;
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t i = 0; i < inner; ++i) key.push_back(load_as_double(x.dtype(), x.raw(), (o * n + s) * inner + i));
+        distinct.insert(key);
+      }
+      const int64_t groups = static_cast<int64_t>(distinct.size());
+      Shape ys = {groups};
+      std::map<std::string, Attribute> attrs = {{"sorted", Attribute::of_int(a.sorted ? 1 : 0)}};
+      if (a.has_axis) {
+        ys = a.x;
+        ys[axis] = groups;
+        attrs["axis"] = Attribute::of_int(a.axis);
+      }
+      const ir::ValueId xv = int_input(t, "x", a.x, a.dt);
+      c.inputs.push_back(std::move(x));
+      const ir::ValueId y = t.node(OpKind::kUnique, "y", {xv}, ys, std::move(attrs));
+      t.g.value(y).dtype = a.dt;
+      std::vector<ir::ValueId> outs = {y};
+      const char* names[] = {"indices", "inverse_indices", "counts"};
+      for (int k = 0; k < 3; ++k) {
+        const ir::ValueId v = t.g.add_value(names[k], DataType::kInt64);
+        t.g.value(v).shape = sym(Shape{k == 1 ? n : groups});
+        t.g.nodes.back().outputs.push_back(v);
+        outs.push_back(v);
+      }
+      t.g.outputs = outs;
+      c.graph = t.g;
+      return c;
+    }));
+  }
 
   // Compress(x input, condition constant).
   struct CP {

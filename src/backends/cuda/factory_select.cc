@@ -195,4 +195,47 @@ Status lower_nms(LowerContext& ctx, const ir::Node& n, const std::string& where)
   return Status::Ok();
 }
 
+// Unique: outputs Y (x's storage), indices, inverse_indices, counts (int64); the group count is the
+// outputs' extent, trusted in a value-keyed model only.
+Status lower_unique(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  const Shape& x = ctx.shape(n.inputs.at(0));
+  if (n.outputs.empty() || n.outputs[0] == ir::kNoValue) return invalid_argument(where + "output Y is required");
+  const Shape& y = ctx.shape(n.outputs[0]);
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t outer = 1, nn = shape_numel(x), inner = 1, axis = 0, groups = shape_numel(y);
+  if (n.has_attr("axis")) {
+    axis = n.attr_int("axis", 0);
+    if (axis < -r || axis >= r) return invalid_argument(where + "axis " + std::to_string(axis) + " out of range");
+    if (axis < 0) axis += r;
+    outer = dims_product(x, 0, static_cast<size_t>(axis));
+    nn = x[axis];
+    inner = dims_product(x, static_cast<size_t>(axis) + 1, x.size());
+    if (y.size() != x.size()) return invalid_argument(where + "Y's rank differs from X's");
+    groups = y[axis];
+  }
+  if (!ctx.value_shapes().value_dependent)
+    return unsupported(where + "the number of unique values depends on the input values and the engine is not keyed "
+                       "by them (docs/decisions/0069)");
+  const StorageType t = ctx.storage();
+  if (t == StorageType::kBool) return unsupported(where + "bool input");
+  KILN_ASSIGN_OR_RETURN(int xv, ctx.row_major_operand(n.inputs[0]));
+  std::vector<int> outs = {ctx.new_output(n, 0)};
+  int slot[3] = {-1, -1, -1};  // indices, inverse_indices, counts: their positions in outs
+  for (size_t k = 1; k < 4; ++k) {
+    if (k >= n.outputs.size() || n.outputs[k] == ir::kNoValue) continue;
+    slot[k - 1] = static_cast<int>(outs.size());
+    outs.push_back(output_of(ctx, n, k, ctx.shape(n.outputs[k]), StorageType::kI64));
+  }
+  const int rep = static_cast<int>(outs.size());
+  outs.push_back(ctx.new_value(n.name + ":representatives", {nn}, StorageType::kI64, false));
+  const bool sorted = n.attr_int("sorted", 1) != 0;
+  auto layer = make_kernel_layer("Unique", "kiln.unique", [=](ExecState& s, const Layer& l) {
+    auto out = [&](int k) { return k < 0 ? nullptr : static_cast<int64_t*>(s.ptr(l.outs[k])); };
+    return launch_unique(s.ptr(l.ins[0]), t, outer, nn, inner, sorted, groups, out(rep), s.ptr(l.outs[0]), out(slot[0]),
+                         out(slot[1]), out(slot[2]), s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {xv}, outs, n.origin);
+  return Status::Ok();
+}
+
 }  // namespace kiln::cuda

@@ -157,7 +157,7 @@ Status check_tensor_io(const ir::Graph& g);
 // inputs (the second, with other values, sets value_dependent when any shape differs; when it
 // fails, once more with integer inputs 0 / 1, and when that fails too nothing is marked),
 // or one on `values` when given (a call's own inputs, which must have `input_shapes`). A graph
-// holding NonMaxSuppression or a Compress with a run-time condition skips the static answer (a
+// holding NonMaxSuppression, Unique or a Compress with a run-time condition skips the static answer (a
 // shape the model declares for their outputs is only an example) and is always marked
 // value-dependent (docs/decisions/0074).
 // Unsupported when a graph input or output is not a tensor (check_tensor_io), or, naming the

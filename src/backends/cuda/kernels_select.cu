@@ -223,4 +223,110 @@ cudaError_t launch_nms(const float* boxes, const float* scores, const int64_t* m
   return cudaGetLastError();
 }
 
+// ---- Unique
+
+namespace {
+
+template <typename K>
+__device__ __forceinline__ bool key_less(K a, K b) {
+  if (is_nan_key(a)) return false;
+  if (is_nan_key(b)) return true;
+  return a < b;
+}
+template <typename K>
+__device__ __forceinline__ bool key_equal(K a, K b) {
+  if (is_nan_key(a) || is_nan_key(b)) return is_nan_key(a) && is_nan_key(b);
+  return a == b;
+}
+
+// Slice s's key e (e = o * inner + i).
+template <typename T>
+__device__ __forceinline__ auto slice_key(const T* x, int64_t n, int64_t inner, int64_t s, int64_t e) {
+  return key_of(x[((e / inner) * n + s) * inner + e % inner]);
+}
+
+template <typename T>
+__device__ bool slices_equal(const T* x, int64_t n, int64_t inner, int64_t len, int64_t a, int64_t b) {
+  for (int64_t e = 0; e < len; ++e)
+    if (!key_equal(slice_key(x, n, inner, a, e), slice_key(x, n, inner, b, e))) return false;
+  return true;
+}
+
+template <typename T>
+__device__ bool slices_less(const T* x, int64_t n, int64_t inner, int64_t len, int64_t a, int64_t b) {
+  for (int64_t e = 0; e < len; ++e) {
+    const auto ka = slice_key(x, n, inner, a, e), kb = slice_key(x, n, inner, b, e);
+    if (key_less(ka, kb)) return true;
+    if (key_less(kb, ka)) return false;
+  }
+  return false;
+}
+
+template <typename T>
+__global__ void unique_rep_kernel(const T* __restrict__ x, int64_t n, int64_t inner, int64_t len, int64_t* rep) {
+  for (int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < n;
+       s += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t r = s;
+    for (int64_t t = 0; t < s; ++t)
+      if (slices_equal(x, n, inner, len, t, s)) {
+        r = t;
+        break;
+      }
+    rep[s] = r;
+  }
+}
+
+template <typename T>
+__global__ void unique_write_kernel(const T* __restrict__ x, int64_t outer, int64_t n, int64_t inner, bool sorted,
+                                    int64_t groups, const int64_t* __restrict__ rep, T* __restrict__ y,
+                                    int64_t* first, int64_t* inverse, int64_t* counts) {
+  const int64_t len = outer * inner;
+  for (int64_t s = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; s < n;
+       s += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = rep[s];
+    int64_t rank = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      if (rep[t] != t || t == r) continue;
+      if (sorted ? slices_less(x, n, inner, len, t, r) : t < r) ++rank;
+    }
+    if (inverse) inverse[s] = rank;
+    if (r != s || rank >= groups) continue;
+    if (first) first[rank] = s;
+    if (counts) {
+      int64_t c = 0;
+      for (int64_t t = 0; t < n; ++t) c += rep[t] == s;
+      counts[rank] = c;
+    }
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) y[(o * groups + rank) * inner + i] = x[(o * n + s) * inner + i];
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_unique(const void* x, StorageType t, int64_t outer, int64_t n, int64_t inner, bool sorted,
+                          int64_t groups, int64_t* rep, void* y, int64_t* first, int64_t* inverse, int64_t* counts,
+                          cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  auto go = [&](auto e) {
+    using T = decltype(e);
+    const T* xt = static_cast<const T*>(x);
+    unique_rep_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(xt, n, inner, outer * inner, rep);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    unique_write_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(xt, outer, n, inner, sorted, groups, rep,
+                                                                   static_cast<T*>(y), first, inverse, counts);
+    return cudaGetLastError();
+  };
+  switch (t) {
+    case StorageType::kF32: return go(float{});
+    case StorageType::kF16: return go(__half{});
+    case StorageType::kBF16: return go(__nv_bfloat16{});
+    case StorageType::kI32: return go(int32_t{});
+    case StorageType::kI64: return go(int64_t{});
+    case StorageType::kBool: break;
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace kiln::cuda

@@ -1,4 +1,4 @@
-// Kiln's kernels for ONNX TopK, OneHot, Compress and NonMaxSuppression (Operators.md sections of those names),
+// Kiln's kernels for ONNX TopK, OneHot, Compress, NonMaxSuppression and Unique (Operators.md sections of those names),
 // written as the CPU reference computes them (src/backends/cpu/ops_reduce_argtopk.cc top_k,
 // ops_movement_gather.cc one_hot, ops_movement_select.cc compress). Tensors are row-major and
 // viewed as [outer, n, inner] around the op's axis. The output extents (TopK's k, OneHot's depth,
@@ -52,5 +52,19 @@ cudaError_t launch_compress(const void* x, const uint8_t* cond, int64_t len, voi
 cudaError_t launch_nms(const float* boxes, const float* scores, const int64_t* max_out, const float* iou,
                        const float* score_threshold, bool has_score_threshold, bool center_point_box, int64_t batches,
                        int64_t classes, int64_t n, int64_t* y, int64_t count, cudaStream_t stream);
+
+// Unique (version 11), the CPU reference's grouping (src/backends/cpu/ops_movement_select.cc
+// unique) without a sort: x [outer, n, inner] in storage `t` holds n slices (keys compared in
+// (outer, inner) order as float for float storage, as integers for int32 / int64; NaN after
+// every number and equal to NaN). A first pass finds each slice's representative (the first
+// equal slice) into `rep` (int64 [n], the layer's scratch value); a second ranks each group —
+// sorted: by the representatives' lexicographic order, else by first occurrence — and writes y
+// [outer, groups, inner], first-occurrence indices, inverse indices [n] and counts [groups]
+// (each int64, null when not wanted). `groups` is the output's extent (value-keyed models);
+// nothing is written past it. One thread per slice, O(n · n · outer · inner): fine for the
+// small tensors Unique sees in ONNX graphs, not tuned.
+cudaError_t launch_unique(const void* x, StorageType t, int64_t outer, int64_t n, int64_t inner, bool sorted,
+                          int64_t groups, int64_t* rep, void* y, int64_t* first, int64_t* inverse, int64_t* counts,
+                          cudaStream_t stream);
 
 }  // namespace kiln::cuda

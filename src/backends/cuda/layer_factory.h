@@ -190,6 +190,8 @@ Status lower_one_hot(LowerContext& ctx, const ir::Node& n, const std::string& wh
 Status lower_compress(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // NonMaxSuppression (int64 output: the exact table; value-keyed models only; one-thread kernel).
 Status lower_nms(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Unique (float or integer values; value-keyed models only; O(n²) slice comparisons).
+Status lower_unique(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // EyeLike (2-D; float, integer or bool output).
 Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // ConstantOfShape (any output type; a fill of the discovered output shape).
