@@ -8,7 +8,8 @@
 //           = NCHW  otherwise                    (Any: elementwise layers follow their inputs)
 //   for each 4-D activation input v of n (n not Shape/Size), not layout-free, with layout(v) ≠ need(n):
 //       v  ->  Reformat{to = need(n)}(v)         (one Reformat per value and target layout)
-//   layout(outputs of n) = need(n);  n.attrs["layout"] = need(n) when n has a 4-D output
+//   layout(outputs of n) = need(n);  n.attrs["layout"] = need(n) when n has a 4-D output (not on
+//       RNN / GRU / LSTM, whose ONNX `layout` attribute means batch-major)
 //
 // "Layout-free" 4-D shapes (H·W = 1 or C = 1) are the same bytes in both layouts and never need
 // a Reformat. Constant operands are laid out by the backend when it uploads them. Graph inputs
@@ -108,7 +109,11 @@ StatusOr<int> assign_layouts(ir::Graph& g, LayoutPreference pref) {
         layout[o] = need;
         has_4d_output = true;
       }
-    if (has_4d_output) g.nodes[i].attrs["layout"] = ir::Attribute::of_string(layout_name(need));
+    // RNN / GRU / LSTM own an ONNX `layout` attribute (opset 14: 1 = batch-major): their row-major
+    // 4-D Y keeps it (the annotation would overwrite it; docs/decisions/0074).
+    const ir::OpKind op = g.nodes[i].op;
+    const bool onnx_layout = op == ir::OpKind::kRNN || op == ir::OpKind::kGRU || op == ir::OpKind::kLSTM;
+    if (has_4d_output && !onnx_layout) g.nodes[i].attrs["layout"] = ir::Attribute::of_string(layout_name(need));
   }
   for (ir::Node& r : inserted) g.add_node(std::move(r));
   KILN_RETURN_IF_ERROR(g.topo_sort());

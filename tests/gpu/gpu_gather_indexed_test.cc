@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/interpreter.h"
@@ -85,7 +86,140 @@ StatusOr<Tensor> replay_row(const op_table::OpCase& c, const Shape& out) {
                      : cuda::gather_elements_source(d, i, idx.i32.data());
   });
 }
+
+// The scatter kernels' combine (kernels_gather.cu) on the host, in the element type (float for
+// float32 data: the rows' plans in fp32).
+template <typename T>
+T combine(T a, T b, cuda::ScatterReduce r) {
+  using cuda::ScatterReduce;
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (r == ScatterReduce::kAdd) return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    if (r == ScatterReduce::kMul) return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    if (r == ScatterReduce::kAdd) return a + b;
+    if (r == ScatterReduce::kMul) return a * b;
+  }
+  if (r == ScatterReduce::kMax) return a < b ? b : a;
+  if (r == ScatterReduce::kMin) return b < a ? b : a;
+  return b;
+}
+
+// Replays a scatter row as the kernels visit it: ScatterElements line by line along the axis
+// (update i = (o * A + k) * inner + q), ScatterND slice offset by slice offset over the tuples.
+template <typename T>
+StatusOr<Tensor> replay_scatter_typed(const op_table::OpCase& c, const Tensor& it, const Tensor& upd) {
+  const ir::Node& n = c.graph.nodes.at(0);
+  const Tensor& x = c.inputs.at(0);
+  const bool constant = static_cast<bool>(c.graph.value(n.inputs[1]).constant);
+  Indices idx = indices_of(it);
+  Tensor y = x.clone();
+  T* yp = static_cast<T*>(y.raw());
+  const T* up = static_cast<const T*>(upd.raw());
+  cuda::ScatterReduce r = cuda::ScatterReduce::kNone;
+  auto to64 = [&] {
+    if (!idx.is_64) for (int32_t v : idx.i32) idx.i64.push_back(v);
+    idx.is_64 = true;
+  };
+  if (n.op == ir::OpKind::kScatterND) {
+    KILN_ASSIGN_OR_RETURN(cuda::GatherNDDesc d, cuda::plan_scatter_nd(n, x.shape(), it.shape(), upd.shape(), &r));
+    if (constant) {
+      to64();
+      KILN_RETURN_IF_ERROR(cuda::normalize_gather_nd_indices(n, d, &idx.i64));
+    }
+    for (int64_t s = 0; s < d.slice; ++s)
+      for (int64_t t = 0; t < d.tuples; ++t) {
+        const int64_t i = t * d.slice + s;
+        const int64_t dst = idx.is_64 ? cuda::gather_nd_source(d, i, idx.i64.data())
+                                       : cuda::gather_nd_source(d, i, idx.i32.data());
+        if (dst >= 0) yp[dst] = combine(yp[dst], up[i], r);
+      }
+    return y;
+  }
+  KILN_ASSIGN_OR_RETURN(cuda::GatherElementsDesc d,
+                        cuda::plan_scatter_elements(n, x.shape(), it.shape(), upd.shape(), &r));
+  if (constant) {
+    to64();
+    KILN_RETURN_IF_ERROR(cuda::normalize_gather_elements_indices(n, d, &idx.i64));
+  }
+  int64_t total = 1, inner = 1;
+  for (int k = 0; k < d.rank; ++k) total *= d.dims[k];
+  for (int k = d.axis + 1; k < d.rank; ++k) inner *= d.dims[k];
+  const int64_t a = d.dims[d.axis];
+  for (int64_t l = 0; l < total / a; ++l)
+    for (int64_t k = 0; k < a; ++k) {
+      const int64_t i = (l / inner * a + k) * inner + l % inner;
+      const int64_t dst = idx.is_64 ? cuda::gather_elements_source(d, i, idx.i64.data())
+                                     : cuda::gather_elements_source(d, i, idx.i32.data());
+      if (dst >= 0) yp[dst] = combine(yp[dst], up[i], r);
+    }
+  return y;
+}
+
+StatusOr<Tensor> replay_scatter(const op_table::OpCase& c) {
+  const ir::Node& n = c.graph.nodes.at(0);
+  const auto& k = c.graph.value(n.inputs[1]).constant;
+  const Tensor& it = k ? *k : c.inputs.at(1);
+  const Tensor& upd = c.inputs.back();
+  switch (c.inputs.at(0).dtype()) {
+    case DataType::kFloat32: return replay_scatter_typed<float>(c, it, upd);
+    case DataType::kInt32: return replay_scatter_typed<int32_t>(c, it, upd);
+    case DataType::kInt64: return replay_scatter_typed<int64_t>(c, it, upd);
+    case DataType::kBool: return replay_scatter_typed<uint8_t>(c, it, upd);
+    default: return unsupported("replay_scatter: dtype");
+  }
+}
 #endif
+
+// Every scatter row replayed as the kernels visit the updates (their own index helpers and
+// combine) equals the CPU reference bit for bit: the per-line / per-slice-offset order keeps the
+// CPU's order wherever two updates address one element.
+TEST(GatherIndexedPlan, ScatterReplayMatchesCpuReferenceOnEveryRow) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  int rows = 0;
+  for (const op_table::Row& row : op_table::scatter_rows()) {
+    SCOPED_TRACE(row.name);
+    const op_table::OpCase c = row.make();
+    const ir::OpKind op = c.graph.nodes.at(0).op;
+    if (op != ir::OpKind::kScatterElements && op != ir::OpKind::kScatter && op != ir::OpKind::kScatterND)
+      continue;  // ReverseSequence, MaxUnpool, Pad: their GPU rows check them
+    auto ref = interpret(c.graph, c.inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    auto got = replay_scatter(c);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_TRUE(got->bit_equal((*ref)[0]));
+    ++rows;
+  }
+  EXPECT_GE(rows, 15);
+#endif
+}
+
+TEST(GatherIndexedPlan, ScatterRefusesBadShapesAndReductions) {
+#ifndef KILN_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  cuda::ScatterReduce r;
+  ir::Node se;
+  se.name = "s";
+  se.op = ir::OpKind::kScatterElements;
+  EXPECT_FALSE(cuda::plan_scatter_elements(se, {3, 4}, {2, 4}, {2, 3}, &r).ok());  // updates != indices
+  EXPECT_TRUE(cuda::plan_scatter_elements(se, {3, 4}, {2, 4}, {2, 4}, &r).ok());
+  se.attrs["reduction"] = ir::Attribute::of_string("mean");
+  auto bad = cuda::plan_scatter_elements(se, {3, 4}, {2, 4}, {2, 4}, &r);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().to_string().find("'s'"), std::string::npos) << bad.status().to_string();
+  ir::Node nd;
+  nd.name = "nd";
+  nd.op = ir::OpKind::kScatterND;
+  EXPECT_FALSE(cuda::plan_scatter_nd(nd, {3, 4, 5}, {2, 1}, {2, 5}, &r).ok());  // [2, 4, 5] expected
+  EXPECT_TRUE(cuda::plan_scatter_nd(nd, {3, 4, 5}, {2, 1}, {2, 4, 5}, &r).ok());
+  nd.attrs["reduction"] = ir::Attribute::of_string("max");
+  ASSERT_TRUE(cuda::plan_scatter_nd(nd, {3, 4, 5}, {2, 2}, {2, 5}, &r).ok());
+  EXPECT_EQ(r, cuda::ScatterReduce::kMax);
+#endif
+}
 
 TEST(GatherIndexedPlan, ReplayMatchesCpuReferenceOnEveryRow) {
 #ifndef KILN_HAVE_CUDA

@@ -89,6 +89,12 @@ std::vector<Row> nn_rows();           // Conv / FusedConv epilogues, pooling, Ge
 std::vector<Row> transformer_rows();  // LayerNorm, RMSNorm, Attention, MatMul(Bias), Reduce*, Gelu, blocks, int inputs
 std::vector<Row> exact_rows();        // int32 / int64 / bool: comparisons, logic, Where, Cast, int arithmetic, Range, ...
 std::vector<Row> gather_indexed_rows();  // GatherND, GatherElements: float / int32 / int64 / bool data
+std::vector<Row> select_rows();       // TopK, OneHot, Compress with constant K / depth / condition (rows_select.cc)
+std::vector<Row> roi_align_rows();    // RoiAlign (rows_rnn.cc): avg / max, both coordinate modes, ratios
+std::vector<Row> dft_rows();          // DFT (rows_rnn.cc): real / complex, inverse, onesided, dft_length
+std::vector<Row> det_rows();          // Det (rows_rnn.cc): single, batched, 1x1, singular
+std::vector<Row> rnn_rows();          // RNN, GRU, LSTM (rows_rnn.cc): directions, activations, states, layout 1
+std::vector<Row> scatter_rows();      // Scatter*, ReverseSequence, MaxUnpool, int Pad (rows_gather.cc)
 std::vector<Row> nn_nd_rows();        // N-D Conv / ConvTranspose / pooling, BatchNorm, InstanceNorm, LRN, MVN, runtime Gemm
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).

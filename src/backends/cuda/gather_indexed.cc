@@ -17,6 +17,16 @@ Status out_of_range(const ir::Node& n, int64_t v, int64_t dim) {
   return bad(n, "index " + std::to_string(v) + " is out of range for a dim of " + std::to_string(dim));
 }
 
+StatusOr<ScatterReduce> scatter_reduction(const ir::Node& n) {
+  const std::string r = n.attr_string("reduction", "none");
+  if (r == "none") return ScatterReduce::kNone;
+  if (r == "add") return ScatterReduce::kAdd;
+  if (r == "mul") return ScatterReduce::kMul;
+  if (r == "max") return ScatterReduce::kMax;
+  if (r == "min") return ScatterReduce::kMin;
+  return bad(n, "unknown reduction '" + r + "'");
+}
+
 }  // namespace
 
 StatusOr<GatherNDDesc> plan_gather_nd(const ir::Node& n, const Shape& data, const Shape& indices) {
@@ -72,6 +82,25 @@ StatusOr<GatherElementsDesc> plan_gather_elements(const ir::Node& n, const Shape
   return d;
 }
 
+StatusOr<GatherElementsDesc> plan_scatter_elements(const ir::Node& n, const Shape& data, const Shape& indices,
+                                                   const Shape& updates, ScatterReduce* reduce) {
+  KILN_ASSIGN_OR_RETURN(*reduce, scatter_reduction(n));
+  if (updates != indices)
+    return bad(n, "updates " + shape_str(updates) + " and indices " + shape_str(indices) + " must have the same shape");
+  return plan_gather_elements(n, data, indices);
+}
+
+StatusOr<GatherNDDesc> plan_scatter_nd(const ir::Node& n, const Shape& data, const Shape& indices,
+                                       const Shape& updates, ScatterReduce* reduce) {
+  KILN_ASSIGN_OR_RETURN(*reduce, scatter_reduction(n));
+  KILN_ASSIGN_OR_RETURN(GatherNDDesc d, plan_gather_nd(n, data, indices));
+  Shape expect(indices.begin(), indices.end() - 1);
+  expect.insert(expect.end(), data.begin() + d.m, data.end());
+  if (updates != expect)
+    return bad(n, "updates shape " + shape_str(updates) + ", expected " + shape_str(expect));
+  return d;
+}
+
 Status normalize_gather_nd_indices(const ir::Node& n, const GatherNDDesc& d, std::vector<int64_t>* idx) {
   for (size_t p = 0; p < idx->size(); ++p) {
     const int64_t dim = d.dims[p % static_cast<size_t>(d.m)];
@@ -105,6 +134,25 @@ std::unique_ptr<Layer> make_gather_elements_layer(const GatherElementsDesc& d, i
                            [=](ExecState& s, const Layer& l) {
                              return launch_gather_elements(s.ptr(l.ins[0]), s.ptr(l.ins[1]), idx_64, s.ptr(l.outs[0]),
                                                            elem_bytes, d, s.stream);
+                           });
+}
+
+std::unique_ptr<Layer> make_scatter_elements_layer(const GatherElementsDesc& d, int64_t count, StorageType t,
+                                                   ScatterReduce r, bool idx_64) {
+  return make_kernel_layer("ScatterElements",
+                           std::string("kiln.scatter_elements indices=") + (idx_64 ? "int64" : "int32"),
+                           [=](ExecState& s, const Layer& l) {
+                             return launch_scatter_elements(s.ptr(l.ins[0]), s.ptr(l.ins[1]), idx_64, s.ptr(l.ins[2]),
+                                                            s.ptr(l.outs[0]), count, t, r, d, s.stream);
+                           });
+}
+
+std::unique_ptr<Layer> make_scatter_nd_layer(const GatherNDDesc& d, int64_t count, StorageType t, ScatterReduce r,
+                                             bool idx_64) {
+  return make_kernel_layer("ScatterND", std::string("kiln.scatter_nd indices=") + (idx_64 ? "int64" : "int32"),
+                           [=](ExecState& s, const Layer& l) {
+                             return launch_scatter_nd(s.ptr(l.ins[0]), s.ptr(l.ins[1]), idx_64, s.ptr(l.ins[2]),
+                                                      s.ptr(l.outs[0]), count, t, r, d, s.stream);
                            });
 }
 

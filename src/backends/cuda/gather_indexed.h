@@ -30,8 +30,25 @@ StatusOr<GatherElementsDesc> plan_gather_elements(const ir::Node& n, const Shape
 Status normalize_gather_nd_indices(const ir::Node& n, const GatherNDDesc& d, std::vector<int64_t>* idx);
 Status normalize_gather_elements_indices(const ir::Node& n, const GatherElementsDesc& d, std::vector<int64_t>* idx);
 
+// ScatterElements / Scatter (`axis`) and ScatterND of `data` by `indices` with `updates` (concrete
+// shapes): the gather descriptors of data and indices (the scatter kernels address data as the
+// gathers do), after the CPU reference's checks (errors naming the node): updates of
+// ScatterElements must have the shape of indices; those of ScatterND indices.shape[:-1] +
+// data.shape[m:]. `reduce` receives the `reduction` attribute (none / add / mul / max / min;
+// another is an error).
+StatusOr<GatherElementsDesc> plan_scatter_elements(const ir::Node& n, const Shape& data, const Shape& indices,
+                                                   const Shape& updates, ScatterReduce* reduce);
+StatusOr<GatherNDDesc> plan_scatter_nd(const ir::Node& n, const Shape& data, const Shape& indices,
+                                       const Shape& updates, ScatterReduce* reduce);
+
 // ins: data, indices (int64 when idx_64, else int32); out: y. Elements of `elem_bytes` bytes.
 std::unique_ptr<Layer> make_gather_nd_layer(const GatherNDDesc& d, int elem_bytes, bool idx_64);
 std::unique_ptr<Layer> make_gather_elements_layer(const GatherElementsDesc& d, int elem_bytes, bool idx_64);
+// ins: data, indices (int64 when idx_64, else int32), updates; out: y of data's `count` elements
+// in storage `t` (launch_scatter_elements / launch_scatter_nd).
+std::unique_ptr<Layer> make_scatter_elements_layer(const GatherElementsDesc& d, int64_t count, StorageType t,
+                                                   ScatterReduce r, bool idx_64);
+std::unique_ptr<Layer> make_scatter_nd_layer(const GatherNDDesc& d, int64_t count, StorageType t, ScatterReduce r,
+                                             bool idx_64);
 
 }  // namespace kiln::cuda

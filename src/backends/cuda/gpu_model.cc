@@ -500,11 +500,14 @@ class Lowering final : public LowerContext {
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const ir::ValueId v = n.outputs[k];
       // The non-float outputs a float layer writes: Dropout's mask (output 1, bool since opset
-      // 10; factory_view.cc) and MaxPool's Indices (output 1, int64; factory_pool.cc).
+      // 10; factory_view.cc), MaxPool's Indices (output 1, int64; factory_pool.cc), TopK's
+      // indices (output 1, int64) and Unique's indices / inverse / counts (int64; factory_select.cc).
       if (v == ir::kNoValue) continue;
       const bool pool_indices = n.op == ir::OpKind::kMaxPool && k == 1 && vs_.dtypes[v] == DataType::kInt64;
       const bool dropout_mask = n.op == ir::OpKind::kDropout && k == 1 && vs_.dtypes[v] == DataType::kBool;
-      if (!is_float(vs_.dtypes[v]) && !pool_indices && !dropout_mask)
+      const bool topk_indices = n.op == ir::OpKind::kTopK && k == 1 && vs_.dtypes[v] == DataType::kInt64;
+      const bool unique_ints = n.op == ir::OpKind::kUnique && k >= 1 && vs_.dtypes[v] == DataType::kInt64;
+      if (!is_float(vs_.dtypes[v]) && !pool_indices && !dropout_mask && !topk_indices && !unique_ints)
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
     }
     if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);

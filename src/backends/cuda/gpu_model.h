@@ -156,7 +156,10 @@ Status check_tensor_io(const ir::Graph& g);
 // inference when it determines them all, else from CPU reference runs — two on seeded made-up
 // inputs (the second, with other values, sets value_dependent when any shape differs; when it
 // fails, once more with integer inputs 0 / 1, and when that fails too nothing is marked),
-// or one on `values` when given (a call's own inputs, which must have `input_shapes`).
+// or one on `values` when given (a call's own inputs, which must have `input_shapes`). A graph
+// holding NonMaxSuppression, Unique or a Compress with a run-time condition skips the static answer (a
+// shape the model declares for their outputs is only an example) and is always marked
+// value-dependent (docs/decisions/0074).
 // Unsupported when a graph input or output is not a tensor (check_tensor_io), or, naming the
 // node, when the graph holds an op that writes memory named by its inputs —
 // ir::op_writes_memory, PagedAttention — which must never run on made-up inputs.

@@ -116,18 +116,26 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                                  n.op == OpKind::kEyeLike || n.op == OpKind::kConstantOfShape)) ||
                     (k == 1 && (n.op == OpKind::kGather || n.op == OpKind::kGatherND ||
                                  n.op == OpKind::kGatherElements || n.op == OpKind::kTrilu ||
+                                 n.op == OpKind::kScatterElements || n.op == OpKind::kScatter ||
+                                 n.op == OpKind::kScatterND || n.op == OpKind::kReverseSequence ||
+                                 n.op == OpKind::kTopK || n.op == OpKind::kCompress || n.op == OpKind::kOneHot ||
+                                 n.op == OpKind::kMaxUnpool ||
                                  n.op == OpKind::kNegativeLogLikelihoodLoss || n.op == OpKind::kPow ||
                                  n.op == OpKind::kSoftmaxCrossEntropyLoss)) ||
                     (k == 3 && n.op == OpKind::kAttention) || (k >= 3 && n.op == OpKind::kPagedAttention) ||
-                    (k == 1 && n.op == OpKind::kRope) ||
+                    (k == 1 && n.op == OpKind::kRope) || (k == 0 && n.op == OpKind::kOneHot) ||
+                    (k == 2 && n.op == OpKind::kRoiAlign) ||
+                    (k == 4 && (n.op == OpKind::kRNN || n.op == OpKind::kGRU || n.op == OpKind::kLSTM)) ||
                     n.op == OpKind::kRange;
     if (!ok)
       return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
                            "output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
-                           "shape), ConstantOfShape's shape, the indices of Gather, GatherND and GatherElements, "
-                           "Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss and "
-                           "SoftmaxCrossEntropyLoss, Range's operands, Attention's mask, PagedAttention's positions, "
-                           "token_seq, block_table and kv_pools, or Rope's positions");
+                           "shape), ConstantOfShape's shape, the indices of Gather, GatherND, GatherElements and "
+                           "the scatters and MaxUnpool, ReverseSequence's lengths, TopK's K, Compress's condition, "
+                           "OneHot's indices and depth, Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss "
+                           "and SoftmaxCrossEntropyLoss, Range's operands, Attention's mask, PagedAttention's "
+                           "positions, token_seq, block_table and kv_pools, Rope's positions, RoiAlign's "
+                           "batch_indices, or the sequence_lens of RNN, GRU and LSTM");
   }
   return Status::Ok();
 }

@@ -151,6 +151,15 @@ Status lower_gather(LowerContext& ctx, const ir::Node& n, const std::string& whe
 // GatherND, GatherElements: any storage type (float and exact tables), int32 / int64 indices.
 Status lower_gather_nd(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_gather_elements(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// ScatterElements, Scatter (opset 9-10), ScatterND: any storage type, int32 / int64 indices,
+// reduction none / add / mul / max / min (none only on bool; factory_gather_indexed.cc).
+Status lower_scatter(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// ReverseSequence: any storage type, int32 / int64 lengths (factory_gather_indexed.cc).
+Status lower_reverse_sequence(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// MaxUnpool (the CPU's last-index-wins for duplicate indices, deterministic; int64 indices).
+Status lower_max_unpool(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Pad of int32 / int64 / bool tensors (constant, reflect, edge; elements as bits).
+Status lower_pad_exact(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_concat(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Add, Relu, Clip, ...
 Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& where);
@@ -165,6 +174,24 @@ Status lower_nll_loss(LowerContext& ctx, const ir::Node& n, const std::string& w
 // (factory_rearrange.cc).
 Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// RNN, GRU, LSTM (every attribute of versions 7 / 14, optional inputs and outputs; Kiln's kernel,
+// one block per direction and batch entry; factory_rnn.cc).
+Status lower_rnn(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Det (matrices up to kDetMaxDim rows; in double as the CPU reference; factory_linalg.cc).
+Status lower_det(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// DFT (constant dft_length / axis; naive transform in double as the CPU; factory_linalg.cc).
+Status lower_dft(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// RoiAlign (avg / max, both coordinate modes; in double as the CPU; factory_linalg.cc).
+Status lower_roi_align(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// TopK (values in any numeric storage + int64 indices), OneHot, Compress: output extents from a
+// constant operand or a value-keyed model's shapes (factory_select.cc, docs/decisions/0074).
+Status lower_topk(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_one_hot(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_compress(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// NonMaxSuppression (int64 output: the exact table; value-keyed models only; one-thread kernel).
+Status lower_nms(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Unique (float or integer values; value-keyed models only; O(n²) slice comparisons).
+Status lower_unique(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // EyeLike (2-D; float, integer or bool output).
 Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // ConstantOfShape (any output type; a fill of the discovered output shape).

@@ -98,7 +98,22 @@ StatusOr<ValueShapes> discover(const ir::Graph& g, const std::vector<Shape>& inp
   const ir::Node* writer = nullptr;
   for (const ir::Node& n : g.nodes)
     if (!n.removed && ir::op_writes_memory(n.op)) writer = &n;
-  {
+  // Ops whose output extent is computed from input values (NonMaxSuppression, Unique; Compress
+  // with a run-time condition): a shape the model declares for their outputs is only the
+  // exporter's example, so static inference's answer is not taken, the shapes come from
+  // reference runs and the graph is value-dependent (decision 0074).
+  const ir::Node* value_sized = nullptr;
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && (n.op == ir::OpKind::kNonMaxSuppression || n.op == ir::OpKind::kUnique ||
+                       (n.op == ir::OpKind::kCompress && n.inputs.size() > 1 && n.inputs[1] != ir::kNoValue &&
+                        !g.value(n.inputs[1]).constant)))
+      value_sized = &n;
+  auto mark_value_sized = [&](ValueShapes& r) {
+    if (!value_sized || r.value_dependent) return;
+    r.value_dependent = true;
+    r.dependence = value_sized->describe() + ": its output's extent depends on the graph's input values";
+  };
+  if (!value_sized) {
     ir::Graph c = g;
     std::map<std::string, Shape> concrete;
     for (size_t i = 0; i < g.inputs.size() && i < input_shapes.size(); ++i)
@@ -162,6 +177,7 @@ StatusOr<ValueShapes> discover(const ir::Graph& g, const std::vector<Shape>& inp
   // each call's own input values (gpu_engine.cc).
   auto r = reference_run(g, made_up_inputs(g, input_shapes, 1234, -1.f, 1.f));
   if (!r.ok()) return r.status().with_context("shape discovery on the CPU reference");
+  mark_value_sized(*r);
   auto again = reference_run(g, made_up_inputs(g, input_shapes, 4321, 2.f, 9.f));
   if (!again.ok()) again = reference_run(g, made_up_inputs(g, input_shapes, 4321, 2.f, 9.f, 2));
   if (!again.ok()) return r;

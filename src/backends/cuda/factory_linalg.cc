@@ -1,0 +1,122 @@
+// Det (ONNX Operators.md "Det", version 11): input [..., m, m] read in float32 (a 16-bit activation
+// through a cast layer), one determinant per matrix in the layer's storage; DFT (versions 17 / 20)
+// with a constant dft_length and axis; RoiAlign (versions 10 / 16; kernels_linalg.h).
+#include "backends/cuda/gpu_ops.h"
+#include "backends/cuda/kernels_linalg.h"
+#include "backends/cuda/layer_factory.h"
+#include "core/numerics.h"
+
+namespace kiln::cuda {
+
+Status lower_det(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  const Shape& x = ctx.shape(n.inputs.at(0));
+  if (x.size() < 2 || x[x.size() - 1] != x[x.size() - 2])
+    return invalid_argument(where + "input must be [..., M, M], got " + shape_str(x));
+  const int64_t m = x.back();
+  if (m < 1 || m > kDetMaxDim)
+    return unsupported(where + "matrices of " + std::to_string(m) + " x " + std::to_string(m) + " (1 to " +
+                       std::to_string(kDetMaxDim) + " rows on the GPU)");
+  const int64_t count = dims_product(x, 0, x.size() - 2);
+  KILN_ASSIGN_OR_RETURN(int xa, ctx.operand_as(n.inputs[0], StorageType::kF32));
+  const int xv = ctx.as_layout(xa, false);  // row-major (a 4-D activation may be stored NHWC)
+  const StorageType t = ctx.storage();
+  auto layer = make_kernel_layer("Det", "kiln.det", [=](ExecState& s, const Layer& l) {
+    return launch_det(static_cast<const float*>(s.ptr(l.ins[0])), s.ptr(l.outs[0]), count, m, t, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {xv}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+namespace {
+
+// Optional scalar input `k` of `n`: a constant's value into `*v` (kept when absent or empty);
+// Unsupported when it is computed at run time.
+Status const_scalar(LowerContext& ctx, const ir::Node& n, size_t k, const std::string& what, const std::string& where,
+                    int64_t* v) {
+  if (k >= n.inputs.size() || n.inputs[k] == ir::kNoValue) return Status::Ok();
+  const auto& c = ctx.graph().value(n.inputs[k]).constant;
+  if (!c) return unsupported(where + what + " must be a constant on the GPU path");
+  if (c->numel() == 0) return Status::Ok();
+  if (c->numel() != 1) return invalid_argument(where + what + " must hold one value");
+  *v = load_as_int64(c->dtype(), c->raw(), 0);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status lower_dft(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  const Shape& x = ctx.shape(n.inputs.at(0));
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (r < 2 || (x.back() != 1 && x.back() != 2))
+    return invalid_argument(where + "input must end in a dim of 1 (real) or 2 (complex), got " + shape_str(x));
+  int64_t axis = n.attr_int("axis", 1);
+  if (n.opset >= 20) {
+    axis = -2;
+    KILN_RETURN_IF_ERROR(const_scalar(ctx, n, 2, "axis", where, &axis));
+  }
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis > r - 2) return invalid_argument(where + "axis is out of range for input " + shape_str(x));
+  const int64_t n_in = x[axis];
+  int64_t len = n_in;
+  KILN_RETURN_IF_ERROR(const_scalar(ctx, n, 1, "dft_length", where, &len));
+  if (len <= 0) return invalid_argument(where + "dft_length must be positive, got " + std::to_string(len));
+  const bool inverse = n.attr_int("inverse", 0) != 0;
+  const bool onesided = n.attr_int("onesided", 0) != 0;
+  const int64_t out_len = onesided ? len / 2 + 1 : len;
+  const int64_t outer = dims_product(x, 0, static_cast<size_t>(axis));
+  const int64_t inner = dims_product(x, static_cast<size_t>(axis) + 1, x.size() - 1);
+  const int comps = static_cast<int>(x.back());
+  KILN_ASSIGN_OR_RETURN(int xa, ctx.operand_as(n.inputs[0], StorageType::kF32));
+  const int xv = ctx.as_layout(xa, false);  // row-major (a 4-D activation may be stored NHWC)
+  const StorageType t = ctx.storage();
+  auto layer = make_kernel_layer("DFT", "kiln.dft", [=](ExecState& s, const Layer& l) {
+    return launch_dft(static_cast<const float*>(s.ptr(l.ins[0])), s.ptr(l.outs[0]), outer, n_in, inner, comps, len,
+                      out_len, inverse, t, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {xv}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+Status lower_roi_align(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (n.inputs.size() < 3 || n.inputs[1] == ir::kNoValue || n.inputs[2] == ir::kNoValue)
+    return invalid_argument(where + "X, rois and batch_indices are required");
+  const Shape& x = ctx.shape(n.inputs[0]);
+  const Shape& rois = ctx.shape(n.inputs[1]);
+  if (x.size() != 4) return invalid_argument(where + "X must be [N, C, H, W], got " + shape_str(x));
+  if (rois.size() != 2 || rois[1] != 4)
+    return invalid_argument(where + "rois must be [num_rois, 4], got " + shape_str(rois));
+  if (shape_numel(ctx.shape(n.inputs[2])) != rois[0])
+    return invalid_argument(where + "batch_indices must hold one integer per roi");
+  if (x[2] <= 0 || x[3] <= 0) return invalid_argument(where + "X has empty spatial dims " + shape_str(x));
+  RoiAlignDesc d;
+  const std::string mode = n.attr_string("mode", "avg");
+  if (mode != "avg" && mode != "max") return invalid_argument(where + "unknown mode '" + mode + "'");
+  d.max_mode = mode == "max";
+  const std::string ctm =
+      n.attr_string("coordinate_transformation_mode", n.opset >= 16 ? "half_pixel" : "output_half_pixel");
+  if (ctm != "half_pixel" && ctm != "output_half_pixel")
+    return invalid_argument(where + "unknown coordinate_transformation_mode '" + ctm + "'");
+  d.half_pixel = ctm == "half_pixel";
+  d.out_h = n.attr_int("output_height", 1);
+  d.out_w = n.attr_int("output_width", 1);
+  d.ratio = n.attr_int("sampling_ratio", 0);
+  d.scale = n.attr_float("spatial_scale", 1.0f);
+  if (d.out_h <= 0 || d.out_w <= 0) return invalid_argument(where + "output_height/output_width must be positive");
+  d.n = x[0];
+  d.c = x[1];
+  d.h = x[2];
+  d.w = x[3];
+  d.rois = rois[0];
+  KILN_ASSIGN_OR_RETURN(int xv, ctx.row_major_operand(n.inputs[0]));
+  KILN_ASSIGN_OR_RETURN(int rv, ctx.operand_as(n.inputs[1], StorageType::kF32));
+  KILN_ASSIGN_OR_RETURN(int bv, ctx.operand_as(n.inputs[2], StorageType::kI64));
+  const StorageType t = ctx.storage();
+  auto layer = make_kernel_layer("RoiAlign", std::string("kiln.roi_align ") + mode, [=](ExecState& s, const Layer& l) {
+    return launch_roi_align(s.ptr(l.ins[0]), static_cast<const float*>(s.ptr(l.ins[1])),
+                            static_cast<const int64_t*>(s.ptr(l.ins[2])), s.ptr(l.outs[0]), t, d, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {xv, rv, bv}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+}  // namespace kiln::cuda

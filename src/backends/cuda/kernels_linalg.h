@@ -1,0 +1,49 @@
+// Kiln's kernels for ONNX Det, DFT and RoiAlign. Det (Operators.md "Det", version 11): the determinant of each trailing
+// [m, m] matrix by Gaussian elimination with partial pivoting, in double, step for step as the
+// CPU reference computes it (src/backends/cpu/ops_nn_linalg.cc det: the same pivot choice, row
+// swaps and products; multiplications and subtractions rounded separately, never fused), so the
+// result is the reference's double rounded to the output's storage. One thread block per matrix,
+// the matrix in shared memory (m at most kDetMaxDim). Enqueues on `stream`, never allocates,
+// never synchronizes. DFT: see launch_dft.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace kiln::cuda {
+
+inline constexpr int64_t kDetMaxDim = 160;  // 160 * 160 doubles = 200 KiB of shared memory
+
+// x: `count` float32 matrices [m, m] row-major; y: `count` determinants in storage `t`. Errors: m
+// outside [1, kDetMaxDim] (cudaErrorInvalidValue), launch errors.
+cudaError_t launch_det(const float* x, void* y, int64_t count, int64_t m, StorageType t, cudaStream_t stream);
+
+// ONNX DFT (Operators.md "DFT", versions 17 / 20), the CPU reference's naive transform
+// (src/backends/cpu/ops_control_signal.cc naive_dft) in double: x [outer, n_in, inner, comps]
+// float32 (comps 1: real, 2: complex) -> y [outer, out_len, inner, 2] in storage `t`, y_k =
+// sum_{n < min(n_in, len)} x_n e^{∓2πi (k·n mod len) / len} (+ for `inverse`, then / len). One
+// thread per output bin: O(len) each, not an FFT (fine for the short transforms of ONNX graphs).
+cudaError_t launch_dft(const float* x, void* y, int64_t outer, int64_t n_in, int64_t inner, int comps, int64_t len,
+                       int64_t out_len, bool inverse, StorageType t, cudaStream_t stream);
+
+// ONNX RoiAlign (Operators.md "RoiAlign", versions 10 / 16), the CPU reference's roi_align
+// (src/backends/cpu/ops_control_vision.cc) in double: x [n, c, h, w] row-major in storage `t`,
+// rois [rois, 4] float32 (x1, y1, x2, y2), batch_indices [rois] int64 -> y [rois, c, out_h,
+// out_w] in storage t. Each output bin averages (or, max mode, maxes the largest weighted tap
+// of, as ONNX Runtime) bilinear samples on a sampling_ratio grid (adaptive ceil(roi / bin) when
+// 0; capped at 4096 per side on the device, where the CPU refuses larger); samples more than one
+// pixel outside the map count zero. A run-time batch index outside [0, n) — an error in the CPU
+// reference — gives a zero bin. One thread per output element.
+struct RoiAlignDesc {
+  int64_t n = 0, c = 0, h = 0, w = 0, rois = 0, out_h = 1, out_w = 1, ratio = 0;
+  double scale = 1.0;
+  bool half_pixel = true;  // coordinate_transformation_mode half_pixel (else output_half_pixel)
+  bool max_mode = false;
+};
+cudaError_t launch_roi_align(const void* x, const float* rois, const int64_t* batch_indices, void* y, StorageType t,
+                             const RoiAlignDesc& d, cudaStream_t stream);
+
+}  // namespace kiln::cuda
