@@ -269,6 +269,36 @@ TEST(GemmResidual, MatMulWithoutBiasJoinsWithAZeroBias) {
   EXPECT_EQ(mm.inputs[3], h);
 }
 
+// GPT-2's Conv1D as the TorchScript exporter writes it — Reshape to rows, Gemm, Reshape back — and
+// the residual Add after it: one MatMulBias of the rank-3 input with the residual, no Reshape left.
+TEST(GemmResidual, GemmOnFlattenedRowsJoinsAsMatMulBias) {
+  TinyGraph t;
+  const Shape xs = {2, 3, 16}, ys = {2, 3, 10};
+  auto x = t.input("x", xs);
+  auto h = t.node(OpKind::kRelu, "h", {x}, xs);
+  auto shape_of = [&](const std::string& name, std::vector<int64_t> v) {
+    Tensor s(DataType::kInt64, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) s.data<int64_t>()[i] = v[i];
+    return t.constant(name, s);
+  };
+  auto rows = t.node(OpKind::kReshape, "to_rows", {h, shape_of("rows_shape", {-1, 16})}, {6, 16});
+  auto y = t.node(OpKind::kGemm, "c_proj", {rows, t.constant("w", random_tensor({16, 10}, 21)), t.constant("b", random_tensor({10}, 22))},
+                  {6, 10});
+  auto back = t.node(OpKind::kReshape, "to_tokens", {y, shape_of("tokens_shape", {2, 3, 10})}, ys);
+  auto r = t.input("r", ys);
+  t.g.outputs = {t.node(OpKind::kAdd, "residual", {r, back}, ys)};
+  const std::vector<Tensor> in = {random_tensor(xs, 23, -2.f, 2.f), random_tensor(ys, 24)};
+  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+  EXPECT_EQ(count_op(opt, OpKind::kAdd), 0);
+  EXPECT_EQ(count_op(opt, OpKind::kGemm), 0);
+  EXPECT_EQ(count_op(opt, OpKind::kReshape), 0);
+  const ir::Node& mm = only(opt, OpKind::kMatMulBias);
+  ASSERT_EQ(mm.inputs.size(), 4u);
+  EXPECT_EQ(mm.inputs[0], h);
+  EXPECT_EQ(mm.inputs[3], r);
+  EXPECT_EQ(mm.outputs[0], t.g.outputs[0]);
+}
+
 // Left alone: a broadcast operand, a residual computed after the GEMM in the layer order, a GEMM
 // with an activation, a GEMM result read elsewhere.
 TEST(GemmResidual, OtherAddsAreLeftAlone) {
