@@ -95,7 +95,8 @@ bool same_dims(const ir::SymShape& a, const ir::SymShape& b, size_t n) {
 // it): Reshape(x [*, K] -> [M, K]) -> Gemm(W [K, N], C [N]) -> Reshape(-> [*, N]) -> Add(·, R).
 // The Gemm becomes MatMulBias(x, W, C) of rank-3 x writing the second Reshape's output (the same
 // values: the Reshapes only flatten and restore the leading dims, rows stay rows), so the residual
-// Add below can join it. Only plain Gemms (transA = transB = 0, alpha = beta = 1, a constant C of N
+// Add below can join it. Where x has more dims than that ([*, H, D] with H · D = K: the attention
+// output before GPT-2's c_proj), the first Reshape stays and makes [*, K] instead of [M, K]. Only plain Gemms (transA = transB = 0, alpha = beta = 1, a constant C of N
 // values) whose outputs feed such an Add.
 void unflatten_gemms_before_residuals(ir::Graph& g, const std::set<std::string>& pinned, const pt::Consumers& consumers) {
   for (ir::Node& n : g.nodes) {
@@ -113,26 +114,47 @@ void unflatten_gemms_before_residuals(ir::Graph& g, const std::set<std::string>&
     const ir::ValueId x = flat->inputs[0], z = back->outputs[0];
     const auto& xs = g.value(x).shape;
     const auto& zs = g.value(z).shape;
-    if (!xs || !zs || xs->size() < 3 || zs->size() != xs->size() || !pt::is_float_dtype(g.value(x).dtype)) continue;
-    const size_t r = xs->size();
-    if (!(xs->back() == ir::Dim::known(w->dim(0))) || !(zs->back() == ir::Dim::known(w->dim(1))) ||
-        !same_dims(*xs, *zs, r - 1))
+    if (!xs || !zs || zs->size() < 3 || xs->size() < zs->size() || !pt::is_float_dtype(g.value(x).dtype)) continue;
+    const size_t r = xs->size(), lead = zs->size() - 1;  // z = [*L, N]
+    const int64_t k = w->dim(0);
+    if (!(zs->back() == ir::Dim::known(w->dim(1))) || !same_dims(*xs, *zs, lead)) continue;
+    // x [*L, K] as it is; or x [*L, d1, d2, ...] with d1 · d2 · ... = K (GPT-2's attention output
+    // [B, S, H, D] before c_proj), which the first Reshape then makes [*L, K] instead of [M, K].
+    bool as_is = r == lead + 1 && xs->back() == ir::Dim::known(k);
+    int64_t tail = 1;
+    for (size_t i = lead; i < r; ++i) tail = (*xs)[i].is_known() && tail >= 0 ? tail * (*xs)[i].value : -1;
+    if (!as_is && (tail != k || flat->attr_int("allowzero", 0) != 0 || !pt::single_use(g, consumers, flat->outputs[0])))
       continue;
     ir::Node* add = pt::sole_consumer(g, consumers, z, ir::OpKind::kAdd);
     if (!add) continue;
+    ir::ValueId a = x;
+    if (!as_is) {  // the first Reshape to [*L, K]: 0 copies each leading dim (allowzero = 0), then K
+      Tensor shape(DataType::kInt64, {static_cast<int64_t>(lead + 1)});
+      for (size_t i = 0; i < lead; ++i) shape.data<int64_t>()[i] = 0;
+      shape.data<int64_t>()[lead] = k;
+      const ir::SymShape a_shape = [&] {
+        ir::SymShape t(zs->begin(), zs->end() - 1);
+        t.push_back(ir::Dim::known(k));
+        return t;
+      }();
+      const ir::ValueId sv = pt::add_constant(g, flat->name + "_rows_shape", std::move(shape));
+      flat->inputs[1] = sv;
+      a = flat->outputs[0];
+      g.value(a).shape = a_shape;
+    }
     n.op = ir::OpKind::kMatMulBias;
     n.attrs.erase("transA");
     n.attrs.erase("transB");
     n.attrs.erase("alpha");
     n.attrs.erase("beta");
     const ir::ValueId y = n.outputs[0];
-    n.inputs[0] = x;
+    n.inputs[0] = a;
     n.outputs[0] = z;
     g.value(z).producer = n.id;
     g.value(y).producer = -1;  // the flat product: read by nothing now
     n.origin.insert(n.origin.end(), back->origin.begin(), back->origin.end());
     back->removed = true;
-    if (pt::single_use(g, consumers, flat->outputs[0])) flat->removed = true;
+    if (as_is && pt::single_use(g, consumers, flat->outputs[0])) flat->removed = true;
   }
 }
 

@@ -299,6 +299,36 @@ TEST(GemmResidual, GemmOnFlattenedRowsJoinsAsMatMulBias) {
   EXPECT_EQ(mm.outputs[0], t.g.outputs[0]);
 }
 
+// The same after an attention output [B, S, H, D] (GPT-2's c_proj): the first Reshape stays, now to
+// [B, S, H · D], and feeds the MatMulBias.
+TEST(GemmResidual, GemmOnFlattenedHeadsJoinsAsMatMulBias) {
+  TinyGraph t;
+  const Shape xs = {2, 3, 4, 4}, ys = {2, 3, 10};
+  auto x = t.input("x", xs);
+  auto h = t.node(OpKind::kRelu, "h", {x}, xs);
+  auto shape_of = [&](const std::string& name, std::vector<int64_t> v) {
+    Tensor s(DataType::kInt64, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) s.data<int64_t>()[i] = v[i];
+    return t.constant(name, s);
+  };
+  auto rows = t.node(OpKind::kReshape, "to_rows", {h, shape_of("rows_shape", {-1, 16})}, {6, 16});
+  auto y = t.node(OpKind::kGemm, "c_proj", {rows, t.constant("w", random_tensor({16, 10}, 31)), t.constant("b", random_tensor({10}, 32))},
+                  {6, 10});
+  auto back = t.node(OpKind::kReshape, "to_tokens", {y, shape_of("tokens_shape", {2, 3, 10})}, ys);
+  auto r = t.input("r", ys);
+  t.g.outputs = {t.node(OpKind::kAdd, "residual", {back, r}, ys)};
+  const std::vector<Tensor> in = {random_tensor(xs, 33, -2.f, 2.f), random_tensor(ys, 34)};
+  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+  EXPECT_EQ(count_op(opt, OpKind::kAdd), 0);
+  EXPECT_EQ(count_op(opt, OpKind::kGemm), 0);
+  EXPECT_EQ(count_op(opt, OpKind::kReshape), 1);
+  const ir::Node& mm = only(opt, OpKind::kMatMulBias);
+  ASSERT_EQ(mm.inputs.size(), 4u);
+  EXPECT_EQ(mm.inputs[0], rows);
+  EXPECT_EQ(opt.value(rows).shape->size(), 3u);
+  EXPECT_EQ(mm.inputs[3], r);
+}
+
 // Left alone: a broadcast operand, a residual computed after the GEMM in the layer order, a GEMM
 // with an activation, a GEMM result read elsewhere.
 TEST(GemmResidual, OtherAddsAreLeftAlone) {
