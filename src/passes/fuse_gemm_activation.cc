@@ -12,8 +12,6 @@
 // The erf form (ONNX Gelu's default) stays a layer of its own.
 // The activation's origin joins the GEMM's; its output becomes the GEMM's.
 // fuse_gemm_residual, after it: Add(MatMulBias(A, W, b), R) -> MatMulBias(A, W, b, R), and
-// Add(Reshape(Gemm(Reshape(x), W, C)), R) -> MatMulBias(x, W, C, R) for an exporter's linear layer
-// on flattened rows (GPT-2's Conv1D), and
 // Add(MatMul(A, W), R) -> MatMulBias(A, W, 0, R) for a constant 2-D W, for the
 // residual adds of transformer blocks (cuBLASLt's C with beta = 1), when R has the product's
 // shape and dtype, is an activation computed before the GEMM in the layer order, and the GEMM has
@@ -81,88 +79,8 @@ Status fuse_gemm_activation(ir::Graph& g, const PassOptions&) {
   return Status::Ok();
 }
 
-namespace {
-
-// Known or named dims (no "?"), equal one by one.
-bool same_dims(const ir::SymShape& a, const ir::SymShape& b, size_t n) {
-  if (a.size() < n || b.size() < n) return false;
-  for (size_t i = 0; i < n; ++i)
-    if (!(a[i] == b[i]) || (!a[i].is_known() && a[i].symbol.empty())) return false;
-  return true;
-}
-
-// An exporter's linear layer on flattened rows (GPT-2's Conv1D as the TorchScript exporter writes
-// it): Reshape(x [*, K] -> [M, K]) -> Gemm(W [K, N], C [N]) -> Reshape(-> [*, N]) -> Add(·, R).
-// The Gemm becomes MatMulBias(x, W, C) of rank-3 x writing the second Reshape's output (the same
-// values: the Reshapes only flatten and restore the leading dims, rows stay rows), so the residual
-// Add below can join it. Where x has more dims than that ([*, H, D] with H · D = K: the attention
-// output before GPT-2's c_proj), the first Reshape stays and makes [*, K] instead of [M, K]. Only plain Gemms (transA = transB = 0, alpha = beta = 1, a constant C of N
-// values) whose outputs feed such an Add.
-void unflatten_gemms_before_residuals(ir::Graph& g, const std::set<std::string>& pinned, const pt::Consumers& consumers) {
-  for (ir::Node& n : g.nodes) {
-    if (n.removed || n.op != ir::OpKind::kGemm || n.outputs.size() != 1 || n.inputs.size() != 3) continue;
-    if (n.attr_int("transA", 0) != 0 || n.attr_int("transB", 0) != 0 || n.attr_float("alpha", 1.f) != 1.f ||
-        n.attr_float("beta", 1.f) != 1.f || n.attrs.count("activation"))
-      continue;
-    const auto& w = g.value(n.inputs[1]).constant;
-    const auto& c = g.value(n.inputs[2]).constant;
-    if (!w || w->rank() != 2 || w->dtype() != DataType::kFloat32 || !c || c->numel() != w->dim(1) || c->rank() > 2)
-      continue;
-    ir::Node* flat = pt::producer(g, n.inputs[0], ir::OpKind::kReshape);
-    ir::Node* back = pt::sole_consumer(g, consumers, n.outputs[0], ir::OpKind::kReshape);
-    if (!flat || !back || back->outputs.size() != 1 || pinned.count(g.value(n.outputs[0]).name)) continue;
-    const ir::ValueId x = flat->inputs[0], z = back->outputs[0];
-    const auto& xs = g.value(x).shape;
-    const auto& zs = g.value(z).shape;
-    if (!xs || !zs || zs->size() < 3 || xs->size() < zs->size() || !pt::is_float_dtype(g.value(x).dtype)) continue;
-    const size_t r = xs->size(), lead = zs->size() - 1;  // z = [*L, N]
-    const int64_t k = w->dim(0);
-    if (!(zs->back() == ir::Dim::known(w->dim(1))) || !same_dims(*xs, *zs, lead)) continue;
-    // x [*L, K] as it is; or x [*L, d1, d2, ...] with d1 · d2 · ... = K (GPT-2's attention output
-    // [B, S, H, D] before c_proj), which the first Reshape then makes [*L, K] instead of [M, K].
-    bool as_is = r == lead + 1 && xs->back() == ir::Dim::known(k);
-    int64_t tail = 1;
-    for (size_t i = lead; i < r; ++i) tail = (*xs)[i].is_known() && tail >= 0 ? tail * (*xs)[i].value : -1;
-    if (!as_is && (tail != k || flat->attr_int("allowzero", 0) != 0 || !pt::single_use(g, consumers, flat->outputs[0])))
-      continue;
-    ir::Node* add = pt::sole_consumer(g, consumers, z, ir::OpKind::kAdd);
-    if (!add) continue;
-    ir::ValueId a = x;
-    if (!as_is) {  // the first Reshape to [*L, K]: 0 copies each leading dim (allowzero = 0), then K
-      Tensor shape(DataType::kInt64, {static_cast<int64_t>(lead + 1)});
-      for (size_t i = 0; i < lead; ++i) shape.data<int64_t>()[i] = 0;
-      shape.data<int64_t>()[lead] = k;
-      const ir::SymShape a_shape = [&] {
-        ir::SymShape t(zs->begin(), zs->end() - 1);
-        t.push_back(ir::Dim::known(k));
-        return t;
-      }();
-      const ir::ValueId sv = pt::add_constant(g, flat->name + "_rows_shape", std::move(shape));
-      flat->inputs[1] = sv;
-      a = flat->outputs[0];
-      g.value(a).shape = a_shape;
-    }
-    n.op = ir::OpKind::kMatMulBias;
-    n.attrs.erase("transA");
-    n.attrs.erase("transB");
-    n.attrs.erase("alpha");
-    n.attrs.erase("beta");
-    const ir::ValueId y = n.outputs[0];
-    n.inputs[0] = a;
-    n.outputs[0] = z;
-    g.value(z).producer = n.id;
-    g.value(y).producer = -1;  // the flat product: read by nothing now
-    n.origin.insert(n.origin.end(), back->origin.begin(), back->origin.end());
-    back->removed = true;
-    if (as_is && pt::single_use(g, consumers, flat->outputs[0])) flat->removed = true;
-  }
-}
-
-}  // namespace
-
 Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
   const std::set<std::string> pinned = subgraph_reads(g);
-  unflatten_gemms_before_residuals(g, pinned, g.consumers());
   const pt::Consumers consumers = g.consumers();
   for (ir::Node& n : g.nodes) {
     // A MatMul against a constant 2-D weight (no bias: Llama's projections) joins as a MatMulBias

@@ -3,6 +3,8 @@
 //   MatMul(A[*,M,K], W[K,N]) + b   ->  MatMulBias(A, W, b') (A of rank > 2: transformer activations)
 //   Reshape(Gemm(Reshape(A[*,K], [-1,K]), W, b), [*,N])  ->  MatMulBias(A, W, b')
 //                                       (GPT-2's Conv1D: x.view(-1, K) -> addmm -> view(*, N))
+//   the same with A[*,d1,d2,..], d1·d2·.. = K ->  MatMulBias(Reshape(A, [0,..,0,K]), W, b')
+//                                       (GPT-2's attention output [B,S,H,D] into c_proj)
 // W and b are float32 constants. For Gemm, b is [N], [1,N], [1] or scalar (Gemm's C broadcasts
 // unidirectionally to [M,N]: ONNX "Operator Gemm, since version 13"). For MatMulBias (ops.def),
 // b holds N values on its last axis with leading 1s and rank <= A's (or one value), so the Add
@@ -54,7 +56,8 @@ bool fuse_rank_n(ir::Graph& g, ir::Node& mm, ir::Node& add, ir::ValueId bias, co
 }
 
 // Reshape(Gemm(Reshape(A)), ...) with A [*, K] flattened to [M, K] and the result unflattened to
-// [*, N] (same leading dims, symbolically): the three layers become one MatMulBias.
+// [*, N] (same leading dims, symbolically): the three layers become one MatMulBias. With A
+// [*, d1, d2, ...] (d1 · d2 · ... = K), the inner Reshape stays, to [*, K]: MatMulBias(Reshape(A)).
 bool unflatten_gemm(ir::Graph& g, const std::vector<std::vector<ir::NodeId>>& consumers,
                     const std::set<std::string>& pinned, ir::Node& outer) {
   if (outer.op != ir::OpKind::kReshape || outer.inputs.empty() || outer.outputs.size() != 1) return false;
@@ -79,11 +82,20 @@ bool unflatten_gemm(ir::Graph& g, const std::vector<std::vector<ir::NodeId>>& co
   ir::Node& inner = g.node(g.value(flat).producer);
   if (inner.removed || inner.op != ir::OpKind::kReshape || inner.inputs.empty()) return false;
   const ir::ValueId a = inner.inputs[0];
-  const auto &as = g.value(a).shape, &ys = g.value(outer.outputs[0]).shape;
-  if (g.value(a).dtype != DataType::kFloat32 || !as || !ys || as->size() < 3 || ys->size() != as->size()) return false;
-  if (!(as->back() == ir::Dim::known(k)) || !(ys->back() == ir::Dim::known(n))) return false;
-  for (size_t i = 0; i + 1 < as->size(); ++i)
+  // Copies: add_value below grows the value table.
+  const auto as = g.value(a).shape, ys = g.value(outer.outputs[0]).shape;
+  if (g.value(a).dtype != DataType::kFloat32 || !as || !ys || ys->size() < 3 || as->size() < ys->size()) return false;
+  if (!(ys->back() == ir::Dim::known(n))) return false;
+  const size_t lead = ys->size() - 1;  // the result's leading dims *
+  for (size_t i = 0; i < lead; ++i)
     if (!((*as)[i] == (*ys)[i]) || (!(*as)[i].is_known() && (*as)[i].symbol.empty())) return false;
+  // A [*, K] as it is; or A [*, d1, d2, ...] with d1 · d2 · ... = K (an attention output [B, S, H, D]
+  // before GPT-2's c_proj): the inner Reshape then stays, making [*, K] (0 copies each leading dim
+  // under allowzero = 0) instead of [M, K].
+  const bool as_is = as->size() == lead + 1 && as->back() == ir::Dim::known(k);
+  int64_t tail = 1;
+  for (size_t i = lead; i < as->size(); ++i) tail = (*as)[i].is_known() && tail >= 0 ? tail * (*as)[i].value : -1;
+  if (!as_is && (tail != k || inner.inputs.size() < 2 || inner.attr_int("allowzero", 0) != 0)) return false;
   ir::ValueId wv = gemm.inputs[1], bv = gemm.inputs[2];
   auto add_const = [&](const std::string& base, Tensor t) {
     std::string name = base;
@@ -106,12 +118,29 @@ bool unflatten_gemm(ir::Graph& g, const std::vector<std::vector<ir::NodeId>>& co
   const ir::Node before = gemm;
   gemm.attrs.clear();
   ir::keep_qdq_blocked(before, gemm);  // why its Q/DQ did not fuse stays readable (decision 0062)
-  gemm.inputs = {a, wv, bv};
+  ir::ValueId in = a;
+  if (!as_is) {
+    Tensor shape(DataType::kInt64, {static_cast<int64_t>(lead + 1)});
+    for (size_t i = 0; i < lead; ++i) shape.data<int64_t>()[i] = 0;
+    shape.data<int64_t>()[lead] = k;
+    std::string name = inner.name + "_rows_shape";
+    while (g.find_value(name) != ir::kNoValue) name += "_";
+    const ir::ValueId sv = g.add_value(name, DataType::kInt64);
+    g.value(sv).shape = ir::SymShape{ir::Dim::known(static_cast<int64_t>(lead + 1))};
+    g.value(sv).constant = std::make_shared<Tensor>(std::move(shape));
+    inner.inputs[1] = sv;
+    ir::SymShape fs(ys->begin(), ys->end() - 1);
+    fs.push_back(ir::Dim::known(k));
+    g.value(flat).shape = fs;
+    in = flat;
+  }
+  gemm.inputs = {in, wv, bv};
   gemm.outputs = {outer.outputs[0]};
   g.value(outer.outputs[0]).producer = gemm.id;
-  gemm.origin.insert(gemm.origin.end(), inner.origin.begin(), inner.origin.end());
+  g.value(gy).producer = -1;  // the flat product: read by nothing now
+  if (as_is) gemm.origin.insert(gemm.origin.end(), inner.origin.begin(), inner.origin.end());
   gemm.origin.insert(gemm.origin.end(), outer.origin.begin(), outer.origin.end());
-  inner.removed = true;
+  inner.removed = as_is;
   outer.removed = true;
   return true;
 }

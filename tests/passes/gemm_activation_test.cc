@@ -270,7 +270,8 @@ TEST(GemmResidual, MatMulWithoutBiasJoinsWithAZeroBias) {
 }
 
 // GPT-2's Conv1D as the TorchScript exporter writes it — Reshape to rows, Gemm, Reshape back — and
-// the residual Add after it: one MatMulBias of the rank-3 input with the residual, no Reshape left.
+// the residual Add after it: fuse_matmul_add makes one MatMulBias of the rank-3 input, and
+// fuse_gemm_residual gives it the residual; no Reshape left.
 TEST(GemmResidual, GemmOnFlattenedRowsJoinsAsMatMulBias) {
   TinyGraph t;
   const Shape xs = {2, 3, 16}, ys = {2, 3, 10};
@@ -288,7 +289,8 @@ TEST(GemmResidual, GemmOnFlattenedRowsJoinsAsMatMulBias) {
   auto r = t.input("r", ys);
   t.g.outputs = {t.node(OpKind::kAdd, "residual", {r, back}, ys)};
   const std::vector<Tensor> in = {random_tensor(xs, 23, -2.f, 2.f), random_tensor(ys, 24)};
-  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+  // fuse_matmul_add's unflatten_gemm makes the MatMulBias, then the residual joins it.
+  ir::Graph opt = check_pass(check_pass(t.g, passes::fuse_matmul_add, in), passes::fuse_gemm_residual, in);
   EXPECT_EQ(count_op(opt, OpKind::kAdd), 0);
   EXPECT_EQ(count_op(opt, OpKind::kGemm), 0);
   EXPECT_EQ(count_op(opt, OpKind::kReshape), 0);
@@ -318,7 +320,7 @@ TEST(GemmResidual, GemmOnFlattenedHeadsJoinsAsMatMulBias) {
   auto r = t.input("r", ys);
   t.g.outputs = {t.node(OpKind::kAdd, "residual", {back, r}, ys)};
   const std::vector<Tensor> in = {random_tensor(xs, 33, -2.f, 2.f), random_tensor(ys, 34)};
-  ir::Graph opt = check_pass(t.g, passes::fuse_gemm_residual, in);
+  ir::Graph opt = check_pass(check_pass(t.g, passes::fuse_matmul_add, in), passes::fuse_gemm_residual, in);
   EXPECT_EQ(count_op(opt, OpKind::kAdd), 0);
   EXPECT_EQ(count_op(opt, OpKind::kGemm), 0);
   EXPECT_EQ(count_op(opt, OpKind::kReshape), 1);
