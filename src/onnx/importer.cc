@@ -297,6 +297,12 @@ class GraphImporter {
       if (it != infos.end()) KILN_RETURN_IF_ERROR(read_type(*it->second, &g->value(v)));
       n.outputs.push_back(v);
     }
+    // QuantizeLinear-23's `precision` would collide with the node attribute "precision" (each
+    // layer's decided precision, ir/layer_annotations.h, erased and rewritten by assign_precisions).
+    if (domain.empty() && n.op == ir::OpKind::kQuantizeLinear && n.attrs.count("precision")) {
+      n.attrs["quantize_precision"] = n.attrs.at("precision");
+      n.attrs.erase("precision");
+    }
     if (lowered) return lower_op(np.op_type(), std::move(n), g);
     g->add_node(std::move(n));
     return Status::Ok();

@@ -33,7 +33,7 @@ const std::vector<OpSchemaAttrs>& op_schema_table();
 const OpSchemaAttrs* op_schema(const std::string& op, int64_t opset);
 
 // The newest ai.onnx opset whose attribute changes the table knows.
-constexpr int64_t kNewestKnownOpset = 22;
+constexpr int64_t kNewestKnownOpset = 24;
 // The newest ONNX IR version Kiln reads (IR 10: ONNX 1.16..1.17; 11: ONNX 1.18, float4e2m1).
 constexpr int64_t kNewestKnownIrVersion = 11;
 

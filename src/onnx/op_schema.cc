@@ -28,7 +28,7 @@ const char* attr_type_name(AttrType t) {
 
 namespace {
 
-// The ops newer than opset 22 that the importer lowers into Kiln layers (onnx/lowered_ops.h):
+// The ops newer than ONNX 1.12 that the importer lowers into Kiln layers (onnx/lowered_ops.h):
 // their attributes per ONNX Operators.md (Attention-23/24, RMSNormalization-23,
 // RotaryEmbedding-23). Not in the generated table, which lists ops.def's ONNX ops.
 const std::vector<OpSchemaAttrs>& lowered_op_schemas() {

@@ -34,6 +34,9 @@ StatusOr<std::optional<QuantParams>> params_of(const ir::Graph& g, const ir::Nod
   const bool has_zp = n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue;
   const Tensor* zp = has_zp ? g.value(n.inputs[2]).constant.get() : nullptr;
   if (!scale || (has_zp && !zp) || !quantizable_dtype(qv.dtype)) return R{};
+  // QuantizeLinear-23's precision (the type x / scale is computed in) other than float32: the
+  // quantized layers divide in float32, so such a Q is left to the reference kernel.
+  if (const int64_t p = n.attr_int("quantize_precision", 0); n.op == ir::OpKind::kQuantizeLinear && p != 0 && p != 1) return R{};
   std::vector<int64_t> x_dims;
   const bool rank_known = value_dims(qv, &x_dims);
   if (!rank_known && scale->numel() != 1) return R{};

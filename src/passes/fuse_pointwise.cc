@@ -122,6 +122,8 @@ std::optional<Step> qdq_pair_step(const ir::Graph& g, const ir::Node& dq,
   const ir::Node& q = g.node(qi);
   if (q.removed || q.op != OpKind::kQuantizeLinear || q.inputs.size() < 2 || q.attr_int("saturate", 1) != 1)
     return std::nullopt;
+  // QuantizeLinear-23's precision other than float32 (0: the scale's, float32 below): the step divides in float32.
+  if (const int64_t p = q.attr_int("quantize_precision", 0); p != 0 && p != 1) return std::nullopt;
   for (ir::ValueId o : g.outputs)
     if (o == qv) return std::nullopt;
   for (ir::NodeId c : consumers[qv])

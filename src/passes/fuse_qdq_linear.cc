@@ -85,6 +85,12 @@ std::optional<ActQuant> activation_qdq(const ir::Graph& g, ir::ValueId a, Blocke
     why->detail = "saturate = 0";
     return std::nullopt;
   }
+  // QuantizeLinear-23's precision: the division x / scale in another type than float32 (the
+  // fused kernels divide in float32; 0 = the scale's type, float32 below).
+  if (const int64_t p = q.attr_int("quantize_precision", 0); p != 0 && p != 1) {
+    why->detail = "precision = " + std::to_string(p);
+    return std::nullopt;
+  }
   double qs, ds, qz, dz;
   DataType qst, dst, qzt, dzt;
   if (!scalar_value(g, q.inputs[1], &qs, &qst) || !scalar_value(g, dq.inputs[1], &ds, &dst) ||

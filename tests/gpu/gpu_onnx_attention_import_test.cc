@@ -38,8 +38,7 @@ TEST(GpuOnnxAttentionImport, RmsNormAndAttentionLowerInFp16) {
 #ifndef KILN_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA";
 #else
-  onnx_import::ImportOptions o;
-  o.allow_unknown = true;  // opset 23 > kNewestKnownOpset (docs/decisions/0066)
+  onnx_import::ImportOptions o;  // allow_unknown off: opset 23 is known (0066 addendum)
   auto g = onnx_import::import_model_bytes(rms_attention_model().bytes(), "", o);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const Shape x_shape = {2, 16, 64};
@@ -84,8 +83,7 @@ TEST(GpuOnnxAttentionImport, NonpadKvSeqlenMaskLowersInFp16) {
   at->set_type(onnx::AttributeProto::INT);
   at->set_i(1);
   m.output("y", kF32, {std::string("batch"), int64_t{4}, int64_t{8}, int64_t{16}});
-  onnx_import::ImportOptions o;
-  o.allow_unknown = true;
+  onnx_import::ImportOptions o;  // allow_unknown off: opset 24 is known (0066 addendum)
   auto g = onnx_import::import_model_bytes(m.bytes(), "", o);
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const Shape qkv = {2, 4, 8, 16};

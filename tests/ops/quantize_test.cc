@@ -234,7 +234,7 @@ TEST(QuantizeLinear, PrecisionAttributeAndScaleTypeSetTheDivision) {
   OpRun f32 = run_op(OpKind::kQuantizeLinear, 23, {&x, &s, &z});
   ASSERT_TRUE(f32.status.ok()) << f32.status.to_string();
   EXPECT_EQ(values<int16_t>(f32.outputs[0]), (std::vector<int16_t>{10003}));
-  OpRun f16 = run_op(OpKind::kQuantizeLinear, 23, {&x, &s, &z}, {{"precision", i(10)}});
+  OpRun f16 = run_op(OpKind::kQuantizeLinear, 23, {&x, &s, &z}, {{"quantize_precision", i(10)}});
   ASSERT_TRUE(f16.status.ok()) << f16.status.to_string();
   EXPECT_EQ(values<int16_t>(f16.outputs[0]), (std::vector<int16_t>{10008}));
   // Without `precision`, a float16 scale makes the division float16 (QuantizeLinear-23 text).
@@ -243,7 +243,7 @@ TEST(QuantizeLinear, PrecisionAttributeAndScaleTypeSetTheDivision) {
   OpRun by_scale = run_op(OpKind::kQuantizeLinear, 21, {&x, &sh, &z});
   ASSERT_TRUE(by_scale.status.ok()) << by_scale.status.to_string();
   EXPECT_EQ(values<int16_t>(by_scale.outputs[0]), (std::vector<int16_t>{10008}));
-  expect_error(run_op(OpKind::kQuantizeLinear, 23, {&x, &s, &z}, {{"precision", i(6)}}), "not a float type");
+  expect_error(run_op(OpKind::kQuantizeLinear, 23, {&x, &s, &z}, {{"quantize_precision", i(6)}}), "not a float type");
 }
 
 TEST(DequantizeLinear, OutputDtypeAndE8M0Scales) {

@@ -60,8 +60,7 @@ void set_float(onnx::NodeProto* n, const std::string& k, float v) {
 }
 
 StatusOr<ir::Graph> import(const OnnxModel& m) {
-  onnx_import::ImportOptions o;
-  o.allow_unknown = true;  // opset 23 is newer than kNewestKnownOpset (docs/decisions/0066)
+  onnx_import::ImportOptions o;  // allow_unknown off: opsets 23 and 24 are known (0066 addendum)
   return onnx_import::import_model_bytes(m.bytes(), ".", o);
 }
 

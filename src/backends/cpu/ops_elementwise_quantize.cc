@@ -180,9 +180,10 @@ Status check_float_zero_point(const KernelContext& ctx, const Tensor* zp) {
 //   y = cast(x / scale, saturate)                                (float8 / float4 types)
 // The output type is output_dtype (opset 21+; must equal the zero point's type when both are
 // given), else the zero point's type, else uint8. The division is done in `precision` (opset
-// 23+, a TensorProto float type) when set, else in the scale's type when that is float32/16/bf16
-// (x converted to it), else (int32, float8e8m0 scales) exactly. Scale/zero-point shapes:
-// qdq_layout (kiln/quant_params.h).
+// 23+, a TensorProto float type; held as the node attribute "quantize_precision", see
+// onnx/importer.cc) when set, else in the scale's type when that is float32/16/bf16 (x converted
+// to it), else (int32, float8e8m0 scales) exactly. Scale/zero-point shapes: qdq_layout
+// (kiln/quant_params.h).
 Status quantize_linear(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(2));
   const Tensor& x = ctx.in(0);
@@ -203,7 +204,7 @@ Status quantize_linear(KernelContext& ctx) {
   if (x.dtype() == DataType::kString || scale.dtype() == DataType::kString || scale.dtype() == DataType::kBool)
     return ctx.fail(std::string("x ") + dtype_name(x.dtype()) + " / scale " + dtype_name(scale.dtype()) + " is not numeric");
   DataType div = scale.dtype();
-  if (const int64_t p = ctx.attr_int("precision", 0); p != 0) {
+  if (const int64_t p = ctx.attr_int("quantize_precision", 0); p != 0) {
     div = dtype_from_onnx(static_cast<int>(p));
     if (div != DataType::kFloat32 && div != DataType::kFloat16 && div != DataType::kBFloat16 && div != DataType::kFloat64)
       return ctx.fail("precision " + std::to_string(p) + " is not a float type (float, float16, bfloat16, double)");
