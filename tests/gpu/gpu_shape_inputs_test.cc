@@ -49,12 +49,6 @@ TinyGraph square_reduce_graph() {
   return t;
 }
 
-Tensor ints(const std::vector<int64_t>& v) {
-  Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
-  return t;
-}
-
 TEST(GpuShapeInputsLowering, FindsInputsReadOnlyAsShapeOperands) {
   REQUIRE_CUDA_BUILD();
 #ifdef KILN_HAVE_CUDA
@@ -128,9 +122,9 @@ TEST(GpuShapeInputsLowering, LowersAtEachSetOfValues) {
 #ifdef KILN_HAVE_CUDA
   const TinyGraph t = reshape_reduce_graph();
   const Tensor x = random_tensor({2, 3, 4}, 3);
-  auto first = lower_at(t.g, {x, ints({6, 4}), ints({0})});
+  auto first = lower_at(t.g, {x, int64_tensor({6, 4}), int64_tensor({0})});
   ASSERT_TRUE(first.ok()) << first.status().to_string();
-  auto second = lower_at(t.g, {x, ints({4, 6}), ints({1})});
+  auto second = lower_at(t.g, {x, int64_tensor({4, 6}), int64_tensor({1})});
   ASSERT_TRUE(second.ok()) << second.status().to_string();
   EXPECT_EQ(first->vs.shapes[t.g.outputs[0]], (Shape{1, 4}));
   EXPECT_EQ(second->vs.shapes[t.g.outputs[0]], (Shape{4, 1}));
@@ -146,13 +140,13 @@ TEST(GpuShapeInputsLowering, LowersAtEachSetOfValues) {
   // The same axis on the square graph lowers at either value, with equal shapes.
   const TinyGraph sq = square_reduce_graph();
   const Tensor xs = random_tensor({4, 4}, 4);
-  auto a0 = lower_at(sq.g, {xs, ints({0})});
-  auto a1 = lower_at(sq.g, {xs, ints({1})});
+  auto a0 = lower_at(sq.g, {xs, int64_tensor({0})});
+  auto a1 = lower_at(sq.g, {xs, int64_tensor({1})});
   ASSERT_TRUE(a0.ok()) << a0.status().to_string();
   ASSERT_TRUE(a1.ok()) << a1.status().to_string();
   EXPECT_EQ(a0->vs.shapes[sq.g.outputs[0]], a1->vs.shapes[sq.g.outputs[0]]);
   // 25 elements cannot hold x's 24.
-  auto bad = lower_at(t.g, {x, ints({5, 5}), ints({0})});
+  auto bad = lower_at(t.g, {x, int64_tensor({5, 5}), int64_tensor({0})});
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("reshape"), std::string::npos) << bad.status().to_string();
   auto count = cuda::bind_shape_inputs(t.g, {x});
@@ -219,14 +213,14 @@ TEST(GpuShapeInputs, EngineFollowsEachCallsValues) {
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   auto ctx = (*e)->create_execution_context();
   const Tensor x = random_tensor({2, 3, 4}, 5);
-  expect_matches_reference(t.g, *ctx, {x, ints({6, 4}), ints({0})}, "s=[6,4] a=[0]");
-  expect_matches_reference(t.g, *ctx, {x, ints({4, 6}), ints({1})}, "s=[4,6] a=[1]");
-  expect_matches_reference(t.g, *ctx, {x, ints({6, 4}), ints({0})}, "s=[6,4] a=[0] again");
-  expect_matches_reference(t.g, *ctx, {x, ints({2, 12}), ints({-1})}, "s=[2,12] a=[-1]");
+  expect_matches_reference(t.g, *ctx, {x, int64_tensor({6, 4}), int64_tensor({0})}, "s=[6,4] a=[0]");
+  expect_matches_reference(t.g, *ctx, {x, int64_tensor({4, 6}), int64_tensor({1})}, "s=[4,6] a=[1]");
+  expect_matches_reference(t.g, *ctx, {x, int64_tensor({6, 4}), int64_tensor({0})}, "s=[6,4] a=[0] again");
+  expect_matches_reference(t.g, *ctx, {x, int64_tensor({2, 12}), int64_tensor({-1})}, "s=[2,12] a=[-1]");
   // Three sets of shape-input values, three models; new data at known shape-input values reuses
   // its model (the bound graph's shapes follow from them: only their bytes key the model).
   EXPECT_EQ((*e)->shape_setup_ms().size(), 3u);
-  expect_matches_reference(t.g, *ctx, {random_tensor({2, 3, 4}, 9), ints({4, 6}), ints({1})}, "new x, s=[4,6] a=[1]");
+  expect_matches_reference(t.g, *ctx, {random_tensor({2, 3, 4}, 9), int64_tensor({4, 6}), int64_tensor({1})}, "new x, s=[4,6] a=[1]");
   EXPECT_EQ((*e)->shape_setup_ms().size(), 3u);
 
   const TinyGraph sq = square_reduce_graph();
@@ -234,8 +228,8 @@ TEST(GpuShapeInputs, EngineFollowsEachCallsValues) {
   ASSERT_TRUE(es.ok()) << es.status().to_string();
   auto cs = (*es)->create_execution_context();
   const Tensor xs = random_tensor({4, 4}, 6);
-  expect_matches_reference(sq.g, *cs, {xs, ints({0})}, "square a=[0]");
-  expect_matches_reference(sq.g, *cs, {xs, ints({1})}, "square a=[1]");
+  expect_matches_reference(sq.g, *cs, {xs, int64_tensor({0})}, "square a=[0]");
+  expect_matches_reference(sq.g, *cs, {xs, int64_tensor({1})}, "square a=[1]");
 #ifdef KILN_HAVE_CUDA
   void* dx = nullptr;
   void* da = nullptr;

@@ -280,25 +280,20 @@ TEST(AttentionLayout, DynamoGqaKeyThroughThreeDimsLosesItsRepeatAndTransposes) {
   TinyGraph t;
   const int64_t B = 2, H = 4, HKV = 2, S = 5, D = 8, n = H / HKV;
   auto q0 = t.input("q", {B, S, H, D}), k0 = t.input("k", {B, S, HKV, D}), v0 = t.input("v", {B, S, HKV, D});
-  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
-    Tensor x(DataType::kInt64, {static_cast<int64_t>(v.size())});
-    std::copy(v.begin(), v.end(), x.data<int64_t>());
-    return t.constant(name, x);
-  };
   auto heads = [&](const std::string& p, ir::ValueId x, int64_t h) {
     return t.node(OpKind::kTranspose, p + "_heads", {x}, {B, h, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}});
   };
   auto repeat = [&](const std::string& p, ir::ValueId x) {
-    auto u = t.node(OpKind::kUnsqueeze, p + "_unsq", {x, ints(p + "_axis", {2})}, {B, HKV, 1, S, D});
-    return t.node(OpKind::kExpand, p + "_expand", {u, ints(p + "_to", {B, HKV, n, S, D})}, {B, HKV, n, S, D});
+    auto u = t.node(OpKind::kUnsqueeze, p + "_unsq", {x, t.ints(p + "_axis", {2})}, {B, HKV, 1, S, D});
+    return t.node(OpKind::kExpand, p + "_expand", {u, t.ints(p + "_to", {B, HKV, n, S, D})}, {B, HKV, n, S, D});
   };
   auto q = heads("q", q0, H);
   auto ke = repeat("k", heads("k", k0, HKV));
-  auto k3 = t.node(OpKind::kReshape, "k_3d", {ke, ints("k_3d_shape", {B * H, S, D})}, {B * H, S, D});
+  auto k3 = t.node(OpKind::kReshape, "k_3d", {ke, t.ints("k_3d_shape", {B * H, S, D})}, {B * H, S, D});
   auto kt3 = t.node(OpKind::kTranspose, "k_t3", {k3}, {B * H, D, S}, {{"perm", ir::Attribute::of_ints({0, 2, 1})}});
-  auto kt = t.node(OpKind::kReshape, "k_t", {kt3, ints("k_t_shape", {B, H, D, S})}, {B, H, D, S});
+  auto kt = t.node(OpKind::kReshape, "k_t", {kt3, t.ints("k_t_shape", {B, H, D, S})}, {B, H, D, S});
   auto ve = repeat("v", heads("v", v0, HKV));
-  auto v = t.node(OpKind::kReshape, "v_rep", {ve, ints("v_rep_shape", {B, H, S, D})}, {B, H, S, D});
+  auto v = t.node(OpKind::kReshape, "v_rep", {ve, t.ints("v_rep_shape", {B, H, S, D})}, {B, H, S, D});
   auto s = t.node(OpKind::kMatMul, "qk", {q, kt}, {B, H, S, S});
   s = t.node(OpKind::kMul, "scale", {s, t.constant("c", Tensor::scalar(DataType::kFloat32, 0.35f))}, {B, H, S, S});
   auto p = t.node(OpKind::kSoftmax, "softmax", {s}, {B, H, S, S}, {{"axis", ir::Attribute::of_int(-1)}});
@@ -334,22 +329,17 @@ TEST(AttentionLayout, DynamicBatchKeyThroughThreeDimsFolds) {
   auto q0 = named(t.input("q", {B, S, H, D}), {batch, K(S), K(H), K(D)});
   auto k0 = named(t.input("k", {B, S, H, D}), {batch, K(S), K(H), K(D)});
   auto v0 = named(t.input("v", {B, S, H, D}), {batch, K(S), K(H), K(D)});
-  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
-    Tensor x(DataType::kInt64, {static_cast<int64_t>(v.size())});
-    std::copy(v.begin(), v.end(), x.data<int64_t>());
-    return t.constant(name, x);
-  };
   auto heads = [&](const std::string& p, ir::ValueId x) {
     return named(t.node(OpKind::kTranspose, p + "_heads", {x}, {B, H, S, D}, {{"perm", ir::Attribute::of_ints(kSwap)}}),
                  {batch, K(H), K(S), K(D)});
   };
   auto q = heads("q", q0), k = heads("k", k0), v = heads("v", v0);
   named(t.node(OpKind::kShape, "k_shape", {k}, {4}), {K(4)});  // read by nothing: dead
-  auto k3 = named(t.node(OpKind::kReshape, "k_3d", {k, ints("k_3d_shape", {-1, S, D})}, {B * H, S, D}),
+  auto k3 = named(t.node(OpKind::kReshape, "k_3d", {k, t.ints("k_3d_shape", {-1, S, D})}, {B * H, S, D}),
                   {ir::Dim{}, K(S), K(D)});
   auto kt3 = named(t.node(OpKind::kTranspose, "k_t3", {k3}, {B * H, D, S}, {{"perm", ir::Attribute::of_ints({0, 2, 1})}}),
                    {ir::Dim{}, K(D), K(S)});
-  auto kt = named(t.node(OpKind::kReshape, "k_t", {kt3, ints("k_t_shape", {-1, H, D, S})}, {B, H, D, S}),
+  auto kt = named(t.node(OpKind::kReshape, "k_t", {kt3, t.ints("k_t_shape", {-1, H, D, S})}, {B, H, D, S}),
                   {batch, K(H), K(D), K(S)});
   auto sc = named(t.node(OpKind::kMatMul, "qk", {q, kt}, {B, H, S, S}), {batch, K(H), K(S), K(S)});
   auto p = named(t.node(OpKind::kSoftmax, "softmax", {sc}, {B, H, S, S}, {{"axis", ir::Attribute::of_int(-1)}}),
@@ -380,11 +370,6 @@ TEST(AttentionLayout, DynamicBatchGqaLosesItsRepeatsOnceTheShapeArithmeticIsDead
     t.g.value(v).shape = std::move(s);
     return v;
   };
-  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
-    Tensor x(DataType::kInt64, {static_cast<int64_t>(v.size())});
-    std::copy(v.begin(), v.end(), x.data<int64_t>());
-    return t.constant(name, x);
-  };
   auto int_node = [&](OpKind op, const std::string& name, std::vector<ir::ValueId> in, int64_t len,
                       std::map<std::string, ir::Attribute> attrs = {}) {
     auto v = t.node(op, name, std::move(in), {len}, std::move(attrs));
@@ -399,22 +384,22 @@ TEST(AttentionLayout, DynamicBatchGqaLosesItsRepeatsOnceTheShapeArithmeticIsDead
                  {batch, K(h), K(S), K(D)});
   };
   auto repeat = [&](const std::string& p, ir::ValueId x) {
-    auto u = named(t.node(OpKind::kUnsqueeze, p + "_unsq", {x, ints(p + "_axis", {2})}, {B, HKV, 1, S, D}),
+    auto u = named(t.node(OpKind::kUnsqueeze, p + "_unsq", {x, t.ints(p + "_axis", {2})}, {B, HKV, 1, S, D}),
                    {batch, K(HKV), K(1), K(S), K(D)});
-    return named(t.node(OpKind::kExpand, p + "_expand", {u, ints(p + "_to", {1, HKV, n, S, D})}, {B, HKV, n, S, D}),
+    return named(t.node(OpKind::kExpand, p + "_expand", {u, t.ints(p + "_to", {1, HKV, n, S, D})}, {B, HKV, n, S, D}),
                  {batch, K(HKV), K(n), K(S), K(D)});
   };
   auto q = heads("q", q0, H);
   auto ke = repeat("k", heads("k", k0, HKV));
-  auto k3 = named(t.node(OpKind::kReshape, "k_3d", {ke, ints("k_3d_shape", {-1, S, D})}, {B * H, S, D}), {ir::Dim{}, K(S), K(D)});
+  auto k3 = named(t.node(OpKind::kReshape, "k_3d", {ke, t.ints("k_3d_shape", {-1, S, D})}, {B * H, S, D}), {ir::Dim{}, K(S), K(D)});
   auto kt3 = named(t.node(OpKind::kTranspose, "k_t3", {k3}, {B * H, D, S}, {{"perm", ir::Attribute::of_ints({0, 2, 1})}}),
                    {ir::Dim{}, K(D), K(S)});
   auto shp = int_node(OpKind::kShape, "k_shape", {ke}, 5);
-  auto b = int_node(OpKind::kSlice, "k_batch", {shp, ints("s0", {0}), ints("e0", {1})}, 1);
-  auto kt_shape = int_node(OpKind::kConcat, "k_t_shape", {b, ints("hds", {H, D, S})}, 4, {{"axis", ir::Attribute::of_int(0)}});
+  auto b = int_node(OpKind::kSlice, "k_batch", {shp, t.ints("s0", {0}), t.ints("e0", {1})}, 1);
+  auto kt_shape = int_node(OpKind::kConcat, "k_t_shape", {b, t.ints("hds", {H, D, S})}, 4, {{"axis", ir::Attribute::of_int(0)}});
   auto kt = named(t.node(OpKind::kReshape, "k_t", {kt3, kt_shape}, {B, H, D, S}), {batch, K(H), K(D), K(S)});
   auto ve = repeat("v", heads("v", v0, HKV));
-  auto v = named(t.node(OpKind::kReshape, "v_rep", {ve, ints("v_rep_shape", {-1, H, S, D})}, {B, H, S, D}),
+  auto v = named(t.node(OpKind::kReshape, "v_rep", {ve, t.ints("v_rep_shape", {-1, H, S, D})}, {B, H, S, D}),
                  {batch, K(H), K(S), K(D)});
   auto sc = named(t.node(OpKind::kMatMul, "qk", {q, kt}, {B, H, S, S}), {batch, K(H), K(S), K(S)});
   auto p = named(t.node(OpKind::kSoftmax, "softmax", {sc}, {B, H, S, S}, {{"axis", ir::Attribute::of_int(-1)}}),

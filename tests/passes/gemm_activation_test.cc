@@ -94,18 +94,14 @@ TEST(GemmActivation, TanhGeluJoinsTheEpilogueErfGeluDoesNot) {
   }
 }
 
-// GPT-2's Conv1D as the TorchScript exporter writes it: Gemm on 2-D rows, Reshape back to
-// [B, S, N], then the tanh Gelu: the Gelu joins the Gemm and the Reshape now writes its output.
+// A Gemm on 2-D rows (a graph input, so fuse_matmul_add has no Reshape to unflatten), Reshape back
+// to [B, S, N], then the tanh Gelu: the Gelu joins the Gemm and the Reshape now writes its output.
 TEST(GemmActivation, TanhGeluThroughAReshapeJoinsTheGemm) {
   TinyGraph t;
   auto x = t.input("x", {6, 16});
   auto y = t.node(OpKind::kGemm, "fc", {x, t.constant("w", random_tensor({16, 10}, 17)), t.constant("b", random_tensor({10}, 18))},
                   {6, 10});
-  Tensor shape(DataType::kInt64, {3});
-  shape.data<int64_t>()[0] = 2;
-  shape.data<int64_t>()[1] = 3;
-  shape.data<int64_t>()[2] = 10;
-  auto r = t.node(OpKind::kReshape, "view", {y, t.constant("shape", shape)}, {2, 3, 10});
+  auto r = t.node(OpKind::kReshape, "view", {y, t.ints("shape", {2, 3, 10})}, {2, 3, 10});
   t.g.outputs = {t.node(OpKind::kGelu, "act", {r}, {2, 3, 10}, {{"approximate", ir::Attribute::of_string("tanh")}})};
   const std::vector<Tensor> in = {random_tensor({6, 16}, 19, -2.f, 2.f)};
   ir::Graph opt = check_pass(t.g, passes::fuse_gemm_activation, in);
@@ -269,35 +265,43 @@ TEST(GemmResidual, MatMulWithoutBiasJoinsWithAZeroBias) {
   EXPECT_EQ(mm.inputs[3], h);
 }
 
+// An exporter's linear layer on flattened rows with a residual Add after it: x [*, ...] (through a
+// Relu h, computed before the GEMM) -> Reshape to rows [6, 16] -> Gemm(W [16, 10], b [10]) ->
+// Reshape to [2, 3, 10] -> Add with the graph input r (first or second operand).
+struct FlatLinear {
+  ir::ValueId h, rows, r;
+  std::vector<Tensor> in;
+};
+FlatLinear flat_linear_with_residual(TinyGraph& t, const Shape& xs, uint32_t seed, bool residual_first) {
+  const Shape ys = {2, 3, 10};
+  FlatLinear f;
+  f.h = t.node(OpKind::kRelu, "h", {t.input("x", xs)}, xs);
+  f.rows = t.node(OpKind::kReshape, "to_rows", {f.h, t.ints("rows_shape", {-1, 16})}, {6, 16});
+  auto y = t.node(OpKind::kGemm, "c_proj",
+                  {f.rows, t.constant("w", random_tensor({16, 10}, seed)), t.constant("b", random_tensor({10}, seed + 1))},
+                  {6, 10});
+  auto back = t.node(OpKind::kReshape, "to_tokens", {y, t.ints("tokens_shape", {2, 3, 10})}, ys);
+  f.r = t.input("r", ys);
+  t.g.outputs = {t.node(OpKind::kAdd, "residual", residual_first ? std::vector{f.r, back} : std::vector{back, f.r}, ys)};
+  f.in = {random_tensor(xs, seed + 2, -2.f, 2.f), random_tensor(ys, seed + 3)};
+  return f;
+}
+
 // GPT-2's Conv1D as the TorchScript exporter writes it — Reshape to rows, Gemm, Reshape back — and
 // the residual Add after it: fuse_matmul_add makes one MatMulBias of the rank-3 input, and
 // fuse_gemm_residual gives it the residual; no Reshape left.
 TEST(GemmResidual, GemmOnFlattenedRowsJoinsAsMatMulBias) {
   TinyGraph t;
-  const Shape xs = {2, 3, 16}, ys = {2, 3, 10};
-  auto x = t.input("x", xs);
-  auto h = t.node(OpKind::kRelu, "h", {x}, xs);
-  auto shape_of = [&](const std::string& name, std::vector<int64_t> v) {
-    Tensor s(DataType::kInt64, {static_cast<int64_t>(v.size())});
-    for (size_t i = 0; i < v.size(); ++i) s.data<int64_t>()[i] = v[i];
-    return t.constant(name, s);
-  };
-  auto rows = t.node(OpKind::kReshape, "to_rows", {h, shape_of("rows_shape", {-1, 16})}, {6, 16});
-  auto y = t.node(OpKind::kGemm, "c_proj", {rows, t.constant("w", random_tensor({16, 10}, 21)), t.constant("b", random_tensor({10}, 22))},
-                  {6, 10});
-  auto back = t.node(OpKind::kReshape, "to_tokens", {y, shape_of("tokens_shape", {2, 3, 10})}, ys);
-  auto r = t.input("r", ys);
-  t.g.outputs = {t.node(OpKind::kAdd, "residual", {r, back}, ys)};
-  const std::vector<Tensor> in = {random_tensor(xs, 23, -2.f, 2.f), random_tensor(ys, 24)};
+  const FlatLinear f = flat_linear_with_residual(t, {2, 3, 16}, 21, true);
   // fuse_matmul_add's unflatten_gemm makes the MatMulBias, then the residual joins it.
-  ir::Graph opt = check_pass(check_pass(t.g, passes::fuse_matmul_add, in), passes::fuse_gemm_residual, in);
+  ir::Graph opt = check_pass(check_pass(t.g, passes::fuse_matmul_add, f.in), passes::fuse_gemm_residual, f.in);
   EXPECT_EQ(count_op(opt, OpKind::kAdd), 0);
   EXPECT_EQ(count_op(opt, OpKind::kGemm), 0);
   EXPECT_EQ(count_op(opt, OpKind::kReshape), 0);
   const ir::Node& mm = only(opt, OpKind::kMatMulBias);
   ASSERT_EQ(mm.inputs.size(), 4u);
-  EXPECT_EQ(mm.inputs[0], h);
-  EXPECT_EQ(mm.inputs[3], r);
+  EXPECT_EQ(mm.inputs[0], f.h);
+  EXPECT_EQ(mm.inputs[3], f.r);
   EXPECT_EQ(mm.outputs[0], t.g.outputs[0]);
 }
 
@@ -305,30 +309,16 @@ TEST(GemmResidual, GemmOnFlattenedRowsJoinsAsMatMulBias) {
 // [B, S, H · D], and feeds the MatMulBias.
 TEST(GemmResidual, GemmOnFlattenedHeadsJoinsAsMatMulBias) {
   TinyGraph t;
-  const Shape xs = {2, 3, 4, 4}, ys = {2, 3, 10};
-  auto x = t.input("x", xs);
-  auto h = t.node(OpKind::kRelu, "h", {x}, xs);
-  auto shape_of = [&](const std::string& name, std::vector<int64_t> v) {
-    Tensor s(DataType::kInt64, {static_cast<int64_t>(v.size())});
-    for (size_t i = 0; i < v.size(); ++i) s.data<int64_t>()[i] = v[i];
-    return t.constant(name, s);
-  };
-  auto rows = t.node(OpKind::kReshape, "to_rows", {h, shape_of("rows_shape", {-1, 16})}, {6, 16});
-  auto y = t.node(OpKind::kGemm, "c_proj", {rows, t.constant("w", random_tensor({16, 10}, 31)), t.constant("b", random_tensor({10}, 32))},
-                  {6, 10});
-  auto back = t.node(OpKind::kReshape, "to_tokens", {y, shape_of("tokens_shape", {2, 3, 10})}, ys);
-  auto r = t.input("r", ys);
-  t.g.outputs = {t.node(OpKind::kAdd, "residual", {back, r}, ys)};
-  const std::vector<Tensor> in = {random_tensor(xs, 33, -2.f, 2.f), random_tensor(ys, 34)};
-  ir::Graph opt = check_pass(check_pass(t.g, passes::fuse_matmul_add, in), passes::fuse_gemm_residual, in);
+  const FlatLinear f = flat_linear_with_residual(t, {2, 3, 4, 4}, 31, false);
+  ir::Graph opt = check_pass(check_pass(t.g, passes::fuse_matmul_add, f.in), passes::fuse_gemm_residual, f.in);
   EXPECT_EQ(count_op(opt, OpKind::kAdd), 0);
   EXPECT_EQ(count_op(opt, OpKind::kGemm), 0);
   EXPECT_EQ(count_op(opt, OpKind::kReshape), 1);
   const ir::Node& mm = only(opt, OpKind::kMatMulBias);
   ASSERT_EQ(mm.inputs.size(), 4u);
-  EXPECT_EQ(mm.inputs[0], rows);
-  EXPECT_EQ(opt.value(rows).shape->size(), 3u);
-  EXPECT_EQ(mm.inputs[3], r);
+  EXPECT_EQ(mm.inputs[0], f.rows);
+  EXPECT_EQ(opt.value(f.rows).shape->size(), 3u);
+  EXPECT_EQ(mm.inputs[3], f.r);
 }
 
 // Left alone: a broadcast operand, a residual computed after the GEMM in the layer order, a GEMM

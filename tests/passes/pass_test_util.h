@@ -27,6 +27,13 @@ inline ir::SymShape sym(const Shape& s) {
   return r;
 }
 
+// A 1-D int64 tensor holding v (shape operands, axes, indices).
+inline Tensor int64_tensor(const std::vector<int64_t>& v) {
+  Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return t;
+}
+
 // A graph under construction with float32 values of known shape.
 struct TinyGraph {
   ir::Graph g;
@@ -43,6 +50,8 @@ struct TinyGraph {
     g.value(v).constant = std::make_shared<Tensor>(std::move(t));
     return v;
   }
+  // A 1-D int64 constant (a Reshape's shape, a Slice's starts, ...).
+  ir::ValueId ints(const std::string& name, const std::vector<int64_t>& v) { return constant(name, int64_tensor(v)); }
   ir::ValueId node(ir::OpKind op, const std::string& name, std::vector<ir::ValueId> in, const Shape& out_shape,
                    std::map<std::string, ir::Attribute> attrs = {}) {
     ir::ValueId out = g.add_value(name + "_out", DataType::kFloat32);

@@ -11,12 +11,6 @@ using ir::OpKind;
 
 
 
-Tensor int64_tensor(const std::vector<int64_t>& v) {
-  Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
-  return t;
-}
-
 ir::Node& producer(ir::Graph& g, ir::ValueId v) { return g.node(g.value(v).producer); }
 
 const ir::Node* first_of(const ir::Graph& g, OpKind op) {

@@ -10,6 +10,7 @@ namespace {
 
 using testing::check_pass;
 using testing::count_op;
+using testing::int64_tensor;
 using testing::random_tensor;
 using testing::TinyGraph;
 
@@ -22,12 +23,6 @@ Tensor scalar_f32(float v) {
 Tensor scalar_i8(int v) {
   Tensor t(DataType::kInt8, Shape{});
   t.data<int8_t>()[0] = static_cast<int8_t>(v);
-  return t;
-}
-
-Tensor ints(const std::vector<int64_t>& v) {
-  Tensor t(DataType::kInt64, {static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.data<int64_t>()[i] = v[i];
   return t;
 }
 
@@ -86,7 +81,7 @@ TEST(PropagateQdq, PairMovesBelowReshapeSoTheMatMulFuses) {
   QdqGraph t;
   const ir::ValueId x = t.input("x", {2, 4, 4});
   const ir::ValueId d = t.fq(x, {2, 4, 4}, 0.02f, -3, "act");
-  const ir::ValueId r = t.node(ir::OpKind::kReshape, "reshape", {d, t.constant("shape", ints({2, 16}))}, {2, 16});
+  const ir::ValueId r = t.node(ir::OpKind::kReshape, "reshape", {d, t.constant("shape", int64_tensor({2, 16}))}, {2, 16});
   const ir::ValueId w = t.dq_weight(int8_weight({16, 16}), channel_scales(16), 1, "fc");
   const ir::ValueId y = t.node(ir::OpKind::kMatMul, "fc", {r, w}, {2, 16});
   t.g.outputs = {y};
@@ -195,7 +190,7 @@ TEST(PropagateQdq, PadMovesUnlessItsConstantChangesUnderQuantization) {
     const ir::ValueId x = t.input("x", {2, 5});
     const ir::ValueId d = t.fq(x, {2, 5}, 0.3f, -1, "act");
     const ir::ValueId p = t.node(ir::OpKind::kPad, "pad",
-                                 {d, t.constant("pads", ints({0, 2, 0, 1})), t.constant("v", scalar_f32(c.value))},
+                                 {d, t.constant("pads", int64_tensor({0, 2, 0, 1})), t.constant("v", scalar_f32(c.value))},
                                  {2, 8}, {{"mode", ir::Attribute::of_string(c.mode)}});
     t.g.outputs = {t.node(ir::OpKind::kTanh, "tanh", {p}, {2, 8})};
     ir::Graph opt = check_pass(t.g, passes::propagate_qdq, {random_tensor({2, 5}, 14, -2.f, 2.f)});
@@ -226,10 +221,10 @@ TEST(PropagateQdq, SliceAndGatherMovePerTensorPairs) {
   const ir::ValueId x = t.input("x", {4, 6});
   const ir::ValueId d = t.fq(x, {4, 6}, 0.01f, 0, "act");
   const ir::ValueId sl = t.node(ir::OpKind::kSlice, "slice",
-                                {d, t.constant("st", ints({1})), t.constant("en", ints({5})), t.constant("ax", ints({1}))},
+                                {d, t.constant("st", int64_tensor({1})), t.constant("en", int64_tensor({5})), t.constant("ax", int64_tensor({1}))},
                                 {4, 4});
   const ir::ValueId d2 = t.fq(sl, {4, 4}, 0.02f, 1, "act2");
-  const ir::ValueId gi = t.constant("idx", ints({3, 0, 3}));
+  const ir::ValueId gi = t.constant("idx", int64_tensor({3, 0, 3}));
   const ir::ValueId ga = t.node(ir::OpKind::kGather, "gather", {d2, gi}, {3, 4}, {{"axis", ir::Attribute::of_int(0)}});
   t.g.outputs = {ga};
   ir::Graph opt = check_pass(t.g, passes::propagate_qdq, {random_tensor({4, 6}, 7)});
@@ -265,7 +260,7 @@ TEST(PropagateQdq, PerAxisReshapeOnlyWhenTheAxisIsKept) {
     const Shape wshape = kept ? Shape{16, 2, 8} : Shape{4, 4, 16};
     const ir::ValueId w = t.dq_weight(int8_weight(wshape), channel_scales(static_cast<int>(wshape[0])), 0, "w");
     const ir::ValueId x = t.input("x", {16, 16});
-    const ir::ValueId r = t.node(ir::OpKind::kReshape, "reshape", {w, t.constant("shape", ints({16, 16}))}, {16, 16});
+    const ir::ValueId r = t.node(ir::OpKind::kReshape, "reshape", {w, t.constant("shape", int64_tensor({16, 16}))}, {16, 16});
     const ir::ValueId y = t.node(ir::OpKind::kAdd, "add", {r, x}, {16, 16});
     t.g.outputs = {y};
     ir::Graph opt = check_pass(t.g, passes::propagate_qdq, {random_tensor({16, 16}, 10)});

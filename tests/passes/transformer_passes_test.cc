@@ -17,12 +17,6 @@ ir::ValueId scalar(TinyGraph& t, const std::string& name, float v) {
   return t.constant(name, Tensor::scalar(DataType::kFloat32, v));
 }
 
-ir::ValueId int_const(TinyGraph& t, const std::string& name, std::vector<int64_t> v) {
-  Tensor x(DataType::kInt64, {static_cast<int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), x.data<int64_t>());
-  return t.constant(name, x);
-}
-
 ir::ValueId bool_value(TinyGraph& t, ir::ValueId v) {
   t.g.value(v).dtype = DataType::kBool;
   return v;
@@ -143,9 +137,9 @@ TEST(TransformerPasses, GroupedQueryAttentionDropsTheRepeats) {
   const Shape qs = {2, 4, 6, 8}, kvs = {2, 2, 6, 8};
   auto q = t.input("q", qs), k = t.input("k", kvs), v = t.input("v", kvs);
   auto repeat = [&](ir::ValueId x, const std::string& p) {
-    auto u = t.node(OpKind::kUnsqueeze, p + "_unsq", {x, int_const(t, p + "_ax", {2})}, {2, 2, 1, 6, 8});
-    auto e = t.node(OpKind::kExpand, p + "_expand", {u, int_const(t, p + "_shape", {2, 2, 2, 6, 8})}, {2, 2, 2, 6, 8});
-    return t.node(OpKind::kReshape, p + "_reshape", {e, int_const(t, p + "_to", {2, 4, 6, 8})}, qs);
+    auto u = t.node(OpKind::kUnsqueeze, p + "_unsq", {x, t.ints(p + "_ax", {2})}, {2, 2, 1, 6, 8});
+    auto e = t.node(OpKind::kExpand, p + "_expand", {u, t.ints(p + "_shape", {2, 2, 2, 6, 8})}, {2, 2, 2, 6, 8});
+    return t.node(OpKind::kReshape, p + "_reshape", {e, t.ints(p + "_to", {2, 4, 6, 8})}, qs);
   };
   auto kr = repeat(k, "k"), vr = repeat(v, "v");
   auto kt = t.node(OpKind::kTranspose, "kt", {kr}, {2, 4, 8, 6}, {{"perm", ir::Attribute::of_ints({0, 1, 3, 2})}});
@@ -326,10 +320,10 @@ TEST(TransformerPasses, FlattenedGemmBecomesMatMulBias) {
   TinyGraph t;
   const Shape xs = {2, 5, 8};
   auto x = t.input("x", xs);
-  auto f = t.node(OpKind::kReshape, "flat", {x, int_const(t, "to2", {-1, 8})}, {10, 8});
+  auto f = t.node(OpKind::kReshape, "flat", {x, t.ints("to2", {-1, 8})}, {10, 8});
   auto y = t.node(OpKind::kGemm, "addmm", {f, t.constant("w", random_tensor({8, 6}, 1)),
                                            t.constant("b", random_tensor({6}, 2))}, {10, 6});
-  t.g.outputs = {t.node(OpKind::kReshape, "unflat", {y, int_const(t, "to3", {2, 5, 6})}, {2, 5, 6})};
+  t.g.outputs = {t.node(OpKind::kReshape, "unflat", {y, t.ints("to3", {2, 5, 6})}, {2, 5, 6})};
   ir::Graph opt = check_pass(t.g, passes::fuse_matmul_add, {random_tensor(xs, 3, -2.f, 2.f)});
   EXPECT_EQ(passes::live_layers(opt), 1);
   EXPECT_EQ(only(opt, OpKind::kMatMulBias).inputs[0], x);
@@ -359,9 +353,9 @@ TEST(TransformerPasses, StaticShapeArithmeticFolds) {
   ir::ValueId b = t.node(OpKind::kGather, "gather", {sh, t.constant("zero", Tensor::scalar(DataType::kInt64, 0))}, {},
                          {{"axis", ir::Attribute::of_int(0)}});
   t.g.value(b).dtype = DataType::kInt64;
-  ir::ValueId u = t.node(OpKind::kUnsqueeze, "unsq", {b, int_const(t, "ax0", {0})}, {1});
+  ir::ValueId u = t.node(OpKind::kUnsqueeze, "unsq", {b, t.ints("ax0", {0})}, {1});
   t.g.value(u).dtype = DataType::kInt64;
-  ir::ValueId target = t.node(OpKind::kConcat, "concat", {u, int_const(t, "rest", {-1, 8})}, {3},
+  ir::ValueId target = t.node(OpKind::kConcat, "concat", {u, t.ints("rest", {-1, 8})}, {3},
                               {{"axis", ir::Attribute::of_int(0)}});
   t.g.value(target).dtype = DataType::kInt64;
   t.g.outputs = {t.node(OpKind::kReshape, "reshape", {x, target}, {2, 3, 8})};
@@ -400,7 +394,7 @@ TEST(TransformerPasses, KnownDimSliceOfDynamicShapeFolds) {
   t.g.value(x).shape = ir::SymShape{ir::Dim::sym("batch"), ir::Dim::known(6), ir::Dim::known(4)};
   ir::ValueId sh = t.node(OpKind::kShape, "shape", {x}, {3});
   t.g.value(sh).dtype = DataType::kInt64;
-  ir::ValueId last = t.node(OpKind::kSlice, "last", {sh, int_const(t, "s", {-1}), int_const(t, "e", {INT64_MAX})}, {1});
+  ir::ValueId last = t.node(OpKind::kSlice, "last", {sh, t.ints("s", {-1}), t.ints("e", {INT64_MAX})}, {1});
   t.g.value(last).dtype = DataType::kInt64;
   auto f = t.node(OpKind::kCast, "to_float", {last}, {1}, {{"to", ir::Attribute::of_int(1)}});
   t.g.outputs = {t.node(OpKind::kDiv, "scale", {x, f}, {2, 6, 4})};
@@ -421,7 +415,7 @@ TEST(TransformerPasses, FusedLayersRoundTripThroughThePlan) {
                                                  t.constant("b", random_tensor({8}, 2))}, xs);
   h = t.node(OpKind::kRMSNormalization, "rms", {h, t.constant("g", random_tensor({8}, 3, 0.5f, 1.5f))}, xs,
              {{"epsilon", ir::Attribute::of_float(1e-6f)}});
-  auto q = t.node(OpKind::kReshape, "heads", {h, int_const(t, "to", {1, 4, 2, 4})}, {1, 4, 2, 4});
+  auto q = t.node(OpKind::kReshape, "heads", {h, t.ints("to", {1, 4, 2, 4})}, {1, 4, 2, 4});
   q = t.node(OpKind::kTranspose, "bhsd", {q}, {1, 2, 4, 4}, {{"perm", ir::Attribute::of_ints({0, 2, 1, 3})}});
   auto y = t.node(OpKind::kAttention, "attn", {q, q, q}, {1, 2, 4, 4},
                   {{"scale", ir::Attribute::of_float(0.7f)}, {"is_causal", ir::Attribute::of_int(1)}});
