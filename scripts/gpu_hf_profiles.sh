@@ -21,17 +21,4 @@ for m in $(echo "${KILN_PROFILE_MODELS:-gpt2,bert,vit}" | tr , ' '); do
   "$C/kiln" run $W/$m.plan --cuda-graph --dump-profile "$OUT/profile_hf_${m}_b$B.json" > $W/$m.run.txt 2>&1 ||
     { echo "$m: run failed"; tail -5 $W/$m.run.txt; }
 done
-"$PY" - "$OUT"/profile_hf_*_b$B.json <<'PYEOF' | tee "$OUT/profile_hf_summary.txt"
-import collections, json, sys
-for f in sys.argv[1:]:
-    L = json.load(open(f))["layers"]
-    agg = collections.defaultdict(lambda: [0, 0.0])
-    for l in L:
-        agg[l.get("op", "?")][0] += 1; agg[l.get("op", "?")][1] += l["median_ms"]
-    tot = sum(v[1] for v in agg.values())
-    print(f"{f.split('/')[-1]}: {len(L)} layers, {tot:.3f} ms summed")
-    for k, v in sorted(agg.items(), key=lambda x: -x[1][1])[:12]:
-        print(f"  {k:22s} {v[0]:4d} layers {v[1]:.4f} ms ({100 * v[1] / tot:.1f}%)")
-    for l in sorted(L, key=lambda l: -l["median_ms"])[:8]:
-        print(f"    {l['median_ms']:.4f} ms  {l.get('op')}  {l.get('name')}  {l.get('tactic')}")
-PYEOF
+"$PY" scripts/profile_summary.py --top 8 "$OUT"/profile_hf_*_b$B.json | tee "$OUT/profile_hf_summary.txt"

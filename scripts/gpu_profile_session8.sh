@@ -27,20 +27,6 @@ IN=""; for n in input_ids position_ids token_seq block_table kv_pools logit_rows
 "$C/kiln" build $W/hf/gpt2/gpt2.torchscript.onnx -o $W/g.plan --device gpu --fp16 --tuning-shapes 0 \
   --shapes input_ids:32x128,attention_mask:32x128 > /dev/null 2>&1
 "$C/kiln" run $W/g.plan --cuda-graph --dump-profile $OUT/profile_hf_gpt2_b32.json > $W/p2.txt 2>&1; tail -3 $W/p2.txt
-"$PY" - $OUT/profile_llama1b_decode.json $OUT/profile_hf_gpt2_b32.json <<'PYEOF' | tee $OUT/profile_summary.txt
-import collections, json, sys
-for f in sys.argv[1:]:
-    j = json.load(open(f)); L = j["layers"]
-    agg = collections.defaultdict(lambda: [0, 0.0])
-    for l in L:
-        agg[l.get("op", "?")][0] += 1; agg[l.get("op", "?")][1] += l["median_ms"]
-    tot = sum(v[1] for v in agg.values())
-    print(f"{f.split('/')[-1]}: {len(L)} layers, {tot:.3f} ms")
-    for k, v in sorted(agg.items(), key=lambda x: -x[1][1])[:12]:
-        print(f"  {k:22s} {v[0]:4d} layers {v[1]:.4f} ms ({100 * v[1] / tot:.1f}%)")
-    top = sorted(L, key=lambda l: -l["median_ms"])[:6]
-    for l in top:
-        print(f"    {l['median_ms']:.4f} ms  {l.get('op')}  {l.get('name', '')[:60]}  {l.get('tactic', '')[:70]}")
-PYEOF
+"$PY" scripts/profile_summary.py --top 6 $OUT/profile_llama1b_decode.json $OUT/profile_hf_gpt2_b32.json | tee $OUT/profile_summary.txt
 # The decode speed of the same engine (max batch 8; 16 tokens per step, so TTFT here is a chunked prefill).
 "$C/kiln" bench-llm $W/e --batch 1,8 --input-len 128 --output-len 128 --cuda-graph --json $OUT/bench_llama1b_b1_b8.json 2>&1 | tail -3
