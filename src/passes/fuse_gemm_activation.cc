@@ -52,8 +52,9 @@ Status fuse_gemm_activation(ir::Graph& g, const PassOptions&) {
     if (n.op == ir::OpKind::kGemm && !single_gemm_form(g, n)) continue;
     const ir::ValueId y = n.outputs[0];
     if (!pt::is_float_dtype(g.value(y).dtype) || pinned.count(g.value(y).name)) continue;
-    // The activation reads the GEMM's result directly, or through one Reshape (an exporter's
-    // Gemm on 2-D rows viewed back as [B, S, N], as GPT-2's Conv1D is written): an element-wise
+    // The activation reads the GEMM's result directly, or through one Reshape (a Gemm on 2-D rows
+    // viewed back as [B, S, N] that fuse_matmul_add's unflatten_gemm did not turn into a
+    // MatMulBias, e.g. when the rows were not made by a Reshape of [B, S, K]): an element-wise
     // function commutes with the Reshape, so Reshape(Gemm{act}) computes the same values.
     ir::Node* reshape = pt::sole_consumer(g, consumers, y, ir::OpKind::kReshape);
     const ir::ValueId z = reshape && reshape->outputs.size() == 1 && !pinned.count(g.value(reshape->outputs[0]).name)
