@@ -296,11 +296,16 @@ struct ContextState {
   std::string values;  // the inputs' bytes the model was lowered at (value-keyed engines), else empty
   std::shared_ptr<cuda::GpuModel> model;
   std::unique_ptr<cuda::GpuContext> ctx;
+  // The execution context's device state (arena, workspace, handles, aux streams), shared by
+  // its contexts at every shape it ran (decision 0079): a shape switch allocates nothing unless
+  // the new shape needs more memory than every one before.
+  std::shared_ptr<cuda::GpuResources> res;
   // Contexts of the shapes used before, most recent first (at most kParkedContexts): switching
-  // back to one reuses its arena, handles and captured CUDA graph instead of setting up again.
+  // back to one reuses its model and captured CUDA graph instead of setting up again. They hold
+  // no device memory of their own (the arena is `res`'s).
   std::deque<std::shared_ptr<ContextState>> parked;
 };
-constexpr size_t kParkedContexts = 3;
+constexpr size_t kParkedContexts = 16;
 
 StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const std::vector<Shape>& opt_shapes,
                                                      const std::vector<plan::PlanTactic>& tactics,
@@ -329,6 +334,9 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
   e->sets = settings.shape_tactics;
   const auto td = std::chrono::steady_clock::now();
   KILN_RETURN_IF_ERROR(cuda::init_device());
+  // One set of library handles for every model this engine sets up (at load and at each new
+  // shape), instead of new handles per model (decision 0079).
+  KILN_ASSIGN_OR_RETURN(e->opts.setup_resources, cuda::GpuResources::create());
   const auto t0 = std::chrono::steady_clock::now();
   e->load.device_ms = std::chrono::duration<double, std::milli>(t0 - td).count();
   // Shape-tensor inputs (decision 0073): no model at made-up values (a made-up shape or axes
@@ -451,7 +459,11 @@ Status prepare_for(const EngineState& e, std::shared_ptr<ContextState>& ctx, con
   c->shapes = shapes;
   c->values = used;
   c->model = m;
-  KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context());
+  c->res = parked.empty() ? nullptr : parked.front()->res;
+  if (!c->res) {
+    KILN_ASSIGN_OR_RETURN(c->res, cuda::GpuResources::create());
+  }
+  KILN_ASSIGN_OR_RETURN(c->ctx, m->create_context(c->res));
   while (parked.size() > kParkedContexts) parked.pop_back();
   c->parked = std::move(parked);
   ctx = c;

@@ -337,6 +337,74 @@ TEST(GpuRuntime, ModelsForSeveralShapesShareWeights) {
 #endif
 }
 
+// Contexts of the batch-4 and batch-2 models on one GpuResources (decision 0079): the smaller
+// model reuses the arena, workspace and handles (no growth: the generation stays), each context's
+// CUDA graph replays correctly after the other ran on the same arena, and a growth (batch 2 first,
+// then 4) makes the earlier context recapture instead of replaying a graph naming freed memory.
+TEST(GpuRuntime, ContextsOfSeveralShapesShareOneDeviceState) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  const ir::Graph g = cuda_graph(conv_gemm_net());
+  cuda::GpuBuildOptions o;
+  o.tune = false;
+  o.precision.tf32 = false;
+  o.weight_cache = std::make_shared<cuda::WeightCache>();
+  auto setup = cuda::GpuResources::create();
+  ASSERT_TRUE(setup.ok()) << setup.status().to_string();
+  o.setup_resources = *setup;
+  std::shared_ptr<cuda::GpuModel> models[2];
+  const int64_t batches[2] = {4, 2};
+  for (int i = 0; i < 2; ++i) {
+    auto vs = cuda::infer_value_shapes_by_reference(g, {{batches[i], 8, 12, 12}});
+    ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+    auto m = cuda::GpuModel::create(g, *vs, o);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    models[i] = *m;
+  }
+  // The set-up resources keep handles only: their memory went back after each set-up.
+  EXPECT_EQ((*setup)->arena_bytes(), 0u);
+  EXPECT_LT(models[1]->arena_bytes(), models[0]->arena_bytes());
+  const Tensor x4 = random_tensor({4, 8, 12, 12}, 19, -2.f, 2.f);
+  const Tensor x2 = random_tensor({2, 8, 12, 12}, 20, -2.f, 2.f);
+  auto ref4 = interpret(conv_gemm_net(), {x4});
+  auto ref2 = interpret(conv_gemm_net(), {x2});
+  ASSERT_TRUE(ref4.ok() && ref2.ok());
+  for (int order = 0; order < 2; ++order) {
+    // order 0: batch 4 first (the arena fits batch 2 after it); order 1: batch 2 first (grows).
+    auto res = cuda::GpuResources::create();
+    ASSERT_TRUE(res.ok()) << res.status().to_string();
+    const int first = order == 0 ? 0 : 1, second = 1 - first;
+    auto c_first = models[first]->create_context(*res);
+    ASSERT_TRUE(c_first.ok()) << c_first.status().to_string();
+    (*c_first)->use_cuda_graph(true);
+    {  // captures its CUDA graph on the arena as it is now
+      std::vector<Tensor> out;
+      Status st = (*c_first)->run({batches[first] == 4 ? x4 : x2}, &out);
+      ASSERT_TRUE(st.ok()) << st.to_string();
+    }
+    const uint64_t gen = (*res)->generation();
+    auto c_second = models[second]->create_context(*res);
+    ASSERT_TRUE(c_second.ok()) << c_second.status().to_string();
+    if (order == 0) EXPECT_EQ((*res)->generation(), gen) << "the smaller model grew the shared device state";
+    else EXPECT_GT((*res)->generation(), gen) << "the larger model did not grow the shared device state";
+    EXPECT_EQ((*res)->arena_bytes(), std::max<size_t>(models[0]->arena_bytes(), 256));
+    (*c_second)->use_cuda_graph(true);
+    for (int round = 0; round < 3; ++round) {
+      for (int which : {first, second}) {
+        cuda::GpuContext& c = which == first ? **c_first : **c_second;
+        const Tensor& x = batches[which] == 4 ? x4 : x2;
+        const auto& ref = batches[which] == 4 ? *ref4 : *ref2;
+        std::vector<Tensor> out;
+        Status st = c.run({x}, &out);
+        ASSERT_TRUE(st.ok()) << st.to_string();
+        EXPECT_LE(relative_diff(ref, out), 1e-4)
+            << "order " << order << ", round " << round << ", batch " << batches[which] << " disagrees with the CPU";
+      }
+    }
+  }
+#endif
+}
+
 // Binding errors are Status values naming the tensor.
 TEST(GpuRuntime, BindingErrorsNameTheTensor) {
   REQUIRE_GPU();

@@ -22,36 +22,52 @@ AuxStreams::~AuxStreams() {
   }
 }
 
-Status AuxStreams::create(const std::vector<size_t>& workspace_bytes, int events) {
-  if (workspace_bytes.empty()) return Status::Ok();
-  aux_.resize(workspace_bytes.size());
+Status AuxStreams::reserve(const std::vector<size_t>& workspace_bytes, int events, bool* moved) {
+  if (moved) *moved = false;
+  if (workspace_bytes.empty() && events <= 0) return Status::Ok();
+  if (aux_.size() < workspace_bytes.size()) aux_.resize(workspace_bytes.size());
   for (size_t k = 0; k < aux_.size(); ++k) {
     Aux& a = aux_[k];
-    KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking));
-    KILN_CUDNN_CHECK(cudnnCreate(&a.cudnn));
-    KILN_CUBLAS_CHECK(cublasLtCreate(&a.lt));
-    a.workspace_bytes = std::max<size_t>(workspace_bytes[k], 256);
-    const cudaError_t e = cudaMalloc(&a.workspace, a.workspace_bytes);
+    if (!a.stream) {
+      KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking));
+      KILN_CUDNN_CHECK(cudnnCreate(&a.cudnn));
+      KILN_CUBLAS_CHECK(cublasLtCreate(&a.lt));
+      // Events without timing: cheaper to record and wait on.
+      KILN_CUDA_CHECK(cudaEventCreateWithFlags(&a.join, cudaEventDisableTiming));
+    }
+    const size_t want = std::max<size_t>(k < workspace_bytes.size() ? workspace_bytes[k] : 0, 256);
+    if (a.workspace && a.workspace_bytes >= want) continue;
+    if (a.workspace) {
+      KILN_CUDA_CHECK(cudaDeviceSynchronize());  // work enqueued before may still use it
+      cudaFree(a.workspace);
+      a.workspace = nullptr;
+      if (moved) *moved = true;
+    }
+    a.workspace_bytes = 0;
+    const cudaError_t e = cudaMalloc(&a.workspace, want);
     if (e != cudaSuccess) {
       cudaGetLastError();  // clear it so later calls do not report it again
       a.workspace = nullptr;
       return Status(e == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kInternal,
-                    "cudaMalloc of " + std::to_string(a.workspace_bytes) + " bytes for the tactic workspace of aux stream " +
+                    "cudaMalloc of " + std::to_string(want) + " bytes for the tactic workspace of aux stream " +
                         std::to_string(k + 1) + " failed: " + cudaGetErrorString(e));
     }
-    // Events without timing: cheaper to record and wait on.
-    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&a.join, cudaEventDisableTiming));
+    a.workspace_bytes = want;
   }
-  KILN_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-  events_.assign(static_cast<size_t>(std::max(events, 0)), nullptr);
-  for (cudaEvent_t& e : events_) KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  if (!fork_) KILN_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+  while (events_.size() < static_cast<size_t>(std::max(events, 0))) {
+    cudaEvent_t e = nullptr;
+    KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    events_.push_back(e);
+  }
   return Status::Ok();
 }
 
 Status AuxStreams::enqueue(const std::vector<std::unique_ptr<Layer>>& layers, const StreamPlan& plan,
                            const ExecState& st) const {
-  const int naux = count();
-  const bool split = naux > 0 && plan.stream.size() == layers.size() && plan.aux_streams == naux;
+  const int naux = std::min(count(), plan.aux_streams);  // the plan's streams; more may exist for another model
+  const bool split = naux > 0 && plan.stream.size() == layers.size() && plan.aux_streams == naux &&
+                     plan.events <= static_cast<int>(events_.size());
   // Per-stream states on the stack: nothing is allocated per enqueue.
   ExecState states[kMaxAuxStreams + 1];
   states[0] = st;
@@ -66,7 +82,7 @@ Status AuxStreams::enqueue(const std::vector<std::unique_ptr<Layer>>& layers, co
   }
   if (split) KILN_CUDA_CHECK(cudaEventRecord(fork_, st.stream));
   Status result = Status::Ok();
-  for (size_t k = 0; split && k < aux_.size() && result.ok(); ++k)
+  for (size_t k = 0; split && k < static_cast<size_t>(naux) && result.ok(); ++k)
     result = cuda_status(cudaStreamWaitEvent(aux_[k].stream, fork_, 0), "cudaStreamWaitEvent", __FILE__, __LINE__);
   for (size_t i = 0; i < layers.size() && result.ok(); ++i) {
     const Layer& layer = *layers[i];
@@ -85,7 +101,7 @@ Status AuxStreams::enqueue(const std::vector<std::unique_ptr<Layer>>& layers, co
   }
   // The join, after an error too: a capture in progress cannot end while a forked stream has
   // not been joined back.
-  for (size_t k = 0; split && k < aux_.size(); ++k) {
+  for (size_t k = 0; split && k < static_cast<size_t>(naux); ++k) {
     Status j = cuda_status(cudaEventRecord(aux_[k].join, aux_[k].stream), "cudaEventRecord", __FILE__, __LINE__);
     if (j.ok()) j = cuda_status(cudaStreamWaitEvent(st.stream, aux_[k].join, 0), "cudaStreamWaitEvent", __FILE__, __LINE__);
     if (result.ok()) result = j;

@@ -23,15 +23,21 @@ class AuxStreams {
   AuxStreams(const AuxStreams&) = delete;
   AuxStreams& operator=(const AuxStreams&) = delete;
   ~AuxStreams();
-  // One aux stream per entry of `workspace_bytes` (bytes of tactic scratch each needs) and
-  // `events` cross-stream events. Errors name what failed to be created or allocated.
-  Status create(const std::vector<size_t>& workspace_bytes, int events);
+  // At least one aux stream per entry of `workspace_bytes` (bytes of tactic scratch each needs),
+  // each with at least that workspace, and at least `events` cross-stream events: creates what is
+  // missing and grows a workspace that is too small (never shrinks or removes; a context shared
+  // by models of several shapes holds the most any of them needs). Returns through `moved`
+  // whether a workspace was reallocated (an earlier CUDA-graph capture named the old one; the
+  // device is synchronized before the old one is freed). Errors name what failed to be created or
+  // allocated.
+  Status reserve(const std::vector<size_t>& workspace_bytes, int events, bool* moved = nullptr);
   int count() const { return static_cast<int>(aux_.size()); }
   // Enqueues `layers` as `plan` says: stream 0 is st.stream (st carries its handles and
   // workspace), stream k > 0 the k-th aux stream. The aux streams first wait on an event
   // recorded on st.stream, and st.stream waits on each of them at the end — after an error too,
-  // so a capture in progress can still end. With no aux streams (count() == 0) every layer
-  // runs on st.stream in order, which is always a valid order.
+  // so a capture in progress can still end. Only the plan's aux streams take part (there may be
+  // more, made for another model). With fewer aux streams than the plan names (count() == 0
+  // included) every layer runs on st.stream in order, which is always a valid order.
   Status enqueue(const std::vector<std::unique_ptr<Layer>>& layers, const StreamPlan& plan, const ExecState& st) const;
 
  private:

@@ -1,4 +1,5 @@
-// The execution context of a GpuModel: its activation arena, workspace and library handles,
+// The execution context of a GpuModel: its device state (GpuResources: activation arena,
+// workspace, library handles, aux streams; maybe shared by the contexts of other shapes),
 // enqueue on the caller's stream (host or device addresses), CUDA-graph capture and replay, and
 // per-layer profiling. The model's internals are in gpu_model_impl.h.
 #include <nvtx3/nvToolsExt.h>
@@ -29,30 +30,101 @@ struct NvtxRange {
 // Every layer of the model, on st.stream (the caller's) and the context's aux streams as the
 // model's stream plan says, forked from and joined back into st.stream.
 Status enqueue_layers(const GpuContext::Impl& c, const ExecState& st) {
-  return c.aux.enqueue(c.m->layers, c.m->streams, st);
+  return c.res->impl().aux.enqueue(c.m->layers, c.m->streams, st);
+}
+
+// cudaMalloc of `bytes` into *p after freeing the old buffer (the device synchronized first, as
+// work enqueued before may still use it); `what` names it in errors.
+Status regrow(void** p, size_t* have, size_t bytes, const std::string& what) {
+  if (*p) {
+    KILN_CUDA_CHECK(cudaDeviceSynchronize());
+    cudaFree(*p);
+    *p = nullptr;
+  }
+  *have = 0;
+  KILN_RETURN_IF_ERROR(device_alloc(p, bytes, what));
+  *have = bytes;
+  return Status::Ok();
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context() const {
+StatusOr<std::shared_ptr<GpuResources>> GpuResources::create() {
+  auto r = std::shared_ptr<GpuResources>(new GpuResources());
+  r->impl_ = std::make_unique<Impl>();
+  KILN_CUDNN_CHECK(cudnnCreate(&r->impl_->cudnn));
+  KILN_CUBLAS_CHECK(cublasLtCreate(&r->impl_->lt));
+  return r;
+}
+
+GpuResources::~GpuResources() = default;
+
+Status GpuResources::reserve(size_t arena_bytes, size_t workspace_bytes) {
+  Impl& r = *impl_;
+  arena_bytes = std::max<size_t>(arena_bytes, 256);
+  workspace_bytes = std::max<size_t>(workspace_bytes, 256);
+  if (r.arena_bytes < arena_bytes) {
+    ++r.generation;
+    KILN_RETURN_IF_ERROR(regrow(&r.arena, &r.arena_bytes, arena_bytes, "the activation arena"));
+  }
+  if (r.workspace_bytes < workspace_bytes) {
+    ++r.generation;
+    KILN_RETURN_IF_ERROR(regrow(&r.workspace, &r.workspace_bytes, workspace_bytes, "the tactic workspace"));
+  }
+  return Status::Ok();
+}
+
+Status GpuResources::reserve_for(const GpuModel& model) {
+  const GpuModel::Impl& m = model.impl();
+  KILN_RETURN_IF_ERROR(reserve(m.arena, m.workspace));
+  // Aux streams are made only for a model whose aux workspaces are sized (after tuning): the
+  // build's own set-up context runs every layer on one stream, which is always safe.
+  if (m.aux_workspace.size() != static_cast<size_t>(m.streams.aux_streams) || m.streams.aux_streams == 0)
+    return Status::Ok();
+  bool moved = false;
+  KILN_RETURN_IF_ERROR(impl_->aux.reserve(m.aux_workspace, m.streams.events, &moved));
+  if (moved) ++impl_->generation;
+  return Status::Ok();
+}
+
+void GpuResources::release_memory() {
+  Impl& r = *impl_;
+  if (!r.arena && !r.workspace) return;
+  cudaDeviceSynchronize();
+  cudaFree(r.arena);
+  cudaFree(r.workspace);
+  r.arena = r.workspace = nullptr;
+  r.arena_bytes = r.workspace_bytes = 0;
+  ++r.generation;
+}
+
+uint64_t GpuResources::generation() const { return impl_->generation; }
+size_t GpuResources::arena_bytes() const { return impl_->arena_bytes; }
+size_t GpuResources::workspace_bytes() const { return impl_->workspace_bytes; }
+
+StatusOr<std::unique_ptr<GpuContext>> GpuModel::create_context(std::shared_ptr<GpuResources> shared) const {
   auto ctx = std::unique_ptr<GpuContext>(new GpuContext());
   ctx->impl_ = std::make_unique<GpuContext::Impl>();
   auto* c = ctx->impl_.get();
   c->m = impl_.get();
-  KILN_RETURN_IF_ERROR(device_alloc(&c->arena, std::max<size_t>(impl_->arena, 256), "the activation arena"));
-  KILN_RETURN_IF_ERROR(
-      device_alloc(&c->workspace, std::max<size_t>(impl_->workspace, 256), "the tactic workspace"));
-  KILN_CUDNN_CHECK(cudnnCreate(&c->cudnn));
-  KILN_CUBLAS_CHECK(cublasLtCreate(&c->lt));
-  // Aux streams with their handles, workspaces and events: made here so enqueue never allocates.
-  // The build's own context (before tuning has sized the aux workspaces) gets none: it runs every
-  // layer on one stream, which is always safe.
-  if (impl_->aux_workspace.size() == static_cast<size_t>(impl_->streams.aux_streams))
-    KILN_RETURN_IF_ERROR(c->aux.create(impl_->aux_workspace, impl_->streams.events));
+  if (!shared) {
+    KILN_ASSIGN_OR_RETURN(shared, GpuResources::create());
+  }
+  // Arena, workspace and aux streams (with their handles, workspaces and events) are made here,
+  // so enqueue never allocates.
+  KILN_RETURN_IF_ERROR(shared->reserve_for(*this));
+  c->res = std::move(shared);
   return ctx;
 }
 
 void GpuContext::use_cuda_graph(bool on) { impl_->graph_on = on; }
+
+void GpuContext::drop_stale_graph() {
+  if (impl_->graph && impl_->graph_generation != impl_->res->generation()) {
+    cudaGraphExecDestroy(impl_->graph);
+    impl_->graph = nullptr;
+  }
+}
 
 Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector<Tensor*>& outputs, cudaStream_t stream) {
   NvtxRange range("kiln.enqueue");
@@ -68,6 +140,7 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
     KILN_CUDA_CHECK(cudaMemcpyAsync(st.ptr(m->input_vals[i]), inputs[i]->raw(), v.bytes(), cudaMemcpyHostToDevice, stream));
   }
   if (impl_->graph_on) {
+    drop_stale_graph();
     if (!impl_->graph) {
       cudaGraph_t graph;
       KILN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -77,6 +150,7 @@ Status GpuContext::enqueue(const std::vector<const Tensor*>& inputs, std::vector
       KILN_CUDA_CHECK(e);
       KILN_CUDA_CHECK(cudaGraphInstantiate(&impl_->graph, graph, 0));
       cudaGraphDestroy(graph);
+      impl_->graph_generation = impl_->res->generation();
     }
     KILN_CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
   } else {
@@ -116,6 +190,7 @@ Status GpuContext::enqueue_device(const std::vector<const void*>& inputs, const 
 }
 
 Status GpuContext::replay(cudaStream_t stream) {
+  drop_stale_graph();
   if (impl_->graph_on && impl_->graph) {
     KILN_CUDA_CHECK(cudaGraphLaunch(impl_->graph, stream));
     return Status::Ok();

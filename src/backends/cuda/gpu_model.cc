@@ -821,12 +821,36 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   {
     // Every layer is set up on the device: a plan's tactic, tuning, or (no tuning) a check that
     // the default tactic runs here, which may switch a layer to its fallback path.
-    KILN_ASSIGN_OR_RETURN(auto ctx, model->create_context());
-    step("context (arena, handles)");
+    // Layers run during set-up (and need the arena and workspace) when tuning, when presets are
+    // checked, or when some layer has no preset; a plan's tactics at their own shapes only select.
+    bool runs = opts.verify_presets || (opts.tune && opts.select_tactic);
+    for (size_t i = 0; i < m->layers.size() && !runs; ++i) {
+      auto p = opts.preset_tactics.find(m->layers[i]->name);
+      runs = p == opts.preset_tactics.end() || p->second.id == kNoTactic;
+    }
+    std::shared_ptr<GpuResources> res = opts.setup_resources;
+    if (!res) {
+      KILN_ASSIGN_OR_RETURN(res, GpuResources::create());
+    }
+    if (runs) KILN_RETURN_IF_ERROR(res->reserve(m->arena, m->workspace));
+    // The engine's shared set-up resources keep their handles, not their memory.
+    struct Release {
+      GpuResources* r;
+      bool shared;
+      ~Release() { if (shared) r->release_memory(); }
+    } release{res.get(), opts.setup_resources != nullptr};
+    step(runs ? "set-up arena + handles" : "set-up handles");
     std::map<std::string, double> select_ms;  // with a logger: set-up time per tactic source
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreate(&s));
-    ExecState st = ctx->impl_->state(s);
+    ExecState st;
+    st.arena = static_cast<char*>(res->impl().arena);
+    st.workspace = res->impl().workspace;
+    st.workspace_bytes = m->workspace;
+    st.cudnn = res->impl().cudnn;
+    st.lt = res->impl().lt;
+    st.stream = s;
+    st.vals = &m->vals;
     st.tactic_data = opts.tactic_data;
     // Cold-L2 timing: a scratch buffer of twice the L2 size, written before each timed run.
     void* flush = nullptr;
@@ -844,8 +868,9 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
       void* p;
       ~FreeFlush() { if (p) cudaFree(p); }
     } free_flush{flush};
-    Status ms = cuda_status(cudaMemsetAsync(ctx->impl_->arena, 0, std::max<size_t>(m->arena, 1), s), "cudaMemsetAsync",
-                            __FILE__, __LINE__);
+    Status ms = runs ? cuda_status(cudaMemsetAsync(st.arena, 0, std::max<size_t>(m->arena, 1), s), "cudaMemsetAsync",
+                                   __FILE__, __LINE__)
+                     : Status::Ok();
     const int total = static_cast<int>(m->layers.size());
     for (int i = 0; i < total && ms.ok(); ++i) {
       Layer& layer = *m->layers[i];

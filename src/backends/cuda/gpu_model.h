@@ -27,6 +27,44 @@
 
 namespace kiln::cuda {
 
+class GpuModel;
+
+// The device state execution contexts run on (docs/decisions/0079): the activation arena, the
+// tactic workspace, the cuDNN / cuBLASLt handles, and the aux streams with theirs. The contexts
+// of one engine's models at several input shapes share one (GpuModel::create_context's
+// `shared`), so switching shapes creates no handle and allocates nothing unless the new model
+// needs more bytes than every model before: each buffer only grows (to the largest model's
+// need), and a growth bumps generation(), which tells a context its captured CUDA graph names
+// freed memory. Not thread-safe: the contexts sharing one must run one at a time (one
+// ExecutionContext's shape views, used by one thread).
+class GpuResources {
+ public:
+  // cuDNN and cuBLASLt handles on the current device; no memory yet. Errors: the library call.
+  static StatusOr<std::shared_ptr<GpuResources>> create();
+  ~GpuResources();
+  GpuResources(const GpuResources&) = delete;
+  GpuResources& operator=(const GpuResources&) = delete;
+  // Grows the arena, workspace and aux streams (count, workspaces, events) to what `m` needs.
+  // Before freeing a buffer it replaces, the device is synchronized (work enqueued earlier may
+  // still read it). Errors: kOutOfMemory naming the buffer, or the CUDA call that failed.
+  Status reserve_for(const GpuModel& m);
+  // Grows the arena and the caller's-stream workspace only (bytes); the same rules.
+  Status reserve(size_t arena_bytes, size_t workspace_bytes);
+  // Frees the arena and workspaces (the handles and streams stay): the engine's set-up
+  // resources between two model set-ups. Synchronizes the device first.
+  void release_memory();
+  uint64_t generation() const;  // bumped by every growth or release
+  size_t arena_bytes() const;   // current capacity, bytes
+  size_t workspace_bytes() const;
+
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  GpuResources() = default;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Device copies of weights shared by the GpuModels of one engine (one model per input-shape
 // set): bytes uploaded once are reused by every later model that uploads the same bytes.
 // Keyed by size and hash64_words of the bytes. Thread-safe; frees its copies when destroyed.
@@ -136,6 +174,12 @@ struct GpuBuildOptions {
   // copy of every weight as uploaded (GpuModel::packed_weights) for the plan.
   const PackedWeights* packed = nullptr;
   bool record_packed = false;
+  // Handles (and scratch memory) the tactic set-up of GpuModel::create runs on: an engine passes
+  // one for all the models it lowers at new input shapes, so that set-up creates no handle; the
+  // arena and workspace are reserved only when a layer must run (tuning, checking a preset at
+  // shapes it was not tuned for, or a layer without a preset) and released again at the end.
+  // Null: create makes its own for the duration of the call.
+  std::shared_ptr<GpuResources> setup_resources;
 };
 
 // Concrete dtype and shape of every value of a graph (indexed by ValueId), e.g. from one CPU
@@ -232,7 +276,9 @@ class GpuModel {
   // Builds layers, uploads weights, picks tactics (timed on the device when opts.tune).
   static StatusOr<std::shared_ptr<GpuModel>> create(const ir::Graph& g, const ValueShapes& shapes,
                                                     const GpuBuildOptions& opts);
-  StatusOr<std::unique_ptr<GpuContext>> create_context() const;
+  // A context on new device state, or on `shared` (grown to this model's need, see GpuResources):
+  // the contexts of one engine's models at several shapes share it, one running at a time.
+  StatusOr<std::unique_ptr<GpuContext>> create_context(std::shared_ptr<GpuResources> shared = nullptr) const;
 
   const std::vector<GpuLayerInfo>& layers() const;
   // Graph layers that run as no layer at all: Concats whose inputs are all written in place.
@@ -311,6 +357,8 @@ class GpuContext {
 
  private:
   friend class GpuModel;
+  // Forgets the captured CUDA graph when the shared device state moved since its capture.
+  void drop_stale_graph();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -39,32 +39,43 @@ struct GpuModel::Impl {
   }
 };
 
-struct GpuContext::Impl {
-  const GpuModel::Impl* m = nullptr;
-  std::shared_ptr<const GpuModel> keep;
+struct GpuResources::Impl {
   void* arena = nullptr;
+  size_t arena_bytes = 0;
   void* workspace = nullptr;
+  size_t workspace_bytes = 0;
   cudnnHandle_t cudnn = nullptr;
   cublasLtHandle_t lt = nullptr;
-  bool graph_on = false;
-  cudaGraphExec_t graph = nullptr;
-  cudaStream_t own_stream = nullptr;  // the stream of run()
-  AuxStreams aux;  // the model's aux streams, with their handles, workspaces and events
+  AuxStreams aux;  // aux streams with their handles, workspaces and events (grown per model)
+  uint64_t generation = 0;
   ~Impl() {
-    if (own_stream) cudaStreamDestroy(own_stream);
-    if (graph) cudaGraphExecDestroy(graph);
     if (cudnn) cudnnDestroy(cudnn);
     if (lt) cublasLtDestroy(lt);
     cudaFree(arena);
     cudaFree(workspace);
   }
+};
+
+struct GpuContext::Impl {
+  const GpuModel::Impl* m = nullptr;
+  std::shared_ptr<const GpuModel> keep;
+  std::shared_ptr<GpuResources> res;  // arena, workspace, handles, aux streams (maybe shared)
+  bool graph_on = false;
+  cudaGraphExec_t graph = nullptr;
+  uint64_t graph_generation = 0;      // res's generation when `graph` was captured
+  cudaStream_t own_stream = nullptr;  // the stream of run()
+  ~Impl() {
+    if (own_stream) cudaStreamDestroy(own_stream);
+    if (graph) cudaGraphExecDestroy(graph);
+  }
   ExecState state(cudaStream_t s) const {
+    const GpuResources::Impl& r = res->impl();
     ExecState st;
-    st.arena = static_cast<char*>(arena);
-    st.workspace = workspace;
+    st.arena = static_cast<char*>(r.arena);
+    st.workspace = r.workspace;
     st.workspace_bytes = m->workspace;
-    st.cudnn = cudnn;
-    st.lt = lt;
+    st.cudnn = r.cudnn;
+    st.lt = r.lt;
     st.stream = s;
     st.vals = &m->vals;
     return st;
