@@ -115,7 +115,9 @@ __device__ __forceinline__ void load_tile(T (*tile)[D + 8], const T* src, int64_
   }
 }
 
-template <typename T, int D>
+// kMask: the mask kind as a compile-time constant (AttentionMask::kNone / kAdditive / kKeep), so
+// the per-score branch on it is gone from the softmax loop.
+template <typename T, int D, AttentionMask kMask>
 __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashAttentionParams p) {
 #ifdef KILN_FLASH_SM80
   __shared__ alignas(16) T ks[kBlockK][D + 8];  // +8: rows 16 bytes apart mod 128, no bank conflicts
@@ -158,7 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashAtten
     row_i[r] = q0 + warp * 16 + g + r * 8;
     const int64_t row = row_base + (row_i[r] < p.sq ? row_i[r] : p.sq - 1);
     limit[r] = attention_key_limit(p.rows, row);
-    moff[r] = p.rows.mask == AttentionMask::kNone ? 0 : attention_mask_row_offset(p.rows, row);
+    moff[r] = kMask == AttentionMask::kNone ? 0 : attention_mask_row_offset(p.rows, row);
   }
   const T* mask = static_cast<const T*>(p.mask);
   const float scale_log2 = p.scale * kLog2e;
@@ -197,20 +199,31 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashAtten
     cp_async_commit();
 
     // Online softmax over this tile's keys; s[n][e] is row g + 8 (e / 2), key kv0 + 8n + 2t + e % 2.
+    // In-tile key indices are 32-bit: the last visible key of each row relative to kv0 (clamped
+    // into [-1, kBlockK - 1]) and the mask pointer at this tile's first key, computed once a tile.
+    int last[2];
+    const T* mtile[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      int64_t lim = (limit[r] < p.sk - 1 ? limit[r] : p.sk - 1) - kv0;
+      last[r] = static_cast<int>(lim < -1 ? -1 : (lim > kBlockK - 1 ? kBlockK - 1 : lim));
+      mtile[r] = kMask == AttentionMask::kNone ? nullptr : mask + moff[r] + kv0 * p.rows.mask_key_stride;
+    }
+    const int64_t mks = p.rows.mask_key_stride;
     float tmax[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kBlockK / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
-        const int64_t j = kv0 + n * 8 + 2 * t + (e & 1);
+        const int j = n * 8 + 2 * t + (e & 1);
         float x = s[n][e] * scale_log2;
-        if (j >= p.sk || j > limit[r]) {
+        if (j > last[r]) {
           x = -INFINITY;
-        } else if (p.rows.mask == AttentionMask::kAdditive) {
-          x += Elem<T>::to_float(mask[moff[r] + j * p.rows.mask_key_stride]) * kLog2e;
-        } else if (p.rows.mask == AttentionMask::kKeep) {
-          if (Elem<T>::to_float(mask[moff[r] + j * p.rows.mask_key_stride]) == 0.f) x = -INFINITY;
+        } else if constexpr (kMask == AttentionMask::kAdditive) {
+          x += Elem<T>::to_float(mtile[r][j * mks]) * kLog2e;
+        } else if constexpr (kMask == AttentionMask::kKeep) {
+          if (Elem<T>::to_float(mtile[r][j * mks]) == 0.f) x = -INFINITY;
         }
         s[n][e] = x;
         tmax[r] = fmaxf(tmax[r], x);
@@ -287,7 +300,13 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_kernel(FlashAtten
 template <typename T, int D>
 cudaError_t launch(const FlashAttentionParams& p, cudaStream_t stream) {
   const int64_t blocks = p.batch * p.hq * ((p.sq + kBlockQ - 1) / kBlockQ);
-  flash_attention_kernel<T, D><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(p);
+  const unsigned g = static_cast<unsigned>(blocks);
+  if (p.rows.mask == AttentionMask::kAdditive)
+    flash_attention_kernel<T, D, AttentionMask::kAdditive><<<g, kWarps * 32, 0, stream>>>(p);
+  else if (p.rows.mask == AttentionMask::kKeep)
+    flash_attention_kernel<T, D, AttentionMask::kKeep><<<g, kWarps * 32, 0, stream>>>(p);
+  else
+    flash_attention_kernel<T, D, AttentionMask::kNone><<<g, kWarps * 32, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
