@@ -95,7 +95,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   };
   const std::vector<LoadPhase>& load_phases() const;
   // CUDA plans: how many layers' tactics were restored from the plan's serialized tactic data
-  // (cuDNN execution plans) and how many were rebuilt from their heuristic rank.
+  // (cuDNN execution plans, cuBLASLt algorithms) and how many were rebuilt from their heuristic rank.
   int tactics_restored() const;
   int tactics_rebuilt() const;
   // CUDA plans: weights the load uploaded as the plan stores them (packed for their tactics, no

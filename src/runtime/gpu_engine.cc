@@ -378,8 +378,9 @@ StatusOr<std::shared_ptr<EngineState>> create_engine(const ir::Graph& g, const s
                                                " uploaded as the plan stores them (packed), " +
                                                std::to_string(e->packed.elided.size()) + " constants stored only packed");
   for (const auto& l : m->layers())
-    if (tactic_id_source(l.tactic_id) == TacticSource::kCudnnGraph) ++e->load.rebuilt;
-  e->load.rebuilt -= e->load.restored;
+    if (!l.restored && (tactic_id_source(l.tactic_id) == TacticSource::kCudnnGraph ||
+                        tactic_id_source(l.tactic_id) == TacticSource::kCublasLt))
+      ++e->load.rebuilt;
   e->models[{opt_shapes, std::string()}] = m;
   return e;
 }

@@ -70,7 +70,7 @@ struct GpuLoadTimes {
   double tactics_ms = 0;  // restoring each layer's tactic (cuDNN plans: deserialize or rebuild)
   int packed_hits = 0;    // weights uploaded from the plan's packed bytes (no conversion)
   int restored = 0;       // tactics restored from the plan's tactic data
-  int rebuilt = 0;        // tactics rebuilt from their heuristic rank (no or unusable data)
+  int rebuilt = 0;        // cuDNN-graph / cuBLASLt tactics rebuilt from their heuristic rank (no or unusable data)
 };
 
 // True when this build has the CUDA backend and a GPU is present.

@@ -81,7 +81,7 @@ TEST(GpuPlanLoad, GraphConvPlansRestoreFromTacticDataBitExactly) {
   for (const auto& t : parsed->tactics) graph_layers += t.name.rfind("cudnn.graph", 0) == 0 ? 1 : 0;
   std::printf("graph-API conv layers: %d, tactic data entries: %zu\n", graph_layers, parsed->tactic_data.size());
   for (const auto& [key, bytes] : parsed->tactic_data) {
-    EXPECT_EQ(key.rfind("cudnn.graph ", 0), 0u) << key;
+    EXPECT_TRUE(key.rfind("cudnn.graph ", 0) == 0 || key.rfind("cublaslt.matmul ", 0) == 0) << key;
     EXPECT_FALSE(bytes.empty()) << key;
   }
 
@@ -109,6 +109,57 @@ TEST(GpuPlanLoad, GraphConvPlansRestoreFromTacticDataBitExactly) {
   EXPECT_EQ(std::memcmp(with_data.data<float>(), without.data<float>(), sizeof(float) * with_data.numel()), 0)
       << "a restored cuDNN plan must run the same engine configuration as the rebuilt one";
   std::printf("restored %d, rebuilt %d (with tactic data); rebuilt %d (without)\n", restored, rebuilt, rebuilt2);
+#endif
+}
+
+// cuBLASLt GEMMs keep the algorithm the build chose in the plan's tactic data (decision 0079):
+// a load restores it without asking cuBLASLt's heuristic, and computes exactly what the same
+// plan without tactic data computes (each algorithm rebuilt from its heuristic rank).
+TEST(GpuPlanLoad, CublasLtAlgorithmsRestoreFromTacticDataBitExactly) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  TinyGraph t;
+  auto x = t.input("x", {64, 256});
+  auto w1 = t.constant("w1", random_tensor({256, 512}, 41, -0.1f, 0.1f));
+  auto b1 = t.constant("b1", random_tensor({512}, 42));
+  auto h = t.node(OpKind::kMatMul, "mm1", {x, w1}, {64, 512});
+  auto hb = t.node(OpKind::kAdd, "bias1", {h, b1}, {64, 512});
+  auto r = t.node(OpKind::kRelu, "relu1", {hb}, {64, 512});
+  auto w2 = t.constant("w2", random_tensor({512, 256}, 43, -0.1f, 0.1f));
+  auto y = t.node(OpKind::kMatMul, "mm2", {r, w2}, {64, 256});
+  t.g.outputs = {y};
+  BuilderConfig c;
+  c.target = TargetDevice::kCuda;
+  c.fp16 = true;
+  auto plan = build_from_graph(t.g, c);
+  ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+  auto parsed = plan::read_plan(plan->data(), plan->size());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  int gemm_layers = 0;
+  for (const auto& tc : parsed->tactics) gemm_layers += tc.name.rfind("cublaslt.matmul", 0) == 0 ? 1 : 0;
+  ASSERT_GT(gemm_layers, 0) << "no cuBLASLt layer in the plan";
+  int entries = 0;
+  for (const auto& [key, bytes] : parsed->tactic_data)
+    if (key.rfind("cublaslt.matmul ", 0) == 0) {
+      ++entries;
+      EXPECT_EQ(bytes.size(), sizeof(cublasLtMatmulAlgo_t)) << key;
+    }
+  EXPECT_EQ(entries, gemm_layers);
+  plan::Plan stripped = *parsed;
+  stripped.tactic_data.clear();
+  const Tensor in = random_tensor({64, 256}, 44);
+  int restored = 0, rebuilt = 0, restored2 = 0, rebuilt2 = 0;
+  std::vector<std::string> phases;
+  Tensor with_data = run_engine(*plan, in, &restored, &rebuilt, &phases);
+  EXPECT_EQ(restored, gemm_layers);
+  EXPECT_EQ(rebuilt, 0);
+  Tensor without = run_engine(plan::write_plan(stripped), in, &restored2, &rebuilt2, &phases);
+  EXPECT_EQ(restored2, 0);
+  EXPECT_EQ(rebuilt2, gemm_layers);
+  ASSERT_EQ(with_data.numel(), without.numel());
+  ASSERT_GT(with_data.numel(), 0);
+  EXPECT_EQ(std::memcmp(with_data.data<float>(), without.data<float>(), sizeof(float) * with_data.numel()), 0)
+      << "a restored cuBLASLt algorithm must compute what the heuristic's entry computes";
 #endif
 }
 

@@ -141,7 +141,8 @@ int cmd_bench(const BenchOptions& o) {
   }
   std::printf(")\n");
   if (cuda)
-    std::printf("Tactics: %d restored from the plan's serialized cuDNN plans, %d rebuilt from their heuristic rank; "
+    std::printf("Tactics: %d restored from the plan's tactic data (cuDNN plans, cuBLASLt algorithms), %d rebuilt from "
+                "their heuristic rank; "
                 "%d weights uploaded as packed in the plan\n",
                 (*engine)->tactics_restored(), (*engine)->tactics_rebuilt(), (*engine)->weights_uploaded_packed());
   nlohmann::json j;

@@ -4,6 +4,7 @@
 #include "backends/cuda/gpu_layers.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -266,10 +267,19 @@ class GemmLayer : public Layer {
   Status select(TacticId id, ExecState& s) override {
     if (tactic_id_source(id) != TacticSource::kCublasLt)
       return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not a cuBLASLt tactic");
-    if (heur_.empty()) KILN_RETURN_IF_ERROR(query_heuristics(s));  // a load: same library, same list
     uint32_t i = tactic_id_variant(id);
     const bool padded = i >= kGemmPaddedVariant;
     if (padded) i -= kGemmPaddedVariant;
+    restored = false;
+    // A load: the algorithm the build chose, from the plan's tactic data, without asking
+    // cuBLASLt's heuristic again (which costs about 0.2 ms per layer and shape).
+    if (heur_.empty() && restore(id, padded, s)) {
+      tactic_id = id;
+      describe(static_cast<int>(i));
+      if (s.verify) return enqueue(s);
+      return Status::Ok();
+    }
+    if (heur_.empty()) KILN_RETURN_IF_ERROR(query_heuristics(s));  // same library, same list
     const auto& list = padded ? heur_pad_ : heur_;
     if (i >= list.size())
       return invalid_plan("layer '" + name + "': cuBLASLt heuristic #" + std::to_string(i) + (padded ? " (padded N)" : "") +
@@ -281,6 +291,13 @@ class GemmLayer : public Layer {
     describe(static_cast<int>(i));
     if (s.verify) return enqueue(s);
     return Status::Ok();
+  }
+  // The selected algorithm (cublasLtMatmulAlgo_t, which cublasLt.h documents as trivially
+  // serializable for the same cuBLAS version; the plan header checks the version) by the layer's
+  // signature and tactic id.
+  void export_tactic_data(std::map<std::string, std::string>* out) const override {
+    if (has_algo_ && tactic_id != kNoTactic)
+      (*out)[data_key(tactic_id)] = std::string(reinterpret_cast<const char*>(&algo_), sizeof algo_);
   }
   void finalize(const std::vector<GVal>& vals) override {
     if (!p_.has_bias) return;
@@ -322,6 +339,29 @@ class GemmLayer : public Layer {
  private:
   static constexpr size_t kGemmWorkspace = 32u << 20;  // bytes
   static constexpr int kHeuristics = 8;                 // entries asked of the heuristic
+  std::string data_key(TacticId id) const { return "cublaslt.matmul " + signature() + " id=" + std::to_string(id); }
+  // The plan's algorithm for tactic `id`, checked by cublasLtMatmulAlgoCheck for this matmul
+  // (and its workspace within the cap): true when restored; false sends select to the heuristic.
+  bool restore(TacticId id, bool padded, ExecState& s) {
+    if (!s.tactic_data || (padded && !c_pad_)) return false;
+    cap_ = std::min(s.workspace_bytes, kGemmWorkspace);  // as query_heuristics sets it (part of the key)
+    auto it = s.tactic_data->find(data_key(id));
+    if (it == s.tactic_data->end() || it->second.size() != sizeof(cublasLtMatmulAlgo_t)) return false;
+    if (padded && s.workspace_bytes < pad_bytes_ + 256) return false;
+    cublasLtMatmulAlgo_t algo;
+    std::memcpy(&algo, it->second.data(), sizeof algo);
+    cublasLtMatmulHeuristicResult_t check{};
+    const cublasStatus_t st = padded ? cublasLtMatmulAlgoCheck(s.lt, desc_, a_pad_, b_, c_pad_, c_pad_, &algo, &check)
+                                     : cublasLtMatmulAlgoCheck(s.lt, desc_, a_, b_, c_, c_, &algo, &check);
+    // The workspace enqueue gives cuBLASLt (after the padded output in the padded form).
+    const size_t room = padded ? std::min(s.workspace_bytes - pad_bytes_, cap_) : cap_;
+    if (st != CUBLAS_STATUS_SUCCESS || check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > room) return false;
+    algo_ = algo;
+    has_algo_ = true;
+    padded_ = padded;
+    restored = true;
+    return true;
+  }
   Status query_heuristics(ExecState& s) {
     cap_ = std::min(s.workspace_bytes, kGemmWorkspace);
     cublasLtMatmulPreference_t pref;

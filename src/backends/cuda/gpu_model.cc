@@ -928,7 +928,7 @@ StatusOr<std::shared_ptr<GpuModel>> GpuModel::create(const ir::Graph& g, const V
   for (size_t i = 0; i < m->layers.size(); ++i) {
     const Layer& layer = *m->layers[i];
     m->infos.push_back({layer.name, layer.op, layer.tactic, layer.tactic_id, layer.origin, layer.tuned_ms,
-                        layer.fallback, layer.workspace(), m->streams.stream[i]});
+                        layer.fallback, layer.workspace(), m->streams.stream[i], layer.restored});
   }
   const auto t2 = std::chrono::steady_clock::now();
   m->times.lower_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();

@@ -266,6 +266,7 @@ struct GpuLayerInfo {
   std::string fallback;  // why a slower path than the fast tactic runs ("" = none)
   size_t workspace_bytes = 0;  // scratch bytes the chosen tactic uses
   int stream = 0;              // 0 = the caller's stream, 1.. = an aux stream of the context
+  bool restored = false;       // the tactic came from the plan's tactic data (no re-creation)
 };
 
 class GpuContext;
