@@ -93,11 +93,12 @@ __device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* sh, uint64_t* tot
 // The largest key t with F(t) = sum of weights of candidates whose key >= t reaching `target`
 // (>= 1; the candidates' total must reach it), by MSB-first radix select. *above = F(t + 1),
 // the weight strictly above t; *at = the weight of the candidates whose key is t. `cand(i, &key,
-// &w)` says whether i is a candidate, its key and its weight (a weight of 0 never counts).
-// kCounts: every weight is 1 (warp-aggregated atomics). Every thread gets the results.
-template <bool kCounts, class Cand>
-__device__ uint32_t radix_select(int64_t n, const Cand& cand, uint64_t target, uint64_t* hist, uint64_t* sh,
-                                 uint64_t* above_out, uint64_t* at_out) {
+// &x)` says whether i is a candidate and gives its key and penalized logit; `weight(x)` its weight
+// (a weight of 0 never counts), evaluated only for candidates in the current prefix. kCounts:
+// every weight is 1 (warp-aggregated atomics; `weight` unused). Every thread gets the results.
+template <bool kCounts, class Cand, class Weight>
+__device__ uint32_t radix_select(int64_t n, const Cand& cand, const Weight& weight, uint64_t target, uint64_t* hist,
+                                 uint64_t* sh, uint64_t* above_out, uint64_t* at_out) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   uint32_t prefix = 0;
   uint64_t above = 0, at = 0;
@@ -108,9 +109,11 @@ __device__ uint32_t radix_select(int64_t n, const Cand& cand, uint64_t target, u
     for (int64_t base = 0; base < n; base += kThreads) {
       const int64_t i = base + threadIdx.x;
       uint32_t key = 0;
-      uint64_t w = 0;
+      float x = 0;
+      uint64_t w = 1;
       int bin = -1;
-      if (i < n && cand(i, &key, &w) && w != 0 && (pass == 0 || (key >> (shift + 8)) == (prefix >> (shift + 8))))
+      if (i < n && cand(i, &key, &x) && (pass == 0 || (key >> (shift + 8)) == (prefix >> (shift + 8))) &&
+          (kCounts || (w = weight(x)) != 0))
         bin = static_cast<int>((key >> shift) & 255u);
       if (kCounts) {
         // One atomic per distinct bin of the warp: the logits' leading bits are nearly all equal.
@@ -268,12 +271,11 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* logi
   if (p.top_k > 0 && p.top_k < vocab) {
     cut_key = radix_select<true>(
         vocab,
-        [&](int64_t i, uint32_t* key, uint64_t* w) {
+        [&](int64_t i, uint32_t* key, float*) {
           *key = order_key(row.at(i));
-          *w = 1;
           return true;
         },
-        static_cast<uint64_t>(p.top_k), hist, sh, &above, &at);
+        [](float) { return uint64_t{1}; }, static_cast<uint64_t>(p.top_k), hist, sh, &above, &at);
   }
   // 4. Top-p over the kept tokens: the fewest largest masses whose sum reaches top_p of the kept
   // sum; among tokens tied at the boundary, the lowest ids (the host's stable sort).
@@ -290,14 +292,12 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* logi
     const uint32_t floor_key = cut_key;
     const uint32_t tau = radix_select<false>(
         vocab,
-        [&](int64_t i, uint32_t* key, uint64_t* w) {
-          const float x = row.at(i);
-          *key = order_key(x);
-          if (*key < floor_key) return false;
-          *w = row.fixed(x);
-          return true;
+        [&](int64_t i, uint32_t* key, float* x) {
+          *x = row.at(i);
+          *key = order_key(*x);
+          return *key >= floor_key;
         },
-        target, hist, sh, &above, &at);
+        [&](float x) { return row.fixed(x); }, target, hist, sh, &above, &at);
     // Ties at tau all have the same mass: keep the fewest that reach the target.
     const float tau_x = __uint_as_float((tau & 0x80000000u) ? (tau & 0x7fffffffu) : ~tau);
     const uint64_t each = row.fixed(tau_x);
@@ -310,12 +310,11 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* logi
       uint64_t a2 = 0, t2 = 0;
       const uint32_t k2 = radix_select<true>(
           vocab,
-          [&](int64_t i, uint32_t* key, uint64_t* w) {
+          [&](int64_t i, uint32_t* key, float*) {
             *key = 0xffffffffu - static_cast<uint32_t>(i);
-            *w = 1;
             return order_key(row.at(i)) == tau;
           },
-          keep, hist, sh, &a2, &t2);
+          [](float) { return uint64_t{1}; }, keep, hist, sh, &a2, &t2);
       cut_id = static_cast<int64_t>(0xffffffffu - k2);
     }
   }
