@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# GPU sampling (docs/decisions/0077) on the GPU machine, after scripts/gpu_carry.sh here:
+# GPU sampling (docs/decisions/0077) on the GPU machine, after scripts/gpu_carry.sh here and the
+# kernel microbenchmark built into the carry:
+#   nvcc -O2 -std=c++17 -arch=sm_90 -Isrc -Iinclude bench/micro/sampling.cu src/backends/cuda/kernels_sampling.cu \
+#     -o .gpu-carry/sampling_bench
 #   run(command="scripts/gpu_sampling.sh", carry=[".gpu-carry"])
 #   1. the GPU sampler's tests (kernel vs the host Sampler, Philox draws, determinism, chi-square,
 #      seen-id bitmaps) and the LLM runner's GPU and CPU tests;
-#   2. checkpoints made by transformers (scripts/llm_hf_peer.py make; KILN_LLM_MODELS, default
+#   2. the kernel alone (bench/micro/sampling.cu: R 1/8/64 x V 50,257/128,256 x four option mixes,
+#      beside the D2H copy of the same logits rows host sampling needed; $OUT/sampling_kernel.jsonl);
+#   3. checkpoints made by transformers (scripts/llm_hf_peer.py make; KILN_LLM_MODELS, default
 #      gpt2,llama1b: vocab 50,257 and 128,256) built with `kiln build-llm --device gpu --dtype fp16`;
 #      a seeded sampled `kiln generate` run twice must give the same tokens;
-#   3. `kiln bench-llm --cuda-graph` (128 in / 128 out, batch KILN_LLM_BATCHES, default 1,8,64) greedy,
+#   4. `kiln bench-llm --cuda-graph` (128 in / 128 out, batch KILN_LLM_BATCHES, default 1,8,64) greedy,
 #      then sampled (temperature 0.8, top-k 50, top-p 0.9, repetition penalty 1.1; and top-p 0.95 alone,
 #      the whole vocabulary in play) with the GPU sampler and with --host-sampling (the logits rows
 #      copied back and sampled by the host Sampler: the path before 0077), all on the same card in this
@@ -23,6 +28,13 @@ BATCHES=${KILN_LLM_BATCHES:-1,8,64}
 
 stamp "== tests"
 "$C/kiln_tests" --gtest_filter='GpuSampling*:GpuLlmRunner*:LlmSampling*:LlmRunner*' 2>&1 | tail -30
+
+stamp "== kernel microbenchmark"
+if [ -x "$C/sampling_bench" ]; then
+  "$C/sampling_bench" | tee "$OUT/sampling_kernel.jsonl"
+else
+  echo "no $C/sampling_bench (build it into the carry: see the top of this script)"
+fi
 
 stamp "== checkpoints ($MODELS)"
 "$PY" scripts/llm_hf_peer.py make $W --models "$MODELS" 2>&1 | grep -v Warning | tail -5

@@ -95,7 +95,8 @@ __device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* sh, uint64_t* tot
 // the weight strictly above t; *at = the weight of the candidates whose key is t. `cand(i, &key,
 // &x)` says whether i is a candidate and gives its key and penalized logit; `weight(x)` its weight
 // (a weight of 0 never counts), evaluated only for candidates in the current prefix. kCounts:
-// every weight is 1 (warp-aggregated atomics; `weight` unused). Every thread gets the results.
+// every weight is 1 (`weight` unused). Histogram atomics are aggregated per bin within each warp.
+// Every thread gets the results.
 template <bool kCounts, class Cand, class Weight>
 __device__ uint32_t radix_select(int64_t n, const Cand& cand, const Weight& weight, uint64_t target, uint64_t* hist,
                                  uint64_t* sh, uint64_t* above_out, uint64_t* at_out) {
@@ -120,8 +121,18 @@ __device__ uint32_t radix_select(int64_t n, const Cand& cand, const Weight& weig
         const unsigned peers = __match_any_sync(kFull, bin);
         if (bin >= 0 && lane == __ffs(peers) - 1) atomicAdd(reinterpret_cast<unsigned long long*>(&hist[bin]),
                                                             static_cast<unsigned long long>(__popc(peers)));
-      } else if (bin >= 0) {
-        atomicAdd(reinterpret_cast<unsigned long long*>(&hist[bin]), static_cast<unsigned long long>(w));
+      } else {
+        // One atomic per distinct bin of the warp, the bin's masses summed across the warp first:
+        // in the first pass nearly every token lands in one of a few bins.
+        unsigned pending = __ballot_sync(kFull, bin >= 0);
+        while (pending) {
+          const int leader = __ffs(pending) - 1;
+          const int b = __shfl_sync(kFull, bin, leader);
+          const bool mine = bin == b;
+          const uint64_t sum = warp_sum(mine ? w : 0);
+          if (lane == leader) atomicAdd(reinterpret_cast<unsigned long long*>(&hist[b]), static_cast<unsigned long long>(sum));
+          pending &= ~__ballot_sync(kFull, mine);
+        }
       }
     }
     __syncthreads();
