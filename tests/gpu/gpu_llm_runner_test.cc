@@ -133,7 +133,7 @@ void check_sampled(const LlmCpuRunner& ref, const LlmRequest& q, const std::vect
 
 // Teacher forcing for a request sampled on the GPU (decision 0077): at every step the reference's
 // logits, penalized over the ids so far, give Sampler::distribution; the token must be its argmax
-// (greedy) or sample_index(distribution, device_uniform(seed, position)).
+// (greedy; within 0.01 of it) or sample_index(distribution, device_uniform(seed, position)).
 void check_device_sampled(const LlmCpuRunner& ref, const LlmRequest& q, const std::vector<int32_t>& got) {
   KvCache cache = ref.empty_cache();
   const SamplingOptions& o = q.options.sampling;
@@ -145,10 +145,12 @@ void check_device_sampled(const LlmCpuRunner& ref, const LlmRequest& q, const st
     std::vector<float> row(logits->data<float>(), logits->data<float>() + V);
     apply_repetition_penalty(row.data(), V, ids, o.repetition_penalty);
     const Sampler s(o);
-    const int32_t want = s.greedy() ? static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin())
-                                    : sample_index(s.distribution(row.data(), V),
-                                                   device_uniform(o.seed, static_cast<int64_t>(ids.size())));
-    EXPECT_EQ(got[i], want) << "token " << i;
+    if (s.greedy()) {  // the penalized argmax, up to fp32 rounding (as check_near_argmax)
+      EXPECT_GE(row[got[i]], *std::max_element(row.begin(), row.end()) - 0.01f) << "token " << i;
+    } else {
+      EXPECT_EQ(got[i], sample_index(s.distribution(row.data(), V), device_uniform(o.seed, static_cast<int64_t>(ids.size()))))
+          << "token " << i;
+    }
     ids.push_back(got[i]);
     step = {got[i]};
   }
