@@ -24,8 +24,8 @@ constexpr int64_t kMaxVocab = int64_t{1} << 23;  // V * 2^40 < 2^63
 // The total order of floats as unsigned integers (larger float -> larger key); -0 is +0 first,
 // as the host compares them equal.
 __device__ __forceinline__ uint32_t order_key(float x) {
-  if (x == 0.0f) x = 0.0f;
-  const uint32_t u = __float_as_uint(x);
+  uint32_t u = __float_as_uint(x);
+  if ((u & 0x7fffffffu) == 0) u = 0;  // -0 -> +0, in bits (no compiler may fold it away)
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
@@ -173,9 +173,10 @@ __device__ uint32_t radix_select(int64_t n, const Cand& cand, const Weight& weig
   return prefix;
 }
 
-__global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* logits, const SamplingRow* rows, const int64_t* ids,
-                                   const int32_t* token_seq, const int64_t* positions, uint32_t* seen_all,
-                                   SamplingResult* results, float* distributions, int64_t vocab, int64_t tokens) {
+__global__ void __launch_bounds__(kThreads)
+    sample_rows_kernel(const float* logits, const SamplingRow* rows, const int64_t* ids, const int32_t* token_seq,
+                       const int64_t* positions, uint32_t* seen_all, SamplingResult* results, float* distributions,
+                       int64_t vocab, int64_t tokens) {
   __shared__ uint64_t hist[256];
   __shared__ uint64_t sh[kWarps + 1];
   __shared__ float shv[kWarps];
@@ -205,8 +206,9 @@ __global__ void __launch_bounds__(kThreads) sample_rows_kernel(const float* logi
   const SamplingRow p = rows[r];
   if (threadIdx.x == 0) results[r] = {-1, -1};
   if (!p.active) return;
+  // A temperature below float range acts as the smallest float (argmax-like), never as 0 (0 / 0).
   Row row{logits + static_cast<int64_t>(r) * vocab, seen, p.repetition_penalty, p.repetition_penalty != 1.0f, 0.f,
-          fmaxf(static_cast<float>(p.temperature), FLT_MIN)};  // a temperature below float range: argmax-like, not 0/0
+          fmaxf(static_cast<float>(p.temperature), FLT_MIN)};
   float* dist = distributions ? distributions + static_cast<int64_t>(r) * vocab : nullptr;
 
   // 2. Max, argmax (lowest id among equal maxima) and the first non-finite logit.
