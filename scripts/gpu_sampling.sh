@@ -3,10 +3,13 @@
 # kernel microbenchmark built into the carry:
 #   nvcc -O2 -std=c++17 -arch=sm_90 -Isrc -Iinclude bench/micro/sampling.cu src/backends/cuda/kernels_sampling.cu \
 #     -o .gpu-carry/sampling_bench
-#   run(command="scripts/gpu_sampling.sh", carry=[".gpu-carry"])
-#   1. the GPU sampler's tests (kernel vs the host Sampler, Philox draws, determinism, chi-square,
-#      seen-id bitmaps) and the LLM runner's GPU and CPU tests;
-#   2. the kernel alone (bench/micro/sampling.cu: R 1/8/64 x V 50,257/128,256 x four option mixes,
+#   run(command="KILN_LLM_MODELS=gpt2 scripts/gpu_sampling.sh", carry=[".gpu-carry"])
+#   run(command="KILN_SAMPLING_TESTS=0 KILN_LLM_MODELS=llama1b scripts/gpu_sampling.sh", carry=[".gpu-carry"])
+# (one model per call: host sampling of top-p over a 128k vocabulary sorts every row on the host,
+# ~10 ms a row, so its batch-64 runs alone take minutes). Steps:
+#   1. (unless KILN_SAMPLING_TESTS=0) the GPU sampler's tests (kernel vs the host Sampler, Philox
+#      draws, determinism, chi-square, seen-id bitmaps) and the LLM runner's GPU and CPU tests;
+#   2. (idem) the kernel alone (bench/micro/sampling.cu: R 1/8/64 x V 50,257/128,256 x four option mixes,
 #      beside the D2H copy of the same logits rows host sampling needed; $OUT/sampling_kernel.jsonl);
 #   3. checkpoints made by transformers (scripts/llm_hf_peer.py make; KILN_LLM_MODELS, default
 #      gpt2,llama1b: vocab 50,257 and 128,256) built with `kiln build-llm --device gpu --dtype fp16`;
@@ -14,8 +17,9 @@
 #   4. `kiln bench-llm --cuda-graph` (128 in / 128 out, batch KILN_LLM_BATCHES, default 1,8,64) greedy,
 #      then sampled (temperature 0.8, top-k 50, top-p 0.9, repetition penalty 1.1; and top-p 0.95 alone,
 #      the whole vocabulary in play) with the GPU sampler and with --host-sampling (the logits rows
-#      copied back and sampled by the host Sampler: the path before 0077), all on the same card in this
-#      one run ($OUT/sampling_bench.jsonl; one line per model x mode).
+#      copied back and sampled by the host Sampler: the path before 0077; no warm-up call, it would
+#      double the slowest runs), all on the same card in this one run ($OUT/sampling_bench.jsonl; one
+#      line per model x mode).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
@@ -26,14 +30,15 @@ W=/tmp/llm_sampling; mkdir -p $W
 MODELS=${KILN_LLM_MODELS:-gpt2,llama1b}
 BATCHES=${KILN_LLM_BATCHES:-1,8,64}
 
-stamp "== tests"
-"$C/kiln_tests" --gtest_filter='GpuSampling*:GpuLlmRunner*:LlmSampling*:LlmRunner*' 2>&1 | tail -30
-
-stamp "== kernel microbenchmark"
-if [ -x "$C/sampling_bench" ]; then
-  "$C/sampling_bench" | tee "$OUT/sampling_kernel.jsonl"
-else
-  echo "no $C/sampling_bench (build it into the carry: see the top of this script)"
+if [ "${KILN_SAMPLING_TESTS:-1}" = 1 ]; then
+  stamp "== tests"
+  "$C/kiln_tests" --gtest_filter='GpuSampling*:GpuLlmRunner*:LlmSampling*:LlmRunner*' 2>&1 | tail -30
+  stamp "== kernel microbenchmark"
+  if [ -x "$C/sampling_bench" ]; then
+    "$C/sampling_bench" | tee "$OUT/sampling_kernel.jsonl"
+  else
+    echo "no $C/sampling_bench (build it into the carry: see the top of this script)"
+  fi
 fi
 
 stamp "== checkpoints ($MODELS)"
@@ -57,9 +62,9 @@ PYEOF
     case $mode in
       greedy) flags=() ;;
       gpu) flags=(--temperature 0.8 --top-k 50 --top-p 0.9 --repetition-penalty 1.1) ;;
-      host) flags=(--temperature 0.8 --top-k 50 --top-p 0.9 --repetition-penalty 1.1 --host-sampling) ;;
+      host) flags=(--temperature 0.8 --top-k 50 --top-p 0.9 --repetition-penalty 1.1 --host-sampling --warmup 0) ;;
       gpu_topp) flags=(--temperature 1.0 --top-p 0.95) ;;
-      host_topp) flags=(--temperature 1.0 --top-p 0.95 --host-sampling) ;;
+      host_topp) flags=(--temperature 1.0 --top-p 0.95 --host-sampling --warmup 0) ;;
     esac
     stamp "== $m: bench-llm $mode"
     "$C/kiln" bench-llm "$e" --batch "$BATCHES" --input-len 128 --output-len 128 --cuda-graph "${flags[@]}" \
