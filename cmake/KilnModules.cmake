@@ -83,8 +83,9 @@ kiln_module(kiln_timing_cache
 # importer or protobuf.
 kiln_sources(LLM_SOURCES llm)
 list(FILTER LLM_SOURCES EXCLUDE REGEX "/sentencepiece_tokenizer\\.cc$")
-# The runner's files (kv_cache, kv_pool_device_*, runner, engine_info) are kiln_llm_runner's below.
-set(KILN_LLM_RUNNER_FILES kv_cache kv_pool_device_cuda kv_pool_device_none runner engine_info)
+# The runner's files (kv_cache, kv_pool_device_*, device_sampler_*, runner, engine_info) are kiln_llm_runner's below.
+set(KILN_LLM_RUNNER_FILES kv_cache kv_pool_device_cuda kv_pool_device_none device_sampler_cuda device_sampler_none runner
+  engine_info)
 foreach(f IN LISTS KILN_LLM_RUNNER_FILES)
   list(FILTER LLM_SOURCES EXCLUDE REGEX "/llm/${f}\\.cc$")
 endforeach()
@@ -129,9 +130,11 @@ kiln_module(kiln_runtime SOURCES ${RUNTIME_SOURCES} EXPOSE runtime
 set(LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_cache.cc ${CMAKE_SOURCE_DIR}/src/llm/engine_info.cc
   ${CMAKE_SOURCE_DIR}/src/llm/runner.cc)
 if(KILN_HAVE_CUDA)
-  list(APPEND LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_pool_device_cuda.cc)
+  list(APPEND LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_pool_device_cuda.cc
+    ${CMAKE_SOURCE_DIR}/src/llm/device_sampler_cuda.cc)
 else()
-  list(APPEND LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_pool_device_none.cc)
+  list(APPEND LLM_RUNNER_SOURCES ${CMAKE_SOURCE_DIR}/src/llm/kv_pool_device_none.cc
+    ${CMAKE_SOURCE_DIR}/src/llm/device_sampler_none.cc)
 endif()
 add_library(kiln_llm_runner STATIC ${LLM_RUNNER_SOURCES})
 target_link_libraries(kiln_llm_runner PUBLIC kiln_llm kiln_runtime)

@@ -21,7 +21,7 @@ O=${OUT:-.}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 
-"$C/kiln_tests" --gtest_filter='GpuLlmRunner*:GpuLlmStep*:*PagedAttention*:*Rope*:LlmRunner*:LlmCli*:LlmStepGraphFp8*:KvBlock*:KvPool*' 2>&1 | tail -40
+"$C/kiln_tests" --gtest_filter='GpuLlmRunner*:GpuSampling*:LlmSampling*:GpuLlmStep*:*PagedAttention*:*Rope*:LlmRunner*:LlmCli*:LlmStepGraphFp8*:KvBlock*:KvPool*' 2>&1 | tail -40
 
 "$PY" scripts/llm_reference_hf.py "$C/kiln_llm_generate" --out "$W/ckpt" --keep --gpt2-124m \
   --json "$O/llm_reference_hf.json" --new-tokens 32 | tail -12

@@ -1,5 +1,5 @@
 // LlmRunner: admission, step packing (decode tokens first, then prefill chunks), bucketing,
-// sampling and stop checks between steps of the step-graph engine (semantics in runner.h).
+// sampling (host or GPU) and stop checks between steps of the step-graph engine (semantics in runner.h).
 #include "llm/runner.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <deque>
 #include <filesystem>
 
+#include "llm/device_sampler.h"
 #include "llm/kv_pool_device.h"
 #include "llm/sampling.h"
 #include "llm/step_graph.h"
@@ -72,8 +73,9 @@ struct LlmRunner::Sequence {
 
 // Device io (CUDA plans with next_tokens; decision 0060's addendum): pinned host staging that the
 // contexts' inputs and next_tokens are bound to (enqueue copies them to and from the device on the
-// stream), the logits in device memory, a pinned [R, vocab] buffer that receives only the rows
-// of sampling requests, and per bucket the CUDA graph of its enqueue (cuda_graph on).
+// stream), the logits in device memory, the GPU sampler (decision 0077) or, with host sampling, a
+// pinned [R, vocab] buffer that receives only the rows of sampling requests, and per bucket the
+// CUDA graph of its enqueue and sampler (cuda_graph on).
 struct LlmRunner::DeviceIo {
   CudaStream stream = nullptr;
   void* ids = nullptr;    // int64 [max_num_tokens]
@@ -84,11 +86,13 @@ struct LlmRunner::DeviceIo {
   void* rows = nullptr;   // int64 [R]
   void* next = nullptr;   // int64 [R]: next_tokens
   void* logits_dev = nullptr;    // float32 [R, vocab], device
-  float* logits_host = nullptr;  // float32 [R, vocab], pinned; only sampled rows are written
+  float* logits_host = nullptr;  // float32 [R, vocab], pinned, host sampling only; only sampled rows are written
+  std::unique_ptr<DeviceSampler> sampler;  // device_sampling
   std::map<int64_t, void*> graphs;  // by bucket: cudaGraphExec_t
   ~DeviceIo() {
     for (auto& [b, g] : graphs) llm_graph_destroy(g);
     if (stream) (void)llm_stream_sync(stream, "LlmRunner teardown");
+    sampler.reset();
     llm_stream_destroy(stream);
     for (void* p : {ids, pos, seq, table, pools, rows, next, static_cast<void*>(logits_host)}) llm_pinned_free(p);
     kv_device_free(logits_dev);
@@ -173,8 +177,12 @@ StatusOr<std::unique_ptr<LlmRunner>> LlmRunner::create(std::shared_ptr<const Eng
     KILN_ASSIGN_OR_RETURN(d->rows, llm_pinned_alloc(R * 8, "logit_rows staging"));
     KILN_ASSIGN_OR_RETURN(d->next, llm_pinned_alloc(R * 8, "next_tokens"));
     KILN_ASSIGN_OR_RETURN(d->logits_dev, kv_device_alloc_zeroed(R * V * 4, "the step's logits"));
-    KILN_ASSIGN_OR_RETURN(void* lh, llm_pinned_alloc(R * V * 4, "sampled logits rows"));
-    d->logits_host = static_cast<float*>(lh);
+    if (options.device_sampling) {
+      KILN_ASSIGN_OR_RETURN(d->sampler, DeviceSampler::create(info.max_rows, info.max_num_tokens, info.vocab_size));
+    } else {
+      KILN_ASSIGN_OR_RETURN(void* lh, llm_pinned_alloc(R * V * 4, "sampled logits rows"));
+      d->logits_host = static_cast<float*>(lh);
+    }
     r->dio_ = std::move(d);
     return Status::Ok();
   };
@@ -286,15 +294,22 @@ StatusOr<ExecutionContext*> LlmRunner::context_for(int64_t bucket) {
 
 Status LlmRunner::run_device_step(ExecutionContext* ctx, int64_t tp, const std::vector<int32_t>& sample_rows) {
   DeviceIo& d = *dio_;
+  // The step, then the sampler over its logits: every step, so the rows' seen-id bitmaps follow
+  // every token (decision 0077).
+  auto record = [&]() -> Status {
+    KILN_RETURN_IF_ERROR(ctx->enqueue(d.stream));
+    if (d.sampler) KILN_RETURN_IF_ERROR(d.sampler->enqueue(d.logits_dev, d.ids, d.seq, d.pos, tp, d.stream));
+    return Status::Ok();
+  };
   if (cuda_graph_) {
     auto it = d.graphs.find(tp);
     if (it == d.graphs.end()) {
-      KILN_ASSIGN_OR_RETURN(void* g, llm_graph_capture(d.stream, [&]() { return ctx->enqueue(d.stream); }));
+      KILN_ASSIGN_OR_RETURN(void* g, llm_graph_capture(d.stream, record));
       it = d.graphs.emplace(tp, g).first;
     }
     KILN_RETURN_IF_ERROR(llm_graph_launch(it->second, d.stream));
   } else {
-    KILN_RETURN_IF_ERROR(ctx->enqueue(d.stream));
+    KILN_RETURN_IF_ERROR(record());
   }
   // Only the sampled rows' logits, one copy per run of consecutive rows.
   const size_t row_bytes = static_cast<size_t>(config_.vocab_size) * 4;
@@ -316,6 +331,7 @@ StatusOr<std::vector<LlmResult>> LlmRunner::generate(const std::vector<LlmReques
   const auto t0 = std::chrono::steady_clock::now();
   stats_ = {};
   stats_.device_io = dio_ != nullptr;
+  stats_.device_sampling = dio_ && dio_->sampler;
   const int64_t V = config_.vocab_size, R = info_.max_rows, N = info_.max_num_tokens;
   const std::vector<int64_t>& default_eos = info_.eos_token_ids;
   std::vector<LlmResult> results(requests.size());
@@ -444,8 +460,15 @@ StatusOr<std::vector<LlmResult>> LlmRunner::generate(const std::vector<LlmReques
         std::memcpy(dio_->pools, pool_pointers_.raw(), pool_pointers_.nbytes());
         std::memcpy(dio_->rows, rows.raw(), rows.nbytes());
         std::vector<int32_t> sample_rows;
-        for (size_t p = 0; p < parts.size(); ++p)
-          if (samples[p] && !device_greedy(*parts[p].seq)) sample_rows.push_back(parts[p].seq->row);
+        if (dio_->sampler) dio_->sampler->clear_rows();
+        for (size_t p = 0; p < parts.size(); ++p) {
+          const Sequence& s = *parts[p].seq;
+          if (!samples[p] || device_greedy(s)) continue;
+          if (dio_->sampler)  // the new token's position: the Philox counter
+            dio_->sampler->set_row(s.row, s.options->sampling, static_cast<int64_t>(s.ids.size()));
+          else
+            sample_rows.push_back(s.row);
+        }
         if (sample_rows.empty()) ++stats_.argmax_only_steps;
         failure = run_device_step(*ctx, Tp, sample_rows);
       }
@@ -475,6 +498,18 @@ StatusOr<std::vector<LlmResult>> LlmRunner::generate(const std::vector<LlmReques
                                 std::to_string(s.cached - 1) + " is " + std::to_string(id) + ", outside the vocabulary");
         }
         tok = static_cast<int32_t>(id);
+      } else if (dio_ && dio_->sampler) {
+        const int32_t id = dio_->sampler->token(s.row), bad = dio_->sampler->nonfinite(s.row);
+        if (bad >= 0 || id < 0 || id >= V) {
+          release_all();
+          return internal_error("generate: request " + std::to_string(s.request) + ": " +
+                                (bad >= 0 ? "the logits at position " + std::to_string(s.cached - 1) +
+                                                " hold a non-finite value (id " + std::to_string(bad) + ")"
+                                          : "the GPU sampler chose id " + std::to_string(id) + " at position " +
+                                                std::to_string(s.cached - 1) + ", outside the vocabulary"));
+        }
+        tok = id;
+        ++stats_.device_sampled_tokens;
       } else {
         const float* row = (dio_ ? dio_->logits_host : logits->data<float>()) + static_cast<int64_t>(s.row) * V;
         ++stats_.logits_rows_read;

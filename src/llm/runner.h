@@ -5,10 +5,11 @@
 // requests wait in FIFO order and join as soon as a row and their worst-case blocks are free;
 // each step packs one decode token of every running sequence plus prefill chunks of newly
 // admitted ones, up to max_num_tokens tokens (chunked prefill), pads the token count T up to a
-// power-of-two bucket (padding tokens have token_seq = -1) and samples each sequence's next token
-// on the host (sampling.h). On CUDA plans the step runs through enqueue from pinned staging
-// buffers, and only the device's argmax (next_tokens) and the logits rows of sampling requests
-// come back. docs/decisions/0060-llm-runner.md (and its addendum).
+// power-of-two bucket (padding tokens have token_seq = -1) and chooses each sequence's next
+// token: on CPU plans on the host (sampling.h); on CUDA plans the step runs through enqueue from
+// pinned staging buffers, greedy rows take the device's argmax (next_tokens) and the others are
+// sampled on the GPU (device_sampler.h), so only token ids come back.
+// docs/decisions/0060-llm-runner.md (and its addendum), 0077-gpu-sampling.md.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +64,12 @@ struct LlmRunnerOptions {
   // block table, positions and pool addresses are data in the graph's input buffers, so replays
   // see each step's values.
   bool cuda_graph = false;
+  // CUDA plans with next_tokens (device io): rows that sample (temperature > 0 or a repetition
+  // penalty) choose their token on the GPU after the step (device_sampler.h; in the CUDA graph
+  // with cuda_graph), only the ids come back. false: their logits rows are copied to the host and
+  // sampled by Sampler (std::mt19937_64 draws, so other tokens than the GPU's Philox draws; the
+  // path before decision 0077, kept for comparisons: bench-llm --host-sampling).
+  bool device_sampling = true;
 };
 
 // Counters of the last generate() (for tests and bench-llm).
@@ -74,13 +81,16 @@ struct LlmRunStats {
   int64_t max_step_tokens = 0;   // most real tokens in one step
   int64_t prefill_chunks = 0;    // steps in which a sequence ran part, not all, of its remaining prompt
   // Device io (CUDA plans with next_tokens): steps run through enqueue on the runner's stream,
-  // and what came back to the host: steps whose tokens were all the device's argmax
-  // (next_tokens, R int64s), and rows of [vocab] logits copied for sampling requests. The
-  // execute path (CPU plans, or CUDA plans without next_tokens) counts every sampled row in
-  // logits_rows_read and copies all [R, vocab] logits every step.
+  // and what came back to the host: steps that copied no logits row (every token the device's
+  // argmax or the GPU sampler's), rows of [vocab] logits copied for host sampling, and tokens
+  // the GPU sampler chose (device_sampling). The execute path (CPU plans, or CUDA plans without
+  // next_tokens) counts every sampled row in logits_rows_read and copies all [R, vocab] logits
+  // every step.
   bool device_io = false;
+  bool device_sampling = false;
   int64_t argmax_only_steps = 0;
   int64_t logits_rows_read = 0;
+  int64_t device_sampled_tokens = 0;
 };
 
 class LlmRunner {
@@ -129,8 +139,9 @@ class LlmRunner {
   struct Sequence;
   struct DeviceIo;
   StatusOr<ExecutionContext*> context_for(int64_t bucket);
-  // Device io: runs the step of bucket `tp` on the stream (the staging buffers filled), then
-  // copies the logits rows of `sample_rows` to the host staging and waits for the stream.
+  // Device io: runs the step of bucket `tp` on the stream (the staging buffers filled) and the
+  // GPU sampler after it (when there is one: the rows' options set), then copies the logits rows
+  // of `sample_rows` (host sampling) to the host staging and waits for the stream.
   Status run_device_step(ExecutionContext* ctx, int64_t tp, const std::vector<int32_t>& sample_rows);
 
   std::shared_ptr<const Engine> engine_;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/philox.h"
+
 namespace kiln::llm {
 
 namespace {
@@ -74,20 +76,25 @@ std::vector<double> Sampler::distribution(const float* logits, int64_t vocab) co
   return p;
 }
 
-int32_t Sampler::next(const float* logits, int64_t vocab) {
-  if (greedy()) return argmax(logits, vocab);
-  const std::vector<double> p = distribution(logits, vocab);
-  // 53 random bits -> u in [0, 1): the same on every standard library (std::uniform_real_distribution is not).
-  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+int32_t sample_index(const std::vector<double>& p, double u) {
   double cum = 0;
   int32_t last = 0;
-  for (int64_t i = 0; i < vocab; ++i) {
+  for (size_t i = 0; i < p.size(); ++i) {
     if (p[i] == 0) continue;
     last = static_cast<int32_t>(i);
     cum += p[i];
     if (u < cum) return last;
   }
   return last;  // u beyond the sum's rounding: the last token with mass
+}
+
+double device_uniform(uint64_t seed, int64_t position) { return philox_uniform(seed, static_cast<uint64_t>(position)); }
+
+int32_t Sampler::next(const float* logits, int64_t vocab) {
+  if (greedy()) return argmax(logits, vocab);
+  // 53 random bits -> u in [0, 1): the same on every standard library (std::uniform_real_distribution is not).
+  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0);
+  return sample_index(distribution(logits, vocab), u);
 }
 
 }  // namespace kiln::llm

@@ -2,7 +2,8 @@
 // memory, the same scheduling as on the CPU. Each generated token is checked by teacher forcing
 // against LlmCpuRunner (the token the engine chose must be the reference's argmax or within a
 // small margin of it: fp16 and TF32 GEMMs round differently), batched = alone, CUDA graphs =
-// no graphs, and the memory budget sizes the pool.
+// no graphs, sampled tokens = the reference's draw (GPU sampling: the Philox uniform of decision
+// 0077; host sampling: the request's mt19937_64 Sampler), and the memory budget sizes the pool.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -25,7 +26,7 @@ std::vector<int32_t> random_ids(size_t n, int64_t vocab, uint32_t seed) {
 }
 
 std::unique_ptr<LlmRunner> cuda_runner(const Checkpoint& ck, const std::string& dtype, bool cuda_graph,
-                                       uint64_t budget = 0) {
+                                       uint64_t budget = 0, bool device_sampling = true) {
   cli::LlmBuildOptions o;
   o.dtype = dtype;
   o.device = "gpu";
@@ -43,6 +44,7 @@ std::unique_ptr<LlmRunner> cuda_runner(const Checkpoint& ck, const std::string& 
   LlmRunnerOptions ro;
   ro.cuda_graph = cuda_graph;
   ro.max_memory_bytes = budget;
+  ro.device_sampling = device_sampling;
   auto r = LlmRunner::create(*engine, built->info, ck.config(), nullptr, ro);
   EXPECT_TRUE(r.ok()) << r.status().to_string();
   return r.ok() ? std::move(*r) : nullptr;
@@ -129,10 +131,37 @@ void check_sampled(const LlmCpuRunner& ref, const LlmRequest& q, const std::vect
   }
 }
 
-// Device io (decision 0060's addendum): a batch of greedy requests copies back only next_tokens
-// (no logits row at all); a batch with one sampling request copies exactly that request's row
-// once per token it samples, and the greedy requests' tokens do not change. With and without
-// CUDA graphs (the runner captures enqueue per bucket).
+// Teacher forcing for a request sampled on the GPU (decision 0077): at every step the reference's
+// logits, penalized over the ids so far, give Sampler::distribution; the token must be its argmax
+// (greedy; within 0.01 of it) or sample_index(distribution, device_uniform(seed, position)).
+void check_device_sampled(const LlmCpuRunner& ref, const LlmRequest& q, const std::vector<int32_t>& got) {
+  KvCache cache = ref.empty_cache();
+  const SamplingOptions& o = q.options.sampling;
+  std::vector<int32_t> ids = q.prompt, step = q.prompt;
+  const int64_t V = ref.config().vocab_size;
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto logits = ref.forward(step, &cache, /*all_logits=*/false);
+    ASSERT_TRUE(logits.ok()) << logits.status().to_string();
+    std::vector<float> row(logits->data<float>(), logits->data<float>() + V);
+    apply_repetition_penalty(row.data(), V, ids, o.repetition_penalty);
+    const Sampler s(o);
+    if (s.greedy()) {  // the penalized argmax, up to fp32 rounding (as check_near_argmax)
+      EXPECT_GE(row[got[i]], *std::max_element(row.begin(), row.end()) - 0.01f) << "token " << i;
+    } else {
+      EXPECT_EQ(got[i], sample_index(s.distribution(row.data(), V), device_uniform(o.seed, static_cast<int64_t>(ids.size()))))
+          << "token " << i;
+    }
+    ids.push_back(got[i]);
+    step = {got[i]};
+  }
+}
+
+// Device io (decision 0060's addendum, 0077): a batch of greedy requests copies back only
+// next_tokens (no logits row at all); with GPU sampling a batch with sampling and penalized
+// requests copies back no logits row either (their ids come from the GPU sampler, which must draw
+// what the reference predicts), and the greedy requests' tokens do not change; with host
+// sampling exactly the sampling request's row comes back once per token it samples. With and
+// without CUDA graphs (the runner captures enqueue and the sampler per bucket).
 TEST(GpuLlmRunner, DeviceIoCopiesBackOnlyArgmaxOrTheSampledRows) {
   REQUIRE_GPU();
   testing::Model m = testing::make_model("gpudevio", testing::tiny_llama_config(2), 33);
@@ -144,7 +173,7 @@ TEST(GpuLlmRunner, DeviceIoCopiesBackOnlyArgmaxOrTheSampledRows) {
   mixed[2].options.sampling.seed = 11;
   for (bool graph : {false, true}) {
     SCOPED_TRACE(graph ? "cuda graph" : "enqueue");
-    auto r = cuda_runner(m.ck, "fp32", graph);
+    auto r = cuda_runner(m.ck, "fp32", graph, 0, /*device_sampling=*/false);
     ASSERT_TRUE(r);
     auto g = r->generate(greedy);
     ASSERT_TRUE(g.ok()) << g.status().to_string();
@@ -171,6 +200,49 @@ TEST(GpuLlmRunner, DeviceIoCopiesBackOnlyArgmaxOrTheSampledRows) {
     ASSERT_TRUE(alone.ok());
     EXPECT_EQ((*alone)[0].tokens, (*x)[2].tokens);
     EXPECT_EQ(r->last_stats().argmax_only_steps, 0);
+  }
+
+  // GPU sampling: request 2 sampled, 0 greedy with a repetition penalty, 4 sampled with top-k,
+  // top-p and a penalty; 1 and 3 plain greedy.
+  std::vector<LlmRequest> gpu = mixed;
+  gpu[0].options.sampling.repetition_penalty = 1.3;
+  gpu[4].options.sampling = {0.8, 20, 0.9, 99, 1.2};
+  int64_t device_tokens = 0;
+  for (size_t i : {0, 2, 4}) device_tokens += gpu[i].options.max_new_tokens;
+  std::vector<int32_t> first[5];
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "GPU sampling, cuda graph" : "GPU sampling, enqueue");
+    auto r = cuda_runner(m.ck, "fp32", graph);
+    ASSERT_TRUE(r);
+    auto g = r->generate(greedy);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    EXPECT_EQ(r->last_stats().device_sampled_tokens, 0);
+    auto x = r->generate(gpu);
+    ASSERT_TRUE(x.ok()) << x.status().to_string();
+    const LlmRunStats xs = r->last_stats();
+    EXPECT_TRUE(xs.device_sampling);
+    EXPECT_EQ(xs.logits_rows_read, 0);
+    EXPECT_EQ(xs.argmax_only_steps, xs.steps);
+    EXPECT_EQ(xs.device_sampled_tokens, device_tokens);
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      SCOPED_TRACE("request " + std::to_string(i));
+      ASSERT_EQ(static_cast<int64_t>((*x)[i].tokens.size()), gpu[i].options.max_new_tokens);
+      if (i == 1 || i == 3) {
+        EXPECT_EQ((*x)[i].tokens, (*g)[i].tokens) << "a greedy request changed";
+      } else {
+        check_device_sampled(**ref, gpu[i], (*x)[i].tokens);
+      }
+      if (graph) {
+        EXPECT_EQ((*x)[i].tokens, first[i]) << "CUDA graph != enqueue";
+      } else {
+        first[i] = (*x)[i].tokens;
+      }
+      // Alone: the same tokens (the draws depend on the seed and position only).
+      auto alone = r->generate({gpu[i]});
+      ASSERT_TRUE(alone.ok()) << alone.status().to_string();
+      EXPECT_EQ((*alone)[0].tokens, (*x)[i].tokens) << "batched != alone";
+    }
+    EXPECT_NE((*x)[2].tokens, (*g)[2].tokens) << "temperature 1.5 drew the greedy tokens: the test cannot tell the modes apart";
   }
 }
 

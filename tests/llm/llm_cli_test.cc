@@ -139,6 +139,33 @@ TEST_F(LlmCli, BenchLlmReportsEachBatch) {
   EXPECT_EQ(res["results"][1]["max_running"], 4);  // 6 requests, max batch 4: two queued
 }
 
+// bench-llm with sampling options: every request samples (on a CPU engine every sampled token is a
+// logits row read on the host), the options are echoed in the JSON, bad ones refused.
+TEST_F(LlmCli, BenchLlmSamplesWhenAsked) {
+  CliRun b = build();
+  ASSERT_EQ(b.rc, 0) << b.err;
+  const std::string j = tmp_ + "/bench_sampled.json";
+  CliRun r = run("kiln", "bench-llm " + engine_ +
+                             " --batch 3 --input-len 5 --output-len 4 --warmup 0 --temperature 0.8 --top-k 5 --top-p 0.9"
+                             " --repetition-penalty 1.1 --json " + j,
+                 tmp_);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json res = json::parse(slurp(j));
+  EXPECT_EQ(res["sampling"]["temperature"], 0.8);
+  EXPECT_EQ(res["sampling"]["top_k"], 5);
+  EXPECT_EQ(res["sampling"]["top_p"], 0.9);
+  EXPECT_EQ(res["sampling"]["repetition_penalty"], 1.1);
+  EXPECT_EQ(res["sampling"]["host_sampling"], false);
+  const json& x = res["results"][0];
+  EXPECT_EQ(x["output_tokens"], 12);
+  EXPECT_EQ(x["logits_rows_read"], 12) << "a CPU engine samples every token on the host";
+  EXPECT_EQ(x["device_sampling"], false);
+  EXPECT_EQ(x["device_sampled_tokens"], 0);
+  r = run("kiln", "bench-llm " + engine_ + " --batch 1 --top-p 1.5", tmp_);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("top_p"), std::string::npos) << r.err;
+}
+
 TEST_F(LlmCli, UsageAndInputErrors) {
   CliRun r = run("kiln", "build-llm " + ckpt_ + " -o " + engine_ + " --device cpu --dtype fp8", tmp_);
   EXPECT_EQ(r.rc, 2);

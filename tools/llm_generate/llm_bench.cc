@@ -1,6 +1,10 @@
 // kiln bench-llm ENGINE_DIR --batch 1,8,64 --input-len 128 --output-len 128 [--json FILE]
 //     [--seed S] [--warmup N] [--cuda-graph]
-// For each batch size B: B requests of input-len random prompt ids (seeded), greedy, eos ignored,
+//     [--temperature T --top-k K --top-p P --repetition-penalty R [--host-sampling]]
+// For each batch size B: B requests of input-len random prompt ids (seeded), greedy unless the
+// sampling options say otherwise (request i's sampling seed is S + i; on CUDA engines sampled
+// rows choose their token on the GPU, or with --host-sampling on the host from copied logits
+// rows: decision 0077's before / after), eos ignored,
 // exactly output-len new tokens each, submitted together to LlmRunner::generate (requests past
 // the engine's max batch queue and join as rows free up, so B > max batch measures the queue
 // too). Reports, per B: time to first token (ms from the call to each request's first token:
@@ -73,6 +77,15 @@ int llm_bench_main(int argc, char** argv) {
   app.add_option("--json", json_path, "also write the results as JSON here");
   bool cuda_graph = false;
   app.add_flag("--cuda-graph", cuda_graph, "CUDA engines: capture each step bucket into a CUDA graph, then replay it");
+  llm::SamplingOptions sampling;
+  bool host_sampling = false;
+  app.add_option("--temperature", sampling.temperature, "sampling temperature (0 = greedy)")->capture_default_str();
+  app.add_option("--top-k", sampling.top_k, "keep the k most likely tokens (0 = all)")->capture_default_str();
+  app.add_option("--top-p", sampling.top_p, "nucleus sampling threshold (1 = off)")->capture_default_str();
+  app.add_option("--repetition-penalty", sampling.repetition_penalty, "transformers' repetition penalty (1 = off)")
+      ->capture_default_str();
+  app.add_flag("--host-sampling", host_sampling,
+               "CUDA engines: copy sampled rows' logits to the host and sample there (the path before GPU sampling)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -87,9 +100,14 @@ int llm_bench_main(int argc, char** argv) {
     std::cerr << "kiln bench-llm: --input-len and --output-len must be >= 1, --warmup >= 0\n";
     return 2;
   }
+  if (kiln::Status v = llm::validate_sampling(sampling); !v.ok()) {
+    std::cerr << "kiln bench-llm: " << v.message() << "\n";
+    return 2;
+  }
   llm::LlmRunnerOptions ro;
   ro.load_tokenizer = false;
   ro.cuda_graph = cuda_graph;
+  ro.device_sampling = !host_sampling;
   auto t_load = std::chrono::steady_clock::now();
   auto runner = llm::LlmRunner::from_dir(dir, ro);
   if (!runner.ok()) {
@@ -111,6 +129,12 @@ int llm_bench_main(int argc, char** argv) {
                         {"load_ms", load_ms},
                         {"input_len", input_len},
                         {"output_len", output_len},
+                        {"sampling",
+                         {{"temperature", sampling.temperature},
+                          {"top_k", sampling.top_k},
+                          {"top_p", sampling.top_p},
+                          {"repetition_penalty", sampling.repetition_penalty},
+                          {"host_sampling", host_sampling}}},
                         {"results", nlohmann::json::array()}};
   std::printf("%s engine %s (%s), max batch %lld, KV pool %lld blocks (%.1f MiB), load %.0f ms\n", r.info().device.c_str(),
               dir.c_str(), r.info().dtype.c_str(), static_cast<long long>(r.info().max_rows),
@@ -121,11 +145,14 @@ int llm_bench_main(int argc, char** argv) {
   for (int64_t b : batches) {
     std::vector<llm::LlmRequest> reqs(static_cast<size_t>(b));
     std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(r.config().vocab_size - 1));
-    for (auto& q : reqs) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      llm::LlmRequest& q = reqs[i];
       q.prompt.resize(static_cast<size_t>(input_len));
       for (int32_t& t : q.prompt) t = id(rng);
       q.options.max_new_tokens = output_len;
       q.options.ignore_eos = true;
+      q.options.sampling = sampling;
+      q.options.sampling.seed = seed + i;
     }
     for (int w = 0; w < warmup; ++w) {
       auto res = r.generate(reqs);
@@ -182,6 +209,8 @@ int llm_bench_main(int argc, char** argv) {
                               {"device_io", st.device_io},
                               {"argmax_only_steps", st.argmax_only_steps},
                               {"logits_rows_read", st.logits_rows_read},
+                              {"device_sampling", st.device_sampling},
+                              {"device_sampled_tokens", st.device_sampled_tokens},
                               {cuda ? "peak_device_used_bytes" : "peak_rss_bytes", peak_used}});
   }
   if (!json_path.empty()) {

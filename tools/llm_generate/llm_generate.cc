@@ -12,7 +12,9 @@
 // This program links the runtime, never the builder: no protobuf, so SentencePiece
 // (tokenizer.model) may be linked (docs/decisions/0048, 0060).
 //
-// Greedy unless --temperature > 0. --prompt-ids takes token ids (no tokenizer needed: checkpoints
+// Greedy unless --temperature > 0. A seed gives the same tokens on every run of the same engine;
+// CUDA engines sample on the GPU with Philox draws (docs/decisions/0077), so their sampled tokens
+// differ from a CPU engine's or checkpoint's for the same seed (std::mt19937_64). --prompt-ids takes token ids (no tokenizer needed: checkpoints
 // saved without one); --json prints one object at the end (prompt ids, new token ids, text when a
 // tokenizer is there, stop reason, timings) instead of streaming; --dump-logits writes the
 // prompt's logits, float32 [prompt_len, vocab], as .npy (scripts/llm_reference_hf.py compares them
@@ -146,7 +148,9 @@ int main(int argc, char** argv) {
   app.add_option("--temperature", gen.sampling.temperature, "sampling temperature; 0 = greedy")->capture_default_str();
   app.add_option("--top-k", gen.sampling.top_k, "keep the k most likely tokens (0 = all)")->capture_default_str();
   app.add_option("--top-p", gen.sampling.top_p, "nucleus sampling mass")->capture_default_str();
-  app.add_option("--seed", gen.sampling.seed, "the request's random seed")->capture_default_str();
+  app.add_option("--seed", gen.sampling.seed,
+                 "the request's random seed (CUDA engines: Philox keyed by it and the position; else mt19937_64)")
+      ->capture_default_str();
   app.add_option("--repetition-penalty", gen.sampling.repetition_penalty, "transformers' repetition penalty (1 = none)")
       ->capture_default_str();
   app.add_option("--stop", stops, "stop once the generated text contains TEXT (repeatable; engine directories)");
