@@ -29,11 +29,11 @@ std::vector<int64_t> row_strides(const Shape& s);
 // ---- integer and bool tensors (docs/decisions/0051)
 // Staging storage of graph input `name` of dtype `dt`: the declared dtype as the caller gives it
 // (TensorRT's rule: I/O tensors keep the model's dtypes): kI32/kI64/kBool for int32/int64/bool,
-// kF16/kBF16 for float16/bfloat16, kF32 for float32 (and an undeclared dtype); a conversion to
+// kF64 for float64, kF16/kBF16 for float16/bfloat16, kF32 for float32 (and an undeclared dtype); a conversion to
 // the storage the consumers want is a layer. Other dtypes are refused (Unsupported, naming it).
 StatusOr<StorageType> input_storage(const std::string& name, DataType dt);
-// The host dtype of a staged input or output of storage `t` (int32, int64, bool, float16,
-// bfloat16, float32).
+// The host dtype of a staged input or output of storage `t` (int32, int64, bool, float64,
+// float16, bfloat16, float32).
 DataType storage_host_dtype(StorageType t);
 // The staging storage of a float graph input or output declared `dt`: kF16 / kBF16 for float16 /
 // bfloat16, kF32 for anything else (float32; the caller checks the dtype is a float one).
@@ -47,13 +47,9 @@ bool narrow_int_dtype(DataType dt, DataType* wide);
 // inside the narrow range: see narrow_ints.cc), then rewrites their dtypes in `vs` to the wide
 // ones. Unsupported, naming the node, the input and the dtype, otherwise.
 Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs);
-// float64 graph I/O where float32 gives the reference's result exactly (docs/decisions/0069): a
-// float64 input whose every use is a Cast to float32 (the host rounds it once, as the Cast does),
-// a float64 output made by a Cast from float32 / float16 and read by no layer (the host widens
-// it); their dtypes in `vs` become float32. Unsupported, naming the input or output, for any
-// other float64 graph I/O. (The engine converts on the host: gpu_engine.cc.)
-Status narrow_float64_io(const ir::Graph& g, ValueShapes* vs);
-// The exact storage of an int32 / int64 / bool dtype (false for any other dtype).
+// The exact storage of an int32 / int64 / bool / float64 dtype (false for any other dtype):
+// float64 values are stored and computed as doubles, like integers never by a float kernel
+// (docs/decisions/0075).
 bool exact_storage(DataType dt, StorageType* t);
 // Ops that only reinterpret their input 0 (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
 // Dropout): they may carry an integer activation through as a view.
@@ -66,7 +62,7 @@ bool is_int_view(ir::OpKind op);
 Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int);
 
 // ---- planning (host side, build time). `in`/`out` are the concrete logical shapes.
-// Transpose (ONNX "Transpose"; perm default: reversed axes), rank <= 6.
+// Transpose (ONNX "Transpose"; perm default: reversed axes), rank <= kMaxRank.
 StatusOr<StridedDesc> plan_transpose(const ir::Node& n, const Shape& in);
 // Slice (ONNX "Slice", opset 1 attributes / 10+ constant inputs, negative steps): the output
 // dims come from `out`, the start of each sliced axis is clamped as the spec says.
@@ -90,7 +86,7 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
 
 
 // DepthToSpace (modes DCR / CRD) and SpaceToDepth of a 4-D input, and Tile with constant repeats
-// (rank <= 6 once each repeat != 1 is its own dim): one strided copy each (factory_rearrange.cc).
+// (rank <= kMaxRank once each repeat != 1 is its own dim; more: several copies): one strided copy each (factory_rearrange.cc).
 StatusOr<StridedDesc> plan_depth_space(const ir::Node& n, const Shape& in);
 StatusOr<StridedDesc> plan_tile(const ir::Node& n, const ir::Graph& g, const Shape& in);
 
