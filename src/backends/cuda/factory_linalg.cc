@@ -130,11 +130,11 @@ namespace kiln::cuda {
 
 // Einsum on float64 operands (docs/decisions/0075): the equation parsed as the CPU reference does
 // (ops_nn_linalg.cc: letters, one ellipsis per term, implicit output = ellipsis dims then the
-// letters seen once, in alphabetical order), then one direct-sum kernel (kernels_linalg.h).
-Status lower_einsum(LowerContext& ctx, const ir::Node& n, const std::string& where) {
-  if (ctx.storage() != StorageType::kF64)
-    return unsupported(where + "Einsum runs on the GPU for float64 operands only");
-  if (n.inputs.empty() || n.inputs.size() > 2)
+// letters seen once, in alphabetical order; gpu_ops.h plan_einsum), then one direct-sum kernel
+// (kernels_linalg.h).
+StatusOr<EinsumDesc> plan_einsum(const ir::Node& n, const std::vector<Shape>& in_shapes, const Shape& out_shape_want) {
+  const std::string where = n.describe() + ": ";
+  if (n.inputs.empty() || n.inputs.size() > 2 || in_shapes.size() != n.inputs.size())
     return unsupported(where + std::to_string(n.inputs.size()) + " inputs (1 or 2 on the GPU)");
   std::string eq;
   for (char ch : n.attr_string("equation", ""))
@@ -190,7 +190,7 @@ Status lower_einsum(LowerContext& ctx, const ir::Node& n, const std::string& whe
   int emax = 0;
   for (size_t i = 0; i < terms.size(); ++i) {
     std::vector<int> raw;
-    KILN_RETURN_IF_ERROR(parse(terms[i], static_cast<int>(ctx.shape(n.inputs[i]).size()), &raw, &eranks[i]));
+    KILN_RETURN_IF_ERROR(parse(terms[i], static_cast<int>(in_shapes[i].size()), &raw, &eranks[i]));
     labels[i] = raw;
     emax = std::max(emax, eranks[i]);
   }
@@ -198,7 +198,7 @@ Status lower_einsum(LowerContext& ctx, const ir::Node& n, const std::string& whe
   std::map<int, int> count;
   for (size_t i = 0; i < terms.size(); ++i) {
     labels[i] = expand(labels[i], eranks[i], emax);
-    const Shape& s = ctx.shape(n.inputs[i]);
+    const Shape& s = in_shapes[i];
     for (size_t j = 0; j < labels[i].size(); ++j) {
       const int l = labels[i][j];
       ++count[l];
@@ -236,11 +236,11 @@ Status lower_einsum(LowerContext& ctx, const ir::Node& n, const std::string& whe
     out_shape.push_back(d.out_ext[k]);
   }
   for (int k = 0; k < d.n_sum; ++k) d.sum_ext[k] = extent[summed[k]];
-  if (out_shape != ctx.shape(n.outputs[0]))
+  if (out_shape != out_shape_want)
     return invalid_argument(where + "output shape " + shape_str(out_shape) + " differs from the inferred " +
-                            shape_str(ctx.shape(n.outputs[0])));
+                            shape_str(out_shape_want));
   for (size_t i = 0; i < terms.size(); ++i) {
-    const Shape& s = ctx.shape(n.inputs[i]);
+    const Shape& s = in_shapes[i];
     const std::vector<int64_t> rs = row_strides(s);
     int64_t* so = i == 0 ? d.a_out : d.b_out;
     int64_t* ss = i == 0 ? d.a_sum : d.b_sum;
@@ -253,6 +253,18 @@ Status lower_einsum(LowerContext& ctx, const ir::Node& n, const std::string& whe
         if (summed[k] == l) ss[k] += rs[j];
     }
   }
+  return d;
+}
+
+Status lower_einsum(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (ctx.storage() != StorageType::kF64)
+    return unsupported(where + "Einsum runs on the GPU for float64 operands only");
+  std::vector<Shape> shapes;
+  for (ir::ValueId v : n.inputs) {
+    if (v == ir::kNoValue) return invalid_argument(where + "an input is omitted");
+    shapes.push_back(ctx.shape(v));
+  }
+  KILN_ASSIGN_OR_RETURN(EinsumDesc d, plan_einsum(n, shapes, ctx.shape(n.outputs[0])));
   std::vector<int> ins;
   for (ir::ValueId v : n.inputs) {
     KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(v, StorageType::kF64));

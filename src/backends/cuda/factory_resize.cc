@@ -19,20 +19,21 @@ namespace rs = cpu::resize;
 
 // A constant float / integer input's values (absent or empty: `present` false); Unsupported when
 // it is computed at run time.
-Status const_values(LowerContext& ctx, const ir::Node& n, size_t k, const std::string& what, const std::string& where,
+Status const_values(const ir::Graph& g, const ir::Node& n, size_t k, const std::string& what, const std::string& where,
                     std::vector<double>* v, bool* present) {
   *present = false;
   v->clear();
   if (k >= n.inputs.size() || n.inputs[k] == ir::kNoValue) return Status::Ok();
-  const auto& c = ctx.graph().value(n.inputs[k]).constant;
+  const auto& c = g.value(n.inputs[k]).constant;
   if (!c) return unsupported(where + what + " must be a constant on the GPU path");
   for (int64_t i = 0; i < c->numel(); ++i) v->push_back(load_as_double(c->dtype(), c->raw(), i));
   *present = !v->empty();
   return Status::Ok();
 }
 
-// Whether `n` needs the tap-list path (the float kernel takes the rest).
-bool needs_taps(const ir::Node& n) {
+}  // namespace
+
+bool resize_needs_taps(const ir::Node& n) {
   if (n.op == ir::OpKind::kUpsample || n.opset < 11) return true;
   return n.attr_string("mode", "nearest") == "cubic" || n.attr_int("exclude_outside", 0) != 0 ||
          n.attr_string("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize" ||
@@ -40,9 +41,8 @@ bool needs_taps(const ir::Node& n) {
          (n.opset >= 18 && n.attr_int("antialias", 0) != 0);
 }
 
-Status lower_resize_taps(LowerContext& ctx, const ir::Node& n, const std::string& where) {
-  const Shape& in = ctx.shape(n.inputs[0]);
-  const Shape& out = ctx.shape(n.outputs[0]);
+StatusOr<ResizeTapsPlan> plan_resize_taps(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out) {
+  const std::string where = n.describe() + ": ";
   const size_t r = in.size();
   if (r < 2 || out.size() != r) return unsupported(where + "rank " + std::to_string(r) + " (2 or more on the GPU)");
   rs::ResizeParams p;
@@ -65,7 +65,7 @@ Status lower_resize_taps(LowerContext& ctx, const ir::Node& n, const std::string
       for (float f : n.attr_floats("scales")) scales.push_back(f);
       have_scales = !scales.empty();
     } else {
-      KILN_RETURN_IF_ERROR(const_values(ctx, n, 1, "scales", where, &scales, &have_scales));
+      KILN_RETURN_IF_ERROR(const_values(g, n, 1, "scales", where, &scales, &have_scales));
     }
     if (!have_scales) return invalid_argument(where + "scales are required");
   } else {
@@ -79,9 +79,9 @@ Status lower_resize_taps(LowerContext& ctx, const ir::Node& n, const std::string
     p.antialias = n.opset >= 18 && n.attr_int("antialias", 0) != 0;
     if (n.opset >= 18 && (n.has_attr("axes") || n.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch"))
       return unsupported(where + "axes or keep_aspect_ratio_policy");
-    KILN_RETURN_IF_ERROR(const_values(ctx, n, 1, "roi", where, &roi, &have_roi));
-    KILN_RETURN_IF_ERROR(const_values(ctx, n, 2, "scales", where, &scales, &have_scales));
-    KILN_RETURN_IF_ERROR(const_values(ctx, n, 3, "sizes", where, &sizes, &have_sizes));
+    KILN_RETURN_IF_ERROR(const_values(g, n, 1, "roi", where, &roi, &have_roi));
+    KILN_RETURN_IF_ERROR(const_values(g, n, 2, "scales", where, &scales, &have_scales));
+    KILN_RETURN_IF_ERROR(const_values(g, n, 3, "sizes", where, &sizes, &have_sizes));
     if (have_scales == have_sizes) return invalid_argument(where + "exactly one of scales and sizes must be given");
     if (p.coord == rs::Coord::kTfCropAndResize && have_roi) {
       if (roi.size() != 2 * r) return invalid_argument(where + "roi must have 2 * rank entries");
@@ -137,16 +137,26 @@ Status lower_resize_taps(LowerContext& ctx, const ir::Node& n, const std::string
   put(taps[r - 1], &d.w_begin, &d.w_idx, &d.w_outside, &d.w_w);
   d.h_w += static_cast<int64_t>(words.size());  // weights follow the words in the one buffer
   d.w_w += static_cast<int64_t>(words.size());
-  std::vector<int64_t> table = words;
+  ResizeTapsPlan plan;
+  plan.d = d;
+  plan.table = words;
   for (double w : weights) {
     int64_t bits;
     std::memcpy(&bits, &w, 8);
-    table.push_back(bits);
+    plan.table.push_back(bits);
   }
-  KILN_ASSIGN_OR_RETURN(int tab, ctx.upload_raw(n.name + ":taps", {static_cast<int64_t>(table.size())}, table.data(),
-                                                table.size() * sizeof(int64_t), "resize taps of '" + n.name + "'"));
+  return plan;
+}
+
+namespace {
+
+Status lower_resize_taps(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  KILN_ASSIGN_OR_RETURN(ResizeTapsPlan p, plan_resize_taps(n, ctx.graph(), ctx.shape(n.inputs[0]), ctx.shape(n.outputs[0])));
+  KILN_ASSIGN_OR_RETURN(int tab, ctx.upload_raw(n.name + ":taps", {static_cast<int64_t>(p.table.size())}, p.table.data(),
+                                                p.table.size() * sizeof(int64_t), "resize taps of '" + n.name + "'"));
   KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
   const StorageType t = ctx.storage();
+  const ResizeTapsDesc d = p.d;
   auto layer = make_kernel_layer(ir::op_name(n.op), std::string("kiln.resize_taps ") + storage_name(t),
                                  [=](ExecState& s, const Layer& l) {
                                    return launch_resize_taps(s.ptr(l.ins[0]), s.ptr(l.outs[0]), t, s.ptr(l.ins[1]), d,
@@ -159,7 +169,7 @@ Status lower_resize_taps(LowerContext& ctx, const ir::Node& n, const std::string
 }  // namespace
 
 Status lower_resize(LowerContext& ctx, const ir::Node& n, const std::string& where) {
-  if (needs_taps(n)) return lower_resize_taps(ctx, n, where);
+  if (resize_needs_taps(n)) return lower_resize_taps(ctx, n, where);
   KILN_ASSIGN_OR_RETURN(ResizeDesc d, plan_resize(n, ctx.graph(), ctx.shape(n.inputs[0]), ctx.shape(n.outputs[0])));
   KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
   ctx.add_layer(make_resize_layer(d, ctx.storage()), n.name, {x}, {ctx.new_output(n)}, n.origin);

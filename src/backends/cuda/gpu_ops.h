@@ -9,7 +9,9 @@
 
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_model.h"
+#include "backends/cuda/kernels_linalg.h"
 #include "backends/cuda/kernels_more.h"
+#include "backends/cuda/kernels_resize.h"
 #include "ir/graph.h"
 
 namespace kiln::cuda {
@@ -115,6 +117,21 @@ StatusOr<PadPlan> plan_pad(const ir::Node& n, const ir::Graph& g, const Shape& i
 // Resize of H and W of a 4-D NCHW tensor (ONNX "Resize" opset 11+, nearest or linear; the
 // coordinate modes half_pixel, asymmetric, pytorch_half_pixel, align_corners, tf_half_pixel_for_nn).
 StatusOr<ResizeDesc> plan_resize(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out);
+// Whether Resize / Upsample `n` takes the tap-list path (plan_resize_taps) instead of plan_resize's.
+bool resize_needs_taps(const ir::Node& n);
+// Resize (versions 10-19) / Upsample (7 / 9) resampling the last two axes of `in` into `out` (the
+// leading axes unchanged): the per-axis taps of the CPU reference's build_taps
+// (backends/cpu/resize_taps.h) as kernels_resize.h's table (int64 words, then the weights' bits).
+// scales / sizes / roi must be constants. Errors name the node (factory_resize.cc).
+struct ResizeTapsPlan {
+  ResizeTapsDesc d;
+  std::vector<int64_t> table;
+};
+StatusOr<ResizeTapsPlan> plan_resize_taps(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out);
+
+// Einsum of one or two operands of shapes `in` into `out`: the equation parsed as the CPU
+// reference does, per-label strides for launch_einsum_f64 (factory_linalg.cc). Errors name the node.
+StatusOr<EinsumDesc> plan_einsum(const ir::Node& n, const std::vector<Shape>& in, const Shape& out);
 
 // MatMul (ONNX "MatMul", numpy semantics) with both operands of rank >= 2: Y[b] = A[b] · B[b]
 // over the broadcast batch; supported batch patterns: equal batches, B shared (2-D or batch 1:

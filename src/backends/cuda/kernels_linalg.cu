@@ -205,27 +205,8 @@ namespace {
 __global__ void einsum_f64_kernel(const double* __restrict__ a, const double* __restrict__ b, double* __restrict__ y,
                                   EinsumDesc d, int64_t total, int64_t sum_total) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = i, oa = 0, ob = 0;
-    for (int k = d.n_out - 1; k >= 0; --k) {
-      const int64_t q = rem % d.out_ext[k];
-      rem /= d.out_ext[k];
-      oa += q * d.a_out[k];
-      ob += q * d.b_out[k];
-    }
-    double acc = 0;
-    for (int64_t s = 0; s < sum_total; ++s) {
-      int64_t r = s, sa = oa, sb = ob;
-      for (int k = d.n_sum - 1; k >= 0; --k) {
-        const int64_t q = r % d.sum_ext[k];
-        r /= d.sum_ext[k];
-        sa += q * d.a_sum[k];
-        sb += q * d.b_sum[k];
-      }
-      acc += b ? a[sa] * b[sb] : a[sa];
-    }
-    y[i] = acc;
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = einsum_f64_element(a, b, d, i, sum_total);
 }
 
 }  // namespace

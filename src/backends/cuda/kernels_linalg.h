@@ -61,6 +61,31 @@ struct EinsumDesc {
   int64_t a_out[kEinsumMaxLabels] = {}, a_sum[kEinsumMaxLabels] = {};
   int64_t b_out[kEinsumMaxLabels] = {}, b_sum[kEinsumMaxLabels] = {};
 };
+// Output element i: the sum over the summed labels' index space (sum_total = prod(sum_ext)) in
+// row-major order. __host__ __device__: the kernel's code, replayed by host tests.
+__host__ __device__ inline double einsum_f64_element(const double* a, const double* b, const EinsumDesc& d, int64_t i,
+                                                     int64_t sum_total) {
+  int64_t rem = i, oa = 0, ob = 0;
+  for (int k = d.n_out - 1; k >= 0; --k) {
+    const int64_t q = rem % d.out_ext[k];
+    rem /= d.out_ext[k];
+    oa += q * d.a_out[k];
+    ob += q * d.b_out[k];
+  }
+  double acc = 0;
+  for (int64_t s = 0; s < sum_total; ++s) {
+    int64_t r = s, sa = oa, sb = ob;
+    for (int k = d.n_sum - 1; k >= 0; --k) {
+      const int64_t q = r % d.sum_ext[k];
+      r /= d.sum_ext[k];
+      sa += q * d.a_sum[k];
+      sb += q * d.b_sum[k];
+    }
+    acc += b ? a[sa] * b[sb] : a[sa];
+  }
+  return acc;
+}
+
 // a, b (null for one input), y: doubles; y has prod(out_ext) elements.
 cudaError_t launch_einsum_f64(const double* a, const double* b, double* y, const EinsumDesc& d, cudaStream_t stream);
 

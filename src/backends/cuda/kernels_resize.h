@@ -23,6 +23,35 @@ struct ResizeTapsDesc {
   double extrapolation = 0;
 };
 
+// Output element i (row-major over [planes, oh, ow]) of the table `tab` (words; the weights are
+// the same 8-byte slots read as doubles), x read through load(flat input index) -> double.
+// __host__ __device__: the kernel's code, replayed by host tests.
+template <typename Load>
+__host__ __device__ inline double resize_taps_element(const int64_t* tab, const ResizeTapsDesc& d, int64_t i, Load load) {
+  const double* wt = reinterpret_cast<const double*>(tab);
+  const int64_t ox = i % d.ow, oy = (i / d.ow) % d.oh, p = i / (d.ow * d.oh);
+  if (tab[d.h_outside + oy]) return d.extrapolation;
+  double acc = 0;
+  const int64_t base = p * d.ih * d.iw;
+  for (int64_t qy = tab[d.h_begin + oy]; qy < tab[d.h_begin + oy + 1]; ++qy) {
+    const double wy = wt[d.h_w + qy];
+    if (wy == 0) continue;
+    double row = 0;
+    if (tab[d.w_outside + ox]) {
+      row = d.extrapolation;
+    } else {
+      const int64_t r = base + tab[d.h_idx + qy] * d.iw;
+      for (int64_t qx = tab[d.w_begin + ox]; qx < tab[d.w_begin + ox + 1]; ++qx) {
+        const double wx = wt[d.w_w + qx];
+        if (wx == 0) continue;
+        row += wx * load(r + tab[d.w_idx + qx]);
+      }
+    }
+    acc += wy * row;
+  }
+  return acc;
+}
+
 // y[p, oy, ox] = extrapolation where oy or ox is outside, else
 // sum_qy wy[qy] * (sum_qx wx[qx] * x[p, idx_h[qy], idx_w[qx]]) in double, taps of weight 0
 // skipped, in the CPU reference's order (its W pass, then its H pass); rounded once into `t`.
