@@ -163,6 +163,18 @@ void uint64_rows(std::vector<Row>& r) {
                      {{"direction", Attribute::of_string(dir)}});
     }));
   }
+  // Casts follow the CPU's: to float through double, from float through int64 (negative values
+  // wrap, NaN and out-of-range values give 2^63).
+  r.push_back(row("UInt64_Cast_to_float32", [=] {
+    return case_of(OpKind::kCast, {uint64s({big, 7, (1ull << 63) + 1, 12345678901234567ull, 0, ~0ull})}, {6},
+                   DataType::kFloat32, {{"to", Attribute::of_int(1)}});
+  }, {0, 0, 0}));
+  r.push_back(row("UInt64_Cast_from_float64", [] {
+    Tensor x(DataType::kFloat64, {6});
+    const double v[] = {-1.5, 3.7, 1e19, -1e19, 9.2233720368547758e18, std::numeric_limits<double>::quiet_NaN()};
+    for (int i = 0; i < 6; ++i) x.data<double>()[i] = v[i];
+    return case_of(OpKind::kCast, {x}, {6}, DataType::kUInt64, {{"to", Attribute::of_int(13)}});
+  }));
   r.push_back(row("Pow_float32_base_uint64_exponent", [] {
     return case_of(OpKind::kPow, {nonzero({6}, 31), uint64s({0, 1, 2, 3, 4, 5})}, {6}, DataType::kFloat32);
   }, kArithTol));

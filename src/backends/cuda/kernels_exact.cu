@@ -28,11 +28,20 @@ __device__ __forceinline__ auto wide(T x) {
 }
 
 // A double rounds to half / bfloat16 once (as the CPU reference's Cast does), not through float.
+// uint64 follows the CPU's Cast exactly: to a float type through double (load_as_double); from a
+// float through int64 (double_to_int64: NaN and out-of-range values give INT64_MIN), then its bits.
 template <typename Y, typename X>
 __device__ __forceinline__ Y convert(X x) {
   const auto v = wide(x);
   constexpr bool kDouble = std::is_same_v<std::remove_const_t<decltype(v)>, double>;
-  if constexpr (std::is_same_v<Y, Bool>) return v != 0 ? Bool{1} : Bool{0};
+  constexpr bool kFloatSrc = !std::is_integral_v<std::remove_const_t<decltype(v)>>;
+  if constexpr (std::is_same_v<X, uint64_t> && !std::is_integral_v<Y>) {
+    return convert<Y>(static_cast<double>(x));
+  } else if constexpr (std::is_same_v<Y, uint64_t> && kFloatSrc) {
+    const double d = static_cast<double>(v);
+    const bool out = d != d || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18;
+    return out ? uint64_t{1} << 63 : static_cast<uint64_t>(static_cast<int64_t>(d));  // INT64_MIN's bits
+  } else if constexpr (std::is_same_v<Y, Bool>) return v != 0 ? Bool{1} : Bool{0};
   else if constexpr (std::is_same_v<Y, __half> && kDouble) return __double2half(v);
   else if constexpr (std::is_same_v<Y, __nv_bfloat16> && kDouble) return __double2bfloat16(v);
   else if constexpr (std::is_same_v<Y, __half>) return __float2half_rn(static_cast<float>(v));
