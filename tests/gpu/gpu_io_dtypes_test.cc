@@ -2,9 +2,10 @@
 // model declares (float16 / bfloat16 staged as given and converted at the boundary by a reformat
 // layer; float32 models unchanged), sequence / optional I/O refused by name, and graphs whose
 // shapes depend on the input *values* (Range's length from an input scalar) told apart by shape
-// discovery and lowered at each call's own values. Without a GPU: the dry-run lowering
-// (plan_gpu_streams) and shape discovery. With a GPU (GpuIoDtypes suite): float16 I/O and a
-// value-dependent Range end to end against the CPU reference.
+// discovery and lowered at each call's own values; float64 and uint64 I/O staged as declared
+// (docs/decisions/0075). Without a GPU: the dry-run lowering (plan_gpu_streams) and shape
+// discovery. With a GPU (GpuIoDtypes suite): float16 I/O, float64 Casts and a value-dependent
+// Range end to end against the CPU reference.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -311,6 +312,25 @@ TEST(GpuIoDtypesLowering, Float64Native) {
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.status().message().find("node 'relu' (Relu): no CUDA tactic for float64 outputs"), std::string::npos)
         << s.status().message();
+  }
+  {  // uint64 I/O: staged and returned as uint64 (Max computes unsigned); uint64 Neg is refused by node
+    TinyGraph t;
+    auto a = t.input("a", {3, 5});
+    auto b = t.input("b", {3, 5});
+    t.g.value(a).dtype = t.g.value(b).dtype = DataType::kUInt64;
+    auto y = t.node(ir::OpKind::kMax, "max", {a, b}, {3, 5});
+    t.g.value(y).dtype = DataType::kUInt64;
+    t.g.outputs = {y};
+    auto s = dry_run(t.g, {{3, 5}, {3, 5}}, false);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->input_dtypes, (std::vector<DataType>{DataType::kUInt64, DataType::kUInt64}));
+    EXPECT_EQ(s->output_dtypes, std::vector<DataType>{DataType::kUInt64});
+    auto z = t.node(ir::OpKind::kNeg, "neg", {y}, {3, 5});
+    t.g.value(z).dtype = DataType::kUInt64;
+    t.g.outputs = {z};
+    auto r = dry_run(t.g, {{3, 5}, {3, 5}}, false);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("node 'neg' (Neg): uint64 Neg"), std::string::npos) << r.status().message();
   }
   {  // a float64 activation read by a float32 op: refused naming the node
     TinyGraph t;
