@@ -134,8 +134,8 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                     (k == 4 && (n.op == OpKind::kRNN || n.op == OpKind::kGRU || n.op == OpKind::kLSTM)) ||
                     n.op == OpKind::kRange;
     if (!ok)
-      return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
-                           "output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
+      return node_error(n, "input " + std::to_string(k) + " is an integer, bool or float64 activation; a layer with "
+                           "a float32 / float16 output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
                            "shape), ConstantOfShape's shape, the indices of Gather, GatherND, GatherElements and "
                            "the scatters and MaxUnpool, ReverseSequence's lengths, TopK's K, Compress's condition, "
                            "OneHot's indices and depth, Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss "
