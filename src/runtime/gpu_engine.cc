@@ -396,21 +396,14 @@ Tensor convert_int(const Tensor& t, DataType to) {
 }
 
 // True when a graph input or output has a dtype the engine converts on the host (narrow
-// integers computed wide, float64 computed as float32: decision 0069).
+// integers computed wide: decision 0069; float64 is staged as it is, decision 0075).
 bool has_host_converted_io(const ir::Graph& g) {
   DataType wide;
   for (ir::ValueId v : g.inputs)
-    if (cuda::narrow_int_dtype(g.value(v).dtype, &wide) || g.value(v).dtype == DataType::kFloat64) return true;
+    if (cuda::narrow_int_dtype(g.value(v).dtype, &wide)) return true;
   for (ir::ValueId v : g.outputs)
-    if (cuda::narrow_int_dtype(g.value(v).dtype, &wide) || g.value(v).dtype == DataType::kFloat64) return true;
+    if (cuda::narrow_int_dtype(g.value(v).dtype, &wide)) return true;
   return false;
-}
-
-// `t` as float dtype `to` (float64 <-> float32: one rounding to nearest even, or exact widening).
-Tensor convert_float(const Tensor& t, DataType to) {
-  Tensor r(to, t.shape());
-  for (int64_t i = 0; i < t.numel(); ++i) store_from_double(to, r.raw(), i, load_as_double(t.dtype(), t.raw(), i));
-  return r;
 }
 
 // The bytes of every input (dtype, then data): a value-keyed engine's model key.
@@ -488,19 +481,17 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
   KILN_RETURN_IF_ERROR(prepare_for(e, ctx, shapes, e.value_keyed ? &inputs : nullptr));
   // Each input in the dtype the model stages it in: the graph's declared dtype, except narrow
-  // integers (uint8 / int8 / uint16 / int16 / uint32), which the model computes in int32 / int64,
-  // and float64 read only by Casts to float32 (decision 0069): converted here, and such outputs
-  // converted back to their declared dtype below (integers truncated, float32 widened).
+  // integers (uint8 / int8 / uint16 / int16 / uint32), which the model computes in int32 / int64
+  // (decision 0069): converted here, and such outputs truncated back to their declared dtype below.
   const std::vector<DataType> want = ctx->model->input_dtypes();
   std::vector<Tensor> widened;
   const std::vector<Tensor>* staged = &inputs;
   for (size_t i = 0; i < inputs.size() && i < want.size(); ++i) {
     DataType wide;
     const bool narrow_int = cuda::narrow_int_dtype(inputs[i].dtype(), &wide) && wide == want[i];
-    const bool f64 = inputs[i].dtype() == DataType::kFloat64 && want[i] == DataType::kFloat32;
-    if (inputs[i].dtype() != want[i] && (narrow_int || f64)) {
+    if (inputs[i].dtype() != want[i] && narrow_int) {
       if (widened.empty()) widened = inputs;
-      widened[i] = narrow_int ? convert_int(inputs[i], wide) : convert_float(inputs[i], DataType::kFloat32);
+      widened[i] = convert_int(inputs[i], wide);
       staged = &widened;
       continue;
     }
@@ -515,8 +506,6 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
     DataType wide;
     if ((*outputs)[k].dtype() != declared && cuda::narrow_int_dtype(declared, &wide) && (*outputs)[k].dtype() == wide)
       (*outputs)[k] = convert_int((*outputs)[k], declared);
-    else if (declared == DataType::kFloat64 && (*outputs)[k].dtype() == DataType::kFloat32)
-      (*outputs)[k] = convert_float((*outputs)[k], DataType::kFloat64);
   }
   if (timings) {
     cudaStream_t s;
@@ -538,8 +527,8 @@ Status enqueue(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
     return unsupported("enqueue: this engine's shapes depend on its input values (" + e.dependence +
                        "), which enqueue cannot read from device memory; use set_input / execute");
   if (has_host_converted_io(e.graph))
-    return unsupported("enqueue: this engine has uint8 / int8 / uint16 / int16 / uint32 / float64 inputs or outputs, "
-                       "which it computes in int32 / int64 / float32 and converts on the host (decision 0069); use "
+    return unsupported("enqueue: this engine has uint8 / int8 / uint16 / int16 / uint32 inputs or outputs, "
+                       "which it computes in int32 / int64 and converts on the host (decision 0069); use "
                        "set_input / execute");
   KILN_RETURN_IF_ERROR(prepare(e, ctx, shapes));
   return ctx->ctx->enqueue_device(inputs, outputs, stream);

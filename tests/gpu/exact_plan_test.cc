@@ -65,7 +65,7 @@ TEST(ExactPlan, BroadcastStridesFollowNumpy) {
   }
   EXPECT_FALSE(cuda::broadcast_desc({2, 3}, {4, 3}, {2, 3}).ok());
   EXPECT_FALSE(cuda::broadcast_strides({2, 3, 4}, {3, 4}).ok());
-  EXPECT_FALSE(cuda::broadcast_strides({1}, {1, 1, 1, 1, 1, 1, 1}).ok());  // rank above 6
+  EXPECT_FALSE(cuda::broadcast_strides({1}, {1, 1, 1, 1, 1, 1, 1, 1, 1}).ok());  // rank above kMaxRank (8)
 #endif
 }
 

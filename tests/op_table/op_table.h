@@ -96,6 +96,9 @@ std::vector<Row> det_rows();          // Det (rows_rnn.cc): single, batched, 1x1
 std::vector<Row> rnn_rows();          // RNN, GRU, LSTM (rows_rnn.cc): directions, activations, states, layout 1
 std::vector<Row> scatter_rows();      // Scatter*, ReverseSequence, MaxUnpool, int Pad (rows_gather.cc)
 std::vector<Row> nn_nd_rows();        // N-D Conv / ConvTranspose / pooling, BatchNorm, InstanceNorm, LRN, MVN, runtime Gemm
+// float64 / uint64 tensors, integer Pow with a float exponent, cubic / crop Resize, Upsample, Tile
+// past 6 dims, rank 7, Cast from bfloat16 (rows_f64.cc, docs/decisions/0075; rows named F64_*).
+std::vector<Row> f64_rows();
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).
 // conv 3x3 + bias + ReLU -> MaxPool 2x2 -> conv 1x1 + residual + ReLU -> GlobalAveragePool ->

@@ -134,11 +134,11 @@ Diff compare(const Tensor& ref, const Tensor& got) {
   Diff d;
   double ref_max = 0;
   for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double a = ref.data<float>()[i];
+    const double a = load_as_double(ref.dtype(), ref.raw(), i);
     if (std::isfinite(a)) ref_max = std::max(ref_max, std::fabs(a));
   }
   for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double a = ref.data<float>()[i], b = got.data<float>()[i];
+    const double a = load_as_double(ref.dtype(), ref.raw(), i), b = load_as_double(got.dtype(), got.raw(), i);
     if (!std::isfinite(a) || !std::isfinite(b)) {
       const bool same = (std::isnan(a) && std::isnan(b)) || (std::isinf(a) && a == b);
       d.mismatched_special += !same;
@@ -172,7 +172,8 @@ void check_row(const Param& p) {
     const std::string what = row.name + " output '" + ran->names[o] + "'" + (k < ref->size() ? "" : " (CUDA graph)");
     ASSERT_EQ(got.shape(), want.shape()) << what;
     ASSERT_EQ(got.dtype(), want.dtype()) << what;
-    if (want.dtype() != DataType::kFloat32) {  // int32 / int64 / bool: exactly the reference's
+    // int32 / int64 / uint64 / bool: exactly the reference's; float32 and float64 within the tolerance.
+    if (want.dtype() != DataType::kFloat32 && want.dtype() != DataType::kFloat64) {
       int64_t first = -1;
       for (int64_t i = 0; i < want.numel() && first < 0; ++i)
         if (load_as_double(want.dtype(), want.raw(), i) != load_as_double(got.dtype(), got.raw(), i)) first = i;
@@ -186,8 +187,9 @@ void check_row(const Param& p) {
     EXPECT_EQ(d.mismatched_special, 0) << what << ": NaN / inf where the reference has none (or the reverse)";
     EXPECT_LE(d.normalized, tol) << what << " [" << (p.cuda ? "cuda " : "cpu ") << precision_name(p.precision)
                                  << "]: max abs error " << d.max_abs << " at element " << d.worst << " (ref "
-                                 << (d.worst >= 0 ? want.data<float>()[d.worst] : 0.f) << ", got "
-                                 << (d.worst >= 0 ? got.data<float>()[d.worst] : 0.f) << "), max rel error " << d.max_rel
+                                 << (d.worst >= 0 ? load_as_double(want.dtype(), want.raw(), d.worst) : 0.0) << ", got "
+                                 << (d.worst >= 0 ? load_as_double(got.dtype(), got.raw(), d.worst) : 0.0)
+                                 << "), max rel error " << d.max_rel
                                  << ", normalized " << d.normalized << " > tolerance " << tol;
   }
 

@@ -8,147 +8,18 @@
 #include <cstring>
 
 #include "backends/cpu/ops_movement_common.h"
+#include "backends/cpu/resize_taps.h"
 
 namespace kiln::cpu::movement {
 namespace {
 
-enum class Interp { kNearest, kLinear, kCubic };
-enum class Coord {
-  kHalfPixel,
-  kHalfPixelSymmetric,
-  kPytorchHalfPixel,
-  kAlignCorners,
-  kAsymmetric,
-  kTfCropAndResize,
-  kTfHalfPixelForNn
-};
-// kLegacy: Upsample and Resize-10 (floor when upsampling, ceil when downsampling).
-enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kLegacy };
-
-struct ResizeParams {
-  Interp interp = Interp::kNearest;
-  Coord coord = Coord::kHalfPixel;
-  NearestMode nearest = NearestMode::kRoundPreferFloor;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  bool antialias = false;
-  double extrapolation = 0.0;
-};
-
-// One axis: in_len -> out_len with `scale`; roi [start, end] for tf_crop_and_resize.
-struct AxisSpec {
-  int64_t in_len = 1, out_len = 1;
-  double scale = 1.0;
-  double len_resized = 1.0;  // in_len * scale, not rounded: the spec's length_resized
-  double roi_start = 0.0, roi_end = 1.0;
-};
-
-// Taps of one axis: output coordinate o uses idx/w[begin[o] .. begin[o+1]); outside[o] marks
-// a coordinate that takes the extrapolation value.
-struct AxisTaps {
-  std::vector<int64_t> begin, idx;
-  std::vector<double> w;
-  std::vector<bool> outside;
-  bool identity = true;
-};
-
-// Resize spec, "coordinate_transformation_mode": output coordinate -> input coordinate.
-double to_input_coord(double x, const AxisSpec& a, Coord c) {
-  const double in = static_cast<double>(a.in_len), len = a.len_resized;
-  switch (c) {
-    case Coord::kHalfPixel:
-      return (x + 0.5) / a.scale - 0.5;
-    case Coord::kHalfPixelSymmetric: {
-      const double adjustment = static_cast<double>(a.out_len) / len;
-      const double offset = in / 2 * (1 - adjustment);
-      return offset + (x + 0.5) / a.scale - 0.5;
-    }
-    case Coord::kPytorchHalfPixel:
-      return len > 1 ? (x + 0.5) / a.scale - 0.5 : 0.0;
-    case Coord::kAlignCorners:
-      return len == 1 ? 0.0 : x * (in - 1) / (len - 1);
-    case Coord::kAsymmetric:
-      return x / a.scale;
-    case Coord::kTfCropAndResize:
-      return len > 1 ? a.roi_start * (in - 1) + x * (a.roi_end - a.roi_start) * (in - 1) / (len - 1)
-                     : 0.5 * (a.roi_start + a.roi_end) * (in - 1);
-    case Coord::kTfHalfPixelForNn:
-      return (x + 0.5) / a.scale;
-  }
-  return x;
-}
-
-int64_t round_nearest(double x, NearestMode m, double scale) {
-  if (x == std::floor(x)) return static_cast<int64_t>(x);
-  switch (m) {
-    case NearestMode::kRoundPreferFloor:
-      return static_cast<int64_t>(std::ceil(x - 0.5));
-    case NearestMode::kRoundPreferCeil:
-      return static_cast<int64_t>(std::floor(x + 0.5));
-    case NearestMode::kFloor:
-      return static_cast<int64_t>(std::floor(x));
-    case NearestMode::kCeil:
-      return static_cast<int64_t>(std::ceil(x));
-    case NearestMode::kLegacy:
-      return static_cast<int64_t>(scale < 1 ? std::ceil(x) : std::floor(x));
-  }
-  return 0;
-}
-
-// Interpolation kernels at distance d (in input pixels, already scaled for antialias).
-double linear_kernel(double d) { return std::max(0.0, 1 - std::fabs(d)); }
-double cubic_kernel(double d, double a) {
-  d = std::fabs(d);
-  if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
-  if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
-  return 0;
-}
-
-AxisTaps build_taps(const AxisSpec& a, const ResizeParams& p) {
-  AxisTaps t;
-  const int64_t last = a.in_len - 1;
-  for (int64_t o = 0; o < a.out_len; ++o) {
-    t.begin.push_back(static_cast<int64_t>(t.idx.size()));
-    const double x = to_input_coord(static_cast<double>(o), a, p.coord);
-    const bool outside = p.coord == Coord::kTfCropAndResize && (x < 0 || x > static_cast<double>(last));
-    t.outside.push_back(outside);
-    if (outside) {
-      t.identity = false;
-      continue;
-    }
-    if (p.interp == Interp::kNearest) {
-      const int64_t i = std::clamp<int64_t>(round_nearest(x, p.nearest, a.scale), 0, last);
-      t.idx.push_back(i);
-      t.w.push_back(1.0);
-      t.identity = t.identity && i == o;
-      continue;
-    }
-    // Taps at base + i for i in [start, start + n): base = ceil(x) - 1 so that the fraction
-    // r = x - base lies in (0, 1]; antialias widens the kernel by 1/scale when downsampling.
-    const double base = std::ceil(x) - 1, r = x - base;
-    const double s = p.antialias ? std::min(a.scale, 1.0) : 1.0;
-    const double support = p.interp == Interp::kLinear ? 1.0 : 2.0;
-    const int64_t start = static_cast<int64_t>(std::floor(-support / s)) + 1, n = 2 - 2 * start;
-    const size_t first = t.w.size();
-    double sum = 0;
-    for (int64_t i = start; i < start + n; ++i) {
-      const int64_t src = static_cast<int64_t>(base) + i;
-      const double d = (static_cast<double>(i) - r) * s;
-      double w = p.interp == Interp::kLinear ? linear_kernel(d) : cubic_kernel(d, p.cubic_a);
-      if (p.exclude_outside && (src < 0 || src > last)) w = 0;
-      t.idx.push_back(std::clamp<int64_t>(src, 0, last));
-      t.w.push_back(w);
-      sum += w;
-    }
-    if ((p.antialias || p.exclude_outside) && sum != 0)
-      for (size_t k = first; k < t.w.size(); ++k) t.w[k] /= sum;
-    for (size_t k = first; k < t.w.size(); ++k)
-      if (t.w[k] != 0 && !(t.idx[k] == o && t.w[k] == 1.0)) t.identity = false;
-  }
-  t.begin.push_back(static_cast<int64_t>(t.idx.size()));
-  if (a.in_len != a.out_len) t.identity = false;
-  return t;
-}
+using cpu::resize::AxisSpec;
+using cpu::resize::AxisTaps;
+using cpu::resize::build_taps;
+using cpu::resize::Coord;
+using cpu::resize::Interp;
+using cpu::resize::NearestMode;
+using cpu::resize::ResizeParams;
 
 // Nearest: out[o...] = x[idx...] (or the extrapolation value), any byte-sized dtype.
 Tensor resize_nearest(const Tensor& x, const std::vector<AxisTaps>& taps, const Shape& out, const ResizeParams& p,
@@ -257,9 +128,8 @@ Status run_resize(KernelContext& ctx, const Tensor& x, std::vector<AxisSpec>& ax
 }
 
 StatusOr<Interp> parse_interp(const KernelContext& ctx, const std::string& m) {
-  if (m == "nearest") return Interp::kNearest;
-  if (m == "linear" || m == "bilinear") return Interp::kLinear;
-  if (m == "cubic") return Interp::kCubic;
+  Interp i;
+  if (cpu::resize::parse_interp(m, &i)) return i;
   return ctx.fail("unknown mode '" + m + "'");
 }
 
@@ -307,21 +177,14 @@ Status upsample(KernelContext& ctx) {
 }
 
 StatusOr<Coord> parse_coord(const KernelContext& ctx, const std::string& c) {
-  if (c == "half_pixel") return Coord::kHalfPixel;
-  if (c == "half_pixel_symmetric") return Coord::kHalfPixelSymmetric;
-  if (c == "pytorch_half_pixel") return Coord::kPytorchHalfPixel;
-  if (c == "align_corners") return Coord::kAlignCorners;
-  if (c == "asymmetric") return Coord::kAsymmetric;
-  if (c == "tf_crop_and_resize") return Coord::kTfCropAndResize;
-  if (c == "tf_half_pixel_for_nn") return Coord::kTfHalfPixelForNn;
+  Coord v;
+  if (cpu::resize::parse_coord(c, &v)) return v;
   return ctx.fail("unknown coordinate_transformation_mode '" + c + "'");
 }
 
 StatusOr<NearestMode> parse_nearest(const KernelContext& ctx, const std::string& n) {
-  if (n == "round_prefer_floor") return NearestMode::kRoundPreferFloor;
-  if (n == "round_prefer_ceil") return NearestMode::kRoundPreferCeil;
-  if (n == "floor") return NearestMode::kFloor;
-  if (n == "ceil") return NearestMode::kCeil;
+  NearestMode v;
+  if (cpu::resize::parse_nearest(n, &v)) return v;
   return ctx.fail("unknown nearest_mode '" + n + "'");
 }
 

@@ -7,7 +7,7 @@
 namespace kiln::cuda {
 
 StatusOr<std::vector<int64_t>> broadcast_strides(const Shape& in, const Shape& out) {
-  if (out.size() > static_cast<size_t>(kMaxRank)) return unsupported("rank above 6");
+  if (out.size() > static_cast<size_t>(kMaxRank)) return unsupported("rank above " + std::to_string(kMaxRank));
   if (in.size() > out.size()) return invalid_argument("cannot broadcast " + shape_str(in) + " to " + shape_str(out));
   std::vector<int64_t> st(std::max<size_t>(out.size(), 1), 0);
   const size_t lead = out.size() - in.size();

@@ -1,7 +1,8 @@
 // Reductions with integer outputs: ArgMax / ArgMin (ONNX ArgMax-13 / ArgMin-13: axis, keepdims,
 // select_last_index; int64 indices of float or integer inputs) and ReduceSum / ReduceMax /
-// ReduceMin of int32 / int64 tensors (sequence lengths from a mask: ReduceSum(mask, -1)), axes as
-// gpu_ops.h plan_reduce takes them (one contiguous run). One thread per output (kernels_exact.h).
+// ReduceMin of int32 / int64 tensors (sequence lengths from a mask: ReduceSum(mask, -1)), and every
+// Reduce* of float64 tensors in double (docs/decisions/0075), axes as gpu_ops.h plan_reduce takes
+// them (one contiguous run). One thread per output (kernels_exact.h).
 #include "backends/cuda/exact_layers.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/layer_factory.h"
@@ -42,8 +43,22 @@ Status lower_arg_extreme(LowerContext& ctx, const ir::Node& n, const std::string
 
 Status lower_int_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   const StorageType t = ctx.storage();
+  if (t == StorageType::kF64) {  // every Reduce* in double (docs/decisions/0075)
+    KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, ctx.graph(), ctx.shape(n.inputs[0])));
+    if (p.transposed) return unsupported(where + "float64 reduction over non-contiguous axes");
+    KILN_ASSIGN_OR_RETURN(int x, ctx.operand_as(n.inputs[0], t));
+    ctx.add_layer(make_kernel_layer(ir::op_name(n.op), "kiln.f64_reduce",
+                                    [=](ExecState& st, const Layer& l) {
+                                      return launch_f64_reduce(static_cast<const double*>(st.ptr(l.ins[0])),
+                                                               static_cast<double*>(st.ptr(l.outs[0])), p.kind, p.outer,
+                                                               p.red, p.inner, st.stream);
+                                    }),
+                  n.name, {x}, {ctx.new_output(n)}, n.origin);
+    return Status::Ok();
+  }
   if (!storage_is_int(t)) return unsupported(where + "output dtype " + storage_name(t));
-  if (n.op == ir::OpKind::kReduceMean) return unsupported(where + "integer ReduceMean");
+  if (n.op != ir::OpKind::kReduceSum && n.op != ir::OpKind::kReduceMax && n.op != ir::OpKind::kReduceMin)
+    return unsupported(where + "integer " + ir::op_name(n.op));
   KILN_ASSIGN_OR_RETURN(ReducePlan p, plan_reduce(n, ctx.graph(), ctx.shape(n.inputs[0])));
   if (p.transposed) return unsupported(where + "integer reduction over non-contiguous axes");
   const int max = p.kind == ReduceKind::kMax ? 1 : (p.kind == ReduceKind::kMin ? -1 : 0);

@@ -1,8 +1,9 @@
 // Cast and CastLike (ONNX Cast; CastLike: to the dtype of its input 1, whose values are not read —
 // the output's dtype says it). To a float type: storage already holds the layer's float type, so a
 // float-to-float Cast is a view, except that float32 storage of a float16 result is rounded to
-// half as the CPU reference does (ONNX Cast: round to nearest even); int32 / int64 / bool sources
-// are converted on the device. To int32 / int64 / bool (an exact node, docs/decisions/0051): one
+// half as the CPU reference does (ONNX Cast: round to nearest even); int32 /
+// int64 / bool sources are converted on the device, float64 ones rounded once to the result's type
+// (docs/decisions/0075). To int32 / int64 / bool (an exact node, docs/decisions/0051): one
 // cast layer of kernels_exact.h from the source as stored (a float source in its own float
 // storage), or a view when the source already has the output's storage.
 #include "backends/cuda/exact_layers.h"
@@ -36,15 +37,34 @@ Status lower_cast(LowerContext& ctx, const ir::Node& n, const std::string& where
   if (!storage_is_float(ctx.storage())) return lower_cast_exact(ctx, n, where);
   const DataType from = ctx.dtype(n.inputs[0]);
   StorageType exact_t;
-  const bool from_int = exact_storage(from, &exact_t) && !ctx.graph().value(n.inputs[0]).constant;
-  if (!is_float(from) && !from_int) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
-  KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
+  const bool from_exact = exact_storage(from, &exact_t) && !ctx.graph().value(n.inputs[0]).constant;
   const StorageType st = ctx.storage();
+  const int64_t count = shape_numel(ctx.shape(n.inputs[0]));
+  const bool to_half = ctx.dtype(n.outputs[0]) == DataType::kFloat16;
+  if (from_exact && exact_t == StorageType::kF64) {
+    // float64 (docs/decisions/0075): rounded once to the output's type on the device, as the
+    // CPU reference's Cast does; a float16 result in wider storage is then widened exactly.
+    KILN_ASSIGN_OR_RETURN(int x, ctx.operand_as(n.inputs[0], StorageType::kF64));
+    const StorageType direct = to_half ? StorageType::kF16 : st;
+    if (direct == st) {
+      ctx.add_layer(make_cast_layer(count, StorageType::kF64, st), n.name, {x}, {ctx.new_output(n)}, n.origin);
+      return Status::Ok();
+    }
+    const int h = ctx.new_value(n.name + ":half", ctx.shape(n.inputs[0]), direct, false);
+    ctx.add_layer(make_cast_layer(count, StorageType::kF64, direct), n.name + ":half", {x}, {h}, n.origin);
+    ctx.add_layer(make_cast_layer(count, direct, st), n.name, {h}, {ctx.new_output(n)}, n.origin);
+    return Status::Ok();
+  }
+  const bool from_int = from_exact;
+  // A bfloat16 value (a graph input: float nodes do not write bfloat16) is held exactly by float32
+  // storage and rounded by 16-bit storage as any float activation: a Cast from it is one of the
+  // float cases below.
+  const bool from_bf16 = from == DataType::kBFloat16;
+  if (!is_float(from) && !from_bf16 && !from_int) return unsupported(where + "Cast from " + std::string(dtype_name(from)));
+  KILN_ASSIGN_OR_RETURN(int x, ctx.row_major_operand(n.inputs[0]));
   // Only float32 storage rounds: fp16 storage already holds halves, and bf16 storage keeps
   // fewer mantissa bits than a half (a view, like a Cast to float32 in fp16 storage).
-  const bool round = st == StorageType::kF32 && ctx.dtype(n.outputs[0]) == DataType::kFloat16 &&
-                     (from == DataType::kFloat32 || from_int);
-  const int64_t count = shape_numel(ctx.shape(n.inputs[0]));
+  const bool round = st == StorageType::kF32 && to_half && (from == DataType::kFloat32 || from_bf16 || from_int);
   if (from_int) {
     // float32 storage of a float16 result: then rounded to half, as the CPU reference does.
     const int conv = round ? ctx.new_value(n.name + ":converted", ctx.shape(n.inputs[0]), st, false) : ctx.new_output(n);

@@ -199,7 +199,7 @@ Status lower_max_unpool(LowerContext& ctx, const ir::Node& n, const std::string&
   const Shape& y = ctx.shape(n.outputs.at(0));
   const int r = static_cast<int>(x.size());
   if (r < 3) return invalid_argument(where + "X rank " + std::to_string(r) + ", expected at least 3");
-  if (r > kMaxRank) return unsupported(where + "rank above 6");
+  if (r > kMaxRank) return unsupported(where + "rank above " + std::to_string(kMaxRank));
   if (ctx.shape(n.inputs[1]) != x) return invalid_argument(where + "I must be shaped like X");
   if (static_cast<int>(y.size()) != r) return invalid_argument(where + "output rank differs from X's");
   const int nd = r - 2;

@@ -1,6 +1,11 @@
 // Det (ONNX Operators.md "Det", version 11): input [..., m, m] read in float32 (a 16-bit activation
 // through a cast layer), one determinant per matrix in the layer's storage; DFT (versions 17 / 20)
-// with a constant dft_length and axis; RoiAlign (versions 10 / 16; kernels_linalg.h).
+// with a constant dft_length and axis; RoiAlign (versions 10 / 16; kernels_linalg.h); Einsum of
+// float64 operands (docs/decisions/0075).
+#include <algorithm>
+#include <cctype>
+#include <map>
+
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/kernels_linalg.h"
 #include "backends/cuda/layer_factory.h"
@@ -116,6 +121,162 @@ Status lower_roi_align(LowerContext& ctx, const ir::Node& n, const std::string& 
                             static_cast<const int64_t*>(s.ptr(l.ins[2])), s.ptr(l.outs[0]), t, d, s.stream);
   });
   ctx.add_layer(std::move(layer), n.name, {xv, rv, bv}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+}  // namespace kiln::cuda
+
+namespace kiln::cuda {
+
+// Einsum on float64 operands (docs/decisions/0075): the equation parsed as the CPU reference does
+// (ops_nn_linalg.cc: letters, one ellipsis per term, implicit output = ellipsis dims then the
+// letters seen once, in alphabetical order; gpu_ops.h plan_einsum), then one direct-sum kernel
+// (kernels_linalg.h).
+StatusOr<EinsumDesc> plan_einsum(const ir::Node& n, const std::vector<Shape>& in_shapes, const Shape& out_shape_want) {
+  const std::string where = n.describe() + ": ";
+  if (n.inputs.empty() || n.inputs.size() > 2 || in_shapes.size() != n.inputs.size())
+    return unsupported(where + std::to_string(n.inputs.size()) + " inputs (1 or 2 on the GPU)");
+  std::string eq;
+  for (char ch : n.attr_string("equation", ""))
+    if (ch != ' ') eq += ch;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    const size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != n.inputs.size())
+    return invalid_argument(where + "equation '" + eq + "' has " + std::to_string(terms.size()) + " terms for " +
+                            std::to_string(n.inputs.size()) + " inputs");
+  constexpr int kEll = 52;  // labels: 'A'..'Z' 0..25, 'a'..'z' 26..51, ellipsis dims from 52
+  // A term's labels with -1 for its ellipsis, and its ellipsis rank (`rank` < 0: the output's).
+  auto parse = [&](const std::string& term, int rank, std::vector<int>* labels, int* erank) -> Status {
+    labels->clear();
+    int letters = 0;
+    bool ell = false;
+    for (size_t i = 0; i < term.size(); ++i) {
+      const char ch = term[i];
+      if (ch == '.') {
+        if (ell || term.compare(i, 3, "...") != 0) return invalid_argument(where + "malformed ellipsis in '" + term + "'");
+        ell = true;
+        i += 2;
+        labels->push_back(-1);
+      } else if (std::isalpha(static_cast<unsigned char>(ch))) {
+        labels->push_back(ch <= 'Z' ? ch - 'A' : ch - 'a' + 26);
+        ++letters;
+      } else {
+        return invalid_argument(where + "invalid character '" + std::string(1, ch) + "' in the equation");
+      }
+    }
+    *erank = ell ? rank - letters : 0;
+    if ((ell && rank >= 0 && *erank < 0) || (!ell && rank >= 0 && letters != rank))
+      return invalid_argument(where + "term '" + term + "' does not match operand rank " + std::to_string(rank));
+    return Status::Ok();
+  };
+  auto expand = [&](const std::vector<int>& raw, int erank, int emax) {
+    std::vector<int> out;
+    for (int l : raw) {
+      if (l >= 0) out.push_back(l);
+      else
+        for (int t = 0; t < erank; ++t) out.push_back(kEll + (emax - erank) + t);
+    }
+    return out;
+  };
+  std::vector<std::vector<int>> labels(terms.size());
+  std::vector<int> eranks(terms.size());
+  int emax = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    std::vector<int> raw;
+    KILN_RETURN_IF_ERROR(parse(terms[i], static_cast<int>(in_shapes[i].size()), &raw, &eranks[i]));
+    labels[i] = raw;
+    emax = std::max(emax, eranks[i]);
+  }
+  std::map<int, int64_t> extent;
+  std::map<int, int> count;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    labels[i] = expand(labels[i], eranks[i], emax);
+    const Shape& s = in_shapes[i];
+    for (size_t j = 0; j < labels[i].size(); ++j) {
+      const int l = labels[i][j];
+      ++count[l];
+      auto it = extent.find(l);
+      if (it == extent.end() || it->second == 1) extent[l] = s[j];
+      else if (s[j] != it->second && !(l >= kEll && s[j] == 1))
+        return invalid_argument(where + "operands disagree on the extent of a label");
+    }
+  }
+  std::vector<int> out_labels;
+  if (arrow != std::string::npos) {
+    std::vector<int> raw;
+    int erank = 0;
+    KILN_RETURN_IF_ERROR(parse(eq.substr(arrow + 2), -1, &raw, &erank));
+    out_labels = expand(raw, emax, emax);
+    for (int l : out_labels)
+      if (!extent.count(l)) return invalid_argument(where + "an output label is in no input");
+  } else {
+    for (int t = 0; t < emax; ++t) out_labels.push_back(kEll + t);
+    for (const auto& [l, c] : count)
+      if (l < kEll && c == 1) out_labels.push_back(l);
+  }
+  std::vector<int> summed;
+  for (const auto& [l, e] : extent)
+    if (std::find(out_labels.begin(), out_labels.end(), l) == out_labels.end()) summed.push_back(l);
+  if (out_labels.size() > static_cast<size_t>(kEinsumMaxLabels) || summed.size() > static_cast<size_t>(kEinsumMaxLabels))
+    return unsupported(where + "more than " + std::to_string(kEinsumMaxLabels) + " output or summed labels");
+  EinsumDesc d;
+  d.inputs = static_cast<int>(n.inputs.size());
+  d.n_out = static_cast<int>(out_labels.size());
+  d.n_sum = static_cast<int>(summed.size());
+  Shape out_shape;
+  for (int k = 0; k < d.n_out; ++k) {
+    d.out_ext[k] = extent[out_labels[k]];
+    out_shape.push_back(d.out_ext[k]);
+  }
+  for (int k = 0; k < d.n_sum; ++k) d.sum_ext[k] = extent[summed[k]];
+  if (out_shape != out_shape_want)
+    return invalid_argument(where + "output shape " + shape_str(out_shape) + " differs from the inferred " +
+                            shape_str(out_shape_want));
+  for (size_t i = 0; i < terms.size(); ++i) {
+    const Shape& s = in_shapes[i];
+    const std::vector<int64_t> rs = row_strides(s);
+    int64_t* so = i == 0 ? d.a_out : d.b_out;
+    int64_t* ss = i == 0 ? d.a_sum : d.b_sum;
+    for (size_t j = 0; j < labels[i].size(); ++j) {
+      const int l = labels[i][j];
+      if (s[j] == 1 && extent[l] != 1) continue;  // a broadcast ellipsis dim
+      for (int k = 0; k < d.n_out; ++k)
+        if (out_labels[k] == l) so[k] += rs[j];
+      for (int k = 0; k < d.n_sum; ++k)
+        if (summed[k] == l) ss[k] += rs[j];
+    }
+  }
+  return d;
+}
+
+Status lower_einsum(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (ctx.storage() != StorageType::kF64)
+    return unsupported(where + "Einsum runs on the GPU for float64 operands only");
+  std::vector<Shape> shapes;
+  for (ir::ValueId v : n.inputs) {
+    if (v == ir::kNoValue) return invalid_argument(where + "an input is omitted");
+    shapes.push_back(ctx.shape(v));
+  }
+  KILN_ASSIGN_OR_RETURN(EinsumDesc d, plan_einsum(n, shapes, ctx.shape(n.outputs[0])));
+  std::vector<int> ins;
+  for (ir::ValueId v : n.inputs) {
+    KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(v, StorageType::kF64));
+    ins.push_back(a);
+  }
+  const bool two = d.inputs == 2;
+  auto layer = make_kernel_layer("Einsum", "kiln.einsum_f64", [=](ExecState& s, const Layer& l) {
+    return launch_einsum_f64(static_cast<const double*>(s.ptr(l.ins[0])),
+                             two ? static_cast<const double*>(s.ptr(l.ins[1])) : nullptr,
+                             static_cast<double*>(s.ptr(l.outs[0])), d, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, ins, {ctx.new_output(n)}, n.origin);
   return Status::Ok();
 }
 

@@ -4,7 +4,7 @@
 // FusedPointwise (passes/fuse_pointwise: a register program run per output element,
 // ir/pointwise_program.h, at most ir::kMaxPwInputs inputs) and, as one-node programs of the same
 // kernel (lower_pw_op), the ops the fixed kernel lacks: Selu ... Atanh, float Mod, PRelu, Clip with
-// activation bounds, variadic Max / Min / Sum / Mean. Rank <= 6, fp32 / fp16 / bf16. The
+// activation bounds, variadic Max / Min / Sum / Mean. Rank <= kMaxRank, fp32 / fp16 / bf16. The
 // output is NHWC when a 4-D activation input is (or as the plan's "layout" attribute says);
 // activation inputs follow the output's layout, constants are uploaded in its physical order
 // (packed in the plan), broadcast dims read with stride 0.
@@ -103,7 +103,7 @@ Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& 
     default: return unsupported(where + "no CUDA tactic for this op");
   }
   const Shape& out_s = ctx.shape(n.outputs[0]);
-  if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
+  if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above " + std::to_string(kMaxRank));
   const std::vector<ir::ValueId> operands(n.inputs.begin(), n.inputs.begin() + (binary ? 2 : 1));
   const bool out_nhwc = output_nhwc(ctx, n, operands, out_s);
   BroadcastDesc d;
@@ -114,7 +114,8 @@ Status lower_pointwise(LowerContext& ctx, const ir::Node& n, const std::string& 
   for (size_t k = 0; k < operands.size(); ++k) {
     Shape phys;
     const DataType dt = ctx.dtype(operands[k]);
-    if (k == 1 && n.op == ir::OpKind::kPow && (dt == DataType::kInt32 || dt == DataType::kInt64) &&
+    if (k == 1 && n.op == ir::OpKind::kPow &&
+        (dt == DataType::kInt32 || dt == DataType::kInt64 || dt == DataType::kUInt64) &&
         !ctx.graph().value(operands[k]).constant) {
       // An integer exponent (Pow since 12): converted to the float storage (exact below 2^24 in
       // fp32, as the CPU reference's double pow sees it), read row-major.
@@ -158,7 +159,7 @@ Status add_pw_program(LowerContext& ctx, const ir::Node& n, const ir::PwProgram&
   if (prog.instrs.empty() || prog.instrs.size() > static_cast<size_t>(ir::kMaxPwInstrs))
     return unsupported(where + "a program of " + std::to_string(prog.instrs.size()) + " instructions");
   const Shape& out_s = ctx.shape(n.outputs[0]);
-  if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
+  if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above " + std::to_string(kMaxRank));
   const bool out_nhwc = output_nhwc(ctx, n, inputs, out_s);
   PwDeviceProgram p;
   p.rank = static_cast<int>(out_s.size());

@@ -1,6 +1,6 @@
 // DepthToSpace (DCR / CRD), SpaceToDepth and Tile with constant repeats (ONNX Operators.md, each
 // op's section): reshape-transpose-reshape moves and repetition, each one strided copy
-// (kernels_more.h launch_strided_copy) of a row-major output viewed as at most 6 dims, any element
+// (kernels_more.h launch_strided_copy) of a row-major output viewed as at most kMaxRank dims, any element
 // type (the float and the exact tables). Also EyeLike and ConstantOfShape (their output shapes only;
 // any output type).
 // The CPU reference: backends/cpu (ops_movement*).
@@ -56,28 +56,40 @@ StatusOr<StridedDesc> plan_depth_space(const ir::Node& n, const Shape& in) {
   return d;
 }
 
-StatusOr<StridedDesc> plan_tile(const ir::Node& n, const ir::Graph& g, const Shape& in) {
+namespace {
+
+// Tile's repeats (constant input 1), one per input dim.
+StatusOr<std::vector<int64_t>> tile_repeats(const ir::Node& n, const ir::Graph& g, const Shape& in) {
   if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(n.describe() + ": repeats is required");
   const auto& rc = g.value(n.inputs[1]).constant;
   if (!rc) return unsupported(n.describe() + ": repeats must be a constant on the GPU path");
   if (rc->numel() != static_cast<int64_t>(in.size()))
     return invalid_argument(n.describe() + ": repeats has " + std::to_string(rc->numel()) + " entries for rank " +
                             std::to_string(in.size()));
-  // Output dim k (d_k * r_k) viewed as [r_k, d_k] when r_k != 1: the repeat reads with stride 0.
-  const auto st = row_strides(in);
-  std::vector<int64_t> dims, strides;
+  std::vector<int64_t> reps;
   for (size_t k = 0; k < in.size(); ++k) {
     const auto r = static_cast<int64_t>(load_as_double(rc->dtype(), rc->raw(), static_cast<int64_t>(k)));
     if (r < 0) return invalid_argument(n.describe() + ": negative repeat " + std::to_string(r));
-    if (r != 1) {
-      dims.push_back(r);
+    reps.push_back(r);
+  }
+  return reps;
+}
+
+// The strided copy of Tile(x of shape `in`, reps): output dim k (d_k * r_k) viewed as [r_k, d_k]
+// when r_k != 1, the repeat read with stride 0. Unsupported past kMaxRank dims.
+StatusOr<StridedDesc> tile_desc(const ir::Node& n, const Shape& in, const std::vector<int64_t>& reps) {
+  const auto st = row_strides(in);
+  std::vector<int64_t> dims, strides;
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (reps[k] != 1) {
+      dims.push_back(reps[k]);
       strides.push_back(0);
     }
     dims.push_back(in[k]);
     strides.push_back(st[k]);
   }
   if (dims.size() > static_cast<size_t>(kMaxRank))
-    return unsupported(n.describe() + ": more than 6 dims once repeats are split out (input rank " +
+    return unsupported(n.describe() + ": more than " + std::to_string(kMaxRank) + " dims once repeats are split out (input rank " +
                        std::to_string(in.size()) + ")");
   if (dims.empty()) {  // rank 0: one element
     dims.push_back(1);
@@ -92,14 +104,55 @@ StatusOr<StridedDesc> plan_tile(const ir::Node& n, const ir::Graph& g, const Sha
   return d;
 }
 
+}  // namespace
+
+StatusOr<StridedDesc> plan_tile(const ir::Node& n, const ir::Graph& g, const Shape& in) {
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> reps, tile_repeats(n, g, in));
+  return tile_desc(n, in, reps);
+}
+
 Status lower_depth_space(LowerContext& ctx, const ir::Node& n, const std::string&) {
   KILN_ASSIGN_OR_RETURN(StridedDesc d, plan_depth_space(n, ctx.shape(n.inputs[0])));
   return add_copy(ctx, n, d);
 }
 
-Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string&) {
-  KILN_ASSIGN_OR_RETURN(StridedDesc d, plan_tile(n, ctx.graph(), ctx.shape(n.inputs[0])));
-  return add_copy(ctx, n, d);
+// Tile in one strided copy, or — when input rank + repeated dims pass 6 — in several, each
+// repeating as many leading axes as fit (Tile(x, r) = Tile(Tile(x, r_a), r_b) for r = r_a * r_b
+// axis by axis: repetition of different axes commutes).
+Status lower_tile(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  const Shape& in = ctx.shape(n.inputs[0]);
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> reps, tile_repeats(n, ctx.graph(), in));
+  size_t repeated = 0;
+  for (int64_t r : reps) repeated += r != 1;
+  if (in.size() + repeated <= static_cast<size_t>(kMaxRank)) {
+    KILN_ASSIGN_OR_RETURN(StridedDesc d, tile_desc(n, in, reps));
+    return add_copy(ctx, n, d);
+  }
+  if (in.size() >= static_cast<size_t>(kMaxRank)) return unsupported(where + "rank " + std::to_string(in.size()) + " Tile");
+  const size_t per_step = static_cast<size_t>(kMaxRank) - in.size();
+  const int eb = static_cast<int>(storage_bytes(ctx.storage()));
+  KILN_ASSIGN_OR_RETURN(int cur, ctx.row_major_operand(n.inputs[0]));
+  Shape cur_shape = in;
+  size_t k = 0;
+  for (int step = 0; k < in.size(); ++step) {
+    std::vector<int64_t> part(in.size(), 1);
+    for (size_t taken = 0; k < in.size() && taken < per_step; ++k) {
+      part[k] = reps[k];
+      taken += reps[k] != 1;
+    }
+    while (k < in.size() && reps[k] == 1) ++k;  // nothing left to repeat there
+    KILN_ASSIGN_OR_RETURN(StridedDesc d, tile_desc(n, cur_shape, part));
+    Shape next = cur_shape;
+    for (size_t j = 0; j < in.size(); ++j) next[j] *= part[j];
+    const bool last = k >= in.size();
+    const int out = last ? ctx.new_output(n)
+                         : ctx.new_value(n.name + ":tile" + std::to_string(step), next, ctx.storage(), false);
+    ctx.add_layer(make_strided_copy_layer(ir::op_name(n.op), d, eb), last ? n.name : n.name + ":tile" + std::to_string(step),
+                  {cur}, {out}, n.origin);
+    cur = out;
+    cur_shape = next;
+  }
+  return Status::Ok();
 }
 
 Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where) {

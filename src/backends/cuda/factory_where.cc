@@ -46,7 +46,7 @@ Status lower_where_constant(LowerContext& ctx, const ir::Node& n, const std::str
 Status lower_where(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   if (n.inputs.size() != 3) return invalid_argument(where + "expects 3 inputs");
   const Shape& out_s = ctx.shape(n.outputs[0]);
-  if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
+  if (out_s.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above " + std::to_string(kMaxRank));
   const StorageType t = ctx.storage();
   if (ctx.graph().value(n.inputs[0]).constant && storage_is_float(t)) return lower_where_constant(ctx, n, where);
   if (ctx.dtype(n.inputs[0]) != DataType::kBool)

@@ -63,7 +63,7 @@ StatusOr<GatherElementsDesc> plan_gather_elements(const ir::Node& n, const Shape
   const int64_t r = static_cast<int64_t>(data.size());
   if (static_cast<int64_t>(indices.size()) != r)
     return bad(n, "indices " + shape_str(indices) + " must have the rank of data " + shape_str(data));
-  if (r < 1 || r > kMaxRank) return unsupported(n.describe() + ": rank " + std::to_string(r) + " (1 to 6 supported)");
+  if (r < 1 || r > kMaxRank) return unsupported(n.describe() + ": rank " + std::to_string(r) + " (1 to " + std::to_string(kMaxRank) + " supported)");
   int64_t axis = n.attr_int("axis", 0);
   if (axis < -r || axis >= r) return bad(n, "axis " + std::to_string(axis) + " out of range for rank " + std::to_string(r));
   if (axis < 0) axis += r;

@@ -122,7 +122,6 @@ class Lowering final : public LowerContext {
     for (const ir::Node& n : g_.nodes) laid_out_ |= !n.removed && n.has_attr("layout");
     KILN_RETURN_IF_ERROR(check_tensor_io(g_));
     KILN_RETURN_IF_ERROR(widen_narrow_integers(g_, &vs_));
-    KILN_RETURN_IF_ERROR(narrow_float64_io(g_, &vs_));
     const auto consumers = g_.consumers();
     for (ir::ValueId v : g_.inputs) {
       // Every input is staged in its declared dtype (integer token ids and masks, float32,
@@ -550,6 +549,18 @@ class Lowering final : public LowerContext {
           break;
         }
         case StorageType::kBool: *p = (int_src ? k != 0 : d != 0.0) ? 1 : 0; break;
+        case StorageType::kF64: {
+          const double v = c.dtype() == DataType::kInt64 ? static_cast<double>(k) : d;
+          std::memcpy(p, &v, 8);
+          break;
+        }
+        case StorageType::kU64: {
+          // uint64 constants bit for bit (ONNX Cast to uint64 of an integer keeps the low bits).
+          const uint64_t v = c.dtype() == DataType::kUInt64 ? c.data<uint64_t>()[i]
+                                                            : static_cast<uint64_t>(int_src ? k : load_as_int64(c.dtype(), c.raw(), i));
+          std::memcpy(p, &v, 8);
+          break;
+        }
       }
     }
     const int id = new_val(name, c.shape(), t, false);

@@ -36,7 +36,7 @@ StatusOr<int> norm_axis(const ir::Node& n, int64_t a, size_t rank) {
 }
 
 StatusOr<StridedDesc> desc_of(const ir::Node& n, const Shape& out) {
-  if (out.size() > static_cast<size_t>(kMaxRank)) return node_error(n, "rank above 6");
+  if (out.size() > static_cast<size_t>(kMaxRank)) return node_error(n, "rank above " + std::to_string(kMaxRank));
   StridedDesc d;
   d.rank = static_cast<int>(out.size());
   for (int k = 0; k < d.rank; ++k) d.out_dims[k] = out[k];
@@ -67,13 +67,15 @@ StatusOr<StorageType> input_storage(const std::string& name, DataType dt) {
     case DataType::kInt64: return StorageType::kI64;
     case DataType::kInt32: return StorageType::kI32;
     case DataType::kBool: return StorageType::kBool;
+    case DataType::kFloat64: return StorageType::kF64;
+    case DataType::kUInt64: return StorageType::kU64;
     case DataType::kFloat16: return StorageType::kF16;
     case DataType::kBFloat16: return StorageType::kBF16;
     case DataType::kFloat32: case DataType::kUndefined: return StorageType::kF32;
     default: break;
   }
   return unsupported("graph input '" + name + "' has dtype " + dtype_name(dt) +
-                     ": CUDA engines take float32, float16, bfloat16, int32, int64 or bool inputs in this version");
+                     ": CUDA engines take float32, float64, float16, bfloat16, int32, int64, uint64 or bool inputs in this version");
 }
 
 DataType storage_host_dtype(StorageType t) {
@@ -81,6 +83,8 @@ DataType storage_host_dtype(StorageType t) {
     case StorageType::kI64: return DataType::kInt64;
     case StorageType::kI32: return DataType::kInt32;
     case StorageType::kBool: return DataType::kBool;
+    case StorageType::kF64: return DataType::kFloat64;
+    case StorageType::kU64: return DataType::kUInt64;
     case StorageType::kF16: return DataType::kFloat16;
     case StorageType::kBF16: return DataType::kBFloat16;
     case StorageType::kF32: break;
@@ -99,6 +103,8 @@ bool exact_storage(DataType dt, StorageType* t) {
     case DataType::kInt64: *t = StorageType::kI64; return true;
     case DataType::kInt32: *t = StorageType::kI32; return true;
     case DataType::kBool: *t = StorageType::kBool; return true;
+    case DataType::kFloat64: *t = StorageType::kF64; return true;  // docs/decisions/0075
+    case DataType::kUInt64: *t = StorageType::kU64; return true;   // docs/decisions/0075
     default: return false;
   }
 }
@@ -128,8 +134,8 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                     (k == 4 && (n.op == OpKind::kRNN || n.op == OpKind::kGRU || n.op == OpKind::kLSTM)) ||
                     n.op == OpKind::kRange;
     if (!ok)
-      return node_error(n, "input " + std::to_string(k) + " is an integer or bool activation; a layer with a float "
-                           "output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
+      return node_error(n, "input " + std::to_string(k) + " is an integer, bool or float64 activation; a layer with "
+                           "a float32 / float16 output takes one only as Cast's, CastLike's or Where's input 0, EyeLike's input (its "
                            "shape), ConstantOfShape's shape, the indices of Gather, GatherND, GatherElements and "
                            "the scatters and MaxUnpool, ReverseSequence's lengths, TopK's K, Compress's condition, "
                            "OneHot's indices and depth, Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss "
@@ -384,7 +390,7 @@ StatusOr<GatherPlan> plan_gather(const ir::Node& n, const ir::Graph& g, const Sh
 StatusOr<PadPlan> plan_pad(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out) {
   PadPlan p;
   const size_t r = in.size();
-  if (r > static_cast<size_t>(kMaxRank) || out.size() != r) return node_error(n, "rank above 6");
+  if (r > static_cast<size_t>(kMaxRank) || out.size() != r) return node_error(n, "rank above " + std::to_string(kMaxRank));
   const std::string mode = n.attr_string("mode", "constant");
   if (mode == "constant") p.mode = PadMode::kConstant;
   else if (mode == "reflect") p.mode = PadMode::kReflect;

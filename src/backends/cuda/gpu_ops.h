@@ -9,7 +9,9 @@
 
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_model.h"
+#include "backends/cuda/kernels_linalg.h"
 #include "backends/cuda/kernels_more.h"
+#include "backends/cuda/kernels_resize.h"
 #include "ir/graph.h"
 
 namespace kiln::cuda {
@@ -29,11 +31,11 @@ std::vector<int64_t> row_strides(const Shape& s);
 // ---- integer and bool tensors (docs/decisions/0051)
 // Staging storage of graph input `name` of dtype `dt`: the declared dtype as the caller gives it
 // (TensorRT's rule: I/O tensors keep the model's dtypes): kI32/kI64/kBool for int32/int64/bool,
-// kF16/kBF16 for float16/bfloat16, kF32 for float32 (and an undeclared dtype); a conversion to
+// kF64 for float64, kF16/kBF16 for float16/bfloat16, kF32 for float32 (and an undeclared dtype); a conversion to
 // the storage the consumers want is a layer. Other dtypes are refused (Unsupported, naming it).
 StatusOr<StorageType> input_storage(const std::string& name, DataType dt);
-// The host dtype of a staged input or output of storage `t` (int32, int64, bool, float16,
-// bfloat16, float32).
+// The host dtype of a staged input or output of storage `t` (int32, int64, bool, float64,
+// float16, bfloat16, float32).
 DataType storage_host_dtype(StorageType t);
 // The staging storage of a float graph input or output declared `dt`: kF16 / kBF16 for float16 /
 // bfloat16, kF32 for anything else (float32; the caller checks the dtype is a float one).
@@ -47,13 +49,9 @@ bool narrow_int_dtype(DataType dt, DataType* wide);
 // inside the narrow range: see narrow_ints.cc), then rewrites their dtypes in `vs` to the wide
 // ones. Unsupported, naming the node, the input and the dtype, otherwise.
 Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs);
-// float64 graph I/O where float32 gives the reference's result exactly (docs/decisions/0069): a
-// float64 input whose every use is a Cast to float32 (the host rounds it once, as the Cast does),
-// a float64 output made by a Cast from float32 / float16 and read by no layer (the host widens
-// it); their dtypes in `vs` become float32. Unsupported, naming the input or output, for any
-// other float64 graph I/O. (The engine converts on the host: gpu_engine.cc.)
-Status narrow_float64_io(const ir::Graph& g, ValueShapes* vs);
-// The exact storage of an int32 / int64 / bool dtype (false for any other dtype).
+// The exact storage of an int32 / int64 / bool / float64 dtype (false for any other dtype):
+// float64 values are stored and computed as doubles, like integers never by a float kernel
+// (docs/decisions/0075).
 bool exact_storage(DataType dt, StorageType* t);
 // Ops that only reinterpret their input 0 (Reshape, Flatten, Squeeze, Unsqueeze, Identity,
 // Dropout): they may carry an integer activation through as a view.
@@ -66,7 +64,7 @@ bool is_int_view(ir::OpKind op);
 Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int);
 
 // ---- planning (host side, build time). `in`/`out` are the concrete logical shapes.
-// Transpose (ONNX "Transpose"; perm default: reversed axes), rank <= 6.
+// Transpose (ONNX "Transpose"; perm default: reversed axes), rank <= kMaxRank.
 StatusOr<StridedDesc> plan_transpose(const ir::Node& n, const Shape& in);
 // Slice (ONNX "Slice", opset 1 attributes / 10+ constant inputs, negative steps): the output
 // dims come from `out`, the start of each sliced axis is clamped as the spec says.
@@ -90,7 +88,7 @@ StatusOr<ReducePlan> plan_reduce(const ir::Node& n, const ir::Graph& g, const Sh
 
 
 // DepthToSpace (modes DCR / CRD) and SpaceToDepth of a 4-D input, and Tile with constant repeats
-// (rank <= 6 once each repeat != 1 is its own dim): one strided copy each (factory_rearrange.cc).
+// (rank <= kMaxRank once each repeat != 1 is its own dim; more: several copies): one strided copy each (factory_rearrange.cc).
 StatusOr<StridedDesc> plan_depth_space(const ir::Node& n, const Shape& in);
 StatusOr<StridedDesc> plan_tile(const ir::Node& n, const ir::Graph& g, const Shape& in);
 
@@ -119,6 +117,21 @@ StatusOr<PadPlan> plan_pad(const ir::Node& n, const ir::Graph& g, const Shape& i
 // Resize of H and W of a 4-D NCHW tensor (ONNX "Resize" opset 11+, nearest or linear; the
 // coordinate modes half_pixel, asymmetric, pytorch_half_pixel, align_corners, tf_half_pixel_for_nn).
 StatusOr<ResizeDesc> plan_resize(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out);
+// Whether Resize / Upsample `n` takes the tap-list path (plan_resize_taps) instead of plan_resize's.
+bool resize_needs_taps(const ir::Node& n);
+// Resize (versions 10-19) / Upsample (7 / 9) resampling the last two axes of `in` into `out` (the
+// leading axes unchanged): the per-axis taps of the CPU reference's build_taps
+// (backends/cpu/resize_taps.h) as kernels_resize.h's table (int64 words, then the weights' bits).
+// scales / sizes / roi must be constants. Errors name the node (factory_resize.cc).
+struct ResizeTapsPlan {
+  ResizeTapsDesc d;
+  std::vector<int64_t> table;
+};
+StatusOr<ResizeTapsPlan> plan_resize_taps(const ir::Node& n, const ir::Graph& g, const Shape& in, const Shape& out);
+
+// Einsum of one or two operands of shapes `in` into `out`: the equation parsed as the CPU
+// reference does, per-label strides for launch_einsum_f64 (factory_linalg.cc). Errors name the node.
+StatusOr<EinsumDesc> plan_einsum(const ir::Node& n, const std::vector<Shape>& in, const Shape& out);
 
 // MatMul (ONNX "MatMul", numpy semantics) with both operands of rank >= 2: Y[b] = A[b] · B[b]
 // over the broadcast batch; supported batch patterns: equal batches, B shared (2-D or batch 1:

@@ -12,18 +12,21 @@
 
 namespace kiln::cuda {
 
-constexpr int kMaxRank = 6;
+constexpr int kMaxRank = 8;  // the rank the GPU kernels index (ONNX node cases reach 7: NLLLoss over d1..d5)
 
 // How an engine tensor's elements are stored in device memory. The float types (fp32, fp16,
 // bf16) hold activations and weights, computed in float by the kernels of this header. kI32 /
 // kI64 / kBool hold int32 / int64 / bool tensors exactly (bool: one byte per element, 0 or 1),
 // row-major: integer and bool graph inputs, positions, shapes and masks; the kernels of
 // kernels_exact.h compute on them, and the lowering gives a node integer or bool storage when its
-// output has that dtype (docs/decisions/0051).
-enum class StorageType : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3, kI64 = 4, kBool = 5 };
+// output has that dtype (docs/decisions/0051). kF64 holds float64 tensors exactly (IEEE double,
+// row-major): like the integer types it is never a float kernel's storage; the exact kernels
+// compute on it in double (docs/decisions/0075). kU64 holds uint64 tensors exactly; only the exact
+// kernels that take it compute on it, with unsigned semantics (docs/decisions/0075).
+enum class StorageType : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3, kI64 = 4, kBool = 5, kF64 = 16, kU64 = 17 };
 inline int storage_bytes(StorageType t) {
   switch (t) {
-    case StorageType::kI64: return 8;
+    case StorageType::kI64: case StorageType::kF64: case StorageType::kU64: return 8;
     case StorageType::kF32: case StorageType::kI32: return 4;
     case StorageType::kF16: case StorageType::kBF16: return 2;
     case StorageType::kBool: return 1;
@@ -41,6 +44,8 @@ inline const char* storage_name(StorageType t) {
     case StorageType::kBF16: return "bf16";
     case StorageType::kI32: return "int32";
     case StorageType::kI64: return "int64";
+    case StorageType::kF64: return "fp64";
+    case StorageType::kU64: return "uint64";
     case StorageType::kF32: break;
   }
   return "fp32";

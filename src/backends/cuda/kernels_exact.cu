@@ -3,7 +3,8 @@
 // the element type a template parameter); select, cast, range, cumsum and trilu are one template
 // each. Semantics follow the CPU reference kernels (src/backends/cpu/ops_elementwise_binary.cc,
 // ops_elementwise_unary.cc, ops_movement_shape.cc, ops_movement_layout.cc, ops_reduce_argtopk.cc).
-// Bool is uint8_t 0/1. Grid-stride loops over 64-bit indices.
+// Bool is uint8_t 0/1; float64 is double, computed in double (docs/decisions/0075). Grid-stride
+// loops over 64-bit indices.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -26,10 +27,23 @@ __device__ __forceinline__ auto wide(T x) {
   else return x;
 }
 
+// A double rounds to half / bfloat16 once (as the CPU reference's Cast does), not through float.
+// uint64 follows the CPU's Cast exactly: to a float type through double (load_as_double); from a
+// float through int64 (double_to_int64: NaN and out-of-range values give INT64_MIN), then its bits.
 template <typename Y, typename X>
 __device__ __forceinline__ Y convert(X x) {
   const auto v = wide(x);
-  if constexpr (std::is_same_v<Y, Bool>) return v != 0 ? Bool{1} : Bool{0};
+  constexpr bool kDouble = std::is_same_v<std::remove_const_t<decltype(v)>, double>;
+  constexpr bool kFloatSrc = !std::is_integral_v<std::remove_const_t<decltype(v)>>;
+  if constexpr (std::is_same_v<X, uint64_t> && !std::is_integral_v<Y>) {
+    return convert<Y>(static_cast<double>(x));
+  } else if constexpr (std::is_same_v<Y, uint64_t> && kFloatSrc) {
+    const double d = static_cast<double>(v);
+    const bool out = d != d || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18;
+    return out ? uint64_t{1} << 63 : static_cast<uint64_t>(static_cast<int64_t>(d));  // INT64_MIN's bits
+  } else if constexpr (std::is_same_v<Y, Bool>) return v != 0 ? Bool{1} : Bool{0};
+  else if constexpr (std::is_same_v<Y, __half> && kDouble) return __double2half(v);
+  else if constexpr (std::is_same_v<Y, __nv_bfloat16> && kDouble) return __double2bfloat16(v);
   else if constexpr (std::is_same_v<Y, __half>) return __float2half_rn(static_cast<float>(v));
   else if constexpr (std::is_same_v<Y, __nv_bfloat16>) return __float2bfloat16_rn(static_cast<float>(v));
   else return static_cast<Y>(v);
@@ -47,31 +61,59 @@ struct AndF { __device__ Bool operator()(Bool a, Bool b) const { return (a != 0)
 struct OrF { __device__ Bool operator()(Bool a, Bool b) const { return (a != 0) || (b != 0); } };
 struct XorF { __device__ Bool operator()(Bool a, Bool b) const { return (a != 0) != (b != 0); } };
 struct NotF { __device__ Bool operator()(Bool a, Bool) const { return a == 0; } };
-struct IsNaNF { template <typename T> __device__ Bool operator()(T a, T) const { return isnan(static_cast<float>(wide(a))); } };
+// A float predicate's operand: a double as it is (1e300 is finite), anything else as float.
+template <typename T>
+__device__ __forceinline__ auto as_fp(T a) {
+  if constexpr (std::is_same_v<T, double>) return a;
+  else return static_cast<float>(wide(a));
+}
+struct IsNaNF { template <typename T> __device__ Bool operator()(T a, T) const { return isnan(as_fp(a)); } };
 struct IsInfF {
   int sign;  // 0: both, 1: +inf only, -1: -inf only
   template <typename T> __device__ Bool operator()(T a, T) const {
-    const float v = static_cast<float>(wide(a));
+    const auto v = as_fp(a);
     return isinf(v) && (sign == 0 || (sign > 0) == (v > 0));
   }
 };
-struct AddF { template <typename T> __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b)); } };
-struct SubF { template <typename T> __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b)); } };
-struct MulF { template <typename T> __device__ T operator()(T a, T b) const { return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b)); } };
-struct NegF { template <typename T> __device__ T operator()(T a, T) const { return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(a)); } };
-struct AbsF { template <typename T> __device__ T operator()(T a, T) const { return a < 0 ? NegF{}(a, a) : a; } };
-struct MinF { template <typename T> __device__ T operator()(T a, T b) const { return a < b ? a : b; } };
-struct MaxF { template <typename T> __device__ T operator()(T a, T b) const { return a > b ? a : b; } };
+// The arithmetic functors serve int32 / int64 (wrapping through the unsigned type) and double
+// (IEEE arithmetic; Min / Max propagate NaN as the CPU reference's numpy-style Max / Min).
+template <typename T> constexpr bool kIsDouble = std::is_same_v<T, double>;
+struct AddF { template <typename T> __device__ T operator()(T a, T b) const { if constexpr (kIsDouble<T>) return a + b; else return static_cast<T>(static_cast<Unsigned<T>>(a) + static_cast<Unsigned<T>>(b)); } };
+struct SubF { template <typename T> __device__ T operator()(T a, T b) const { if constexpr (kIsDouble<T>) return a - b; else return static_cast<T>(static_cast<Unsigned<T>>(a) - static_cast<Unsigned<T>>(b)); } };
+struct MulF { template <typename T> __device__ T operator()(T a, T b) const { if constexpr (kIsDouble<T>) return a * b; else return static_cast<T>(static_cast<Unsigned<T>>(a) * static_cast<Unsigned<T>>(b)); } };
+struct NegF { template <typename T> __device__ T operator()(T a, T) const { if constexpr (kIsDouble<T>) return -a; else return static_cast<T>(Unsigned<T>(0) - static_cast<Unsigned<T>>(a)); } };
+struct AbsF { template <typename T> __device__ T operator()(T a, T) const { if constexpr (kIsDouble<T>) return fabs(a); else if constexpr (std::is_signed_v<T>) return a < 0 ? NegF{}(a, a) : a; else return a; } };
+struct MinF { template <typename T> __device__ T operator()(T a, T b) const { if constexpr (kIsDouble<T>) { if (a != a || b != b) return a + b; } return b < a ? b : a; } };
+struct MaxF { template <typename T> __device__ T operator()(T a, T b) const { if constexpr (kIsDouble<T>) { if (a != a || b != b) return a + b; } return a < b ? b : a; } };
 struct DivF {
   template <typename T> __device__ T operator()(T a, T b) const {
+    if constexpr (kIsDouble<T>) return a / b;
     if (b == 0) return 0;
-    if (b == T(-1)) return NegF{}(a, a);
+    if (std::is_signed_v<T> && b == T(-1)) return NegF{}(a, a);
     return a / b;
   }
 };
 struct PowF {
   template <typename T> __device__ T operator()(T a, T b) const {
-    if (b < 0) {
+    if constexpr (kIsDouble<T>) {
+      // An integral exponent up to 1024 by squaring: exact while the powers are representable
+      // (glibc's pow, the CPU reference's, is; CUDA's may be an ulp off, which an integer Pow's
+      // truncation would show: 3^2 as 8.999...). Else pow.
+      if (b == trunc(b) && fabs(b) <= 1024) {
+        double r = 1, x = a;
+        for (int64_t e = static_cast<int64_t>(fabs(b)); e; e >>= 1) {
+          if (e & 1) r *= x;
+          x *= x;
+        }
+        return b < 0 ? 1 / r : r;
+      }
+      return pow(a, b);
+    } else {
+      return int_pow(a, b);
+    }
+  }
+  template <typename T> __device__ T int_pow(T a, T b) const {
+    if (std::is_signed_v<T> && b < T(0)) {
       if (a == 1) return 1;
       if (a == T(-1)) return (b % 2) ? T(-1) : T(1);
       return 0;
@@ -84,12 +126,21 @@ struct PowF {
     return static_cast<T>(r);
   }
 };
+// BitShift (unsigned types; a shift by the bit width or more gives 0, as the CPU reference).
+struct ShlF { template <typename T> __device__ T operator()(T a, T b) const { return static_cast<uint64_t>(b) >= sizeof(T) * 8 ? T(0) : static_cast<T>(static_cast<Unsigned<T>>(a) << b); } };
+struct ShrF { template <typename T> __device__ T operator()(T a, T b) const { return static_cast<uint64_t>(b) >= sizeof(T) * 8 ? T(0) : static_cast<T>(static_cast<Unsigned<T>>(a) >> b); } };
 struct ModF {
   bool c_style;  // fmod = 1: the dividend's sign
   template <typename T> __device__ T operator()(T a, T b) const {
-    if (b == 0 || b == T(-1)) return 0;
-    T r = a % b;
-    if (!c_style && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
+    T r;
+    if constexpr (kIsDouble<T>) {
+      r = fmod(a, b);  // the CPU reference's std::fmod (a zero divisor gives NaN)
+    } else {
+      if (b == 0 || (std::is_signed_v<T> && b == T(-1))) return 0;
+      r = a % b;
+    }
+    if constexpr (std::is_signed_v<T>)  // unsigned operands share the sign
+      if (!c_style && r != 0 && ((r < 0) != (b < 0))) r = static_cast<T>(r + b);
     return r;
   }
 };
@@ -126,6 +177,8 @@ cudaError_t with_numeric(StorageType t, F f) {
     case StorageType::kBF16: return f(__nv_bfloat16{});
     case StorageType::kI32: return f(int32_t{});
     case StorageType::kI64: return f(int64_t{});
+    case StorageType::kF64: return f(double{});
+    case StorageType::kU64: return f(uint64_t{});
     case StorageType::kBool: break;
   }
   return cudaErrorInvalidValue;
@@ -143,14 +196,17 @@ cudaError_t comparison(StorageType t, const void* a, const void* b, void* y, con
 }
 template <typename F>
 cudaError_t float_predicate(StorageType t, const void* a, void* y, const BroadcastDesc& d, int64_t n, F f, cudaStream_t s) {
-  if (storage_is_int(t) || t == StorageType::kBool) return cudaErrorInvalidValue;
+  if (storage_is_int(t) || t == StorageType::kBool || t == StorageType::kU64) return cudaErrorInvalidValue;
   return with_numeric(t, [&](auto tag) { return run<decltype(tag), Bool>(a, nullptr, y, d, n, f, s); });
 }
+// int32 / int64 and float64 arithmetic.
 template <typename F>
 cudaError_t integer(StorageType t, const void* a, const void* b, void* y, const BroadcastDesc& d, int64_t n, F f,
                     cudaStream_t s) {
   if (t == StorageType::kI32) return run<int32_t, int32_t>(a, b, y, d, n, f, s);
   if (t == StorageType::kI64) return run<int64_t, int64_t>(a, b, y, d, n, f, s);
+  if (t == StorageType::kF64) return run<double, double>(a, b, y, d, n, f, s);
+  if (t == StorageType::kU64) return run<uint64_t, uint64_t>(a, b, y, d, n, f, s);
   return cudaErrorInvalidValue;
 }
 template <typename F>
@@ -199,7 +255,7 @@ __global__ void range_kernel(const T* start, const T* delta, T* y, int64_t n) {
 template <typename T>
 __global__ void cumsum_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t n, int64_t inner,
                               bool exclusive, bool reverse) {
-  using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, float>;
+  using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, std::conditional_t<kIsDouble<T>, double, float>>;
   for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < outer * inner;
        col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t base = (col / inner) * n * inner + col % inner;
@@ -340,6 +396,46 @@ __global__ void int_reduce_kernel(const T* __restrict__ x, T* __restrict__ y, in
   }
 }
 
+// float64 reductions: one thread per output, in order (launch_f64_reduce).
+__global__ void f64_reduce_kernel(const double* __restrict__ x, double* __restrict__ y, ReduceKind k, int64_t outer,
+                                  int64_t red, int64_t inner) {
+  for (int64_t col = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; col < outer * inner;
+       col += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double* p = x + (col / inner) * red * inner + col % inner;
+    if (k == ReduceKind::kLogSumExp) {
+      double m = -INFINITY;
+      for (int64_t r = 0; r < red; ++r) {
+        const double v = p[r * inner];
+        m = (m != m || v != v) ? m + v : fmax(m, v);
+      }
+      if (m != m || isinf(m)) {
+        y[col] = m;
+        continue;
+      }
+      double acc = 0;
+      for (int64_t r = 0; r < red; ++r) acc += exp(p[r * inner] - m);
+      y[col] = m + log(acc);
+      continue;
+    }
+    double acc = k == ReduceKind::kMax ? -INFINITY : (k == ReduceKind::kMin ? INFINITY : (k == ReduceKind::kProd ? 1.0 : 0.0));
+    for (int64_t r = 0; r < red; ++r) {
+      double v = p[r * inner];
+      switch (k) {
+        case ReduceKind::kMax: acc = (acc != acc || v != v) ? acc + v : fmax(acc, v); break;
+        case ReduceKind::kMin: acc = (acc != acc || v != v) ? acc + v : fmin(acc, v); break;
+        case ReduceKind::kProd: acc *= v; break;
+        case ReduceKind::kL1: acc += fabs(v); break;
+        case ReduceKind::kL2: case ReduceKind::kSumSquare: acc += v * v; break;
+        default: acc += v; break;
+      }
+    }
+    if (k == ReduceKind::kMean) acc /= static_cast<double>(red);
+    else if (k == ReduceKind::kL2) acc = sqrt(acc);
+    else if (k == ReduceKind::kLogSum) acc = log(acc);
+    y[col] = acc;
+  }
+}
+
 template <typename F>
 cudaError_t with_bytes(int elem_bytes, F f) {
   switch (elem_bytes) {
@@ -392,6 +488,8 @@ const char* exact_op_name(ExactOp op) {
     case ExactOp::kMin: return "min";
     case ExactOp::kMax: return "max";
     case ExactOp::kPow: return "pow";
+    case ExactOp::kShl: return "shl";
+    case ExactOp::kShr: return "shr";
   }
   return "?";
 }
@@ -428,6 +526,12 @@ cudaError_t launch_exact_elementwise(ExactOp op, StorageType t, const void* a, c
     case ExactOp::kMin: return integer(t, a, b, y, d, n, MinF{}, s);
     case ExactOp::kMax: return integer(t, a, b, y, d, n, MaxF{}, s);
     case ExactOp::kPow: return integer(t, a, b, y, d, n, PowF{}, s);
+    case ExactOp::kShl:
+      if (t != StorageType::kU64) return cudaErrorInvalidValue;
+      return run<uint64_t, uint64_t>(a, b, y, d, n, ShlF{}, s);
+    case ExactOp::kShr:
+      if (t != StorageType::kU64) return cudaErrorInvalidValue;
+      return run<uint64_t, uint64_t>(a, b, y, d, n, ShrF{}, s);
   }
   return cudaErrorInvalidValue;
 }
@@ -507,6 +611,13 @@ cudaError_t launch_int_reduce(const void* x, void* y, StorageType t, int max, in
   } else {
     return cudaErrorInvalidValue;
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_f64_reduce(const double* x, double* y, ReduceKind kind, int64_t outer, int64_t red, int64_t inner,
+                              cudaStream_t s) {
+  if (outer * inner == 0) return cudaSuccess;
+  f64_reduce_kernel<<<blocks_for(outer * inner), kThreads, 0, s>>>(x, y, kind, outer, red, inner);
   return cudaGetLastError();
 }
 

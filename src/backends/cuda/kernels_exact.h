@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/kernels_more.h"
 
 namespace kiln::cuda {
 
@@ -24,13 +25,18 @@ enum class ExactOp : int {
   // unary predicates on float storage; bool output. IsInf's detect_positive / detect_negative
   // select kIsInf (both), kIsPosInf or kIsNegInf.
   kIsNaN, kIsInf, kIsPosInf, kIsNegInf,
-  // integer arithmetic on int32 / int64, output in the input type, two's-complement wrap-around.
+  // integer arithmetic on int32 / int64 / uint64 (unsigned Div / Mod / Min / Max), output in the
+  // input type, two's-complement wrap-around;
+  // the same ops on float64 in IEEE double (Mod / Fmod: std::fmod, then the divisor's sign for
+  // Mod; Min / Max propagate NaN; Pow: pow), docs/decisions/0075.
   // Div truncates toward zero (ONNX Div on integers, C semantics); Mod takes the divisor's sign
   // (fmod = 0, Python's %), Fmod the dividend's (fmod = 1). A zero divisor — an error in the CPU
   // reference, undefined in ONNX — gives 0 here; MIN / -1 wraps to MIN. Neg and Abs are unary.
   // Pow: a^b by squaring, wrapping; a negative b gives the truncated real result (1 for a == 1,
   // +-1 for a == -1, else 0), as the CPU reference's integer Pow.
   kAdd, kSub, kMul, kDiv, kMod, kFmod, kNeg, kAbs, kMin, kMax, kPow,
+  // BitShift LEFT / RIGHT on uint64 (docs/decisions/0075): a shift by 64 or more gives 0.
+  kShl, kShr,
 };
 bool exact_op_is_unary(ExactOp op);
 // Whether the op writes bool (comparisons, logical ops, predicates); else the input type.
@@ -54,10 +60,11 @@ struct SelectDesc {
 cudaError_t launch_select(const void* c, const void* a, const void* b, void* y, int elem_bytes, const SelectDesc& s,
                           cudaStream_t stream);
 
-// ONNX Cast between any two of fp32, fp16, bf16, int32, int64 and bool, `count` elements:
+// ONNX Cast between any two of fp32, fp64, fp16, bf16, int32, int64 and bool, `count` elements:
 // to bool is x != 0 (NaN is true); from bool is 0 / 1; float to integer truncates toward zero
 // (out-of-range values saturate, NaN gives 0: the CUDA conversion instructions); integer to
-// integer keeps the low bits; to fp16 / bf16 rounds to nearest even.
+// integer keeps the low bits; to fp32 / fp16 / bf16 rounds to nearest even (from fp64 once, not
+// through fp32).
 cudaError_t launch_cast(const void* x, StorageType xt, void* y, StorageType yt, int64_t count, cudaStream_t stream);
 
 // ONNX Range: y[i] = start + i * delta for i < count, start and delta device scalars of type
@@ -88,6 +95,13 @@ cudaError_t launch_arg_extreme(const void* x, StorageType t, int64_t* y, int64_t
 // and the type's lowest / highest value for max / min (the identities). `max`: 1 max, -1 min,
 // 0 sum.
 cudaError_t launch_int_reduce(const void* x, void* y, StorageType t, int max, int64_t outer, int64_t red, int64_t inner,
+                              cudaStream_t stream);
+
+// float64 reductions (every ReduceKind, ONNX Reduce* on a double tensor; docs/decisions/0075)
+// over the middle axis of a [outer, red, inner] array of doubles, accumulated in double in
+// order, one thread per output, as the CPU reference computes them: Max / Min propagate NaN,
+// LogSumExp is m + log(sum(exp(x - m))) for a finite maximum m (else m), Mean divides by red.
+cudaError_t launch_f64_reduce(const double* x, double* y, ReduceKind kind, int64_t outer, int64_t red, int64_t inner,
                               cudaStream_t stream);
 
 }  // namespace kiln::cuda

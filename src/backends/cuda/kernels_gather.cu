@@ -163,6 +163,8 @@ cudaError_t with_storage(StorageType t, ScatterReduce r, bool idx_64, F f) {
     case StorageType::kBF16: return by_index(__nv_bfloat16{});
     case StorageType::kI32: return by_index(int32_t{});
     case StorageType::kI64: return by_index(int64_t{});
+    case StorageType::kF64: return by_index(double{});
+    case StorageType::kU64: return by_index(uint64_t{});
     case StorageType::kBool:
       if (r != ScatterReduce::kNone) return cudaErrorInvalidValue;
       return by_index(uint8_t{});

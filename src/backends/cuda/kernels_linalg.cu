@@ -199,4 +199,25 @@ cudaError_t launch_roi_align(const void* x, const float* rois, const int64_t* ba
   return cudaGetLastError();
 }
 
+// ---------------------------------------------------------------- Einsum (float64)
+namespace {
+
+__global__ void einsum_f64_kernel(const double* __restrict__ a, const double* __restrict__ b, double* __restrict__ y,
+                                  EinsumDesc d, int64_t total, int64_t sum_total) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = einsum_f64_element(a, b, d, i, sum_total);
+}
+
+}  // namespace
+
+cudaError_t launch_einsum_f64(const double* a, const double* b, double* y, const EinsumDesc& d, cudaStream_t stream) {
+  int64_t total = 1, sum_total = 1;
+  for (int k = 0; k < d.n_out; ++k) total *= d.out_ext[k];
+  for (int k = 0; k < d.n_sum; ++k) sum_total *= d.sum_ext[k];
+  if (total == 0) return cudaSuccess;
+  einsum_f64_kernel<<<blocks_for(total), kThreads, 0, stream>>>(a, d.inputs == 2 ? b : nullptr, y, d, total, sum_total);
+  return cudaGetLastError();
+}
+
 }  // namespace kiln::cuda

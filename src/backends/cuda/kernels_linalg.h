@@ -46,4 +46,47 @@ struct RoiAlignDesc {
 cudaError_t launch_roi_align(const void* x, const float* rois, const int64_t* batch_indices, void* y, StorageType t,
                              const RoiAlignDesc& d, cudaStream_t stream);
 
+// ONNX Einsum (Operators.md "Einsum", version 12) on float64 operands (docs/decisions/0075), one
+// or two inputs, as a direct sum: y[o] = sum over the summed labels' index space of a[.] (* b[.]),
+// each operand addressed through per-label strides (a label repeated within an operand — a
+// diagonal — has the sum of its dims' strides; an ellipsis dim of extent 1 broadcast against n
+// has stride 0). One thread per output element, accumulating in double in row-major order of the
+// summed labels (the CPU reference contracts pairwise through a GEMM: same terms, another order).
+inline constexpr int kEinsumMaxLabels = 12;
+struct EinsumDesc {
+  int inputs = 1;            // 1 or 2
+  int n_out = 0, n_sum = 0;  // output labels (in output order), summed labels
+  int64_t out_ext[kEinsumMaxLabels] = {}, sum_ext[kEinsumMaxLabels] = {};
+  // Element strides of each input along each output / summed label (0 where it lacks the label).
+  int64_t a_out[kEinsumMaxLabels] = {}, a_sum[kEinsumMaxLabels] = {};
+  int64_t b_out[kEinsumMaxLabels] = {}, b_sum[kEinsumMaxLabels] = {};
+};
+// Output element i: the sum over the summed labels' index space (sum_total = prod(sum_ext)) in
+// row-major order. __host__ __device__: the kernel's code, replayed by host tests.
+__host__ __device__ inline double einsum_f64_element(const double* a, const double* b, const EinsumDesc& d, int64_t i,
+                                                     int64_t sum_total) {
+  int64_t rem = i, oa = 0, ob = 0;
+  for (int k = d.n_out - 1; k >= 0; --k) {
+    const int64_t q = rem % d.out_ext[k];
+    rem /= d.out_ext[k];
+    oa += q * d.a_out[k];
+    ob += q * d.b_out[k];
+  }
+  double acc = 0;
+  for (int64_t s = 0; s < sum_total; ++s) {
+    int64_t r = s, sa = oa, sb = ob;
+    for (int k = d.n_sum - 1; k >= 0; --k) {
+      const int64_t q = r % d.sum_ext[k];
+      r /= d.sum_ext[k];
+      sa += q * d.a_sum[k];
+      sb += q * d.b_sum[k];
+    }
+    acc += b ? a[sa] * b[sb] : a[sa];
+  }
+  return acc;
+}
+
+// a, b (null for one input), y: doubles; y has prod(out_ext) elements.
+cudaError_t launch_einsum_f64(const double* a, const double* b, double* y, const EinsumDesc& d, cudaStream_t stream);
+
 }  // namespace kiln::cuda

@@ -106,6 +106,8 @@ cudaError_t launch_topk(const void* x, void* values, int64_t* indices, int64_t o
     case StorageType::kBF16: return go(__nv_bfloat16{});
     case StorageType::kI32: return go(int32_t{});
     case StorageType::kI64: return go(int64_t{});
+    case StorageType::kF64: return go(double{});
+    case StorageType::kU64: return go(uint64_t{});
     case StorageType::kBool: break;
   }
   return cudaErrorInvalidValue;
@@ -324,6 +326,8 @@ cudaError_t launch_unique(const void* x, StorageType t, int64_t outer, int64_t n
     case StorageType::kBF16: return go(__nv_bfloat16{});
     case StorageType::kI32: return go(int32_t{});
     case StorageType::kI64: return go(int64_t{});
+    case StorageType::kF64: return go(double{});
+    case StorageType::kU64: return go(uint64_t{});
     case StorageType::kBool: break;
   }
   return cudaErrorInvalidValue;

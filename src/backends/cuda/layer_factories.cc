@@ -40,6 +40,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kConstantOfShape, lower_constant_of_shape},
     {OpKind::kPad, lower_pad},
     {OpKind::kResize, lower_resize},
+    {OpKind::kUpsample, lower_resize},
     {OpKind::kReduceSum, lower_reduce},
     {OpKind::kReduceMean, lower_reduce},
     {OpKind::kReduceMax, lower_reduce},
@@ -214,6 +215,16 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kReduceSum, lower_int_reduce},
     {OpKind::kReduceMax, lower_int_reduce},
     {OpKind::kReduceMin, lower_int_reduce},
+    // float64 only (docs/decisions/0075):
+    {OpKind::kReduceMean, lower_int_reduce},
+    {OpKind::kReduceProd, lower_int_reduce},
+    {OpKind::kReduceL1, lower_int_reduce},
+    {OpKind::kReduceL2, lower_int_reduce},
+    {OpKind::kReduceSumSquare, lower_int_reduce},
+    {OpKind::kReduceLogSum, lower_int_reduce},
+    {OpKind::kReduceLogSumExp, lower_int_reduce},
+    {OpKind::kEinsum, lower_einsum},
+    {OpKind::kBitShift, lower_int_arith},  // uint64 only here (docs/decisions/0075)
 };
 
 template <size_t N>

@@ -32,8 +32,8 @@ class LowerContext {
   // The concrete shape of a graph value at the shapes being lowered.
   virtual const Shape& shape(ir::ValueId v) const = 0;
   // The storage type of the layer being lowered (its outputs and weights): its float precision,
-  // or kI32 / kI64 / kBool when its output 0 is int32 / int64 / bool (an "exact" node, lowered
-  // through the exact factory table; docs/decisions/0051).
+  // or kI32 / kI64 / kBool / kF64 when its output 0 is int32 / int64 / bool / float64 (an "exact"
+  // node, lowered through the exact factory table; docs/decisions/0051, 0075).
   virtual StorageType storage() const = 0;
   // The float precision of the layer being lowered (storage() unless the node is exact): what an
   // exact node reads float operands in (a comparison of floats, IsNaN).
@@ -118,7 +118,7 @@ using LayerFactory = Status (*)(LowerContext& ctx, const ir::Node& n, const std:
 
 // The factory registered for `op` on nodes with float outputs, or null.
 LayerFactory find_layer_factory(ir::OpKind op);
-// The factory registered for `op` on nodes whose output 0 is int32 / int64 / bool, or null.
+// The factory registered for `op` on nodes whose output 0 is int32 / int64 / bool / float64, or null.
 LayerFactory find_exact_layer_factory(ir::OpKind op);
 
 // The factories (layer_factories.cc lists them, one line each).
@@ -127,6 +127,9 @@ Status lower_softmax(LowerContext& ctx, const ir::Node& n, const std::string& wh
 Status lower_view(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Reshape, Flatten, Squeeze, ...
 Status lower_strided(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Transpose, Slice, Expand
 Status lower_pad(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Resize (versions 10-19) and Upsample (7 / 9): the float kernel, or tap lists built by the CPU
+// reference's build_taps for cubic, exclude_outside, tf_crop_and_resize, antialias, Resize-10 and
+// Upsample (factory_resize.cc).
 Status lower_resize(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_reduce(LowerContext& ctx, const ir::Node& n, const std::string& where);   // ReduceSum/Mean/Max/Min/Prod/L1/...
 Status lower_layernorm(LowerContext& ctx, const ir::Node& n, const std::string& where);
@@ -183,6 +186,8 @@ Status lower_det(LowerContext& ctx, const ir::Node& n, const std::string& where)
 Status lower_dft(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // RoiAlign (avg / max, both coordinate modes; in double as the CPU; factory_linalg.cc).
 Status lower_roi_align(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Einsum of float64 operands, one or two inputs (the exact table; factory_linalg.cc, docs/decisions/0075).
+Status lower_einsum(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // TopK (values in any numeric storage + int64 indices), OneHot, Compress: output extents from a
 // constant operand or a value-keyed model's shapes (factory_select.cc, docs/decisions/0074).
 Status lower_topk(LowerContext& ctx, const ir::Node& n, const std::string& where);

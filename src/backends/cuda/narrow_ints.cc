@@ -12,7 +12,6 @@
 // ops keep what their data inputs are; ring ops and Casts to a narrow type make values that may
 // not be. Graph outputs are truncated to their declared dtype on the host (gpu_engine.cc).
 #include <map>
-#include <set>
 
 #include "backends/cuda/gpu_ops.h"
 
@@ -159,46 +158,6 @@ Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs) {
   for (const ir::Value& v : g.values) {
     DataType w;
     if (narrow(v.id) && narrow_int_dtype(vs->dtypes[v.id], &w)) vs->dtypes[v.id] = w;
-  }
-  return Status::Ok();
-}
-
-Status narrow_float64_io(const ir::Graph& g, ValueShapes* vs) {
-  bool any = false;
-  for (ir::ValueId v : g.inputs) any |= vs->dtypes[v] == DataType::kFloat64;
-  for (ir::ValueId v : g.outputs) any |= vs->dtypes[v] == DataType::kFloat64;
-  if (!any) return Status::Ok();
-  const auto consumers = g.consumers();
-  auto is_cast_to_f32 = [&](const ir::Node& n) {
-    return n.op == ir::OpKind::kCast && n.attr_int("to", 0) == 1;  // TensorProto FLOAT
-  };
-  std::set<ir::ValueId> is_output(g.outputs.begin(), g.outputs.end());
-  for (ir::ValueId v : g.inputs) {
-    if (vs->dtypes[v] != DataType::kFloat64) continue;
-    // The reference's Cast rounds the double once to float32 (nearest even); so does the
-    // engine's host conversion. Any other use would see float64 precision or range.
-    bool ok = !is_output.count(v);
-    for (ir::NodeId c : consumers[static_cast<size_t>(v)]) ok &= !g.node(c).removed && is_cast_to_f32(g.node(c));
-    if (!ok)
-      return unsupported("graph input '" + g.value(v).name +
-                         "' has dtype float64: CUDA engines compute in float32 and take a float64 input only where "
-                         "its every use is a Cast to float32 (docs/decisions/0069)");
-    vs->dtypes[v] = DataType::kFloat32;
-  }
-  for (ir::ValueId v : g.outputs) {
-    if (vs->dtypes[v] != DataType::kFloat64 || g.value(v).constant) continue;
-    // A float64 output made by a Cast from float32 / float16 and read by no layer: the float32
-    // value widened on the host is exactly the reference's.
-    const ir::Node* p = nullptr;
-    for (const ir::Node& n : g.nodes)
-      if (!n.removed && !n.outputs.empty() && n.outputs[0] == v) p = &n;
-    const bool from_f32 = p && p->op == ir::OpKind::kCast && !p->inputs.empty() &&
-                          (vs->dtypes[p->inputs[0]] == DataType::kFloat32 || vs->dtypes[p->inputs[0]] == DataType::kFloat16);
-    if (!from_f32 || !consumers[static_cast<size_t>(v)].empty())
-      return unsupported("graph output '" + g.value(v).name +
-                         "' has dtype float64: CUDA engines compute in float32 and return float64 only as the exact "
-                         "widening of a Cast from float32 / float16 (docs/decisions/0069)");
-    vs->dtypes[v] = DataType::kFloat32;
   }
   return Status::Ok();
 }

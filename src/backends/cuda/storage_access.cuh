@@ -19,6 +19,8 @@ __device__ __forceinline__ float load(const void* p, int64_t i, StorageType t) {
     case StorageType::kI32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
     case StorageType::kI64: return static_cast<float>(static_cast<const int64_t*>(p)[i]);
     case StorageType::kBool: return static_cast<const uint8_t*>(p)[i] != 0 ? 1.f : 0.f;
+    case StorageType::kF64: return static_cast<float>(static_cast<const double*>(p)[i]);
+    case StorageType::kU64: return static_cast<float>(static_cast<const uint64_t*>(p)[i]);
     case StorageType::kF32: break;
   }
   return static_cast<const float*>(p)[i];
@@ -30,6 +32,8 @@ __device__ __forceinline__ void store(void* p, int64_t i, float v, StorageType t
     case StorageType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
     case StorageType::kI64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
     case StorageType::kBool: static_cast<uint8_t*>(p)[i] = v != 0.f ? 1 : 0; return;
+    case StorageType::kF64: static_cast<double*>(p)[i] = v; return;
+    case StorageType::kU64: static_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v); return;
     case StorageType::kF32: break;
   }
   static_cast<float*>(p)[i] = v;
