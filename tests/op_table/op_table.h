@@ -96,6 +96,7 @@ std::vector<Row> det_rows();          // Det (rows_rnn.cc): single, batched, 1x1
 std::vector<Row> rnn_rows();          // RNN, GRU, LSTM (rows_rnn.cc): directions, activations, states, layout 1
 std::vector<Row> scatter_rows();      // Scatter*, ReverseSequence, MaxUnpool, int Pad (rows_gather.cc)
 std::vector<Row> nn_nd_rows();        // N-D Conv / ConvTranspose / pooling, BatchNorm, InstanceNorm, LRN, MVN, runtime Gemm
+std::vector<Row> narrow_rows();       // uint8 / int8 / uint16 / int16 / uint32: quantization, Cast, Clip, BitShift, int MatMul / Conv
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).
 // conv 3x3 + bias + ReLU -> MaxPool 2x2 -> conv 1x1 + residual + ReLU -> GlobalAveragePool ->

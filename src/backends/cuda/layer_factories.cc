@@ -149,6 +149,8 @@ constexpr Registration kFactories[] = {
     {OpKind::kTrilu, lower_trilu},
     {OpKind::kNegativeLogLikelihoodLoss, lower_nll_loss},
     {OpKind::kSoftmaxCrossEntropyLoss, lower_nll_loss},
+    // docs/decisions/0076 (factory_qint.cc)
+    {OpKind::kDequantizeLinear, lower_dequantize_linear},
 };
 
 // Nodes whose output 0 is int32 / int64 / bool (storage() is kI32 / kI64 / kBool): masks,
@@ -178,6 +180,7 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kReverseSequence, lower_reverse_sequence},
     {OpKind::kPad, lower_pad_exact},
     {OpKind::kNonMaxSuppression, lower_nms},
+    {OpKind::kNonZero, lower_nonzero},
     {OpKind::kTopK, lower_topk},
     {OpKind::kOneHot, lower_one_hot},
     {OpKind::kCompress, lower_compress},
@@ -214,6 +217,16 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kReduceSum, lower_int_reduce},
     {OpKind::kReduceMax, lower_int_reduce},
     {OpKind::kReduceMin, lower_int_reduce},
+    // Narrow integer values computed wide (docs/decisions/0076, factory_qint.cc).
+    {OpKind::kQuantizeLinear, lower_narrow_int},
+    {OpKind::kDynamicQuantizeLinear, lower_narrow_int},
+    {OpKind::kClip, lower_narrow_int},
+    {OpKind::kBitShift, lower_narrow_int},
+    {OpKind::kMatMulInteger, lower_narrow_int},
+    {OpKind::kQLinearMatMul, lower_narrow_int},
+    {OpKind::kConvInteger, lower_narrow_int},
+    {OpKind::kQLinearConv, lower_narrow_int},
+    {OpKind::kMaxPool, lower_narrow_int},
 };
 
 template <size_t N>
