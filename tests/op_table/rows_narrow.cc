@@ -1,12 +1,13 @@
 // Rows on uint8 / int8 / uint16 / int16 / uint32 values (docs/decisions/0076): the quantization
 // ops (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear), Cast from float to a narrow
 // type, integer Clip, BitShift, MaxPool of uint8, MatMulInteger, QLinearMatMul, ConvInteger,
-// QLinearConv and Pow with a uint32 exponent. Operands are graph inputs (run-time values; a few
+// QLinearConv and Pow with a uint32 exponent; and TfIdfVectorizer over int32 / int64 tokens. Operands are graph inputs (run-time values; a few
 // weights are constants), so the CUDA plan computes them in the wide type; every output must
 // equal the CPU reference bit for bit (fp32 plans: these layers compute in float32 or exactly).
 // Values reach the saturation bounds, rounding ties and out-of-range casts on purpose.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "core/numerics.h"
@@ -69,8 +70,10 @@ OpCase narrow_case(OpKind op, std::vector<In> ins, std::vector<std::pair<Shape, 
       c.inputs.push_back(ins[k].value);
     }
   }
+  t.g.opset_imports[""] = 21;
   ir::Node n;
   n.op = op;
+  n.opset = 21;  // Clip's bounds as inputs (11+), QuantizeLinear's int16 / uint16 (21)
   n.name = "node";
   n.inputs = ids;
   n.attrs = std::move(attrs);
@@ -259,6 +262,42 @@ void int_matmul_conv_rows(std::vector<Row>& r) {
   }));
 }
 
+// TfIdfVectorizer over int32 / int64 token rows (not narrow, but the integer-input family of
+// decision 0076): a pool of unigrams, bigrams and a trigram, one bigram repeated (the last bin
+// wins), skips, and each mode with weights.
+void tfidf_rows(std::vector<Row>& r) {
+  const std::pair<const char*, int64_t> modes[] = {{"TF", 0}, {"IDF", 2}, {"TFIDF", 3}};
+  for (const auto& [mode_b, skip_b] : modes) {
+    const std::string mode = mode_b;
+    const int64_t skip = skip_b;
+    for (DataType dt : {DataType::kInt32, DataType::kInt64}) {
+      Row w = row("x", {});
+      w.name = std::string("TfIdf_") + mode + "_skip" + std::to_string(skip) + "_" + dtype_name(dt);
+      w.make = [=] {
+        std::map<std::string, Attribute> a = {
+            {"mode", str_attr(mode)},
+            {"min_gram_length", int_attr(1)},
+            {"max_gram_length", int_attr(3)},
+            {"max_skip_count", int_attr(skip)},
+            {"ngram_counts", ints_attr({0, 4, 10})},
+            {"ngram_indexes", ints_attr({0, 1, 2, 3, 4, 5, 6, 7})},
+            {"pool_int64s", ints_attr({2, 3, 5, 4, 5, 6, 7, 8, 5, 6, 2, 3, 5})},
+        };
+        if (mode != "TF") {
+          Attribute wa;
+          wa.kind = Attribute::Kind::kFloats;
+          wa.floats = {0.5f, 1.f, 1.5f, 2.f, 0.25f, 3.f, 0.1f, 7.f};
+          a["weights"] = wa;
+        }
+        return narrow_case(OpKind::kTfIdfVectorizer, {{narrow_ints(dt, {3, 12}, 2, 8, 50)}}, {{{3, 8}, DataType::kFloat32}},
+                           std::move(a));
+      };
+      w.expect_ops = {"TfIdfVectorizer"};
+      r.push_back(std::move(w));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<Row> narrow_rows() {
@@ -266,6 +305,7 @@ std::vector<Row> narrow_rows() {
   quantize_rows(r);
   cast_clip_shift_rows(r);
   int_matmul_conv_rows(r);
+  tfidf_rows(r);
   return r;
 }
 

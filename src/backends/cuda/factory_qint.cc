@@ -35,6 +35,13 @@ bool narrow_type_of(DataType dt, NarrowType* q) {
 
 bool is_8bit(DataType dt) { return dt == DataType::kUInt8 || dt == DataType::kInt8; }
 
+// QLinearMatMul / QLinearConv: inputs 0..7 are required.
+Status check_qlinear_inputs(const ir::Node& n, const std::string& where) {
+  for (size_t k = 0; k < 8; ++k)
+    if (!present(n, k)) return invalid_argument(where + "input " + std::to_string(k) + " is required");
+  return Status::Ok();
+}
+
 // Device pointer of layer input k (or null when that input was absent: index -1).
 template <typename T>
 T* in_ptr(ExecState& s, const Layer& l, int k) {
@@ -79,6 +86,7 @@ Status check_f32(LowerContext& ctx, const ir::Node& n, size_t k, const char* wha
 }
 
 Status lower_quantize(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (!present(n, 0) || !present(n, 1)) return invalid_argument(where + "x and the scale are required");
   NarrowType q;
   const DataType yt = declared(ctx, n.outputs[0]);
   if (!narrow_type_of(yt, &q) || q.bits > 16) return unsupported(where + "QuantizeLinear to " + dtype_name(yt));
@@ -224,7 +232,8 @@ Status per_or_scalar(LowerContext& ctx, const ir::Node& n, size_t k, int64_t ext
 
 Status lower_int_matmul(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   const bool ql = n.op == ir::OpKind::kQLinearMatMul;
-  const size_t ka = 0, kb = ql ? 3 : 1, kza = ql ? 2 : 2, kzb = ql ? 5 : 3;
+  if (ql) KILN_RETURN_IF_ERROR(check_qlinear_inputs(n, where));
+  const size_t ka = 0, kb = ql ? 3 : 1, kza = 2, kzb = ql ? 5 : 3;
   for (size_t k : {ka, kb, kza, kzb}) KILN_RETURN_IF_ERROR(check_8bit(ctx, n, k, where));
   Shape a = ctx.shape(n.inputs[ka]), b = ctx.shape(n.inputs[kb]);
   if (a.empty() || b.empty()) return invalid_argument(where + "MatMul operands must have rank >= 1");
@@ -278,6 +287,7 @@ Status lower_int_matmul(LowerContext& ctx, const ir::Node& n, const std::string&
 
 Status lower_int_conv(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   const bool ql = n.op == ir::OpKind::kQLinearConv;
+  if (ql) KILN_RETURN_IF_ERROR(check_qlinear_inputs(n, where));
   const size_t kx = 0, kw = ql ? 3 : 1, kzx = 2, kzw = ql ? 5 : 3;
   for (size_t k : {kx, kw, kzx, kzw}) KILN_RETURN_IF_ERROR(check_8bit(ctx, n, k, where));
   const Shape& x = ctx.shape(n.inputs[kx]);
@@ -339,6 +349,10 @@ Status lower_int_conv(LowerContext& ctx, const ir::Node& n, const std::string& w
 
 Status lower_narrow_int(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   using ir::OpKind;
+  // The inputs every op here requires (optional ones are checked by each lowering).
+  const size_t required = n.op == OpKind::kBitShift || n.op == OpKind::kMatMulInteger || n.op == OpKind::kConvInteger ? 2 : 1;
+  for (size_t k = 0; k < required; ++k)
+    if (!present(n, k)) return invalid_argument(where + "input " + std::to_string(k) + " is required");
   switch (n.op) {
     case OpKind::kQuantizeLinear: return lower_quantize(ctx, n, where);
     case OpKind::kDynamicQuantizeLinear: return lower_dynamic_quantize(ctx, n, where);
@@ -358,6 +372,7 @@ Status lower_narrow_int(LowerContext& ctx, const ir::Node& n, const std::string&
 }
 
 Status lower_dequantize_linear(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (!present(n, 0) || !present(n, 1)) return invalid_argument(where + "x and the scale are required");
   const DataType xt = declared(ctx, n.inputs[0]);
   NarrowType q;
   if ((!narrow_type_of(xt, &q) || q.bits > 16) && xt != DataType::kInt32)

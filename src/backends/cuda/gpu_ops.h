@@ -61,7 +61,7 @@ bool is_int_view(ir::OpKind op);
 // Refuses node `n`, whose outputs are float, when an integer or bool activation (is_int[k] for
 // input k) reaches an input that computes in float: only Cast and Where (input 0), Gather, GatherND,
 // GatherElements and Trilu (input 1), Attention (its bool mask, input 3), PagedAttention (inputs
-// 3..6: positions, token_seq, block_table, kv_pools), Rope (input 1, positions), DequantizeLinear (x and zero point) and Range take them. (Nodes with integer / bool outputs go to the exact factory
+// 3..6: positions, token_seq, block_table, kv_pools), Rope (input 1, positions), DequantizeLinear (x and zero point), TfIdfVectorizer (tokens) and Range take them. (Nodes with integer / bool outputs go to the exact factory
 // table, whose factories check their operands themselves.)
 Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int);
 

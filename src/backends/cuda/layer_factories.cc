@@ -84,6 +84,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kDet, lower_det},
     {OpKind::kMaxUnpool, lower_max_unpool},
     {OpKind::kDFT, lower_dft},
+    {OpKind::kSTFT, lower_stft},
     {OpKind::kRoiAlign, lower_roi_align},
     {OpKind::kScatterElements, lower_scatter},
     {OpKind::kScatter, lower_scatter},
@@ -151,6 +152,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kSoftmaxCrossEntropyLoss, lower_nll_loss},
     // docs/decisions/0076 (factory_qint.cc)
     {OpKind::kDequantizeLinear, lower_dequantize_linear},
+    {OpKind::kTfIdfVectorizer, lower_tfidf},
 };
 
 // Nodes whose output 0 is int32 / int64 / bool (storage() is kI32 / kI64 / kBool): masks,

@@ -174,6 +174,8 @@ Status lower_pw_op(LowerContext& ctx, const ir::Node& n, const std::string& wher
 // int32 x to float32.
 Status lower_narrow_int(LowerContext& ctx, const ir::Node& n, const std::string& where);
 Status lower_dequantize_linear(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// TfIdfVectorizer over int32 / int64 tokens (pool_int64s; factory_tfidf.cc).
+Status lower_tfidf(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (int32 / int64 targets; factory_loss.cc).
 Status lower_nll_loss(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // DepthToSpace / SpaceToDepth (4-D), Tile with constant repeats: one strided copy, any element type
@@ -187,6 +189,8 @@ Status lower_rnn(LowerContext& ctx, const ir::Node& n, const std::string& where)
 Status lower_det(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // DFT (constant dft_length / axis; naive transform in double as the CPU; factory_linalg.cc).
 Status lower_dft(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// STFT (constant frame_step / frame_length; naive transform in double as the CPU; factory_linalg.cc).
+Status lower_stft(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // RoiAlign (avg / max, both coordinate modes; in double as the CPU; factory_linalg.cc).
 Status lower_roi_align(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // TopK (values in any numeric storage + int64 indices), OneHot, Compress: output extents from a
