@@ -134,6 +134,18 @@ void quantize_rows(std::vector<Row>& r) {
                         {narrow_scalar(DataType::kInt16, -5)}},
                        {{{5, 9}, DataType::kFloat32}});
   }));
+  // In fp16 / bf16 plans the float32 result is rounded once to the layer's storage.
+  {
+    Row dq = row("DequantizeLinear_int8_16bit_plans", [] {
+      return narrow_case(OpKind::kDequantizeLinear,
+                         {{narrow_ints(DataType::kInt8, {4, 6}, -128, 127, 9)}, {scalar_f(0.0625f)},
+                          {narrow_scalar(DataType::kInt8, 3)}},
+                         {{{4, 6}, DataType::kFloat32}});
+    });
+    dq.precisions = {Precision::kFp32, Precision::kFp16, Precision::kBf16};
+    dq.tol = {0, 1e-3, 8e-3};
+    r.push_back(std::move(dq));
+  }
   for (int variant = 0; variant < 3; ++variant) {
     // Mixed signs, all positive (min 0: zero point 0), all negative (max 0: zero point 255).
     const char* names[] = {"mixed", "positive", "negative"};

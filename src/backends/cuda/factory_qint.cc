@@ -378,9 +378,8 @@ Status lower_dequantize_linear(LowerContext& ctx, const ir::Node& n, const std::
   if ((!narrow_type_of(xt, &q) || q.bits > 16) && xt != DataType::kInt32)
     return unsupported(where + "DequantizeLinear of " + dtype_name(xt));
   KILN_RETURN_IF_ERROR(check_f32(ctx, n, 1, "the scale", where));
-  if (ctx.dtype(n.outputs[0]) != DataType::kFloat32 || ctx.storage() != StorageType::kF32)
-    return unsupported(where + "output dtype " + dtype_name(ctx.dtype(n.outputs[0])) + " in storage " +
-                       storage_name(ctx.storage()) + " (float32 only)");
+  if (ctx.dtype(n.outputs[0]) != DataType::kFloat32)
+    return unsupported(where + "output dtype " + dtype_name(ctx.dtype(n.outputs[0])) + " (float32 only)");
   KILN_ASSIGN_OR_RETURN(QuantAxis a, quant_axis(ctx, n, where));
   std::vector<int> ins;
   KILN_RETURN_IF_ERROR(add_operand(ctx, n, 0, StorageType::kI32, &ins).status());
@@ -392,7 +391,15 @@ Status lower_dequantize_linear(LowerContext& ctx, const ir::Node& n, const std::
                                                                    in_ptr<const int32_t>(s, l, iz),
                                                                    static_cast<float*>(s.ptr(l.outs[0])), a, s.stream);
                                  });
-  ctx.add_layer(std::move(layer), n.name, ins, {ctx.new_output(n)}, n.origin);
+  // The float32 result, converted to a 16-bit layer's storage (rounded to nearest even) when the
+  // plan computes this layer in fp16 / bf16.
+  const StorageType st = ctx.storage();
+  const int y = st == StorageType::kF32 ? ctx.new_output(n)
+                                        : ctx.new_value(n.name + ":f32", ctx.shape(n.outputs[0]), StorageType::kF32, false);
+  ctx.add_layer(std::move(layer), n.name, ins, {y}, n.origin);
+  if (st != StorageType::kF32)
+    ctx.add_layer(make_cast_layer(a.count, StorageType::kF32, st), n.name + ":to_" + storage_name(st), {y},
+                  {ctx.new_output(n)}, n.origin);
   return Status::Ok();
 }
 
