@@ -44,8 +44,9 @@ bool narrow_int_dtype(DataType dt, DataType* wide);
 // When `vs` has narrow integer values: checks that computing them in the wide type gives the
 // native result after the truncation of the graph outputs to their declared dtype (ring ops and
 // integer Casts anywhere; order-dependent ops, indices and Casts from them only on values still
-// inside the narrow range: see narrow_ints.cc), then rewrites their dtypes in `vs` to the wide
-// ones. Unsupported, naming the node, the input and the dtype, otherwise.
+// inside the narrow range: see narrow_ints.cc; the ops of docs/decisions/0076 on canonical
+// values), then rewrites their dtypes in `vs` to the wide ones and records the declared ones in
+// vs->narrow. Unsupported, naming the node, the input and the dtype, otherwise.
 Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs);
 // float64 graph I/O where float32 gives the reference's result exactly (docs/decisions/0069): a
 // float64 input whose every use is a Cast to float32 (the host rounds it once, as the Cast does),
