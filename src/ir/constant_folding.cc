@@ -7,10 +7,24 @@
 namespace kiln::ir {
 namespace {
 
+// A subgraph that reads no value of an enclosing graph and holds no control flow of its own (a
+// nested Loop could be unbounded work at build time): its results depend on its node's inputs
+// only, at the cost of one pass over its nodes.
+bool closed(const Graph& g) {
+  if (!g.outer_refs.empty()) return false;
+  for (const Node& n : g.nodes)
+    for (const auto& [k, a] : n.attrs)
+      if (a.kind == Attribute::Kind::kGraph) return false;
+  return true;
+}
+
 bool foldable(const Graph& g, const Node& n) {
   if (op_writes_memory(n.op)) return false;
+  // Subgraphs may read outer-scope values that are not the node's inputs; an If whose branches
+  // are closed is a function of its condition (it runs one branch once, so folding is cheap).
+  // Loop and Scan stay: their trip counts are unbounded work at build time.
   for (const auto& [k, a] : n.attrs)
-    if (a.kind == Attribute::Kind::kGraph) return false;
+    if (a.kind == Attribute::Kind::kGraph && !(n.op == OpKind::kIf && a.g && closed(*a.g))) return false;
   bool any_input = false;
   for (ValueId v : n.inputs) {
     if (v == kNoValue) continue;

@@ -19,7 +19,9 @@ constexpr size_t kMaxFoldedBytes = 64u << 20;
 void make_constant(Graph& g, ValueId v, Tensor t);
 
 // Evaluates live node `n` of `g` when every input is a constant (Range/EyeLike also without
-// inputs), it has no subgraph attribute and `eval` supports its op; on success its outputs
+// inputs), it has no subgraph attribute (except an If whose branches read no value of an
+// enclosing graph and hold no subgraphs: it then runs the chosen branch) and `eval` supports its
+// op; on success its outputs
 // become constants and `n` is marked removed. Leaves the node alone (false) when evaluation
 // fails (the run-time error will name the layer), an output is a sequence/optional, or the
 // outputs exceed `max_bytes`.

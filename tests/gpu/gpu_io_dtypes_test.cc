@@ -251,6 +251,24 @@ TEST(GpuIoDtypesLowering, NarrowIntegersComputeWideWhereExact) {
       else EXPECT_EQ(e, "");
     }
   }
+  {  // a Cast to a narrow type keeps the low bits (decision 0076): its value is canonical, so Max
+     // may read it where it could not read the wrapped product; the declared dtype is recorded
+    TinyGraph t;
+    auto a = int_input(t, "a", {8}, DataType::kUInt8);
+    auto prod = t.node(ir::OpKind::kMul, "prod", {a, a}, {8});
+    t.g.value(prod).dtype = DataType::kUInt8;
+    auto c = t.node(ir::OpKind::kCast, "narrow", {prod}, {8}, {{"to", ir::Attribute::of_int(int64_t{2})}});
+    t.g.value(c).dtype = DataType::kUInt8;
+    auto top = t.node(ir::OpKind::kMax, "top", {c, a}, {8});
+    t.g.value(top).dtype = DataType::kUInt8;
+    t.g.outputs = {top};
+    EXPECT_EQ(lowering_error(t, {{8}}), "");
+    auto vs = cuda::infer_value_shapes_by_reference(t.g, {{8}});
+    ASSERT_TRUE(vs.ok()) << vs.status().to_string();
+    ASSERT_TRUE(cuda::widen_narrow_integers(t.g, &*vs).ok());
+    EXPECT_EQ(cuda::declared_narrow_dtype(*vs, c), DataType::kUInt8);
+    EXPECT_EQ(vs->dtypes[c], DataType::kInt32);
+  }
   {  // an op outside the list (ReduceSum of int8): refused, naming the node and the dtype
     TinyGraph t;
     auto a = int_input(t, "a", {8}, DataType::kInt8);

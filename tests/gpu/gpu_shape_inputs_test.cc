@@ -178,6 +178,68 @@ TEST(GpuShapeInputsLowering, NodesOfBoundValuesOnlyAreFolded) {
 #endif
 }
 
+// A branch graph of If: out = Identity(v), v a constant [2] of `value`, or the enclosing graph's
+// value `outer` when it is not empty (an outer-scope read).
+std::shared_ptr<ir::Graph> if_branch(float value, const std::string& outer) {
+  auto g = std::make_shared<ir::Graph>();
+  g->opset_imports[""] = 17;
+  const ir::ValueId v = g->add_value(outer.empty() ? "c" : outer, DataType::kFloat32);
+  g->value(v).shape = sym({2});
+  if (outer.empty()) {
+    Tensor c(DataType::kFloat32, {2});
+    c.data<float>()[0] = c.data<float>()[1] = value;
+    g->value(v).constant = std::make_shared<Tensor>(std::move(c));
+  } else {
+    g->outer_refs.push_back(v);
+  }
+  const ir::ValueId o = g->add_value("out_" + std::to_string(static_cast<int>(value)), DataType::kFloat32);
+  g->value(o).shape = sym({2});
+  ir::Node n;
+  n.op = ir::OpKind::kIdentity;
+  n.name = "id";
+  n.opset = 17;
+  n.inputs = {v};
+  n.outputs = {o};
+  g->add_node(std::move(n));
+  g->outputs = {o};
+  return g;
+}
+
+// y = If(cond) with a run-time bool cond (docs/decisions/0076): bound at each call's value, an If
+// whose branches read nothing outside them folds to the chosen branch's constant; one whose
+// branch reads an outer value stays an If (refused by node on the GPU, never guessed).
+TEST(GpuShapeInputsLowering, IfOfClosedBranchesFoldsAtTheBoundCondition) {
+  REQUIRE_CUDA_BUILD();
+#ifdef KILN_HAVE_CUDA
+  for (bool closed : {true, false}) {
+    TinyGraph t;
+    auto x = t.input("x", {2});
+    auto cond = int_input(t, "cond", {}, DataType::kBool);
+    ir::Attribute then_a, else_a;
+    then_a.kind = else_a.kind = ir::Attribute::Kind::kGraph;
+    then_a.g = if_branch(1.f, "");
+    else_a.g = if_branch(2.f, closed ? "" : "x");
+    auto y = t.node(ir::OpKind::kIf, "if", {cond}, {2}, {{"then_branch", then_a}, {"else_branch", else_a}});
+    auto z = t.node(ir::OpKind::kAdd, "add", {y, x}, {2});
+    t.g.outputs = {z};
+    ASSERT_EQ(cuda::shape_operand_inputs(t.g).size(), 1u);
+    for (bool c : {true, false}) {
+      Tensor v(DataType::kBool, {});
+      static_cast<uint8_t*>(v.raw())[0] = c ? 1 : 0;
+      auto b = cuda::bind_shape_inputs(t.g, {Tensor(DataType::kFloat32, {2}), v});
+      ASSERT_TRUE(b.ok()) << b.status().to_string();
+      const ir::Value& out = b->value(y);
+      if (closed) {
+        ASSERT_TRUE(out.constant) << "cond " << c;
+        EXPECT_EQ(out.constant->data<float>()[0], c ? 1.f : 2.f);
+      } else {
+        EXPECT_FALSE(out.constant) << "cond " << c;
+      }
+    }
+  }
+#endif
+}
+
 // ---- with a GPU
 
 StatusOr<std::shared_ptr<Engine>> cuda_engine(const ir::Graph& g) {

@@ -221,6 +221,45 @@ std::vector<Row> dft_rows() {
     row.tol = kArithTol;
     r.push_back(std::move(row));
   }
+  // STFT (constant frame_step; a run-time window, or frame_length only; real and complex
+  // signals; onesided or not). frames = 1 + (length - flen) / step.
+  struct S {
+    const char* name;
+    Shape x;
+    int64_t step, flen;
+    bool window, onesided;
+  };
+  const S sargs[] = {
+      {"real_window_onesided", {2, 20, 1}, 4, 8, true, true},
+      {"complex_frame_length", {1, 17, 2}, 3, 6, false, false},
+  };
+  for (const S& a : sargs) {
+    seed += 2;
+    Row row;
+    row.name = std::string("STFT_") + a.name;
+    row.make = [a, seed] {
+      const int64_t frames = 1 + (a.x[1] - a.flen) / a.step, bins = a.onesided ? a.flen / 2 + 1 : a.flen;
+      TinyGraph t;
+      OpCase c;
+      const ir::ValueId x = t.input("signal", a.x);
+      c.inputs.push_back(nonzero(a.x, seed));
+      std::vector<ir::ValueId> ins = {x, t.constant("frame_step", scalar_index(a.step, DataType::kInt64))};
+      if (a.window) {
+        ins.push_back(t.input("window", {a.flen}));
+        c.inputs.push_back(nonzero({a.flen}, seed + 1, 1.f, 1.5f));
+      } else {
+        ins.push_back(ir::kNoValue);
+        ins.push_back(t.constant("frame_length", scalar_index(a.flen, DataType::kInt64)));
+      }
+      const ir::ValueId y = t.node(ir::OpKind::kSTFT, "y", ins, {a.x[0], frames, bins, 2},
+                                   {{"onesided", ir::Attribute::of_int(a.onesided ? 1 : 0)}});
+      t.g.outputs = {y};
+      c.graph = t.g;
+      return c;
+    };
+    row.tol = kArithTol;
+    r.push_back(std::move(row));
+  }
   return r;
 }
 

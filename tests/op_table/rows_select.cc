@@ -5,8 +5,8 @@
 // OneHot with int64 / int32 / float indices (negative ones, out of range ones), float and int32
 // outputs, axes first / middle / last; Compress along an axis, flattened, and with a condition
 // shorter than the dim; float and int64 data; NonMaxSuppression with every operand a graph input
-// (value-keyed); Unique (value-keyed) flattened and along an axis, sorted or not. Names: TopK_*,
-// OneHot_*, Compress_*, NonMaxSuppression_*, Unique_*.
+// (value-keyed); Unique (value-keyed) flattened and along an axis, sorted or not; NonZero
+// (value-keyed). Names: TopK_*, OneHot_*, Compress_*, NonMaxSuppression_*, Unique_*, NonZero_*.
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -269,6 +269,37 @@ std::vector<Row> select_rows() {
       }
       const ir::ValueId y = t.node(OpKind::kCompress, "y", {x, cv}, ys, std::move(attrs));
       t.g.value(y).dtype = a.dt;
+      t.g.outputs = {y};
+      c.graph = t.g;
+      return c;
+    }));
+  }
+  // NonZero (value-keyed, decision 0076): floats with zeros, -0.0 (zero) and NaN (nonzero), int64
+  // and bool; the output extent declared from a host count (discovery recounts).
+  for (DataType dt : {DataType::kFloat32, DataType::kInt64, DataType::kBool}) {
+    r.push_back(move_row(std::string("NonZero_") + dtype_name(dt), [dt] {
+      TinyGraph t;
+      OpCase c;
+      const Shape xs = {3, 2, 5};
+      Tensor x = dt == DataType::kFloat32 ? quarter_values(xs, 1580, 0) : int_tensor(DataType::kInt64, xs, -1, 1, 1581);
+      if (dt == DataType::kFloat32) {
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          float& v = x.data<float>()[i];
+          v = i % 4 == 0 ? 0.f : (i % 7 == 0 ? -0.f : v);
+        }
+        x.data<float>()[5] = NAN;
+      }
+      if (dt == DataType::kBool) {
+        Tensor b(DataType::kBool, xs);
+        for (int64_t i = 0; i < x.numel(); ++i) static_cast<uint8_t*>(b.raw())[i] = x.data<int64_t>()[i] != 0;
+        x = std::move(b);
+      }
+      int64_t count = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) count += load_as_double(x.dtype(), x.raw(), i) != 0.0;
+      const ir::ValueId xv = int_input(t, "x", xs, dt);
+      c.inputs = {std::move(x)};
+      auto y = t.node(OpKind::kNonZero, "y", {xv}, {3, count});
+      t.g.value(y).dtype = DataType::kInt64;
       t.g.outputs = {y};
       c.graph = t.g;
       return c;

@@ -5,13 +5,27 @@
 // int64 / bool sources are converted on the device, float64 ones rounded once to the result's type
 // (docs/decisions/0075). To int32 / int64 / bool (an exact node, docs/decisions/0051): one
 // cast layer of kernels_exact.h from the source as stored (a float source in its own float
-// storage), or a view when the source already has the output's storage.
+// storage), or a view when the source already has the output's storage. To a narrow integer
+// type computed wide (docs/decisions/0076): kernels_qint.h's cast, which keeps the low bits of
+// the source's integer value (a float truncated as the CPU's Cast), a canonical value.
 #include "backends/cuda/exact_layers.h"
 #include "backends/cuda/gpu_ops.h"
+#include "backends/cuda/kernels_qint.h"
 #include "backends/cuda/layer_factory.h"
 
 namespace kiln::cuda {
 namespace {
+
+bool narrow_target(DataType dt, NarrowType* q) {
+  switch (dt) {
+    case DataType::kUInt8: *q = {8, false}; return true;
+    case DataType::kInt8: *q = {8, true}; return true;
+    case DataType::kUInt16: *q = {16, false}; return true;
+    case DataType::kInt16: *q = {16, true}; return true;
+    case DataType::kUInt32: *q = {32, false}; return true;
+    default: return false;
+  }
+}
 
 Status lower_cast_exact(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   const DataType from = ctx.dtype(n.inputs[0]);
@@ -23,6 +37,18 @@ Status lower_cast_exact(LowerContext& ctx, const ir::Node& n, const std::string&
   KILN_ASSIGN_OR_RETURN(int x, ctx.operand_as(n.inputs[0], src_t));
   const StorageType t = ctx.storage();
   const int out = ctx.new_output(n);
+  NarrowType q;
+  if (narrow_target(declared_narrow_dtype(ctx.value_shapes(), n.outputs[0]), &q)) {
+    if (src_t == StorageType::kBool) return unsupported(where + "Cast from bool to a narrow integer type");
+    const int64_t count = shape_numel(ctx.shape(n.inputs[0]));
+    auto layer = make_kernel_layer(ir::op_name(n.op), std::string("kiln.cast_narrow ") + storage_name(src_t),
+                                   [=](ExecState& s, const Layer& l) {
+                                     return launch_cast_to_narrow(s.ptr(l.ins[0]), src_t, s.ptr(l.outs[0]), t, q, count,
+                                                                  s.stream);
+                                   });
+    ctx.add_layer(std::move(layer), n.name, {x}, {out}, n.origin);
+    return Status::Ok();
+  }
   if (src_t == t) {
     ctx.alias(out, x);
     return Status::Ok();

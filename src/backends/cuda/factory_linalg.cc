@@ -1,7 +1,7 @@
 // Det (ONNX Operators.md "Det", version 11): input [..., m, m] read in float32 (a 16-bit activation
 // through a cast layer), one determinant per matrix in the layer's storage; DFT (versions 17 / 20)
-// with a constant dft_length and axis; RoiAlign (versions 10 / 16; kernels_linalg.h); Einsum of
-// float64 operands (docs/decisions/0075).
+// with a constant dft_length and axis; STFT (version 17) with constant frame_step / frame_length;
+// RoiAlign (versions 10 / 16; kernels_linalg.h); Einsum of float64 operands (docs/decisions/0075).
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -79,6 +79,54 @@ Status lower_dft(LowerContext& ctx, const ir::Node& n, const std::string& where)
                       out_len, inverse, t, s.stream);
   });
   ctx.add_layer(std::move(layer), n.name, {xv}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
+// STFT: frame_step and frame_length must be constants (graph inputs are bound as shape operands,
+// docs/decisions/0073); the window is any float operand.
+Status lower_stft(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (n.inputs.size() < 2 || n.inputs[1] == ir::kNoValue) return invalid_argument(where + "signal and frame_step are required");
+  const Shape& sig = ctx.shape(n.inputs.at(0));
+  if (sig.size() != 3 || (sig[2] != 1 && sig[2] != 2))
+    return invalid_argument(where + "signal must be [batch, length, 1|2], got " + shape_str(sig));
+  int64_t step = 0;
+  if (!ctx.graph().value(n.inputs[1]).constant) return unsupported(where + "frame_step must be a constant on the GPU path");
+  KILN_RETURN_IF_ERROR(const_scalar(ctx, n, 1, "frame_step", where, &step));
+  if (step <= 0) return invalid_argument(where + "frame_step must be positive, got " + std::to_string(step));
+  const bool has_win = n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue;
+  int64_t flen = -1;
+  if (has_win) {
+    const Shape& w = ctx.shape(n.inputs[2]);
+    if (w.size() != 1) return invalid_argument(where + "window must be 1-D, got " + shape_str(w));
+    flen = w[0];
+  }
+  if (n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue) {
+    int64_t fl = -1;
+    if (!ctx.graph().value(n.inputs[3]).constant) return unsupported(where + "frame_length must be a constant on the GPU path");
+    KILN_RETURN_IF_ERROR(const_scalar(ctx, n, 3, "frame_length", where, &fl));
+    if (has_win && fl != flen) return invalid_argument(where + "frame_length differs from the window length");
+    flen = fl;
+  }
+  const int64_t batch = sig[0], length = sig[1];
+  if (flen < 1 || flen > length)
+    return invalid_argument(where + "frame_length " + std::to_string(flen) + " must be in [1, " + std::to_string(length) + "]");
+  const bool onesided = n.attr_int("onesided", 1) != 0;
+  const int64_t frames = 1 + (length - flen) / step, bins = onesided ? flen / 2 + 1 : flen;
+  if (ctx.shape(n.outputs[0]) != Shape{batch, frames, bins, 2})
+    return invalid_argument(where + "output shape " + shape_str(ctx.shape(n.outputs[0])) + " differs from [batch, frames, bins, 2]");
+  KILN_ASSIGN_OR_RETURN(int sa, ctx.operand_as(n.inputs[0], StorageType::kF32));
+  std::vector<int> ins = {sa};
+  if (has_win) {
+    KILN_ASSIGN_OR_RETURN(int wa, ctx.operand_as(n.inputs[2], StorageType::kF32));
+    ins.push_back(wa);
+  }
+  const int comps = static_cast<int>(sig[2]);
+  const StorageType t = ctx.storage();
+  auto layer = make_kernel_layer("STFT", "kiln.stft", [=](ExecState& s, const Layer& l) {
+    return launch_stft(static_cast<const float*>(s.ptr(l.ins[0])), has_win ? static_cast<const float*>(s.ptr(l.ins[1])) : nullptr,
+                       s.ptr(l.outs[0]), batch, length, comps, step, flen, frames, bins, t, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, ins, {ctx.new_output(n)}, n.origin);
   return Status::Ok();
 }
 

@@ -79,7 +79,9 @@ Status lower_pool_nd(LowerContext& ctx, const ir::Node& n, const std::string& wh
 Status lower_pool(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   const Shape& x = ctx.shape(n.inputs[0]);
   const Shape& y = ctx.shape(n.outputs[0]);
-  if (x.size() != 4 || (n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue)) return lower_pool_nd(ctx, n, where);
+  // Integer storage (8- / 16-bit MaxPool, docs/decisions/0076) is row-major: the N-D kernel.
+  if (x.size() != 4 || (n.outputs.size() > 1 && n.outputs[1] != ir::kNoValue) || !storage_is_float(ctx.storage()))
+    return lower_pool_nd(ctx, n, where);
   PoolParams p{};
   p.max = n.op == ir::OpKind::kMaxPool || n.op == ir::OpKind::kGlobalMaxPool;
   p.n = x[0]; p.c = x[1]; p.h = x[2]; p.w = x[3]; p.oh = y[2]; p.ow = y[3];

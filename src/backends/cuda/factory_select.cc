@@ -195,6 +195,38 @@ Status lower_nms(LowerContext& ctx, const ir::Node& n, const std::string& where)
   return Status::Ok();
 }
 
+// NonZero: y [rank, count] int64 (a scalar counts as 1-D); the count is y's extent, trusted in a
+// value-keyed model only.
+Status lower_nonzero(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  Shape x = ctx.shape(n.inputs.at(0));
+  if (x.empty()) x = {1};
+  if (x.size() > static_cast<size_t>(kMaxRank)) return unsupported(where + "rank above 6");
+  const Shape& y = ctx.shape(n.outputs.at(0));
+  if (y.size() != 2 || y[0] != static_cast<int64_t>(x.size()))
+    return invalid_argument(where + "output must be [" + std::to_string(x.size()) + ", count], got " + shape_str(y));
+  if (!ctx.value_shapes().value_dependent)
+    return unsupported(where + "the number of nonzero elements depends on the input values and the engine is not keyed "
+                       "by them (docs/decisions/0069)");
+  DataType narrow_dt = declared_narrow_dtype(ctx.value_shapes(), n.inputs[0]);
+  if (narrow_dt != DataType::kUndefined) return unsupported(where + "NonZero of " + dtype_name(narrow_dt));
+  const ir::Value& xv = ctx.graph().value(n.inputs[0]);
+  StorageType t = StorageType::kF32;
+  if (!exact_storage(ctx.dtype(n.inputs[0]), &t)) {
+    if (!is_float(ctx.dtype(n.inputs[0]))) return unsupported(where + "NonZero of " + dtype_name(ctx.dtype(n.inputs[0])));
+    t = xv.constant ? StorageType::kF32 : stored_float_type(ctx, n.inputs[0]);
+  }
+  KILN_ASSIGN_OR_RETURN(int xa, ctx.operand_as(n.inputs[0], t));
+  NonZeroDesc d;
+  d.rank = static_cast<int>(x.size());
+  for (size_t k = 0; k < x.size(); ++k) d.dims[k] = x[k];
+  const int64_t count = y[1];
+  auto layer = make_kernel_layer("NonZero", "kiln.nonzero", [=](ExecState& s, const Layer& l) {
+    return launch_nonzero(s.ptr(l.ins[0]), t, d, static_cast<int64_t*>(s.ptr(l.outs[0])), count, s.stream);
+  });
+  ctx.add_layer(std::move(layer), n.name, {xa}, {ctx.new_output(n)}, n.origin);
+  return Status::Ok();
+}
+
 // Unique: outputs Y (x's storage), indices, inverse_indices, counts (int64); the group count is the
 // outputs' extent, trusted in a value-keyed model only.
 Status lower_unique(LowerContext& ctx, const ir::Node& n, const std::string& where) {

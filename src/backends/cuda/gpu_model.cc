@@ -486,10 +486,14 @@ class Lowering final : public LowerContext {
     if (n.op == ir::OpKind::kReformat) return lower_reformat(n);
     if (exact_) {
       StorageType t;
-      for (ir::ValueId v : n.outputs)
+      for (size_t k = 0; k < n.outputs.size(); ++k) {
+        const ir::ValueId v = n.outputs[k];
+        // DynamicQuantizeLinear's y_scale (float32) is the one float output of an exact node.
+        if (n.op == ir::OpKind::kDynamicQuantizeLinear && k == 1) continue;
         if (v != ir::kNoValue && !exact_storage(vs_.dtypes[v], &t))
           return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]) + " beside " +
                              dtype_name(vs_.dtypes[n.outputs[0]]));
+      }
       if (LayerFactory f = find_exact_layer_factory(n.op)) return f(*this, n, where);
       return unsupported(where + "no CUDA tactic for " + dtype_name(vs_.dtypes[n.outputs[0]]) + " outputs of this op");
     }

@@ -192,7 +192,13 @@ struct ValueShapes {
   // caller's own values. `dependence` says what was seen.
   bool value_dependent = false;
   std::string dependence;
+  // The declared dtype of each value widen_narrow_integers computes wide (uint8 / int8 / uint16 /
+  // int16 / uint32; kUndefined for the others, empty when none): the narrow kernels of
+  // docs/decisions/0076 compute that type's result.
+  std::vector<DataType> narrow;
 };
+// The declared narrow dtype of `v` (ValueShapes::narrow), or kUndefined.
+DataType declared_narrow_dtype(const ValueShapes& vs, ir::ValueId v);
 // Unsupported, naming the value, when a graph input or output is a sequence or an optional
 // (CUDA engines take and return tensors only).
 Status check_tensor_io(const ir::Graph& g);

@@ -131,6 +131,8 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                     (k == 3 && n.op == OpKind::kAttention) || (k >= 3 && n.op == OpKind::kPagedAttention) ||
                     (k == 1 && n.op == OpKind::kRope) || (k == 0 && n.op == OpKind::kOneHot) ||
                     (k == 2 && n.op == OpKind::kRoiAlign) ||
+                    ((k == 0 || k == 2) && n.op == OpKind::kDequantizeLinear) ||
+                    (k == 0 && n.op == OpKind::kTfIdfVectorizer) ||
                     (k == 4 && (n.op == OpKind::kRNN || n.op == OpKind::kGRU || n.op == OpKind::kLSTM)) ||
                     n.op == OpKind::kRange;
     if (!ok)
@@ -139,7 +141,7 @@ Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int) {
                            "shape), ConstantOfShape's shape, the indices of Gather, GatherND, GatherElements and "
                            "the scatters and MaxUnpool, ReverseSequence's lengths, TopK's K, Compress's condition, "
                            "OneHot's indices and depth, Trilu's k, Pow's exponent, the targets of NegativeLogLikelihoodLoss "
-                           "and SoftmaxCrossEntropyLoss, Range's operands, Attention's mask, PagedAttention's "
+                           "and SoftmaxCrossEntropyLoss, DequantizeLinear's x and zero point, TfIdfVectorizer's tokens, Range's operands, Attention's mask, PagedAttention's "
                            "positions, token_seq, block_table and kv_pools, Rope's positions, RoiAlign's "
                            "batch_indices, or the sequence_lens of RNN, GRU and LSTM");
   }

@@ -46,8 +46,9 @@ bool narrow_int_dtype(DataType dt, DataType* wide);
 // When `vs` has narrow integer values: checks that computing them in the wide type gives the
 // native result after the truncation of the graph outputs to their declared dtype (ring ops and
 // integer Casts anywhere; order-dependent ops, indices and Casts from them only on values still
-// inside the narrow range: see narrow_ints.cc), then rewrites their dtypes in `vs` to the wide
-// ones. Unsupported, naming the node, the input and the dtype, otherwise.
+// inside the narrow range: see narrow_ints.cc; the ops of docs/decisions/0076 on canonical
+// values), then rewrites their dtypes in `vs` to the wide ones and records the declared ones in
+// vs->narrow. Unsupported, naming the node, the input and the dtype, otherwise.
 Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs);
 // The exact storage of an int32 / int64 / bool / float64 dtype (false for any other dtype):
 // float64 values are stored and computed as doubles, like integers never by a float kernel
@@ -59,7 +60,7 @@ bool is_int_view(ir::OpKind op);
 // Refuses node `n`, whose outputs are float, when an integer or bool activation (is_int[k] for
 // input k) reaches an input that computes in float: only Cast and Where (input 0), Gather, GatherND,
 // GatherElements and Trilu (input 1), Attention (its bool mask, input 3), PagedAttention (inputs
-// 3..6: positions, token_seq, block_table, kv_pools), Rope (input 1, positions) and Range take them. (Nodes with integer / bool outputs go to the exact factory
+// 3..6: positions, token_seq, block_table, kv_pools), Rope (input 1, positions), DequantizeLinear (x and zero point), TfIdfVectorizer (tokens) and Range take them. (Nodes with integer / bool outputs go to the exact factory
 // table, whose factories check their operands themselves.)
 Status check_int_operands(const ir::Node& n, const std::vector<bool>& is_int);
 

@@ -109,6 +109,45 @@ cudaError_t launch_dft(const float* x, void* y, int64_t outer, int64_t n_in, int
   return cudaGetLastError();
 }
 
+// ---- STFT
+
+namespace {
+
+__global__ void stft_kernel(const float* __restrict__ s, const float* __restrict__ win, void* y, int64_t length,
+                            int comps, int64_t step, int64_t flen, int64_t frames, int64_t bins, StorageType t,
+                            int64_t total) {
+  const double two_pi = 6.283185307179586476925286766559;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = e % bins, f = (e / bins) % frames, b = e / (bins * frames);
+    double re = 0, im = 0;
+    for (int64_t n = 0; n < flen; ++n) {
+      const float* p = s + (b * length + f * step + n) * comps;
+      const double w = win ? static_cast<double>(win[n]) : 1.0;
+      const double xr = static_cast<double>(p[0]) * w, xi = comps == 2 ? static_cast<double>(p[1]) * w : 0.0;
+      const double ang = -two_pi * static_cast<double>((k * n) % flen) / static_cast<double>(flen);
+      double sn, cs;
+      sincos(ang, &sn, &cs);
+      re += xr * cs - xi * sn;
+      im += xr * sn + xi * cs;
+    }
+    store(y, 2 * e, static_cast<float>(re), t);
+    store(y, 2 * e + 1, static_cast<float>(im), t);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_stft(const float* signal, const float* window, void* y, int64_t batch, int64_t length, int comps,
+                        int64_t step, int64_t flen, int64_t frames, int64_t bins, StorageType t, cudaStream_t stream) {
+  if (flen < 1 || step < 1 || (comps != 1 && comps != 2)) return cudaErrorInvalidValue;
+  const int64_t total = batch * frames * bins;
+  if (total == 0) return cudaSuccess;
+  stft_kernel<<<blocks_for(total), kThreads, 0, stream>>>(signal, window, y, length, comps, step, flen, frames, bins, t,
+                                                          total);
+  return cudaGetLastError();
+}
+
 // ---- RoiAlign
 
 namespace {

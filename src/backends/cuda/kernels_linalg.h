@@ -26,6 +26,12 @@ cudaError_t launch_det(const float* x, void* y, int64_t count, int64_t m, Storag
 // float32 (comps 1: real, 2: complex) -> y [outer, out_len, inner, 2] in storage `t`, y_k =
 // sum_{n < min(n_in, len)} x_n e^{∓2πi (k·n mod len) / len} (+ for `inverse`, then / len). One
 // thread per output bin: O(len) each, not an FFT (fine for the short transforms of ONNX graphs).
+// ONNX STFT (Operators.md "STFT", version 17; src/backends/cpu/ops_control_signal.cc stft): signal
+// [batch, length, comps] float32, window [flen] float32 or null (ones) -> y [batch, frames, bins,
+// 2] in storage `t`: frame f starts at f·step, each sample times the window (in double), then
+// the DFT of launch_dft over flen samples, bins = flen / 2 + 1 when onesided. One thread per bin.
+cudaError_t launch_stft(const float* signal, const float* window, void* y, int64_t batch, int64_t length, int comps,
+                        int64_t step, int64_t flen, int64_t frames, int64_t bins, StorageType t, cudaStream_t stream);
 cudaError_t launch_dft(const float* x, void* y, int64_t outer, int64_t n_in, int64_t inner, int comps, int64_t len,
                        int64_t out_len, bool inverse, StorageType t, cudaStream_t stream);
 

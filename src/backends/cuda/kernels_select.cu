@@ -334,3 +334,51 @@ cudaError_t launch_unique(const void* x, StorageType t, int64_t outer, int64_t n
 }
 
 }  // namespace kiln::cuda
+
+// ---- NonZero
+
+namespace kiln::cuda {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ bool is_nonzero(T v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v) != 0.f;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v) != 0.f;
+  else return v != T(0);
+}
+
+template <typename T>
+__global__ void nonzero_kernel(const T* x, int64_t numel, NonZeroDesc d, int64_t* y, int64_t count) {
+  int64_t w = 0;
+  for (int64_t i = 0; i < numel && w < count; ++i) {
+    if (!is_nonzero(x[i])) continue;
+    int64_t rem = i;
+    for (int k = d.rank - 1; k >= 0; --k) {
+      y[k * count + w] = rem % d.dims[k];
+      rem /= d.dims[k];
+    }
+    ++w;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_nonzero(const void* x, StorageType t, const NonZeroDesc& d, int64_t* y, int64_t count,
+                           cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  int64_t numel = 1;
+  for (int k = 0; k < d.rank; ++k) numel *= d.dims[k];
+  switch (t) {
+    case StorageType::kF32: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const float*>(x), numel, d, y, count); break;
+    case StorageType::kF16: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const __half*>(x), numel, d, y, count); break;
+    case StorageType::kBF16:
+      nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), numel, d, y, count);
+      break;
+    case StorageType::kI32: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const int32_t*>(x), numel, d, y, count); break;
+    case StorageType::kI64: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const int64_t*>(x), numel, d, y, count); break;
+    case StorageType::kBool: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const uint8_t*>(x), numel, d, y, count); break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace kiln::cuda

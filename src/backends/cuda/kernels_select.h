@@ -67,4 +67,15 @@ cudaError_t launch_unique(const void* x, StorageType t, int64_t outer, int64_t n
                           int64_t groups, int64_t* rep, void* y, int64_t* first, int64_t* inverse, int64_t* counts,
                           cudaStream_t stream);
 
+// ONNX NonZero (cpu/ops_movement_select.cc): y [rank, count] int64, column j the coordinates of
+// the j-th nonzero element of x (row-major order; x of shape dims[0..rank), any storage type t;
+// NaN counts as nonzero, -0.0 as zero), `count` the output's extent (the walk stops there). One
+// thread walks x: exact and deterministic, not tuned.
+struct NonZeroDesc {
+  int rank = 1;
+  int64_t dims[kMaxRank] = {1};
+};
+cudaError_t launch_nonzero(const void* x, StorageType t, const NonZeroDesc& d, int64_t* y, int64_t count,
+                           cudaStream_t stream);
+
 }  // namespace kiln::cuda

@@ -20,6 +20,13 @@ struct Registration {
   LayerFactory factory;
 };
 
+// BitShift: uint64 computes unsigned in kU64 (docs/decisions/0075), the narrow unsigned types
+// through the narrow-integer kernels (0076).
+Status lower_bitshift(LowerContext& ctx, const ir::Node& n, const std::string& where) {
+  if (ctx.storage() == StorageType::kU64) return lower_int_arith(ctx, n, where);
+  return lower_narrow_int(ctx, n, where);
+}
+
 constexpr Registration kFactories[] = {
     {OpKind::kSoftmax, lower_softmax},
     {OpKind::kLogSoftmax, lower_softmax},
@@ -85,6 +92,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kDet, lower_det},
     {OpKind::kMaxUnpool, lower_max_unpool},
     {OpKind::kDFT, lower_dft},
+    {OpKind::kSTFT, lower_stft},
     {OpKind::kRoiAlign, lower_roi_align},
     {OpKind::kScatterElements, lower_scatter},
     {OpKind::kScatter, lower_scatter},
@@ -150,6 +158,9 @@ constexpr Registration kFactories[] = {
     {OpKind::kTrilu, lower_trilu},
     {OpKind::kNegativeLogLikelihoodLoss, lower_nll_loss},
     {OpKind::kSoftmaxCrossEntropyLoss, lower_nll_loss},
+    // docs/decisions/0076 (factory_qint.cc)
+    {OpKind::kDequantizeLinear, lower_dequantize_linear},
+    {OpKind::kTfIdfVectorizer, lower_tfidf},
 };
 
 // Nodes whose output 0 is int32 / int64 / bool (storage() is kI32 / kI64 / kBool): masks,
@@ -179,6 +190,7 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kReverseSequence, lower_reverse_sequence},
     {OpKind::kPad, lower_pad_exact},
     {OpKind::kNonMaxSuppression, lower_nms},
+    {OpKind::kNonZero, lower_nonzero},
     {OpKind::kTopK, lower_topk},
     {OpKind::kOneHot, lower_one_hot},
     {OpKind::kCompress, lower_compress},
@@ -224,7 +236,17 @@ constexpr Registration kExactFactories[] = {
     {OpKind::kReduceLogSum, lower_int_reduce},
     {OpKind::kReduceLogSumExp, lower_int_reduce},
     {OpKind::kEinsum, lower_einsum},
-    {OpKind::kBitShift, lower_int_arith},  // uint64 only here (docs/decisions/0075)
+    // Narrow integer values computed wide (docs/decisions/0076, factory_qint.cc).
+    {OpKind::kQuantizeLinear, lower_narrow_int},
+    {OpKind::kDynamicQuantizeLinear, lower_narrow_int},
+    {OpKind::kClip, lower_narrow_int},
+    // BitShift: uint64 computes in kU64 (0075), the narrow types through 0076's kernels.
+    {OpKind::kBitShift, lower_bitshift},
+    {OpKind::kMatMulInteger, lower_narrow_int},
+    {OpKind::kQLinearMatMul, lower_narrow_int},
+    {OpKind::kConvInteger, lower_narrow_int},
+    {OpKind::kQLinearConv, lower_narrow_int},
+    {OpKind::kMaxPool, lower_narrow_int},
 };
 
 template <size_t N>

@@ -171,6 +171,14 @@ Status lower_fused_pointwise(LowerContext& ctx, const ir::Node& n, const std::st
 // Round, Ceil, Floor, Tan, Asin..Atanh, Sinh, Cosh, float Mod, PRelu, Clip with activation bounds
 // (constant bounds: lower_pointwise), variadic Max / Min / Sum / Mean (up to ir::kMaxPwInputs inputs).
 Status lower_pw_op(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// Narrow integer ops (docs/decisions/0076, factory_qint.cc; exact table): QuantizeLinear,
+// DynamicQuantizeLinear, integer Clip, BitShift, MatMulInteger, QLinearMatMul, ConvInteger,
+// QLinearConv, MaxPool of 8- / 16-bit values. DequantizeLinear (float table): an 8- / 16-bit or
+// int32 x to float32.
+Status lower_narrow_int(LowerContext& ctx, const ir::Node& n, const std::string& where);
+Status lower_dequantize_linear(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// TfIdfVectorizer over int32 / int64 tokens (pool_int64s; factory_tfidf.cc).
+Status lower_tfidf(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss (int32 / int64 targets; factory_loss.cc).
 Status lower_nll_loss(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // DepthToSpace / SpaceToDepth (4-D), Tile with constant repeats: one strided copy, any element type
@@ -184,6 +192,8 @@ Status lower_rnn(LowerContext& ctx, const ir::Node& n, const std::string& where)
 Status lower_det(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // DFT (constant dft_length / axis; naive transform in double as the CPU; factory_linalg.cc).
 Status lower_dft(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// STFT (constant frame_step / frame_length; naive transform in double as the CPU; factory_linalg.cc).
+Status lower_stft(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // RoiAlign (avg / max, both coordinate modes; in double as the CPU; factory_linalg.cc).
 Status lower_roi_align(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // Einsum of float64 operands, one or two inputs (the exact table; factory_linalg.cc, docs/decisions/0075).
@@ -197,6 +207,8 @@ Status lower_compress(LowerContext& ctx, const ir::Node& n, const std::string& w
 Status lower_nms(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // Unique (float or integer values; value-keyed models only; O(n²) slice comparisons).
 Status lower_unique(LowerContext& ctx, const ir::Node& n, const std::string& where);
+// NonZero (any input storage; value-keyed models only; one-thread kernel; factory_select.cc).
+Status lower_nonzero(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // EyeLike (2-D; float, integer or bool output).
 Status lower_eye_like(LowerContext& ctx, const ir::Node& n, const std::string& where);
 // ConstantOfShape (any output type; a fill of the discovered output shape).

@@ -11,6 +11,9 @@
 // are; Div and Abs are for unsigned types (signed MIN / -1 and |MIN| leave the range); movement
 // ops keep what their data inputs are; ring ops and Casts to a narrow type make values that may
 // not be. Graph outputs are truncated to their declared dtype on the host (gpu_engine.cc).
+// The ops of docs/decisions/0076 (quantization, integer Clip / BitShift / MaxPool / MatMul / Conv,
+// Cast to a narrow type) run kernels that compute the declared narrow type's result from
+// canonical inputs (kernels_qint.h); their outputs are canonical.
 #include <map>
 
 #include "backends/cuda/gpu_ops.h"
@@ -33,7 +36,7 @@ bool is_unsigned(DataType dt) {
   return dt == DataType::kUInt8 || dt == DataType::kUInt16 || dt == DataType::kUInt32;
 }
 
-enum class Role { kRing, kOrder, kMove, kCompare, kCast, kShapeOnly, kOther };
+enum class Role { kRing, kOrder, kMove, kCompare, kCast, kShapeOnly, kNarrowKernel, kPow, kOther };
 
 Role role_of(ir::OpKind op) {
   using ir::OpKind;
@@ -45,6 +48,12 @@ Role role_of(ir::OpKind op) {
       return Role::kCompare;
     case OpKind::kCast: return Role::kCast;
     case OpKind::kShape: case OpKind::kSize: return Role::kShapeOnly;
+    // docs/decisions/0076: kernels of the declared narrow type (canonical in, canonical out).
+    case OpKind::kClip: case OpKind::kMaxPool: case OpKind::kBitShift: case OpKind::kQuantizeLinear:
+    case OpKind::kDequantizeLinear: case OpKind::kDynamicQuantizeLinear: case OpKind::kConvInteger:
+    case OpKind::kMatMulInteger: case OpKind::kQLinearConv: case OpKind::kQLinearMatMul:
+      return Role::kNarrowKernel;
+    case OpKind::kPow: return Role::kPow;
     case OpKind::kReshape: case OpKind::kFlatten: case OpKind::kSqueeze: case OpKind::kUnsqueeze:
     case OpKind::kIdentity: case OpKind::kTranspose: case OpKind::kSlice: case OpKind::kExpand:
     case OpKind::kConcat: case OpKind::kSplit: case OpKind::kGather: case OpKind::kGatherElements:
@@ -65,6 +74,10 @@ bool is_data_input(ir::OpKind op, size_t k) {
 }
 
 }  // namespace
+
+DataType declared_narrow_dtype(const ValueShapes& vs, ir::ValueId v) {
+  return v != ir::kNoValue && static_cast<size_t>(v) < vs.narrow.size() ? vs.narrow[v] : DataType::kUndefined;
+}
 
 Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs) {
   // Only activations count: a narrow *constant* (QuantLinear's int8 weights, a uint8 operand) is
@@ -123,19 +136,31 @@ Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs) {
       case Role::kCast: {
         const DataType from = vs->dtypes[n.inputs[0]];
         if (narrow_out) {
-          // Integer to narrow integer is truncation (ONNX Cast), which commutes with the final one
-          // when the target is no wider than the source; a wider target needs the source's value.
+          // To a narrow type the cast layer keeps the low bits of the source's integer value
+          // (a float source truncated as the CPU's Cast: kernels_qint.h), a canonical result.
+          // From a narrow integer, a target wider than the source needs the source's value.
           DataType w;
-          const bool int_src = narrow_int_dtype(from, &w) || from == DataType::kInt32 || from == DataType::kInt64;
-          if (!int_src) return refuse(std::string("Cast from ") + dtype_name(from) + " to " + dtype_name(dt));
-          if (dtype_bits(dt) > dtype_bits(from)) KILN_RETURN_IF_ERROR(need_canonical(0));
-          set_outputs(false);
+          const bool num_src = narrow_int_dtype(from, &w) || from == DataType::kInt32 || from == DataType::kInt64 ||
+                               from == DataType::kFloat32 || from == DataType::kFloat16;
+          if (!num_src) return refuse(std::string("Cast from ") + dtype_name(from) + " to " + dtype_name(dt));
+          if (narrow_int_dtype(from, &w) && dtype_bits(dt) > dtype_bits(from)) KILN_RETURN_IF_ERROR(need_canonical(0));
+          set_outputs(true);
         } else {
           KILN_RETURN_IF_ERROR(need_canonical(0));
         }
         break;
       }
       case Role::kShapeOnly: break;
+      case Role::kNarrowKernel:
+        for (size_t k = 0; k < n.inputs.size(); ++k) KILN_RETURN_IF_ERROR(need_canonical(k));
+        set_outputs(true);
+        break;
+      case Role::kPow:
+        // The exponent's value counts, and so does the base's for a negative exponent (the
+        // CPU's rule for 1 and -1); a narrow result wraps like a product.
+        for (size_t k = 0; k < n.inputs.size(); ++k) KILN_RETURN_IF_ERROR(need_canonical(k));
+        set_outputs(false);
+        break;
       case Role::kMove: {
         bool c = true;
         for (size_t k = 0; k < n.inputs.size(); ++k) {
@@ -155,9 +180,13 @@ Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs) {
       }
     }
   }
+  vs->narrow.assign(vs->dtypes.size(), DataType::kUndefined);
   for (const ir::Value& v : g.values) {
     DataType w;
-    if (narrow(v.id) && narrow_int_dtype(vs->dtypes[v.id], &w)) vs->dtypes[v.id] = w;
+    if (narrow(v.id) && narrow_int_dtype(vs->dtypes[v.id], &w)) {
+      vs->narrow[v.id] = vs->dtypes[v.id];
+      vs->dtypes[v.id] = w;
+    }
   }
   return Status::Ok();
 }

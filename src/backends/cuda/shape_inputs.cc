@@ -56,6 +56,12 @@ bool is_shape_operand(ir::OpKind op, size_t k) {
       return k >= 1 && k <= 3;
     case OpKind::kMaxUnpool:  // output_shape
       return k == 2;
+    case OpKind::kDropout:  // ratio, training_mode: scalars the Dropout layer takes at lowering
+      return k == 1 || k == 2;
+    case OpKind::kSTFT:  // frame_step, frame_length
+      return k == 1 || k == 3;
+    case OpKind::kIf:  // cond: an If of closed branches then folds (bind_shape_inputs)
+      return k == 0;
     default:
       return false;
   }

@@ -98,13 +98,13 @@ StatusOr<ValueShapes> discover(const ir::Graph& g, const std::vector<Shape>& inp
   const ir::Node* writer = nullptr;
   for (const ir::Node& n : g.nodes)
     if (!n.removed && ir::op_writes_memory(n.op)) writer = &n;
-  // Ops whose output extent is computed from input values (NonMaxSuppression, Unique; Compress
+  // Ops whose output extent is computed from input values (NonMaxSuppression, Unique, NonZero; Compress
   // with a run-time condition): a shape the model declares for their outputs is only the
   // exporter's example, so static inference's answer is not taken, the shapes come from
   // reference runs and the graph is value-dependent (decision 0074).
   const ir::Node* value_sized = nullptr;
   for (const ir::Node& n : g.nodes)
-    if (!n.removed && (n.op == ir::OpKind::kNonMaxSuppression || n.op == ir::OpKind::kUnique ||
+    if (!n.removed && (n.op == ir::OpKind::kNonMaxSuppression || n.op == ir::OpKind::kUnique || n.op == ir::OpKind::kNonZero ||
                        (n.op == ir::OpKind::kCompress && n.inputs.size() > 1 && n.inputs[1] != ir::kNoValue &&
                         !g.value(n.inputs[1]).constant)))
       value_sized = &n;
