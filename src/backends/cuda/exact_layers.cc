@@ -57,6 +57,14 @@ std::unique_ptr<Layer> make_cast_layer(int64_t count, StorageType from, StorageT
                            });
 }
 
+std::unique_ptr<Layer> make_saturating_cast_layer(int64_t count, StorageType to) {
+  return make_kernel_layer("Cast", std::string("kiln.saturating_cast f64->") + storage_name(to),
+                           [=](ExecState& s, const Layer& l) {
+                             return launch_saturating_cast(static_cast<const double*>(s.ptr(l.ins[0])), s.ptr(l.outs[0]),
+                                                           to, count, s.stream);
+                           });
+}
+
 std::unique_ptr<Layer> make_range_layer(int64_t count, StorageType t) {
   return make_kernel_layer("Range", std::string("kiln.range ") + storage_name(t), [=](ExecState& s, const Layer& l) {
     return launch_range(s.ptr(l.ins[0]), s.ptr(l.ins[1]), s.ptr(l.outs[0]), t, count, s.stream);

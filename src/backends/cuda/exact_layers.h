@@ -25,6 +25,8 @@ std::unique_ptr<Layer> make_exact_elementwise_layer(const std::string& op, Exact
 std::unique_ptr<Layer> make_select_layer(const SelectDesc& s, StorageType t);
 // ins: x (from); out: y (to), `count` elements.
 std::unique_ptr<Layer> make_cast_layer(int64_t count, StorageType from, StorageType to);
+// ins: x (float64); out: y (int32 / int64) through launch_saturating_cast.
+std::unique_ptr<Layer> make_saturating_cast_layer(int64_t count, StorageType to);
 // ins: start, delta (device scalars of type t); out: y of `count` elements.
 std::unique_ptr<Layer> make_range_layer(int64_t count, StorageType t);
 // ins: x; out: y, a [outer, n, inner] array of type t.

@@ -54,7 +54,10 @@ Status lower_int_arith(LowerContext& ctx, const ir::Node& n, const std::string& 
       if (!float_exp || !storage_is_int(ctx.storage()))
         return unsupported(where + "integer Pow with a " + dtype_name(et) + " exponent");
       // Integer base, float exponent: the CPU reference's pow in double (the base converted as
-      // static_cast<double> does, the exponent exactly), then truncated into the base's type.
+      // static_cast<double> does, the exponent exactly), then stored as its saturating_int does
+      // (NaN 0, out-of-range values the bound).
+      if (ctx.storage() != StorageType::kI32 && ctx.storage() != StorageType::kI64)
+        return unsupported(where + "integer Pow with a float exponent into " + storage_name(ctx.storage()));
       KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(n.inputs[0], StorageType::kF64));
       KILN_ASSIGN_OR_RETURN(int b, ctx.operand_as(n.inputs[1], StorageType::kF64));
       const Shape& out = ctx.shape(n.outputs[0]);
@@ -63,8 +66,8 @@ Status lower_int_arith(LowerContext& ctx, const ir::Node& n, const std::string& 
       const int p = ctx.new_value(n.name + ":pow_f64", out, StorageType::kF64, false);
       ctx.add_layer(make_exact_elementwise_layer("Pow", ExactOp::kPow, StorageType::kF64, *d), n.name + ":pow_f64",
                     {a, b}, {p}, n.origin);
-      ctx.add_layer(make_cast_layer(shape_numel(out), StorageType::kF64, ctx.storage()), n.name, {p},
-                    {ctx.new_output(n)}, n.origin);
+      ctx.add_layer(make_saturating_cast_layer(shape_numel(out), ctx.storage()), n.name, {p}, {ctx.new_output(n)},
+                    n.origin);
       return Status::Ok();
     }
     default: return unsupported(where + "not an integer arithmetic op");

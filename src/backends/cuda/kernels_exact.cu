@@ -5,6 +5,7 @@
 // ops_elementwise_unary.cc, ops_movement_shape.cc, ops_movement_layout.cc, ops_reduce_argtopk.cc).
 // Bool is uint8_t 0/1; float64 is double, computed in double (docs/decisions/0075). Grid-stride
 // loops over 64-bit indices.
+#include <limits>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -558,6 +559,35 @@ cudaError_t launch_cast(const void* x, StorageType xt, void* y, StorageType yt, 
       return cudaGetLastError();
     });
   });
+}
+
+// The CPU reference's saturating_int (an integer Pow with a float exponent): NaN gives 0, values
+// at or past the type's bounds give the bound, others truncate toward zero.
+template <typename Y>
+__global__ void saturating_cast_kernel(const double* __restrict__ x, Y* __restrict__ y, int64_t n, Y lo, Y hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double v = x[i];
+    Y r;
+    if (v != v) r = Y(0);
+    else if (v <= static_cast<double>(lo)) r = lo;
+    else if (v >= static_cast<double>(hi)) r = hi;
+    else r = static_cast<Y>(v);
+    y[i] = r;
+  }
+}
+
+cudaError_t launch_saturating_cast(const double* x, void* y, StorageType yt, int64_t count, cudaStream_t s) {
+  if (count == 0) return cudaSuccess;
+  if (yt == StorageType::kI32)
+    saturating_cast_kernel<int32_t><<<blocks_for(count), kThreads, 0, s>>>(
+        x, static_cast<int32_t*>(y), count, std::numeric_limits<int32_t>::lowest(), std::numeric_limits<int32_t>::max());
+  else if (yt == StorageType::kI64)
+    saturating_cast_kernel<int64_t><<<blocks_for(count), kThreads, 0, s>>>(
+        x, static_cast<int64_t*>(y), count, std::numeric_limits<int64_t>::lowest(), std::numeric_limits<int64_t>::max());
+  else
+    return cudaErrorInvalidValue;
+  return cudaGetLastError();
 }
 
 cudaError_t launch_range(const void* start, const void* delta, void* y, StorageType t, int64_t count, cudaStream_t s) {

@@ -66,6 +66,10 @@ cudaError_t launch_select(const void* c, const void* a, const void* b, void* y, 
 // integer keeps the low bits; to fp32 / fp16 / bf16 rounds to nearest even (from fp64 once, not
 // through fp32).
 cudaError_t launch_cast(const void* x, StorageType xt, void* y, StorageType yt, int64_t count, cudaStream_t stream);
+// float64 -> int32 / int64 as the CPU reference's integer Pow with a float exponent stores its
+// result (saturating_int: NaN gives 0, out-of-range values the type's bound, others truncate).
+// cudaErrorInvalidValue for another output type.
+cudaError_t launch_saturating_cast(const double* x, void* y, StorageType yt, int64_t count, cudaStream_t stream);
 
 // ONNX Range: y[i] = start + i * delta for i < count, start and delta device scalars of type
 // t (int32 / int64: computed in t, wrapping; float types: in double, then rounded to t).
