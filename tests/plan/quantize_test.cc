@@ -479,30 +479,6 @@ TEST_F(Quantize, QdqLinearLayersFuseAndMatchTheUnfusedGraph) {
   }
 }
 
-// A residual CNN block (ResNet's bottleneck tail), x [B, 16, 8, 8]:
-//   a = Relu(conv1 3x3 pad 1 (16 -> 16, bias)(x));  y = Relu(conv2 1x1 (16 -> 32, bias)(a) + conv3 1x1 (16 -> 32)(x))
-OnnxModel residual_cnn_model(int opset) {
-  OnnxModel m(opset);
-  m.input("x", onnx::TensorProto::FLOAT, {std::string("batch"), int64_t{16}, int64_t{8}, int64_t{8}});
-  m.initializer("W1", {16, 16, 3, 3}, ramp(16 * 16 * 9, -0.2f, 0.2f, 31));
-  m.initializer("b1", {16}, ramp(16, -0.1f, 0.1f, 32));
-  m.initializer("W2", {32, 16, 1, 1}, ramp(32 * 16, -0.4f, 0.4f, 33));
-  m.initializer("b2", {32}, ramp(32, -0.1f, 0.1f, 34));
-  m.initializer("W3", {32, 16, 1, 1}, ramp(32 * 16, -0.3f, 0.3f, 35));
-  auto* c1 = m.node("Conv", {"x", "W1", "b1"}, {"c1"}, "conv1");
-  auto* pads = c1->add_attribute();
-  pads->set_name("pads");
-  pads->set_type(onnx::AttributeProto::INTS);
-  for (int i = 0; i < 4; ++i) pads->add_ints(1);
-  m.node("Relu", {"c1"}, {"a"}, "relu1");
-  m.node("Conv", {"a", "W2", "b2"}, {"c2"}, "conv2");
-  m.node("Conv", {"x", "W3"}, {"c3"}, "conv3");
-  m.node("Add", {"c2", "c3"}, {"s"}, "add");
-  m.node("Relu", {"s"}, {"y"}, "relu2");
-  m.output("y", onnx::TensorProto::FLOAT, {std::string("batch"), int64_t{32}, int64_t{8}, int64_t{8}});
-  return m;
-}
-
 // DQ(Q(x)), DQ(W) -> Conv (+ bias, residual Add, Relu) become QuantConv layers (docs/decisions/0078)
 // whose integer arithmetic gives the unfused Q/DQ graph's values (up to that graph's float
 // summation): INT8 fuses all three convs, FP8 the two 1x1 convs (the 3x3 keeps Q/DQ: no FP8 conv
@@ -510,7 +486,7 @@ OnnxModel residual_cnn_model(int opset) {
 TEST_F(Quantize, QdqConvLayersFuseAndMatchTheUnfusedGraph) {
   for (QuantFormat f : {QuantFormat::kInt8, QuantFormat::kFp8E4M3}) {
     SCOPED_TRACE(quant_format_name(f));
-    const std::string src = residual_cnn_model(f == QuantFormat::kFp8E4M3 ? 19 : 17).save(dir_ + "/cnn.onnx");
+    const std::string src = testing::residual_cnn_model(f == QuantFormat::kFp8E4M3 ? 19 : 17).save(dir_ + "/cnn.onnx");
     Tensor xs(DataType::kFloat32, {12, 16, 8, 8});
     const std::vector<float> xv = ramp(static_cast<size_t>(xs.numel()), -2.f, 2.f, 41);
     std::copy(xv.begin(), xv.end(), xs.data<float>());
