@@ -11,9 +11,9 @@
 // (conv + r). The conditions the CUDA tactics need are checked here, so a fused layer always has an
 // 8-bit tactic (factory_quant_conv.cc): 2-D (X [N, C, H, W] of known C), group 1, explicit
 // symmetric pads (auto_pad NOTSET / VALID); INT8: C and K multiples of 4 (cuDNN's INT8 NHWC rule);
-// FP8: a 1x1, stride-1, unpadded conv with C and K multiples of 16 (the cuBLASLt FP8 GEMM; no FP8
-// conv tactic otherwise); an int8 zero point other than 0 only without padding (cuDNN and the GEMM
-// pad with code 0, which is not the zero point). Every Conv / ConvTranspose with Q/DQ at its inputs that does not fuse
+// FP8: C and K multiples of 16 (the cuBLASLt FP8 GEMM for 1x1 convs, cuDNN's FP8 graph conv for
+// the others); an int8 zero point other than 0 only without padding (cuDNN and the GEMM pad with
+// code 0, which is not the zero point). Every Conv / ConvTranspose with Q/DQ at its inputs that does not fuse
 // records the rule that blocked it (ir::QdqBlocked; decision 0062) and keeps its Q/DQ form, which
 // fuse_pointwise turns into QDQ instructions (INT8/FP8 numerics, float speed). Runs before
 // constant folding, which would turn DQ(Wq) into a float weight.
@@ -39,8 +39,7 @@ constexpr const char* kRuleConvWeightForm =
 constexpr const char* kRuleConvGroup = "grouped convolution (no 8-bit grouped conv tactic)";
 constexpr const char* kRuleConvPads = "auto_pad SAME or asymmetric pads";
 constexpr const char* kRuleConvChannels = "C or K not a multiple of 4 (cuDNN INT8 NHWC)";
-constexpr const char* kRuleConvFp8 =
-    "FP8 conv other than 1x1, stride 1, pad 0 with C and K multiples of 16 (no FP8 conv tactic)";
+constexpr const char* kRuleConvFp8 = "FP8 conv with C or K not a multiple of 16 (cuBLASLt / cuDNN FP8 alignment)";
 constexpr const char* kRuleConvBias = "bias not a constant of K values";
 constexpr const char* kRuleConvZpPad = "int8 activation zero point with padding (the 8-bit convs pad with code 0)";
 
@@ -146,13 +145,10 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
   }
   const bool valid = auto_pad == "VALID";
   const int64_t c = (*xs)[1].value, k = w->w->dim(0);
-  const std::vector<int64_t> strides = n.attr_ints("strides", {1, 1});
-  const bool pointwise = w->w->dim(2) == 1 && w->w->dim(3) == 1 && (valid || (pads[0] == 0 && pads[1] == 0)) &&
-                         strides == std::vector<int64_t>{1, 1};
   const std::string ck = "C = " + std::to_string(c) + ", K = " + std::to_string(k);
-  if (act->type == DataType::kFloat8E4M3FN && (!pointwise || c % 16 || k % 16)) {
+  if (act->type == DataType::kFloat8E4M3FN && (c % 16 || k % 16)) {
     why->rule = kRuleConvFp8;
-    why->detail = ck + ", kernel " + std::to_string(w->w->dim(2)) + "x" + std::to_string(w->w->dim(3));
+    why->detail = ck;
     return false;
   }
   if (c % 4 || k % 4) {

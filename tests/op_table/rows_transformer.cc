@@ -240,7 +240,8 @@ Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uin
 // QuantConv (passes/fuse_qdq_conv.cc; docs/decisions/0078): X [N, C, H, W] quantized per tensor,
 // an 8-bit weight [K, C, R, S] (int8, or E4M3FN bytes), a scale per output channel, an optional
 // bias and residual, ReLU. Stored NHWC on the CUDA path at every precision. The 1x1 rows (C, K
-// multiples of 16) take the cuBLASLt GEMM tactic, the 3x3 rows cuDNN INT8 or Kiln's reference.
+// multiples of 16) take the cuBLASLt GEMM tactic, the INT8 3x3 rows cuDNN INT8, the FP8 3x3 rows
+// cuDNN's FP8 graph conv (or Kiln's reference conv where the builder finds it faster).
 Row quant_conv(const Shape& x, int64_t k, int64_t ks, int64_t stride, bool fp8, bool residual, bool relu, int64_t zp,
                uint32_t seed) {
   Row r;
@@ -462,6 +463,7 @@ std::vector<Row> transformer_rows() {
       quant_conv({2, 32, 6, 6}, 48, 1, 1, false, true, true, 0, 1260), quant_conv({2, 32, 6, 6}, 48, 1, 1, true, true, true, 0, 1270),
       quant_conv({1, 16, 5, 5}, 32, 1, 1, false, false, false, 3, 1280), quant_conv({2, 8, 7, 7}, 12, 3, 1, false, true, true, 0, 1290),
       quant_conv({1, 16, 9, 9}, 16, 3, 2, false, false, true, 0, 1295),
+      quant_conv({2, 16, 7, 7}, 32, 3, 1, true, true, true, 0, 1296), quant_conv({1, 32, 9, 9}, 16, 3, 2, true, false, false, 0, 1297),
       attention("MHA_d64", {2, 4, 4, 16, 16, 64, 64}, 510),
       attention("seq77_d80", {1, 2, 2, 77, 77, 80, 80}, 520),
       attention("GQA_8_2_seq33", {2, 8, 2, 33, 33, 64, 64}, 530),

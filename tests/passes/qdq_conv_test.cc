@@ -96,23 +96,28 @@ TEST(FuseQdqConv, PaddedConvFusesAndAGraphOutputStaysItsOwn) {
   EXPECT_EQ(only(fused, ir::OpKind::kQuantConv)->inputs.size(), 3u);  // no bias, no residual
 }
 
-// FP8 E4M3: a 1x1 conv with C, K multiples of 16 fuses; a 3x3 keeps Q/DQ and says why.
-TEST(FuseQdqConv, Fp8FusesPointwiseConvsOnly) {
-  for (int64_t kernel : {1, 3}) {
-    SCOPED_TRACE(kernel);
+// FP8 E4M3: 1x1 and 3x3 convs with C, K multiples of 16 fuse; C = 8 keeps Q/DQ and says why.
+TEST(FuseQdqConv, Fp8FusesConvsWithChannelsMultipleOf16) {
+  struct Case {
+    int64_t c, kernel;
+    bool fuses;
+  };
+  for (const Case cs : {Case{16, 1, true}, Case{16, 3, true}, Case{8, 3, false}}) {
+    SCOPED_TRACE(std::to_string(cs.c) + " channels, kernel " + std::to_string(cs.kernel));
     ConvGraph t;
     t.type = DataType::kFloat8E4M3FN;
-    const ir::ValueId x = t.input("x", {1, 16, 4, 4});
-    const ir::ValueId d = t.fq(x, {1, 16, 4, 4}, 0.01f, 0);
-    const int64_t p = kernel / 2;
-    t.g.outputs = {t.node(ir::OpKind::kConv, "conv", {d, t.weight({32, 16, kernel, kernel})}, {1, 32, 4, 4},
+    const ir::ValueId x = t.input("x", {1, cs.c, 4, 4});
+    const ir::ValueId d = t.fq(x, {1, cs.c, 4, 4}, 0.01f, 0);
+    const int64_t p = cs.kernel / 2;
+    t.g.outputs = {t.node(ir::OpKind::kConv, "conv", {d, t.weight({32, cs.c, cs.kernel, cs.kernel})}, {1, 32, 4, 4},
                           {{"pads", ir::Attribute::of_ints({p, p, p, p})}})};
-    ir::Graph fused = check_pass(t.g, passes::fuse_qdq_conv, {random_tensor({1, 16, 4, 4}, 5, -2.f, 2.f)});
-    EXPECT_EQ(count_op(fused, ir::OpKind::kQuantConv), kernel == 1 ? 1 : 0);
-    if (kernel == 3) {
+    ir::Graph fused = check_pass(t.g, passes::fuse_qdq_conv, {random_tensor({1, cs.c, 4, 4}, 5, -2.f, 2.f)});
+    EXPECT_EQ(count_op(fused, ir::OpKind::kQuantConv), cs.fuses ? 1 : 0);
+    if (!cs.fuses) {
       auto b = ir::qdq_blocked(*only(fused, ir::OpKind::kConv));
       ASSERT_TRUE(b.has_value());
-      EXPECT_NE(b->rule.find("FP8 conv other than 1x1"), std::string::npos) << b->rule;
+      EXPECT_NE(b->rule.find("FP8 conv with C or K not a multiple of 16"), std::string::npos) << b->rule;
+      EXPECT_EQ(b->detail, "C = 8, K = 32");
       EXPECT_EQ(b->type, "fp8e4m3");
       EXPECT_EQ(b->nodes, "act_q -> act_dq, w_dq");
     }

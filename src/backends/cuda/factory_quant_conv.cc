@@ -9,6 +9,9 @@
 //             "TN", each entry of its heuristic list (as QuantLinear);
 //   cudnn     INT8: cudnnConvolutionForward, x / w INT8 NHWC (C % 4 == 0), INT32 compute, FLOAT
 //             output ("INT8_EXT_CONFIG", cuDNN's legacy API), IMPLICIT_PRECOMP_GEMM;
+//   cudnn_graph  FP8 with C, K multiples of 16: one cuDNN operation graph per engine configuration
+//             cuDNN lists (conv8_graph.h), the scale, bias, residual and ReLU fused into the conv
+//             kernel (no separate epilogue pass; sm_90);
 //   kiln      the reference direct conv (kernels_quant.h), any shape and GPU.
 // The weight is uploaded as 1 byte per element (the plan keeps the graph's 8-bit constant).
 #include <cublasLt.h>
@@ -16,6 +19,7 @@
 
 #include <vector>
 
+#include "backends/cuda/conv8_graph.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels_quant.h"
 #include "backends/cuda/layer_factory.h"
@@ -42,7 +46,8 @@ size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 constexpr uint32_t kCudnnIpg = static_cast<uint32_t>(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
 
 // ins: 0 X (NHWC), 1 W [K, R, S, C] 8-bit, 2 w_scale [K] f32, 3 weight sums [K] f32 (-1 without a
-// zero point), 4 bias [K] f32 (-1 without), 5 residual (NHWC, Y's storage; -1 without).
+// zero point), 4 bias [K] f32 (zeros when the node has none), 5 residual (NHWC, Y's storage; -1
+// without), 6 x_scale * w_scale [K] f32 (FP8 only: the cuDNN graph's S; -1 otherwise).
 class QuantConvLayer : public Layer {
  public:
   ~QuantConvLayer() override {
@@ -84,6 +89,14 @@ class QuantConvLayer : public Layer {
       KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd_, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dil_h, g.dil_w,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_INT32));
     }
+    if (p.fp8 && g.c % 16 == 0 && g.k % 16 == 0) {
+      graph_ = true;
+      gp8_.g = g;
+      gp8_.io = p.y_type == StorageType::kF16 ? CUDNN_DATA_HALF
+                                              : (p.y_type == StorageType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT);
+      gp8_.residual = p.has_residual;
+      gp8_.relu = p.relu;
+    }
     describe("");
     return Status::Ok();
   }
@@ -102,6 +115,9 @@ class QuantConvLayer : public Layer {
       for (size_t i = 0; i < heur_.size(); ++i) c.push_back(make_tactic_id(TacticSource::kCublasLt, static_cast<uint32_t>(i)));
     }
     if (cd_) c.push_back(make_tactic_id(TacticSource::kCudnn, kCudnnIpg));
+    if (graph_)
+      for (int r = 0, n = conv8_graph_configs(gp8_); r < n; ++r)
+        c.push_back(make_tactic_id(TacticSource::kCudnnGraph, static_cast<uint32_t>(r)));
     c.push_back(make_tactic_id(TacticSource::kKiln, 0));
     return c;
   }
@@ -137,11 +153,30 @@ class QuantConvLayer : public Layer {
       cap_ = need;
       fallback.clear();
       describe("cudnn.conv_int8 algo=" + std::to_string(kCudnnIpg));
+    } else if (tactic_id_source(id) == TacticSource::kCudnnGraph && graph_) {
+      const int rank = static_cast<int>(tactic_id_variant(id));
+      KILN_ASSIGN_OR_RETURN(GraphPlan gp, conv8_graph_plan(gp8_, rank));
+      if (static_cast<size_t>(gp.workspace) > lib_cap)
+        return Status(StatusCode::kOutOfMemory, "cuDNN FP8 conv configuration " + std::to_string(rank) + " needs " +
+                                                    std::to_string(gp.workspace) + " bytes of workspace, " +
+                                                    std::to_string(lib_cap) + " allowed");
+      gplan_ = gp;
+      path_ = Path::kGraph;
+      cap_ = static_cast<size_t>(gp.workspace);
+      fallback.clear();
+      describe("cudnn.graph heur#" + std::to_string(rank) + (gp.engine >= 0 ? " eng=" + std::to_string(gp.engine) : ""));
     } else {
       return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not one of its tactics");
     }
     tactic_id = id;
-    if (s.verify) return enqueue(s);
+    if (s.verify) {
+      Status st = enqueue(s);
+      if (!st.ok() && path_ == Path::kGraph) {
+        cudaGetLastError();  // a refused engine may leave a launch error behind
+        return unsupported("cuDNN FP8 conv configuration does not run: " + st.message());
+      }
+      return st;
+    }
     return Status::Ok();
   }
 
@@ -153,6 +188,12 @@ class QuantConvLayer : public Layer {
     KILN_CUDA_CHECK(launch_quantize_8bit(p_.x_type, s.ptr(ins[0]), qx, p_.g.n * p_.g.h * p_.g.w * p_.g.c, p_.x_scale,
                                          p_.zero_point, p_.fp8, s.stream));
     const int8_t* w = static_cast<const int8_t*>(s.ptr(ins[1]));
+    const void* res = ins.size() > 5 && ins[5] >= 0 ? s.ptr(ins[5]) : nullptr;
+    if (path_ == Path::kGraph) {  // the epilogue runs inside the conv kernel
+      KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
+      return conv8_graph_run(s.cudnn, gplan_, qx, w, static_cast<const float*>(s.ptr(ins[6])),
+                             static_cast<const float*>(s.ptr(ins[4])), res, s.ptr(outs[0]), lib_ws);
+    }
     bool acc_int = !p_.fp8;
     switch (path_) {
       case Path::kGemm: {
@@ -176,10 +217,11 @@ class QuantConvLayer : public Layer {
       case Path::kReference:
         KILN_CUDA_CHECK(launch_conv_8bit_reference(qx, w, acc, p_.g, p_.fp8, s.stream));
         break;
+      case Path::kGraph:
+        break;  // returned above
     }
     const float* wsum = ins[3] >= 0 ? static_cast<const float*>(s.ptr(ins[3])) : nullptr;
-    const float* bias = ins[4] >= 0 ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
-    const void* res = ins.size() > 5 && ins[5] >= 0 ? s.ptr(ins[5]) : nullptr;
+    const float* bias = p_.has_bias ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
     KILN_CUDA_CHECK(launch_dequant_epilogue(acc, acc_int, s.ptr(outs[0]), p_.y_type, p_.m(), p_.g.k, p_.x_scale,
                                             static_cast<const float*>(s.ptr(ins[2])), wsum, p_.zero_point, bias,
                                             p_.relu, s.stream, res));
@@ -198,7 +240,7 @@ class QuantConvLayer : public Layer {
   }
 
  private:
-  enum class Path { kGemm, kCudnn, kReference };
+  enum class Path { kGemm, kCudnn, kGraph, kReference };
   static constexpr size_t kLibWorkspace = 32u << 20;
   static constexpr int kHeuristics = 8;
   // Bytes before the library's workspace: the quantized X, then the [M, K] accumulator.
@@ -236,6 +278,9 @@ class QuantConvLayer : public Layer {
   cudnnTensorDescriptor_t xd_ = nullptr, yd_ = nullptr;
   cudnnFilterDescriptor_t wd_ = nullptr;
   cudnnConvolutionDescriptor_t cd_ = nullptr;
+  bool graph_ = false;  // the FP8 cuDNN graph applies
+  Conv8GraphParams gp8_;
+  GraphPlan gplan_;     // the selected configuration's plan (Path::kGraph)
 };
 
 }  // namespace
@@ -292,7 +337,7 @@ Status lower_quant_conv(LowerContext& ctx, const ir::Node& n, const std::string&
         for (int64_t q = 0; q < S; ++q) krsc[((k * R + r) * S + q) * C + c] = src[((k * C + c) * R + r) * S + q];
   KILN_ASSIGN_OR_RETURN(int wv, ctx.upload_raw(n.name + ":weight_q", {K, R, S, C}, krsc.data(), krsc.size(), where + "weight"));
   KILN_ASSIGN_OR_RETURN(int sv, ctx.upload_raw(n.name + ":weight_scale", {K}, sc->raw(), sc->nbytes(), where + "w_scale"));
-  int sumv = -1, bv = -1, rv = -1;
+  int sumv = -1, bv = -1, rv = -1, s8v = -1;
   if (p.zero_point != 0 && !p.fp8) {
     // sum (q - zp) w = sum q w - zp * sum w over the whole window (no padding: checked above).
     std::vector<float> sums(static_cast<size_t>(K), 0.f);
@@ -301,8 +346,16 @@ Status lower_quant_conv(LowerContext& ctx, const ir::Node& n, const std::string&
       for (int64_t j = 0; j < per; ++j) sums[k] += wc->data<int8_t>()[k * per + j];
     KILN_ASSIGN_OR_RETURN(sumv, ctx.upload_raw(n.name + ":weight_sums", {K}, sums.data(), sums.size() * 4, where + "weight sums"));
   }
-  if (has_bias) {
-    KILN_ASSIGN_OR_RETURN(bv, ctx.upload_raw(n.name + ":bias", {K}, bc->raw(), bc->nbytes(), where + "bias"));
+  {
+    // Always present (zeros without a bias): the FP8 graph's B reads it.
+    std::vector<float> zeros(has_bias ? 0 : static_cast<size_t>(K), 0.f);
+    const void* src_b = has_bias ? bc->raw() : static_cast<const void*>(zeros.data());
+    KILN_ASSIGN_OR_RETURN(bv, ctx.upload_raw(n.name + ":bias", {K}, src_b, static_cast<size_t>(K) * 4, where + "bias"));
+  }
+  if (p.fp8) {
+    std::vector<float> s8(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) s8[k] = p.x_scale * sc->data<float>()[k];
+    KILN_ASSIGN_OR_RETURN(s8v, ctx.upload_raw(n.name + ":scale", {K}, s8.data(), s8.size() * 4, where + "scale"));
   }
   if (has_res) {
     KILN_ASSIGN_OR_RETURN(int ra, ctx.activation(n.inputs[4]));
@@ -314,7 +367,7 @@ Status lower_quant_conv(LowerContext& ctx, const ir::Node& n, const std::string&
   auto layer = std::make_unique<QuantConvLayer>();
   KILN_RETURN_IF_ERROR(layer->init(p));
   const int out = ctx.new_value(g.value(n.outputs[0]).name, y, ctx.storage(), true);
-  ctx.add_layer(std::move(layer), n.name, {xa, wv, sv, sumv, bv, rv}, {out}, n.origin);
+  ctx.add_layer(std::move(layer), n.name, {xa, wv, sv, sumv, bv, rv, s8v}, {out}, n.origin);
   ctx.bind(n.outputs[0], out);
   return Status::Ok();
 }
