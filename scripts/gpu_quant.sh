@@ -5,20 +5,25 @@
 #      scripts/gpu_carry.sh): lines read vs the truth
 #   3. QuantLinear speed: an MLP of two 4096 x 4096 linear layers (batch 4096 rows) built FP16, and
 #      from its Q/DQ models INT8 and FP8 (`kiln quantize` here), `kiln bench --cuda-graph`
+#   3b. resnet: QuantConv speed (docs/decisions/0078): resnet50 / resnet101 (scripts/export_models.py)
+#      built FP16 and `--int8 --calib` / `--fp8 --calib` (random calibration npz) at batch 1 and 256,
+#      `kiln bench --cuda-graph`; the layer counts of kiln build's quantization summary; cosine of
+#      each 8-bit plan's output vs the FP16 plan's. KILN_QUANT_RESNETS (default "resnet50 resnet101"),
+#      KILN_QUANT_BATCHES (default "1 256").
 #   4. the LLM checkpoint reader against transformers' save_pretrained (scripts/llm_checkpoints_hf.py)
 #   5. ab: the product-path A/B against the previous main (scripts/gpu_product_ab.sh; KILN_AB_MODELS, ...)
-# Steps: KILN_QUANT_STEPS (default "tests ocr mlp llm").
+# Steps: KILN_QUANT_STEPS (default "tests ocr mlp resnet llm").
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-STEPS=" ${KILN_QUANT_STEPS:-tests ocr mlp llm} "
+STEPS=" ${KILN_QUANT_STEPS:-tests ocr mlp resnet llm} "
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
 if [[ "$STEPS" == *" tests "* ]]; then
   stamp "== GPU tests and the op table's CUDA rows"
-  $C/kiln_tests --gtest_filter="${KILN_GTEST_FILTER:-Gpu*:*Gpu*:OpTable/OpTableCuda.*:CudaPlan*:TacticSelector*:*Packed*}" \
+  $C/kiln_tests --gtest_filter="${KILN_GTEST_FILTER:-Gpu*:*Gpu*:OpTable/OpTableCuda.*:CudaPlan*:TacticSelector*:*Packed*:*Quant*}" \
     > "$OUT/gpu_tests.txt" 2>&1
   echo "rc=$?" >> "$OUT/gpu_tests.txt"
   grep -E "^\[  (PASSED|FAILED) |^\[==========\]|^rc=" "$OUT/gpu_tests.txt" | head -40
@@ -101,6 +106,53 @@ PYEOF
   for tag in fp16 int8_fp16 fp8_fp16; do echo "-- per-layer profile $tag"; grep -E " ms|%" /tmp/q/run_$tag.txt | head -8; done
   stamp "== the same MLP in PyTorch (peers, same call, same card)"
   $PY bench/peers/mlp_quant_peers.py --iters 200 2>&1 | tee -a "$OUT/mlp.jsonl" | grep -v "^{" | tail -5
+fi
+
+if [[ "$STEPS" == *" resnet "* ]]; then
+  stamp "== QuantConv speed: ResNet INT8 / FP8 vs FP16 (kiln bench --cuda-graph)"
+  mkdir -p /tmp/qr models
+  : > "$OUT/resnet_quant.jsonl"
+  for model in ${KILN_QUANT_RESNETS:-resnet50 resnet101}; do
+    [ -f models/$model.onnx ] || $PY scripts/export_models.py --model $model -o models/$model.onnx \
+      --photos-npz $C/calib_photos.npz 2>&1 | tail -n 2
+    # Random calibration data: speed does not depend on the scales (the accuracy run is the photo one).
+    $PY -c "import numpy as np; np.savez('/tmp/qr/calib.npz', input=np.random.default_rng(0).standard_normal((16, 3, 224, 224)).astype(np.float32))"
+    for b in ${KILN_QUANT_BATCHES:-1 256}; do
+      $PY -c "import numpy as np; np.save('/tmp/qr/x$b.npy', np.random.default_rng(1).standard_normal(($b, 3, 224, 224)).astype(np.float32))"
+      for cfg in "fp16:--fp16" "int8:--fp16 --int8 --calib /tmp/qr/calib.npz" "fp8:--fp16 --fp8 --calib /tmp/qr/calib.npz"; do
+        tag=${model}_${cfg%%:*}_b$b; flags=${cfg#*:}
+        if ! $C/kiln build models/$model.onnx -o /tmp/qr/$tag.plan --device gpu $flags --shapes input:${b}x3x224x224 \
+            > /tmp/qr/$tag.build.txt 2>&1; then
+          echo "{\"config\": \"$tag\", \"error\": \"build failed\"}" | tee -a "$OUT/resnet_quant.jsonl"; tail -n 5 /tmp/qr/$tag.build.txt
+          continue
+        fi
+        grep -E "quantization:" /tmp/qr/$tag.build.txt | sed "s/^/$tag /"
+        $C/kiln inspect /tmp/qr/$tag.plan > /tmp/qr/inspect_$tag.txt 2>&1
+        $C/kiln bench /tmp/qr/$tag.plan --cuda-graph --iterations 200 --json /tmp/qr/$tag.json > /dev/null 2>&1
+        $C/kiln run /tmp/qr/$tag.plan --input input=/tmp/qr/x$b.npy --output-dir /tmp/qr/out_$tag > /dev/null 2>&1
+        $PY - "$tag" "$b" /tmp/qr/$tag.json <<'PYEOF' | tee -a "$OUT/resnet_quant.jsonl"
+import json, sys
+tag, b, jp = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ms = json.load(open(jp))["gpu_compute_ms"]["median"]
+print(json.dumps({"config": tag, "gpu_median_ms": ms, "img_per_s": round(b / ms * 1e3)}))
+PYEOF
+      done
+      $PY - "$model" "$b" <<'PYEOF' | tee -a "$OUT/resnet_quant_accuracy.txt"
+import glob, sys, numpy as np
+model, b = sys.argv[1:3]
+ref = glob.glob(f"/tmp/qr/out_{model}_fp16_b{b}/*.npy")
+for q in ("int8", "fp8"):
+    f = glob.glob(f"/tmp/qr/out_{model}_{q}_b{b}/*.npy")
+    if not f or not ref: print(model, q, b, "no output"); continue
+    y, r = np.load(f[0]).astype(np.float64), np.load(ref[0]).astype(np.float64)
+    cos = float((y * r).sum() / np.linalg.norm(y) / np.linalg.norm(r))
+    top1 = float((y.reshape(len(y), -1).argmax(1) == r.reshape(len(r), -1).argmax(1)).mean())
+    print(f"{model} {q} batch {b}: cosine vs fp16 {cos:.5f}, top-1 agreement {top1:.3f} (random inputs)")
+PYEOF
+    done
+    grep -cE "QuantConv" /tmp/qr/inspect_${model}_int8_b256.txt 2>/dev/null | sed "s/^/$model int8 QuantConv lines in inspect: /"
+    grep -E "quant_conv" /tmp/qr/inspect_${model}_int8_b256.txt 2>/dev/null | sed -E 's/.*(quant_conv [^ ]+ [^ ]+).*/\1/' | sort | uniq -c
+  done
 fi
 
 if [[ "$STEPS" == *" llm "* ]] && [ -f scripts/llm_checkpoints_hf.py ]; then

@@ -107,7 +107,7 @@ struct LayerInfo {
   std::string precision;
   bool precision_constrained = false;  // decided by a --layer-precisions rule (BuilderConfig::layer_precisions)
   uint64_t packed_weight_bytes = 0;  // CUDA: bytes of this layer's weights stored packed for its tactic
-  // An 8-bit layer's quantization (QuantLinear, docs/decisions/0055), in quant_params_summary's
+  // An 8-bit layer's quantization (QuantLinear / QuantConv, docs/decisions/0055, 0078), in quant_params_summary's
   // form: "x int8 per_tensor scale=0.0123 zp=0; w int8 per_axis axis=0 scale[48] 0.0011..0.0042".
   // "" for float layers.
   std::string quantization;

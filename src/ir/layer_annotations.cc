@@ -59,6 +59,10 @@ Layout tensor_core_layout_preference(const Graph& g, const Node& n) {
     case OpKind::kAveragePool:
       if (cuda_nd_path(g, n)) return Layout::kNCHW;
       return node_precision(n) == DataType::kFloat32 ? Layout::kNCHW : Layout::kNHWC;
+    // The 8-bit conv runs NHWC at every precision (its GEMM and cuDNN INT8 tactics need it;
+    // docs/decisions/0078).
+    case OpKind::kQuantConv:
+      return Layout::kNHWC;
     case OpKind::kGlobalAveragePool:
     case OpKind::kGlobalMaxPool:
       return node_precision(n) == DataType::kFloat32 ? Layout::kNCHW : Layout::kNHWC;

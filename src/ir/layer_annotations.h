@@ -39,14 +39,14 @@ Layout row_major_layout_preference(const Graph& g, const Node& n);
 
 namespace kiln::ir {
 
-// Why a layer with Q/DQ at its inputs did not become an 8-bit layer: passes::fuse_qdq_linear
-// writes it on the layer (node attributes "qdq_blocked" = the rule, "qdq_blocked_detail" = the
+// Why a layer with Q/DQ at its inputs did not become an 8-bit layer: passes::fuse_qdq_linear and
+// fuse_qdq_conv write it on the layer (node attributes "qdq_blocked" = the rule, "qdq_blocked_detail" = the
 // numbers, e.g. "K = 40, N = 16", "qdq_blocked_nodes" = the Q/DQ nodes left in place, and
 // "qdq_blocked_type" = the 8-bit format, "int8" or "fp8e4m3"); the plan keeps node attributes, so
 // `kiln build`'s precision summary and `kiln inspect` read this one record back (LayerInfo::
 // unfused_qdq). docs/decisions/0062.
 struct QdqBlocked {
-  std::string rule;    // one of the fixed rule texts of fuse_qdq_linear.cc ("K or N not a multiple of 16")
+  std::string rule;    // a fixed rule text of fuse_qdq_linear.cc / fuse_qdq_conv.cc ("K or N not a multiple of 16")
   std::string detail;  // the values that broke it; may be ""
   std::string nodes;   // "x_q -> x_dq, w_dq": the Q/DQ nodes that stay unfused
   std::string type;    // "int8", "fp8e4m3" or "" (unknown)

@@ -266,6 +266,7 @@ Status recurrent_rule(ShapeContext& ctx) {
 void register_nn_shape_rules(ShapeRuleTable& t) {
   t.add(OpKind::kConv, conv_rule);
   t.add(OpKind::kFusedConv, conv_rule);  // act(Conv(x, W, B) + R): Conv's output shape
+  t.add(OpKind::kQuantConv, conv_rule);  // 8-bit Conv (+ bias, residual, Relu): Conv's output shape
   t.add(OpKind::kConvInteger, conv_integer_rule);
   t.add(OpKind::kQLinearConv, qlinear_conv_rule);
   t.add(OpKind::kConvTranspose, conv_transpose_rule);

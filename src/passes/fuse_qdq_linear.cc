@@ -11,10 +11,11 @@
 // A bias given as DQ(bq int32 constant, sb, zb) — ONNX Runtime's quantizer writes sb = sx * sw —
 // is evaluated first (the same (bq - zb) * sb that constant folding would compute later).
 // K and N must be multiples of 16 (the 8-bit tensor-core GEMMs' alignment); other layers keep
-// their Q/DQ nodes, and a Conv/Gemm/MatMul with Q/DQ at its inputs that does not fuse records the
-// rule that blocked it (ir::QdqBlocked, read by kiln build's summary and kiln inspect; 0062) (whose pairs fuse_pointwise turns into QDQ instructions: same numerics, float
-// speed). Runs before constant folding, which would turn DQ(Wq) into a float weight. The Q/DQ
-// nodes left unread go with eliminate_dead_layers.
+// their Q/DQ nodes, and a Gemm/MatMul with Q/DQ at its inputs that does not fuse records the
+// rule that blocked it (ir::QdqBlocked, read by kiln build's summary and kiln inspect; 0062) (whose
+// pairs fuse_pointwise turns into QDQ instructions: same numerics, float speed). Convolutions are
+// fuse_qdq_conv's (docs/decisions/0078). Runs before constant folding, which would turn DQ(Wq)
+// into a float weight. The Q/DQ nodes left unread go with eliminate_dead_layers.
 #include <algorithm>
 #include <cstring>
 
@@ -22,103 +23,22 @@
 #include "ir/layer_annotations.h"
 #include "passes/passes.h"
 #include "passes/pattern.h"
+#include "passes/qdq_layer_inputs.h"
 
 namespace kiln::passes {
 
 namespace {
 
 namespace pt = pattern;
-
-const Tensor* constant_of(const ir::Graph& g, ir::ValueId v) {
-  return v == ir::kNoValue ? nullptr : g.value(v).constant.get();
-}
-
-bool scalar_value(const ir::Graph& g, ir::ValueId v, double* out, DataType* dt) {
-  const Tensor* t = constant_of(g, v);
-  if (!t || t->numel() != 1) return false;
-  *dt = t->dtype();
-  *out = tensor_to_doubles(*t)[0];
-  return true;
-}
-
-// x's per-tensor Q -> DQ: the float input x, its scale and zero point, the 8-bit type.
-struct ActQuant {
-  ir::ValueId x = ir::kNoValue;
-  float scale = 0;
-  int64_t zero_point = 0;
-  DataType type = DataType::kUndefined;
-  const ir::Node* dq = nullptr;
-};
+using namespace qdq_inputs;  // ActQuant, Blocked, activation_qdq, the shared rules
 
 // Each fusion condition that fails gives one of these rules (the text kiln build's summary groups
 // by and kiln inspect prints, ir::QdqBlocked) and the values that broke it.
-constexpr const char* kRuleConv = "no 8-bit convolution layer yet (Conv keeps Q/DQ)";
-constexpr const char* kRuleNoActQdq = "activation input is not a Q -> DQ pair";
-constexpr const char* kRuleActParams = "activation scale / zero point not one constant per tensor, equal in Q and DQ";
-constexpr const char* kRuleActType = "activation 8-bit type not int8 or fp8e4m3 with zero point 0";
-constexpr const char* kRuleNoWeightDq = "weight is not a DequantizeLinear";
-constexpr const char* kRuleWeightNotConst = "non-constant weight";
 constexpr const char* kRuleWeightForm = "weight not 2-D, of the activation's type, per tensor or per output channel";
-constexpr const char* kRuleWeightZp = "non-zero weight zero point";
 constexpr const char* kRuleAlign = "K or N not a multiple of 16";
 constexpr const char* kRuleGemmAttrs = "Gemm with transA, alpha or beta other than 0, 1, 1";
 constexpr const char* kRuleShape = "activation shape unknown or not [*, K]";
 constexpr const char* kRuleBias = "bias not a constant of N values";
-
-struct Blocked {
-  const char* rule = nullptr;
-  std::string detail;
-};
-
-std::optional<ActQuant> activation_qdq(const ir::Graph& g, ir::ValueId a, Blocked* why) {
-  why->rule = kRuleNoActQdq;
-  const ir::NodeId di = g.value(a).producer;
-  if (di < 0) return std::nullopt;
-  const ir::Node& dq = g.node(di);
-  if (dq.removed || dq.op != ir::OpKind::kDequantizeLinear || dq.inputs.size() < 3) return std::nullopt;
-  const ir::NodeId qi = g.value(dq.inputs[0]).producer;
-  if (qi < 0) return std::nullopt;
-  const ir::Node& q = g.node(qi);
-  if (q.removed || q.op != ir::OpKind::kQuantizeLinear || q.inputs.size() < 3) return std::nullopt;
-  why->rule = kRuleActParams;
-  if (q.attr_int("saturate", 1) != 1) {
-    why->detail = "saturate = 0";
-    return std::nullopt;
-  }
-  // QuantizeLinear-23's precision: the division x / scale in another type than float32 (the
-  // fused kernels divide in float32; 0 = the scale's type, float32 below).
-  if (const int64_t p = q.attr_int("quantize_precision", 0); p != 0 && p != 1) {
-    why->detail = "precision = " + std::to_string(p);
-    return std::nullopt;
-  }
-  double qs, ds, qz, dz;
-  DataType qst, dst, qzt, dzt;
-  if (!scalar_value(g, q.inputs[1], &qs, &qst) || !scalar_value(g, dq.inputs[1], &ds, &dst) ||
-      !scalar_value(g, q.inputs[2], &qz, &qzt) || !scalar_value(g, dq.inputs[2], &dz, &dzt))
-    return std::nullopt;
-  if (qs != ds || qz != dz || qzt != dzt || qst != DataType::kFloat32 || dst != DataType::kFloat32 || !(qs > 0)) {
-    why->detail = "Q scale " + std::to_string(qs) + " zp " + std::to_string(qz) + ", DQ scale " + std::to_string(ds) +
-                  " zp " + std::to_string(dz);
-    return std::nullopt;
-  }
-  if (qzt != DataType::kInt8 && !(qzt == DataType::kFloat8E4M3FN && qz == 0)) {
-    why->rule = kRuleActType;
-    why->detail = std::string(dtype_name(qzt)) + " zero point " + std::to_string(static_cast<int64_t>(qz));
-    return std::nullopt;
-  }
-  if (g.value(q.inputs[0]).dtype != DataType::kFloat32) {
-    why->rule = kRuleActType;
-    why->detail = std::string("input ") + dtype_name(g.value(q.inputs[0]).dtype) + ", not float32";
-    return std::nullopt;
-  }
-  ActQuant r;
-  r.x = q.inputs[0];
-  r.scale = static_cast<float>(qs);
-  r.zero_point = static_cast<int64_t>(qz);
-  r.type = qzt;
-  r.dq = &dq;
-  return r;
-}
 
 // DQ(Wq, sw, 0) of a constant 2-D weight whose output channels lie along `axis`: Wq as [N, K]
 // and one scale per row.
@@ -196,10 +116,6 @@ std::optional<Tensor> bias_of(const Tensor* b, int64_t n) {
 // Fuses n when every condition holds; otherwise fills `why` (rule and values) and changes nothing.
 bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::string>& pinned, ir::Node& n, Blocked* why) {
   const bool gemm = n.op == ir::OpKind::kGemm;
-  if (n.op == ir::OpKind::kConv || n.op == ir::OpKind::kConvTranspose) {
-    why->rule = kRuleConv;
-    return false;
-  }
   if (!gemm && n.op != ir::OpKind::kMatMul) return false;
   if (n.inputs.size() < 2 || n.outputs.size() != 1) return false;
   if (gemm && (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.f) != 1.f ||
@@ -281,55 +197,6 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
   }
   n.origin = origin;
   return true;
-}
-
-// The Q/DQ nodes at a linear layer's activation (Q -> DQ) and weight (DQ) inputs, "" when neither
-// input is dequantized; their 8-bit type in *type.
-std::string qdq_at_inputs(const ir::Graph& g, const ir::Node& n, std::string* type) {
-  std::string names;
-  for (size_t i = 0; i < 2 && i < n.inputs.size(); ++i) {
-    const ir::ValueId v = n.inputs[i];
-    if (v == ir::kNoValue || g.value(v).producer < 0) continue;
-    const ir::Node& dq = g.node(g.value(v).producer);
-    if (dq.removed || dq.op != ir::OpKind::kDequantizeLinear || dq.inputs.empty()) continue;
-    std::string one = dq.name;
-    const ir::NodeId qi = g.value(dq.inputs[0]).producer;
-    if (qi >= 0 && g.node(qi).op == ir::OpKind::kQuantizeLinear) one = g.node(qi).name + " -> " + one;
-    names += (names.empty() ? "" : ", ") + one;
-    const DataType t = g.value(dq.inputs[0]).dtype;
-    if (type->empty()) *type = t == DataType::kInt8 || t == DataType::kUInt8 ? "int8"
-                               : t == DataType::kFloat8E4M3FN ? "fp8e4m3" : t == DataType::kFloat8E5M2 ? "fp8e5m2" : "";
-  }
-  return names;
-}
-
-// Records on n why its Q/DQ did not fuse (ir::QdqBlocked), when it has Q/DQ at its inputs.
-void record_blocked(ir::Graph& g, ir::Node& n, const Blocked& why) {
-  ir::QdqBlocked b;
-  b.nodes = qdq_at_inputs(g, n, &b.type);
-  if (b.nodes.empty()) return;
-  b.rule = why.rule;
-  b.detail = why.detail;
-  ir::set_qdq_blocked(n, b);
-}
-
-// DQ(bq int32 constant, ...) read by a Gemm's bias or an Add after a MatMul: folded to the float
-// bias it stands for, so fuse() sees a constant.
-void fold_int32_bias_dequantize(ir::Graph& g, const PassOptions& opts) {
-  if (!opts.evaluator) return;
-  for (ir::Node& n : g.nodes) {
-    const bool gemm_bias = n.op == ir::OpKind::kGemm && n.inputs.size() > 2;
-    if (n.removed || (!gemm_bias && n.op != ir::OpKind::kAdd)) continue;
-    for (size_t i = gemm_bias ? 2 : 0; i < n.inputs.size(); ++i) {
-      const ir::ValueId v = n.inputs[i];
-      if (v == ir::kNoValue || g.value(v).producer < 0) continue;
-      ir::Node& dq = g.node(g.value(v).producer);
-      if (dq.removed || dq.op != ir::OpKind::kDequantizeLinear || dq.inputs.empty()) continue;
-      const Tensor* bq = constant_of(g, dq.inputs[0]);
-      if (!bq || bq->dtype() != DataType::kInt32) continue;
-      ir::fold_constant_node(g, dq, *opts.evaluator);
-    }
-  }
 }
 
 }  // namespace

@@ -26,6 +26,9 @@ const std::vector<Pass>& default_pipeline() {
       // Q/DQ linear layers -> one 8-bit layer, before constant folding turns DQ(weight) into a
       // float weight (docs/decisions/0055).
       {"fuse_qdq_linear", 2, fuse_qdq_linear},
+      // Q/DQ convolutions (+ bias, residual Add, Relu) -> one 8-bit layer, for the same reason
+      // (docs/decisions/0078); the fusion conditions are the CUDA tactics' (C, K alignment).
+      {"fuse_qdq_conv", 2, fuse_qdq_conv},
       // Evaluate constant subgraphs (exporters' shape arithmetic, Shape of known dims) before
       // matching patterns.
       {"fold_constants", 1, fold_constants},

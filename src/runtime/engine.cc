@@ -21,7 +21,7 @@ namespace kiln {
 
 namespace {
 
-// QuantLinear's scales as LayerInfo::quantization: the activation's (attributes) and the weight's
+// QuantLinear's / QuantConv's scales as LayerInfo::quantization: the activation's (attributes) and the weight's
 // (its constant scale vector), each in quant_params_summary's form.
 std::string quant_linear_summary(const ir::Graph& g, const ir::Node& n) {
   if (n.inputs.size() < 3 || n.inputs[1] == ir::kNoValue || n.inputs[2] == ir::kNoValue) return "";
@@ -217,7 +217,8 @@ StatusOr<std::shared_ptr<Engine>> Runtime::deserialize(const uint8_t* data, size
     l.tuned_ms = p.tactics[i].tuned_ms;
     l.precision = n.attr_string("precision", "");
     l.precision_constrained = n.attr_int("precision_constrained", 0) != 0;
-    if (n.op == ir::OpKind::kQuantLinear && n.inputs.size() >= 3) l.quantization = quant_linear_summary(g, n);
+    if ((n.op == ir::OpKind::kQuantLinear || n.op == ir::OpKind::kQuantConv) && n.inputs.size() >= 3)
+      l.quantization = quant_linear_summary(g, n);
     if (auto b = ir::qdq_blocked(n)) l.unfused_qdq = UnfusedQdq{b->rule, b->detail, b->nodes, b->type};
     auto pb = packed_bytes_by_layer.find(n.name);
     if (pb != packed_bytes_by_layer.end()) l.packed_weight_bytes = pb->second;

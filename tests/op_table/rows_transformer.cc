@@ -237,6 +237,49 @@ Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uin
   return r;
 }
 
+// QuantConv (passes/fuse_qdq_conv.cc; docs/decisions/0078): X [N, C, H, W] quantized per tensor,
+// an 8-bit weight [K, C, R, S] (int8, or E4M3FN bytes), a scale per output channel, an optional
+// bias and residual, ReLU. Stored NHWC on the CUDA path at every precision. The 1x1 rows (C, K
+// multiples of 16) take the cuBLASLt GEMM tactic, the INT8 3x3 rows cuDNN INT8, the FP8 3x3 rows
+// cuDNN's FP8 graph conv (or Kiln's reference conv where the builder finds it faster).
+Row quant_conv(const Shape& x, int64_t k, int64_t ks, int64_t stride, bool fp8, bool residual, bool relu, int64_t zp,
+               uint32_t seed) {
+  Row r;
+  const int64_t pad = ks / 2;
+  r.name = std::string("QuantConv_") + (fp8 ? "fp8_" : "int8_") + dims_name(x) + "_k" + std::to_string(k) + "_" +
+           std::to_string(ks) + "x" + std::to_string(ks) + "_s" + std::to_string(stride) + (residual ? "_residual" : "") +
+           (relu ? "_relu" : "") + (zp ? "_zp" : "");
+  r.make = [=] {
+    TinyGraph t;
+    const int64_t c = x[1], oh = (x[2] + 2 * pad - ks) / stride + 1, ow = (x[3] + 2 * pad - ks) / stride + 1;
+    const Shape ys = {x[0], k, oh, ow};
+    auto xi = t.input("x", x);
+    Tensor w(fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8, {k, c, ks, ks});
+    uint32_t st = seed * 2654435761u + 1;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      st = st * 1664525u + 1013904223u;
+      const uint32_t v = st >> 24;
+      w.data<int8_t>()[i] = fp8 ? static_cast<int8_t>((v & 0x80) | ((v & 0x7f) % 0x39)) : static_cast<int8_t>(v % 255 - 127);
+    }
+    Tensor ws = nonzero({k}, seed + 1);
+    for (int64_t i = 0; i < k; ++i) ws.data<float>()[i] = 0.002f + 0.01f * std::fabs(ws.data<float>()[i]);
+    std::vector<ir::ValueId> ins = {xi, t.constant("w", w), t.constant("w_scale", ws), t.constant("b", nonzero({k}, seed + 2))};
+    std::vector<Tensor> inputs = {nonzero(x, seed + 10)};
+    if (residual) {
+      ins.push_back(t.input("r", ys));
+      inputs.push_back(nonzero(ys, seed + 11));
+    }
+    std::map<std::string, Attribute> attrs = {{"x_scale", Attribute::of_float(0.02f)},
+                                              {"x_zero_point", Attribute::of_int(zp)},
+                                              {"strides", Attribute::of_ints({stride, stride})},
+                                              {"pads", Attribute::of_ints({pad, pad, pad, pad})},
+                                              {"activation", Attribute::of_string(relu ? "Relu" : "")}};
+    t.g.outputs = {t.node(OpKind::kQuantConv, "qc", ins, ys, attrs)};
+    return OpCase{t.g, inputs};
+  };
+  return r;
+}
+
 // PagedAttention (docs/decisions/0059, 0063) of a step whose tokens are all padding. The pool is
 // named by address in input kv_pools (host memory for a CPU plan, device memory for a CUDA plan),
 // so no one input set names a pool both plans can use: padding tokens read and write nothing and
@@ -417,6 +460,10 @@ std::vector<Row> transformer_rows() {
       quant_linear({2, 8, 32}, 48, false, true, 0, 1200), quant_linear({16, 64}, 32, false, false, 3, 1210),
       quant_linear({2, 8, 32}, 48, true, true, 0, 1220), quant_linear({3, 5, 48}, 16, true, false, 0, 1230),
       quant_linear({64, 32}, 64, false, true, 0, 1240, true), quant_linear({64, 32}, 64, true, true, 0, 1250, true),
+      quant_conv({2, 32, 6, 6}, 48, 1, 1, false, true, true, 0, 1260), quant_conv({2, 32, 6, 6}, 48, 1, 1, true, true, true, 0, 1270),
+      quant_conv({1, 16, 5, 5}, 32, 1, 1, false, false, false, 3, 1280), quant_conv({2, 8, 7, 7}, 12, 3, 1, false, true, true, 0, 1290),
+      quant_conv({1, 16, 9, 9}, 16, 3, 2, false, false, true, 0, 1295),
+      quant_conv({2, 16, 7, 7}, 32, 3, 1, true, true, true, 0, 1296), quant_conv({1, 32, 9, 9}, 16, 3, 2, true, false, false, 0, 1297),
       attention("MHA_d64", {2, 4, 4, 16, 16, 64, 64}, 510),
       attention("seq77_d80", {1, 2, 2, 77, 77, 80, 80}, 520),
       attention("GQA_8_2_seq33", {2, 8, 2, 33, 33, 64, 64}, 530),

@@ -4,6 +4,7 @@
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -239,6 +240,36 @@ inline OnnxModel ort_qdq_cnn_mlp_model() {
 }
 
 // A fresh directory under the system temp dir, removed by the caller (or left for debugging).
+// A residual CNN block (ResNet's bottleneck tail) for the 8-bit conv tests (docs/decisions/0078),
+// x [batch, 16, 8, 8] -> y [batch, 32, 8, 8]:
+//   a = Relu(conv1 3x3 pad 1 (16 -> 16, bias)(x));  y = Relu(conv2 1x1 (16 -> 32, bias)(a) + conv3 1x1 (16 -> 32)(x))
+// Weights from fixed formulas.
+inline OnnxModel residual_cnn_model(int opset = 17) {
+  OnnxModel m(opset);
+  m.input("x", kF32, {std::string("batch"), int64_t{16}, int64_t{8}, int64_t{8}});
+  auto wave = [](size_t n, float amp, int salt) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = amp * std::sin(0.61f * static_cast<float>(i) + static_cast<float>(salt));
+    return v;
+  };
+  m.initializer("W1", {16, 16, 3, 3}, wave(16 * 16 * 9, 0.2f, 1));
+  m.initializer("b1", {16}, wave(16, 0.1f, 2));
+  m.initializer("W2", {32, 16, 1, 1}, wave(32 * 16, 0.4f, 3));
+  m.initializer("b2", {32}, wave(32, 0.1f, 4));
+  m.initializer("W3", {32, 16, 1, 1}, wave(32 * 16, 0.3f, 5));
+  auto* pads = m.node("Conv", {"x", "W1", "b1"}, {"c1"}, "conv1")->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  m.node("Relu", {"c1"}, {"a"}, "relu1");
+  m.node("Conv", {"a", "W2", "b2"}, {"c2"}, "conv2");
+  m.node("Conv", {"x", "W3"}, {"c3"}, "conv3");
+  m.node("Add", {"c2", "c3"}, {"s"}, "add");
+  m.node("Relu", {"s"}, {"y"}, "relu2");
+  m.output("y", kF32, {std::string("batch"), int64_t{32}, int64_t{8}, int64_t{8}});
+  return m;
+}
+
 inline std::string make_temp_dir(const std::string& tag) {
   std::string tmpl = (std::filesystem::temp_directory_path() / ("kiln_" + tag + "_XXXXXX")).string();
   char* p = mkdtemp(tmpl.data());

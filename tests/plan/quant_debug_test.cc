@@ -101,14 +101,15 @@ void expect_has(const std::string& out, const std::string& part) {
 // blocked it; build's one-line summary counts them by rule, inspect lists each pair.
 TEST_F(QuantDebug, BuildSummaryAndInspectNameTheRuleThatBlockedEachPair) {
   std::string out;
-  // ONNX Runtime-style Q/DQ CNN + MLP: the Gemm and the MatMul fuse, the Conv keeps its Q/DQ.
+  // ONNX Runtime-style Q/DQ CNN + MLP: the Gemm and the MatMul fuse, the Conv (C = 3) keeps its Q/DQ.
   const std::string ort = testing::ort_qdq_cnn_mlp_model().save(dir_ + "/ort.onnx");
   ASSERT_EQ(kiln("build " + ort + " -o " + dir_ + "/ort.plan --device cpu --shapes x:2x3x8x8 --int8", &out), 0) << out;
-  expect_has(out, "quantization: 2 layers INT8, 0 FP8, 1 FP32 (reasons: 1 no 8-bit convolution layer yet");
+  expect_has(out, "quantization: 2 layers INT8, 0 FP8, 1 FP32 (reasons: 1 C or K not a multiple of 4 (cuDNN INT8 NHWC))");
   ASSERT_EQ(kiln("inspect " + dir_ + "/ort.plan", &out), 0) << out;
   expect_has(out, "Unfused Q/DQ pairs (1):");
-  expect_has(out, "x_dq_QuantizeLinear -> x_dq_DequantizeLinear, W1_DequantizeLinear -> conv1 (FusedConv): no 8-bit "
-                  "convolution layer yet");
+  expect_has(out, "x_dq_QuantizeLinear -> x_dq_DequantizeLinear, W1_DequantizeLinear -> conv1 (FusedConv): C or K not "
+                  "a multiple of 4 (cuDNN INT8 NHWC)");
+  expect_has(out, "C or K not a multiple of 4 (cuDNN INT8 NHWC) (C = 3, K = 16)");
   ASSERT_EQ(kiln("inspect " + dir_ + "/ort.plan --json", &out), 0) << out;
   const nlohmann::json j = nlohmann::json::parse(out);
   int unfused = 0;

@@ -479,6 +479,50 @@ TEST_F(Quantize, QdqLinearLayersFuseAndMatchTheUnfusedGraph) {
   }
 }
 
+// DQ(Q(x)), DQ(W) -> Conv (+ bias, residual Add, Relu) become QuantConv layers (docs/decisions/0078)
+// whose integer arithmetic gives the unfused Q/DQ graph's values (up to that graph's float
+// summation), INT8 and FP8: all three convs, one of them with the residual Add and the Relu.
+TEST_F(Quantize, QdqConvLayersFuseAndMatchTheUnfusedGraph) {
+  for (QuantFormat f : {QuantFormat::kInt8, QuantFormat::kFp8E4M3}) {
+    SCOPED_TRACE(quant_format_name(f));
+    const std::string src = testing::residual_cnn_model(f == QuantFormat::kFp8E4M3 ? 19 : 17).save(dir_ + "/cnn.onnx");
+    Tensor xs(DataType::kFloat32, {12, 16, 8, 8});
+    const std::vector<float> xv = ramp(static_cast<size_t>(xs.numel()), -2.f, 2.f, 41);
+    std::copy(xv.begin(), xv.end(), xs.data<float>());
+    const std::string data = dir_ + "/cnn.npz";
+    ASSERT_TRUE(io::write_npz(data, {{"x", xs}}).ok());
+    QuantizeConfig qc;
+    qc.data = data;
+    qc.format = f;
+    auto bytes = quantize_onnx(src, qc);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    const std::string qpath = dir_ + "/cnn.qdq.onnx";
+    {
+      std::ofstream o(qpath, std::ios::binary);
+      o << *bytes;
+    }
+    Tensor x(DataType::kFloat32, {2, 16, 8, 8});
+    const std::vector<float> v = ramp(static_cast<size_t>(x.numel()), -2.5f, 2.5f, 42);
+    std::copy(v.begin(), v.end(), x.data<float>());
+    std::vector<std::string> fused_ops, plain_ops;
+    const Tensor fused = testing::run_cpu_plan(qpath, BuilderConfig{}, x, &fused_ops);
+    BuilderConfig off;
+    off.disabled_passes = {"fuse_qdq_conv"};
+    const Tensor plain = testing::run_cpu_plan(qpath, off, x, &plain_ops);
+    ASSERT_TRUE(fused.defined() && plain.defined());
+    auto count = [](const std::vector<std::string>& ops, const char* op) { return std::count(ops.begin(), ops.end(), op); };
+    EXPECT_EQ(count(fused_ops, "QuantConv"), 3) << ::testing::PrintToString(fused_ops);
+    EXPECT_EQ(count(fused_ops, "FusedConv") + count(fused_ops, "Conv"), 0);
+    EXPECT_EQ(count(fused_ops, "Add") + count(fused_ops, "Relu"), 0) << ::testing::PrintToString(fused_ops);
+    EXPECT_EQ(count(plain_ops, "QuantConv"), 0);
+    double max_ref = 0;
+    for (int64_t i = 0; i < fused.numel(); ++i)
+      max_ref = std::max(max_ref, static_cast<double>(std::fabs(plain.data<float>()[i])));
+    ASSERT_GT(max_ref, 0.1);
+    testing::expect_within_one_quantization_step(fused, plain, max_ref);
+  }
+}
+
 // FP8 with E5M2 activations for the layers a pattern names (issue 12: TensorRT has no E5M2):
 // that activation's Q/DQ zero point is FLOAT8E5M2 (19) with scale amax / 57344, weights stay
 // E4M3FN, the model runs and stays near the float one; E5M2 with INT8 or a pattern matching no

@@ -36,12 +36,12 @@ std::string range_string(const ShapeRange& r);
 
 // A quantized plan's one-line precision summary (docs/decisions/0062): "2 layers INT8, 0 FP8, 3
 // FP32 (reasons: 1 K or N not a multiple of 16; 2 no Q/DQ at the layer's inputs)". Counts the
-// 8-bit linear layers (QuantLinear) by weight type, and the float Conv/Gemm/MatMul-family layers
+// 8-bit layers (QuantLinear, QuantConv) by weight type, and the float Conv/Gemm/MatMul-family layers
 // with the rule that kept each float (LayerInfo::unfused_qdq, or no Q/DQ at its inputs). "" for a
 // plan with no 8-bit layer and no unfused Q/DQ.
 std::string quant_precision_summary(const Engine& e);
 // Whether a plan layer's op is one of the linear layers quantization targets (Conv, FusedConv,
-// ConvTranspose, Gemm, MatMul, MatMulBias, QuantLinear).
+// ConvTranspose, Gemm, MatMul, MatMulBias, QuantLinear, QuantConv).
 bool is_linear_layer_op(const std::string& op);
 
 // `kiln inspect --json`'s object for a loaded engine (without "load_ms").

@@ -45,7 +45,7 @@ std::string range_string(const ShapeRange& r) {
 
 bool is_linear_layer_op(const std::string& op) {
   return op == "Conv" || op == "FusedConv" || op == "ConvTranspose" || op == "Gemm" || op == "MatMul" ||
-         op == "MatMulBias" || op == "QuantLinear";
+         op == "MatMulBias" || op == "QuantLinear" || op == "QuantConv";
 }
 
 std::string quant_precision_summary(const Engine& e) {
@@ -54,7 +54,7 @@ std::string quant_precision_summary(const Engine& e) {
   std::map<std::string, int> reasons;  // rule -> layers
   std::set<std::string> float_precisions;
   for (const LayerInfo& l : e.layers()) {
-    if (l.op == "QuantLinear") {
+    if (l.op == "QuantLinear" || l.op == "QuantConv") {
       const DataType w = l.inputs.size() > 1 ? l.inputs[1].dtype : DataType::kUndefined;
       (w == DataType::kInt8 ? int8 : fp8) += 1;
       continue;

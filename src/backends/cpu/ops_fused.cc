@@ -174,12 +174,14 @@ Status fused_pointwise(KernelContext& ctx) {
 void register_transformer_kernels(KernelRegistry& r);    // ops_fused_transformer.cc
 void register_paged_attention_kernel(KernelRegistry& r);  // ops_paged_attention.cc
 void register_rope_kernel(KernelRegistry& r);             // ops_rope.cc
+void register_quant_conv_kernel(KernelRegistry& r);       // ops_quant_conv.cc
 
 void register_fused_kernels(KernelRegistry& r) {
   r.add(ir::OpKind::kFusedConv, fused_conv);
   register_transformer_kernels(r);
   register_paged_attention_kernel(r);
   register_rope_kernel(r);
+  register_quant_conv_kernel(r);
   r.add(ir::OpKind::kFusedPointwise, fused_pointwise);
 }
 

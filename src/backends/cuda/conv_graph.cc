@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cudnn_backend.h"
 #include "backends/cuda/gpu_layers.h"
 
 namespace kiln::cuda {
@@ -36,74 +37,7 @@ namespace {
 
 constexpr size_t kMaxGraphWorkspace = 256u << 20;    // bytes a single plan may use
 
-// Owns one backend descriptor.
-struct BackendDesc {
-  cudnnBackendDescriptor_t d = nullptr;
-  BackendDesc() = default;
-  BackendDesc(const BackendDesc&) = delete;
-  BackendDesc& operator=(const BackendDesc&) = delete;
-  ~BackendDesc() {
-    if (d) cudnnBackendDestroyDescriptor(d);
-  }
-};
-using Desc = std::shared_ptr<BackendDesc>;
-
-StatusOr<Desc> create(cudnnBackendDescriptorType_t type) {
-  auto d = std::make_shared<BackendDesc>();
-  KILN_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d->d));
-  return d;
-}
-
-Status set(const Desc& d, cudnnBackendAttributeName_t a, cudnnBackendAttributeType_t t, int64_t n, const void* v) {
-  KILN_CUDNN_CHECK(cudnnBackendSetAttribute(d->d, a, t, n, v));
-  return Status::Ok();
-}
-Status set_desc(const Desc& d, cudnnBackendAttributeName_t a, const Desc& v) {
-  return set(d, a, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v->d);
-}
-
-// A 4-D tensor in logical N,C,H,W order with NHWC strides (cuDNN's convention for layouts).
-StatusOr<Desc> nhwc_tensor(int64_t uid, cudnnDataType_t dt, int64_t n, int64_t c, int64_t h, int64_t w, bool is_virtual) {
-  KILN_ASSIGN_OR_RETURN(Desc d, create(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
-  const int64_t dims[4] = {n, c, h, w};
-  const int64_t strides[4] = {c * h * w, 1, w * c, c};
-  const int64_t align = 16;
-  const bool virt = is_virtual;
-  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
-  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims));
-  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides));
-  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
-  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
-  KILN_RETURN_IF_ERROR(set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt));
-  KILN_CUDNN_CHECK(cudnnBackendFinalize(d->d));
-  return d;
-}
-
-// Pointwise op y = mode(x[, b]) with fp32 math.
-StatusOr<Desc> pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc& y) {
-  KILN_ASSIGN_OR_RETURN(Desc pw, create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR));
-  const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
-  KILN_RETURN_IF_ERROR(set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode));
-  KILN_RETURN_IF_ERROR(set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
-  KILN_CUDNN_CHECK(cudnnBackendFinalize(pw->d));
-  KILN_ASSIGN_OR_RETURN(Desc op, create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR));
-  KILN_RETURN_IF_ERROR(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw));
-  KILN_RETURN_IF_ERROR(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x));
-  if (b) KILN_RETURN_IF_ERROR(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
-  KILN_RETURN_IF_ERROR(set_desc(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y));
-  KILN_CUDNN_CHECK(cudnnBackendFinalize(op->d));
-  return op;
-}
-
 enum Uid : int64_t { kX = 1, kW = 2, kB = 3, kZ = 4, kY = 5, kT1 = 6, kT2 = 7, kT3 = 8 };
-
-// One finalized execution plan with its workspace size and identity.
-struct GraphPlan {
-  Desc plan;
-  int64_t workspace = 0;
-  int heur_rank = -1;    // position in the heuristic list
-  int64_t engine = -1;   // cuDNN's global engine index (for the tactic string)
-};
 
 // The operation graph of one conv signature; engine configurations are listed once.
 struct ConvGraph {
@@ -129,30 +63,9 @@ StatusOr<ConvGraph> build_graph(cudnnHandle_t h, const ConvParams& p, cudnnDataT
     KILN_ASSIGN_OR_RETURN(t3, nhwc_tensor(kT3, CUDNN_DATA_FLOAT, p.n, p.k, p.oh, p.ow, true));
   }
 
-  KILN_ASSIGN_OR_RETURN(Desc conv, create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR));
-  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t dims = 2;
   const int64_t pad[2] = {p.pad_h, p.pad_w}, stride[2] = {p.stride_h, p.stride_w}, dil[2] = {p.dil_h, p.dil_w};
   // ConvParams carries symmetric padding (the lowering refuses asymmetric pads).
-  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp));
-  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode));
-  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims));
-  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad));
-  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad));
-  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride));
-  KILN_RETURN_IF_ERROR(set(conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil));
-  KILN_CUDNN_CHECK(cudnnBackendFinalize(conv->d));
-
-  KILN_ASSIGN_OR_RETURN(Desc cop, create(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR));
-  const float one = 1.f, zero = 0.f;
-  KILN_RETURN_IF_ERROR(set_desc(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, x));
-  KILN_RETURN_IF_ERROR(set_desc(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w));
-  KILN_RETURN_IF_ERROR(set_desc(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, t1));
-  KILN_RETURN_IF_ERROR(set_desc(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv));
-  KILN_RETURN_IF_ERROR(set(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &one));
-  KILN_RETURN_IF_ERROR(set(cop, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &zero));
-  KILN_CUDNN_CHECK(cudnnBackendFinalize(cop->d));
+  KILN_ASSIGN_OR_RETURN(Desc cop, conv_forward_op(x, w, t1, pad, stride, dil));
 
   std::vector<Desc> ops = {cop};
   // conv -> +b -> (+z) -> (relu): each step writes the next virtual tensor, the last one Y.
@@ -161,74 +74,23 @@ StatusOr<ConvGraph> build_graph(cudnnHandle_t h, const ConvParams& p, cudnnDataT
     KILN_ASSIGN_OR_RETURN(zt, nhwc_tensor(kZ, io, p.n, p.k, p.oh, p.ow, false));
   }
   const Desc& after_bias = (z || relu) ? t2 : y;
-  KILN_ASSIGN_OR_RETURN(Desc bias_op, pointwise(CUDNN_POINTWISE_ADD, t1, &b, after_bias));
+  KILN_ASSIGN_OR_RETURN(Desc bias_op, pointwise_op(CUDNN_POINTWISE_ADD, t1, &b, after_bias));
   ops.push_back(bias_op);
   Desc cur = after_bias;
   if (z) {
     const Desc& after_z = relu ? t3 : y;
-    KILN_ASSIGN_OR_RETURN(Desc zop, pointwise(CUDNN_POINTWISE_ADD, cur, &zt, after_z));
+    KILN_ASSIGN_OR_RETURN(Desc zop, pointwise_op(CUDNN_POINTWISE_ADD, cur, &zt, after_z));
     ops.push_back(zop);
     cur = after_z;
   }
   if (relu) {
-    KILN_ASSIGN_OR_RETURN(Desc rop, pointwise(CUDNN_POINTWISE_RELU_FWD, cur, nullptr, y));
+    KILN_ASSIGN_OR_RETURN(Desc rop, pointwise_op(CUDNN_POINTWISE_RELU_FWD, cur, nullptr, y));
     ops.push_back(rop);
   }
 
-  KILN_ASSIGN_OR_RETURN(g.op_graph, create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (const Desc& o : ops) raw.push_back(o->d);
-  KILN_RETURN_IF_ERROR(set(g.op_graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                           static_cast<int64_t>(raw.size()), raw.data()));
-  KILN_RETURN_IF_ERROR(set(g.op_graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-  KILN_CUDNN_CHECK(cudnnBackendFinalize(g.op_graph->d));
-
-  for (cudnnBackendHeurMode_t hm : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    KILN_ASSIGN_OR_RETURN(Desc heur, create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
-    KILN_RETURN_IF_ERROR(set_desc(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, g.op_graph));
-    KILN_RETURN_IF_ERROR(set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm));
-    if (cudnnBackendFinalize(heur->d) != CUDNN_STATUS_SUCCESS) continue;
-    int64_t count = 0;
-    if (cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                 nullptr) != CUDNN_STATUS_SUCCESS || count <= 0)
-      continue;
-    std::vector<Desc> cfgs;
-    std::vector<cudnnBackendDescriptor_t> raw_cfgs;
-    for (int64_t i = 0; i < count; ++i) {
-      KILN_ASSIGN_OR_RETURN(Desc c, create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-      raw_cfgs.push_back(c->d);
-      cfgs.push_back(c);
-    }
-    int64_t got = 0;
-    KILN_CUDNN_CHECK(cudnnBackendGetAttribute(heur->d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                              count, &got, raw_cfgs.data()));
-    for (int64_t i = 0; i < got; ++i) g.configs.push_back(cfgs[static_cast<size_t>(i)]);
-  }
+  KILN_ASSIGN_OR_RETURN(g.op_graph, operation_graph(h, ops));
+  KILN_ASSIGN_OR_RETURN(g.configs, engine_configs(g.op_graph));
   return g;
-}
-
-// Finalizes an execution plan for configuration `rank`; an error when cuDNN refuses it.
-StatusOr<GraphPlan> make_plan(cudnnHandle_t h, const ConvGraph& g, int rank) {
-  GraphPlan gp;
-  gp.heur_rank = rank;
-  const Desc& cfg = g.configs[static_cast<size_t>(rank)];
-  KILN_ASSIGN_OR_RETURN(gp.plan, create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
-  KILN_RETURN_IF_ERROR(set(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-  KILN_RETURN_IF_ERROR(set_desc(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, cfg));
-  KILN_CUDNN_CHECK(cudnnBackendFinalize(gp.plan->d));
-  int64_t n = 0;
-  KILN_CUDNN_CHECK(cudnnBackendGetAttribute(gp.plan->d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                                            &n, &gp.workspace));
-  // The engine's global index, for the tactic string (informational).
-  KILN_ASSIGN_OR_RETURN(Desc eng, create(CUDNN_BACKEND_ENGINE_DESCRIPTOR));
-  if (cudnnBackendGetAttribute(cfg->d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng->d) ==
-      CUDNN_STATUS_SUCCESS) {
-    int64_t idx = -1;
-    if (cudnnBackendGetAttribute(eng->d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &idx) ==
-        CUDNN_STATUS_SUCCESS)
-      gp.engine = idx;
-  }
-  return gp;
 }
 
 // The plan's serialized form ("" when its engine does not support serialization).
@@ -252,9 +114,9 @@ StatusOr<GraphPlan> deserialize_plan(cudnnHandle_t h, const std::string& json, i
   GraphPlan gp;
   gp.heur_rank = rank;
   gp.engine = engine;
-  KILN_ASSIGN_OR_RETURN(gp.plan, create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
-  KILN_RETURN_IF_ERROR(set(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
-  KILN_RETURN_IF_ERROR(set(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+  KILN_ASSIGN_OR_RETURN(gp.plan, create_desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR));
+  KILN_RETURN_IF_ERROR(set_attr(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h));
+  KILN_RETURN_IF_ERROR(set_attr(gp.plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
                            static_cast<int64_t>(json.size()), json.data()));
   KILN_CUDNN_CHECK(cudnnBackendFinalize(gp.plan->d));
   int64_t n = 0;
@@ -265,38 +127,13 @@ StatusOr<GraphPlan> deserialize_plan(cudnnHandle_t h, const std::string& json, i
 
 Status execute(cudnnHandle_t h, const GraphPlan& gp, const void* x, const void* w, const void* b, const void* z, void* y,
                void* workspace) {
-  int64_t uids[5] = {kX, kW, kB, kY, kZ};
-  void* ptrs[5] = {const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(b), y, const_cast<void*>(z)};
-  const int64_t n = z ? 5 : 4;
-  BackendDesc vp;
-  KILN_CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp.d));
-  KILN_CUDNN_CHECK(cudnnBackendSetAttribute(vp.d, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
-  KILN_CUDNN_CHECK(cudnnBackendSetAttribute(vp.d, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
-  KILN_CUDNN_CHECK(cudnnBackendSetAttribute(vp.d, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
-  KILN_CUDNN_CHECK(cudnnBackendFinalize(vp.d));
-  KILN_CUDNN_CHECK(cudnnBackendExecute(h, gp.plan->d, vp.d));
-  return Status::Ok();
-}
-
-// Graphs and plans are built with one handle per device that lives as long as the plans it
-// finalized (the tuning context's handle is destroyed after the build); execution uses the
-// calling context's handle on the same device.
-int current_device() {
-  int d = 0;
-  if (cudaGetDevice(&d) != cudaSuccess) {
-    cudaGetLastError();
-    d = 0;
+  std::vector<int64_t> uids = {kX, kW, kB, kY};
+  std::vector<void*> ptrs = {const_cast<void*>(x), const_cast<void*>(w), const_cast<void*>(b), y};
+  if (z) {
+    uids.push_back(kZ);
+    ptrs.push_back(const_cast<void*>(z));
   }
-  return d;
-}
-
-StatusOr<cudnnHandle_t> build_handle(int device) {
-  static std::mutex mu;
-  static std::map<int, cudnnHandle_t> handles;
-  std::lock_guard<std::mutex> lock(mu);
-  cudnnHandle_t& h = handles[device];
-  if (!h) KILN_CUDNN_CHECK(cudnnCreate(&h));
-  return h;
+  return execute_plan(h, gp, uids, ptrs, workspace);
 }
 
 std::string signature(const ConvParams& p, cudnnDataType_t io) {
@@ -448,7 +285,7 @@ class ConvGraphLayer : public Layer {
       if (rank < 0 || rank >= static_cast<int>(g->configs.size()))
         return invalid_plan("layer '" + name + "': cuDNN graph rank " + std::to_string(rank) + " but cuDNN lists " +
                             std::to_string(g->configs.size()) + " configurations");
-      KILN_ASSIGN_OR_RETURN(b.plan, make_plan(bh, *g, rank));
+      KILN_ASSIGN_OR_RETURN(b.plan, make_plan(bh, g->configs, rank));
       b.json = std::make_shared<const std::string>(serialize_plan(b.plan));
     }
     std::lock_guard<std::mutex> lock(st.mu);

@@ -332,7 +332,8 @@ class Lowering final : public LowerContext {
 
   // The value in the wanted layout (a reformat layer is added once per value and layout).
   int as_layout(int gv, bool nhwc, const std::string& layer_name) {
-    const GVal& v = m_->vals[gv];
+    // A copy: new_val below may grow m_->vals, which would leave a reference dangling.
+    const GVal v = m_->vals[gv];
     if (v.shape.size() != 4) return gv;
     if (layout_free(v.shape) || v.nhwc == nhwc) return gv;
     auto key = std::make_pair(gv, nhwc);

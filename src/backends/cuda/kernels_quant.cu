@@ -1,4 +1,4 @@
-// Kernels of the 8-bit linear layer (kernels_quant.h).
+// Kernels of the 8-bit linear and conv layers (kernels_quant.h).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -26,13 +26,15 @@ __global__ void quantize_kernel(StorageType xt, const void* x, int8_t* q, int64_
 }
 
 __global__ void epilogue_kernel(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
-                                float sx, const float* sw, const float* wsum, int zp, const float* bias, bool relu) {
+                                float sx, const float* sw, const float* wsum, int zp, const float* bias, bool relu,
+                                const void* res) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < m * n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i % n;
     float a = acc_int ? static_cast<float>(static_cast<const int32_t*>(acc)[i]) : static_cast<const float*>(acc)[i];
     if (wsum && zp) a -= static_cast<float>(zp) * wsum[c];
-    const float o = a * (sx * sw[c]) + (bias ? bias[c] : 0.f);
+    float o = a * (sx * sw[c]) + (bias ? bias[c] : 0.f);
+    if (res) o += load(res, i, yt);
     store(y, i, relu && o < 0.f ? 0.f : o, yt);
   }
 }
@@ -59,6 +61,33 @@ __global__ void gemm_reference_kernel(const int8_t* q, const int8_t* w, void* ac
       for (int64_t j = 0; j < k; ++j) a += static_cast<int32_t>(qr[j]) * static_cast<int32_t>(wc[j]);
       static_cast<int32_t*>(acc)[i] = a;
     }
+  }
+}
+
+__global__ void conv_reference_kernel(const int8_t* q, const int8_t* w, void* acc, Conv8Geometry g, bool fp8) {
+  const int64_t total = g.n * g.oh * g.ow * g.k;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = i % g.k, p = i / g.k;
+    const int64_t ox = p % g.ow, oy = (p / g.ow) % g.oh, b = p / (g.ow * g.oh);
+    int32_t ai = 0;
+    float af = 0.f;
+    for (int64_t r = 0; r < g.r; ++r) {
+      const int64_t iy = oy * g.stride_h - g.pad_h + r * g.dil_h;
+      if (iy < 0 || iy >= g.h) continue;
+      for (int64_t s = 0; s < g.s; ++s) {
+        const int64_t ix = ox * g.stride_w - g.pad_w + s * g.dil_w;
+        if (ix < 0 || ix >= g.w) continue;
+        const int8_t* qp = q + ((b * g.h + iy) * g.w + ix) * g.c;
+        const int8_t* wp = w + ((k * g.r + r) * g.s + s) * g.c;
+        for (int64_t c = 0; c < g.c; ++c) {
+          if (fp8) af += e4m3_value(qp[c]) * e4m3_value(wp[c]);
+          else ai += static_cast<int32_t>(qp[c]) * static_cast<int32_t>(wp[c]);
+        }
+      }
+    }
+    if (fp8) static_cast<float*>(acc)[i] = af;
+    else static_cast<int32_t*>(acc)[i] = ai;
   }
 }
 
@@ -90,7 +119,8 @@ __global__ void quantize8_kernel(const T* x, int8_t* q, int64_t groups, float sc
 // 4 outputs of one row per thread: one 16-byte load of the accumulator, the scales and bias as
 // float4, one store of 4 values.
 __global__ void epilogue4_kernel(const void* acc, bool acc_int, void* y, StorageType yt, int64_t groups, int64_t n4,
-                                 float sx, const float* sw, const float* wsum, int zp, const float* bias, bool relu) {
+                                 float sx, const float* sw, const float* wsum, int zp, const float* bias, bool relu,
+                                 const void* res) {
   for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c4 = g % n4;
@@ -114,9 +144,26 @@ __global__ void epilogue4_kernel(const void* acc, bool acc_int, void* y, Storage
       const float4 w = reinterpret_cast<const float4*>(wsum)[c4];
       ws[0] = w.x; ws[1] = w.y; ws[2] = w.z; ws[3] = w.w;
     }
+    float rr[4] = {0.f, 0.f, 0.f, 0.f};
+    if (res) {
+      if (yt == StorageType::kF16) {
+        const uint2 v = reinterpret_cast<const uint2*>(res)[g];
+        const __half2* h = reinterpret_cast<const __half2*>(&v);
+        const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
+        rr[0] = f0.x; rr[1] = f0.y; rr[2] = f1.x; rr[3] = f1.y;
+      } else if (yt == StorageType::kBF16) {
+        const uint2 v = reinterpret_cast<const uint2*>(res)[g];
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+        const float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
+        rr[0] = f0.x; rr[1] = f0.y; rr[2] = f1.x; rr[3] = f1.y;
+      } else {
+        const float4 v = reinterpret_cast<const float4*>(res)[g];
+        rr[0] = v.x; rr[1] = v.y; rr[2] = v.z; rr[3] = v.w;
+      }
+    }
     float o[4];
     for (int j = 0; j < 4; ++j) {
-      o[j] = (a[j] - static_cast<float>(zp) * ws[j]) * (sx * sc[j]) + bb[j];
+      o[j] = (a[j] - static_cast<float>(zp) * ws[j]) * (sx * sc[j]) + bb[j] + rr[j];
       if (relu) o[j] = o[j] > 0.f ? o[j] : 0.f;
     }
     if (yt == StorageType::kF16) {
@@ -167,17 +214,27 @@ cudaError_t launch_quantize_8bit(StorageType xt, const void* x, int8_t* q, int64
 
 cudaError_t launch_dequant_epilogue(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
                                     float x_scale, const float* w_scale, const float* wsum, int zero_point,
-                                    const float* bias, bool relu, cudaStream_t stream) {
+                                    const float* bias, bool relu, cudaStream_t stream, const void* residual) {
   if (m * n <= 0) return cudaSuccess;
+  const uintptr_t ymask = yt == StorageType::kF32 ? 15 : 7;
   if (n % 4 == 0 && aligned16(acc) && aligned16(w_scale) && (!bias || aligned16(bias)) && (!wsum || aligned16(wsum)) &&
-      (reinterpret_cast<uintptr_t>(y) & (yt == StorageType::kF32 ? 15 : 7)) == 0) {
+      (reinterpret_cast<uintptr_t>(y) & ymask) == 0 && (reinterpret_cast<uintptr_t>(residual) & ymask) == 0 &&
+      (yt == StorageType::kF32 || yt == StorageType::kF16 || yt == StorageType::kBF16)) {
     const int64_t groups = m * n / 4;
     epilogue4_kernel<<<blocks_for(groups), kThreads, 0, stream>>>(acc, acc_int, y, yt, groups, n / 4, x_scale, w_scale,
-                                                                  wsum, zero_point, bias, relu);
+                                                                  wsum, zero_point, bias, relu, residual);
     return cudaGetLastError();
   }
   epilogue_kernel<<<blocks_for(m * n), kThreads, 0, stream>>>(acc, acc_int, y, yt, m, n, x_scale, w_scale, wsum,
-                                                              zero_point, bias, relu);
+                                                              zero_point, bias, relu, residual);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_conv_8bit_reference(const int8_t* q, const int8_t* w, void* acc, const Conv8Geometry& g, bool fp8,
+                                       cudaStream_t stream) {
+  const int64_t total = g.n * g.oh * g.ow * g.k;
+  if (total <= 0) return cudaSuccess;
+  conv_reference_kernel<<<blocks_for(total), kThreads, 0, stream>>>(q, w, acc, g, fp8);
   return cudaGetLastError();
 }
 

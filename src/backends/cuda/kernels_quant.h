@@ -1,4 +1,5 @@
-// Kiln's kernels around the 8-bit linear layer (QuantLinear, ops.def; factory_quant_linear.cc):
+// Kiln's kernels around the 8-bit layers (QuantLinear, QuantConv; ops.def; factory_quant_linear.cc,
+// factory_quant_conv.cc):
 // quantizing activations, the dequantizing epilogue, and a reference GEMM for shapes the
 // libraries' 8-bit tensor-core GEMMs do not take. Rounding is ONNX QuantizeLinear's (x / scale in
 // float, round half to even, saturate; FP8: the nearest E4M3FN value, saturating), the same as
@@ -19,17 +20,28 @@ namespace kiln::cuda {
 cudaError_t launch_quantize_8bit(StorageType xt, const void* x, int8_t* q, int64_t count, float scale,
                                  int zero_point, bool fp8, cudaStream_t stream);
 
-// y[m, n] = act((acc[m, n] - zero_point * wsum[n]) * x_scale * w_scale[n] + bias[n]) for the
-// row-major [M, N] accumulator (int32 when acc_int, else float32), y in storage `yt`; act = ReLU
-// when `relu`, else identity; wsum / bias may be null. 4 outputs per thread when N % 4 == 0 and the
-// pointers are 16-byte aligned.
+// y[m, n] = act((acc[m, n] - zero_point * wsum[n]) * x_scale * w_scale[n] + bias[n] + r[m, n]) for
+// the row-major [M, N] accumulator (int32 when acc_int, else float32), y and the residual r in
+// storage `yt` (an NHWC conv output is row-major [N*H*W, K]); act = ReLU when `relu`, else
+// identity; wsum / bias / residual may be null. One pass over the accumulator; 4 outputs per thread
+// when N % 4 == 0 and the pointers are 16-byte aligned (8-byte for 16-bit y and r).
 cudaError_t launch_dequant_epilogue(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
                                     float x_scale, const float* w_scale, const float* wsum, int zero_point,
-                                    const float* bias, bool relu, cudaStream_t stream);
+                                    const float* bias, bool relu, cudaStream_t stream, const void* residual = nullptr);
 
 // The reference GEMM: acc[m, n] = sum_k q[m, k] * w[n, k] over 8-bit operands (int8 -> int32, or
 // E4M3FN -> float32), one thread per output. For shapes no tensor-core GEMM takes.
 cudaError_t launch_gemm_8bit_reference(const int8_t* q, const int8_t* w, void* acc, int64_t m, int64_t n, int64_t k,
                                        bool fp8, cudaStream_t stream);
+
+// The reference 8-bit convolution (one thread per output): acc[p, k] = sum_{r,s,c} q[n, ih, iw, c]
+// * w[k, r, s, c] over the NHWC quantized input q [N, H, W, C] and the KRSC weight, p = (n, oh, ow)
+// row-major, ih = oh * stride_h - pad_h + r * dil_h (likewise iw); taps in the padding contribute
+// 0. int8 -> int32, or E4M3FN -> float32 (`fp8`). For shapes and GPUs no library tactic takes.
+struct Conv8Geometry {
+  int64_t n, c, h, w, k, r, s, oh, ow, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+};
+cudaError_t launch_conv_8bit_reference(const int8_t* q, const int8_t* w, void* acc, const Conv8Geometry& g, bool fp8,
+                                       cudaStream_t stream);
 
 }  // namespace kiln::cuda

@@ -80,6 +80,7 @@ constexpr Registration kFactories[] = {
     {OpKind::kMatMul, lower_gemm},
     {OpKind::kMatMulBias, lower_gemm},
     {OpKind::kQuantLinear, lower_quant_linear},
+    {OpKind::kQuantConv, lower_quant_conv},
     {OpKind::kAttention, lower_attention},
     {OpKind::kPagedAttention, lower_paged_attention},
     {OpKind::kRope, lower_rope},

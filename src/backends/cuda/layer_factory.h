@@ -123,6 +123,7 @@ LayerFactory find_exact_layer_factory(ir::OpKind op);
 
 // The factories (layer_factories.cc lists them, one line each).
 Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::string& where);  // QuantLinear (8-bit)
+Status lower_quant_conv(LowerContext& ctx, const ir::Node& n, const std::string& where);    // QuantConv (8-bit, NHWC)
 Status lower_softmax(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Softmax, LogSoftmax, Hardmax
 Status lower_view(LowerContext& ctx, const ir::Node& n, const std::string& where);     // Reshape, Flatten, Squeeze, ...
 Status lower_strided(LowerContext& ctx, const ir::Node& n, const std::string& where);  // Transpose, Slice, Expand
