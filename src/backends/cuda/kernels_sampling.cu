@@ -1,13 +1,17 @@
 // The LLM runner's GPU sampling kernels (kernels_sampling.h, docs/decisions/0077 and its
-// addendum). Two launches per step:
+// addendum). Three launches per step:
 //  1. sample_chunks_kernel, one block of kThreads per (row, chunk of kChunk = 4,096 ids): the
 //     chunk's part of the row's seen-id bitmap, the chunk's max / argmax / first non-finite id, and
 //     for a row with 0 < top_k <= kMaxTopK its candidates: the ids whose key is at or above the
 //     chunk's own top_k-th largest key (ties included; at most kCap, else the chunk says overflow).
-//  2. sample_rows_kernel, one block per row: merges the chunks' maxima; greedy rows take the argmax;
+//  2. sample_masses_kernel, the same grid, only for rows without top-k and top-p ("mass rows":
+//     temperature alone): the chunk's sum of fixed-point masses, given the row's max.
+//  3. sample_rows_kernel, one block per row: merges the chunks' maxima; greedy rows take the argmax;
+//     a mass row finds the chunk its draw falls in from the chunks' sums and scans that chunk only;
 //     a top-k row whose chunks all fit runs top-k / top-p / the draw over the union of its chunks'
 //     candidates (a few thousand keys at most instead of the vocabulary); every other sampling row
-//     (no top-k, top_k > kMaxTopK, a chunk past kCap) over its whole row, re-read per pass from L2.
+//     (top-p without top-k, top_k > kMaxTopK, a chunk past kCap) over its whole row, re-read per
+//     pass from L2 — the one path still bound by one block's latency.
 // Thresholds are found by MSB-first radix select (4 passes of 8 bits) over the order-preserving key
 // of the penalized logit — counts for top-k, 2^-40 fixed-point masses for top-p — and every sum is
 // an integer sum, so the result does not depend on the order threads add in: the same draw on
@@ -248,11 +252,18 @@ __device__ __forceinline__ bool candidate_row(const SamplingRow& p, int64_t voca
   return p.active && p.temperature > 0 && p.top_k > 0 && p.top_k <= kMaxTopK && p.top_k < vocab;
 }
 
+// Whether a row takes the mass path: it samples from its whole distribution (no top-k, no top-p),
+// so the draw needs only the chunks' mass sums and one chunk's scan.
+__device__ __forceinline__ bool mass_row(const SamplingRow& p, int64_t vocab) {
+  return p.active && p.temperature > 0 && !(p.top_k > 0 && p.top_k < vocab) && !(p.top_p < 1.0);
+}
+
 // The scratch buffer's parts (launch_sample_rows' `scratch`, sampling_scratch_bytes), for R rows
 // of C = sampling_chunks(V) chunks: per chunk its candidates (key, id; kCap slots, the first
 // `count` used, in id order), `count` (-1: more than kCap, the row falls back to the full pass),
 // and the chunk's max / argmax / lowest non-finite id of the penalized logits.
 struct Scratch {
+  uint64_t* mass;  // [R, C] the chunk's sum of fixed-point masses (mass rows only)
   uint32_t* key;   // [R, C, kCap]
   int32_t* id;     // [R, C, kCap]
   int32_t* count;  // [R, C]
@@ -267,6 +278,8 @@ Scratch scratch_view(void* base, int64_t rows, int64_t vocab) {
   const int64_t n = rows * chunks_of(vocab);
   Scratch s;
   char* p = static_cast<char*>(base);
+  s.mass = reinterpret_cast<uint64_t*>(p);
+  p += n * 8;
   s.key = reinterpret_cast<uint32_t*>(p);
   p += n * kCap * 4;
   s.id = reinterpret_cast<int32_t*>(p);
@@ -380,6 +393,100 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if (threadIdx.x == 0) s.count[blk] = static_cast<int32_t>(total);
+}
+
+// The row's max, argmax and first non-finite id from its chunks' (sample_chunks_kernel's results).
+__device__ void row_best(const Scratch& s, int64_t r, int64_t chunks, float& best, int32_t& best_i, int32_t& bad,
+                         float* shv, int32_t* shi, uint64_t* sh) {
+  best = -FLT_MAX;
+  best_i = INT_MAX;
+  bad = INT_MAX;
+  for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
+    merge_best(best, best_i, s.max[r * chunks + c], s.arg[r * chunks + c]);
+    bad = min(bad, s.bad[r * chunks + c]);
+  }
+  block_best(best, best_i, bad, shv, shi, sh);
+}
+
+// Kernel 2 (mass rows only; other rows' blocks return at once): one block per (row, chunk), the
+// chunk's sum of fixed-point masses w_i = exp((x_i - max) / T) with the row's max from kernel 1.
+__global__ void __launch_bounds__(kThreads)
+    sample_masses_kernel(const float* logits, const SamplingRow* rows, const uint32_t* seen_all, Scratch s,
+                         int64_t vocab, int64_t chunks) {
+  __shared__ uint64_t sh[kWarps + 1];
+  __shared__ float shv[kWarps];
+  __shared__ int32_t shi[kWarps];
+  const int64_t blk = blockIdx.x;
+  const int64_t r = blk / chunks, lo = (blk % chunks) * kChunk, hi = min(lo + kChunk, vocab);
+  const SamplingRow p = rows[r];
+  if (!mass_row(p, vocab)) return;
+  float best;
+  int32_t best_i, bad;
+  row_best(s, r, chunks, best, best_i, bad, shv, shi, sh);
+  if (bad != INT_MAX) return;
+  const Row row{logits + r * vocab, seen_all + r * ((vocab + 31) / 32), p.repetition_penalty,
+                p.repetition_penalty != 1.0f, best, fmaxf(static_cast<float>(p.temperature), FLT_MIN)};
+  uint64_t part = 0;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) part += row.fixed(row.at(i));
+  const uint64_t total = block_sum(part, sh);
+  if (threadIdx.x == 0) s.mass[blk] = total;
+}
+
+// The draw of a mass row (kernel 3; every thread of the block calls it): target = u * (sum of the
+// chunks' masses); the chunk where the running sum passes it; then that chunk's ids scanned in
+// order from the masses of the chunks before it. The same sums, in integers, as a scan of the whole
+// row (filter_and_draw over Dense), so the same token.
+__device__ void draw_by_chunks(const Scratch& s, int64_t r, int64_t chunks, const Row& row, const SamplingRow& p,
+                               int64_t vocab, uint64_t* sh, SamplingResult* result, float* dist) {
+  __shared__ int64_t chosen;
+  __shared__ uint64_t chosen_before;
+  const uint64_t* mass = s.mass + r * chunks;
+  uint64_t part = 0;
+  for (int64_t c = threadIdx.x; c < chunks; c += kThreads) part += mass[c];
+  const uint64_t total = block_sum(part, sh);
+  __syncthreads();
+  const double u = philox_uniform(p.seed, static_cast<uint64_t>(p.position));
+  const double scaled = u * static_cast<double>(total);
+  const uint64_t target = scaled >= static_cast<double>(total) ? total - 1 : static_cast<uint64_t>(scaled);
+  if (threadIdx.x == 0) {
+    chosen = chunks - 1;  // not reached: target < total
+    chosen_before = 0;
+  }
+  uint64_t running = 0;
+  for (int64_t c0 = 0; c0 < chunks; c0 += kThreads) {
+    const int64_t c = c0 + threadIdx.x;
+    const uint64_t m = c < chunks ? mass[c] : 0;
+    uint64_t tile = 0;
+    const uint64_t before = running + block_exclusive_scan(m, sh, &tile);
+    if (before <= target && target < before + m) {  // one thread at most (m > 0)
+      chosen = c;
+      chosen_before = before;
+    }
+    if (running + tile > target) break;  // the same for every thread of the block
+    running += tile;
+    __syncthreads();
+  }
+  __syncthreads();
+  const int64_t i0 = chosen * kChunk + static_cast<int64_t>(threadIdx.x) * kItems;
+  uint64_t mine = 0;
+  for (int j = 0; j < kItems && i0 + j < vocab; ++j) mine += row.fixed(row.at(i0 + j));
+  uint64_t tile = 0;
+  const uint64_t before = chosen_before + block_exclusive_scan(mine, sh, &tile);
+  if (before <= target && target < before + mine) {
+    uint64_t c = before;
+    for (int j = 0; j < kItems && i0 + j < vocab; ++j) {
+      c += row.fixed(row.at(i0 + j));
+      if (c > target) {
+        *result = {static_cast<int32_t>(i0 + j), -1};
+        break;
+      }
+    }
+  }
+  if (dist) {
+    const double sum = static_cast<double>(total) / static_cast<double>(kFixedOne);
+    for (int64_t i = threadIdx.x; i < vocab; i += kThreads)
+      dist[i] = static_cast<float>(static_cast<double>(row.weight(row.at(i))) / sum);
+  }
 }
 
 // What the filter and the draw read, in id order: item f of n has key *key (order_key of the
@@ -549,9 +656,10 @@ __device__ void filter_and_draw(const Src& src, const Row& row, const SamplingRo
   }
 }
 
-// Kernel 2: one block per row. Merges the chunks' max / argmax / non-finite ids; greedy rows take
-// the argmax; a candidate row whose chunks all fit filters and draws over the candidates, any other
-// sampling row over its whole vocabulary (Dense).
+// Kernel 3: one block per row. Merges the chunks' max / argmax / non-finite ids; greedy rows take
+// the argmax; a mass row draws from its chunks' mass sums and one chunk's scan; a candidate row
+// whose chunks all fit filters and draws over the candidates, any other sampling row over its whole
+// vocabulary (Dense).
 __global__ void __launch_bounds__(kThreads)
     sample_rows_kernel(const float* logits, const SamplingRow* rows, const uint32_t* seen_all, SamplingResult* results,
                        float* distributions, Scratch s, int64_t vocab, int64_t chunks) {
@@ -571,13 +679,9 @@ __global__ void __launch_bounds__(kThreads)
   float* dist = distributions ? distributions + r * vocab : nullptr;
 
   // 1. Max, argmax (lowest id among equal maxima) and the first non-finite logit, from the chunks'.
-  float best = -FLT_MAX;
-  int32_t best_i = INT_MAX, bad = INT_MAX;
-  for (int64_t c = threadIdx.x; c < chunks; c += kThreads) {
-    merge_best(best, best_i, s.max[r * chunks + c], s.arg[r * chunks + c]);
-    bad = min(bad, s.bad[r * chunks + c]);
-  }
-  block_best(best, best_i, bad, shv, shi, sh);
+  float best;
+  int32_t best_i, bad;
+  row_best(s, r, chunks, best, best_i, bad, shv, shi, sh);
   if (bad != INT_MAX) {
     if (threadIdx.x == 0) results[r] = {-1, bad};
     return;
@@ -590,6 +694,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   row.max = best;
 
+  if (mass_row(p, vocab)) {
+    draw_by_chunks(s, r, chunks, row, p, vocab, sh, &results[r], dist);
+    return;
+  }
   if (candidate_row(p, vocab)) {
     // 2. The candidates' offsets (chunk after chunk); a chunk past kCap sends the row to the full pass.
     uint64_t running = 0;
@@ -620,7 +728,7 @@ __global__ void __launch_bounds__(kThreads)
 
 size_t sampling_scratch_bytes(int64_t rows, int64_t vocab) {
   if (rows < 1 || vocab < 1) return 0;
-  return static_cast<size_t>(rows * chunks_of(vocab)) * (2 * kCap + 4) * 4;
+  return static_cast<size_t>(rows * chunks_of(vocab)) * ((2 * kCap + 4) * 4 + 8);
 }
 
 cudaError_t launch_sample_rows(const float* logits, const SamplingRow* rows, const int64_t* ids,
@@ -634,6 +742,8 @@ cudaError_t launch_sample_rows(const float* logits, const SamplingRow* rows, con
   const Scratch s = scratch_view(scratch, d.rows, d.vocab);
   sample_chunks_kernel<<<static_cast<unsigned>(d.rows * chunks), kThreads, 0, stream>>>(
       logits, rows, ids, token_seq, positions, seen, s, d.vocab, d.tokens, chunks);
+  sample_masses_kernel<<<static_cast<unsigned>(d.rows * chunks), kThreads, 0, stream>>>(logits, rows, seen, s, d.vocab,
+                                                                                        chunks);
   sample_rows_kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(logits, rows, seen, results, distributions,
                                                                              s, d.vocab, chunks);
   return cudaGetLastError();
