@@ -1,19 +1,24 @@
 // The LLM runner's GPU sampling kernels (kernels_sampling.h, docs/decisions/0077 and its
-// addendum). Three launches per step:
-//  1. sample_chunks_kernel, one block of kThreads per (row, chunk of kChunk = 4,096 ids): the
-//     chunk's part of the row's seen-id bitmap, the chunk's max / argmax / first non-finite id, and
-//     for a row with 0 < top_k <= kMaxTopK its candidates: the ids whose key is at or above the
-//     chunk's own top_k-th largest key (ties included; at most kCap, else the chunk says overflow).
-//  2. sample_masses_kernel, the same grid, only for rows without top-k and top-p ("mass rows":
-//     temperature alone): the chunk's sum of fixed-point masses, given the row's max.
-//  3. sample_rows_kernel, one block per row: merges the chunks' maxima; greedy rows take the argmax;
-//     a mass row finds the chunk its draw falls in from the chunks' sums and scans that chunk only;
-//     a top-k row whose chunks all fit runs top-k / top-p / the draw over the union of its chunks'
-//     candidates (a few thousand keys at most instead of the vocabulary); every other sampling row
-//     (top-p without top-k, top_k > kMaxTopK, a chunk past kCap) over its whole row, re-read per
-//     pass from L2 — the one path still bound by one block's latency.
-// Thresholds are found by MSB-first radix select (4 passes of 8 bits) over the order-preserving key
-// of the penalized logit — counts for top-k, 2^-40 fixed-point masses for top-p — and every sum is
+// addendum). Six launches per step, all but the last over one block per (row, chunk of kChunk =
+// 4,096 ids); a kernel's blocks of rows it has nothing for return at once:
+//  1. sample_chunks_kernel: the chunk's part of the row's seen-id bitmap, the chunk's max / argmax /
+//     first non-finite id, and for a row with 0 < top_k <= kMaxTopK its candidates: the ids whose
+//     key is at or above the chunk's own top_k-th largest key (ties included; at most kCap, else
+//     the chunk says overflow).
+//  2. sample_masses_kernel: for rows without top-k and top-p ("mass rows": temperature alone) the
+//     chunk's sum of fixed-point masses; for top-p rows without top-k ("top-p rows") radix level 0
+//     of the top-p threshold (a mass histogram of key bits 31..21 summed over the row's chunks
+//     with integer atomics; the row's last block picks the bin).
+//  3, 4. sample_topp_kernel levels 1 and 2 (key bits 20..10, 9..0): the threshold tau, exact.
+//  5. sample_topp_kernel level 3: per chunk the mass above tau and the count of ids at tau.
+//  6. sample_rows_kernel, one block per row: merges the chunks' maxima; greedy rows take the argmax;
+//     mass and top-p rows find the chunk their draw falls in from the chunks' kept masses and scan
+//     that chunk only; a top-k row whose chunks all fit runs top-k / top-p / the draw over the union
+//     of its chunks' candidates (a few thousand keys at most instead of the vocabulary); every other
+//     sampling row (top_k > kMaxTopK, a chunk past kCap) over its whole row, re-read per pass from
+//     L2 — the one path still bound by one block's latency.
+// Thresholds are found by MSB-first radix select (4 passes of 8 bits in one block, or 3 levels of
+// 11 / 11 / 10 bits over the chunks) over the order-preserving key of the penalized logit — counts for top-k, 2^-40 fixed-point masses for top-p — and every sum is
 // an integer sum, so the result does not depend on the order threads add in: the same draw on
 // every run, for every launch configuration, on either path (the candidates hold every id the
 // filter keeps, and the masses of ids outside the kept set never enter a sum), and a row's draw
@@ -258,15 +263,40 @@ __device__ __forceinline__ bool mass_row(const SamplingRow& p, int64_t vocab) {
   return p.active && p.temperature > 0 && !(p.top_k > 0 && p.top_k < vocab) && !(p.top_p < 1.0);
 }
 
+// Whether a row takes the top-p path: top-p over its whole vocabulary (no top-k), the threshold
+// found by three chunk-parallel radix levels, the draw from per-chunk kept masses.
+__device__ __forceinline__ bool topp_row(const SamplingRow& p, int64_t vocab) {
+  return p.active && p.temperature > 0 && !(p.top_k > 0 && p.top_k < vocab) && p.top_p < 1.0;
+}
+
+// A top-p row's threshold search (written by the last block of each radix level).
+struct ToppState {
+  uint64_t total;   // the row's fixed-point mass
+  uint64_t target;  // ceil(top_p * total), clamped to [1, total]
+  uint64_t above;   // mass of the keys above the prefix found so far
+  uint64_t at;      // mass of the keys with the prefix found so far
+  uint32_t prefix;  // the key bits found so far (after level 2: tau, the whole key)
+  uint32_t pad;
+};
+// Radix level l (0, 1, 2) bins key bits 31..21, 20..10, 9..0: its shift, bins and histogram offset.
+__host__ __device__ constexpr int level_shift(int l) { return l == 0 ? 21 : l == 1 ? 10 : 0; }
+__host__ __device__ constexpr int level_bins(int l) { return l == 2 ? 1024 : 2048; }
+__host__ __device__ constexpr int level_base(int l) { return l == 0 ? 0 : l == 1 ? 2048 : 4096; }
+constexpr int kHistPerRow = 5120;
+
 // The scratch buffer's parts (launch_sample_rows' `scratch`, sampling_scratch_bytes), for R rows
 // of C = sampling_chunks(V) chunks: per chunk its candidates (key, id; kCap slots, the first
 // `count` used, in id order), `count` (-1: more than kCap, the row falls back to the full pass),
 // and the chunk's max / argmax / lowest non-finite id of the penalized logits.
 struct Scratch {
-  uint64_t* mass;  // [R, C] the chunk's sum of fixed-point masses (mass rows only)
+  uint64_t* mass;  // [R, C] the chunk's sum of fixed-point masses (mass rows); top-p rows: the
+                   // chunk's mass above tau, then (sample_rows_kernel) its kept mass
+  uint64_t* hist;  // [R, kHistPerRow] top-p rows: the three radix levels' mass histograms
+  ToppState* topp; // [R]
+  uint32_t* done;  // [R, 4] top-p rows: blocks finished per radix level
   uint32_t* key;   // [R, C, kCap]
   int32_t* id;     // [R, C, kCap]
-  int32_t* count;  // [R, C]
+  int32_t* count;  // [R, C] candidate rows: candidates used; top-p rows: ids whose key is tau
   float* max;      // [R, C]
   int32_t* arg;    // [R, C] (INT_MAX: no finite logit in the chunk)
   int32_t* bad;    // [R, C] (INT_MAX: none)
@@ -291,6 +321,12 @@ Scratch scratch_view(void* base, int64_t rows, int64_t vocab) {
   s.arg = reinterpret_cast<int32_t*>(p);
   p += n * 4;
   s.bad = reinterpret_cast<int32_t*>(p);
+  p += n * 4;
+  s.hist = reinterpret_cast<uint64_t*>(p);  // 8-aligned: every part before is a multiple of 8 B
+  p += rows * kHistPerRow * 8;
+  s.topp = reinterpret_cast<ToppState*>(p);
+  p += rows * sizeof(ToppState);
+  s.done = reinterpret_cast<uint32_t*>(p);
   return s;
 }
 
@@ -335,6 +371,10 @@ __global__ void __launch_bounds__(kThreads)
 
   const SamplingRow p = rows[r];
   if (!p.active) return;
+  if (topp_row(p, vocab) && blk % chunks == 0) {  // the row's top-p histograms and counters, for kernels 2-4
+    for (int b = threadIdx.x; b < kHistPerRow; b += kThreads) s.hist[r * kHistPerRow + b] = 0;
+    if (threadIdx.x < 4) s.done[r * 4 + threadIdx.x] = 0;
+  }
   const Row row{logits + r * vocab, seen, p.repetition_penalty, p.repetition_penalty != 1.0f, 0.f, 1.f};
 
   // 2. The chunk's max / argmax / first non-finite id; its keys into shared memory.
@@ -408,36 +448,168 @@ __device__ void row_best(const Scratch& s, int64_t r, int64_t chunks, float& bes
   block_best(best, best_i, bad, shv, shi, sh);
 }
 
-// Kernel 2 (mass rows only; other rows' blocks return at once): one block per (row, chunk), the
-// chunk's sum of fixed-point masses w_i = exp((x_i - max) / T) with the row's max from kernel 1.
+// One radix level of a top-p row's threshold (every thread of a (row, chunk) block calls it): the
+// chunk's fixed-point masses of the keys that carry the prefix found so far, binned by the level's
+// bits (shared-memory histogram, atomics aggregated per bin within each warp), added into the row's
+// histogram (integer atomics: the sums do not depend on the order); the last block of the row to
+// finish (threadfence + counter, as CUDA's threadFenceReduction sample) picks the bin where the
+// mass from the top reaches what is left of the target, as radix_select does.
+__device__ void topp_level(int level, const Row& row, const SamplingRow& p, Scratch& s, int64_t r, int64_t lo,
+                           int64_t hi, int64_t chunks, uint64_t* shist, uint64_t* sh) {
+  __shared__ int last;
+  const int lane = threadIdx.x & 31;
+  const int shift = level_shift(level), bins = level_bins(level);
+  const int pshift = level == 0 ? 0 : level_shift(level - 1);
+  uint64_t* ghist = s.hist + r * kHistPerRow + level_base(level);
+  ToppState* st = s.topp + r;
+  const uint32_t prefix = level == 0 ? 0u : st->prefix;
+  for (int b = threadIdx.x; b < bins; b += kThreads) shist[b] = 0;
+  __syncthreads();
+  for (int64_t base = lo; base < hi; base += kThreads) {  // the same trip count for every thread
+    const int64_t i = base + threadIdx.x;
+    int bin = -1;
+    uint64_t w = 0;
+    if (i < hi) {
+      const float x = row.at(i);
+      const uint32_t key = order_key(x);
+      if ((level == 0 || (key >> pshift) == (prefix >> pshift)) && (w = row.fixed(x)) != 0)
+        bin = static_cast<int>((key >> shift) & static_cast<uint32_t>(bins - 1));
+    }
+    unsigned pending = __ballot_sync(kFull, bin >= 0);
+    while (pending) {
+      const int leader = __ffs(pending) - 1;
+      const int b = __shfl_sync(kFull, bin, leader);
+      const bool mine = bin == b;
+      const uint64_t sum = warp_sum(mine ? w : 0);
+      if (lane == leader) atomicAdd(reinterpret_cast<unsigned long long*>(&shist[b]), static_cast<unsigned long long>(sum));
+      pending &= ~__ballot_sync(kFull, mine);
+    }
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < bins; b += kThreads)
+    if (shist[b]) atomicAdd(reinterpret_cast<unsigned long long*>(&ghist[b]), static_cast<unsigned long long>(shist[b]));
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&s.done[r * 4 + level], 1u) == static_cast<unsigned>(chunks - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // The last block: the row's histogram, bins in descending order, kThreads / bins per thread.
+  const int per = bins / kThreads;
+  uint64_t mine = 0;
+  for (int j = 0; j < per; ++j) mine += __ldcg(reinterpret_cast<const unsigned long long*>(&ghist[bins - 1 - per * threadIdx.x - j]));
+  uint64_t total = 0;
+  const uint64_t excl = block_exclusive_scan(mine, sh, &total);
+  uint64_t target, above;
+  if (level == 0) {
+    const double want = ceil(p.top_p * static_cast<double>(total));
+    target = want < 1 ? 1 : want > static_cast<double>(total) ? total : static_cast<uint64_t>(want);
+    above = 0;
+  } else {
+    target = st->target;
+    above = st->above;
+  }
+  const uint64_t rem = target - above;
+  if (excl < rem && rem <= excl + mine) {  // exactly one thread: 1 <= rem <= the level's total
+    uint64_t acc = excl;
+    int b = bins - 1 - per * threadIdx.x;
+    for (int j = 0; j < per; ++j) {
+      b = bins - 1 - per * threadIdx.x - j;
+      const uint64_t h = __ldcg(reinterpret_cast<const unsigned long long*>(&ghist[b]));
+      if (acc + h >= rem) {
+        st->at = h;
+        break;
+      }
+      acc += h;
+    }
+    st->prefix = prefix | (static_cast<uint32_t>(b) << shift);
+    st->above = above + acc;
+    if (level == 0) {
+      st->total = total;
+      st->target = target;
+    }
+  }
+}
+
+// Kernel 2, one block per (row, chunk); other rows' blocks return at once. Mass rows: the chunk's
+// sum of fixed-point masses w_i = exp((x_i - max) / T), the row's max merged from kernel 1's. Top-p
+// rows: radix level 0 (key bits 31..21) of the threshold.
 __global__ void __launch_bounds__(kThreads)
     sample_masses_kernel(const float* logits, const SamplingRow* rows, const uint32_t* seen_all, Scratch s,
                          int64_t vocab, int64_t chunks) {
+  __shared__ uint64_t shist[2048];
   __shared__ uint64_t sh[kWarps + 1];
   __shared__ float shv[kWarps];
   __shared__ int32_t shi[kWarps];
   const int64_t blk = blockIdx.x;
   const int64_t r = blk / chunks, lo = (blk % chunks) * kChunk, hi = min(lo + kChunk, vocab);
   const SamplingRow p = rows[r];
-  if (!mass_row(p, vocab)) return;
+  const bool mass = mass_row(p, vocab);
+  if (!mass && !topp_row(p, vocab)) return;
   float best;
   int32_t best_i, bad;
   row_best(s, r, chunks, best, best_i, bad, shv, shi, sh);
   if (bad != INT_MAX) return;
   const Row row{logits + r * vocab, seen_all + r * ((vocab + 31) / 32), p.repetition_penalty,
                 p.repetition_penalty != 1.0f, best, fmaxf(static_cast<float>(p.temperature), FLT_MIN)};
+  if (!mass) {
+    topp_level(0, row, p, s, r, lo, hi, chunks, shist, sh);
+    return;
+  }
   uint64_t part = 0;
   for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) part += row.fixed(row.at(i));
   const uint64_t total = block_sum(part, sh);
   if (threadIdx.x == 0) s.mass[blk] = total;
 }
 
-// The draw of a mass row (kernel 3; every thread of the block calls it): target = u * (sum of the
-// chunks' masses); the chunk where the running sum passes it; then that chunk's ids scanned in
-// order from the masses of the chunks before it. The same sums, in integers, as a scan of the whole
-// row (filter_and_draw over Dense), so the same token.
+// Kernels 3 (level 1, key bits 20..10) and 4 (level 2, bits 9..0; then the prefix is tau) of a top-p
+// row's threshold, one block per (row, chunk); kernel 5 (level 3 here): per chunk the mass of the keys
+// above tau and the count of those equal to it.
+__global__ void __launch_bounds__(kThreads)
+    sample_topp_kernel(const float* logits, const SamplingRow* rows, const uint32_t* seen_all, Scratch s,
+                       int64_t vocab, int64_t chunks, int level) {
+  __shared__ uint64_t shist[2048];
+  __shared__ uint64_t sh[kWarps + 1];
+  __shared__ float shv[kWarps];
+  __shared__ int32_t shi[kWarps];
+  const int64_t blk = blockIdx.x;
+  const int64_t r = blk / chunks, lo = (blk % chunks) * kChunk, hi = min(lo + kChunk, vocab);
+  const SamplingRow p = rows[r];
+  if (!topp_row(p, vocab)) return;
+  float best;
+  int32_t best_i, bad;
+  row_best(s, r, chunks, best, best_i, bad, shv, shi, sh);
+  if (bad != INT_MAX) return;
+  const Row row{logits + r * vocab, seen_all + r * ((vocab + 31) / 32), p.repetition_penalty,
+                p.repetition_penalty != 1.0f, best, fmaxf(static_cast<float>(p.temperature), FLT_MIN)};
+  if (level < 3) {
+    topp_level(level, row, p, s, r, lo, hi, chunks, shist, sh);
+    return;
+  }
+  const uint32_t tau = s.topp[r].prefix;
+  uint64_t above = 0, ties = 0;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) {
+    const float x = row.at(i);
+    const uint32_t key = order_key(x);
+    if (key > tau) above += row.fixed(x);
+    ties += key == tau;
+  }
+  above = block_sum(above, sh);
+  ties = block_sum(ties, sh);
+  if (threadIdx.x == 0) {
+    s.mass[blk] = above;
+    s.count[blk] = static_cast<int32_t>(ties);
+  }
+}
+
+// The draw of a mass or top-p row (sample_rows_kernel; every thread of the block calls it):
+// s.mass holds each chunk's kept mass; target = u * their sum; the chunk where the running sum
+// passes it; then that chunk's kept ids (`kept(id, key)`) scanned in id order from the masses of the
+// chunks before it. The same sums, in integers, as a scan of the whole row (filter_and_draw over
+// Dense, whose tiles are these chunks), so the same token.
+template <class Kept>
 __device__ void draw_by_chunks(const Scratch& s, int64_t r, int64_t chunks, const Row& row, const SamplingRow& p,
-                               int64_t vocab, uint64_t* sh, SamplingResult* result, float* dist) {
+                               int64_t vocab, uint64_t* sh, SamplingResult* result, float* dist, const Kept& kept) {
   __shared__ int64_t chosen;
   __shared__ uint64_t chosen_before;
   const uint64_t* mass = s.mass + r * chunks;
@@ -469,13 +641,18 @@ __device__ void draw_by_chunks(const Scratch& s, int64_t r, int64_t chunks, cons
   __syncthreads();
   const int64_t i0 = chosen * kChunk + static_cast<int64_t>(threadIdx.x) * kItems;
   uint64_t mine = 0;
-  for (int j = 0; j < kItems && i0 + j < vocab; ++j) mine += row.fixed(row.at(i0 + j));
+  for (int j = 0; j < kItems && i0 + j < vocab; ++j) {
+    const float x = row.at(i0 + j);
+    if (kept(i0 + j, order_key(x))) mine += row.fixed(x);
+  }
   uint64_t tile = 0;
   const uint64_t before = chosen_before + block_exclusive_scan(mine, sh, &tile);
   if (before <= target && target < before + mine) {
     uint64_t c = before;
     for (int j = 0; j < kItems && i0 + j < vocab; ++j) {
-      c += row.fixed(row.at(i0 + j));
+      const float x = row.at(i0 + j);
+      if (!kept(i0 + j, order_key(x))) continue;
+      c += row.fixed(x);
       if (c > target) {
         *result = {static_cast<int32_t>(i0 + j), -1};
         break;
@@ -484,8 +661,10 @@ __device__ void draw_by_chunks(const Scratch& s, int64_t r, int64_t chunks, cons
   }
   if (dist) {
     const double sum = static_cast<double>(total) / static_cast<double>(kFixedOne);
-    for (int64_t i = threadIdx.x; i < vocab; i += kThreads)
-      dist[i] = static_cast<float>(static_cast<double>(row.weight(row.at(i))) / sum);
+    for (int64_t i = threadIdx.x; i < vocab; i += kThreads) {
+      const float x = row.at(i);
+      dist[i] = kept(i, order_key(x)) ? static_cast<float>(static_cast<double>(row.weight(x)) / sum) : 0.f;
+    }
   }
 }
 
@@ -695,7 +874,62 @@ __global__ void __launch_bounds__(kThreads)
   row.max = best;
 
   if (mass_row(p, vocab)) {
-    draw_by_chunks(s, r, chunks, row, p, vocab, sh, &results[r], dist);
+    draw_by_chunks(s, r, chunks, row, p, vocab, sh, &results[r], dist, [](int64_t, uint32_t) { return true; });
+    return;
+  }
+  if (topp_row(p, vocab)) {
+    // 2. Top-p, tau from kernels 2-4: of the ties at tau (all the same mass) the fewest that reach the
+    // target, lowest ids first, as filter_and_draw. Each chunk's kept mass = its mass above tau +
+    // each tie's mass times its ties kept (those of rank <= keep in id order over the row).
+    __shared__ int64_t tie_chunk, cut_id_sh;
+    __shared__ uint64_t tie_before;
+    const ToppState st = s.topp[r];
+    const uint32_t tau = st.prefix;
+    const uint64_t each = row.fixed(key_float(tau));
+    const uint64_t ties = each ? st.at / each : 0;
+    uint64_t keep = each ? (st.target - st.above + each - 1) / each : ties;
+    keep = keep < 1 ? 1 : keep > ties ? ties : keep;
+    const bool cut = keep < ties;
+    if (threadIdx.x == 0) {
+      tie_chunk = 0;
+      tie_before = 0;
+      cut_id_sh = vocab;
+    }
+    uint64_t running = 0;
+    for (int64_t c0 = 0; c0 < chunks; c0 += kThreads) {
+      const int64_t c = c0 + threadIdx.x;
+      const uint64_t t = c < chunks ? static_cast<uint64_t>(s.count[r * chunks + c]) : 0;
+      uint64_t tile = 0;
+      const uint64_t before = running + block_exclusive_scan(t, sh, &tile);
+      if (c < chunks) {
+        const uint64_t kept_ties = !cut ? t : keep <= before ? 0 : min(t, keep - before);
+        s.mass[r * chunks + c] += each * kept_ties;
+        if (cut && before < keep && keep <= before + t) {  // the chunk of the keep-th tie
+          tie_chunk = c;
+          tie_before = before;
+        }
+      }
+      running += tile;
+      __syncthreads();
+    }
+    __syncthreads();
+    if (cut) {  // the same for every thread: the id of the keep-th tie, in its chunk
+      const int64_t i0 = tie_chunk * kChunk + static_cast<int64_t>(threadIdx.x) * kItems;
+      uint64_t mine = 0;
+      for (int j = 0; j < kItems && i0 + j < vocab; ++j) mine += order_key(row.at(i0 + j)) == tau;
+      uint64_t tile = 0;
+      uint64_t c = tie_before + block_exclusive_scan(mine, sh, &tile);
+      if (c < keep && keep <= c + mine)
+        for (int j = 0; j < kItems && i0 + j < vocab; ++j)
+          if (order_key(row.at(i0 + j)) == tau && ++c == keep) {
+            cut_id_sh = i0 + j;
+            break;
+          }
+      __syncthreads();
+    }
+    const int64_t cut_id = cut_id_sh;
+    draw_by_chunks(s, r, chunks, row, p, vocab, sh, &results[r], dist,
+                   [&](int64_t i, uint32_t k) { return k > tau || (k == tau && i <= cut_id); });
     return;
   }
   if (candidate_row(p, vocab)) {
@@ -728,7 +962,8 @@ __global__ void __launch_bounds__(kThreads)
 
 size_t sampling_scratch_bytes(int64_t rows, int64_t vocab) {
   if (rows < 1 || vocab < 1) return 0;
-  return static_cast<size_t>(rows * chunks_of(vocab)) * ((2 * kCap + 4) * 4 + 8);
+  return static_cast<size_t>(rows * chunks_of(vocab)) * ((2 * kCap + 4) * 4 + 8) +
+         static_cast<size_t>(rows) * (kHistPerRow * 8 + sizeof(ToppState) + 16);
 }
 
 cudaError_t launch_sample_rows(const float* logits, const SamplingRow* rows, const int64_t* ids,
@@ -744,6 +979,9 @@ cudaError_t launch_sample_rows(const float* logits, const SamplingRow* rows, con
       logits, rows, ids, token_seq, positions, seen, s, d.vocab, d.tokens, chunks);
   sample_masses_kernel<<<static_cast<unsigned>(d.rows * chunks), kThreads, 0, stream>>>(logits, rows, seen, s, d.vocab,
                                                                                         chunks);
+  for (int level = 1; level <= 3; ++level)
+    sample_topp_kernel<<<static_cast<unsigned>(d.rows * chunks), kThreads, 0, stream>>>(logits, rows, seen, s, d.vocab,
+                                                                                      chunks, level);
   sample_rows_kernel<<<static_cast<unsigned>(d.rows), kThreads, 0, stream>>>(logits, rows, seen, results, distributions,
                                                                              s, d.vocab, chunks);
   return cudaGetLastError();

@@ -2,8 +2,8 @@
 // logits [R, vocab], the rows' seen-token bitmaps (repetition penalty) are kept up to date from the
 // step's tokens and, for rows that choose a token this step, the repetition penalty, temperature,
 // top-k and top-p are applied with exactly the rules of the host Sampler (src/llm/sampling.h) and
-// the draw is made with Philox4x32-10 (core/philox.h). Three kernels: two of one block per (row,
-// chunk of 4,096 ids), then one of one block per row (see kernels_sampling.cu). Enqueues on `stream`, never
+// the draw is made with Philox4x32-10 (core/philox.h). Six kernel launches: five of one block per
+// (row, chunk of 4,096 ids), then one of one block per row (see kernels_sampling.cu). Enqueues on `stream`, never
 // allocates, never synchronizes: capturable in a CUDA graph (the caller sizes `scratch` once).
 #pragma once
 
@@ -46,8 +46,9 @@ inline int64_t sampling_seen_words(int64_t vocab) { return (vocab + 31) / 32; }
 
 // Bytes of the device scratch launch_sample_rows needs for R rows of a V-entry vocabulary (0 for
 // R or V < 1): per row and chunk of 4,096 ids, 1,024 candidate slots (uint32 key + int32 id), a
-// uint64 mass sum and four int32 / float chunk results — 8,216 B per chunk, e.g. 16.8 MB at R = 64,
-// V = 128,256 (32 chunks a row), 6.8 MB at R = 64, V = 50,257. Contents need no initialization.
+// uint64 mass sum and four int32 / float chunk results — 8,216 B per chunk —, and per row 41,016 B
+// (top-p histograms and state): 19.4 MB at R = 64, V = 128,256 (32 chunks a row), 9.5 MB at R = 64,
+// V = 50,257. Contents need no initialization (the kernels zero what they accumulate into).
 size_t sampling_scratch_bytes(int64_t rows, int64_t vocab);
 
 // For every row r:
