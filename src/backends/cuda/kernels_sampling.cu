@@ -495,19 +495,17 @@ __device__ void topp_level(int level, const Row& row, const SamplingRow& p, Scra
   if (!last) return;
   __threadfence();
   // The last block: the row's histogram, bins in descending order, kThreads / bins per thread.
+  // Every thread reads the state before the scan's barriers, so before the one that finds the bin
+  // rewrites it.
+  uint64_t target = level == 0 ? 0 : st->target, above = level == 0 ? 0 : st->above;
   const int per = bins / kThreads;
   uint64_t mine = 0;
   for (int j = 0; j < per; ++j) mine += __ldcg(reinterpret_cast<const unsigned long long*>(&ghist[bins - 1 - per * threadIdx.x - j]));
   uint64_t total = 0;
   const uint64_t excl = block_exclusive_scan(mine, sh, &total);
-  uint64_t target, above;
   if (level == 0) {
     const double want = ceil(p.top_p * static_cast<double>(total));
     target = want < 1 ? 1 : want > static_cast<double>(total) ? total : static_cast<uint64_t>(want);
-    above = 0;
-  } else {
-    target = st->target;
-    above = st->above;
   }
   const uint64_t rem = target - above;
   if (excl < rem && rem <= excl + mine) {  // exactly one thread: 1 <= rem <= the level's total
