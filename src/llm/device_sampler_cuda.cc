@@ -86,7 +86,7 @@ StatusOr<std::unique_ptr<DeviceSampler>> DeviceSampler::create(int64_t rows, int
   KILN_RETURN_IF_ERROR(device_buffer(&b.results_dev, R, "the sampled ids"));
   KILN_RETURN_IF_ERROR(pinned_buffer(&b.results_host, R, "the sampled ids"));
   KILN_RETURN_IF_ERROR(device_buffer(&b.scratch, cuda::sampling_scratch_bytes(rows, vocab),
-                                     "the sampling kernels' per-chunk candidates"));
+                                     "the sampling kernels' scratch (per-chunk candidates, top-p histograms)"));
   for (size_t r = 0; r < R; ++r) b.results_host[r] = {-1, -1};
   return s;
 }

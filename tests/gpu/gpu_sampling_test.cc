@@ -5,7 +5,9 @@
 // the argmax; every token is sample_index(distribution, device_uniform(seed, position)); the same
 // seed and position give the same token run to run and in any row among any companions; draw
 // frequencies pass a chi-square test against the distribution; the seen-id bitmap follows the
-// step's tokens (reset at position 0); a non-finite logit is reported by id.
+// step's tokens (reset at position 0); a non-finite logit is reported by id; at a 128k vocabulary
+// (32 chunks of the kernels' row split) every path — top-k candidates, their overflow, top-p radix
+// levels, chunk-sum draws, the full-row fallback, greedy across chunks — equals the host's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
