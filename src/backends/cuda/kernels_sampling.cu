@@ -18,11 +18,11 @@
 //     sampling row (top_k > kMaxTopK, a chunk past kCap) over its whole row, re-read per pass from
 //     L2 — the one path still bound by one block's latency.
 // Thresholds are found by MSB-first radix select (4 passes of 8 bits in one block, or 3 levels of
-// 11 / 11 / 10 bits over the chunks) over the order-preserving key of the penalized logit — counts for top-k, 2^-40 fixed-point masses for top-p — and every sum is
-// an integer sum, so the result does not depend on the order threads add in: the same draw on
-// every run, for every launch configuration, on either path (the candidates hold every id the
-// filter keeps, and the masses of ids outside the kept set never enter a sum), and a row's draw
-// never depends on the other rows.
+// 11 / 11 / 10 bits over the chunks) over the order-preserving key of the penalized logit — counts
+// for top-k, 2^-40 fixed-point masses for top-p — and every sum is an integer sum, so the result
+// does not depend on the order threads add in: the same draw on every run, for every launch
+// configuration, on every path (the candidates hold every id the filter keeps, and the masses of
+// ids outside the kept set never enter a sum), and a row's draw never depends on the other rows.
 #include <cfloat>
 #include <climits>
 
@@ -481,13 +481,15 @@ __device__ void topp_level(int level, const Row& row, const SamplingRow& p, Scra
       const int b = __shfl_sync(kFull, bin, leader);
       const bool mine = bin == b;
       const uint64_t sum = warp_sum(mine ? w : 0);
-      if (lane == leader) atomicAdd(reinterpret_cast<unsigned long long*>(&shist[b]), static_cast<unsigned long long>(sum));
+      if (lane == leader)
+        atomicAdd(reinterpret_cast<unsigned long long*>(&shist[b]), static_cast<unsigned long long>(sum));
       pending &= ~__ballot_sync(kFull, mine);
     }
   }
   __syncthreads();
   for (int b = threadIdx.x; b < bins; b += kThreads)
-    if (shist[b]) atomicAdd(reinterpret_cast<unsigned long long*>(&ghist[b]), static_cast<unsigned long long>(shist[b]));
+    if (shist[b])
+      atomicAdd(reinterpret_cast<unsigned long long*>(&ghist[b]), static_cast<unsigned long long>(shist[b]));
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&s.done[r * 4 + level], 1u) == static_cast<unsigned>(chunks - 1);
@@ -500,7 +502,8 @@ __device__ void topp_level(int level, const Row& row, const SamplingRow& p, Scra
   uint64_t target = level == 0 ? 0 : st->target, above = level == 0 ? 0 : st->above;
   const int per = bins / kThreads;
   uint64_t mine = 0;
-  for (int j = 0; j < per; ++j) mine += __ldcg(reinterpret_cast<const unsigned long long*>(&ghist[bins - 1 - per * threadIdx.x - j]));
+  for (int j = 0; j < per; ++j)
+    mine += __ldcg(reinterpret_cast<const unsigned long long*>(&ghist[bins - 1 - per * threadIdx.x - j]));
   uint64_t total = 0;
   const uint64_t excl = block_exclusive_scan(mine, sh, &total);
   if (level == 0) {
