@@ -9,7 +9,7 @@
 # ~10 ms a row, so its batch-64 runs alone take minutes). Steps:
 #   1. (unless KILN_SAMPLING_TESTS=0) the GPU sampler's tests (kernel vs the host Sampler, Philox
 #      draws, determinism, chi-square, seen-id bitmaps) and the LLM runner's GPU and CPU tests;
-#   2. (idem) the kernel alone (bench/micro/sampling.cu: R 1/8/64 x V 50,257/128,256 x four option mixes,
+#   2. (idem) the kernel alone (bench/micro/sampling.cu: R 1/8/64 x V 50,257/128,256 x five option mixes,
 #      beside the D2H copy of the same logits rows host sampling needed; $OUT/sampling_kernel.jsonl);
 #   3. checkpoints made by transformers (scripts/llm_hf_peer.py make; KILN_LLM_MODELS, default
 #      gpt2,llama1b: vocab 50,257 and 128,256) built with `kiln build-llm --device gpu --dtype fp16`;

@@ -6,7 +6,9 @@
 //   nvcc -O2 -std=c++17 -arch=sm_90 -Isrc -Iinclude bench/micro/sampling.cu src/backends/cuda/kernels_sampling.cu \
 //     -o /tmp/sampling_bench && /tmp/sampling_bench
 // Modes: greedy_penalty (argmax after a 1.1 penalty), temperature (T 0.8, no filter), top_k50_top_p09
-// (T 0.8, top-k 50, top-p 0.9, penalty 1.1), top_p095 (T 1, top-p 0.95: the whole vocabulary in play).
+// (T 0.8, top-k 50, top-p 0.9, penalty 1.1), top_p095 (T 1, top-p 0.95: the whole vocabulary in play),
+// top_k1024_top_p09 (T 1, top-k 1024 — the largest that takes the candidate path —, top-p 0.9).
+// kernel_us covers both launches (chunks, then rows) with the scratch allocated once beforehand.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -75,6 +77,8 @@ int main() {
       uint32_t* seen = nullptr;
       SamplingRow* dr = nullptr;
       kiln::cuda::SamplingResult* res = nullptr;
+      void* scratch = nullptr;
+      CK(cudaMalloc(&scratch, kiln::cuda::sampling_scratch_bytes(R, V)));
       CK(cudaMalloc(&dl, logits.size() * 4));
       CK(cudaMallocHost(&host, logits.size() * 4));
       CK(cudaMalloc(&di, T * 8));
@@ -96,7 +100,8 @@ int main() {
         int32_t k;
       };
       for (const Mode& m : {Mode{"greedy_penalty", 0, 1, 1.1f, 0}, Mode{"temperature", 0.8, 1, 1, 0},
-                            Mode{"top_k50_top_p09", 0.8, 0.9, 1.1f, 50}, Mode{"top_p095", 1, 0.95, 1, 0}}) {
+                            Mode{"top_k50_top_p09", 0.8, 0.9, 1.1f, 50}, Mode{"top_p095", 1, 0.95, 1, 0},
+                            Mode{"top_k1024_top_p09", 1, 0.9, 1, 1024}}) {
         std::vector<SamplingRow> rows(static_cast<size_t>(R));
         for (int64_t r = 0; r < R; ++r) {
           rows[r].temperature = m.t;
@@ -112,12 +117,12 @@ int main() {
         d.rows = R;
         d.vocab = V;
         d.tokens = T;
-        const float ms = median_ms(s, [&] { CK(kiln::cuda::launch_sample_rows(dl, dr, di, ds, dp, seen, res, nullptr, d, s)); });
+        const float ms = median_ms(s, [&] { CK(kiln::cuda::launch_sample_rows(dl, dr, di, ds, dp, seen, res, nullptr, scratch, d, s)); });
         std::printf("{\"vocab\": %lld, \"rows\": %lld, \"mode\": \"%s\", \"kernel_us\": %.1f, \"logits_d2h_us\": %.1f}\n",
                     static_cast<long long>(V), static_cast<long long>(R), m.name, ms * 1000, copy_ms * 1000);
       }
       for (void* p : {static_cast<void*>(dl), static_cast<void*>(di), static_cast<void*>(dp), static_cast<void*>(ds),
-                      static_cast<void*>(seen), static_cast<void*>(dr), static_cast<void*>(res)})
+                      static_cast<void*>(seen), static_cast<void*>(dr), static_cast<void*>(res), scratch})
         CK(cudaFree(p));
       CK(cudaFreeHost(host));
     }

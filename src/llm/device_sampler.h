@@ -20,7 +20,8 @@ class DeviceSampler {
  public:
   // Device buffers for `rows` rows (R) of a `vocab`-entry vocabulary and steps of up to
   // `max_tokens` tokens: per-row options (pinned staging + device), the step's ids / token_seq /
-  // positions, the seen bitmap [R, ceil(V / 32)] uint32 (zeroed), the results (device + pinned).
+  // positions, the seen bitmap [R, ceil(V / 32)] uint32 (zeroed), the results (device + pinned),
+  // the kernels' scratch (cuda::sampling_scratch_bytes: ~8 KB per row and 4,096 ids).
   // InvalidArgument for a vocabulary past 2^23 or no rows; OutOfMemory naming the buffer;
   // Unsupported without the CUDA backend.
   static StatusOr<std::unique_ptr<DeviceSampler>> create(int64_t rows, int64_t max_tokens, int64_t vocab);

@@ -22,9 +22,11 @@ struct DeviceSampler::Buffers {
   uint32_t* seen = nullptr;                // [R, ceil(V / 32)]
   cuda::SamplingResult* results_dev = nullptr;   // [R]
   cuda::SamplingResult* results_host = nullptr;  // pinned [R]
+  unsigned char* scratch = nullptr;        // cuda::sampling_scratch_bytes(R, V)
   ~Buffers() {
     for (void* p : {static_cast<void*>(rows_dev), static_cast<void*>(ids), static_cast<void*>(seq),
-                    static_cast<void*>(pos), static_cast<void*>(seen), static_cast<void*>(results_dev)})
+                    static_cast<void*>(pos), static_cast<void*>(seen), static_cast<void*>(results_dev),
+                    static_cast<void*>(scratch)})
       if (p) cudaFree(p);
     for (void* p : {static_cast<void*>(rows_host), static_cast<void*>(results_host)})
       if (p) cudaFreeHost(p);
@@ -83,6 +85,8 @@ StatusOr<std::unique_ptr<DeviceSampler>> DeviceSampler::create(int64_t rows, int
                                      "the seen-id bitmaps"));
   KILN_RETURN_IF_ERROR(device_buffer(&b.results_dev, R, "the sampled ids"));
   KILN_RETURN_IF_ERROR(pinned_buffer(&b.results_host, R, "the sampled ids"));
+  KILN_RETURN_IF_ERROR(device_buffer(&b.scratch, cuda::sampling_scratch_bytes(rows, vocab),
+                                     "the sampling kernels' scratch (per-chunk candidates, top-p histograms)"));
   for (size_t r = 0; r < R; ++r) b.results_host[r] = {-1, -1};
   return s;
 }
@@ -123,7 +127,7 @@ Status DeviceSampler::enqueue(const void* logits, const void* ids, const void* t
   d.vocab = vocab_;
   d.tokens = tokens;
   KILN_CUDA_CHECK(cuda::launch_sample_rows(static_cast<const float*>(logits), b.rows_dev, b.ids, b.seq, b.pos, b.seen,
-                                           b.results_dev, distributions, d, s));
+                                           b.results_dev, distributions, b.scratch, d, s));
   KILN_CUDA_CHECK(cudaMemcpyAsync(b.results_host, b.results_dev, R * sizeof(cuda::SamplingResult), cudaMemcpyDeviceToHost, s));
   return Status::Ok();
 }

@@ -5,7 +5,9 @@
 // the argmax; every token is sample_index(distribution, device_uniform(seed, position)); the same
 // seed and position give the same token run to run and in any row among any companions; draw
 // frequencies pass a chi-square test against the distribution; the seen-id bitmap follows the
-// step's tokens (reset at position 0); a non-finite logit is reported by id.
+// step's tokens (reset at position 0); a non-finite logit is reported by id; at a 128k vocabulary
+// (32 chunks of the kernels' row split) every path — top-k candidates, their overflow, top-p radix
+// levels, chunk-sum draws, the full-row fallback, greedy across chunks — equals the host's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -349,6 +351,106 @@ TEST(GpuSampling, RepetitionPenaltyFollowsTheStepsTokens) {
   e.add(2, 9, 1);
   g.run(logits, row2, {0, 0, 2}, e);
   check({7, 9}, "a new sequence in the row");
+}
+
+// A 128,256-entry vocabulary spans 32 chunks of 4,096 ids (the last one 1,280): rows with top_k
+// <= 1024 filter and draw over the chunks' candidates, top-p rows without top-k find their threshold
+// by chunk-parallel radix levels, temperature-only rows draw from chunk sums, the others go over the
+// whole row. Every path against the host Sampler: top-k 50 with a penalty on ids at chunk edges,
+// top_k 1024 (the largest candidate row) and 1025 (the full pass), logits on a grid so the top-k
+// boundary is a tie spread over many chunks, ties past a chunk's 1,024 candidate slots (top_k 1024
+// on the grid; a constant row, where every id ties), a row whose top-k all lie in one chunk, greedy
+// with the maximum tied across two chunks, top-p alone (random logits; and on the grid, so the top-p
+// boundary cuts a tie spread over many chunks), temperature alone. Then the seen bitmap starts over
+// at position 0 in every chunk.
+TEST(GpuSampling, ChunkedRowsAndTopKCandidatesEqualTheHostSampler) {
+  REQUIRE_GPU();
+  const int64_t V = 128256, R = 11;
+  GpuSampling g(R, V);
+  ASSERT_TRUE(g.ok());
+  const std::vector<SamplingOptions> table = {
+      opts(0.8, 50, 0.9, 1.3, 11), opts(1.0, 1024, 0.95, 1.0, 12), opts(1.0, 1025, 0.95, 1.0, 13),
+      opts(1.0, 40, 0.8, 1.0, 14), opts(1.0, 1024, 0.9, 1.0, 15),  opts(1.0, 1000, 1.0, 1.0, 16),
+      opts(0.7, 30, 1.0, 1.0, 17), opts(0.0, 0, 1.0, 1.5, 18),  opts(1.0, 0, 0.95, 1.2, 19),
+      opts(0.9, 0, 0.6, 1.0, 20),  opts(0.8, 0, 1.0, 1.0, 21)};
+  std::vector<float> logits = random_logits(static_cast<size_t>(R * V), 2.f, 31);
+  const std::vector<float> tied = random_logits(static_cast<size_t>(V), 2.f, 32, 0.5f);
+  std::copy(tied.begin(), tied.end(), logits.begin() + 3 * V);  // row 3: top-k boundary on a tie
+  std::copy(tied.begin(), tied.end(), logits.begin() + 4 * V);  // row 4: ties past the slots
+  std::copy(tied.begin(), tied.end(), logits.begin() + 9 * V);  // row 9: the top-p boundary on a tie
+  std::fill(logits.begin() + 5 * V, logits.begin() + 6 * V, 0.25f);  // row 5: every id tied
+  for (int64_t i = 0; i < 100; ++i) logits[6 * V + 9 * 4096 + 7 * i] += 12.f;  // row 6: top-k in chunk 9
+  logits[7 * V + 90000] = 30.f;  // row 7: the maximum tied in chunks 21 and 1; the lower id wins
+  logits[7 * V + 5000] = 30.f;
+  logits[7 * V + 4096] = 40.f;  // penalized below the others (40 / 1.5 < 30)
+  // Row 0 (and row 7) have seen ids at chunk edges, made the row's largest logits.
+  StepTokens step;
+  std::vector<std::vector<int32_t>> seen(static_cast<size_t>(R));
+  const std::vector<int32_t> edge_ids = {4095, 4096, 8191, 128255, 70000};
+  for (size_t j = 0; j < edge_ids.size(); ++j) {
+    logits[0 * V + edge_ids[j]] = 9.f + static_cast<float>(j);
+    step.add(0, edge_ids[j], static_cast<int64_t>(j));
+    seen[0].push_back(edge_ids[j]);
+  }
+  step.add(7, 4096, 0);
+  seen[7].push_back(4096);
+  for (int32_t id : {0, 4097, 128000}) {  // row 8: a penalty in three chunks
+    step.add(8, id, static_cast<int64_t>(seen[8].size()));
+    seen[8].push_back(id);
+  }
+  step.add(-1, 5000, 0);  // padding: sets nothing
+  std::vector<const SamplingOptions*> o;
+  for (const SamplingOptions& x : table) o.push_back(&x);
+  std::vector<std::vector<double>> want;
+  for (int64_t r = 0; r < R; ++r) want.push_back(host_distribution(logits, r, V, table[r], seen[r]));
+  int draws = 0, mismatches = 0;
+  for (int64_t s = 0; s < 6; ++s) {
+    const std::vector<int64_t> pos(static_cast<size_t>(R), 10 + s);
+    // The step's tokens pass once (positions 0.. start the sequences); later steps add none.
+    const std::vector<int32_t> tokens = g.run(logits, o, pos, s == 0 ? step : StepTokens{});
+    for (int64_t r = 0; r < R; ++r) {
+      SCOPED_TRACE("row " + std::to_string(r) + " step " + std::to_string(s));
+      if (s == 0) expect_same_distribution(want[r], g.host_dist.data() + r * V, V, "row " + std::to_string(r));
+      ASSERT_GE(tokens[r], 0);
+      EXPECT_GT(want[r][tokens[r]], 0) << "a token outside the kept set";
+      if (r == 7) {
+        EXPECT_EQ(tokens[r], 5000) << "greedy: the lowest id among the tied maxima";
+        continue;
+      }
+      ++draws;
+      const int32_t host = sample_index(want[r], device_uniform(table[r].seed, pos[r]));
+      if (tokens[r] != host && ++mismatches <= 3) ADD_FAILURE() << "GPU " << tokens[r] << ", host " << host;
+    }
+  }
+  std::printf("%d of %d GPU draws differ from the host's draw with the same uniform\n", mismatches, draws);
+  EXPECT_LE(mismatches, 1);
+  // The kept sets are what the rows claim to exercise.
+  auto kept = [&](int64_t r) { return std::count_if(want[r].begin(), want[r].end(), [](double x) { return x > 0; }); };
+  EXPECT_EQ(kept(5), V) << "a constant row keeps every id (ties with the k-th)";
+  const std::vector<double> top40 = Sampler(opts(1.0, 40, 1.0)).distribution(tied.data(), V);
+  EXPECT_GT(std::count_if(top40.begin(), top40.end(), [](double x) { return x > 0; }), 40)
+      << "the grid row's 40th logit should be a tie";
+  // Row 9's top-p boundary cuts a tie: the kept ids of the boundary value are not all of them.
+  {
+    std::vector<float> r9(tied);
+    double boundary = 1e30;
+    for (int64_t i = 0; i < V; ++i)
+      if (want[9][i] > 0) boundary = std::min<double>(boundary, r9[i]);
+    int64_t at_boundary = 0, kept_at_boundary = 0;
+    for (int64_t i = 0; i < V; ++i)
+      if (r9[i] == boundary) {
+        ++at_boundary;
+        kept_at_boundary += want[9][i] > 0;
+      }
+    EXPECT_LT(kept_at_boundary, at_boundary) << "row 9's top-p 0.6 should keep part of a tie";
+  }
+  // Row 0 starts a new sequence in this step: ids 5 and 70000 only, whatever chunk cleared its words.
+  StepTokens fresh;
+  fresh.add(0, 70000, 0);
+  fresh.add(0, 5, 1);
+  g.run(logits, o, std::vector<int64_t>(static_cast<size_t>(R), 20), fresh);
+  expect_same_distribution(host_distribution(logits, 0, V, table[0], {70000, 5}), g.host_dist.data(), V,
+                           "row 0 after a new sequence");
 }
 
 TEST(GpuSampling, NonFiniteLogitsAreReportedById) {

@@ -1,13 +1,15 @@
-// Launcher of the LLM runner's GPU sampling (docs/decisions/0077): one thread block per row of the
-// step's logits [R, vocab] keeps the row's seen-token bitmap (repetition penalty) up to date from
-// the step's tokens and, for rows that choose a token this step, applies the repetition penalty,
-// temperature, top-k and top-p with exactly the rules of the host Sampler (src/llm/sampling.h)
-// and draws with Philox4x32-10 (core/philox.h). Enqueues on `stream`, never allocates, never
-// synchronizes: capturable in a CUDA graph.
+// Launcher of the LLM runner's GPU sampling (docs/decisions/0077 and its addendum): over the step's
+// logits [R, vocab], the rows' seen-token bitmaps (repetition penalty) are kept up to date from the
+// step's tokens and, for rows that choose a token this step, the repetition penalty, temperature,
+// top-k and top-p are applied with exactly the rules of the host Sampler (src/llm/sampling.h) and
+// the draw is made with Philox4x32-10 (core/philox.h). Six kernel launches: five of one block per
+// (row, chunk of 4,096 ids), then one of one block per row (see kernels_sampling.cu). Enqueues on `stream`, never
+// allocates, never synchronizes: capturable in a CUDA graph (the caller sizes `scratch` once).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace kiln::cuda {
@@ -42,7 +44,14 @@ struct SamplingDesc {
 // Bitmap words per row: ceil(vocab / 32) uint32.
 inline int64_t sampling_seen_words(int64_t vocab) { return (vocab + 31) / 32; }
 
-// For every row r (blocks in parallel):
+// Bytes of the device scratch launch_sample_rows needs for R rows of a V-entry vocabulary (0 for
+// R or V < 1): per row and chunk of 4,096 ids, 1,024 candidate slots (uint32 key + int32 id), a
+// uint64 mass sum and four int32 / float chunk results — 8,216 B per chunk —, and per row 41,016 B
+// (top-p histograms and state): 19.4 MB at R = 64, V = 128,256 (32 chunks a row), 9.5 MB at R = 64,
+// V = 50,257. Contents need no initialization (the kernels zero what they accumulate into).
+size_t sampling_scratch_bytes(int64_t rows, int64_t vocab);
+
+// For every row r:
 //  1. seen [R, sampling_seen_words(V)] uint32, bit i of row r = id i is in r's sequence: cleared
 //     when one of the step's tokens t has token_seq[t] == r and positions[t] == 0 (the sequence
 //     starts in this step), then the bit of ids[t] set for every token t of row r (ids outside
@@ -56,11 +65,14 @@ inline int64_t sampling_seen_words(int64_t vocab) { return (vocab + 31) / 32; }
 //     philox_uniform(seed, position) of the kept masses' inverse CDF in id order.
 //  3. distributions (may be null; tests): float32 [R, V], row r of an active sampling row = the
 //     kept tokens' w_i / sum of kept w (0 elsewhere); an active greedy row: 1 at the argmax.
-// rows [R]; ids int64 [T], token_seq int32 [T] (-1 = padding), positions int64 [T]; results [R].
-// cudaErrorInvalidValue for a vocabulary past 2^23 (the fixed-point sums would overflow) or R < 1.
+// rows [R]; ids int64 [T], token_seq int32 [T] (-1 = padding), positions int64 [T]; results [R];
+// scratch: device memory of sampling_scratch_bytes(R, V) bytes, used by this launch only (launches
+// sharing one scratch must be ordered, e.g. on one stream).
+// cudaErrorInvalidValue for a vocabulary past 2^23 (the fixed-point sums would overflow), R < 1 or
+// no scratch.
 cudaError_t launch_sample_rows(const float* logits, const SamplingRow* rows, const int64_t* ids,
                                const int32_t* token_seq, const int64_t* positions, uint32_t* seen,
-                               SamplingResult* results, float* distributions, const SamplingDesc& d,
-                               cudaStream_t stream);
+                               SamplingResult* results, float* distributions, void* scratch,
+                               const SamplingDesc& d, cudaStream_t stream);
 
 }  // namespace kiln::cuda
