@@ -6,7 +6,8 @@
 #   3. QuantLinear speed: an MLP of two 4096 x 4096 linear layers (batch 4096 rows) built FP16, and
 #      from its Q/DQ models INT8 and FP8 (`kiln quantize` here), `kiln bench --cuda-graph`
 #   3b. resnet: QuantConv speed (docs/decisions/0078): resnet50 / resnet101 (scripts/export_models.py)
-#      built FP16 and `--int8 --calib` / `--fp8 --calib` (random calibration npz) at batch 1 and 256,
+#      built FP16 and `--int8 --calib` / `--fp8 --calib` (random calibration npz), each also with
+#      --gpu-quant-conv (QuantConv layers; off by default), at batch 1 and 256,
 #      `kiln bench --cuda-graph`; the layer counts of kiln build's quantization summary; cosine of
 #      each 8-bit plan's output vs the FP16 plan's. KILN_QUANT_RESNETS (default "resnet50 resnet101"),
 #      KILN_QUANT_BATCHES (default "1 256").
@@ -114,12 +115,16 @@ if [[ "$STEPS" == *" resnet "* ]]; then
   : > "$OUT/resnet_quant.jsonl"
   for model in ${KILN_QUANT_RESNETS:-resnet50 resnet101}; do
     [ -f models/$model.onnx ] || $PY scripts/export_models.py --model $model -o models/$model.onnx \
-      --photos-npz $C/calib_photos.npz 2>&1 | tail -n 2
+      $([ -f $C/calib_photos.npz ] && echo "--photos-npz $C/calib_photos.npz" || echo "--calib noise") 2>&1 | tail -n 2
     # Random calibration data: speed does not depend on the scales (the accuracy run is the photo one).
     $PY -c "import numpy as np; np.savez('/tmp/qr/calib.npz', input=np.random.default_rng(0).standard_normal((16, 3, 224, 224)).astype(np.float32))"
     for b in ${KILN_QUANT_BATCHES:-1 256}; do
       $PY -c "import numpy as np; np.save('/tmp/qr/x$b.npy', np.random.default_rng(1).standard_normal(($b, 3, 224, 224)).astype(np.float32))"
-      for cfg in "fp16:--fp16" "int8:--fp16 --int8 --calib /tmp/qr/calib.npz" "fp8:--fp16 --fp8 --calib /tmp/qr/calib.npz"; do
+      # int8 / fp8: the default GPU build (Q/DQ convolutions unfused, FP16 convs); *qc: with
+      # --gpu-quant-conv (QuantConv layers, decision 0078).
+      for cfg in "fp16:--fp16" "int8:--fp16 --int8 --calib /tmp/qr/calib.npz" "fp8:--fp16 --fp8 --calib /tmp/qr/calib.npz" \
+                 "int8qc:--fp16 --int8 --calib /tmp/qr/calib.npz --gpu-quant-conv" \
+                 "fp8qc:--fp16 --fp8 --calib /tmp/qr/calib.npz --gpu-quant-conv"; do
         tag=${model}_${cfg%%:*}_b$b; flags=${cfg#*:}
         if ! $C/kiln build models/$model.onnx -o /tmp/qr/$tag.plan --device gpu $flags --shapes input:${b}x3x224x224 \
             > /tmp/qr/$tag.build.txt 2>&1; then
@@ -141,7 +146,7 @@ PYEOF
 import glob, sys, numpy as np
 model, b = sys.argv[1:3]
 ref = glob.glob(f"/tmp/qr/out_{model}_fp16_b{b}/*.npy")
-for q in ("int8", "fp8"):
+for q in ("int8", "fp8", "int8qc", "fp8qc"):
     f = glob.glob(f"/tmp/qr/out_{model}_{q}_b{b}/*.npy")
     if not f or not ref: print(model, q, b, "no output"); continue
     y, r = np.load(f[0]).astype(np.float64), np.load(ref[0]).astype(np.float64)

@@ -112,6 +112,13 @@ struct BuilderConfig {
   // Every input whose shape is not fully static needs a range in each profile. Static inputs
   // need none. At least one profile is required when any input is dynamic.
   std::vector<OptimizationProfile> profiles;
+  // CUDA: Q/DQ convolutions fuse into 8-bit QuantConv layers (docs/decisions/0078) only when
+  // set; CPU plans always fuse them. Off by default: on an H200 (2026-11-26) the QuantConv
+  // tactics made ResNet-50 INT8 / FP8 plans 11x / 2.3x slower than the FP16 plan (cuDNN 9.19's
+  // legacy INT8 3x3 convolutions are slow, and it lists no FP8 graph engine for them, so they ran
+  // Kiln's reference conv), while the unfused Q/DQ form runs at FP16 speed; QuantConv has no
+  // float fallback tactic for the builder to pick yet (0078 addendum). `kiln build --gpu-quant-conv`.
+  bool gpu_quant_conv = false;
   TargetDevice target = TargetDevice::kAuto;  // kAuto: CUDA when built with it and a GPU is present
   int opt_level = 2;  // 0..3: how much the pass pipeline may rewrite (0: none, 1: cleanups, 2: + fusions)
   std::set<std::string> disabled_passes;  // pass names (src/passes/pipelines.cc) to skip

@@ -50,6 +50,7 @@ BuilderConfig config(TargetDevice t, bool fp16, const Shape& x) {
   BuilderConfig c;
   c.target = t;
   c.fp16 = fp16;
+  c.gpu_quant_conv = true;  // these tests are about the QuantConv CUDA path (off by default)
   OptimizationProfile p;
   EXPECT_TRUE(p.set_dimensions("x", x, x, x).ok());
   c.profiles = {p};
@@ -79,6 +80,14 @@ TEST(GpuQuantConvSupport, ResidualCnnLowersWithQuantConvLayers) {
         EXPECT_EQ(n.attr_string("layout", ""), "NHWC") << n.name;
       }
       EXPECT_EQ(quant_conv, 3);
+      // By default a CUDA build keeps these convolutions in the Q/DQ form (decision 0078 addendum).
+      BuilderConfig dflt = config(TargetDevice::kCuda, fp16, x);
+      dflt.gpu_quant_conv = false;
+      auto plain = cuda_layer_graph(*g, dflt, nullptr);
+      ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+      int fused_by_default = 0;
+      for (const ir::Node& n : plain->nodes) fused_by_default += !n.removed && n.op == ir::OpKind::kQuantConv ? 1 : 0;
+      EXPECT_EQ(fused_by_default, 0);
       auto vs = cuda::infer_value_shapes_by_reference(*laid, {x});
       ASSERT_TRUE(vs.ok()) << vs.status().to_string();
       Status s = cuda::check_gpu_support(*laid, *vs, fp16);
