@@ -120,7 +120,8 @@ if [[ "$STEPS" == *" resnet "* ]]; then
     $PY -c "import numpy as np; np.savez('/tmp/qr/calib.npz', input=np.random.default_rng(0).standard_normal((16, 3, 224, 224)).astype(np.float32))"
     for b in ${KILN_QUANT_BATCHES:-1 256}; do
       $PY -c "import numpy as np; np.save('/tmp/qr/x$b.npy', np.random.default_rng(1).standard_normal(($b, 3, 224, 224)).astype(np.float32))"
-      # int8 / fp8: the default GPU build (Q/DQ convolutions unfused, FP16 convs); *qc: with
+      # int8: the default GPU build (Q/DQ convolutions unfused, FP16 convs; FP8 builds fuse QuantConv
+      # by default, decision 0078 addendum); *qc: with
       # --gpu-quant-conv (QuantConv layers, decision 0078).
       for cfg in "fp16:--fp16" "int8:--fp16 --int8 --calib /tmp/qr/calib.npz" "fp8:--fp16 --fp8 --calib /tmp/qr/calib.npz" \
                  "int8qc:--fp16 --int8 --calib /tmp/qr/calib.npz --gpu-quant-conv" \

@@ -144,8 +144,9 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   passes::PassOptions opts;
   opts.opt_level = c.opt_level;
   opts.disabled = c.disabled_passes;
-  // QuantConv on the GPU only when asked for (BuilderConfig::gpu_quant_conv; decision 0078 addendum).
-  if (want_gpu && !c.gpu_quant_conv) opts.disabled.insert("fuse_qdq_conv");
+  // QuantConv on the GPU in FP8 builds, or when asked for (BuilderConfig::gpu_quant_conv; decision
+  // 0078 addendum: INT8 QuantConv is slower there than the Q/DQ form).
+  if (want_gpu && !c.gpu_quant_conv && !(c.fp8 && !c.int8)) opts.disabled.insert("fuse_qdq_conv");
   opts.dump_after = c.dump_after_pass;
   opts.verify_each = c.verify_passes;
   opts.evaluator = &reference_evaluator();  // constant folding on the CPU reference kernels

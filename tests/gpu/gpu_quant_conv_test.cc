@@ -80,14 +80,17 @@ TEST(GpuQuantConvSupport, ResidualCnnLowersWithQuantConvLayers) {
         EXPECT_EQ(n.attr_string("layout", ""), "NHWC") << n.name;
       }
       EXPECT_EQ(quant_conv, 3);
-      // By default a CUDA build keeps these convolutions in the Q/DQ form (decision 0078 addendum).
+      // By default a CUDA build keeps these convolutions in the Q/DQ form unless it is an FP8
+      // build (decision 0078 addendum).
       BuilderConfig dflt = config(TargetDevice::kCuda, fp16, x);
       dflt.gpu_quant_conv = false;
+      dflt.int8 = f == QuantFormat::kInt8;
+      dflt.fp8 = f == QuantFormat::kFp8E4M3;
       auto plain = cuda_layer_graph(*g, dflt, nullptr);
       ASSERT_TRUE(plain.ok()) << plain.status().to_string();
       int fused_by_default = 0;
       for (const ir::Node& n : plain->nodes) fused_by_default += !n.removed && n.op == ir::OpKind::kQuantConv ? 1 : 0;
-      EXPECT_EQ(fused_by_default, 0);
+      EXPECT_EQ(fused_by_default, f == QuantFormat::kFp8E4M3 ? 3 : 0);
       auto vs = cuda::infer_value_shapes_by_reference(*laid, {x});
       ASSERT_TRUE(vs.ok()) << vs.status().to_string();
       Status s = cuda::check_gpu_support(*laid, *vs, fp16);

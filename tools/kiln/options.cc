@@ -178,8 +178,8 @@ void BuildOptions::add_to(CLI::App* app) {
   opt->add_option("--dump-after", dump_after, "Print the IR after this pass");
   opt->add_flag("--verify-passes", verify_passes, "Verify the IR after every pass");
   opt->add_flag("--gpu-quant-conv", gpu_quant_conv,
-                "GPU plans: fuse Q/DQ convolutions into 8-bit QuantConv layers (off by default: slower than "
-                "FP16 on an H200 for now, docs/decisions/0078)");
+                "GPU plans: fuse Q/DQ convolutions into 8-bit QuantConv layers in INT8 builds too (FP8 builds "
+                "always do; INT8 QuantConv is slower than the Q/DQ form on an H200 for now, docs/decisions/0078)");
   app->add_flag("--allow-unknown-attributes", allow_unknown_attributes,
                 "Ignore attributes, opsets and IR versions newer than Kiln knows, with a warning for each");
 }
