@@ -7,7 +7,7 @@
 #      from its Q/DQ models INT8 and FP8 (`kiln quantize` here), `kiln bench --cuda-graph`
 #   3b. resnet: QuantConv speed (docs/decisions/0078): resnet50 / resnet101 (scripts/export_models.py)
 #      built FP16 and `--int8 --calib` / `--fp8 --calib` (random calibration npz), each also with
-#      --gpu-quant-conv (QuantConv layers; off by default), at batch 1 and 256,
+#      --quant-conv (QuantConv layers; off by default), at batch 1 and 256,
 #      `kiln bench --cuda-graph`; the layer counts of kiln build's quantization summary; cosine of
 #      each 8-bit plan's output vs the FP16 plan's. KILN_QUANT_RESNETS (default "resnet50 resnet101"),
 #      KILN_QUANT_BATCHES (default "1 256").
@@ -120,12 +120,11 @@ if [[ "$STEPS" == *" resnet "* ]]; then
     $PY -c "import numpy as np; np.savez('/tmp/qr/calib.npz', input=np.random.default_rng(0).standard_normal((16, 3, 224, 224)).astype(np.float32))"
     for b in ${KILN_QUANT_BATCHES:-1 256}; do
       $PY -c "import numpy as np; np.save('/tmp/qr/x$b.npy', np.random.default_rng(1).standard_normal(($b, 3, 224, 224)).astype(np.float32))"
-      # int8: the default GPU build (Q/DQ convolutions unfused, FP16 convs; FP8 builds fuse QuantConv
-      # by default, decision 0078 addendum); *qc: with
-      # --gpu-quant-conv (QuantConv layers, decision 0078).
+      # int8: convolutions stay in the Q/DQ form (FP16 convs) unless --quant-conv (int8qc); FP8
+      # convolutions always become QuantConv (fp8 and fp8qc are the same build; decision 0078 addendum).
       for cfg in "fp16:--fp16" "int8:--fp16 --int8 --calib /tmp/qr/calib.npz" "fp8:--fp16 --fp8 --calib /tmp/qr/calib.npz" \
-                 "int8qc:--fp16 --int8 --calib /tmp/qr/calib.npz --gpu-quant-conv" \
-                 "fp8qc:--fp16 --fp8 --calib /tmp/qr/calib.npz --gpu-quant-conv"; do
+                 "int8qc:--fp16 --int8 --calib /tmp/qr/calib.npz --quant-conv" \
+                 "fp8qc:--fp16 --fp8 --calib /tmp/qr/calib.npz --quant-conv"; do
         tag=${model}_${cfg%%:*}_b$b; flags=${cfg#*:}
         if ! $C/kiln build models/$model.onnx -o /tmp/qr/$tag.plan --device gpu $flags --shapes input:${b}x3x224x224 \
             > /tmp/qr/$tag.build.txt 2>&1; then

@@ -112,13 +112,16 @@ struct BuilderConfig {
   // Every input whose shape is not fully static needs a range in each profile. Static inputs
   // need none. At least one profile is required when any input is dynamic.
   std::vector<OptimizationProfile> profiles;
-  // CUDA: Q/DQ convolutions fuse into 8-bit QuantConv layers (docs/decisions/0078) in FP8 builds
-  // (fp8 set, int8 not) and, when this is set, in every build; CPU plans always fuse them. Measured
-  // on an H200 (2026-11-26, ResNet-50 batch 256; FP16 plan 6.3 ms): FP8 QuantConv 14.2 ms against
-  // 29.3 ms for the unfused Q/DQ form, but INT8 QuantConv 72.2 ms against 23.5 ms (cuDNN 9.19's
-  // legacy INT8 3x3 convolutions are slow on Hopper). QuantConv has no float fallback tactic for
-  // the builder to pick per layer yet (0078 addendum). `kiln build --gpu-quant-conv`.
-  bool gpu_quant_conv = false;
+  // Q/DQ convolutions fuse into 8-bit QuantConv layers (docs/decisions/0078): FP8 ones always,
+  // INT8 / UINT8 ones only when this is set (on both backends; the others record the rule "INT8
+  // QuantConv not enabled"). Not by default for INT8: on the CPU the fused layer read one of the
+  // six PP-OCRv4 demo lines differently from ONNX Runtime's Q/DQ run (the unfused form reads all
+  // six as it does), and on an H200 (2026-11-26, ResNet-50 batch 256, FP16 plan 6.3 ms) INT8
+  // QuantConv took 72.2 ms against 23.5 ms for the unfused Q/DQ form (cuDNN 9.19's legacy INT8
+  // 3x3 convolutions are slow on Hopper), while FP8 QuantConv took 14.2 ms against 29.3 ms.
+  // QuantConv has no float fallback tactic for the builder to pick per layer yet.
+  // `kiln build --quant-conv`.
+  bool quant_conv = false;
   TargetDevice target = TargetDevice::kAuto;  // kAuto: CUDA when built with it and a GPU is present
   int opt_level = 2;  // 0..3: how much the pass pipeline may rewrite (0: none, 1: cleanups, 2: + fusions)
   std::set<std::string> disabled_passes;  // pass names (src/passes/pipelines.cc) to skip

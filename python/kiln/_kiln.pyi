@@ -119,7 +119,7 @@ class BuilderConfig:
     disabled_passes: Set[str]
     dump_after_pass: str
     verify_passes: bool
-    gpu_quant_conv: bool
+    quant_conv: bool
     profiles: List[OptimizationProfile]
     layer_precisions: List[LayerPrecision]
     progress: Any              # set: Callable[[BuildProgress], None] or None; get: bool

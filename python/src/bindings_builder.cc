@@ -169,7 +169,7 @@ void init_builder(pyb::module_& m) {
       .def_readwrite("disabled_passes", &BuilderConfig::disabled_passes, "Pass names to skip (a set; assign a new set).")
       .def_readwrite("dump_after_pass", &BuilderConfig::dump_after_pass)
       .def_readwrite("verify_passes", &BuilderConfig::verify_passes)
-      .def_readwrite("gpu_quant_conv", &BuilderConfig::gpu_quant_conv)
+      .def_readwrite("quant_conv", &BuilderConfig::quant_conv)
       .def_property("profiles", [](const BuilderConfig& c) { return c.profiles; },
                     [](BuilderConfig& c, std::vector<OptimizationProfile> p) { c.profiles = std::move(p); },
                     "A copy of the profiles; assign a list, or use add_optimization_profile.")

@@ -140,13 +140,13 @@ void fix_profile_dims(ir::Graph* g, const std::vector<OptimizationProfile>& prof
 
 // The pass pipeline (src/passes/pipelines.cc) at the config's opt_level; fused layers keep
 // the ONNX nodes they absorbed in Node::origin, which the plan records.
-Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<OptimizationProfile>& profiles, bool want_gpu) {
+Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<OptimizationProfile>& profiles) {
   passes::PassOptions opts;
   opts.opt_level = c.opt_level;
   opts.disabled = c.disabled_passes;
-  // QuantConv on the GPU in FP8 builds, or when asked for (BuilderConfig::gpu_quant_conv; decision
-  // 0078 addendum: INT8 QuantConv is slower there than the Q/DQ form).
-  if (want_gpu && !c.gpu_quant_conv && !(c.fp8 && !c.int8)) opts.disabled.insert("fuse_qdq_conv");
+  // INT8 convolutions become QuantConv only when asked for (BuilderConfig::quant_conv; decision
+  // 0078 addendum); FP8 ones always do.
+  opts.int8_quant_conv = c.quant_conv;
   opts.dump_after = c.dump_after_pass;
   opts.verify_each = c.verify_passes;
   opts.evaluator = &reference_evaluator();  // constant folding on the CPU reference kernels
@@ -288,7 +288,7 @@ static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderCon
   report(config, "verify", 1, 1);
 
   out.graph = graph;
-  KILN_RETURN_IF_ERROR(optimize(&out.graph, config, profiles, want_gpu));
+  KILN_RETURN_IF_ERROR(optimize(&out.graph, config, profiles));
   // The one precision decision per layer (docs/decisions/0033): the CUDA lowering and layouts read it.
   if (decide_precisions)
     KILN_RETURN_IF_ERROR(passes::assign_precisions(out.graph, precision, passes::float_storage_support));

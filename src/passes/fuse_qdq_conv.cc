@@ -41,6 +41,7 @@ constexpr const char* kRuleConvPads = "auto_pad SAME or asymmetric pads";
 constexpr const char* kRuleConvChannels = "C or K not a multiple of 4 (cuDNN INT8 NHWC)";
 constexpr const char* kRuleConvFp8 = "FP8 conv with C or K not a multiple of 16 (cuBLASLt / cuDNN FP8 alignment)";
 constexpr const char* kRuleConvBias = "bias not a constant of K values";
+constexpr const char* kRuleInt8Off = "INT8 QuantConv not enabled (kiln build --quant-conv; decision 0078)";
 constexpr const char* kRuleConvZpPad = "int8 activation zero point with padding (the 8-bit convs pad with code 0)";
 
 // DQ(Wq, sw, 0) of a constant 4-D weight [K, C/group, R, S]: Wq as stored and one scale per K.
@@ -114,7 +115,8 @@ bool same_known_shape(const ir::Graph& g, ir::ValueId a, ir::ValueId b) {
 }
 
 // Fuses n when every condition holds; otherwise fills `why` (rule and values) and changes nothing.
-bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::string>& pinned, ir::Node& n, Blocked* why) {
+bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::string>& pinned, ir::Node& n, Blocked* why,
+          bool int8_quant_conv) {
   if (n.op == ir::OpKind::kConvTranspose) {
     why->rule = kRuleConvTranspose;
     return false;
@@ -159,6 +161,11 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
   if (act->zero_point != 0 && !valid && (pads[0] || pads[1])) {
     why->rule = kRuleConvZpPad;
     why->detail = "zero point " + std::to_string(act->zero_point);
+    return false;
+  }
+  if (act->type != DataType::kFloat8E4M3FN && !int8_quant_conv) {
+    why->rule = kRuleInt8Off;
+    why->detail = ck;
     return false;
   }
   std::optional<Tensor> bias;
@@ -232,7 +239,7 @@ Status fuse_qdq_conv(ir::Graph& g, const PassOptions& opts) {
   for (ir::Node& n : g.nodes) {
     if (n.removed) continue;
     Blocked why;
-    if (!fuse(g, consumers, pinned, n, &why) && why.rule) record_blocked(g, n, why);
+    if (!fuse(g, consumers, pinned, n, &why, opts.int8_quant_conv) && why.rule) record_blocked(g, n, why);
   }
   return Status::Ok();
 }

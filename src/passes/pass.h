@@ -23,6 +23,10 @@ struct PassOptions {
   // Computes layers whose inputs are all constants (fold_constants). Not owned; nullptr: only
   // shape computations with known shapes fold. The builder passes kiln::reference_evaluator().
   const ir::ConstantEvaluator* evaluator = nullptr;
+  // fuse_qdq_conv: INT8 / UINT8 convolutions fuse into QuantConv too (FP8 ones always do); when
+  // false each records the rule "INT8 QuantConv not enabled" instead. The builder sets it from
+  // BuilderConfig::quant_conv (docs/decisions/0078 addendum).
+  bool int8_quant_conv = true;
 };
 
 struct Pass {

@@ -50,7 +50,7 @@ BuilderConfig config(TargetDevice t, bool fp16, const Shape& x) {
   BuilderConfig c;
   c.target = t;
   c.fp16 = fp16;
-  c.gpu_quant_conv = true;  // these tests are about the QuantConv CUDA path (off by default)
+  c.quant_conv = true;  // these tests are about the QuantConv CUDA path (off by default)
   OptimizationProfile p;
   EXPECT_TRUE(p.set_dimensions("x", x, x, x).ok());
   c.profiles = {p};
@@ -60,7 +60,7 @@ BuilderConfig config(TargetDevice t, bool fp16, const Shape& x) {
 TEST(GpuQuantConvSupport, ResidualCnnLowersWithQuantConvLayers) {
   REQUIRE_CUDA_BUILD();
 #ifdef KILN_HAVE_CUDA
-  const std::string dir = make_temp_dir("gpu_quant_conv_support");
+  const std::string dir = make_temp_dir("quant_conv_support");
   ASSERT_FALSE(dir.empty());
   const Shape x = {2, 16, 8, 8};
   for (QuantFormat f : {QuantFormat::kInt8, QuantFormat::kFp8E4M3}) {
@@ -83,7 +83,7 @@ TEST(GpuQuantConvSupport, ResidualCnnLowersWithQuantConvLayers) {
       // By default a CUDA build keeps these convolutions in the Q/DQ form unless it is an FP8
       // build (decision 0078 addendum).
       BuilderConfig dflt = config(TargetDevice::kCuda, fp16, x);
-      dflt.gpu_quant_conv = false;
+      dflt.quant_conv = false;
       dflt.int8 = f == QuantFormat::kInt8;
       dflt.fp8 = f == QuantFormat::kFp8E4M3;
       auto plain = cuda_layer_graph(*g, dflt, nullptr);
@@ -103,7 +103,7 @@ TEST(GpuQuantConvSupport, ResidualCnnLowersWithQuantConvLayers) {
 
 TEST(GpuQuantConv, CudaPlansMatchTheCpuPlan) {
   REQUIRE_GPU();
-  const std::string dir = make_temp_dir("gpu_quant_conv");
+  const std::string dir = make_temp_dir("quant_conv");
   ASSERT_FALSE(dir.empty());
   const Shape xs = {4, 16, 8, 8};
   const Tensor x = wave_input(xs, 2.5f, 1.1f);

@@ -177,9 +177,9 @@ void BuildOptions::add_to(CLI::App* app) {
   opt->add_option("--disable-pass", disabled_passes, "Skip this pass (repeatable)");
   opt->add_option("--dump-after", dump_after, "Print the IR after this pass");
   opt->add_flag("--verify-passes", verify_passes, "Verify the IR after every pass");
-  opt->add_flag("--gpu-quant-conv", gpu_quant_conv,
-                "GPU plans: fuse Q/DQ convolutions into 8-bit QuantConv layers in INT8 builds too (FP8 builds "
-                "always do; INT8 QuantConv is slower than the Q/DQ form on an H200 for now, docs/decisions/0078)");
+  opt->add_flag("--quant-conv", quant_conv,
+                "Fuse Q/DQ convolutions into 8-bit QuantConv layers in INT8 builds too (FP8 builds always do; "
+                "see docs/decisions/0078 for why INT8 builds do not by default)");
   app->add_flag("--allow-unknown-attributes", allow_unknown_attributes,
                 "Ignore attributes, opsets and IR versions newer than Kiln knows, with a warning for each");
 }
@@ -265,7 +265,7 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
   KILN_RETURN_IF_ERROR(set_pass_options(disabled_passes, dump_after, &c));
   c.verify_passes = verify_passes;
   c.allow_unknown_attributes = allow_unknown_attributes;
-  c.gpu_quant_conv = gpu_quant_conv;
+  c.quant_conv = quant_conv;
 
   KILN_ASSIGN_OR_RETURN(auto fixed, parse_shapes(shapes));
   std::map<std::string, Shape> ranges[3];

@@ -66,7 +66,7 @@ struct BuildOptions {
   std::string dump_after;                     // --dump-after PASS
   bool verify_passes = false;                 // --verify-passes
   bool allow_unknown_attributes = false;      // --allow-unknown-attributes
-  bool gpu_quant_conv = false;                // --gpu-quant-conv
+  bool quant_conv = false;                // --quant-conv
   CalibrationOptions calib;
 
   void add_to(CLI::App* app);
