@@ -231,16 +231,8 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
 }  // namespace
 
 Status fuse_qdq_conv(ir::Graph& g, const PassOptions& opts) {
-  fold_int32_bias_dequantize(g, opts);
-  const pt::Consumers consumers = g.consumers();
-  std::set<std::string> pinned;
-  for (ir::ValueId v : g.outputs) pinned.insert(g.value(v).name);
-  for (const std::string& name : subgraph_reads(g)) pinned.insert(name);
-  for (ir::Node& n : g.nodes) {
-    if (n.removed) continue;
-    Blocked why;
-    if (!fuse(g, consumers, pinned, n, &why, opts.int8_quant_conv) && why.rule) record_blocked(g, n, why);
-  }
+  fuse_each_layer(g, opts, [&](ir::Graph& gr, const pt::Consumers& c, const std::set<std::string>& pinned, ir::Node& n,
+                               Blocked* why) { return fuse(gr, c, pinned, n, why, opts.int8_quant_conv); });
   return Status::Ok();
 }
 

@@ -202,16 +202,7 @@ bool fuse(ir::Graph& g, const pt::Consumers& consumers, const std::set<std::stri
 }  // namespace
 
 Status fuse_qdq_linear(ir::Graph& g, const PassOptions& opts) {
-  fold_int32_bias_dequantize(g, opts);
-  const pt::Consumers consumers = g.consumers();
-  std::set<std::string> pinned;
-  for (ir::ValueId v : g.outputs) pinned.insert(g.value(v).name);
-  for (const std::string& name : subgraph_reads(g)) pinned.insert(name);
-  for (ir::Node& n : g.nodes) {
-    if (n.removed) continue;
-    Blocked why;
-    if (!fuse(g, consumers, pinned, n, &why) && why.rule) record_blocked(g, n, why);
-  }
+  fuse_each_layer(g, opts, fuse);
   return Status::Ok();
 }
 

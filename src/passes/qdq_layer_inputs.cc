@@ -104,6 +104,19 @@ void record_blocked(ir::Graph& g, ir::Node& n, const Blocked& why) {
 
 // DQ(bq int32 constant, ...) read by a Gemm's bias or an Add after a MatMul: folded to the float
 // bias it stands for, so fuse() sees a constant.
+void fuse_each_layer(ir::Graph& g, const PassOptions& opts, const LayerFusion& fuse) {
+  fold_int32_bias_dequantize(g, opts);
+  const std::vector<std::vector<ir::NodeId>> consumers = g.consumers();
+  std::set<std::string> pinned;
+  for (ir::ValueId v : g.outputs) pinned.insert(g.value(v).name);
+  for (const std::string& name : subgraph_reads(g)) pinned.insert(name);
+  for (ir::Node& n : g.nodes) {
+    if (n.removed) continue;
+    Blocked why;
+    if (!fuse(g, consumers, pinned, n, &why) && why.rule) record_blocked(g, n, why);
+  }
+}
+
 void fold_int32_bias_dequantize(ir::Graph& g, const PassOptions& opts) {
   if (!opts.evaluator) return;
   for (ir::Node& n : g.nodes) {

@@ -5,8 +5,11 @@
 // the float bias it stands for). ONNX semantics (Operators.md QuantizeLinear / DequantizeLinear).
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "passes/pass.h"
@@ -52,5 +55,14 @@ void record_blocked(ir::Graph& g, ir::Node& n, const Blocked& why);
 // DQ(bq int32 constant, ...) read by a Gemm's or Conv's bias (input 2) or an Add: folded to the
 // float bias it stands for, so the fusions see a constant. No-op without opts.evaluator.
 void fold_int32_bias_dequantize(ir::Graph& g, const PassOptions& opts);
+
+// One layer fusion: rewrites n (given the consumer table g.consumers() made before the loop and
+// the value names no fusion may remove: graph outputs and values subgraphs read) and returns
+// true, or returns false with the rule that blocked it in *why (rule null: nothing to say).
+using LayerFusion = std::function<bool(ir::Graph& g, const std::vector<std::vector<ir::NodeId>>& consumers,
+                                       const std::set<std::string>& pinned, ir::Node& n, Blocked* why)>;
+// The driver both passes share: fold_int32_bias_dequantize, then `fuse` on every live node, each
+// node that does not fuse recording its rule (record_blocked).
+void fuse_each_layer(ir::Graph& g, const PassOptions& opts, const LayerFusion& fuse);
 
 }  // namespace kiln::passes::qdq_inputs

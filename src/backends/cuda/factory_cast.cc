@@ -16,17 +16,6 @@
 namespace kiln::cuda {
 namespace {
 
-bool narrow_target(DataType dt, NarrowType* q) {
-  switch (dt) {
-    case DataType::kUInt8: *q = {8, false}; return true;
-    case DataType::kInt8: *q = {8, true}; return true;
-    case DataType::kUInt16: *q = {16, false}; return true;
-    case DataType::kInt16: *q = {16, true}; return true;
-    case DataType::kUInt32: *q = {32, false}; return true;
-    default: return false;
-  }
-}
-
 Status lower_cast_exact(LowerContext& ctx, const ir::Node& n, const std::string& where) {
   const DataType from = ctx.dtype(n.inputs[0]);
   StorageType src_t;
@@ -38,7 +27,7 @@ Status lower_cast_exact(LowerContext& ctx, const ir::Node& n, const std::string&
   const StorageType t = ctx.storage();
   const int out = ctx.new_output(n);
   NarrowType q;
-  if (narrow_target(declared_narrow_dtype(ctx.value_shapes(), n.outputs[0]), &q)) {
+  if (narrow_type_of(declared_narrow_dtype(ctx.value_shapes(), n.outputs[0]), &q)) {
     if (src_t == StorageType::kBool) return unsupported(where + "Cast from bool to a narrow integer type");
     const int64_t count = shape_numel(ctx.shape(n.inputs[0]));
     auto layer = make_kernel_layer(ir::op_name(n.op), std::string("kiln.cast_narrow ") + storage_name(src_t),

@@ -22,17 +22,6 @@ DataType declared(LowerContext& ctx, ir::ValueId v) {
   return d != DataType::kUndefined ? d : ctx.dtype(v);
 }
 
-bool narrow_type_of(DataType dt, NarrowType* q) {
-  switch (dt) {
-    case DataType::kUInt8: *q = {8, false}; return true;
-    case DataType::kInt8: *q = {8, true}; return true;
-    case DataType::kUInt16: *q = {16, false}; return true;
-    case DataType::kInt16: *q = {16, true}; return true;
-    case DataType::kUInt32: *q = {32, false}; return true;
-    default: return false;
-  }
-}
-
 bool is_8bit(DataType dt) { return dt == DataType::kUInt8 || dt == DataType::kInt8; }
 
 // QLinearMatMul / QLinearConv: inputs 0..7 are required.

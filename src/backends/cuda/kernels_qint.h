@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "backends/cuda/kernels.h"
+#include "kiln/types.h"
 
 namespace kiln::cuda {
 
@@ -21,6 +22,18 @@ struct NarrowType {
   __host__ __device__ int64_t lo() const { return is_signed ? -(int64_t{1} << (bits - 1)) : 0; }
   __host__ __device__ int64_t hi() const { return is_signed ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1; }
 };
+
+// The NarrowType of uint8 / int8 / uint16 / int16 / uint32 (into *q); false for any other dtype.
+inline bool narrow_type_of(DataType dt, NarrowType* q) {
+  switch (dt) {
+    case DataType::kUInt8: *q = {8, false}; return true;
+    case DataType::kInt8: *q = {8, true}; return true;
+    case DataType::kUInt16: *q = {16, false}; return true;
+    case DataType::kInt16: *q = {16, true}; return true;
+    case DataType::kUInt32: *q = {32, false}; return true;
+    default: return false;
+  }
+}
 
 // The scale / zero-point index of element i of x viewed as [outer, dim, inner]: (i / inner) %
 // dim when per_axis, else 0.
