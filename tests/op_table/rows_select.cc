@@ -274,20 +274,27 @@ std::vector<Row> select_rows() {
       return c;
     }));
   }
-  // NonZero (value-keyed, decision 0076): floats with zeros, -0.0 (zero) and NaN (nonzero), int64
-  // and bool; the output extent declared from a host count (discovery recounts).
-  for (DataType dt : {DataType::kFloat32, DataType::kInt64, DataType::kBool}) {
+  // NonZero (value-keyed, decision 0076): floats with zeros, -0.0 (zero) and NaN (nonzero) — float32
+  // and float64 (0075) —, int64 and bool; the output extent declared from a host count (discovery
+  // recounts).
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kInt64, DataType::kBool}) {
     r.push_back(move_row(std::string("NonZero_") + dtype_name(dt), [dt] {
       TinyGraph t;
       OpCase c;
       const Shape xs = {3, 2, 5};
-      Tensor x = dt == DataType::kFloat32 ? quarter_values(xs, 1580, 0) : int_tensor(DataType::kInt64, xs, -1, 1, 1581);
-      if (dt == DataType::kFloat32) {
+      const bool fp = dt == DataType::kFloat32 || dt == DataType::kFloat64;
+      Tensor x = fp ? quarter_values(xs, 1580, 0) : int_tensor(DataType::kInt64, xs, -1, 1, 1581);
+      if (fp) {
         for (int64_t i = 0; i < x.numel(); ++i) {
           float& v = x.data<float>()[i];
           v = i % 4 == 0 ? 0.f : (i % 7 == 0 ? -0.f : v);
         }
         x.data<float>()[5] = NAN;
+      }
+      if (dt == DataType::kFloat64) {
+        Tensor d(DataType::kFloat64, xs);
+        for (int64_t i = 0; i < x.numel(); ++i) d.data<double>()[i] = x.data<float>()[i];
+        x = std::move(d);
       }
       if (dt == DataType::kBool) {
         Tensor b(DataType::kBool, xs);

@@ -14,6 +14,7 @@
 
 #include "backends/cuda/kernels_exact.h"
 #include "backends/cuda/launch_config.cuh"
+#include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -169,25 +170,14 @@ cudaError_t run(const void* a, const void* b, void* y, const BroadcastDesc& d, i
   return cudaGetLastError();
 }
 
-// Calls f(T{}) with the C++ type of storage `t` among the float types and int32 / int64.
+// Calls f(T{}) with the C++ type of storage `t`: every type but bool, or (with_any) bool too.
 template <typename F>
 cudaError_t with_numeric(StorageType t, F f) {
-  switch (t) {
-    case StorageType::kF32: return f(float{});
-    case StorageType::kF16: return f(__half{});
-    case StorageType::kBF16: return f(__nv_bfloat16{});
-    case StorageType::kI32: return f(int32_t{});
-    case StorageType::kI64: return f(int64_t{});
-    case StorageType::kF64: return f(double{});
-    case StorageType::kU64: return f(uint64_t{});
-    case StorageType::kBool: break;
-  }
-  return cudaErrorInvalidValue;
+  return with_storage_type(t, false, f);
 }
 template <typename F>
 cudaError_t with_any(StorageType t, F f) {
-  if (t == StorageType::kBool) return f(Bool{});
-  return with_numeric(t, f);
+  return with_storage_type(t, true, f);
 }
 
 template <typename F>

@@ -12,6 +12,7 @@
 
 #include "backends/cuda/kernels_gather.h"
 #include "backends/cuda/launch_config.cuh"
+#include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -156,20 +157,8 @@ __global__ void scatter_nd_kernel(const I* __restrict__ idx, const T* __restrict
 // Calls f(T{}, I{}) with the element type of storage `t` (bool: a byte, reduction none only).
 template <typename F>
 cudaError_t with_storage(StorageType t, ScatterReduce r, bool idx_64, F f) {
-  auto by_index = [&](auto e) { return idx_64 ? f(e, int64_t{}) : f(e, int32_t{}); };
-  switch (t) {
-    case StorageType::kF32: return by_index(float{});
-    case StorageType::kF16: return by_index(__half{});
-    case StorageType::kBF16: return by_index(__nv_bfloat16{});
-    case StorageType::kI32: return by_index(int32_t{});
-    case StorageType::kI64: return by_index(int64_t{});
-    case StorageType::kF64: return by_index(double{});
-    case StorageType::kU64: return by_index(uint64_t{});
-    case StorageType::kBool:
-      if (r != ScatterReduce::kNone) return cudaErrorInvalidValue;
-      return by_index(uint8_t{});
-  }
-  return cudaErrorInvalidValue;
+  if (t == StorageType::kBool && r != ScatterReduce::kNone) return cudaErrorInvalidValue;
+  return with_storage_type(t, true, [&](auto e) { return idx_64 ? f(e, int64_t{}) : f(e, int32_t{}); });
 }
 
 }  // namespace

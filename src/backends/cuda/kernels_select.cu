@@ -7,6 +7,7 @@
 
 #include "backends/cuda/kernels_select.h"
 #include "backends/cuda/launch_config.cuh"
+#include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
 namespace {
@@ -100,17 +101,7 @@ cudaError_t launch_topk(const void* x, void* values, int64_t* indices, int64_t o
                                                                indices, n, inner, k, largest, total);
     return cudaGetLastError();
   };
-  switch (t) {
-    case StorageType::kF32: return go(float{});
-    case StorageType::kF16: return go(__half{});
-    case StorageType::kBF16: return go(__nv_bfloat16{});
-    case StorageType::kI32: return go(int32_t{});
-    case StorageType::kI64: return go(int64_t{});
-    case StorageType::kF64: return go(double{});
-    case StorageType::kU64: return go(uint64_t{});
-    case StorageType::kBool: break;
-  }
-  return cudaErrorInvalidValue;
+  return with_storage_type(t, false, go);
 }
 
 cudaError_t launch_one_hot(const void* indices, StorageType idx_type, const void* values, void* y, int elem_bytes,
@@ -320,17 +311,7 @@ cudaError_t launch_unique(const void* x, StorageType t, int64_t outer, int64_t n
                                                                    static_cast<T*>(y), first, inverse, counts);
     return cudaGetLastError();
   };
-  switch (t) {
-    case StorageType::kF32: return go(float{});
-    case StorageType::kF16: return go(__half{});
-    case StorageType::kBF16: return go(__nv_bfloat16{});
-    case StorageType::kI32: return go(int32_t{});
-    case StorageType::kI64: return go(int64_t{});
-    case StorageType::kF64: return go(double{});
-    case StorageType::kU64: return go(uint64_t{});
-    case StorageType::kBool: break;
-  }
-  return cudaErrorInvalidValue;
+  return with_storage_type(t, false, go);
 }
 
 }  // namespace kiln::cuda
@@ -368,17 +349,11 @@ cudaError_t launch_nonzero(const void* x, StorageType t, const NonZeroDesc& d, i
   if (count == 0) return cudaSuccess;
   int64_t numel = 1;
   for (int k = 0; k < d.rank; ++k) numel *= d.dims[k];
-  switch (t) {
-    case StorageType::kF32: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const float*>(x), numel, d, y, count); break;
-    case StorageType::kF16: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const __half*>(x), numel, d, y, count); break;
-    case StorageType::kBF16:
-      nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), numel, d, y, count);
-      break;
-    case StorageType::kI32: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const int32_t*>(x), numel, d, y, count); break;
-    case StorageType::kI64: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const int64_t*>(x), numel, d, y, count); break;
-    case StorageType::kBool: nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const uint8_t*>(x), numel, d, y, count); break;
-  }
-  return cudaGetLastError();
+  return with_storage_type(t, true, [&](auto e) {
+    using T = decltype(e);
+    nonzero_kernel<<<1, 1, 0, stream>>>(static_cast<const T*>(x), numel, d, y, count);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace kiln::cuda

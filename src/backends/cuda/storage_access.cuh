@@ -93,4 +93,23 @@ struct Vec8<float> {
   }
 };
 
+// Calls f(T{}) with the device element type of storage `t` — float, __half, __nv_bfloat16,
+// int32_t, int64_t, double, uint64_t, and uint8_t for bool (one byte 0 / 1) — and returns what f
+// returns; cudaErrorInvalidValue for bool when `with_bool` is false. The one switch over
+// StorageType the typed kernels dispatch through (host code).
+template <typename F>
+cudaError_t with_storage_type(StorageType t, bool with_bool, F f) {
+  switch (t) {
+    case StorageType::kF32: return f(float{});
+    case StorageType::kF16: return f(__half{});
+    case StorageType::kBF16: return f(__nv_bfloat16{});
+    case StorageType::kI32: return f(int32_t{});
+    case StorageType::kI64: return f(int64_t{});
+    case StorageType::kF64: return f(double{});
+    case StorageType::kU64: return f(uint64_t{});
+    case StorageType::kBool: return with_bool ? f(uint8_t{}) : cudaErrorInvalidValue;
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace kiln::cuda
