@@ -12,6 +12,9 @@
 //   cudnn_graph  FP8 with C, K multiples of 16: one cuDNN operation graph per engine configuration
 //             cuDNN lists (conv8_graph.h), the scale, bias, residual and ReLU fused into the conv
 //             kernel (no separate epilogue pass; sm_90);
+//   kiln.conv8_igemm  Kiln's implicit-GEMM tensor-core conv (kernels_conv8.h, decision 0080), one
+//             tactic per tile variant, the epilogue fused (no accumulator, no separate pass); C % 16
+//             == 0, K % 8 == 0, INT8 on sm_80+, FP8 on sm_89+;
 //   kiln      the reference direct conv (kernels_quant.h), any shape and GPU.
 // The weight is uploaded as 1 byte per element (the plan keeps the graph's 8-bit constant).
 #include <cublasLt.h>
@@ -21,6 +24,8 @@
 
 #include "backends/cuda/conv8_graph.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device.h"
+#include "backends/cuda/kernels_conv8.h"
 #include "backends/cuda/kernels_quant.h"
 #include "backends/cuda/layer_factory.h"
 
@@ -47,7 +52,7 @@ constexpr uint32_t kCudnnIpg = static_cast<uint32_t>(CUDNN_CONVOLUTION_FWD_ALGO_
 
 // ins: 0 X (NHWC), 1 W [K, R, S, C] 8-bit, 2 w_scale [K] f32, 3 weight sums [K] f32 (-1 without a
 // zero point), 4 bias [K] f32 (zeros when the node has none), 5 residual (NHWC, Y's storage; -1
-// without), 6 x_scale * w_scale [K] f32 (FP8 only: the cuDNN graph's S; -1 otherwise).
+// without), 6 x_scale * w_scale [K] f32 (the cuDNN FP8 graph's S and the igemm epilogue's scale).
 class QuantConvLayer : public Layer {
  public:
   ~QuantConvLayer() override {
@@ -102,14 +107,24 @@ class QuantConvLayer : public Layer {
   }
 
   // Before a select: the scratch plus the most any library may use; after: what the tactic needs.
-  size_t workspace() const override { return scratch() + (tactic_id == kNoTactic ? kLibWorkspace : cap_); }
+  // The igemm and cuDNN graph tactics write Y directly and need no accumulator.
+  size_t workspace() const override {
+    return tactic_id == kNoTactic ? scratch_full() + kLibWorkspace : scratch() + cap_;
+  }
 
   StatusOr<std::vector<TacticId>> candidates(ExecState& s) override {
-    if (s.workspace_bytes < scratch())
-      return unsupported("layer '" + name + "': needs " + std::to_string(scratch()) +
+    std::vector<TacticId> c;
+    const DeviceInfo& d = device_info();
+    const int igemm = conv8_igemm_variants(p_.g, p_.fp8, d.cc_major * 10 + d.cc_minor);
+    if (s.workspace_bytes >= x_bytes())
+      for (int v = 0; v < igemm; ++v)
+        c.push_back(make_tactic_id(TacticSource::kKiln, kIgemmBase + static_cast<uint32_t>(v)));
+    if (s.workspace_bytes < scratch_full()) {
+      if (!c.empty()) return c;
+      return unsupported("layer '" + name + "': needs " + std::to_string(scratch_full()) +
                          " bytes of workspace for the quantized input and the accumulator, the cap is " +
                          std::to_string(s.workspace_bytes));
-    std::vector<TacticId> c;
+    }
     if (desc_) {
       query_heuristics(s);
       for (size_t i = 0; i < heur_.size(); ++i) c.push_back(make_tactic_id(TacticSource::kCublasLt, static_cast<uint32_t>(i)));
@@ -123,12 +138,23 @@ class QuantConvLayer : public Layer {
   }
 
   Status select(TacticId id, ExecState& s) override {
-    const size_t lib_cap = std::min(s.workspace_bytes - std::min(s.workspace_bytes, scratch()), kLibWorkspace);
+    const size_t lib_cap = std::min(s.workspace_bytes - std::min(s.workspace_bytes, scratch_full()), kLibWorkspace);
     if (id == make_tactic_id(TacticSource::kKiln, 0)) {
       path_ = Path::kReference;
       cap_ = 0;
       fallback = "no 8-bit library conv selected: Kiln's reference conv";
       describe("kiln.conv8_reference");
+    } else if (tactic_id_source(id) == TacticSource::kKiln && tactic_id_variant(id) >= kIgemmBase) {
+      const DeviceInfo& d = device_info();
+      const int v = static_cast<int>(tactic_id_variant(id) - kIgemmBase);
+      if (v >= conv8_igemm_variants(p_.g, p_.fp8, d.cc_major * 10 + d.cc_minor))
+        return invalid_plan("layer '" + name + "': Kiln 8-bit conv variant " + std::to_string(v) +
+                            " does not run this geometry on this GPU");
+      path_ = Path::kIgemm;
+      igemm_variant_ = v;
+      cap_ = 0;
+      fallback.clear();
+      describe("kiln.conv8_igemm v" + std::to_string(v));
     } else if (tactic_id_source(id) == TacticSource::kCublasLt && desc_) {
       if (heur_.empty()) query_heuristics(s);
       const uint32_t i = tactic_id_variant(id);
@@ -189,6 +215,20 @@ class QuantConvLayer : public Layer {
                                          p_.zero_point, p_.fp8, s.stream));
     const int8_t* w = static_cast<const int8_t*>(s.ptr(ins[1]));
     const void* res = ins.size() > 5 && ins[5] >= 0 ? s.ptr(ins[5]) : nullptr;
+    if (path_ == Path::kIgemm) {  // the epilogue runs inside the conv kernel
+      Conv8Epilogue e;
+      e.scale = static_cast<const float*>(s.ptr(ins[6]));
+      e.wsum = ins[3] >= 0 ? static_cast<const float*>(s.ptr(ins[3])) : nullptr;
+      e.zero_point = p_.zero_point;
+      e.bias = p_.has_bias ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
+      e.residual = res;
+      e.res_type = p_.y_type;
+      e.relu = p_.relu;
+      e.y = s.ptr(outs[0]);
+      e.y_type = p_.y_type;
+      KILN_CUDA_CHECK(launch_conv8_igemm(qx, w, p_.g, p_.fp8, e, igemm_variant_, s.stream));
+      return Status::Ok();
+    }
     if (path_ == Path::kGraph) {  // the epilogue runs inside the conv kernel
       KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
       return conv8_graph_run(s.cudnn, gplan_, qx, w, static_cast<const float*>(s.ptr(ins[6])),
@@ -218,6 +258,7 @@ class QuantConvLayer : public Layer {
         KILN_CUDA_CHECK(launch_conv_8bit_reference(qx, w, acc, p_.g, p_.fp8, s.stream));
         break;
       case Path::kGraph:
+      case Path::kIgemm:
         break;  // returned above
     }
     const float* wsum = ins[3] >= 0 ? static_cast<const float*>(s.ptr(ins[3])) : nullptr;
@@ -240,17 +281,18 @@ class QuantConvLayer : public Layer {
   }
 
  private:
-  enum class Path { kGemm, kCudnn, kGraph, kReference };
+  enum class Path { kGemm, kCudnn, kGraph, kReference, kIgemm };
+  static constexpr uint32_t kIgemmBase = 1;  // Kiln tactic variants: 0 the reference, 1 + v igemm variant v
   static constexpr size_t kLibWorkspace = 32u << 20;
   static constexpr int kHeuristics = 8;
-  // Bytes before the library's workspace: the quantized X, then the [M, K] accumulator.
-  size_t scratch() const {
-    return align256(static_cast<size_t>(p_.g.n * p_.g.h * p_.g.w * p_.g.c)) +
-           align256(static_cast<size_t>(p_.m() * p_.g.k) * 4);
-  }
+  // Bytes before the library's workspace: the quantized X, then (tactics that need it) the [M, K]
+  // accumulator.
+  size_t x_bytes() const { return align256(static_cast<size_t>(p_.g.n * p_.g.h * p_.g.w * p_.g.c)); }
+  size_t scratch_full() const { return x_bytes() + align256(static_cast<size_t>(p_.m() * p_.g.k) * 4); }
+  size_t scratch() const { return path_ == Path::kIgemm || path_ == Path::kGraph ? x_bytes() : scratch_full(); }
   void query_heuristics(ExecState& s) {
     heur_.clear();
-    lt_cap_ = std::min(s.workspace_bytes - std::min(s.workspace_bytes, scratch()), kLibWorkspace);
+    lt_cap_ = std::min(s.workspace_bytes - std::min(s.workspace_bytes, scratch_full()), kLibWorkspace);
     cublasLtMatmulPreference_t pref;
     if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return;
     cublasLtMatmulHeuristicResult_t res[kHeuristics];
@@ -270,6 +312,7 @@ class QuantConvLayer : public Layer {
 
   QuantConvParams p_;
   Path path_ = Path::kReference;
+  int igemm_variant_ = 0;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
@@ -352,7 +395,7 @@ Status lower_quant_conv(LowerContext& ctx, const ir::Node& n, const std::string&
     const void* src_b = has_bias ? bc->raw() : static_cast<const void*>(zeros.data());
     KILN_ASSIGN_OR_RETURN(bv, ctx.upload_raw(n.name + ":bias", {K}, src_b, static_cast<size_t>(K) * 4, where + "bias"));
   }
-  if (p.fp8) {
+  {  // the FP8 graph's and the igemm epilogue's per-channel scale
     std::vector<float> s8(static_cast<size_t>(K));
     for (int64_t k = 0; k < K; ++k) s8[k] = p.x_scale * sc->data<float>()[k];
     KILN_ASSIGN_OR_RETURN(s8v, ctx.upload_raw(n.name + ":scale", {K}, s8.data(), s8.size() * 4, where + "scale"));

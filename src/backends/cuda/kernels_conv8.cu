@@ -1,0 +1,310 @@
+// Kiln's 8-bit implicit-GEMM convolution (kernels_conv8.h; docs/decisions/0080).
+//
+// One thread block computes a BM x BN tile of Y[M, K] (M output pixels, K output channels). The
+// reduction runs over R*S*C in tiles of 64 bytes (64 int8 / E4M3 values): each 16-byte chunk of a
+// tile holds 16 consecutive channels of one tap (C % 16 == 0), so the A tile (im2col rows of X) and
+// the B tile (KRSC weight rows) are both "k contiguous" and reach shared memory with cp.async,
+// zero-filled in the padding and past the ends. STAGES tiles are in flight (the next ones load while
+// this one is multiplied). Fragments come from ldmatrix: an 8x8 b16 matrix is 8 rows of 16 bytes,
+// i.e. 16 8-bit k values per row — exactly the A (row-major) and B (column-major) operand layouts of
+// mma.m16n8k32 (PTX ISA, "Matrix fragments for mma.m16n8k32" with .s8 / .e4m3 operands), so no
+// transposes are needed. Shared-memory rows are 64 bytes (4 chunks); chunk c of row r is stored at
+// c ^ ((r >> 1) & 3), which puts the 8 rows one ldmatrix reads in 8 different 16-byte bank groups.
+// The epilogue (scale, zero point, bias, residual, ReLU, float or 8-bit store) runs on the
+// accumulators in registers: each thread owns pairs of adjacent output channels.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "backends/cuda/kernels_conv8.h"
+
+namespace kiln::cuda {
+namespace {
+
+constexpr int kBK = 64;      // bytes (8-bit values) of the reduction per tile
+constexpr int kStages = 4;   // tiles in flight
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// c += a * b over one m16n8k32 tile.
+template <bool kFp8>
+__device__ __forceinline__ void mma_16832(typename std::conditional<kFp8, float, int32_t>::type (&c)[4],
+                                          const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (kFp8) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    return;
+  }
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (!kFp8) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    return;
+  }
+#endif
+  __trap();  // conv8_igemm_variants offers no variant below sm_80 (INT8) / sm_89 (FP8)
+}
+
+__device__ __forceinline__ int swz(int row, int chunk) { return row * kBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
+
+__device__ __forceinline__ float2 load2(const void* p, int64_t i, StorageType t) {
+  switch (t) {
+    case StorageType::kF16: return __half22float2(*reinterpret_cast<const __half2*>(static_cast<const __half*>(p) + i));
+    case StorageType::kBF16:
+      return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(static_cast<const __nv_bfloat16*>(p) + i));
+    default: return *reinterpret_cast<const float2*>(static_cast<const float*>(p) + i);
+  }
+}
+
+__device__ __forceinline__ uint8_t quantize8(float v, const Conv8Epilogue& e) {
+  const float q = v / e.y_scale;  // a division, as QuantizeLinear (and kernels_quant.cu) do
+  if (e.y_fp8) return static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
+  const float r = rintf(q) + static_cast<float>(e.y_zero_point);
+  return static_cast<uint8_t>(static_cast<int8_t>(r < -128.f ? -128.f : (r > 127.f ? 127.f : r)));
+}
+
+__device__ __forceinline__ void store2(const Conv8Epilogue& e, int64_t i, float v0, float v1) {
+  if (e.y_8bit) {
+    const uint16_t pair = static_cast<uint16_t>(quantize8(v0, e)) | (static_cast<uint16_t>(quantize8(v1, e)) << 8);
+    *reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(e.y) + i) = pair;
+    return;
+  }
+  switch (e.y_type) {
+    case StorageType::kF16:
+      *reinterpret_cast<__half2*>(static_cast<__half*>(e.y) + i) = __floats2half2_rn(v0, v1);
+      return;
+    case StorageType::kBF16:
+      *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(e.y) + i) = __floats2bfloat162_rn(v0, v1);
+      return;
+    default: *reinterpret_cast<float2*>(static_cast<float*>(e.y) + i) = make_float2(v0, v1);
+  }
+}
+
+// kBM x kBN tile, kWM x kWN warps (each a (kBM / kWM) x (kBN / kWN) warp tile). Two INT8 blocks per
+// SM (at most 128 registers a thread); FP8 one: on sm_90 ptxas emulates the E4M3 mma.sync (an sm_89
+// instruction) by converting to fp16 and using the fp16 tensor-core mma, which needs more registers.
+template <bool kFp8, int kBM, int kBN, int kWM, int kWN>
+__global__ void __launch_bounds__(kWM * kWN * 32, kFp8 ? 1 : 2)
+    conv8_igemm_kernel(const int8_t* __restrict__ x, const int8_t* __restrict__ w, Conv8Geometry g, Conv8Epilogue e) {
+  using Acc = typename std::conditional<kFp8, float, int32_t>::type;
+  constexpr int kThreadsPerBlock = kWM * kWN * 32;
+  constexpr int kTM = kBM / kWM, kTN = kBN / kWN;  // warp tile
+  constexpr int kMI = kTM / 16, kNI = kTN / 8;      // mma tiles per warp
+  static_assert(kNI % 2 == 0, "B fragments are loaded two n8 tiles at a time");
+  constexpr int kRowsPerPass = kThreadsPerBlock / 4;  // each thread loads one 16-byte chunk column
+  constexpr int kARows = kBM / kRowsPerPass, kBRows = kBN / kRowsPerPass;
+  static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0, "tile rows must cover the threads");
+
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* sa = smem;                             // [kStages][kBM][kBK]
+  uint8_t* sb = smem + kStages * kBM * kBK;       // [kStages][kBN][kBK]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / kWN, wn = warp % kWN;
+  const int64_t m_total = g.n * g.oh * g.ow;
+  const int64_t k_red = g.r * g.s * g.c;  // reduction length, a multiple of 16
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
+  const int n0 = blockIdx.y * kBN;
+  const int chunk = tid & 3;
+  const int row0 = tid >> 2;
+
+  // The pixels this thread loads A rows for: the image's base and the window's top-left corner.
+  int64_t a_img[kARows];
+  int a_ih[kARows], a_iw[kARows];
+  bool a_ok[kARows];
+  for (int i = 0; i < kARows; ++i) {
+    const int64_t m = m0 + row0 + i * kRowsPerPass;
+    a_ok[i] = m < m_total;
+    const int64_t mm = a_ok[i] ? m : 0;
+    const int64_t ox = mm % g.ow, t = mm / g.ow;
+    const int64_t oy = t % g.oh, b = t / g.oh;
+    a_img[i] = b * g.h * g.w * g.c;
+    a_ih[i] = static_cast<int>(oy * g.stride_h - g.pad_h);
+    a_iw[i] = static_cast<int>(ox * g.stride_w - g.pad_w);
+  }
+
+  const int64_t k_tiles = (k_red + kBK - 1) / kBK;
+  auto load_tile = [&](int64_t kt, int stage) {
+    const int64_t kk = kt * kBK + chunk * 16;
+    const bool k_ok = kk < k_red;
+    const int64_t tap = k_ok ? kk / g.c : 0;
+    const int64_t ch = k_ok ? kk - tap * g.c : 0;
+    const int r = static_cast<int>(tap / g.s), s = static_cast<int>(tap - (tap / g.s) * g.s);
+    uint8_t* sa_s = sa + stage * kBM * kBK;
+    uint8_t* sb_s = sb + stage * kBN * kBK;
+    for (int i = 0; i < kARows; ++i) {
+      const int row = row0 + i * kRowsPerPass;
+      const int ih = a_ih[i] + r * static_cast<int>(g.dil_h), iw = a_iw[i] + s * static_cast<int>(g.dil_w);
+      const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+      const int8_t* src = ok ? x + a_img[i] + (static_cast<int64_t>(ih) * g.w + iw) * g.c + ch : x;
+      cp_async16(smem_addr(sa_s + swz(row, chunk)), src, ok);
+    }
+    for (int i = 0; i < kBRows; ++i) {
+      const int row = row0 + i * kRowsPerPass;
+      const int kout = n0 + row;
+      const bool ok = k_ok && kout < g.k;
+      const int8_t* src = ok ? w + static_cast<int64_t>(kout) * k_red + kk : w;
+      cp_async16(smem_addr(sb_s + swz(row, chunk)), src, ok);
+    }
+  };
+
+  Acc acc[kMI][kNI][4];
+  for (int i = 0; i < kMI; ++i)
+    for (int j = 0; j < kNI; ++j)
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = Acc(0);
+
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < k_tiles) load_tile(st, st);
+    cp_async_commit();
+  }
+
+  for (int64_t kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile kt is in shared memory; every warp is done with tile kt - 1's stage
+    {
+      const int64_t next = kt + kStages - 1;
+      if (next < k_tiles) load_tile(next, static_cast<int>(next % kStages));
+      cp_async_commit();
+    }
+    const int stage = static_cast<int>(kt % kStages);
+    const uint8_t* sa_s = sa + stage * kBM * kBK;
+    const uint8_t* sb_s = sb + stage * kBN * kBK;
+#pragma unroll
+    for (int ks = 0; ks < kBK / 32; ++ks) {
+      uint32_t af[kMI][4], bf[kNI][2];
+#pragma unroll
+      for (int i = 0; i < kMI; ++i) {
+        const int row = wm * kTM + i * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);
+        ldmatrix_x4(af[i], smem_addr(sa_s + swz(row, ks * 2 + (lane >> 4))));
+      }
+#pragma unroll
+      for (int j = 0; j < kNI; j += 2) {
+        const int row = wn * kTN + j * 8 + (lane >> 4) * 8 + (lane & 7);
+        uint32_t r4[4];
+        ldmatrix_x4(r4, smem_addr(sb_s + swz(row, ks * 2 + ((lane >> 3) & 1))));
+        bf[j][0] = r4[0];
+        bf[j][1] = r4[1];
+        bf[j + 1][0] = r4[2];
+        bf[j + 1][1] = r4[3];
+      }
+#pragma unroll
+      for (int i = 0; i < kMI; ++i)
+#pragma unroll
+        for (int j = 0; j < kNI; ++j) mma_16832<kFp8>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue. acc[i][j][0..1]: row group, columns 2*(lane%4) + {0, 1}; [2..3]: row group + 8.
+  const int group = lane >> 2, pair = (lane & 3) * 2;
+#pragma unroll
+  for (int j = 0; j < kNI; ++j) {
+    const int col = n0 + wn * kTN + j * 8 + pair;
+    if (col >= g.k) continue;  // K % 8 == 0: a column pair is wholly in or out
+    const float s0 = e.scale[col], s1 = e.scale[col + 1];
+    const float z0 = e.wsum ? static_cast<float>(e.zero_point) * e.wsum[col] : 0.f;
+    const float z1 = e.wsum ? static_cast<float>(e.zero_point) * e.wsum[col + 1] : 0.f;
+    const float b0 = e.bias ? e.bias[col] : 0.f, b1 = e.bias ? e.bias[col + 1] : 0.f;
+#pragma unroll
+    for (int i = 0; i < kMI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = m0 + wm * kTM + i * 16 + group + h * 8;
+        if (m >= m_total) continue;
+        float v0 = (static_cast<float>(acc[i][j][2 * h]) - z0) * s0 + b0;
+        float v1 = (static_cast<float>(acc[i][j][2 * h + 1]) - z1) * s1 + b1;
+        const int64_t idx = m * g.k + col;
+        if (e.residual) {
+          const float2 r = load2(e.residual, idx, e.res_type);
+          v0 += r.x;
+          v1 += r.y;
+        }
+        if (e.relu) {
+          v0 = fmaxf(v0, 0.f);
+          v1 = fmaxf(v1, 0.f);
+        }
+        store2(e, idx, v0, v1);
+      }
+  }
+}
+
+struct Variant {
+  int bm, bn;
+};
+constexpr Variant kVariants[] = {{128, 128}, {128, 64}, {64, 64}};
+
+template <bool kFp8, int kBM, int kBN, int kWM, int kWN>
+cudaError_t launch_tile(const int8_t* x, const int8_t* w, const Conv8Geometry& g, const Conv8Epilogue& e,
+                        cudaStream_t stream) {
+  auto* kernel = conv8_igemm_kernel<kFp8, kBM, kBN, kWM, kWN>;
+  constexpr int kSmem = kStages * (kBM + kBN) * kBK;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr != cudaSuccess) return attr;
+  const int64_t m = g.n * g.oh * g.ow;
+  const dim3 grid(static_cast<unsigned>((m + kBM - 1) / kBM), static_cast<unsigned>((g.k + kBN - 1) / kBN));
+  kernel<<<grid, kWM * kWN * 32, kSmem, stream>>>(x, w, g, e);
+  return cudaGetLastError();
+}
+
+template <bool kFp8>
+cudaError_t launch_variant(const int8_t* x, const int8_t* w, const Conv8Geometry& g, const Conv8Epilogue& e,
+                           int variant, cudaStream_t stream) {
+  switch (variant) {
+    case 0: return launch_tile<kFp8, 128, 128, 2, 4>(x, w, g, e, stream);
+    case 1: return launch_tile<kFp8, 128, 64, 2, 2>(x, w, g, e, stream);
+    case 2: return launch_tile<kFp8, 64, 64, 2, 2>(x, w, g, e, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+int conv8_igemm_variants(const Conv8Geometry& g, bool fp8, int sm_version) {
+  if (g.c <= 0 || g.c % 16 != 0 || g.k <= 0 || g.k % 8 != 0) return 0;
+  if (sm_version < (fp8 ? 89 : 80)) return 0;
+  // Offsets inside one image and the window coordinates are 32-bit in the kernel.
+  if (g.h * g.w * g.c >= (int64_t{1} << 31) || g.oh * g.stride_h + g.r * g.dil_h >= (int64_t{1} << 30) ||
+      g.ow * g.stride_w + g.s * g.dil_w >= (int64_t{1} << 30))
+    return 0;
+  return static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
+}
+
+cudaError_t launch_conv8_igemm(const int8_t* x, const int8_t* w, const Conv8Geometry& g, bool fp8,
+                               const Conv8Epilogue& e, int variant, cudaStream_t stream) {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  if (variant < 0 || variant >= conv8_igemm_variants(g, fp8, major * 10 + minor) || !e.scale || !e.y)
+    return cudaErrorInvalidValue;
+  if (g.n * g.oh * g.ow == 0) return cudaSuccess;
+  return fp8 ? launch_variant<true>(x, w, g, e, variant, stream) : launch_variant<false>(x, w, g, e, variant, stream);
+}
+
+}  // namespace kiln::cuda
