@@ -289,6 +289,9 @@ bool run_case(const Case& c, const char* label, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   const char* label = argc > 1 ? argv[1] : "new";
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("{\"device\": \"%s\", \"sms\": %d, \"kernel\": \"%s\"}\n", prop.name, prop.multiProcessorCount, label);
   cudaStream_t stream;
   CK(cudaStreamCreate(&stream));
   std::vector<Case> cases;
