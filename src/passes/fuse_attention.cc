@@ -10,7 +10,8 @@
 // KT is Transpose(K', p): K = K' when p swaps the last two axes, else the Transpose is given the
 // perm that yields K; any other KT gets a new Transpose(KT, swap last two). A constant bool C that
 // is lower-triangular over [Sq, Sk] (key j allowed for query i iff j <= i + Sk - Sq, the slice of
-// a tril buffer GPT-2 uses) becomes is_causal=1 with no mask input. K and V repeated for grouped-
+// a tril buffer GPT-2 uses) becomes is_causal=1 with no mask input; a mask provably excluding no
+// key (all-zero additive, all-true bool: constants through Expand / Where) is dropped. K and V repeated for grouped-
 // query attention, Reshape(Expand|Tile(Unsqueeze(X, 2)), [*, Hkv*n, S, D]) (HF repeat_kv), read X
 // directly (query head h uses kv head h / n). torch's dynamo exporter writes K^T through 3-D,
 // Reshape(Transpose(Reshape(K, [L, S, D]), 0,2,1), [*, D, S]); with GQA its K is the 5-D Expand
@@ -73,6 +74,29 @@ bool is_causal_mask(const Tensor& m, int64_t sq, int64_t sk) {
       for (int64_t j = 0; j < sk; ++j)
         if ((p[(s * sq + i) * sk + j] != 0) != (j <= i + sk - sq)) return false;
   return true;
+}
+
+// Whether every element of v is non-zero (`nonzero`; a bool's true) or every one is zero, proved
+// from constants: a non-empty constant; Expand(x, shape) of such an x (the shape may be known only
+// at run time: Expand copies); Where(c, x, y) with c all true and x such. HF's masks for a model
+// without padding are built this way (ViT: Where(Expand(arange(S) >= 0, [B, 1, S, S]), 0, min)).
+bool provably_all(const ir::Graph& g, ir::ValueId v, bool nonzero, int depth = 0) {
+  if (v == ir::kNoValue || depth > 8) return false;
+  const ir::Value& val = g.value(v);
+  if (val.constant) {
+    const Tensor& t = *val.constant;
+    if (t.numel() == 0) return false;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if ((load_as_double(t.dtype(), t.raw(), i) != 0) != nonzero) return false;  // NaN counts as non-zero
+    return true;
+  }
+  if (val.producer < 0) return false;
+  const ir::Node& n = g.node(val.producer);
+  if (n.removed) return false;
+  if (n.op == OpKind::kExpand && !n.inputs.empty()) return provably_all(g, n.inputs[0], nonzero, depth + 1);
+  if (n.op == OpKind::kWhere && n.inputs.size() == 3)
+    return provably_all(g, n.inputs[0], true, depth + 1) && provably_all(g, n.inputs[1], nonzero, depth + 1);
+  return false;
 }
 
 bool is_swap_last_two(const std::vector<int64_t>& p) {
@@ -401,6 +425,10 @@ bool try_fuse(ir::Graph& g, const pt::Consumers& c, ir::Node& sm) {
     m.causal = true;
     m.keep_mask = ir::kNoValue;
   }
+  // A mask that excludes nothing (an additive one of zeros, a bool one all true) is dropped, so the
+  // layer runs mask-free instead of reading [*, Sq, Sk] values that change no score (0084).
+  if (m.add_mask != ir::kNoValue && provably_all(g, m.add_mask, false)) m.add_mask = ir::kNoValue;
+  if (m.keep_mask != ir::kNoValue && provably_all(g, m.keep_mask, true)) m.keep_mask = ir::kNoValue;
   if (m.keep_mask != ir::kNoValue && m.add_mask != ir::kNoValue) return false;
   const ir::ValueId mask = m.add_mask != ir::kNoValue ? m.add_mask : m.keep_mask;
   ir::ValueId k = untranspose_k(g, c, m.kt, sm.name, &m.absorbed);

@@ -80,7 +80,7 @@ std::array<Reg, 32> reg(const Lanes4& l, int i) {
 }
 
 void check_one_warp(int d, int warp) {
-  const Tile q = random_tile(64, d, 1), k = random_tile(64, d, 2), v = random_tile(64, d, 3);
+  const Tile q = random_tile(128, d, 1), k = random_tile(64, d, 2), v = random_tile(64, d, 3);  // Q: 8 warps' rows
   // Q fragments, then S = Q Kᵀ over 8 n-blocks of 8 keys.
   std::vector<Lanes4> qf(d / 16);
   for (int kk = 0; kk < d / 16; ++kk)
@@ -127,7 +127,7 @@ TEST(FlashAttentionFragments, OneWarpsProductsMatchTheDirectOnes) {
   GTEST_SKIP() << "built without CUDA";
 #else
   for (int d : {64, 128})
-    for (int warp : {0, 3}) check_one_warp(d, warp);
+    for (int warp : {0, 3, 7}) check_one_warp(d, warp);  // blocks of 4 and 8 warps
 #endif
 }
 

@@ -107,7 +107,8 @@ TEST(GpuTransformerPlan, FlashAttentionOfferedForHalfTypesAndHeadSizes64And128) 
 #ifndef KILN_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA";
 #else
-  EXPECT_EQ(cuda::kFlashAttentionTactic, make_tactic_id(TacticSource::kKiln, 0xFA2));
+  EXPECT_EQ(cuda::kFlashAttentionTactic, make_tactic_id(TacticSource::kKiln, 0xFA2));  // 64-row blocks
+  EXPECT_EQ(cuda::kFlashAttention128Tactic, make_tactic_id(TacticSource::kKiln, 0x1FA2));  // 128 (0084)
   auto plan = [](int64_t d, int64_t dv, bool causal, std::optional<Shape> mask, bool mask_bool) {
     auto p = cuda::plan_attention(attention_node({{"is_causal", Attribute::of_int(causal)}}), {2, 8, 10, d},
                                   {2, 2, 12, d}, {2, 2, 12, dv}, mask, mask_bool, {2, 8, 10, dv}, 2, 64u << 20);

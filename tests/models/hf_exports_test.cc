@@ -6,7 +6,7 @@
 //   * the CPU plan reproduces PyTorch's output (cosine >= 0.99999);
 //   * the graph the CUDA builder lowers has every attention fused into Kiln's Attention layer
 //     (fuse_attention recognises what both exporters emit) and passes check_gpu_support in FP16
-//     (no GPU needed: every layer has a CUDA tactic).
+//     (no GPU needed: every layer has a CUDA tactic); ViT's attention has no mask input.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -130,6 +130,15 @@ TEST_P(HfExports, CudaGraphFusesAttentionAndHasEveryTactic) {
       transposes += !n.removed && n.op == ir::OpKind::kTranspose;
     }
     EXPECT_EQ(attention, GetParam().attention_layers);
+    // ViT has no padding: the all-true mask transformers builds for it (Where(Expand(arange(S) >= 0),
+    // 0, -inf)) is dropped by fuse_attention, so its attention runs mask-free (0084).
+    if (GetParam().model == "vit") {
+      for (const ir::Node& n : laid->nodes) {
+        if (!n.removed && n.op == ir::OpKind::kAttention) {
+          EXPECT_FALSE(n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue) << n.name << " has a mask input";
+        }
+      }
+    }
     // The head transposes are folded into the attention (fold_attention_transposes, 0065): ViT
     // keeps its patch embedding's, the dynamo Llama / Qwen2 exports one for run-time cos / sin.
     // (With a dynamic batch, the TorchScript Llama / Qwen2 exports' RoPE path keeps them: a known

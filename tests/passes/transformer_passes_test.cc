@@ -130,6 +130,38 @@ TEST(TransformerPasses, BoolMaskWhereKeepsTheMask) {
   EXPECT_FLOAT_EQ(a.attr_float("scale", 0), 1.f);
 }
 
+// HF's mask for a model without padding (ViT, transformers 5): Where(Expand(arange(S) >= 0,
+// [B, 1, S, S]), 0, finfo.min) added to the scores excludes nothing and is dropped; with one
+// false element it is a real mask and stays.
+TEST(TransformerPasses, MaskThatExcludesNothingIsDropped) {
+  for (bool one_false : {false, true}) {
+    TinyGraph t;
+    const Shape qs = {2, 3, 5, 4};
+    auto q = t.input("q", qs), k = t.input("k", qs), v = t.input("v", qs);
+    Tensor ge(DataType::kBool, {1, 1, 1, 5});  // over the keys: one_false excludes key 2
+    auto* gp = static_cast<uint8_t*>(ge.raw());
+    for (int i = 0; i < 5; ++i) gp[i] = !(one_false && i == 2);
+    auto keep = t.node(OpKind::kExpand, "expand", {t.constant("ge", ge), t.ints("mshape", {2, 1, 5, 5})}, {2, 1, 5, 5});
+    bool_value(t, keep);
+    auto add = t.node(OpKind::kWhere, "where", {keep, scalar(t, "zero", 0.f), scalar(t, "min", -3.4028235e38f)}, {2, 1, 5, 5});
+    auto kt = t.node(OpKind::kTranspose, "kt", {k}, {2, 3, 4, 5}, {{"perm", ir::Attribute::of_ints({0, 1, 3, 2})}});
+    auto s = t.node(OpKind::kMatMul, "qk", {q, kt}, {2, 3, 5, 5});
+    s = t.node(OpKind::kMul, "scale", {s, scalar(t, "c", 0.5f)}, {2, 3, 5, 5});
+    s = t.node(OpKind::kAdd, "add_mask", {s, add}, {2, 3, 5, 5});
+    auto p = t.node(OpKind::kSoftmax, "softmax", {s}, {2, 3, 5, 5}, {{"axis", ir::Attribute::of_int(-1)}});
+    t.g.outputs = {t.node(OpKind::kMatMul, "pv", {p, v}, qs)};
+    ir::Graph opt = check_pass(t.g, passes::fuse_attention,
+                               {random_tensor(qs, 61, -2.f, 2.f), random_tensor(qs, 62, -2.f, 2.f), random_tensor(qs, 63)});
+    const ir::Node& a = only(opt, OpKind::kAttention);
+    if (one_false) {
+      ASSERT_EQ(a.inputs.size(), 4u);
+      EXPECT_EQ(a.inputs[3], add);
+    } else {
+      EXPECT_EQ(a.inputs, (std::vector<ir::ValueId>{q, k, v}));
+    }
+  }
+}
+
 // GQA as HF's repeat_kv writes it: Reshape(Expand(Unsqueeze(kv, 2))) for K and V; K pre-transposed
 // after the repeat; the Attention reads the 2 kv heads directly.
 TEST(TransformerPasses, GroupedQueryAttentionDropsTheRepeats) {

@@ -2,8 +2,9 @@
 // (kernels_flash_attention.cu) on row-major Q [*, Hq, Sq, D], K / V [*, Hkv, Sk, D] — or, head_layout
 // "bshd" (docs/decisions/0065), Q [*, Sq, Hq, D], K / V [*, Sk, Hkv, D] and O [*, Sq, Hq, D], read
 // and written through the kernel's strides — and the optional mask (in the storage type, bool as 0/1), fp16 / bf16, D = Dv in {64, 128}, on sm_80 and
-// newer. One tactic id, source kKiln; lower_attention offers it beside the cuBLASLt + softmax +
-// cuBLASLt layer, and the builder's selector keeps whichever is faster.
+// newer. Two tactic ids, source kKiln — blocks of 64 or of 128 query rows (docs/decisions/0084) —;
+// lower_attention offers them beside the cuBLASLt + softmax + cuBLASLt layer, and the builder's
+// selector keeps whichever is fastest.
 #include <cstdint>
 #include <string>
 
@@ -23,22 +24,28 @@ class FlashAttentionLayer : public Layer {
              (plan.group > 1 ? " gqa=" + std::to_string(plan.group) : "") + (sd.causal ? " causal" : "") +
              (sd.mask == AttentionMask::kAdditive ? " +mask" : sd.mask == AttentionMask::kKeep ? " +bool_mask" : "") +
              (plan.bshd ? " bshd" : "") + plan.row_stride_tag();
+    base_tactic_ = tactic;
   }
 
-  // Its one id, on GPUs of compute capability 8.0 or newer (mma.sync bf16, ldmatrix, cp.async).
+  // Its ids (64-row blocks first, the untuned default), on GPUs of compute capability 8.0 or
+  // newer (mma.sync bf16, ldmatrix, cp.async).
   StatusOr<std::vector<TacticId>> candidates(ExecState& s) override {
     KILN_RETURN_IF_ERROR(check_device());
-    return std::vector<TacticId>{kFlashAttentionTactic};
+    return std::vector<TacticId>{kFlashAttentionTactic, kFlashAttention128Tactic};
   }
 
   Status select(TacticId id, ExecState& s) override {
-    KILN_RETURN_IF_ERROR(Layer::select(id, s));
+    if (id != kFlashAttentionTactic && id != kFlashAttention128Tactic)
+      return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not one of its tactics");
     KILN_RETURN_IF_ERROR(check_device());
+    block_rows_ = id == kFlashAttention128Tactic ? 128 : 64;
+    tactic = base_tactic_ + (block_rows_ == 128 ? " q128" : "");
+    tactic_id = id;
     for (size_t k = 0; k < ins.size() && k < 3; ++k)  // Q, K, V tiles move in 16-byte pieces
       if (reinterpret_cast<uintptr_t>(s.ptr(ins[k])) % 16 != 0)
         return unsupported("layer '" + name + "': input " + std::to_string(k) + " is not 16-byte aligned");
-    if (reinterpret_cast<uintptr_t>(s.ptr(outs[0])) % 4 != 0)  // O is written 2 elements at a time
-      return unsupported("layer '" + name + "': the output is not 4-byte aligned");
+    if (reinterpret_cast<uintptr_t>(s.ptr(outs[0])) % 16 != 0)  // O rows leave in 16-byte pieces
+      return unsupported("layer '" + name + "': the output is not 16-byte aligned");
     return Status::Ok();
   }
 
@@ -61,6 +68,7 @@ class FlashAttentionLayer : public Layer {
     strides(p.o_stride, plan_.hq, plan_.sq, plan_.dv, plan_.hq * plan_.dv);
     p.scale = plan_.scale;
     p.rows = plan_.softmax;
+    p.block_rows = block_rows_;
     KILN_CUDA_CHECK(launch_flash_attention(p, t_, s.stream));
     return Status::Ok();
   }
@@ -99,6 +107,8 @@ class FlashAttentionLayer : public Layer {
 
   AttentionPlan plan_;
   StorageType t_;
+  std::string base_tactic_;  // the tactic name without the block size
+  int block_rows_ = 64;      // query rows per block of the selected id
 };
 
 }  // namespace

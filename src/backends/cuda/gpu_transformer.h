@@ -80,12 +80,14 @@ std::unique_ptr<Layer> make_rms_norm_layer(const RmsNormPlan& p, StorageType t);
 // ins: Q, K, V, mask (-1 when absent), all in storage type t; out: O. tf32 for fp32 GEMMs.
 StatusOr<std::unique_ptr<Layer>> make_attention_layer(const AttentionPlan& p, StorageType t, bool tf32);
 
-// The fused tactic (flash_attention_layer.cc, docs/decisions/0061): Kiln's FlashAttention-2 kernel,
-// tactic id kFlashAttentionTactic (source kKiln), the same ins / outs; a bshd plan is read and
-// written through the kernel's strides (no copies). Offered (true) for fp16 /
-// bf16 storage with D == Dv in {64, 128}, every mask, causal and GQA case the plan accepts; its
-// candidates() also asks for compute capability 8.0 or newer.
+// The fused tactic (flash_attention_layer.cc, docs/decisions/0061, 0084): Kiln's FlashAttention-2
+// kernel, tactic ids kFlashAttentionTactic (blocks of 64 query rows) and kFlashAttention128Tactic
+// (128 rows), source kKiln, the same ins / outs; a bshd plan is read and written through the
+// kernel's strides (no copies). Offered (true) for fp16 / bf16 storage with D == Dv in {64, 128},
+// every mask, causal and GQA case the plan accepts; its candidates() also asks for compute
+// capability 8.0 or newer.
 constexpr TacticId kFlashAttentionTactic = make_tactic_id(TacticSource::kKiln, 0xFA2);
+constexpr TacticId kFlashAttention128Tactic = make_tactic_id(TacticSource::kKiln, 0x1FA2);
 bool flash_attention_offered(const AttentionPlan& p, StorageType t);
 std::unique_ptr<Layer> make_flash_attention_layer(const AttentionPlan& p, StorageType t);
 

@@ -4,7 +4,7 @@
 // scores never reach memory. fp16 / bf16 storage, head size D = Dv = 64 or 128, tensor cores
 // (mma.sync m16n8k16, float32 accumulation; sm_80 or newer). The Attention layer's other tactic
 // (cuBLASLt + softmax + cuBLASLt, gpu_transformer.cc) runs everything else. Enqueues on `stream`,
-// never allocates, never synchronizes.
+// never allocates, never synchronizes. Design: docs/decisions/0061, 0084.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +18,7 @@ namespace kiln::cuda {
 
 // One Attention layer for the fused kernel. Tensors are [batch, heads, seq, D] with the last dim
 // contiguous and the other three strided (element strides; a multiple of 8 elements, and every
-// pointer 16-byte aligned: tiles are copied in 16-byte pieces). `batch` is the product of the
+// pointer 16-byte aligned: tiles are copied and O rows written in 16-byte pieces). `batch` is the product of the
 // op's leading dims `*`. Query head h reads kv head h / (hq / hkv) (GQA, docs/decisions/0006).
 struct FlashAttentionParams {
   const void* q = nullptr;
@@ -33,6 +33,9 @@ struct FlashAttentionParams {
   // The score rows [*, Hq, Sq]: causal flag, mask kind and its broadcast strides, exactly as the
   // softmax kernel of the other tactic reads them (attention_mask_row_offset, attention_key_limit).
   AttentionSoftmaxDesc rows;
+  // Query rows per block: 64 (4 warps) or 128 (8 warps, K / V tiles shared by twice the rows);
+  // 0 = the launcher's choice (flash_attention_block_rows).
+  int block_rows = 0;
 };
 
 // The kernel's fragment addressing (PTX ISA, "ldmatrix" and "Matrix fragments for mma.m16n8k16"),
@@ -42,7 +45,7 @@ struct FlashAttentionParams {
 struct FlashTileRowCol {
   int row, col;  // elements
 };
-// Q tile [64 rows][D]: the A fragment of warp `warp`'s 16 rows and columns [16 kk, 16 kk + 16):
+// Q tile [16 · warps rows][D]: the A fragment of warp `warp`'s 16 rows and columns [16 kk, 16 kk + 16):
 // matrices (rows +0, cols +0), (rows +8, cols +0), (rows +0, cols +8), (rows +8, cols +8) are
 // registers a0..a3.
 __host__ __device__ inline FlashTileRowCol flash_q_fragment_row(int lane, int warp, int kk) {
@@ -68,9 +71,12 @@ __host__ __device__ inline FlashTileRowCol flash_v_fragment_row(int lane, int ks
 // 2^31 - 1 blocks of 64 query rows). Host-only, no device touched.
 bool flash_attention_supported(StorageType t, int64_t d, int64_t dv, int64_t batch, int64_t hq, int64_t sq);
 
+// The query rows per block a launch with `p` uses: p.block_rows when it is 64 or 128, else 64.
+int flash_attention_block_rows(const FlashAttentionParams& p);
+
 // Runs the kernel. Rows whose keys are all excluded (mask, causal bound, Sk = 0) give zeros, as
-// the other tactic does (docs/decisions/0006). Errors: an unsupported configuration
-// (cudaErrorInvalidValue), or the launch's error.
+// the other tactic does (docs/decisions/0006). Errors: an unsupported configuration, a block_rows
+// other than 0 / 64 / 128, or O not 16-byte aligned (cudaErrorInvalidValue); the launch's error.
 cudaError_t launch_flash_attention(const FlashAttentionParams& p, StorageType t, cudaStream_t stream);
 
 }  // namespace kiln::cuda
