@@ -10,7 +10,7 @@
 #      --quant-conv (QuantConv layers; off by default), at batch 1 and 256,
 #      `kiln bench --cuda-graph`; the layer counts of kiln build's quantization summary; cosine of
 #      each 8-bit plan's output vs the FP16 plan's. KILN_QUANT_RESNETS (default "resnet50 resnet101"),
-#      KILN_QUANT_BATCHES (default "1 256").
+#      KILN_QUANT_BATCHES (default "1 256"), KILN_QUANT_CONFIGS (default "fp16 int8 fp8 int8qc fp8qc").
 #   4. the LLM checkpoint reader against transformers' save_pretrained (scripts/llm_checkpoints_hf.py)
 #   5. ab: the product-path A/B against the previous main (scripts/gpu_product_ab.sh; KILN_AB_MODELS, ...)
 # Steps: KILN_QUANT_STEPS (default "tests ocr mlp resnet llm").
@@ -126,6 +126,7 @@ if [[ "$STEPS" == *" resnet "* ]]; then
                  "int8qc:--fp16 --int8 --calib /tmp/qr/calib.npz --quant-conv" \
                  "fp8qc:--fp16 --fp8 --calib /tmp/qr/calib.npz --quant-conv"; do
         tag=${model}_${cfg%%:*}_b$b; flags=${cfg#*:}
+        case " ${KILN_QUANT_CONFIGS:-fp16 int8 fp8 int8qc fp8qc} " in *" ${cfg%%:*} "*) ;; *) continue;; esac
         if ! $C/kiln build models/$model.onnx -o /tmp/qr/$tag.plan --device gpu $flags --shapes input:${b}x3x224x224 \
             > /tmp/qr/$tag.build.txt 2>&1; then
           echo "{\"config\": \"$tag\", \"error\": \"build failed\"}" | tee -a "$OUT/resnet_quant.jsonl"; tail -n 5 /tmp/qr/$tag.build.txt
@@ -155,8 +156,10 @@ for q in ("int8", "fp8", "int8qc", "fp8qc"):
     print(f"{model} {q} batch {b}: cosine vs fp16 {cos:.5f}, top-1 agreement {top1:.3f} (random inputs)")
 PYEOF
     done
-    grep -cE "QuantConv" /tmp/qr/inspect_${model}_int8_b256.txt 2>/dev/null | sed "s/^/$model int8 QuantConv lines in inspect: /"
-    grep -E "quant_conv" /tmp/qr/inspect_${model}_int8_b256.txt 2>/dev/null | sed -E 's/.*(quant_conv [^ ]+ [^ ]+).*/\1/' | sort | uniq -c
+    for q in int8qc fp8qc; do
+      grep -cE "QuantConv" /tmp/qr/inspect_${model}_${q}_b256.txt 2>/dev/null | sed "s/^/$model $q QuantConv lines in inspect: /"
+      grep -E "quant_conv" /tmp/qr/inspect_${model}_${q}_b256.txt 2>/dev/null | sed -E 's/.*(quant_conv [^ ]+ [^ ]+ [^ ]+).*/\1/' | sort | uniq -c
+    done
   done
 fi
 
