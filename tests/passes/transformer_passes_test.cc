@@ -457,6 +457,7 @@ TEST(TransformerPasses, FusedLayersRoundTripThroughThePlan) {
   ASSERT_TRUE(want.ok()) << want.status().to_string();
   BuilderConfig c;
   c.opt_level = 0;
+  c.target = TargetDevice::kCpu;  // exact equality with the interpreter: the CPU plan (kAuto picks a GPU)
   auto plan = build_from_graph(t.g, c);
   ASSERT_TRUE(plan.ok()) << plan.status().to_string();
   auto engine = Runtime::deserialize_engine(*plan);
