@@ -10,8 +10,8 @@
 // mma.m16n8k32 (PTX ISA, "Matrix fragments for mma.m16n8k32" with .s8 / .e4m3 operands), so no
 // transposes are needed. Shared-memory rows are 64 bytes (4 chunks); chunk c of row r is stored at
 // c ^ ((r >> 1) & 3), which puts the 8 rows one ldmatrix reads in 8 different 16-byte bank groups.
-// The epilogue (scale, zero point, bias, residual, ReLU, float or 8-bit store) runs on the
-// accumulators in registers: each thread owns pairs of adjacent output channels.
+// The epilogue (scale, zero point, bias, residual, ReLU, float or 8-bit store) stages the tile in
+// shared memory so that the residual is read and Y written in whole 16-byte runs of channels.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -73,13 +73,32 @@ __device__ __forceinline__ void mma_16832(typename std::conditional<kFp8, float,
 
 __device__ __forceinline__ int swz(int row, int chunk) { return row * kBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
 
-__device__ __forceinline__ float2 load2(const void* p, int64_t i, StorageType t) {
-  switch (t) {
-    case StorageType::kF16: return __half22float2(*reinterpret_cast<const __half2*>(static_cast<const __half*>(p) + i));
-    case StorageType::kBF16:
-      return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(static_cast<const __nv_bfloat16*>(p) + i));
-    default: return *reinterpret_cast<const float2*>(static_cast<const float*>(p) + i);
+// Eight consecutive elements [i, i + 8) of a float storage tensor (i a multiple of 8, 16-byte
+// aligned rows: K % 8 == 0).
+__device__ __forceinline__ void load8(const void* p, int64_t i, StorageType t, float (&v)[8]) {
+  if (t == StorageType::kF16 || t == StorageType::kBF16) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      float2 f;
+      if (t == StorageType::kF16) {
+        __half2 h;
+        memcpy(&h, &w[q], 4);
+        f = __half22float2(h);
+      } else {
+        __nv_bfloat162 h;
+        memcpy(&h, &w[q], 4);
+        f = __bfloat1622float2(h);
+      }
+      v[2 * q] = f.x;
+      v[2 * q + 1] = f.y;
+    }
+    return;
   }
+  const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+  const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i + 4);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
 }
 
 __device__ __forceinline__ uint8_t quantize8(float v, const Conv8Epilogue& e) {
@@ -89,21 +108,32 @@ __device__ __forceinline__ uint8_t quantize8(float v, const Conv8Epilogue& e) {
   return static_cast<uint8_t>(static_cast<int8_t>(r < -128.f ? -128.f : (r > 127.f ? 127.f : r)));
 }
 
-__device__ __forceinline__ void store2(const Conv8Epilogue& e, int64_t i, float v0, float v1) {
+__device__ __forceinline__ void store8(const Conv8Epilogue& e, int64_t i, const float (&v)[8]) {
   if (e.y_8bit) {
-    const uint16_t pair = static_cast<uint16_t>(quantize8(v0, e)) | (static_cast<uint16_t>(quantize8(v1, e)) << 8);
-    *reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(e.y) + i) = pair;
+    uint32_t w[2] = {0, 0};
+#pragma unroll
+    for (int q = 0; q < 8; ++q) w[q >> 2] |= static_cast<uint32_t>(quantize8(v[q], e)) << (8 * (q & 3));
+    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(e.y) + i) = make_uint2(w[0], w[1]);
     return;
   }
-  switch (e.y_type) {
-    case StorageType::kF16:
-      *reinterpret_cast<__half2*>(static_cast<__half*>(e.y) + i) = __floats2half2_rn(v0, v1);
-      return;
-    case StorageType::kBF16:
-      *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(e.y) + i) = __floats2bfloat162_rn(v0, v1);
-      return;
-    default: *reinterpret_cast<float2*>(static_cast<float*>(e.y) + i) = make_float2(v0, v1);
+  if (e.y_type == StorageType::kF16 || e.y_type == StorageType::kBF16) {
+    uint32_t w[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if (e.y_type == StorageType::kF16) {
+        const __half2 h = __floats2half2_rn(v[2 * q], v[2 * q + 1]);
+        memcpy(&w[q], &h, 4);
+      } else {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * q], v[2 * q + 1]);
+        memcpy(&w[q], &h, 4);
+      }
+    }
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(e.y) + i) = make_uint4(w[0], w[1], w[2], w[3]);
+    return;
   }
+  float* y = static_cast<float*>(e.y) + i;
+  *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
+  *reinterpret_cast<float4*>(y + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 // kBM x kBN tile, kWM x kWN warps (each a (kBM / kWM) x (kBN / kWN) warp tile). Two INT8 blocks per
@@ -221,12 +251,24 @@ __global__ void __launch_bounds__(kWM * kWN * 32, kFp8 ? 1 : 2)
   }
   cp_async_wait<0>();
 
-  // Epilogue. acc[i][j][0..1]: row group, columns 2*(lane%4) + {0, 1}; [2..3]: row group + 8.
+  // Epilogue, in two phases through shared memory (free now: every cp.async group has landed and
+  // every warp is past its last ldmatrix after the barrier). 1: each thread applies the per-channel
+  // scale, zero point and bias to its accumulators (acc[i][j][0..1]: row `group`, columns
+  // 2*(lane%4) + {0, 1}; [2..3]: row group + 8) and writes the float values into a [kBM][kBN] tile
+  // whose 16-byte chunks are XOR-swizzled by the row (chunk c of row r at c ^ (r & 7): the 8 rows a
+  // warp writes at once fall in different banks). 2: the block walks the tile in row-major runs of
+  // 8 channels, adds the residual, applies ReLU and stores each run with one 16-byte (fp16 / bf16),
+  // 8-byte (8-bit) or two 16-byte (fp32) accesses — whole sectors, coalesced along the channels.
+  static_assert(kBM * kBN * 4 <= kStages * (kBM + kBN) * kBK, "the float tile must fit the stages' shared memory");
+  __syncthreads();
+  float* tile = reinterpret_cast<float*>(smem);
+  auto at = [](int row, int col) { return row * kBN + ((((col >> 2) ^ (row & 7))) << 2) + (col & 3); };
   const int group = lane >> 2, pair = (lane & 3) * 2;
 #pragma unroll
   for (int j = 0; j < kNI; ++j) {
-    const int col = n0 + wn * kTN + j * 8 + pair;
-    if (col >= g.k) continue;  // K % 8 == 0: a column pair is wholly in or out
+    const int lc = wn * kTN + j * 8 + pair;  // column in the tile
+    const int col = n0 + lc;
+    if (col >= g.k) continue;  // K % 8 == 0: a run of 8 columns is wholly in or out
     const float s0 = e.scale[col], s1 = e.scale[col + 1];
     const float z0 = e.wsum ? static_cast<float>(e.zero_point) * e.wsum[col] : 0.f;
     const float z1 = e.wsum ? static_cast<float>(e.zero_point) * e.wsum[col + 1] : 0.f;
@@ -235,22 +277,34 @@ __global__ void __launch_bounds__(kWM * kWN * 32, kFp8 ? 1 : 2)
     for (int i = 0; i < kMI; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int64_t m = m0 + wm * kTM + i * 16 + group + h * 8;
-        if (m >= m_total) continue;
-        float v0 = (static_cast<float>(acc[i][j][2 * h]) - z0) * s0 + b0;
-        float v1 = (static_cast<float>(acc[i][j][2 * h + 1]) - z1) * s1 + b1;
-        const int64_t idx = m * g.k + col;
-        if (e.residual) {
-          const float2 r = load2(e.residual, idx, e.res_type);
-          v0 += r.x;
-          v1 += r.y;
-        }
-        if (e.relu) {
-          v0 = fmaxf(v0, 0.f);
-          v1 = fmaxf(v1, 0.f);
-        }
-        store2(e, idx, v0, v1);
+        const int lr = wm * kTM + i * 16 + group + h * 8;
+        *reinterpret_cast<float2*>(&tile[at(lr, lc)]) =
+            make_float2((static_cast<float>(acc[i][j][2 * h]) - z0) * s0 + b0,
+                        (static_cast<float>(acc[i][j][2 * h + 1]) - z1) * s1 + b1);
       }
+  }
+  __syncthreads();
+  constexpr int kRuns = kBM * kBN / 8;
+  for (int run = tid; run < kRuns; run += kThreadsPerBlock) {
+    const int lr = run / (kBN / 8), lc = (run % (kBN / 8)) * 8;
+    const int64_t m = m0 + lr;
+    const int col = n0 + lc;
+    if (m >= m_total || col >= g.k) continue;
+    float v[8];
+    const float4 lo = *reinterpret_cast<const float4*>(&tile[at(lr, lc)]);
+    const float4 hi = *reinterpret_cast<const float4*>(&tile[at(lr, lc + 4)]);
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    const int64_t idx = m * g.k + col;
+    if (e.residual) {
+      float r[8];
+      load8(e.residual, idx, e.res_type, r);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) v[q] += r[q];
+    }
+    if (e.relu)
+#pragma unroll
+      for (int q = 0; q < 8; ++q) v[q] = fmaxf(v[q], 0.f);
+    store8(e, idx, v);
   }
 }
 

@@ -51,7 +51,7 @@ int conv8_igemm_variants(const Conv8Geometry& g, bool fp8, int sm_version);
 
 // Runs variant `variant` (< conv8_igemm_variants) of the convolution: x the quantized input NHWC
 // [N, H, W, C] (int8 codes, or E4M3FN bytes when fp8), w the KRSC weight [K, R, S, C] in the same
-// format; the epilogue as above. x, w and y must be 16-byte aligned. No workspace.
+// format; the epilogue as above. x, w, y and the residual must be 16-byte aligned. No workspace.
 // Errors: cudaErrorInvalidValue for an unsupported geometry or variant; launch errors as returned
 // by cudaGetLastError.
 cudaError_t launch_conv8_igemm(const int8_t* x, const int8_t* w, const Conv8Geometry& g, bool fp8,
