@@ -61,6 +61,7 @@ np.save('/tmp/qb/ids.npy', r.integers(0, 30522, (32, 128)).astype(np.int64)); np
     if ! $C/kiln build models/bert_base.onnx -o /tmp/qb/$tag.plan --device gpu $flags --shapes input_ids:32x128,attention_mask:32x128 \
         > /tmp/qb/$tag.build.txt 2>&1; then echo "$tag build failed"; tail -n 5 /tmp/qb/$tag.build.txt; continue; fi
     grep -E "quantization:" /tmp/qb/$tag.build.txt | sed "s/^/$tag /"
+    $C/kiln inspect /tmp/qb/$tag.plan 2>/dev/null | grep -oE "quant_linear [a-z0-9]+ [a-z.]+( fused-scale)? " | sort | uniq -c
     $C/kiln bench /tmp/qb/$tag.plan --cuda-graph --iterations 200 --json /tmp/qb/$tag.json --dump-profile /tmp/qb/prof_$tag.json > /dev/null 2>&1
     $C/kiln run /tmp/qb/$tag.plan --input input_ids=/tmp/qb/ids.npy --input attention_mask=/tmp/qb/mask.npy --output-dir /tmp/qb/out_$tag > /dev/null 2>&1
     $PY - "$tag" /tmp/qb/$tag.json <<'PYEOF' | tee -a "$OUT/bert_quant.jsonl"

@@ -7,12 +7,19 @@
 //   FP8:  cuBLASLt, E4M3 x E4M3 -> float32 (CUBLAS_COMPUTE_32F; sm_89+), "TN" as FP8 requires.
 // Tactics: each entry of cuBLASLt's heuristic list (source cublaslt, variant = index) and Kiln's
 // reference GEMM (one thread per output; source kiln), which runs any shape: the builder times them.
+// FP8 with a 16-bit output also has the fused form (source cublaslt, variant kFusedBase + index;
+// decision 0080 addendum): one cuBLASLt FP8 GEMM that applies the per-output-channel weight scale
+// (A scale mode CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F), the per-tensor activation scale (B scale,
+// a device scalar), the bias and ReLU in its epilogue and writes Y in fp16 / bf16 directly — no
+// accumulator in memory and no separate epilogue pass. cuBLASLt lists it where it has such kernels
+// (its FP8 outer-vector scaling); elsewhere the list is empty and the unfused form runs.
 // The weight is uploaded as stored in the plan's graph (1 byte per element), never converted.
 #include <cublasLt.h>
 
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "core/numerics.h"
 #include "backends/cuda/kernels_quant.h"
 #include "backends/cuda/layer_factory.h"
 
@@ -32,7 +39,8 @@ struct QuantLinearParams {
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
 // ins: 0 X, 1 W [N, K] 8-bit, 2 w_scale [N] f32, 3 weight row sums [N] f32 (-1 without a zero
-// point), 4 bias [N] f32 (-1 without).
+// point), 4 bias [N] f32 (-1 without), 5 x_scale [1] f32 and 6 the bias [N] in Y's 16-bit storage
+// (the fused FP8 form's B scale and bias; -1 otherwise).
 class QuantLinearLayer : public Layer {
  public:
   ~QuantLinearLayer() override {
@@ -40,6 +48,8 @@ class QuantLinearLayer : public Layer {
     if (a_) cublasLtMatrixLayoutDestroy(a_);
     if (b_) cublasLtMatrixLayoutDestroy(b_);
     if (c_) cublasLtMatrixLayoutDestroy(c_);
+    if (fdesc_) cublasLtMatmulDescDestroy(fdesc_);
+    if (d_) cublasLtMatrixLayoutDestroy(d_);
   }
   // Row-major Y[M, N] = X[M, K] W[N, K]^T is column-major Y^T[N, M] = op(A) op(B) with A = W as
   // K x N (ld K, transposed) and B = X as K x M (ld K): the "TN" form 8-bit GEMMs require.
@@ -55,24 +65,55 @@ class QuantLinearLayer : public Layer {
     KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, in_t, p.k, p.n, p.k));
     KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, in_t, p.k, p.m, p.k));
     KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_, acc_t, p.n, p.m, p.n));
+    if (p.fp8 && (p.y_type == StorageType::kF16 || p.y_type == StorageType::kBF16)) {
+      const cudaDataType_t y_t = p.y_type == StorageType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&fdesc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+      const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof outer));
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scalar, sizeof scalar));
+      const cublasLtEpilogue_t ep = p.has_bias ? (p.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                                               : (p.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+      if (p.has_bias) {
+        KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &y_t, sizeof y_t));
+      }
+      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, y_t, p.n, p.m, p.n));
+    }
     describe("");
     return Status::Ok();
   }
   size_t workspace() const override { return scratch() + cap_; }
 
   StatusOr<std::vector<TacticId>> candidates(ExecState& s) override {
-    if (s.workspace_bytes < scratch())
-      return unsupported("layer '" + name + "': needs " + std::to_string(scratch()) +
+    if (s.workspace_bytes < scratch_full())
+      return unsupported("layer '" + name + "': needs " + std::to_string(scratch_full()) +
                          " bytes of workspace for the quantized input and the accumulator, the cap is " +
                          std::to_string(s.workspace_bytes));
     query_heuristics(s);
     std::vector<TacticId> c;
+    for (size_t i = 0; i < fheur_.size(); ++i)
+      c.push_back(make_tactic_id(TacticSource::kCublasLt, kFusedBase + static_cast<uint32_t>(i)));
     for (size_t i = 0; i < heur_.size(); ++i) c.push_back(make_tactic_id(TacticSource::kCublasLt, static_cast<uint32_t>(i)));
     c.push_back(make_tactic_id(TacticSource::kKiln, 0));
     return c;
   }
   Status select(TacticId id, ExecState& s) override {
-    if (id == make_tactic_id(TacticSource::kKiln, 0)) {
+    fused_ = false;
+    if (tactic_id_source(id) == TacticSource::kCublasLt && tactic_id_variant(id) >= kFusedBase && fdesc_) {
+      if (fheur_.empty() && heur_.empty()) query_heuristics(s);
+      const uint32_t i = tactic_id_variant(id) - kFusedBase;
+      if (i >= fheur_.size())
+        return invalid_plan("layer '" + name + "': cuBLASLt fused FP8 heuristic #" + std::to_string(i) +
+                            " does not exist here (" + std::to_string(fheur_.size()) + " listed)");
+      algo_ = fheur_[i];
+      use_lt_ = true;
+      fused_ = true;
+      cap_ = lt_cap_;
+      fallback.clear();
+      describe("cublaslt.matmul fused-scale heuristic#" + std::to_string(i));
+    } else if (id == make_tactic_id(TacticSource::kKiln, 0)) {
       use_lt_ = false;
       cap_ = 0;
       fallback = "no 8-bit tensor-core GEMM selected: Kiln's reference GEMM";
@@ -103,6 +144,21 @@ class QuantLinearLayer : public Layer {
     KILN_CUDA_CHECK(launch_quantize_8bit(p_.x_type, s.ptr(ins[0]), qx, p_.m * p_.k, p_.x_scale, p_.zero_point, p_.fp8,
                                          s.stream));
     const int8_t* w = static_cast<const int8_t*>(s.ptr(ins[1]));
+    if (fused_) {  // scales, bias and ReLU in cuBLASLt's epilogue; Y written directly
+      const void* a_scale = s.ptr(ins[2]);
+      const void* b_scale = s.ptr(ins[5]);
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale));
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale));
+      if (p_.has_bias) {
+        const void* bias = s.ptr(ins[6]);
+        KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+      }
+      const float fa = 1.f, fb = 0.f;
+      void* y = s.ptr(outs[0]);
+      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, fdesc_, &fa, w, a_, qx, b_, &fb, y, d_, y, d_, &algo_, ws + scratch(), cap_,
+                                       s.stream));
+      return Status::Ok();
+    }
     if (use_lt_) {
       const int32_t ia = 1, ib = 0;
       const float fa = 1.f, fb = 0.f;
@@ -131,15 +187,19 @@ class QuantLinearLayer : public Layer {
  private:
   static constexpr size_t kLtWorkspace = 32u << 20;
   static constexpr int kHeuristics = 8;
-  // Bytes before cuBLASLt's own workspace: the quantized X, then the [M, N] accumulator.
-  size_t scratch() const {
+  static constexpr uint32_t kFusedBase = 64;  // cuBLASLt variants >= this: the fused FP8 form
+  // Bytes before cuBLASLt's own workspace: the quantized X, then (unfused forms) the [M, N]
+  // accumulator.
+  size_t scratch_full() const {
     return align256(static_cast<size_t>(p_.m * p_.k)) + align256(static_cast<size_t>(p_.m * p_.n) * 4);
   }
+  size_t scratch() const { return fused_ ? align256(static_cast<size_t>(p_.m * p_.k)) : scratch_full(); }
   // cuBLASLt's list for this problem within the cap left after the scratch; none (an empty
   // list, not an error) where it has no 8-bit kernel (shapes, GPU generation).
   void query_heuristics(ExecState& s) {
     heur_.clear();
-    lt_cap_ = std::min(s.workspace_bytes - scratch(), kLtWorkspace);
+    fheur_.clear();
+    lt_cap_ = std::min(s.workspace_bytes - scratch_full(), kLtWorkspace);
     cublasLtMatmulPreference_t pref;
     if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return;
     cublasLtMatmulHeuristicResult_t res[kHeuristics];
@@ -149,6 +209,10 @@ class QuantLinearLayer : public Layer {
         cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_, b_, c_, c_, pref, kHeuristics, res, &returned) ==
             CUBLAS_STATUS_SUCCESS)
       for (int i = 0; i < returned; ++i) heur_.push_back(res[i].algo);
+    returned = 0;
+    if (fdesc_ && cublasLtMatmulAlgoGetHeuristic(s.lt, fdesc_, a_, b_, d_, d_, pref, kHeuristics, res, &returned) ==
+                      CUBLAS_STATUS_SUCCESS)
+      for (int i = 0; i < returned; ++i) fheur_.push_back(res[i].algo);
     cublasLtMatmulPreferenceDestroy(pref);
   }
   void describe(const std::string& gemm) {
@@ -159,9 +223,11 @@ class QuantLinearLayer : public Layer {
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatmulAlgo_t algo_{};
-  bool use_lt_ = false;
+  bool use_lt_ = false, fused_ = false;
   size_t cap_ = 0, lt_cap_ = 0;
-  std::vector<cublasLtMatmulAlgo_t> heur_;
+  std::vector<cublasLtMatmulAlgo_t> heur_, fheur_;
+  cublasLtMatmulDesc_t fdesc_ = nullptr;
+  cublasLtMatrixLayout_t d_ = nullptr;
 };
 
 }  // namespace
@@ -211,10 +277,20 @@ Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::strin
   if (has_bias) {
     KILN_ASSIGN_OR_RETURN(bv, ctx.upload_raw(n.name + ":bias", {nn}, bc->raw(), bc->nbytes(), where + "bias"));
   }
+  int xsv = -1, b16v = -1;
+  if (p.fp8 && (p.y_type == StorageType::kF16 || p.y_type == StorageType::kBF16)) {
+    KILN_ASSIGN_OR_RETURN(xsv, ctx.upload_raw(n.name + ":x_scale", {1}, &p.x_scale, 4, where + "x_scale"));
+    if (has_bias) {  // the fused form's bias, in Y's storage (cuBLASLt's FP8 bias type)
+      std::vector<uint16_t> b16(static_cast<size_t>(nn));
+      for (int64_t i = 0; i < nn; ++i)
+        b16[i] = p.y_type == StorageType::kF16 ? float_to_fp16(bc->data<float>()[i]) : float_to_bf16(bc->data<float>()[i]);
+      KILN_ASSIGN_OR_RETURN(b16v, ctx.upload_raw(n.name + ":bias16", {nn}, b16.data(), b16.size() * 2, where + "bias"));
+    }
+  }
   auto layer = std::make_unique<QuantLinearLayer>();
   KILN_RETURN_IF_ERROR(layer->init(p));
   const int out = ctx.new_value(g.value(n.outputs[0]).name, ctx.shape(n.outputs[0]), ctx.storage(), false);
-  ctx.add_layer(std::move(layer), n.name, {xa, wv, sv, sumv, bv}, {out}, n.origin);
+  ctx.add_layer(std::move(layer), n.name, {xa, wv, sv, sumv, bv, xsv, b16v}, {out}, n.origin);
   ctx.bind(n.outputs[0], out);
   return Status::Ok();
 }
