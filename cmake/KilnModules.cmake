@@ -118,6 +118,19 @@ if(KILN_HAVE_CUDA)
   target_compile_options(kiln_cuda PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-deprecated-declarations>)
   target_compile_definitions(kiln_cuda PUBLIC KILN_HAVE_CUDA=1)
   set(KILN_CUDA_TARGET kiln_cuda)
+  # Hopper's wgmma needs the arch-specific sm_90a target: its kernels (backends/cuda/sm90a/) are a
+  # library of their own compiled for sm_90a only, linked in when the architectures include 90
+  # (docs/decisions/0080).
+  if("90" IN_LIST CMAKE_CUDA_ARCHITECTURES OR "90-real" IN_LIST CMAKE_CUDA_ARCHITECTURES)
+    file(GLOB KILN_SM90A_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backends/cuda/sm90a/*.cu)
+    add_library(kiln_cuda_sm90a STATIC ${KILN_SM90A_SOURCES})
+    set_target_properties(kiln_cuda_sm90a PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+    target_compile_options(kiln_cuda_sm90a PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a>)
+    target_include_directories(kiln_cuda_sm90a PRIVATE ${KILN_INCLUDE_ROOTS}/kiln_cuda ${CMAKE_SOURCE_DIR}/include)
+    target_link_libraries(kiln_cuda_sm90a PUBLIC CUDA::cudart PRIVATE kiln_cpu kiln_plan)  # their include roots (kernels.h)
+    target_link_libraries(kiln_cuda PUBLIC kiln_cuda_sm90a)
+    target_compile_definitions(kiln_cuda PRIVATE KILN_HAVE_SM90A=1)
+  endif()
 endif()
 
 kiln_sources(RUNTIME_SOURCES runtime)

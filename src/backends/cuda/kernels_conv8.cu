@@ -16,27 +16,16 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "backends/cuda/conv8_common.cuh"
 #include "backends/cuda/kernels_conv8.h"
 
 namespace kiln::cuda {
 namespace {
 
+using namespace conv8;
+
 constexpr int kBK = 64;      // bytes (8-bit values) of the reduction per tile
 constexpr int kStages = 4;   // tiles in flight
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  const int bytes = valid ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -72,69 +61,6 @@ __device__ __forceinline__ void mma_16832(typename std::conditional<kFp8, float,
 }
 
 __device__ __forceinline__ int swz(int row, int chunk) { return row * kBK + ((chunk ^ ((row >> 1) & 3)) << 4); }
-
-// Eight consecutive elements [i, i + 8) of a float storage tensor (i a multiple of 8, 16-byte
-// aligned rows: K % 8 == 0).
-__device__ __forceinline__ void load8(const void* p, int64_t i, StorageType t, float (&v)[8]) {
-  if (t == StorageType::kF16 || t == StorageType::kBF16) {
-    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p) + i);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      float2 f;
-      if (t == StorageType::kF16) {
-        __half2 h;
-        memcpy(&h, &w[q], 4);
-        f = __half22float2(h);
-      } else {
-        __nv_bfloat162 h;
-        memcpy(&h, &w[q], 4);
-        f = __bfloat1622float2(h);
-      }
-      v[2 * q] = f.x;
-      v[2 * q + 1] = f.y;
-    }
-    return;
-  }
-  const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
-  const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i + 4);
-  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-}
-
-__device__ __forceinline__ uint8_t quantize8(float v, const Conv8Epilogue& e) {
-  const float q = v / e.y_scale;  // a division, as QuantizeLinear (and kernels_quant.cu) do
-  if (e.y_fp8) return static_cast<uint8_t>(__nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3));
-  const float r = rintf(q) + static_cast<float>(e.y_zero_point);
-  return static_cast<uint8_t>(static_cast<int8_t>(r < -128.f ? -128.f : (r > 127.f ? 127.f : r)));
-}
-
-__device__ __forceinline__ void store8(const Conv8Epilogue& e, int64_t i, const float (&v)[8]) {
-  if (e.y_8bit) {
-    uint32_t w[2] = {0, 0};
-#pragma unroll
-    for (int q = 0; q < 8; ++q) w[q >> 2] |= static_cast<uint32_t>(quantize8(v[q], e)) << (8 * (q & 3));
-    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(e.y) + i) = make_uint2(w[0], w[1]);
-    return;
-  }
-  if (e.y_type == StorageType::kF16 || e.y_type == StorageType::kBF16) {
-    uint32_t w[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      if (e.y_type == StorageType::kF16) {
-        const __half2 h = __floats2half2_rn(v[2 * q], v[2 * q + 1]);
-        memcpy(&w[q], &h, 4);
-      } else {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * q], v[2 * q + 1]);
-        memcpy(&w[q], &h, 4);
-      }
-    }
-    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(e.y) + i) = make_uint4(w[0], w[1], w[2], w[3]);
-    return;
-  }
-  float* y = static_cast<float*>(e.y) + i;
-  *reinterpret_cast<float4*>(y) = make_float4(v[0], v[1], v[2], v[3]);
-  *reinterpret_cast<float4*>(y + 4) = make_float4(v[4], v[5], v[6], v[7]);
-}
 
 // kBM x kBN tile, kWM x kWN warps (each a (kBM / kWM) x (kBN / kWN) warp tile). Two INT8 blocks per
 // SM (at most 128 registers a thread); FP8 one: on sm_90 ptxas emulates the E4M3 mma.sync (an sm_89
@@ -262,50 +188,20 @@ __global__ void __launch_bounds__(kWM * kWN * 32, kFp8 ? 1 : 2)
   static_assert(kBM * kBN * 4 <= kStages * (kBM + kBN) * kBK, "the float tile must fit the stages' shared memory");
   __syncthreads();
   float* tile = reinterpret_cast<float*>(smem);
-  auto at = [](int row, int col) { return row * kBN + ((((col >> 2) ^ (row & 7))) << 2) + (col & 3); };
   const int group = lane >> 2, pair = (lane & 3) * 2;
 #pragma unroll
   for (int j = 0; j < kNI; ++j) {
     const int lc = wn * kTN + j * 8 + pair;  // column in the tile
     const int col = n0 + lc;
     if (col >= g.k) continue;  // K % 8 == 0: a run of 8 columns is wholly in or out
-    const float s0 = e.scale[col], s1 = e.scale[col + 1];
-    const float z0 = e.wsum ? static_cast<float>(e.zero_point) * e.wsum[col] : 0.f;
-    const float z1 = e.wsum ? static_cast<float>(e.zero_point) * e.wsum[col + 1] : 0.f;
-    const float b0 = e.bias ? e.bias[col] : 0.f, b1 = e.bias ? e.bias[col + 1] : 0.f;
 #pragma unroll
     for (int i = 0; i < kMI; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int lr = wm * kTM + i * 16 + group + h * 8;
-        *reinterpret_cast<float2*>(&tile[at(lr, lc)]) =
-            make_float2((static_cast<float>(acc[i][j][2 * h]) - z0) * s0 + b0,
-                        (static_cast<float>(acc[i][j][2 * h + 1]) - z1) * s1 + b1);
-      }
+      for (int h = 0; h < 2; ++h)
+        stage_pair<kBN>(tile, e, wm * kTM + i * 16 + group + h * 8, lc, col, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
   }
   __syncthreads();
-  constexpr int kRuns = kBM * kBN / 8;
-  for (int run = tid; run < kRuns; run += kThreadsPerBlock) {
-    const int lr = run / (kBN / 8), lc = (run % (kBN / 8)) * 8;
-    const int64_t m = m0 + lr;
-    const int col = n0 + lc;
-    if (m >= m_total || col >= g.k) continue;
-    float v[8];
-    const float4 lo = *reinterpret_cast<const float4*>(&tile[at(lr, lc)]);
-    const float4 hi = *reinterpret_cast<const float4*>(&tile[at(lr, lc + 4)]);
-    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w; v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
-    const int64_t idx = m * g.k + col;
-    if (e.residual) {
-      float r[8];
-      load8(e.residual, idx, e.res_type, r);
-#pragma unroll
-      for (int q = 0; q < 8; ++q) v[q] += r[q];
-    }
-    if (e.relu)
-#pragma unroll
-      for (int q = 0; q < 8; ++q) v[q] = fmaxf(v[q], 0.f);
-    store8(e, idx, v);
-  }
+  store_tile<kBM, kBN, kThreadsPerBlock>(tile, e, m0, n0, m_total, g.k, tid);
 }
 
 struct Variant {
@@ -346,7 +242,12 @@ int conv8_igemm_variants(const Conv8Geometry& g, bool fp8, int sm_version) {
   if (g.h * g.w * g.c >= (int64_t{1} << 31) || g.oh * g.stride_h + g.r * g.dil_h >= (int64_t{1} << 30) ||
       g.ow * g.stride_w + g.s * g.dil_w >= (int64_t{1} << 30))
     return 0;
-  return static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
+  const int mma_sync = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
+#ifdef KILN_HAVE_SM90A
+  return mma_sync + conv8_wgmma_variants(g, fp8, sm_version);
+#else
+  return mma_sync;
+#endif
 }
 
 cudaError_t launch_conv8_igemm(const int8_t* x, const int8_t* w, const Conv8Geometry& g, bool fp8,
@@ -358,6 +259,10 @@ cudaError_t launch_conv8_igemm(const int8_t* x, const int8_t* w, const Conv8Geom
   if (variant < 0 || variant >= conv8_igemm_variants(g, fp8, major * 10 + minor) || !e.scale || !e.y)
     return cudaErrorInvalidValue;
   if (g.n * g.oh * g.ow == 0) return cudaSuccess;
+  constexpr int kMmaSync = static_cast<int>(sizeof kVariants / sizeof kVariants[0]);
+#ifdef KILN_HAVE_SM90A
+  if (variant >= kMmaSync) return launch_conv8_wgmma(x, w, g, fp8, e, variant - kMmaSync, stream);
+#endif
   return fp8 ? launch_variant<true>(x, w, g, e, variant, stream) : launch_variant<false>(x, w, g, e, variant, stream);
 }
 

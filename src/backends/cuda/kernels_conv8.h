@@ -46,7 +46,10 @@ struct Conv8Epilogue {
 
 // How many tile configurations ("variants", the tactic's variant ids 0..n-1) launch_conv8_igemm has
 // for this geometry on this device: 0 when it cannot run it (C % 16 != 0, K % 8 != 0, FP8 below
-// sm_89, INT8 below sm_80).
+// sm_89, INT8 below sm_80). Variants 0-2 are the mma.sync kernel (128x128, 128x64, 64x64 tiles); on
+// compute capability 9.0, when Kiln was built for sm_90 (the sm_90a wgmma kernels,
+// backends/cuda/sm90a/conv8_wgmma.cu, KILN_HAVE_SM90A), variants 3-4 are the wgmma kernel with
+// 128x128 and 128x256 tiles.
 int conv8_igemm_variants(const Conv8Geometry& g, bool fp8, int sm_version);
 
 // Runs variant `variant` (< conv8_igemm_variants) of the convolution: x the quantized input NHWC
@@ -55,6 +58,13 @@ int conv8_igemm_variants(const Conv8Geometry& g, bool fp8, int sm_version);
 // Errors: cudaErrorInvalidValue for an unsupported geometry or variant; launch errors as returned
 // by cudaGetLastError.
 cudaError_t launch_conv8_igemm(const int8_t* x, const int8_t* w, const Conv8Geometry& g, bool fp8,
+                               const Conv8Epilogue& e, int variant, cudaStream_t stream);
+
+// The sm_90a wgmma kernel behind variants 3.. (its own variant ids 0..n-1 here): n = 0 unless
+// sm_version == 90 and the geometry fits (C % 16 == 0, K % 8 == 0). Same arguments and errors as
+// launch_conv8_igemm. Defined only in builds with KILN_HAVE_SM90A.
+int conv8_wgmma_variants(const Conv8Geometry& g, bool fp8, int sm_version);
+cudaError_t launch_conv8_wgmma(const int8_t* x, const int8_t* w, const Conv8Geometry& g, bool fp8,
                                const Conv8Epilogue& e, int variant, cudaStream_t stream);
 
 }  // namespace kiln::cuda
