@@ -4,7 +4,7 @@
 // {"shape", "fmt", "variant", "us", "tops"} and a last line with the ResNet-50 sum of each shape's
 // fastest variant times its count in the network. Inputs are random 8-bit codes; the epilogue
 // writes fp16 with a per-channel scale, bias and ReLU (QuantConv's usual form).
-// Build: nvcc -O3 -std=c++17 -arch=sm_90 -Isrc -Iinclude bench/micro/conv8.cu src/backends/cuda/kernels_conv8.cu -o conv8_bench
+// Build: nvcc -O3 -std=c++17 -arch=sm_90a -DKILN_HAVE_SM90A -Isrc -Iinclude bench/micro/conv8.cu src/backends/cuda/kernels_conv8.cu src/backends/cuda/sm90a/conv8_wgmma.cu -o conv8_bench
 #include <cuda_runtime.h>
 
 #include <algorithm>
