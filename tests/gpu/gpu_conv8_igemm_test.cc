@@ -199,7 +199,9 @@ TEST(GpuConv8Igemm, EveryVariantMatchesTheReferenceConv) {
               }
             }
           }
-          const double tol = (e.y_type == cuda::StorageType::kF32 ? (fp8 ? 1e-5 : 1e-6) : 1e-2) * max_ref;
+          // FP8: Hopper's wgmma keeps fewer accumulator bits than float32 (DeepSeek-V3 report, sec. 3.3.2),
+          // so its sums differ from the reference's float32 sums by more than reordering alone.
+          const double tol = (e.y_type == cuda::StorageType::kF32 ? (fp8 ? 2e-4 : 1e-6) : 1e-2) * max_ref;
           for (size_t i = 0; i < got.size(); ++i)
             ASSERT_NEAR(got[i], want[i], tol) << "element " << i << " of " << got.size();
         }

@@ -30,7 +30,7 @@ namespace {
 using namespace conv8;
 
 constexpr int kBK = 128;    // bytes of the reduction per tile: one swizzled 128-byte row
-constexpr int kStages = 4;  // tiles in flight
+constexpr int kStages = 4;  // stages: 2 tiles loading ahead, 1 being multiplied, 1 still read by the previous group
 constexpr int kBM = 128;    // two warpgroups x 64 rows
 constexpr int kThreads = 256;
 
@@ -43,6 +43,7 @@ __device__ __forceinline__ int sw128(int row, int chunk) { return row * kBK + ((
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 template <int kN, bool kFp8>
@@ -229,16 +230,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < kAcc; ++i) d[i] = Acc(0);
 
-  for (int st = 0; st < kStages - 1; ++st) {
+  for (int st = 0; st < kStages - 2; ++st) {
     if (st < k_tiles) load_tile(st, st);
     cp_async_commit();
   }
+  // Tile kt's wgmma group stays in flight while tile kt + 1's starts (wgmma.wait_group 1), so the
+  // load issued at iteration kt goes kStages - 2 tiles ahead, into the stage of tile kt - 2, whose
+  // group completed at the end of iteration kt - 1.
   for (int64_t kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<kStages - 2>();
+    cp_async_wait<kStages - 3>();
     fence_proxy_async();  // this thread's cp.async writes, visible to the wgmma reads (async proxy)
-    __syncthreads();      // every thread's; and tile kt - 1's stage is free (its wgmmas completed)
+    __syncthreads();      // every thread's; and tile kt - 2's stage is free
     {
-      const int64_t next = kt + kStages - 1;
+      const int64_t next = kt + kStages - 2;
       if (next < k_tiles) load_tile(next, static_cast<int>(next % kStages));
       cp_async_commit();
     }
@@ -249,8 +253,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int ks = 0; ks < kBK / 32; ++ks) Wgmma<kBN, kFp8>::run(d, desc_sw128(a_base + ks * 32), desc_sw128(b_base + ks * 32), 1);
     wgmma_commit();
-    wgmma_wait0();
+    wgmma_wait1();
   }
+  wgmma_wait0();
   cp_async_wait<0>();
   __syncthreads();
 
