@@ -46,6 +46,19 @@ __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.s
 __device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// Pins the accumulators in registers across the asynchronous MMAs (an empty asm that "reads and
+// writes" each one), so the compiler schedules no other instruction on them mid-pipeline.
+template <int kN>
+__device__ __forceinline__ void fence_operands(int32_t (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+template <int kN>
+__device__ __forceinline__ void fence_operands(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 template <int kN, bool kFp8>
 struct Wgmma;
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -249,13 +262,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int stage = static_cast<int>(kt % kStages);
     const uint32_t a_base = smem_addr(sa + stage * kBM * kBK + wg * 64 * kBK);
     const uint32_t b_base = smem_addr(sb + stage * kBN * kBK);
+    fence_operands(d);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kBK / 32; ++ks) Wgmma<kBN, kFp8>::run(d, desc_sw128(a_base + ks * 32), desc_sw128(b_base + ks * 32), 1);
     wgmma_commit();
+    fence_operands(d);
     wgmma_wait1();
   }
   wgmma_wait0();
+  fence_operands(d);
   cp_async_wait<0>();
   __syncthreads();
 
