@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 namespace kiln::cuda {
@@ -23,19 +24,23 @@ inline unsigned blocks_for(int64_t n) {
 
 // The current device's SM count (cudaDevAttrMultiProcessorCount), cached per device ordinal;
 // 132 when the query fails (an H100 / H200 SXM: only the grid size depends on it, not results).
+// Safe from several threads (execution contexts on their own threads): the cache is atomic.
 inline int sm_count() {
-  static int cached[64] = {};
+  static std::atomic<int> cached[64];  // static storage: zero-initialized
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  if (cached[dev] == 0) {
-    int n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();  // a failed query must not be reported by the launch after it
+    return 132;
+  }
+  int n = cached[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
     if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
-      cudaGetLastError();  // clear the failed query's error: the launch after it must not report it
+      cudaGetLastError();
       n = 132;
     }
-    cached[dev] = n;
+    cached[dev].store(n, std::memory_order_relaxed);
   }
-  return cached[dev];
+  return n;
 }
 
 // Blocks of `threads` for `items` independent work items, one item per thread per grid-stride
