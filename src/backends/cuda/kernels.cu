@@ -277,22 +277,6 @@ __global__ void __launch_bounds__(256) fused_pointwise_vec_kernel(PwDeviceProgra
   }
 }
 
-// The period of an input of element strides `strides` on an output of dims `dims` (rank r): the
-// product of the innermost dims over which it is contiguous, when every dim outside them
-// broadcasts (stride 0) or is 1; -1 when the input is not periodic (e.g. [B, 1, H] under
-// [B, S, H], or a transposed view). 1: one element; the output's total: the output's shape.
-int64_t period_of(const int64_t* dims, const int64_t* strides, int r) {
-  int64_t contiguous = 1;
-  int d = r - 1;
-  for (; d >= 0; --d) {
-    if (dims[d] == 1) continue;
-    if (strides[d] != contiguous) break;
-    contiguous *= dims[d];
-  }
-  for (; d >= 0; --d)
-    if (dims[d] != 1 && strides[d] != 0) return -1;
-  return contiguous;
-}
 
 // Idx: uint32_t when every index fits (32-bit division is several times cheaper than 64-bit).
 template <typename Idx>
@@ -539,12 +523,12 @@ namespace {
 
 bool float_storage(StorageType t) { return t == StorageType::kF32 || t == StorageType::kF16 || t == StorageType::kBF16; }
 
-// The vector kernels' view of an input (period_of; see pointwise_vec_kernel): false when the
+// The vector kernels' view of an input (broadcast_period; see pointwise_vec_kernel): false when the
 // input is not periodic, its period is not a multiple of v (and not the whole output), or it is
 // not 16-byte aligned.
 bool periodic_input(const void* ptr, const int64_t* dims, const int64_t* strides, int rank, int64_t total, int v,
                     PeriodicIn* out) {
-  const int64_t period = period_of(dims, strides, rank);
+  const int64_t period = broadcast_period(dims, strides, rank);
   if (period < 0) return false;
   if (period == 1) {
     out->scalar = true;
@@ -587,6 +571,19 @@ void pointwise_vec(PointwiseOp op, const void* a, const void* b, const PeriodicI
 }
 
 }  // namespace
+
+int64_t broadcast_period(const int64_t* dims, const int64_t* strides, int r) {
+  int64_t contiguous = 1;
+  int d = r - 1;
+  for (; d >= 0; --d) {
+    if (dims[d] == 1) continue;
+    if (strides[d] != contiguous) break;
+    contiguous *= dims[d];
+  }
+  for (; d >= 0; --d)
+    if (dims[d] != 1 && strides[d] != 0) return -1;
+  return contiguous;
+}
 
 cudaError_t launch_pointwise(PointwiseOp op, StorageType st, const void* a, const void* b, void* y, const BroadcastDesc& d,
                              float alpha, float beta, cudaStream_t stream) {

@@ -73,6 +73,14 @@ enum class PointwiseOp : int {
 cudaError_t launch_pointwise(PointwiseOp op, StorageType t, const void* a, const void* b, void* y,
                              const BroadcastDesc& d, float alpha, float beta, cudaStream_t stream);
 
+// The period of a broadcast operand (host; the vector paths of launch_pointwise and
+// launch_fused_pointwise, docs/decisions/0082): with element strides `strides` on an output of
+// dims `dims` (rank r, 0 strides on broadcast dims), P such that output element i reads the
+// operand's element i mod P — the product of the innermost dims over which the operand is
+// contiguous, when every dim outside them has stride 0 or size 1. 1: one element; the output's
+// element count: the output's own shape; -1: not periodic (e.g. [B, 1, H] under [B, S, H]).
+int64_t broadcast_period(const int64_t* dims, const int64_t* strides, int r);
+
 // One FusedPointwise program on the device (see ir/pointwise_program.h): per output element,
 // instruction i computes register i with ir::pw_apply from its operands, and the last register
 // is stored. Passed by value as a kernel parameter (about 1.5 KB, under the 4 KB limit).
