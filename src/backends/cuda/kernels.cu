@@ -243,6 +243,9 @@ __global__ void __launch_bounds__(256) fused_pointwise_vec_kernel(PwDeviceProgra
   const uint32_t groups = total / V;
   const uint32_t stride = gridDim.x * blockDim.x;
   const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  float sc[ir::kMaxPwInputs];  // the one-element inputs, read once
+#pragma unroll
+  for (int k = 0; k < ir::kMaxPwInputs; ++k) sc[k] = k < p.num_inputs && per.in[k].scalar ? Elem<T>::ld(ptrs.in[k], 0) : 0.f;
   for (uint32_t g0 = first; g0 < groups; g0 += kFusedUnroll * stride) {
     uint4 raw[kFusedUnroll][ir::kMaxPwInputs];
 #pragma unroll
@@ -264,7 +267,7 @@ __global__ void __launch_bounds__(256) fused_pointwise_vec_kernel(PwDeviceProgra
         float x[ir::kMaxPwInputs];
 #pragma unroll
         for (int k = 0; k < ir::kMaxPwInputs; ++k)
-          if (k < p.num_inputs) x[k] = per.in[k].scalar ? Elem<T>::ld(ptrs.in[k], 0) : elem_of<T>(raw[u][k], j);
+          if (k < p.num_inputs) x[k] = per.in[k].scalar ? sc[k] : elem_of<T>(raw[u][k], j);
         Elem<T>::st(&uy, j, run_program(p, x));
       }
       reinterpret_cast<uint4*>(y)[g] = uy;
