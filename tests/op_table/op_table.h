@@ -100,6 +100,7 @@ std::vector<Row> nn_nd_rows();        // N-D Conv / ConvTranspose / pooling, Bat
 // past 6 dims, rank 7, Cast from bfloat16 (rows_f64.cc, docs/decisions/0075; rows named F64_*).
 std::vector<Row> f64_rows();
 std::vector<Row> narrow_rows();       // uint8 / int8 / uint16 / int16 / uint32: quantization, Cast, Clip, BitShift, int MatMul / Conv
+std::vector<Row> bandwidth_rows();    // fast paths of the bandwidth-bound kernels and the general paths beside them (0082)
 
 // Graphs of rows that other tests also use (tactic choices, concat elimination).
 // conv 3x3 + bias + ReLU -> MaxPool 2x2 -> conv 1x1 + residual + ReLU -> GlobalAveragePool ->

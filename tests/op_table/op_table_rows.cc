@@ -76,7 +76,7 @@ const std::vector<Row>& all_rows() {
   static const std::vector<Row> rows = [] {
     std::vector<Row> r;
     for (auto family : {movement_rows, nn_rows, transformer_rows, exact_rows, gather_indexed_rows, scatter_rows, rnn_rows,
-                        det_rows, dft_rows, roi_align_rows, select_rows, nn_nd_rows, f64_rows, narrow_rows}) {
+                        det_rows, dft_rows, roi_align_rows, select_rows, nn_nd_rows, f64_rows, narrow_rows, bandwidth_rows}) {
       auto f = family();
       r.insert(r.end(), f.begin(), f.end());
     }

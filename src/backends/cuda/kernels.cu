@@ -7,7 +7,9 @@
 
 #include <algorithm>
 
+#include "backends/cuda/fast_math.cuh"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/launch_config.cuh"
 #include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
@@ -34,8 +36,9 @@ __device__ __forceinline__ float apply(PointwiseOp op, float a, float b, float a
     case PointwiseOp::kSqrt: return sqrtf(a);
     case PointwiseOp::kNeg: return -a;
     case PointwiseOp::kAbs: return fabsf(a);
-    case PointwiseOp::kGeluErf: return 0.5f * a * (1.f + erff(a * 0.70710678118654752f));
-    case PointwiseOp::kGeluTanh: return 0.5f * a * (1.f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a)));
+    // fast_math.cuh: A&S 7.1.26 erf (5e-7 absolute vs erff on the device), tanh as a logistic.
+    case PointwiseOp::kGeluErf: return fast_gelu_erf(a);
+    case PointwiseOp::kGeluTanh: return fast_gelu_tanh(a);
     case PointwiseOp::kIdentity: return a;
     case PointwiseOp::kSilu: return a / (1.f + __expf(-a));
     case PointwiseOp::kReciprocal: return 1.f / a;
@@ -153,70 +156,130 @@ __global__ void fused_pointwise_flat_kernel(PwDeviceProgram p, PwDevicePointers 
   }
 }
 
-// The flat paths, 16 bytes per access: each thread takes groups of V = 16 / sizeof(T) consecutive
-// elements (one aligned 16-byte load per full input, one 16-byte store), then the elements past the
-// last whole group one by one. Used when y and every full input are 16-byte aligned (the launcher
-// checks). The same loads, formulas and rounding per element as the kernels above.
+// The vector paths, 16 bytes per access (docs/decisions/0082). Every input is either one element
+// (read once, kPwScalar) or "periodic": its physical shape is a contiguous suffix of the
+// output's (leading dims 1 or broadcast), so element i of the output reads element i mod P of it,
+// P the product of that suffix — P = total for an input of the output's shape, P = S*H for a
+// [S, H] row table under [B, S, H], P = H for a [H] channel vector. Each thread takes groups of
+// V = 16 / sizeof(T) consecutive output elements; when every periodic P is a multiple of V (or
+// the output's total), a group never wraps inside an input and is one aligned 16-byte load per
+// input and one 16-byte store. Offsets: 32-bit FastDivmod (the launcher requires total < 2^31).
+// U = kVecUnroll groups per thread per step keep 32 bytes of each input in flight (the fixed-op
+// kernel; the program kernel takes one). Elements past the last
+// whole group run one by one. The same loads, formulas and rounding per element as the scalar
+// kernels above, so the same values.
 template <typename T>
 __device__ __forceinline__ float elem_of(const uint4& u, int j) {
   return Elem<T>::ld(&u, j);
 }
 
-template <typename T>
-__global__ void pointwise_vec_kernel(PointwiseOp op, const void* a, const void* b, bool b_scalar, void* y, int64_t total,
-                                     float alpha, float beta) {
+constexpr int kVecUnroll = 2;
+// FusedPointwise: one group per step — its interpreter (run_program) keeps the program's
+// registers and inputs in local memory already; a second group's 8 raw inputs would spill too.
+constexpr int kFusedUnroll = 1;
+
+// One input of the vector kernels: its period (FastDivmod of P; P = 1: one element).
+struct PeriodicIn {
+  FastDivmod mod;
+  bool scalar = false;
+};
+
+__device__ __forceinline__ uint32_t wrap(const PeriodicIn& in, uint32_t i) {
+  uint32_t q, r;
+  in.mod.divmod(i, q, r);
+  return r;
+}
+
+// OP >= 0: the op as a template constant (the hot ops: the switch folds away and the kernel keeps
+// only its formula); -1: `rop` at run time.
+template <typename T, int OP>
+__global__ void __launch_bounds__(256) pointwise_vec_kernel(PointwiseOp rop, const void* a, const void* b, PeriodicIn pa,
+                                                            PeriodicIn pb, void* y, uint32_t total, float alpha, float beta) {
+  const PointwiseOp op = OP >= 0 ? static_cast<PointwiseOp>(OP) : rop;
   constexpr int V = 16 / sizeof(T);
-  const int64_t groups = total / V;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const float bs = b && b_scalar ? Elem<T>::ld(b, 0) : 0.f;
-  for (int64_t g = first; g < groups; g += stride) {
-    const uint4 ua = reinterpret_cast<const uint4*>(a)[g];
-    uint4 ub = ua;
-    if (b && !b_scalar) ub = reinterpret_cast<const uint4*>(b)[g];
-    uint4 uy;
+  const uint32_t groups = total / V;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  const float as = pa.scalar ? Elem<T>::ld(a, 0) : 0.f;
+  const float bs = b && pb.scalar ? Elem<T>::ld(b, 0) : 0.f;
+  for (uint32_t g0 = first; g0 < groups; g0 += kVecUnroll * stride) {
+    uint4 ua[kVecUnroll], ub[kVecUnroll];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float vb = b ? (b_scalar ? bs : elem_of<T>(ub, j)) : 0.f;
-      Elem<T>::st(&uy, j, apply(op, elem_of<T>(ua, j), vb, alpha, beta));
+    for (int u = 0; u < kVecUnroll; ++u) {
+      const uint32_t g = g0 + u * stride;
+      if (g >= groups) break;
+      if (!pa.scalar) ua[u] = reinterpret_cast<const uint4*>(a)[wrap(pa, g * V) / V];
+      if (b && !pb.scalar) ub[u] = reinterpret_cast<const uint4*>(b)[wrap(pb, g * V) / V];
     }
-    reinterpret_cast<uint4*>(y)[g] = uy;
+#pragma unroll
+    for (int u = 0; u < kVecUnroll; ++u) {
+      const uint32_t g = g0 + u * stride;
+      if (g >= groups) break;
+      uint4 uy;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float va = pa.scalar ? as : elem_of<T>(ua[u], j);
+        const float vb = b ? (pb.scalar ? bs : elem_of<T>(ub[u], j)) : 0.f;
+        Elem<T>::st(&uy, j, apply(op, va, vb, alpha, beta));
+      }
+      reinterpret_cast<uint4*>(y)[g] = uy;
+    }
   }
-  for (int64_t i = groups * V + first; i < total; i += stride) {
-    const float vb = b ? Elem<T>::ld(b, b_scalar ? 0 : i) : 0.f;
-    Elem<T>::st(y, i, apply(op, Elem<T>::ld(a, i), vb, alpha, beta));
+  for (uint32_t i = groups * V + first; i < total; i += stride) {
+    const float va = Elem<T>::ld(a, pa.scalar ? 0 : wrap(pa, i));
+    const float vb = b ? Elem<T>::ld(b, pb.scalar ? 0 : wrap(pb, i)) : 0.f;
+    Elem<T>::st(y, i, apply(op, va, vb, alpha, beta));
   }
 }
 
+struct PeriodicIns {
+  PeriodicIn in[ir::kMaxPwInputs];
+};
+
 template <typename T>
-__global__ void fused_pointwise_vec_kernel(PwDeviceProgram p, PwDevicePointers ptrs, uint32_t scalar_mask, void* y,
-                                           int64_t total) {
+__global__ void __launch_bounds__(256) fused_pointwise_vec_kernel(PwDeviceProgram p, PwDevicePointers ptrs,
+                                                                  PeriodicIns per, void* y, uint32_t total) {
   constexpr int V = 16 / sizeof(T);
-  const int64_t groups = total / V;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  for (int64_t g = first; g < groups; g += stride) {
-    uint4 raw[ir::kMaxPwInputs];
+  const uint32_t groups = total / V;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  float sc[ir::kMaxPwInputs];  // the one-element inputs, read once
 #pragma unroll
-    for (int k = 0; k < ir::kMaxPwInputs; ++k)
-      if (k < p.num_inputs && !((scalar_mask >> k) & 1u)) raw[k] = reinterpret_cast<const uint4*>(ptrs.in[k])[g];
-    uint4 uy;
+  for (int k = 0; k < ir::kMaxPwInputs; ++k) sc[k] = k < p.num_inputs && per.in[k].scalar ? Elem<T>::ld(ptrs.in[k], 0) : 0.f;
+  for (uint32_t g0 = first; g0 < groups; g0 += kFusedUnroll * stride) {
+    uint4 raw[kFusedUnroll][ir::kMaxPwInputs];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      float x[ir::kMaxPwInputs];
+    for (int u = 0; u < kFusedUnroll; ++u) {
+      const uint32_t g = g0 + u * stride;
+      if (g >= groups) break;
 #pragma unroll
       for (int k = 0; k < ir::kMaxPwInputs; ++k)
-        if (k < p.num_inputs) x[k] = (scalar_mask >> k) & 1u ? Elem<T>::ld(ptrs.in[k], 0) : elem_of<T>(raw[k], j);
-      Elem<T>::st(&uy, j, run_program(p, x));
+        if (k < p.num_inputs && !per.in[k].scalar)
+          raw[u][k] = reinterpret_cast<const uint4*>(ptrs.in[k])[wrap(per.in[k], g * V) / V];
     }
-    reinterpret_cast<uint4*>(y)[g] = uy;
+#pragma unroll
+    for (int u = 0; u < kFusedUnroll; ++u) {
+      const uint32_t g = g0 + u * stride;
+      if (g >= groups) break;
+      uint4 uy;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        float x[ir::kMaxPwInputs];
+#pragma unroll
+        for (int k = 0; k < ir::kMaxPwInputs; ++k)
+          if (k < p.num_inputs) x[k] = per.in[k].scalar ? sc[k] : elem_of<T>(raw[u][k], j);
+        Elem<T>::st(&uy, j, run_program(p, x));
+      }
+      reinterpret_cast<uint4*>(y)[g] = uy;
+    }
   }
-  for (int64_t i = groups * V + first; i < total; i += stride) {
+  for (uint32_t i = groups * V + first; i < total; i += stride) {
     float x[ir::kMaxPwInputs];
-    for (int k = 0; k < p.num_inputs; ++k) x[k] = Elem<T>::ld(ptrs.in[k], (scalar_mask >> k) & 1u ? 0 : i);
+    for (int k = 0; k < p.num_inputs; ++k) x[k] = Elem<T>::ld(ptrs.in[k], per.in[k].scalar ? 0 : wrap(per.in[k], i));
     Elem<T>::st(y, i, run_program(p, x));
   }
 }
+
 
 // Idx: uint32_t when every index fits (32-bit division is several times cheaper than 64-bit).
 template <typename Idx>
@@ -296,6 +359,78 @@ __global__ void softmax_kernel(const void* x, void* y, StorageType st, int64_t c
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
     const float v = load(x, base + j, st) - m;
     store(y, base + j, log ? v - logf(sum) : __expf(v) / sum, st);
+  }
+}
+
+// Rows of at most kSoftmaxWarpMax elements, a multiple of 8, 16-byte aligned: one warp per row,
+// the row in registers (N vectors of 8 per lane, element k * 256 + lane * 8 + j, the last vector
+// masked off past cols), read once, written once; warp shuffles instead of shared memory and
+// __syncthreads. The same formula as softmax_kernel (max, sum of __expf(x - max), then
+// __expf(x - max) / sum or x - max - logf(sum)); the sums run in another order.
+constexpr int kSoftmaxWarpMax = 1024;
+
+__device__ __forceinline__ float warp_max_f(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum_f(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(256) softmax_warp_kernel(const void* x, void* y, uint32_t rows, uint32_t cols, bool log) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t warps = gridDim.x * (blockDim.x >> 5);
+  for (uint32_t r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
+    const int64_t base = static_cast<int64_t>(r) * cols;
+    float v[N * 8];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const uint32_t c = k * 256 + lane * 8;
+      if (c < cols) {
+        Vec8<T>::ld(x, base + c, v + k * 8);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) m = fmaxf(m, v[k * 8 + j]);
+      }
+    }
+    m = warp_max_f(m);
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (k * 256 + lane * 8 < cols) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sum += __expf(v[k * 8 + j] - m);
+      }
+    sum = warp_sum_f(sum);
+    const float lsum = logf(sum);
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const uint32_t c = k * 256 + lane * 8;
+      if (c < cols) {
+        float o[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float d = v[k * 8 + j] - m;
+          o[j] = log ? d - lsum : __expf(d) / sum;
+        }
+        Vec8<T>::st(y, base + c, o);
+      }
+    }
+  }
+}
+
+template <typename T>
+void softmax_warp(const void* x, void* y, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
+  // 8 rows (warps) per block; at most 4 waves of 8 resident blocks per SM, the rest by grid stride.
+  const auto grid = static_cast<unsigned>(std::min<int64_t>((rows + 7) / 8, int64_t{sm_count()} * 8 * 4));
+  const auto r = static_cast<uint32_t>(rows), c = static_cast<uint32_t>(cols);
+  switch ((cols + 255) / 256) {
+    case 1: softmax_warp_kernel<T, 1><<<grid, 256, 0, stream>>>(x, y, r, c, log); break;
+    case 2: softmax_warp_kernel<T, 2><<<grid, 256, 0, stream>>>(x, y, r, c, log); break;
+    case 3: softmax_warp_kernel<T, 3><<<grid, 256, 0, stream>>>(x, y, r, c, log); break;
+    default: softmax_warp_kernel<T, 4><<<grid, 256, 0, stream>>>(x, y, r, c, log); break;
   }
 }
 
@@ -387,11 +522,91 @@ bool convert8(const void* src, StorageType src_t, void* dst, StorageType dst_t, 
 
 }  // namespace
 
+namespace {
+
+bool float_storage(StorageType t) { return t == StorageType::kF32 || t == StorageType::kF16 || t == StorageType::kBF16; }
+
+// The vector kernels' view of an input (broadcast_period; see pointwise_vec_kernel): false when the
+// input is not periodic, its period is not a multiple of v (and not the whole output), or it is
+// not 16-byte aligned.
+bool periodic_input(const void* ptr, const int64_t* dims, const int64_t* strides, int rank, int64_t total, int v,
+                    PeriodicIn* out) {
+  const int64_t period = broadcast_period(dims, strides, rank);
+  if (period < 0) return false;
+  if (period == 1) {
+    out->scalar = true;
+    return true;
+  }
+  if ((period % v != 0 && period != total) || !aligned16(ptr)) return false;
+  out->mod = FastDivmod(static_cast<uint32_t>(period));
+  return true;
+}
+
+// Blocks for the vector kernels: one thread per kVecUnroll groups of 16 bytes (at least one
+// thread for the tail), at most 4 resident waves.
+unsigned vec_blocks(int64_t total, int v) {
+  const int64_t groups = total / v;
+  return blocks_for_sms(std::max<int64_t>((groups + kVecUnroll - 1) / kVecUnroll, 1), 256);
+}
+
+template <typename T>
+void pointwise_vec(PointwiseOp op, const void* a, const void* b, const PeriodicIn& pa, const PeriodicIn& pb, void* y,
+                   uint32_t total, float alpha, float beta, cudaStream_t stream) {
+  const unsigned grid = vec_blocks(total, 16 / sizeof(T));
+  switch (op) {
+#define KILN_PW_HOT(O)                                                                                           \
+  case PointwiseOp::O:                                                                                           \
+    pointwise_vec_kernel<T, static_cast<int>(PointwiseOp::O)><<<grid, 256, 0, stream>>>(op, a, b, pa, pb, y, total, \
+                                                                                       alpha, beta);           \
+    return;
+    KILN_PW_HOT(kAdd)
+    KILN_PW_HOT(kSub)
+    KILN_PW_HOT(kMul)
+    KILN_PW_HOT(kDiv)
+    KILN_PW_HOT(kRelu)
+    KILN_PW_HOT(kSigmoid)
+    KILN_PW_HOT(kSilu)
+    KILN_PW_HOT(kGeluErf)
+    KILN_PW_HOT(kGeluTanh)
+#undef KILN_PW_HOT
+    default: pointwise_vec_kernel<T, -1><<<grid, 256, 0, stream>>>(op, a, b, pa, pb, y, total, alpha, beta);
+  }
+}
+
+}  // namespace
+
+int64_t broadcast_period(const int64_t* dims, const int64_t* strides, int r) {
+  int64_t contiguous = 1;
+  int d = r - 1;
+  for (; d >= 0; --d) {
+    if (dims[d] == 1) continue;
+    if (strides[d] != contiguous) break;
+    contiguous *= dims[d];
+  }
+  for (; d >= 0; --d)
+    if (dims[d] != 1 && strides[d] != 0) return -1;
+  return contiguous;
+}
+
 cudaError_t launch_pointwise(PointwiseOp op, StorageType st, const void* a, const void* b, void* y, const BroadcastDesc& d,
                              float alpha, float beta, cudaStream_t stream) {
   int64_t total = 1;
   for (int k = 0; k < d.rank; ++k) total *= d.out_dims[k];
   if (total == 0) return cudaSuccess;
+  // The vector path: every input periodic (the output's shape, a row / channel broadcast, one
+  // element) and 16-byte aligned, fewer than 2^31 elements.
+  if (float_storage(st) && total < (int64_t{1} << 31) && aligned16(y)) {
+    const int v = st == StorageType::kF32 ? 4 : 8;
+    PeriodicIn pa, pb;
+    if (periodic_input(a, d.out_dims, d.a_strides, d.rank, total, v, &pa) &&
+        (!b || periodic_input(b, d.out_dims, d.b_strides, d.rank, total, v, &pb))) {
+      const auto n = static_cast<uint32_t>(total);
+      if (st == StorageType::kF16) pointwise_vec<__half>(op, a, b, pa, pb, y, n, alpha, beta, stream);
+      else if (st == StorageType::kBF16) pointwise_vec<__nv_bfloat16>(op, a, b, pa, pb, y, n, alpha, beta, stream);
+      else pointwise_vec<float>(op, a, b, pa, pb, y, n, alpha, beta, stream);
+      return cudaGetLastError();
+    }
+  }
   // Flat when a is the output's contiguous shape and b is absent, the same, or one element.
   bool a_full = true, b_full = true, b_scalar = true;
   int64_t contiguous = 1;
@@ -403,19 +618,8 @@ cudaError_t launch_pointwise(PointwiseOp op, StorageType st, const void* a, cons
     }
     contiguous *= d.out_dims[k];
   }
-  if (a_full && (!b || b_full || b_scalar) && (st == StorageType::kF32 || st == StorageType::kF16 || st == StorageType::kBF16)) {
+  if (a_full && (!b || b_full || b_scalar) && float_storage(st)) {
     const bool bs = b && !b_full;
-    if (aligned16(a) && aligned16(y) && (!b || bs || aligned16(b))) {
-      const int64_t groups = total / (st == StorageType::kF32 ? 4 : 8);
-      const int grid = grid_for(std::max<int64_t>(groups, 1), 256);
-      if (st == StorageType::kF16)
-        pointwise_vec_kernel<__half><<<grid, 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
-      else if (st == StorageType::kBF16)
-        pointwise_vec_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
-      else
-        pointwise_vec_kernel<float><<<grid, 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
-      return cudaGetLastError();
-    }
     if (st == StorageType::kF16)
       pointwise_flat_kernel<__half><<<grid_for(total, 256), 256, 0, stream>>>(op, a, b, bs, y, total, alpha, beta);
     else if (st == StorageType::kBF16)
@@ -437,8 +641,25 @@ cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePoint
   int64_t total = 1;
   for (int k = 0; k < p.rank; ++k) total *= p.out_dims[k];
   if (total == 0) return cudaSuccess;
+  // The vector path: every input periodic (the output's shape, a [S, H] row table under [B, S, H]
+  // — BERT's position embeddings —, a [H] channel vector, one element) and 16-byte aligned.
+  if (float_storage(t) && total < (int64_t{1} << 31) && aligned16(y)) {
+    const int v = t == StorageType::kF32 ? 4 : 8;
+    PeriodicIns per;
+    bool ok = true;
+    for (int k = 0; k < p.num_inputs && ok; ++k)
+      ok = periodic_input(in.in[k], p.out_dims, p.in_strides[k], p.rank, total, v, &per.in[k]);
+    if (ok) {
+      const unsigned grid = blocks_for_sms(std::max<int64_t>(total / v, 1), 256);
+      const auto n = static_cast<uint32_t>(total);
+      if (t == StorageType::kF16) fused_pointwise_vec_kernel<__half><<<grid, 256, 0, stream>>>(p, in, per, y, n);
+      else if (t == StorageType::kBF16) fused_pointwise_vec_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(p, in, per, y, n);
+      else fused_pointwise_vec_kernel<float><<<grid, 256, 0, stream>>>(p, in, per, y, n);
+      return cudaGetLastError();
+    }
+  }
   // Flat when every input is the output's contiguous shape or a single element.
-  bool flat = t == StorageType::kF32 || t == StorageType::kF16 || t == StorageType::kBF16;
+  bool flat = float_storage(t);
   uint32_t scalar_mask = 0;
   for (int k = 0; k < p.num_inputs && flat; ++k) {
     bool full = true, scalar = true;
@@ -454,20 +675,6 @@ cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePoint
     flat = full || scalar;
   }
   if (flat) {
-    bool aligned = aligned16(y);
-    for (int k = 0; k < p.num_inputs; ++k)
-      if (!((scalar_mask >> k) & 1u)) aligned &= aligned16(in.in[k]);
-    if (aligned) {
-      const int64_t groups = total / (t == StorageType::kF32 ? 4 : 8);
-      const int grid = grid_for(std::max<int64_t>(groups, 1), 256);
-      if (t == StorageType::kF16)
-        fused_pointwise_vec_kernel<__half><<<grid, 256, 0, stream>>>(p, in, scalar_mask, y, total);
-      else if (t == StorageType::kBF16)
-        fused_pointwise_vec_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(p, in, scalar_mask, y, total);
-      else
-        fused_pointwise_vec_kernel<float><<<grid, 256, 0, stream>>>(p, in, scalar_mask, y, total);
-      return cudaGetLastError();
-    }
     if (t == StorageType::kF16)
       fused_pointwise_flat_kernel<__half><<<grid_for(total, 256), 256, 0, stream>>>(p, in, scalar_mask, y, total);
     else if (t == StorageType::kBF16)
@@ -518,6 +725,13 @@ cudaError_t launch_convert(const void* src, StorageType src_t, void* dst, Storag
 
 cudaError_t launch_softmax(const void* x, void* y, StorageType st, int64_t rows, int64_t cols, bool log, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
+  if (float_storage(st) && cols % 8 == 0 && cols <= kSoftmaxWarpMax && rows < (int64_t{1} << 31) && aligned16(x) &&
+      aligned16(y)) {
+    if (st == StorageType::kF16) softmax_warp<__half>(x, y, rows, cols, log, stream);
+    else if (st == StorageType::kBF16) softmax_warp<__nv_bfloat16>(x, y, rows, cols, log, stream);
+    else softmax_warp<float>(x, y, rows, cols, log, stream);
+    return cudaGetLastError();
+  }
   const int block = 256;
   softmax_kernel<<<static_cast<unsigned>(rows), block, block * sizeof(float), stream>>>(x, y, st, cols, log);
   return cudaGetLastError();

@@ -67,8 +67,19 @@ enum class PointwiseOp : int {
 
 // y = op(a, b) with broadcasting (binary ops) or y = op(a) (unary; b ignored); alpha/beta are
 // the op's attributes (LeakyRelu alpha, Clip min/max, HardSigmoid alpha/beta, Elu alpha).
+// kGeluErf / kGeluTanh use the fast forms of fast_math.cuh (erf within ~8e-7 absolute of erff on
+// the device; docs/decisions/0082). Inputs of the output's shape, a row / channel broadcast or
+// one element, 16-byte aligned: 16 bytes per access; other broadcasts: per-element indexing.
 cudaError_t launch_pointwise(PointwiseOp op, StorageType t, const void* a, const void* b, void* y,
                              const BroadcastDesc& d, float alpha, float beta, cudaStream_t stream);
+
+// The period of a broadcast operand (host; the vector paths of launch_pointwise and
+// launch_fused_pointwise, docs/decisions/0082): with element strides `strides` on an output of
+// dims `dims` (rank r, 0 strides on broadcast dims), P such that output element i reads the
+// operand's element i mod P — the product of the innermost dims over which the operand is
+// contiguous, when every dim outside them has stride 0 or size 1. 1: one element; the output's
+// element count: the output's own shape; -1: not periodic (e.g. [B, 1, H] under [B, S, H]).
+int64_t broadcast_period(const int64_t* dims, const int64_t* strides, int r);
 
 // One FusedPointwise program on the device (see ir/pointwise_program.h): per output element,
 // instruction i computes register i with ir::pw_apply from its operands, and the last register
@@ -91,7 +102,8 @@ struct PwDevicePointers {
   const void* in[ir::kMaxPwInputs] = {};
 };
 
-// y = program(inputs) over the dense output; every input and y share one storage type.
+// y = program(inputs) over the dense output; every input and y share one storage type. The
+// same vector path as launch_pointwise when every input is periodic (docs/decisions/0082).
 cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePointers& in, void* y, StorageType t,
                                    cudaStream_t stream);
 
@@ -105,7 +117,9 @@ cudaError_t launch_reformat(const void* src, StorageType src_t, bool src_nhwc, v
 cudaError_t launch_convert(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count,
                            cudaStream_t stream);
 
-// Softmax (log_softmax when `log`) over the innermost `cols` of a [rows, cols] array.
+// Softmax (log_softmax when `log`) over the innermost `cols` of a [rows, cols] array: one warp
+// per row (row in registers) when cols is a multiple of 8 up to 1024 and x, y are 16-byte
+// aligned, else one block per row.
 cudaError_t launch_softmax(const void* x, void* y, StorageType t, int64_t rows, int64_t cols, bool log, cudaStream_t stream);
 
 // Copies a [outer, inner_in] block array into columns [offset, offset + inner_in) of a

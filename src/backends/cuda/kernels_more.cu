@@ -33,13 +33,46 @@ __global__ void strided_copy_kernel(const T* __restrict__ src, T* __restrict__ d
   }
 }
 
+// The 32-bit form with the dims as FastDivmods (a multiply-high per dim per element instead of a
+// division; docs/decisions/0082), the source offset and strides as uint32 (every offset < 2^31).
+struct FastStridedDesc {
+  int rank = 0;
+  uint32_t src_offset = 0;
+  FastDivmod dims[kMaxRank];
+  int32_t src_strides[kMaxRank] = {};  // may be negative (Slice with negative steps)
+};
+
+template <typename T>
+__global__ void strided_copy_fast_kernel(const T* __restrict__ src, T* __restrict__ dst, FastStridedDesc d, uint32_t total) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    uint32_t rem = i;
+    int32_t off = static_cast<int32_t>(d.src_offset);
+    for (int k = d.rank - 1; k >= 0; --k) {
+      uint32_t q, c;
+      d.dims[k].divmod(rem, q, c);
+      rem = q;
+      off += static_cast<int32_t>(c) * d.src_strides[k];
+    }
+    dst[i] = src[off];
+  }
+}
+
 template <typename T>
 void strided_copy_as(const void* src, void* dst, const StridedDesc& d, int64_t total, int64_t src_span, cudaStream_t stream) {
   const unsigned g = blocks_for(total);
-  if (total < (int64_t{1} << 31) && src_span < (int64_t{1} << 31))
-    strided_copy_kernel<T, uint32_t><<<g, kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), d, total);
-  else
+  if (total < (int64_t{1} << 31) && src_span < (int64_t{1} << 31) && d.src_offset >= 0) {
+    FastStridedDesc f;
+    f.rank = d.rank;
+    f.src_offset = static_cast<uint32_t>(d.src_offset);
+    for (int k = 0; k < d.rank; ++k) {
+      f.dims[k] = FastDivmod(static_cast<uint32_t>(d.out_dims[k]));
+      f.src_strides[k] = static_cast<int32_t>(d.src_strides[k]);
+    }
+    strided_copy_fast_kernel<T><<<g, kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), f,
+                                                            static_cast<uint32_t>(total));
+  } else {
     strided_copy_kernel<T, int64_t><<<g, kThreads, 0, stream>>>(static_cast<const T*>(src), static_cast<T*>(dst), d, total);
+  }
 }
 
 // ---------------------------------------------------------------- compact rows
@@ -154,50 +187,104 @@ __global__ void layernorm_kernel(const void* x, const void* scale, const void* b
   }
 }
 
-// Rows of 256, 512, 768 or 1024 elements: one warp per
-// row, 8 elements per 16-byte load (fp16/bf16) or two float4 (fp32), the row kept in registers for
-// the two passes (mean, centered variance) — each element read from memory once. Warp shuffles
-// replace the block's shared-memory reductions. The same formula as layernorm_kernel; the sums run
-// in another order (float rounding differs in the last bits).
-constexpr int kWarpRowMax = 1024;  // elements of a row one warp keeps in registers (up to 32 per lane)
+// Rows of a multiple of 8 elements, at most kWarpRowMax: one warp per row, 8 elements per 16-byte
+// load (fp16/bf16) or two float4 (fp32), the row kept in registers for the two passes (mean,
+// centered variance) — each element read from memory once. Element k * 256 + lane * 8 + j is
+// lane `lane`'s vector k (the last vector of a row that is not a multiple of 256 is masked off
+// on the lanes past its end). Scale and bias are loaded (raw, 16 bytes each) together with the
+// row, before the reductions, so their latency overlaps the row's instead of following the
+// shuffles (docs/decisions/0082). Warp shuffles replace the block's shared-memory reductions. The
+// same formula as layernorm_kernel; the sums run in another order (float rounding differs in the
+// last bits).
+constexpr int kWarpRowMax = 2048;  // elements of a row one warp keeps in registers (up to 64 per lane)
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-// N = cols / 256 vectors of 8 per lane, a compile-time count so the row stays in registers.
+// The 16 * sizeof(T) / 2 bytes of 8 elements of T, as loaded (converted to float later).
+template <typename T>
+struct Raw8 {
+  uint4 u[sizeof(T) / 2];
+};
+template <typename T>
+__device__ __forceinline__ Raw8<T> raw8(const void* p, int64_t i) {
+  Raw8<T> r;
+  const uint4* q = reinterpret_cast<const uint4*>(static_cast<const T*>(p) + i);
+#pragma unroll
+  for (int k = 0; k < static_cast<int>(sizeof(T) / 2); ++k) r.u[k] = q[k];
+  return r;
+}
+
+// N = ceil(cols / 256) vectors of 8 per lane, a compile-time count so the row stays in registers.
+// The row is held as loaded (raw 16-byte vectors: 4 registers per 8 halves) and converted to
+// float on each pass, which halves the registers an fp16 / bf16 row takes. Scale / bias raw in
+// registers beside it where that still fits 4 blocks of 256 threads per SM (64 registers: fp16 /
+// bf16 rows up to 768, fp32 up to 256 — BERT's, GPT-2's and ViT's 768 among them, whose 4096 -
+// 6304 rows then run in one or two resident waves); wider rows load them after the reductions.
 template <typename T, int N>
-__global__ void layernorm_warp_kernel(const void* x, const void* scale, const void* bias, void* y, int64_t rows,
-                                      int64_t cols, float eps) {
+constexpr bool kLnPreload = N * sizeof(T) <= 6;
+
+template <typename T, int N>
+__global__ void __launch_bounds__(256, kLnPreload<T, N> ? 4 : 1) layernorm_warp_kernel(
+    const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols, float eps) {
+  constexpr bool kPreload = kLnPreload<T, N>;
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
     const int64_t base = r * cols;
-    float v[N * 8];
-    float s = 0.f;
+    Raw8<T> xraw[N];
+    Raw8<T> graw[kPreload ? N : 1], braw[kPreload ? N : 1];
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      Vec8<T>::ld(x, base + k * 256 + lane * 8, v + k * 8);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) s += v[k * 8 + j];
+      const int64_t c = k * 256 + lane * 8;
+      if (c < cols) {
+        xraw[k] = raw8<T>(x, base + c);
+        if (kPreload) {
+          graw[kPreload ? k : 0] = raw8<T>(scale, c);
+          if (bias) braw[kPreload ? k : 0] = raw8<T>(bias, c);
+        }
+      }
     }
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (k * 256 + lane * 8 < cols) {
+        float v[8];
+        Vec8<T>::ld(&xraw[k], 0, v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) s += v[j];
+      }
     const float mean = warp_sum(s) / static_cast<float>(cols);
     float q = 0.f;
 #pragma unroll
-    for (int j = 0; j < N * 8; ++j) {
-      const float d = v[j] - mean;
-      q += d * d;
-    }
+    for (int k = 0; k < N; ++k)
+      if (k * 256 + lane * 8 < cols) {
+        float v[8];
+        Vec8<T>::ld(&xraw[k], 0, v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float d = v[j] - mean;
+          q += d * d;
+        }
+      }
     const float inv = rsqrtf(warp_sum(q) / static_cast<float>(cols) + eps);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
       const int64_t c = k * 256 + lane * 8;
-      float g[8], b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, o[8];
-      Vec8<T>::ld(scale, c, g);
-      if (bias) Vec8<T>::ld(bias, c, b);
+      if (c >= cols) continue;
+      float v[8], g[8], b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, o[8];
+      Vec8<T>::ld(&xraw[k], 0, v);
+      if (kPreload) {
+        Vec8<T>::ld(&graw[kPreload ? k : 0], 0, g);
+        if (bias) Vec8<T>::ld(&braw[kPreload ? k : 0], 0, b);
+      } else {
+        Vec8<T>::ld(scale, c, g);
+        if (bias) Vec8<T>::ld(bias, c, b);
+      }
 #pragma unroll
-      for (int j = 0; j < 8; ++j) o[j] = (v[k * 8 + j] - mean) * inv * g[j] + b[j];
+      for (int j = 0; j < 8; ++j) o[j] = (v[j] - mean) * inv * g[j] + b[j];
       Vec8<T>::st(y, base + c, o);
     }
   }
@@ -206,11 +293,13 @@ __global__ void layernorm_warp_kernel(const void* x, const void* scale, const vo
 template <typename T>
 void launch_layernorm_warp(const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols,
                            float eps, unsigned g, cudaStream_t stream) {
-  switch (cols / 256) {
+  switch ((cols + 255) / 256) {
     case 1: layernorm_warp_kernel<T, 1><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
     case 2: layernorm_warp_kernel<T, 2><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
     case 3: layernorm_warp_kernel<T, 3><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
-    default: layernorm_warp_kernel<T, 4><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
+    case 4: layernorm_warp_kernel<T, 4><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
+    case 5: case 6: layernorm_warp_kernel<T, 6><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
+    default: layernorm_warp_kernel<T, 8><<<g, kThreads, 0, stream>>>(x, scale, bias, y, rows, cols, eps); break;
   }
 }
 
@@ -323,6 +412,26 @@ __global__ void gather_runtime_kernel(const T* __restrict__ x, const I* __restri
     int64_t k = static_cast<int64_t>(idx[j]);
     if (k < 0) k += axis_dim;
     y[i] = (k >= 0 && k < axis_dim) ? x[(o * axis_dim + k) * inner + in] : T(0);
+  }
+}
+
+// Runtime indices, rows of 16-byte multiples (an embedding lookup: inner = hidden size): one thread
+// per 16-byte chunk of the output, chunk c of output row (o, j) copied from chunk c of source row
+// (o, idx[j]) — 16 bytes per load and store instead of one element, and two FastDivmods per chunk
+// instead of three 64-bit divisions per element (docs/decisions/0082). Every chunk offset is
+// below 2^31 (the launcher checks). Out-of-range indices give zeros, as gather_runtime_kernel.
+template <typename I>
+__global__ void __launch_bounds__(256) gather_runtime_vec_kernel(const uint4* __restrict__ x, const I* __restrict__ idx,
+                                                                 uint4* __restrict__ y, uint32_t total, FastDivmod inner,
+                                                                 FastDivmod nidx, int64_t axis_dim) {
+  const uint32_t stride = gridDim.x * blockDim.x;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+    uint32_t row, c, o, j;
+    inner.divmod(i, row, c);
+    nidx.divmod(row, o, j);
+    int64_t k = static_cast<int64_t>(idx[j]);
+    if (k < 0) k += axis_dim;
+    y[i] = (k >= 0 && k < axis_dim) ? x[(static_cast<uint32_t>(o) * axis_dim + k) * inner.d + c] : make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -553,7 +662,7 @@ cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias,
   if (rows == 0 || cols == 0) return cudaSuccess;
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(scale) % 16 == 0 && (!bias || reinterpret_cast<uintptr_t>(bias) % 16 == 0);
-  if (cols % 256 == 0 && cols <= kWarpRowMax && aligned &&
+  if (cols % 8 == 0 && cols <= kWarpRowMax && aligned &&
       (t == StorageType::kF16 || t == StorageType::kBF16 || t == StorageType::kF32)) {
     const int64_t blocks = (rows + kThreads / 32 - 1) / (kThreads / 32);
     const unsigned g = static_cast<unsigned>(std::min<int64_t>(blocks, 65535LL * 16));
@@ -584,6 +693,17 @@ cudaError_t launch_gather(const void* x, const int64_t* idx, void* y, int elem_b
                           int64_t nidx, int64_t inner, cudaStream_t stream) {
   const int64_t total = outer * nidx * inner;
   if (total == 0) return cudaSuccess;
+  // Rows of 16-byte multiples: the chunk kernel of launch_gather_runtime (the indices are
+  // normalized and in range here, so its range check never fires).
+  const int64_t row_bytes = inner * elem_bytes;
+  if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
+      outer * std::max(nidx, axis_dim) * (row_bytes / 16) < (int64_t{1} << 31) && nidx < (int64_t{1} << 31)) {
+    const int64_t inner16 = row_bytes / 16, total16 = outer * nidx * inner16;
+    gather_runtime_vec_kernel<<<blocks_for_sms(total16, kThreads), kThreads, 0, stream>>>(
+        static_cast<const uint4*>(x), idx, static_cast<uint4*>(y), static_cast<uint32_t>(total16),
+        FastDivmod(static_cast<uint32_t>(inner16)), FastDivmod(static_cast<uint32_t>(nidx)), axis_dim);
+    return cudaGetLastError();
+  }
   const unsigned g = blocks_for(total);
   switch (elem_bytes) {
     case 1: gather_kernel<<<g, kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), idx, static_cast<uint8_t*>(y), outer, axis_dim, nidx, inner); break;
@@ -599,6 +719,23 @@ cudaError_t launch_gather_runtime(const void* x, const void* idx, bool idx_64, v
                                   int64_t axis_dim, int64_t nidx, int64_t inner, cudaStream_t stream) {
   const int64_t total = outer * nidx * inner;
   if (total == 0) return cudaSuccess;
+  // 16-byte chunks: rows of a multiple of 16 bytes, aligned pointers, chunk offsets below 2^31.
+  const int64_t row_bytes = inner * elem_bytes;
+  if (row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
+      outer * std::max(nidx, axis_dim) * (row_bytes / 16) < (int64_t{1} << 31) && nidx < (int64_t{1} << 31)) {
+    const int64_t inner16 = row_bytes / 16, total16 = outer * nidx * inner16;
+    const unsigned g16 = blocks_for_sms(total16, kThreads);
+    const FastDivmod fi(static_cast<uint32_t>(inner16)), fn(static_cast<uint32_t>(nidx));
+    if (idx_64)
+      gather_runtime_vec_kernel<<<g16, kThreads, 0, stream>>>(static_cast<const uint4*>(x), static_cast<const int64_t*>(idx),
+                                                              static_cast<uint4*>(y), static_cast<uint32_t>(total16), fi,
+                                                              fn, axis_dim);
+    else
+      gather_runtime_vec_kernel<<<g16, kThreads, 0, stream>>>(static_cast<const uint4*>(x), static_cast<const int32_t*>(idx),
+                                                              static_cast<uint4*>(y), static_cast<uint32_t>(total16), fi,
+                                                              fn, axis_dim);
+    return cudaGetLastError();
+  }
   const unsigned g = blocks_for(total);
   return idx_64 ? gather_runtime_as(x, static_cast<const int64_t*>(idx), y, elem_bytes, outer, axis_dim, nidx, inner, g, stream)
                 : gather_runtime_as(x, static_cast<const int32_t*>(idx), y, elem_bytes, outer, axis_dim, nidx, inner, g, stream);

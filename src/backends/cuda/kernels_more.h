@@ -34,7 +34,9 @@ cudaError_t launch_compact_rows(const void* src, void* dst, int elem_bytes, int6
 
 // ONNX LayerNormalization (opset 17, section "LayerNormalization"): each row of the [rows, cols]
 // array is normalized, y = (x - mean) / sqrt(var + eps) * scale + bias (biased variance, fp32
-// accumulation); scale and bias are [cols] in the same storage dtype; bias may be null.
+// accumulation); scale and bias are [cols] in the same storage dtype; bias may be null. One warp
+// per row (the row in registers) when cols is a multiple of 8 up to 2048 and every pointer is
+// 16-byte aligned, else one block per row.
 cudaError_t launch_layernorm(const void* x, const void* scale, const void* bias, void* y, StorageType t, int64_t rows,
                              int64_t cols, float eps, cudaStream_t stream);
 
