@@ -450,9 +450,6 @@ class GemmLayer : public Layer {
                          " bytes of workspace besides cuBLASLt's, " + std::to_string(s.workspace_bytes) + " allowed");
     cap_ = std::min(r, kGemmWorkspace);
     KILN_RETURN_IF_ERROR(heuristic(GemmForm::kDirect, cap_, s, &heur_[0]));
-    if (heur_[0].empty())
-      return unsupported("layer '" + name + "': cuBLASLt has no " + storage_name(t_) + " algorithm within " +
-                         std::to_string(cap_) + " bytes of workspace for " + signature());
     // The padded forms, when the workspace holds their output besides cuBLASLt's own workspace.
     for (GemmForm f : {GemmForm::kPadded, GemmForm::kPaddedF32}) {
       const int i = static_cast<int>(f);
@@ -460,6 +457,10 @@ class GemmLayer : public Layer {
       if (c_of(f) && r >= pad_bytes_[i] + 256)
         KILN_RETURN_IF_ERROR(heuristic(f, std::min(r - pad_bytes_[i], kGemmWorkspace), s, &heur_[i]));
     }
+    // No form at all: unsupported (a form without algorithms just has no tactics).
+    if (heur_[0].empty() && heur_[1].empty() && heur_[2].empty())
+      return unsupported("layer '" + name + "': cuBLASLt has no " + storage_name(t_) + " algorithm within " +
+                         std::to_string(cap_) + " bytes of workspace for " + signature());
     queried_ = true;
     return Status::Ok();
   }
