@@ -93,6 +93,13 @@ struct BuilderConfig {
   // of all ("-cudnn_graph") or the names to use ("kiln,cublaslt"). A layer with no tactic from
   // the enabled sources fails the build naming it. Part of the timing-cache key.
   std::string tactic_sources;
+  // The dtypes of the plan's float outputs (trtexec --outputIOFormats=fp16:chw): "" = as the
+  // model declares them; one of fp32, fp16, bf16 = every float output; a comma list = one per
+  // graph output in order (a non-float output's entry must be "" or its own dtype, e.g.
+  // "fp16,,fp32"). An output given another dtype ends in a Cast to it (float16 / bfloat16:
+  // round to nearest even), so its binding has that dtype on every target and a context checks
+  // buffers against it (docs/decisions/0083). Errors name the output or the entry.
+  std::string output_types;
   // CUDA: the most candidate tactics timed per layer and tactic source; 0 = the defaults
   // (4 cuDNN graph engine configurations — each may compile a kernel —, every candidate of the
   // other sources). Part of the timing-cache key.

@@ -160,8 +160,9 @@ class ExecutionContext {
   // ---- Asynchronous execution on the caller's stream (CUDA engines; TensorRT's enqueueV3) ----
   // Binds tensor `name` (an input or output of the engine) to `address`: device memory
   // (cudaMalloc) or pinned host memory (cudaMallocHost / cudaHostRegister) holding a row-major
-  // tensor of tensor_shape(name), NCHW for images: float32 (4 * numel bytes) for float tensors
-  // and every output, the declared int32 / int64 for integer inputs (token ids, masks). Errors: not an
+  // tensor of tensor_shape(name), NCHW for images, in the io tensor's dtype (io_tensors(): the
+  // model's declared dtype — float32, float16, int32, int64, ... — or the one
+  // BuilderConfig::output_types gave an output; not checkable from a raw address). Errors: not an
   // io tensor, a null or pageable-host address, a CPU engine. The binding stays until rebound.
   Status set_tensor_address(const std::string& name, void* address);
   // The address bound to `name` (nullptr when unbound or not an io tensor).

@@ -59,7 +59,8 @@ def fill_dynamic_dims(network: Network, cfg: BuilderConfig) -> list:
 def config(precision: str = "fp32", shapes: Optional[Mapping[str, ShapeSpec]] = None, *,
            workspace: Optional[int] = None, target: str = "auto", timing_cache: Optional[str] = None,
            layer_precisions: Optional[Mapping[str, str]] = None, opt_level: int = 2, tf32: bool = True,
-           max_aux_streams: int = -1, tactic_sources: str = "", progress=None, logger=None) -> BuilderConfig:
+           max_aux_streams: int = -1, tactic_sources: str = "", output_types: str = "", progress=None,
+           logger=None) -> BuilderConfig:
     """A BuilderConfig from keyword settings (see build)."""
     if precision not in _PRECISIONS:
         raise _invalid(f"precision '{precision}': expected one of {sorted(_PRECISIONS)}")
@@ -89,6 +90,7 @@ def config(precision: str = "fp32", shapes: Optional[Mapping[str, ShapeSpec]] = 
             profile.set_shape(name, list(lo), list(opt), list(hi))
         cfg.add_optimization_profile(profile)
     cfg.tactic_sources = tactic_sources
+    cfg.output_types = output_types
     if progress is not None:
         cfg.progress = progress
     if logger is not None:
@@ -134,12 +136,13 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
     """Builds an ONNX model into an Engine.
 
     model: path of an .onnx file. precision: "fp32" (TF32 math on CUDA), "fp16", "bf16" or
-    "fp16+bf16": the precisions layers may use; inputs and outputs stay float32.
+    "fp16+bf16": the precisions layers may use; inputs and outputs keep the model's dtypes (see output_types).
     shapes: {input: dims} (one fixed shape) or {input: (min, opt, max)} for the inputs with
     dynamic dims; an input with dynamic dims left out builds with 1 for each of them and warns.
     settings: workspace (bytes), target ("auto" | "cpu" | "cuda"), timing_cache (path),
     layer_precisions ({pattern: "fp16" | "bf16" | "fp32"}), opt_level (0..3), tf32,
-    max_aux_streams, tactic_sources ("-cudnn_graph", "kiln,cublaslt"), progress
+    max_aux_streams, tactic_sources ("-cudnn_graph", "kiln,cublaslt"), output_types ("fp16": every float
+    output in float16, or one per output "fp16,,fp32"; trtexec's --outputIOFormats), progress
     (callable(BuildProgress)), logger (callable(LogSeverity, str)); quantize ("int8" | "fp8") with
     calib (calibration data) and/or calib_cache, calibrator: post-training quantization first (see
     quantize); max_error (0 < E < 1) and calib_split (default 0.8) with calib: the accuracy budget

@@ -109,6 +109,7 @@ class BuilderConfig:
     max_aux_streams: int       # -1 = the builder decides
     timing_cache_path: str
     tactic_sources: str        # '' = all; '-cudnn_graph'; 'kiln,cublaslt'
+    output_types: str          # '' = as declared; 'fp16' = every float output; 'fp16,,fp32' per output
     tuning_budget: int
     timing_iterations: int
     tuning_shapes: int

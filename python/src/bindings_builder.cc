@@ -151,6 +151,9 @@ void init_builder(pyb::module_& m) {
       .def_readwrite("tactic_sources", &BuilderConfig::tactic_sources,
                      "CUDA tactic sources: '' = all of kiln, cudnn, cudnn_graph, cublaslt; '+src'/'-src' edits "
                      "('-cudnn_graph') or the names to use ('kiln,cublaslt').")
+      .def_readwrite("output_types", &BuilderConfig::output_types,
+                     "Dtypes of the float outputs (trtexec --outputIOFormats): '' = as declared; 'fp16' (fp32, fp16, "
+                     "bf16) = every float output; 'fp16,,fp32' = one per output in order ('' = as declared).")
       .def_readwrite("tuning_budget", &BuilderConfig::tuning_budget,
                      "CUDA: most candidate tactics timed per layer and source; 0 = the defaults.")
       .def_readwrite("timing_iterations", &BuilderConfig::timing_iterations,

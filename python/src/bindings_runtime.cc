@@ -207,8 +207,8 @@ void init_runtime(pyb::module_& m) {
       .def("set_tensor_address", [](Context& c, const std::string& name, uintptr_t address) {
         check(c.ctx->set_tensor_address(name, as_pointer(address)));
       }, pyb::arg("name"), pyb::arg("address"),
-           "Binds io tensor `name` to device (or pinned host) memory at integer `address`: row-major, float32 for "
-           "float tensors and every output, int32/int64 for integer inputs.")
+           "Binds io tensor `name` to device (or pinned host) memory at integer `address`: row-major, in the io "
+           "tensor's dtype (Engine.io_tensors: the model's declared dtype, or BuilderConfig.output_types').")
       .def("tensor_address", [](const Context& c, const std::string& name) {
         return reinterpret_cast<uintptr_t>(c.ctx->tensor_address(name));
       })

@@ -13,6 +13,7 @@
 #include "backends/cpu/interpreter.h"
 #include "builder/build_from_graph.h"
 #include "core/checked_size.h"
+#include "core/onnx_dtype.h"
 #include "ir/graph.h"
 #include "ir/shape_inference.h"
 #include "kiln/builder.h"
@@ -233,6 +234,90 @@ StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const Bu
   }
 }
 
+// BuilderConfig::output_types: each float graph output given another dtype ends in a Cast to it.
+// The Cast's output takes the graph output's name (the binding the caller knows); the value it
+// reads is renamed "<name>/before_output_cast".
+static bool subgraphs_read(const ir::Graph& g, const std::string& name) {
+  for (const ir::Node& n : g.nodes)
+    for (const auto& [key, a] : n.attrs) {
+      if (a.kind != ir::Attribute::Kind::kGraph || !a.g) continue;
+      for (ir::ValueId v : a.g->outer_refs)
+        if (a.g->value(v).name == name) return true;
+      if (subgraphs_read(*a.g, name)) return true;
+    }
+  return false;
+}
+
+static Status set_output_types(ir::Graph* g, const std::string& spec) {
+  if (spec.empty()) return Status::Ok();
+  std::vector<std::string> items;
+  {
+    size_t start = 0;
+    for (size_t i = 0; i <= spec.size(); ++i)
+      if (i == spec.size() || spec[i] == ',') {
+        std::string item = spec.substr(start, i - start);
+        while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+        while (!item.empty() && item.back() == ' ') item.pop_back();
+        items.push_back(item);
+        start = i + 1;
+      }
+  }
+  if (items.size() != 1 && items.size() != g->outputs.size())
+    return invalid_argument("builder config: output_types '" + spec + "' has " + std::to_string(items.size()) +
+                            " entries for " + std::to_string(g->outputs.size()) +
+                            " graph outputs (give one for all, or one per output)");
+  auto used = [&](const std::string& name) {
+    for (const ir::Value& v : g->values)
+      if (v.name == name) return true;
+    return false;
+  };
+  for (size_t i = 0; i < g->outputs.size(); ++i) {
+    const std::string& item = items.size() == 1 ? items[0] : items[i];
+    const ir::ValueId out = g->outputs[i];
+    const std::string name = g->value(out).name;
+    const DataType have = g->value(out).dtype;
+    if (item.empty()) continue;
+    DataType want;
+    if (item == "fp32" || item == "float32") want = DataType::kFloat32;
+    else if (item == "fp16" || item == "float16") want = DataType::kFloat16;
+    else if (item == "bf16" || item == "bfloat16") want = DataType::kBFloat16;
+    else
+      return invalid_argument("builder config: output_types entry '" + item + "' for output '" + name +
+                              "': expected fp32, fp16 or bf16");
+    if (have == want) continue;
+    const bool is_float_out = have == DataType::kFloat32 || have == DataType::kFloat16 || have == DataType::kBFloat16;
+    if (!is_float_out) {
+      if (items.size() == 1) continue;  // one type for all: the float outputs
+      return invalid_argument("builder config: output_types gives output '" + name + "' (" + dtype_name(have) +
+                              ") the type " + item + "; only float outputs can change type");
+    }
+    // The output keeps its name; the value it was gets another, which inputs and values that
+    // subgraphs read by name cannot.
+    for (ir::ValueId in : g->inputs)
+      if (in == out)
+        return invalid_argument("builder config: output_types: output '" + name +
+                                "' is also a graph input; its dtype cannot change");
+    if (subgraphs_read(*g, name))
+      return invalid_argument("builder config: output_types: output '" + name +
+                              "' is read by name inside a subgraph; its dtype cannot change");
+    std::string before = name + "/before_output_cast";
+    while (used(before)) before += "_";
+    g->value(out).name = before;
+    const ir::ValueId cast = g->add_value(name, want);
+    g->value(cast).shape = g->value(out).shape;
+    ir::Node n;
+    n.name = name + "/output_cast";
+    n.op = ir::OpKind::kCast;
+    n.opset = 19;
+    n.inputs = {out};
+    n.outputs = {cast};
+    n.attrs["to"] = ir::Attribute::of_int(dtype_to_onnx(want));
+    g->add_node(std::move(n));
+    g->outputs[i] = cast;
+  }
+  return Status::Ok();
+}
+
 // Builder::build's steps before the tactics, shared by build_graph and cuda_layer_graph (one
 // pipeline): config checks, profiles, kernel check, the pass pipeline, the precision decision.
 struct Prepared {
@@ -288,6 +373,7 @@ static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderCon
   report(config, "verify", 1, 1);
 
   out.graph = graph;
+  KILN_RETURN_IF_ERROR(set_output_types(&out.graph, config.output_types));
   KILN_RETURN_IF_ERROR(optimize(&out.graph, config, profiles));
   // The one precision decision per layer (docs/decisions/0033): the CUDA lowering and layouts read it.
   if (decide_precisions)

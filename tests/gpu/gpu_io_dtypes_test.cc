@@ -505,5 +505,45 @@ TEST(GpuIoDtypes, Float64CastsEndToEnd) {
   }
 }
 
+// BuilderConfig::output_types "fp16" (docs/decisions/0083) on an fp16 plan of an LM-head-shaped
+// MatMul: the output binding is float16, the GEMM's fp16 result is the output (the Cast is a view,
+// no output reformat layer), within fp16's error of the CPU reference; the same plan without the
+// option returns float32 written by the GEMM itself (tactic "->f32 out", no reformat either).
+TEST(GpuIoDtypes, OutputTypesFp16LmHead) {
+  REQUIRE_GPU();
+  TinyGraph t;
+  auto x = t.input("x", {2, 9, 64});
+  t.g.outputs = {t.node(ir::OpKind::kMatMul, "head", {x, t.constant("w", random_tensor({64, 1001}, 71, -0.3f, 0.3f))},
+                        {2, 9, 1001})};
+  const std::vector<Tensor> in = {random_tensor({2, 9, 64}, 72)};
+  auto ref = interpret(t.g, in);
+  ASSERT_TRUE(ref.ok());
+  for (const std::string types : {"fp16", ""}) {
+    BuilderConfig c;
+    c.target = TargetDevice::kCuda;
+    c.fp16 = true;
+    c.output_types = types;
+    auto plan = build_from_graph(t.g, c);
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    auto e = Runtime::deserialize_engine(*plan);
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    const DataType want = types.empty() ? DataType::kFloat32 : DataType::kFloat16;
+    ASSERT_NE((*e)->find_io("head_out"), nullptr);
+    EXPECT_EQ((*e)->find_io("head_out")->desc.dtype, want);
+    for (const DeviceLayerInfo& l : (*e)->device_layers())
+      EXPECT_EQ(l.name.rfind("output_reformat:", 0), std::string::npos) << l.name << ": " << l.tactic;
+    auto ctx = (*e)->create_execution_context();
+    ASSERT_TRUE(ctx->set_input("x", in[0]).ok());
+    Status run = ctx->execute();
+    ASSERT_TRUE(run.ok()) << run.to_string();
+    auto y = ctx->output("head_out");
+    ASSERT_TRUE(y.ok());
+    ASSERT_EQ(y->dtype(), want);
+    Tensor f(DataType::kFloat32, y->shape());
+    for (int64_t i = 0; i < y->numel(); ++i) f.data<float>()[i] = static_cast<float>(load_as_double(want, y->raw(), i));
+    EXPECT_LE(relative_diff(*ref, {f}), 2e-2) << "output_types '" << types << "'";
+  }
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -25,7 +25,9 @@ namespace {
 #ifdef KILN_HAVE_CUDA
 // FP16 (TF32 on) with `preset` tactics, checked to be the ones chosen.
 std::vector<Tensor> run_gpu(const ir::Graph& g, const std::vector<Tensor>& in, std::map<std::string, TacticId> preset) {
-  auto shapes = cuda::infer_value_shapes_by_reference(g, {in[0].shape()});
+  std::vector<Shape> in_shapes;
+  for (const Tensor& t : in) in_shapes.push_back(t.shape());
+  auto shapes = cuda::infer_value_shapes_by_reference(g, in_shapes);
   EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
   cuda::GpuBuildOptions o;
   o.precision.fp16 = true;
@@ -97,12 +99,99 @@ TEST(GpuModel, PaddedNGemmBothFormsAgree) {
     ASSERT_FALSE(k.layer.empty());
     auto ref = interpret(k.c.graph, k.c.inputs);
     ASSERT_TRUE(ref.ok());
-    for (TacticId t : {make_tactic_id(TacticSource::kCublasLt, 0),
-                       make_tactic_id(TacticSource::kCublasLt, cuda::kGemmPaddedVariant)}) {
+    std::vector<TacticId> ids = {make_tactic_id(TacticSource::kCublasLt, 0),
+                                 make_tactic_id(TacticSource::kCublasLt, cuda::kGemmPaddedVariant)};
+    // The MatMul (no bias, its output the graph's float32 output) writes float32: also its padded
+    // 16-bit form compacted into float32 (docs/decisions/0083).
+    if (k.c.graph.nodes[0].op == ir::OpKind::kMatMul)
+      ids.push_back(make_tactic_id(TacticSource::kCublasLt, cuda::kGemmPaddedF32Variant));
+    for (TacticId t : ids) {
       auto out = run_gpu(g, k.c.inputs, {{k.layer, t}});
       ASSERT_EQ(out.size(), ref->size()) << k.layer << " " << t;
       EXPECT_EQ(out[0].shape(), (*ref)[0].shape());
       EXPECT_LE(relative_diff(*ref, out), 2e-2) << k.layer << " " << t;
+    }
+  }
+#endif
+}
+
+// The LM head's float32 output (docs/decisions/0083): a 16-bit MatMul whose output is only the graph
+// output writes it in float32 (no output reformat layer); in each form it matches the same GEMM
+// written in fp16 and converted, to within fp16's rounding of the output (the float32 one is the
+// unrounded sum), and the CPU reference within the fp16 operands' error.
+TEST(GpuModel, GemmWritesFloat32GraphOutput) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  op_table::OpCase c = op_table::one_op(
+      ir::OpKind::kMatMul, {3, 17, 96}, {3, 17, 1001},
+      [](TinyGraph& t) { return std::vector<ir::ValueId>{t.constant("w", random_tensor({96, 1001}, 41, -0.3f, 0.3f))}; },
+      {}, random_tensor({3, 17, 96}, 42));
+  const ir::Graph g = cuda_graph(c.graph, cuda_config(true));
+  std::string layer;
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && n.op == ir::OpKind::kMatMul) layer = n.name;
+  ASSERT_FALSE(layer.empty());
+  auto ref = interpret(c.graph, c.inputs);
+  ASSERT_TRUE(ref.ok());
+  auto shapes = cuda::infer_value_shapes_by_reference(g, {c.inputs[0].shape()});
+  ASSERT_TRUE(shapes.ok());
+  for (uint32_t v : {0u, cuda::kGemmPaddedVariant, cuda::kGemmPaddedF32Variant}) {
+    cuda::GpuBuildOptions o;
+    o.precision.fp16 = true;
+    o.preset_tactics[layer] = {make_tactic_id(TacticSource::kCublasLt, v), 0};
+    auto model = cuda::GpuModel::create(g, *shapes, o);
+    ASSERT_TRUE(model.ok()) << model.status().to_string();
+    for (const auto& info : (*model)->layers()) {
+      EXPECT_EQ(info.name.rfind("output_reformat:", 0), std::string::npos) << info.name << ": " << info.tactic;
+      if (info.name == layer) EXPECT_NE(info.tactic.find("->f32 out"), std::string::npos) << info.tactic;
+    }
+    auto ctx = (*model)->create_context();
+    ASSERT_TRUE(ctx.ok());
+    std::vector<Tensor> out;
+    ASSERT_TRUE((*ctx)->run(c.inputs, &out).ok());
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].dtype(), DataType::kFloat32);
+    EXPECT_LE(relative_diff(*ref, out), 5e-3) << "variant " << v;
+  }
+#endif
+}
+
+// A conv whose kernel equals its stride (ViT's patch embedding, 16x16 / 16 over 3 channels; and a
+// 2x3 one with a residual and ReLU) forced onto cuDNN and onto the patchify GEMM (gather + cuBLASLt):
+// both match the CPU reference (docs/decisions/0083).
+TEST(GpuModel, PatchifyConvTacticsAgree) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  struct Case {
+    Shape x;
+    int64_t k, kh, kw;
+    bool residual_relu;
+  };
+  for (const Case& a : {Case{{2, 3, 64, 48}, 32, 16, 16, false}, Case{{2, 8, 12, 12}, 16, 2, 3, true}}) {
+    TinyGraph t;
+    const Shape ys = {a.x[0], a.k, a.x[2] / a.kh, a.x[3] / a.kw};
+    auto x = t.input("x", a.x);
+    std::vector<Tensor> in = {random_tensor(a.x, 43)};
+    auto y = t.node(ir::OpKind::kConv, "patch", {x, t.constant("w", random_tensor({a.k, a.x[1], a.kh, a.kw}, 44, -0.2f, 0.2f)),
+                                                t.constant("b", random_tensor({a.k}, 45))},
+                    ys, {{"kernel_shape", ir::Attribute::of_ints({a.kh, a.kw})}, {"strides", ir::Attribute::of_ints({a.kh, a.kw})}});
+    if (a.residual_relu) {
+      in.push_back(random_tensor(ys, 46));
+      y = t.node(ir::OpKind::kAdd, "res", {y, t.input("r", ys)}, ys);
+      y = t.node(ir::OpKind::kRelu, "act", {y}, ys);
+    }
+    t.g.outputs = {y};
+    const ir::Graph g = cuda_graph(t.g, cuda_config(true));
+    std::string layer;
+    for (const ir::Node& n : g.nodes)
+      if (!n.removed && (n.op == ir::OpKind::kConv || n.op == ir::OpKind::kFusedConv)) layer = n.name;
+    ASSERT_FALSE(layer.empty());
+    auto ref = interpret(t.g, in);
+    ASSERT_TRUE(ref.ok());
+    for (TacticId id : {make_tactic_id(TacticSource::kCudnn, 1), make_tactic_id(TacticSource::kCublasLt, 0)}) {
+      auto out = run_gpu(g, in, {{layer, id}});
+      ASSERT_EQ(out.size(), 1u) << id;
+      EXPECT_LE(relative_diff(*ref, out), 2e-2) << layer << " " << id;
     }
   }
 #endif

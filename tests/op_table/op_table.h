@@ -67,6 +67,8 @@ struct Row {
   std::vector<std::string> absent_ops;
   // CUDA: some layer's tactic name contains this (e.g. "+relu": the epilogue ran in the GEMM).
   std::string expect_tactic;
+  // CUDA: no layer's tactic contains this (e.g. "-> f32": no output reformat to float32).
+  std::string absent_tactic;
   // BuilderConfig::tactic_sources ("" = all): a row about one tactic of a layer that has several
   // (e.g. "kiln": Kiln's fused attention kernel, not the cuBLASLt path) leaves the builder no
   // other; expect_tactic then checks that it ran.

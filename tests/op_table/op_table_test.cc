@@ -216,6 +216,10 @@ void check_row(const Param& p) {
     }
     EXPECT_TRUE(found) << row.name << ": no tactic with '" << row.expect_tactic << "'; tactics: " << tactics;
   }
+  if (p.cuda && !row.absent_tactic.empty())
+    for (const DeviceLayerInfo& l : ran->engine->device_layers())
+      EXPECT_EQ(l.tactic.find(row.absent_tactic), std::string::npos)
+          << row.name << ": layer '" << l.name << "' runs '" << l.tactic << "'";
   // ... the workspace limit it sets ...
   if (p.cuda && row.workspace_limit > 0) {
     for (const DeviceLayerInfo& l : ran->engine->device_layers()) {

@@ -67,6 +67,40 @@ Row conv(const std::string& name, const ConvArgs& a, const std::string& act, boo
   return r;
 }
 
+// A conv whose kernel equals its stride (ViT's patch embedding, docs/decisions/0083): x [n, c, h, w]
+// -> Conv(W [k, c, kh, kw], b, strides = kernel, no pads) [-> + residual] [-> Relu]. Only cuBLASLt
+// and Kiln's sources are enabled, so the conv must run as the patchify GEMM (tactic "patchify"):
+// the strided copy of the windows, the GEMM, and in NCHW (fp32) the transpose into Y.
+Row patch_conv(const std::string& name, int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t kh, int64_t kw,
+               bool relu, bool residual, uint32_t seed) {
+  Row r;
+  r.name = name;
+  r.layout = LayoutRule::kFollowsPrecision;
+  r.expect_ops = {relu || residual ? "FusedConv" : "Conv"};
+  r.tactic_sources = "kiln,cublaslt";
+  r.expect_tactic = "patchify";
+  // A residual is read in Y's layout by the GEMM: NHWC (16-bit) plans only.
+  if (residual) r.precisions = {Precision::kFp16, Precision::kBf16};
+  r.make = [=] {
+    TinyGraph t;
+    const Shape xs = {n, c, h, w}, ys = {n, k, h / kh, w / kw};
+    auto x = t.input("x", xs);
+    std::vector<ir::ValueId> ins = {x, t.constant("w", random_tensor({k, c, kh, kw}, seed, -0.3f, 0.3f)),
+                                    t.constant("b", random_tensor({k}, seed + 1))};
+    auto y = t.node(OpKind::kConv, "conv", ins, ys,
+                    {{"kernel_shape", Attribute::of_ints({kh, kw})}, {"strides", Attribute::of_ints({kh, kw})}});
+    std::vector<Tensor> in = {random_tensor(xs, seed + 2)};
+    if (residual) {
+      in.push_back(random_tensor(ys, seed + 3));
+      y = t.node(OpKind::kAdd, "residual", {y, t.input("r", ys)}, ys);
+    }
+    if (relu) y = t.node(OpKind::kRelu, "act", {y}, ys);
+    t.g.outputs = {y};
+    return OpCase{t.g, in};
+  };
+  return r;
+}
+
 Row pool(const std::string& name, OpKind op, const Shape& in, const Shape& out, std::map<std::string, Attribute> attrs) {
   Row r;
   r.name = name;
@@ -245,6 +279,13 @@ std::vector<Row> nn_rows() {
       conv("FusedConv_3x3_residual_relu", c3, "Relu", true, 350),
       conv("FusedConv_1x1_residual_relu", c1, "Relu", true, 360),
       conv("FusedConv_stride2_groups2_relu", strided, "Relu", false, 370),
+      // The patchify GEMM (kernel == stride): ViT-B/16's 16x16 over 3 channels, 4 channels, a
+      // non-square kernel over a width it does not divide (the last columns are not read), batch 1.
+      patch_conv("Conv_patchify_16x16_c3", 2, 3, 32, 32, 24, 16, 16, false, false, 372),
+      patch_conv("Conv_patchify_4x4_c4_batch1", 1, 4, 12, 12, 16, 4, 4, false, false, 374),
+      patch_conv("Conv_patchify_2x3_nonsquare", 2, 3, 8, 13, 8, 2, 3, false, false, 376),
+      patch_conv("FusedConv_patchify_2x2_residual_relu", 2, 8, 8, 8, 16, 2, 2, true, true, 378),
+      patch_conv("FusedConv_patchify_4x2_relu", 2, 5, 8, 6, 16, 4, 2, true, false, 379),
       pool("MaxPool_2x2_s2", OpKind::kMaxPool, {2, 8, 8, 8}, {2, 8, 4, 4},
            {{"kernel_shape", Attribute::of_ints({2, 2})}, {"strides", Attribute::of_ints({2, 2})}}),
       pool("MaxPool_3x3_pad1", OpKind::kMaxPool, {2, 8, 7, 7}, {2, 8, 7, 7},
@@ -433,6 +474,20 @@ std::vector<Row> nn_rows() {
       return one_op(OpKind::kMatMul, {2, 9, 32}, {2, 9, 1001},
                     [](TinyGraph& t) { return std::vector<ir::ValueId>{t.constant("w", random_tensor({32, 1001}, 87, -0.3f, 0.3f))}; },
                     {}, random_tensor({2, 9, 32}, 88));
+    };
+    rows.push_back(r);
+  }
+  {  // An LM head: a 16-bit MatMul whose output is only the graph's float32 output writes float32
+     // itself (docs/decisions/0083): no fp16 -> fp32 output reformat in the plan.
+    Row r;
+    r.name = "MatMul_lm_head_f32_output";
+    r.precisions = {Precision::kFp16, Precision::kBf16};
+    r.expect_tactic = "->f32 out";
+    r.absent_tactic = "-> f32";
+    r.make = [] {
+      return one_op(OpKind::kMatMul, {2, 9, 32}, {2, 9, 1001},
+                    [](TinyGraph& t) { return std::vector<ir::ValueId>{t.constant("w", random_tensor({32, 1001}, 85, -0.3f, 0.3f))}; },
+                    {}, random_tensor({2, 9, 32}, 86));
     };
     rows.push_back(r);
   }

@@ -105,6 +105,24 @@ def test_device_refusals():
             raise AssertionError(f"accepted {msg}")
 
 
+def test_output_types_fp16_binds_float16_and_refuses_float32_out():
+    """output_types='fp16' (trtexec --outputIOFormats, docs/decisions/0083): the output is float16 on the
+    device, close to the float32 engine's, and a float32 out= buffer is refused naming the dtypes."""
+    path, w, b = _model()
+    e = kiln.build(path, "fp16", shapes={"x": ((1, 64), (4, 64), (16, 64))}, target="cuda", output_types="fp16")
+    x = torch.randn(4, 64, device="cuda")
+    y = e(x)
+    torch.cuda.synchronize()
+    assert y.dtype == torch.float16 and tuple(y.shape) == (4, 32)
+    np.testing.assert_allclose(y.float().cpu().numpy(), np.maximum(x.cpu().numpy() @ w + b, 0), rtol=2e-2, atol=2e-2)
+    try:
+        e(x, out=torch.empty(4, 32, device="cuda"))
+    except kiln.InvalidArgumentError as err:
+        assert "float32" in str(err) and "float16" in str(err), str(err)
+    else:
+        raise AssertionError("a float32 out= buffer for a float16 output was accepted")
+
+
 def test_trt_spelling_on_device_buffers():
     import kiln.trt as trt
     path, w, b = _model()

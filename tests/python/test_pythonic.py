@@ -133,6 +133,18 @@ def test_bench_returns_the_cli_json(models, mlp):
         kiln.bench(mlp, iterations=0)
 
 
+def test_output_types(models):
+    """output_types='fp16' (trtexec --outputIOFormats): the float output comes back float16, the
+    float32 result rounded; a type that is not fp32 / fp16 / bf16 is refused naming it."""
+    e = kiln.build(models["mlp"], shapes={"x": (2, 4)}, target="cpu", output_types="fp16")
+    x = np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)
+    y = e(x)
+    assert y.dtype == np.float16 and y.shape == (2, 3)
+    np.testing.assert_allclose(y.astype(np.float32), ref_mlp(models, x), rtol=1e-3, atol=1e-3)
+    with pytest.raises(kiln.InvalidArgumentError, match="entry 'fp8'"):
+        kiln.build(models["mlp"], shapes={"x": (2, 4)}, target="cpu", output_types="fp8")
+
+
 def test_precision_and_target_checked(models):
     with pytest.raises(kiln.InvalidArgumentError, match="precision 'fp64'"):
         kiln.build(models["mlp"], precision="fp64")

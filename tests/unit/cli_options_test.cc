@@ -125,6 +125,15 @@ TEST(CliOptions, BuildOptimizerOptions) {
   EXPECT_NE(c.status().message().find("--dump-after 'nope'"), std::string::npos) << c.status().message();
 }
 
+TEST(CliOptions, BuildOutputTypes) {
+  auto c = build_config("m.onnx -o p");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->output_types, "");
+  c = build_config("m.onnx -o p --fp16 --output-types fp16,,fp32");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->output_types, "fp16,,fp32");  // checked against the model's outputs by the builder
+}
+
 TEST(CliOptions, OtherCommands) {
   CLI::App app;
   CompareOptions c;

@@ -149,6 +149,9 @@ void BuildOptions::add_to(CLI::App* app) {
                    "Per-layer precision constraints PATTERN:PREC[,...] (PREC fp32|fp16|bf16, or fp8e5m2 with --fp8: "
                    "that layer's input activation in E5M2; '*' matches any characters; later entries override "
                    "earlier ones), e.g. '/layer4/*:fp32,/fc/*:fp32'");
+  prec->add_option("--output-types", output_types,
+                   "Dtypes of the float outputs (trtexec --outputIOFormats): fp32|fp16|bf16 for all, or one per "
+                   "output in order ('fp16,,fp32': empty = as declared); default: as the model declares");
   app->add_option("--workspace", workspace_mib,
                   "Scratch memory limit per layer, MiB (0 = no limit); tactics needing more are skipped");
   app->add_option("--timing-cache", timing_cache,
@@ -246,6 +249,7 @@ StatusOr<BuilderConfig> BuildOptions::to_config() const {
     if (!parsed.ok()) return parsed.status().with_context("--tactic-sources");
   }
   c.tactic_sources = tactic_sources;
+  c.output_types = output_types;  // checked against the graph's outputs by the builder
   if (tuning_budget < 0) return invalid_argument("--tuning-budget " + std::to_string(tuning_budget) + ": expected >= 0");
   c.tuning_budget = tuning_budget;
   if (timing_iterations < 1)

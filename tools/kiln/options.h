@@ -55,6 +55,7 @@ struct BuildOptions {
   std::string timing_cache;  // --timing-cache FILE (CUDA tactic timings, JSON)
   int max_aux_streams = -1;  // --max-aux-streams N (CUDA); -1 = the builder decides
   std::string tactic_sources;  // --tactic-sources SPEC (CUDA; BuilderConfig::tactic_sources)
+  std::string output_types;    // --output-types SPEC (BuilderConfig::output_types)
   int tuning_budget = 0;       // --tuning-budget N (CUDA): candidates timed per layer and source; 0 = defaults
   int timing_iterations = 10;  // --avg-timing N (CUDA): timed runs per candidate
   int tuning_shapes = 8;       // --tuning-shapes N (CUDA, dynamic profiles): extra shapes tuned at

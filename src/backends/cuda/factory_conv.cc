@@ -5,7 +5,9 @@
 // input's padded C when the graph input is stored channel-padded; bias always present (zeros when
 // absent). Tactics: cuDNN's legacy fused call, cuDNN's graph API (NHWC fp16/bf16) and, for a 1x1,
 // stride-1, unpadded, ungrouped NHWC conv, the cuBLASLt GEMM [N*H*W, C] x [C, K] with bias,
-// residual and ReLU in the epilogue; the tuner keeps the fastest (docs/decisions/0014).
+// residual and ReLU in the epilogue, and for a conv whose kernel equals its stride (unpadded,
+// ungrouped: ViT's patch embedding) the same GEMM over its input's windows gathered into rows
+// (docs/decisions/0083); the tuner keeps the fastest (docs/decisions/0014).
 #include <algorithm>
 #include <iterator>
 
@@ -112,6 +114,25 @@ Status lower_conv(LowerContext& ctx, const ir::Node& n, const std::string& where
     gp.has_bias = true;
     gp.relu = p.activation == "Relu";
     gp.has_residual = p.has_residual;
+    KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st, o.precision.tf32));
+    impls.emplace_back(TacticSource::kCublasLt, std::move(gemm));
+  }
+  // A conv whose kernel equals its stride (ViT's patch embedding) is the GEMM over its input's
+  // windows: a strided copy gathers them into the rows of P in the workspace, then cuBLASLt (bias,
+  // residual, ReLU epilogue; NCHW: the output transposed into Y) — timed against cuDNN
+  // (docs/decisions/0083).
+  const bool patchify = !gemm_like && conv_is_patchify(p) && (p.activation.empty() || p.activation == "Relu") &&
+                        !(p.has_residual && !nhwc);
+  if (patchify && o.sources.has(TacticSource::kCublasLt)) {
+    GemmParams gp{};
+    gp.m = p.n * p.oh * p.ow;
+    gp.k = p.c * p.r * p.sk;
+    gp.n = p.k;
+    gp.weight_is_nk = true;  // KRSC (NHWC) or KCRS (NCHW): [K, R*S*C] / [K, C*R*S], P's column order
+    gp.has_bias = true;
+    gp.relu = p.activation == "Relu";
+    gp.has_residual = p.has_residual;
+    gp.patches = plan_conv_patches(p, nhwc);
     KILN_ASSIGN_OR_RETURN(auto gemm, make_gemm_layer(gp, st, o.precision.tf32));
     impls.emplace_back(TacticSource::kCublasLt, std::move(gemm));
   }

@@ -10,6 +10,8 @@
 // scalars and C broadcast into Y first (GemmGeneralLayer; ONNX Gemm's unidirectional broadcast
 // of C; docs/decisions/0070). Storage fp32 (TF32 when the plan allows), fp16 or bf16 with float
 // accumulation.
+#include <algorithm>
+
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/layer_factory.h"
@@ -184,6 +186,21 @@ bool has_2d_weight(const LowerContext& ctx, const ir::Node& n) {
   return c && c->rank() == 2 && ctx.shape(n.inputs[0]).size() >= 2;
 }
 
+// Whether value `v` of a layer stored in `st` is a graph output declared float32 that no node
+// reads, with `st` 16-bit: then the layer may write the output's float32 directly (the output
+// reformat gpu_model.cc adds otherwise is a fp16 -> fp32 copy of the whole tensor).
+bool only_float32_output(const LowerContext& ctx, ir::ValueId v, StorageType st) {
+  const ir::Graph& g = ctx.graph();
+  if (st != StorageType::kF16 && st != StorageType::kBF16) return false;
+  if (ctx.dtype(v) != DataType::kFloat32) return false;
+  if (std::find(g.outputs.begin(), g.outputs.end(), v) == g.outputs.end()) return false;
+  for (const ir::Node& m : g.nodes) {
+    if (m.removed) continue;
+    if (std::find(m.inputs.begin(), m.inputs.end(), v) != m.inputs.end()) return false;
+  }
+  return true;
+}
+
 Status lower_batched_matmul(LowerContext& ctx, const ir::Node& n) {
   KILN_ASSIGN_OR_RETURN(BatchedMatMulParams p, plan_batched_matmul(n, ctx.shape(n.inputs[0]), ctx.shape(n.inputs[1]),
                                                                    ctx.shape(n.outputs[0])));
@@ -291,7 +308,10 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
     p.has_residual = true;
   }
   const Shape& ys = ctx.shape(n.outputs[0]);
-  const int out = ctx.new_value(g.value(n.outputs[0]).name, ys, st, false);
+  // A 16-bit GEMM whose output is only a graph output declared float32 (an LM head's logits)
+  // writes that float32 itself: no fp16 copy, no output reformat (docs/decisions/0083).
+  p.out_f32 = !gelu_layer && !p.has_bias && !p.has_residual && only_float32_output(ctx, n.outputs[0], st);
+  const int out = ctx.new_value(g.value(n.outputs[0]).name, ys, p.out_f32 ? StorageType::kF32 : st, false);
   KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st, ctx.options().precision.tf32));
   if (!gelu_layer) {
     ctx.add_layer(std::move(layer), n.name, ins, {out}, n.origin);

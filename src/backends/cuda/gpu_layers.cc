@@ -199,23 +199,31 @@ class PoolLayer : public Layer {
 };
 
 // ---------------------------------------------------------------- GEMM (cuBLASLt)
+// Tactic families: the GEMM straight into Y; the padded form (an [M, n_pad] output in the
+// workspace, then its first N columns into Y); with out_f32, the padded form in the 16-bit
+// storage compacted into Y's float32 (docs/decisions/0071, 0083).
+enum class GemmForm { kDirect = 0, kPadded = 1, kPaddedF32 = 2 };
+
 class GemmLayer : public Layer {
  public:
   ~GemmLayer() override {
     if (desc_) cublasLtMatmulDescDestroy(desc_);
-    if (a_) cublasLtMatrixLayoutDestroy(a_);
-    if (b_) cublasLtMatrixLayoutDestroy(b_);
-    if (c_) cublasLtMatrixLayoutDestroy(c_);
-    if (a_pad_) cublasLtMatrixLayoutDestroy(a_pad_);
-    if (c_pad_) cublasLtMatrixLayoutDestroy(c_pad_);
+    for (auto* l : {a_, b_, c_, a_pad_, c_pad_, c_pad16_})
+      if (l) cublasLtMatrixLayoutDestroy(l);
   }
   // Row-major Y[M,N] = X[M,K] W is column-major Y^T[N,M] = W^T[N,K] X^T[K,M]:
   // A = W (transposed when stored [N,K]), B = X^T (ld K), C = Y^T (ld N); bias runs along N.
   Status init(const GemmParams& p, StorageType t, bool tf32) {
     p_ = p;
     t_ = t;
+    out_t_ = p.out_f32 ? StorageType::kF32 : t;
     tf32_ = tf32;
-    const cudaDataType_t dt = cuda_type(t);
+    if (p.out_f32 && (t == StorageType::kF32 || p.has_bias || p.has_residual))
+      return invalid_argument("GEMM with a float32 output: only from 16-bit storage, without bias or residual");
+    if (p.patches.on && p.n_pad > p.n) return invalid_argument("GEMM over conv patches with a padded N");
+    if (p.patches.on && p.patches.nchw && p.has_residual)
+      return invalid_argument("GEMM over NCHW conv patches with a residual");
+    const cudaDataType_t dt = cuda_type(t), ot = cuda_type(out_t_);
     // FP32 accumulation and FP32 alpha/beta for every storage type.
     const cublasComputeType_t ct =
         t != StorageType::kF32 ? CUBLAS_COMPUTE_32F : (tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
@@ -239,56 +247,70 @@ class GemmLayer : public Layer {
     if (p.weight_is_nk) KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.k, p.n, p.k));
     else KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, dt, p.n, p.k, ldw));
     KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, dt, p.k, p.m, p.k));
-    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_, dt, p.n, p.m, p.n));
+    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_, ot, p.n, p.m, p.n));
     if (p.n_pad > p.n) {
       if (p.has_residual) return invalid_argument("GEMM with a padded N and a residual input");
       if (p.weight_is_nk) KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_pad_, dt, p.k, p.n_pad, p.k));
       else KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_pad_, dt, p.n_pad, p.k, p.n_pad));
-      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_pad_, dt, p.n_pad, p.m, p.n_pad));
+      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_pad_, ot, p.n_pad, p.m, p.n_pad));
       // The padded output in the workspace, then cuBLASLt's own workspace 256-byte aligned after it.
-      pad_bytes_ = (static_cast<size_t>(p.m) * p.n_pad * storage_bytes(t) + 255) / 256 * 256;
+      pad_bytes_[1] = round256(static_cast<size_t>(p.m) * p.n_pad * storage_bytes(out_t_));
+      if (p.out_f32) {
+        KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_pad16_, dt, p.n_pad, p.m, p.n_pad));
+        pad_bytes_[2] = round256(static_cast<size_t>(p.m) * p.n_pad * storage_bytes(t));
+      }
     }
-    op = "Gemm";
+    if (p.patches.on) {  // P [M, K] (and, NCHW, the GEMM's output) before everything else
+      x_bytes_ = round256(static_cast<size_t>(p.m) * p.k * storage_bytes(t));
+      pre_bytes_ = x_bytes_ + (p.patches.nchw ? round256(static_cast<size_t>(p.m) * p.n * storage_bytes(t)) : 0);
+    }
+    op = p.patches.on ? "Conv" : "Gemm";
     describe(-1);
     return Status::Ok();
   }
-  // Before select: the most a candidate may need (the padded form's output + cuBLASLt's cap).
-  size_t workspace() const override { return (has_algo_ ? padded_ : pad_bytes_ > 0) ? pad_bytes_ + cap_ : cap_; }
+  // Before select: the most a candidate may need (the prologue's buffers, the largest padded
+  // output, cuBLASLt's cap); after: the selected tactic's.
+  size_t workspace() const override {
+    const size_t pad = has_algo_ ? pad_bytes_[static_cast<int>(form_)] : std::max(pad_bytes_[1], pad_bytes_[2]);
+    return pre_bytes_ + pad + cap_;
+  }
 
   // One tactic per entry of cuBLASLt's heuristic list for this matmul and workspace cap; with a
-  // padded N, also one per entry of the padded form's list (variant kGemmPaddedVariant + index),
-  // when the workspace allows its [M, n_pad] output.
+  // padded N, also one per entry of each padded form's list (variant kGemmPaddedVariant /
+  // kGemmPaddedF32Variant + index), when the workspace allows its [M, n_pad] output.
   StatusOr<std::vector<TacticId>> candidates(ExecState& s) override {
     KILN_RETURN_IF_ERROR(query_heuristics(s));
     std::vector<TacticId> c;
-    for (size_t i = 0; i < heur_.size(); ++i) c.push_back(make_tactic_id(TacticSource::kCublasLt, static_cast<uint32_t>(i)));
-    for (size_t i = 0; i < heur_pad_.size(); ++i)
-      c.push_back(make_tactic_id(TacticSource::kCublasLt, kGemmPaddedVariant + static_cast<uint32_t>(i)));
+    for (int f = 0; f < 3; ++f)
+      for (size_t i = 0; i < heur_[f].size(); ++i)
+        c.push_back(make_tactic_id(TacticSource::kCublasLt, kFormBase[f] + static_cast<uint32_t>(i)));
     return c;
   }
   Status select(TacticId id, ExecState& s) override {
     if (tactic_id_source(id) != TacticSource::kCublasLt)
       return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not a cuBLASLt tactic");
     uint32_t i = tactic_id_variant(id);
-    const bool padded = i >= kGemmPaddedVariant;
-    if (padded) i -= kGemmPaddedVariant;
+    const GemmForm form = i >= kGemmPaddedF32Variant ? GemmForm::kPaddedF32
+                          : i >= kGemmPaddedVariant  ? GemmForm::kPadded
+                                                     : GemmForm::kDirect;
+    i -= kFormBase[static_cast<int>(form)];
     restored = false;
     // A load: the algorithm the build chose, from the plan's tactic data, without asking
     // cuBLASLt's heuristic again (which costs about 0.2 ms per layer and shape).
-    if (heur_.empty() && restore(id, padded, s)) {
+    if (!queried_ && restore(id, form, s)) {
       tactic_id = id;
       describe(static_cast<int>(i));
       if (s.verify) return enqueue(s);
       return Status::Ok();
     }
-    if (heur_.empty()) KILN_RETURN_IF_ERROR(query_heuristics(s));  // same library, same list
-    const auto& list = padded ? heur_pad_ : heur_;
+    if (!queried_) KILN_RETURN_IF_ERROR(query_heuristics(s));  // same library, same list
+    const auto& list = heur_[static_cast<int>(form)];
     if (i >= list.size())
-      return invalid_plan("layer '" + name + "': cuBLASLt heuristic #" + std::to_string(i) + (padded ? " (padded N)" : "") +
+      return invalid_plan("layer '" + name + "': cuBLASLt heuristic #" + std::to_string(i) + form_note(form) +
                           " does not exist here (" + std::to_string(list.size()) + " listed)");
     algo_ = list[i];
     has_algo_ = true;
-    padded_ = padded;
+    form_ = form;
     tactic_id = id;
     describe(static_cast<int>(i));
     if (s.verify) return enqueue(s);
@@ -309,22 +331,42 @@ class GemmLayer : public Layer {
 
   Status enqueue(ExecState& s) override {
     const float alpha = 1.f, beta = beta_;
+    char* ws = static_cast<char*>(s.workspace);
+    size_t ws_bytes = s.workspace_bytes;
+    const void* x = s.ptr(ins[0]);
     void* y = s.ptr(outs[0]);
-    if (padded_) {  // GEMM into the workspace's [M, n_pad], then its first N columns into Y
-      if (s.workspace_bytes < pad_bytes_)
-        return internal_error("layer '" + name + "': the padded GEMM needs " + std::to_string(pad_bytes_) +
-                              " bytes of workspace, " + std::to_string(s.workspace_bytes) + " given");
-      void* d = s.workspace;
-      void* ws = static_cast<char*>(s.workspace) + pad_bytes_;
-      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_pad_, s.ptr(ins[0]), b_, &beta, d, c_pad_, d,
-                                       c_pad_, &algo_, ws, std::min(s.workspace_bytes - pad_bytes_, cap_), s.stream));
-      KILN_CUDA_CHECK(launch_compact_rows(d, y, static_cast<int>(storage_bytes(t_)), p_.m, p_.n_pad, p_.n, s.stream));
-      return Status::Ok();
+    void* d = y;  // where the GEMM's dense [M, N] output goes
+    const size_t pad = has_algo_ ? pad_bytes_[static_cast<int>(form_)] : 0;
+    if (ws_bytes < pre_bytes_ + pad)
+      return internal_error("layer '" + name + "': needs " + std::to_string(pre_bytes_ + pad) +
+                            " bytes of workspace, " + std::to_string(ws_bytes) + " given");
+    if (p_.patches.on) {  // the conv input's windows into P [M, K] (and the NCHW output's staging)
+      KILN_CUDA_CHECK(launch_strided_copy(x, ws, static_cast<int>(storage_bytes(t_)), p_.patches.gather, s.stream));
+      x = ws;
+      if (p_.patches.nchw) d = ws + x_bytes_;
+      ws += pre_bytes_;
+      ws_bytes -= pre_bytes_;
     }
-    const void* c = p_.has_residual ? s.ptr(ins[3]) : y;
-    KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_, s.ptr(ins[0]), b_, &beta, c, c_, y, c_,
-                                     has_algo_ ? &algo_ : nullptr, s.workspace, std::min(s.workspace_bytes, cap_),
-                                     s.stream));
+    if (has_algo_ && form_ != GemmForm::kDirect) {  // GEMM into the workspace's [M, n_pad], then its first N columns
+      void* dp = ws;
+      ws += pad;
+      ws_bytes -= pad;
+      const bool f32 = form_ == GemmForm::kPaddedF32;
+      cublasLtMatrixLayout_t cp = f32 ? c_pad16_ : c_pad_;
+      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_pad_, x, b_, &beta, dp, cp, dp, cp, &algo_,
+                                       ws, std::min(ws_bytes, cap_), s.stream));
+      if (f32)
+        KILN_CUDA_CHECK(launch_compact_rows_to_f32(dp, t_, static_cast<float*>(d), p_.m, p_.n_pad, p_.n, s.stream));
+      else
+        KILN_CUDA_CHECK(
+            launch_compact_rows(dp, d, static_cast<int>(storage_bytes(out_t_)), p_.m, p_.n_pad, p_.n, s.stream));
+    } else {
+      const void* c = p_.has_residual ? s.ptr(ins[3]) : d;
+      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_, x, b_, &beta, c, c_, d, c_,
+                                       has_algo_ ? &algo_ : nullptr, ws, std::min(ws_bytes, cap_), s.stream));
+    }
+    if (p_.patches.nchw)
+      KILN_CUDA_CHECK(launch_strided_copy(d, y, static_cast<int>(storage_bytes(t_)), p_.patches.scatter, s.stream));
     return Status::Ok();
   }
 
@@ -335,89 +377,123 @@ class GemmLayer : public Layer {
     if (t_ == StorageType::kF32) sig += tf32_ ? " tf32" : " fma";
     return sig + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") + (p_.gelu_tanh ? " +gelu_tanh" : "") +
            (p_.has_residual ? " +residual" : "") +
-           (p_.n_pad > p_.n ? " n_pad=" + std::to_string(p_.n_pad) : "") + " ws<=" + std::to_string(cap_);
+           (p_.n_pad > p_.n ? " n_pad=" + std::to_string(p_.n_pad) : "") + (p_.out_f32 ? " out=f32" : "") +
+           patches_note() + " ws<=" + std::to_string(cap_);
   }
 
  private:
   static constexpr size_t kGemmWorkspace = 32u << 20;  // bytes
   static constexpr int kHeuristics = 8;                 // entries asked of the heuristic
+  static constexpr uint32_t kFormBase[3] = {0, kGemmPaddedVariant, kGemmPaddedF32Variant};
+  static size_t round256(size_t b) { return (b + 255) / 256 * 256; }
+  static const char* form_note(GemmForm f) {
+    return f == GemmForm::kDirect ? "" : (f == GemmForm::kPadded ? " (padded N)" : " (padded N, 16-bit)");
+  }
+  // The workspace left after the prologue's buffers (the patch matrix, the NCHW staging).
+  size_t room(const ExecState& s) const { return s.workspace_bytes > pre_bytes_ ? s.workspace_bytes - pre_bytes_ : 0; }
+  // The output layout of a form.
+  cublasLtMatrixLayout_t c_of(GemmForm f) const {
+    return f == GemmForm::kDirect ? c_ : (f == GemmForm::kPadded ? c_pad_ : c_pad16_);
+  }
+  std::string patches_note() const {
+    if (!p_.patches.on) return "";
+    const StridedDesc& g = p_.patches.gather;
+    std::string n = " patches";
+    for (int k = 0; k < g.rank; ++k) n += (k ? "x" : "=") + std::to_string(g.out_dims[k]);
+    return n + (p_.patches.nchw ? " nchw" : " nhwc");
+  }
   std::string data_key(TacticId id) const { return "cublaslt.matmul " + signature() + " id=" + std::to_string(id); }
   // The plan's algorithm for tactic `id`, checked by cublasLtMatmulAlgoCheck for this matmul
   // (and its workspace within the cap): true when restored; false sends select to the heuristic.
-  bool restore(TacticId id, bool padded, ExecState& s) {
-    if (!s.tactic_data || (padded && !c_pad_)) return false;
-    cap_ = std::min(s.workspace_bytes, kGemmWorkspace);  // as query_heuristics sets it (part of the key)
+  bool restore(TacticId id, GemmForm form, ExecState& s) {
+    const int f = static_cast<int>(form);
+    if (!s.tactic_data || !c_of(form)) return false;
+    const size_t r = room(s);
+    cap_ = std::min(r, kGemmWorkspace);  // as query_heuristics sets it (part of the key)
     auto it = s.tactic_data->find(data_key(id));
     if (it == s.tactic_data->end() || it->second.size() != sizeof(cublasLtMatmulAlgo_t)) return false;
-    if (padded && s.workspace_bytes < pad_bytes_ + 256) return false;
+    if (form != GemmForm::kDirect && r < pad_bytes_[f] + 256) return false;
     cublasLtMatmulAlgo_t algo;
     std::memcpy(&algo, it->second.data(), sizeof algo);
     cublasLtMatmulHeuristicResult_t check{};
-    const cublasStatus_t st = padded ? cublasLtMatmulAlgoCheck(s.lt, desc_, a_pad_, b_, c_pad_, c_pad_, &algo, &check)
-                                     : cublasLtMatmulAlgoCheck(s.lt, desc_, a_, b_, c_, c_, &algo, &check);
-    // The workspace enqueue gives cuBLASLt (after the padded output in the padded form).
-    const size_t room = padded ? std::min(s.workspace_bytes - pad_bytes_, cap_) : cap_;
-    if (st != CUBLAS_STATUS_SUCCESS || check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > room) return false;
+    cublasLtMatrixLayout_t a = form == GemmForm::kDirect ? a_ : a_pad_, c = c_of(form);
+    const cublasStatus_t st = cublasLtMatmulAlgoCheck(s.lt, desc_, a, b_, c, c, &algo, &check);
+    // The workspace enqueue gives cuBLASLt (after the padded output in the padded forms).
+    const size_t avail = std::min(r - pad_bytes_[f], cap_);
+    if (st != CUBLAS_STATUS_SUCCESS || check.state != CUBLAS_STATUS_SUCCESS || check.workspaceSize > avail) return false;
     algo_ = algo;
     has_algo_ = true;
-    padded_ = padded;
+    form_ = form;
     restored = true;
     return true;
   }
-  Status query_heuristics(ExecState& s) {
-    cap_ = std::min(s.workspace_bytes, kGemmWorkspace);
+  // cuBLASLt's list for one form within `cap` bytes of workspace (empty when it has none).
+  Status heuristic(GemmForm form, size_t cap, ExecState& s, std::vector<cublasLtMatmulAlgo_t>* out) {
     cublasLtMatmulPreference_t pref;
     KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    cublasStatus_t st =
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap_, sizeof cap_);
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap);
     cublasLtMatmulHeuristicResult_t res[kHeuristics];
     int returned = 0;
+    cublasLtMatrixLayout_t a = form == GemmForm::kDirect ? a_ : a_pad_, c = c_of(form);
     if (st == CUBLAS_STATUS_SUCCESS)
-      st = cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_, b_, c_, c_, pref, kHeuristics, res, &returned);
+      st = cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a, b_, c, c, pref, kHeuristics, res, &returned);
     cublasLtMatmulPreferenceDestroy(pref);
     KILN_CUBLAS_CHECK(st);
-    if (returned == 0)
+    out->clear();
+    for (int i = 0; i < returned; ++i) out->push_back(res[i].algo);
+    return Status::Ok();
+  }
+  Status query_heuristics(ExecState& s) {
+    const size_t r = room(s);
+    if (pre_bytes_ > 0 && r < 256)
+      return unsupported("layer '" + name + "': the GEMM over conv patches needs " + std::to_string(pre_bytes_) +
+                         " bytes of workspace besides cuBLASLt's, " + std::to_string(s.workspace_bytes) + " allowed");
+    cap_ = std::min(r, kGemmWorkspace);
+    KILN_RETURN_IF_ERROR(heuristic(GemmForm::kDirect, cap_, s, &heur_[0]));
+    // The padded forms, when the workspace holds their output besides cuBLASLt's own workspace.
+    for (GemmForm f : {GemmForm::kPadded, GemmForm::kPaddedF32}) {
+      const int i = static_cast<int>(f);
+      heur_[i].clear();
+      if (c_of(f) && r >= pad_bytes_[i] + 256)
+        KILN_RETURN_IF_ERROR(heuristic(f, std::min(r - pad_bytes_[i], kGemmWorkspace), s, &heur_[i]));
+    }
+    // No form at all: unsupported (a form without algorithms just has no tactics).
+    if (heur_[0].empty() && heur_[1].empty() && heur_[2].empty())
       return unsupported("layer '" + name + "': cuBLASLt has no " + storage_name(t_) + " algorithm within " +
                          std::to_string(cap_) + " bytes of workspace for " + signature());
-    heur_.clear();
-    for (int i = 0; i < returned; ++i) heur_.push_back(res[i].algo);
-    // The padded form, when the workspace holds its output besides cuBLASLt's own workspace.
-    heur_pad_.clear();
-    if (c_pad_ && s.workspace_bytes >= pad_bytes_ + 256) {
-      const size_t cap_pad = std::min(s.workspace_bytes - pad_bytes_, kGemmWorkspace);
-      KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-      st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap_pad, sizeof cap_pad);
-      returned = 0;
-      if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_pad_, b_, c_pad_, c_pad_, pref, kHeuristics, res, &returned);
-      cublasLtMatmulPreferenceDestroy(pref);
-      KILN_CUBLAS_CHECK(st);
-      for (int i = 0; i < returned; ++i) heur_pad_.push_back(res[i].algo);
-    }
+    queried_ = true;
     return Status::Ok();
   }
   void describe(int idx) {
-    tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") +
-             (padded_ ? " n_pad=" + std::to_string(p_.n_pad) + "+compact" : "") + " " +
-             storage_name(t_) + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
-             (p_.gelu_tanh ? " +gelu_tanh" : "") +
-             (p_.has_residual ? " +residual" : "");
+    std::string form;
+    if (has_algo_ && form_ == GemmForm::kPadded) form = " n_pad=" + std::to_string(p_.n_pad) + "+compact";
+    if (has_algo_ && form_ == GemmForm::kPaddedF32) form = " n_pad=" + std::to_string(p_.n_pad) + "+compact_to_f32";
+    std::string pre;
+    if (p_.patches.on) pre = p_.patches.nchw ? " patchify nchw" : " patchify nhwc";
+    tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") + pre + form + " " +
+             storage_name(t_) + (p_.out_f32 ? "->f32 out" : "") + (p_.has_bias ? " +bias" : "") +
+             (p_.relu ? " +relu" : "") + (p_.gelu_tanh ? " +gelu_tanh" : "") + (p_.has_residual ? " +residual" : "");
   }
   GemmParams p_{};
   StorageType t_ = StorageType::kF32;
+  StorageType out_t_ = StorageType::kF32;  // Y's storage: t_, or float32 (out_f32)
   bool tf32_ = true;
   float beta_ = 0.f;  // 1 when the residual is cuBLASLt's C
   size_t cap_ = kGemmWorkspace;  // bytes of workspace the algorithms were chosen for
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
   cublasLtMatrixLayout_t a_pad_ = nullptr, c_pad_ = nullptr;  // the padded form's W and output (n_pad set)
-  size_t pad_bytes_ = 0;  // its [M, n_pad] output in the workspace, 256-byte aligned; 0 = no padded form
-  bool padded_ = false;   // the selected tactic is the padded form
+  cublasLtMatrixLayout_t c_pad16_ = nullptr;                   // the padded 16-bit output (out_f32)
+  size_t pad_bytes_[3] = {0, 0, 0};  // per form: its [M, n_pad] output in the workspace, 256-byte aligned
+  size_t x_bytes_ = 0;    // patches: P [M, K] at the workspace's start, 256-byte aligned
+  size_t pre_bytes_ = 0;  // patches: P and (NCHW) the GEMM's output staging, before cuBLASLt's workspace
+  GemmForm form_ = GemmForm::kDirect;  // the selected tactic's form
   cublasLtMatmulAlgo_t algo_{};
   bool has_algo_ = false;
-  std::vector<cublasLtMatmulAlgo_t> heur_;      // cuBLASLt's heuristic list (empty: not queried yet)
-  std::vector<cublasLtMatmulAlgo_t> heur_pad_;  // the padded form's list
+  bool queried_ = false;  // heur_ holds cuBLASLt's lists
+  std::vector<cublasLtMatmulAlgo_t> heur_[3];  // cuBLASLt's heuristic list per form
 };
+
 
 // ---------------------------------------------------------------- own kernels
 class PointwiseLayer : public Layer {

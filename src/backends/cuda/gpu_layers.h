@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/kernels_more.h"
 #include "backends/kernel.h"
 #include "core/tensor.h"
 #include "kiln/status.h"
@@ -195,6 +196,26 @@ struct PoolParams {
 };
 StatusOr<std::unique_ptr<Layer>> make_pool_layer(const PoolParams& p, StorageType t, bool nhwc);
 
+// A 2-D convolution whose kernel equals its stride, unpadded, dilation 1, one group (ViT's patch
+// embedding, 16x16 stride 16): each output pixel reads its own R x S window of the input, so the
+// conv is exactly the GEMM Y[N*OH*OW, K] = P[N*OH*OW, R*S*C] x W^T (+ bias) over the windows
+// ("patches") gathered into the rows of P — the same products as the conv's, summed by the GEMM
+// (docs/decisions/0083). Row order of P's columns follows the weight as uploaded: (r, s, c) for
+// NHWC (KRSC), (c, r, s) for NCHW (KCRS).
+struct ConvPatches {
+  bool on = false;
+  bool nchw = false;    // input and output NCHW: the GEMM's [N, OH*OW, K] goes to the workspace, then Y
+  StridedDesc gather;   // conv input -> P, row-major [M, R*S*C] (in the workspace)
+  StridedDesc scatter;  // nchw only: the GEMM output [N, OH*OW, K] -> Y [N, K, OH*OW]
+};
+// Whether conv `p` (as lower_conv fills it) is such a patchify conv: kernel == stride with
+// R*S > 1 (a 1x1 is already lower_conv's GEMM), no padding, dilation 1, one group.
+bool conv_is_patchify(const ConvParams& p);
+// The copies of the patchify GEMM of conv `p` (conv_is_patchify) with input and output in NHWC
+// (`nhwc`) or NCHW: gather reads the input (logical NCHW dims p.n, p.c, p.h, p.w; only the OH*R x
+// OW*S top-left part is read) into P; scatter (NCHW) transposes the GEMM's output into Y.
+ConvPatches plan_conv_patches(const ConvParams& p, bool nhwc);
+
 struct GemmParams {
   int64_t m, n, k;
   bool weight_is_nk;  // weight stored [N, K] (Gemm transB=1); else [K, N]
@@ -206,6 +227,13 @@ struct GemmParams {
   // [n_pad, K]), so the layer can also run as a GEMM into an [M, n_pad] workspace (16-byte aligned
   // rows) followed by a copy of the first n columns; 0: stored as [K, n] / [n, K].
   int64_t n_pad = 0;
+  // Y (cuBLASLt's C and D) in float32 while X, W (and the bias) are in the layer's 16-bit storage
+  // (CUBLAS_COMPUTE_32F, scale 32F: a combination cublasLtMatmul lists): a GEMM whose output is
+  // only a graph output declared float32 writes it directly, with no fp16 -> fp32 output reformat
+  // (docs/decisions/0083). Not with a bias or a residual.
+  bool out_f32 = false;
+  // X is gathered from a conv input first (the patchify conv; m, k, n are the GEMM's).
+  ConvPatches patches;
 };
 // n rounded up to 64 when its rows would not be 16-byte aligned in storage t (cuBLASLt's fast
 // kernels need that: on an H200 GPT-2's LM head, 4096 x 768 x 50,257 fp16, runs 2.51 ms with
@@ -220,11 +248,19 @@ bool cublaslt_gelu_is_tanh();
 // Tactic variants from this value up are the padded form's (variant - kGemmPaddedVariant = its index
 // in cuBLASLt's heuristic list for the padded layouts).
 inline constexpr uint32_t kGemmPaddedVariant = 0x100;
+// With out_f32 and a padded N, from this value up: the padded GEMM in the 16-bit storage into the
+// workspace, then launch_compact_rows_to_f32 into Y (variant - kGemmPaddedF32Variant = the index in
+// cuBLASLt's list for that layout).
+inline constexpr uint32_t kGemmPaddedF32Variant = 0x200;
 // cuBLASLt matmul Y[M,N] = X[M,K] · W (+ R) (+ bias[N]) (ReLU epilogue optional); source kCublasLt,
 // one tactic per entry of cuBLASLt's heuristic list (variant = index, stable for one version and cap);
 // with n_pad, also one per entry for the padded form (variant kGemmPaddedVariant + index: the GEMM
-// into the workspace, then launch_compact_rows).
-// All operands (bias included) in storage type t; FP32 accumulation (TF32 for fp32 when tf32).
+// into the workspace, then launch_compact_rows) and, with out_f32, for the padded 16-bit form
+// (kGemmPaddedF32Variant + index). With patches, X is first gathered from the conv input into the
+// start of the workspace (and, NCHW, the output transposed from the workspace into Y); the tactics
+// then need that much workspace besides cuBLASLt's own, and there are none when it is not there.
+// All operands (bias included) in storage type t, Y in t or (out_f32) float32; FP32 accumulation
+// (TF32 for fp32 when tf32).
 StatusOr<std::unique_ptr<Layer>> make_gemm_layer(const GemmParams& p, StorageType t, bool tf32);
 
 // Several implementations of one layer (same inputs and outputs), each from its own tactic

@@ -98,9 +98,38 @@ __global__ void compact_rows_kernel(const T* __restrict__ src, T* __restrict__ d
         if (++c == dst_cols) { c = 0; ++r; }
       }
       *reinterpret_cast<uint4*>(dst + f) = v;
-    } else {
-      for (int64_t i = f; i < total; ++i) {
+    } else {  // this group's elements only (the last, partial group, or an unaligned dst)
+      for (int64_t i = f, end = f + E < total ? f + E : total; i < end; ++i) {
         dst[i] = src[r * src_cols + c];
+        if (++c == dst_cols) { c = 0; ++r; }
+      }
+    }
+  }
+}
+
+// The same compaction into float32 from a 16-bit source (T = __half or __nv_bfloat16): groups of 4
+// outputs, one 16-byte store each where dst is aligned. The padded 16-bit GEMM output of a graph
+// output declared float32 becomes the dense float32 output in one pass (docs/decisions/0083).
+template <typename T, bool kAligned>
+__global__ void compact_rows_f32_kernel(const T* __restrict__ src, float* __restrict__ dst, int64_t total,
+                                        int64_t src_cols, int64_t dst_cols) {
+  const int64_t groups = (total + 3) / 4;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t f = g * 4;
+    int64_t r = f / dst_cols, c = f - r * dst_cols;
+    if (kAligned && f + 4 <= total) {
+      float4 v;
+      float* e = &v.x;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        e[j] = static_cast<float>(src[r * src_cols + c]);
+        if (++c == dst_cols) { c = 0; ++r; }
+      }
+      *reinterpret_cast<float4*>(dst + f) = v;
+    } else {
+      for (int64_t i = f, end = f + 4 < total ? f + 4 : total; i < end; ++i) {
+        dst[i] = static_cast<float>(src[r * src_cols + c]);
         if (++c == dst_cols) { c = 0; ++r; }
       }
     }
@@ -591,6 +620,25 @@ cudaError_t launch_compact_rows(const void* src, void* dst, int elem_bytes, int6
   else if (elem_bytes == 2) compact_rows_kernel<uint16_t, false><<<g, kThreads, 0, stream>>>(s2, d2, total, src_cols, dst_cols);
   else if (aligned) compact_rows_kernel<uint32_t, true><<<g, kThreads, 0, stream>>>(s4, d4, total, src_cols, dst_cols);
   else compact_rows_kernel<uint32_t, false><<<g, kThreads, 0, stream>>>(s4, d4, total, src_cols, dst_cols);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_compact_rows_to_f32(const void* src, StorageType src_t, float* dst, int64_t rows, int64_t src_cols,
+                                       int64_t dst_cols, cudaStream_t stream) {
+  if (rows == 0 || dst_cols == 0) return cudaSuccess;
+  if ((src_t != StorageType::kF16 && src_t != StorageType::kBF16) || src_cols < dst_cols) return cudaErrorInvalidValue;
+  const int64_t total = rows * dst_cols;
+  const unsigned g = blocks_for((total + 3) / 4);
+  const bool aligned = reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  if (src_t == StorageType::kF16) {
+    const auto* s = static_cast<const __half*>(src);
+    if (aligned) compact_rows_f32_kernel<__half, true><<<g, kThreads, 0, stream>>>(s, dst, total, src_cols, dst_cols);
+    else compact_rows_f32_kernel<__half, false><<<g, kThreads, 0, stream>>>(s, dst, total, src_cols, dst_cols);
+  } else {
+    const auto* s = static_cast<const __nv_bfloat16*>(src);
+    if (aligned) compact_rows_f32_kernel<__nv_bfloat16, true><<<g, kThreads, 0, stream>>>(s, dst, total, src_cols, dst_cols);
+    else compact_rows_f32_kernel<__nv_bfloat16, false><<<g, kThreads, 0, stream>>>(s, dst, total, src_cols, dst_cols);
+  }
   return cudaGetLastError();
 }
 

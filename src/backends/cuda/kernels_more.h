@@ -31,6 +31,11 @@ cudaError_t launch_strided_copy(const void* src, void* dst, int elem_bytes, cons
 // bytes; 16-byte stores where dst is 16-byte aligned (arena values are), element stores otherwise.
 cudaError_t launch_compact_rows(const void* src, void* dst, int elem_bytes, int64_t rows, int64_t src_cols,
                                 int64_t dst_cols, cudaStream_t stream);
+// The same compaction of a 16-bit source (src_t kF16 or kBF16) into float32 (each element
+// converted exactly): a padded 16-bit GEMM output that is a graph output declared float32
+// (docs/decisions/0083). 16-byte stores where dst is 16-byte aligned.
+cudaError_t launch_compact_rows_to_f32(const void* src, StorageType src_t, float* dst, int64_t rows, int64_t src_cols,
+                                       int64_t dst_cols, cudaStream_t stream);
 
 // ONNX LayerNormalization (opset 17, section "LayerNormalization"): each row of the [rows, cols]
 // array is normalized, y = (x - mean) / sqrt(var + eps) * scale + bias (biased variance, fp32
