@@ -47,6 +47,19 @@ Status conv_like(ShapeContext& ctx, int xi, int wi, DataType out_dtype) {
 }
 
 Status conv_rule(ShapeContext& ctx) { return conv_like(ctx, 0, 1, ctx.dtype(0)); }
+// QuantConv (ops.def; docs/decisions/0078, 0081): Y is float (X's dtype, float32 when X is
+// already 8-bit) or, with a y_type attribute, the 8-bit codes of that type.
+Status quant_conv_rule(ShapeContext& ctx) {
+  const std::string yt = ctx.node().attr_string("y_type", "");
+  DataType out = ctx.dtype(0);
+  if (out == DataType::kInt8 || out == DataType::kFloat8E4M3FN) out = DataType::kFloat32;
+  if (!yt.empty()) {
+    out = dtype_from_name(yt);
+    if (out != DataType::kInt8 && out != DataType::kFloat8E4M3FN)
+      return ctx.fail("y_type '" + yt + "', expected int8 or fp8e4m3fn");
+  }
+  return conv_like(ctx, 0, 1, out);
+}
 Status conv_integer_rule(ShapeContext& ctx) { return conv_like(ctx, 0, 1, DataType::kInt32); }
 Status qlinear_conv_rule(ShapeContext& ctx) {
   return conv_like(ctx, 0, 3, ctx.has_input(7) ? ctx.dtype(7) : ctx.dtype(0));
@@ -266,7 +279,7 @@ Status recurrent_rule(ShapeContext& ctx) {
 void register_nn_shape_rules(ShapeRuleTable& t) {
   t.add(OpKind::kConv, conv_rule);
   t.add(OpKind::kFusedConv, conv_rule);  // act(Conv(x, W, B) + R): Conv's output shape
-  t.add(OpKind::kQuantConv, conv_rule);  // 8-bit Conv (+ bias, residual, Relu): Conv's output shape
+  t.add(OpKind::kQuantConv, quant_conv_rule);  // 8-bit Conv (+ bias, residual, Relu): Conv's output shape
   t.add(OpKind::kConvInteger, conv_integer_rule);
   t.add(OpKind::kQLinearConv, qlinear_conv_rule);
   t.add(OpKind::kConvTranspose, conv_transpose_rule);

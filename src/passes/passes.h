@@ -22,6 +22,7 @@ Status fuse_conv_epilogue(ir::Graph& g, const PassOptions& opts);     // fuse_co
 Status fuse_layernorm(ir::Graph& g, const PassOptions& opts);         // fuse_layernorm.cc
 Status fuse_qdq_linear(ir::Graph& g, const PassOptions& opts);        // fuse_qdq_linear.cc
 Status fuse_qdq_conv(ir::Graph& g, const PassOptions& opts);          // fuse_qdq_conv.cc
+Status requantize_quant_conv(ir::Graph& g, const PassOptions& opts);  // requantize_quant_conv.cc
 Status fuse_gelu(ir::Graph& g, const PassOptions& opts);              // fuse_gelu.cc
 Status common_subexpression(ir::Graph& g, const PassOptions& opts);   // common_subexpression.cc
 Status cancel_transpose_reshape(ir::Graph& g, const PassOptions& opts);  // cancel_transpose_reshape.cc

@@ -29,6 +29,9 @@ const std::vector<Pass>& default_pipeline() {
       // Q/DQ convolutions (+ bias, residual Add, Relu) -> one 8-bit layer, for the same reason
       // (docs/decisions/0078); the fusion conditions are the CUDA tactics' (C, K alignment).
       {"fuse_qdq_conv", 2, fuse_qdq_conv},
+      // A QuantConv read only by QuantConvs that quantize it alike writes the 8-bit tensor they
+      // read (docs/decisions/0081); right after the fusion, while the readers are QuantConvs.
+      {"requantize_quant_conv", 2, requantize_quant_conv},
       // Evaluate constant subgraphs (exporters' shape arithmetic, Shape of known dims) before
       // matching patterns.
       {"fold_constants", 1, fold_constants},

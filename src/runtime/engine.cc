@@ -38,8 +38,20 @@ std::string quant_linear_summary(const ir::Graph& g, const ir::Node& n) {
   q.axis = 0;
   q.scale_shape = {ws->numel()};
   q.scale.assign(ws->data<float>(), ws->data<float>() + ws->numel());
-  std::string s = "x " + quant_params_summary(x) + "; w " + quant_params_summary(q);
+  std::string s = "x " + quant_params_summary(x);
+  // An 8-bit X (docs/decisions/0081): read as stored, the producer quantized it.
+  const DataType xt = g.value(n.inputs[0]).dtype;
+  if (xt == DataType::kInt8 || xt == DataType::kFloat8E4M3FN) s += " (8-bit input)";
+  s += "; w " + quant_params_summary(q);
   if (n.attr_string("activation", "") == "Relu") s += "; +relu";
+  const std::string yt = n.attr_string("y_type", "");
+  if (!yt.empty()) {
+    QuantParams y;
+    y.type = dtype_from_name(yt);
+    y.scale = {n.attr_float("y_scale", 0.f)};
+    if (y.type == DataType::kInt8) y.zero_point = {static_cast<int32_t>(n.attr_int("y_zero_point", 0))};
+    s += "; y " + quant_params_summary(y);
+  }
   return s;
 }
 

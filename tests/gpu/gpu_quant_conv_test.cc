@@ -73,13 +73,19 @@ TEST(GpuQuantConvSupport, ResidualCnnLowersWithQuantConvLayers) {
       SCOPED_TRACE(fp16);
       auto laid = cuda_layer_graph(*g, config(TargetDevice::kCuda, fp16, x), nullptr);
       ASSERT_TRUE(laid.ok()) << laid.status().to_string();
-      int quant_conv = 0;
+      int quant_conv = 0, eight_bit_out = 0;
       for (const ir::Node& n : laid->nodes) {
         if (n.removed || n.op != ir::OpKind::kQuantConv) continue;
         ++quant_conv;
         EXPECT_EQ(n.attr_string("layout", ""), "NHWC") << n.name;
+        // conv1 -> Relu -> conv2 only: conv1 writes conv2's 8-bit input (docs/decisions/0081).
+        if (n.has_attr("y_type")) {
+          ++eight_bit_out;
+          EXPECT_EQ(n.attr_string("y_type", ""), f == QuantFormat::kInt8 ? "int8" : "fp8e4m3fn");
+        }
       }
       EXPECT_EQ(quant_conv, 3);
+      EXPECT_EQ(eight_bit_out, 1);
       // By default a CUDA build keeps these convolutions in the Q/DQ form unless it is an FP8
       // build (decision 0078 addendum).
       BuilderConfig dflt = config(TargetDevice::kCuda, fp16, x);

@@ -280,6 +280,69 @@ Row quant_conv(const Shape& x, int64_t k, int64_t ks, int64_t stride, bool fp8, 
   return r;
 }
 
+// Two QuantConvs passing 8-bit activations (passes/requantize_quant_conv.cc; docs/decisions/0081):
+// the producer (k1 x k1, + residual when asked, ReLU) writes QuantizeLinear(y, y_scale,
+// y_zero_point) codes (int8 or E4M3FN, 1 byte per element: StorageType kI8 / kF8E4M3 on the GPU),
+// the consumer (k2 x k2, pad k2 / 2) takes them as its X unquantized and writes float. The GPU
+// checks the epilogue's requantization (every tactic of the producer but the FP8 cuDNN graph) and
+// an 8-bit X that skips the quantize kernel against the CPU. fp32 tolerance 2e-3: the codes are
+// equal on both sides for INT8 (integer sums, the epilogue rounded step by step as the CPU), but an
+// FP8 sum in float32 (GPU) vs double (CPU) may move a code at a rounding boundary by one step.
+Row quant_conv_chain(const Shape& x, int64_t k1, int64_t k1s, int64_t k2, int64_t k2s, bool fp8, bool residual,
+                     int64_t y_zp, uint32_t seed) {
+  Row r;
+  r.name = std::string("QuantConv_") + (fp8 ? "fp8_" : "int8_") + "8bit_chain_" + dims_name(x) + "_k" +
+           std::to_string(k1) + "_" + std::to_string(k1s) + "x" + std::to_string(k1s) + "_k" + std::to_string(k2) + "_" +
+           std::to_string(k2s) + "x" + std::to_string(k2s) + (residual ? "_residual" : "") + (y_zp ? "_zp" : "");
+  r.tol = Tolerance{2e-3, 2e-2, 6e-2};
+  r.expect_ops = {"QuantConv"};
+  r.expect_tactic = fp8 ? "y=fp8e4m3" : "y=int8";
+  r.make = [=] {
+    TinyGraph t;
+    const DataType q = fp8 ? DataType::kFloat8E4M3FN : DataType::kInt8;
+    uint32_t st = seed * 2654435761u + 1;
+    auto weight = [&](int64_t k, int64_t c, int64_t ks) {
+      Tensor w(q, {k, c, ks, ks});
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        st = st * 1664525u + 1013904223u;
+        const uint32_t v = st >> 24;
+        w.data<int8_t>()[i] = fp8 ? static_cast<int8_t>((v & 0x80) | ((v & 0x7f) % 0x39)) : static_cast<int8_t>(v % 255 - 127);
+      }
+      return w;
+    };
+    auto scales = [&](int64_t k, uint32_t s) {
+      Tensor ws = nonzero({k}, s);
+      for (int64_t i = 0; i < k; ++i) ws.data<float>()[i] = 0.002f + 0.01f * std::fabs(ws.data<float>()[i]);
+      return ws;
+    };
+    const int64_t c = x[1], p1 = k1s / 2, p2 = k2s / 2;
+    const Shape ys = {x[0], k1, x[2] + 2 * p1 - k1s + 1, x[3] + 2 * p1 - k1s + 1};
+    const Shape zs = {x[0], k2, ys[2] + 2 * p2 - k2s + 1, ys[3] + 2 * p2 - k2s + 1};
+    auto xi = t.input("x", x);
+    std::vector<ir::ValueId> ins1 = {xi, t.constant("w1", weight(k1, c, k1s)), t.constant("w1_scale", scales(k1, seed + 1)),
+                                     t.constant("b1", nonzero({k1}, seed + 2))};
+    std::vector<Tensor> inputs = {nonzero(x, seed + 10)};
+    if (residual) {
+      ins1.push_back(t.input("r", ys));
+      inputs.push_back(nonzero(ys, seed + 11));
+    }
+    const float y_scale = fp8 ? 0.002f : 0.04f;
+    auto y = t.node(OpKind::kQuantConv, "qc1", ins1, ys,
+                    {{"x_scale", Attribute::of_float(0.02f)}, {"x_zero_point", Attribute::of_int(0)},
+                     {"pads", Attribute::of_ints({p1, p1, p1, p1})}, {"activation", Attribute::of_string("Relu")},
+                     {"y_scale", Attribute::of_float(y_scale)}, {"y_zero_point", Attribute::of_int(y_zp)},
+                     {"y_type", Attribute::of_string(dtype_name(q))}});
+    t.g.value(y).dtype = q;
+    std::vector<ir::ValueId> ins2 = {y, t.constant("w2", weight(k2, k1, k2s)), t.constant("w2_scale", scales(k2, seed + 3)),
+                                     t.constant("b2", nonzero({k2}, seed + 4))};
+    t.g.outputs = {t.node(OpKind::kQuantConv, "qc2", ins2, zs,
+                          {{"x_scale", Attribute::of_float(y_scale)}, {"x_zero_point", Attribute::of_int(y_zp)},
+                           {"pads", Attribute::of_ints({p2, p2, p2, p2})}, {"activation", Attribute::of_string("")}})};
+    return OpCase{t.g, inputs};
+  };
+  return r;
+}
+
 // PagedAttention (docs/decisions/0059, 0063) of a step whose tokens are all padding. The pool is
 // named by address in input kv_pools (host memory for a CPU plan, device memory for a CUDA plan),
 // so no one input set names a pool both plans can use: padding tokens read and write nothing and
@@ -464,6 +527,12 @@ std::vector<Row> transformer_rows() {
       quant_conv({1, 16, 5, 5}, 32, 1, 1, false, false, false, 3, 1280), quant_conv({2, 8, 7, 7}, 12, 3, 1, false, true, true, 0, 1290),
       quant_conv({1, 16, 9, 9}, 16, 3, 2, false, false, true, 0, 1295),
       quant_conv({2, 16, 7, 7}, 32, 3, 1, true, true, true, 0, 1296), quant_conv({1, 32, 9, 9}, 16, 3, 2, true, false, false, 0, 1297),
+      // 8-bit activations between two QuantConvs (docs/decisions/0081): 1x1 (GEMM) -> 3x3, 3x3 with
+      // a residual -> 1x1 reading an INT8 zero point, INT8 and FP8.
+      quant_conv_chain({2, 32, 6, 6}, 32, 1, 16, 3, false, false, 0, 1400),
+      quant_conv_chain({2, 32, 6, 6}, 32, 1, 16, 3, true, false, 0, 1410),
+      quant_conv_chain({1, 16, 7, 7}, 32, 3, 16, 1, false, true, -4, 1420),
+      quant_conv_chain({1, 16, 7, 7}, 32, 3, 16, 1, true, true, 0, 1430),
       attention("MHA_d64", {2, 4, 4, 16, 16, 64, 64}, 510),
       attention("seq77_d80", {1, 2, 2, 77, 77, 80, 80}, 520),
       attention("GQA_8_2_seq33", {2, 8, 2, 33, 33, 64, 64}, 530),

@@ -17,6 +17,7 @@
 #include "onnx/importer.h"
 #include "backends/cpu/interpreter.h"
 #include "runtime/engine_impl.h"
+#include "core/numerics.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/metrics.h"
 #include "tools/kiln/tensors.h"
@@ -69,6 +70,26 @@ StatusOr<nlohmann::json> compare_engine(const Engine& engine, const ir::Graph& r
   return j;
 }
 
+namespace {
+
+// A QuantConv's 8-bit output (y_scale / y_zero_point / y_type; docs/decisions/0081) as the float
+// values its codes stand for — DequantizeLinear, what the next layer reads — so it compares with
+// the model's float tensor. Any other tensor is returned as is.
+Tensor dequantized_layer_output(const ir::Node& n, const Tensor& t) {
+  if (n.op != ir::OpKind::kQuantConv || !n.has_attr("y_type") ||
+      (t.dtype() != DataType::kInt8 && t.dtype() != DataType::kFloat8E4M3FN))
+    return t;
+  const float s = n.attr_float("y_scale", 1.f);
+  const float z = static_cast<float>(n.attr_int("y_zero_point", 0));
+  Tensor f(DataType::kFloat32, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    f.data<float>()[i] = t.dtype() == DataType::kInt8 ? (static_cast<float>(t.data<int8_t>()[i]) - z) * s
+                                                      : fp8e4m3fn_to_float(t.data<uint8_t>()[i]) * s;
+  return f;
+}
+
+}  // namespace
+
 StatusOr<nlohmann::json> compare_layers(const Engine& engine, const ir::Graph& reference,
                                         const std::vector<std::pair<std::string, Tensor>>& inputs, bool cosine,
                                         double bound) {
@@ -115,7 +136,7 @@ StatusOr<nlohmann::json> compare_layers(const Engine& engine, const ir::Graph& r
       const std::string& name = pg.value(n.outputs[k]).name;
       auto it = ref.find(name);
       if (it == ref.end()) continue;
-      const OutputMetrics m = compare_outputs(outs[k], it->second, 1, 0, 0);
+      const OutputMetrics m = compare_outputs(dequantized_layer_output(n, outs[k]), it->second, 1, 0, 0);
       nlohmann::json lj = {{"index", i}, {"layer", n.name}, {"op", ir::op_name(n.op)}, {"tensor", name},
                            {"origin", n.origin}};
       bool ok;

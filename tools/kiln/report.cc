@@ -49,7 +49,7 @@ bool is_linear_layer_op(const std::string& op) {
 }
 
 std::string quant_precision_summary(const Engine& e) {
-  int int8 = 0, fp8 = 0, kept = 0;
+  int int8 = 0, fp8 = 0, kept = 0, eight_bit_out = 0;
   bool any_unfused = false;
   std::map<std::string, int> reasons;  // rule -> layers
   std::set<std::string> float_precisions;
@@ -57,6 +57,8 @@ std::string quant_precision_summary(const Engine& e) {
     if (l.op == "QuantLinear" || l.op == "QuantConv") {
       const DataType w = l.inputs.size() > 1 ? l.inputs[1].dtype : DataType::kUndefined;
       (w == DataType::kInt8 ? int8 : fp8) += 1;
+      const DataType y = l.outputs.empty() ? DataType::kUndefined : l.outputs[0].dtype;
+      eight_bit_out += y == DataType::kInt8 || y == DataType::kFloat8E4M3FN;
       continue;
     }
     if (!is_linear_layer_op(l.op)) continue;
@@ -75,6 +77,8 @@ std::string quant_precision_summary(const Engine& e) {
   if (fl == "FP32/FP16" || fl == "FP16/FP32") fl = "FP16/FP32";
   std::string s = std::to_string(int8) + " layer" + (int8 == 1 ? "" : "s") + " INT8, " + std::to_string(fp8) + " FP8, " +
                   std::to_string(kept) + " " + (fl.empty() ? "FP32" : fl);
+  // QuantConvs writing the next layer's 8-bit input (docs/decisions/0081).
+  if (eight_bit_out) s += ", " + std::to_string(eight_bit_out) + " with 8-bit outputs";
   if (!reasons.empty()) {
     std::string r;
     for (const auto& [rule, count] : reasons) r += (r.empty() ? "" : "; ") + std::to_string(count) + " " + rule;

@@ -17,9 +17,14 @@
 //             == 0, K % 8 == 0, INT8 on sm_80+, FP8 on sm_89+;
 //   kiln      the reference direct conv (kernels_quant.h), any shape and GPU.
 // The weight is uploaded as 1 byte per element (the plan keeps the graph's 8-bit constant).
+// 8-bit activations (passes/requantize_quant_conv.cc; docs/decisions/0081): an X stored as kI8 /
+// kF8E4M3 is the quantized input itself (no quantize kernel, no workspace copy), and a node with
+// y_scale / y_zero_point / y_type writes Y as those 8-bit codes from the epilogue (Requant8; every
+// tactic but cudnn_graph, which writes float only and is not offered then).
 #include <cublasLt.h>
 #include <cudnn.h>
 
+#include <cmath>
 #include <vector>
 
 #include "backends/cuda/conv8_graph.h"
@@ -39,6 +44,13 @@ struct QuantConvParams {
   int zero_point = 0;
   bool has_bias = false, has_residual = false, relu = false;
   StorageType x_type = StorageType::kF32, y_type = StorageType::kF32;
+  // 8-bit activations (docs/decisions/0081): X already quantized (x_type kI8 / kF8E4M3), and Y
+  // written as QuantizeLinear(y, y_scale, y_zero_point) codes (y_type kI8 / kF8E4M3), the
+  // residual then read in res_type (the float storage).
+  bool x_8bit = false, y_8bit = false;
+  float y_scale = 1.f;
+  int y_zero_point = 0;
+  StorageType res_type = StorageType::kF32;
   int64_t m() const { return g.n * g.oh * g.ow; }  // GEMM rows: output pixels
   bool gemm_like() const {
     return g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0 &&
@@ -50,9 +62,10 @@ size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
 constexpr uint32_t kCudnnIpg = static_cast<uint32_t>(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
 
-// ins: 0 X (NHWC), 1 W [K, R, S, C] 8-bit, 2 w_scale [K] f32, 3 weight sums [K] f32 (-1 without a
-// zero point), 4 bias [K] f32 (zeros when the node has none), 5 residual (NHWC, Y's storage; -1
-// without), 6 x_scale * w_scale [K] f32 (the cuDNN FP8 graph's S and the igemm epilogue's scale).
+// ins: 0 X (NHWC; float storage, or the 8-bit codes), 1 W [K, R, S, C] 8-bit, 2 w_scale [K] f32,
+// 3 weight sums [K] f32 (-1 without a zero point), 4 bias [K] f32 (zeros when the node has none),
+// 5 residual (NHWC, the float storage; -1 without), 6 x_scale * w_scale [K] f32 (the cuDNN FP8
+// graph's S and Conv8Epilogue::scale).
 class QuantConvLayer : public Layer {
  public:
   ~QuantConvLayer() override {
@@ -94,7 +107,9 @@ class QuantConvLayer : public Layer {
       KILN_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(cd_, g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dil_h, g.dil_w,
                                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_INT32));
     }
-    if (p.fp8 && g.c % 16 == 0 && g.k % 16 == 0) {
+    // The FP8 graph writes float only (conv8_graph.h): not a tactic of an 8-bit Y (the simple
+    // choice of docs/decisions/0081; cuDNN's graph could quantize the output in the graph too).
+    if (p.fp8 && g.c % 16 == 0 && g.k % 16 == 0 && !p.y_8bit) {
       graph_ = true;
       gp8_.g = g;
       gp8_.io = p.y_type == StorageType::kF16 ? CUDNN_DATA_HALF
@@ -116,7 +131,7 @@ class QuantConvLayer : public Layer {
     std::vector<TacticId> c;
     const DeviceInfo& d = device_info();
     const int igemm = conv8_igemm_variants(p_.g, p_.fp8, d.cc_major * 10 + d.cc_minor);
-    if (s.workspace_bytes >= x_bytes())
+    if (s.workspace_bytes >= qx_bytes())
       for (int v = 0; v < igemm; ++v)
         c.push_back(make_tactic_id(TacticSource::kKiln, kIgemmBase + static_cast<uint32_t>(v)));
     if (s.workspace_bytes < scratch_full()) {
@@ -208,25 +223,17 @@ class QuantConvLayer : public Layer {
 
   Status enqueue(ExecState& s) override {
     char* ws = static_cast<char*>(s.workspace);
-    int8_t* qx = reinterpret_cast<int8_t*>(ws);
-    void* acc = ws + align256(static_cast<size_t>(p_.g.n * p_.g.h * p_.g.w * p_.g.c));
+    // The quantized X: the input itself when it is stored in 8 bits, else the workspace's copy.
+    int8_t* qx = p_.x_8bit ? static_cast<int8_t*>(s.ptr(ins[0])) : reinterpret_cast<int8_t*>(ws);
+    void* acc = ws + qx_bytes();
     char* lib_ws = ws + scratch();
-    KILN_CUDA_CHECK(launch_quantize_8bit(p_.x_type, s.ptr(ins[0]), qx, p_.g.n * p_.g.h * p_.g.w * p_.g.c, p_.x_scale,
-                                         p_.zero_point, p_.fp8, s.stream));
+    if (!p_.x_8bit)
+      KILN_CUDA_CHECK(launch_quantize_8bit(p_.x_type, s.ptr(ins[0]), qx, p_.g.n * p_.g.h * p_.g.w * p_.g.c, p_.x_scale,
+                                           p_.zero_point, p_.fp8, s.stream));
     const int8_t* w = static_cast<const int8_t*>(s.ptr(ins[1]));
     const void* res = ins.size() > 5 && ins[5] >= 0 ? s.ptr(ins[5]) : nullptr;
-    if (path_ == Path::kIgemm) {  // the epilogue runs inside the conv kernel
-      Conv8Epilogue e;
-      e.scale = static_cast<const float*>(s.ptr(ins[6]));
-      e.wsum = ins[3] >= 0 ? static_cast<const float*>(s.ptr(ins[3])) : nullptr;
-      e.zero_point = p_.zero_point;
-      e.bias = p_.has_bias ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
-      e.residual = res;
-      e.res_type = p_.y_type;
-      e.relu = p_.relu;
-      e.y = s.ptr(outs[0]);
-      e.y_type = p_.y_type;
-      KILN_CUDA_CHECK(launch_conv8_igemm(qx, w, p_.g, p_.fp8, e, igemm_variant_, s.stream));
+    if (path_ == Path::kIgemm) {  // Kiln's implicit-GEMM conv: the whole epilogue inside the kernel
+      KILN_CUDA_CHECK(launch_conv8_igemm(qx, w, p_.g, p_.fp8, conv8_epilogue(s), igemm_variant_, s.stream));
       return Status::Ok();
     }
     if (path_ == Path::kGraph) {  // the epilogue runs inside the conv kernel
@@ -263,10 +270,35 @@ class QuantConvLayer : public Layer {
     }
     const float* wsum = ins[3] >= 0 ? static_cast<const float*>(s.ptr(ins[3])) : nullptr;
     const float* bias = p_.has_bias ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
+    Requant8 r8;
+    r8.y_scale = p_.y_scale;
+    r8.y_zero_point = p_.y_zero_point;
+    r8.res_type = p_.res_type;
     KILN_CUDA_CHECK(launch_dequant_epilogue(acc, acc_int, s.ptr(outs[0]), p_.y_type, p_.m(), p_.g.k, p_.x_scale,
                                             static_cast<const float*>(s.ptr(ins[2])), wsum, p_.zero_point, bias,
-                                            p_.relu, s.stream, res));
+                                            p_.relu, s.stream, res, p_.y_8bit ? &r8 : nullptr));
     return Status::Ok();
+  }
+
+  // The fused epilogue of Kiln's implicit-GEMM conv (kernels_conv8.h), the same arithmetic as
+  // launch_dequant_epilogue's: scale = x_scale * w_scale (ins[6]), the zero-point correction, bias,
+  // residual, ReLU, and the float or 8-bit Y.
+  Conv8Epilogue conv8_epilogue(ExecState& s) const {
+    Conv8Epilogue e;
+    e.scale = static_cast<const float*>(s.ptr(ins[6]));
+    e.wsum = ins[3] >= 0 ? static_cast<const float*>(s.ptr(ins[3])) : nullptr;
+    e.zero_point = p_.zero_point;
+    e.bias = p_.has_bias ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
+    e.residual = ins.size() > 5 && ins[5] >= 0 ? s.ptr(ins[5]) : nullptr;
+    e.res_type = p_.res_type;
+    e.relu = p_.relu;
+    e.y = s.ptr(outs[0]);
+    e.y_type = p_.y_type;
+    e.y_8bit = p_.y_8bit;
+    e.y_fp8 = p_.y_type == StorageType::kF8E4M3;
+    e.y_scale = p_.y_scale;
+    e.y_zero_point = p_.y_zero_point;
+    return e;
   }
 
   std::string signature() const override {
@@ -285,11 +317,12 @@ class QuantConvLayer : public Layer {
   static constexpr uint32_t kIgemmBase = 1;  // Kiln tactic variants: 0 the reference, 1 + v igemm variant v
   static constexpr size_t kLibWorkspace = 32u << 20;
   static constexpr int kHeuristics = 8;
+  // The quantized X's bytes in the workspace (none when X is stored in 8 bits).
+  size_t qx_bytes() const { return p_.x_8bit ? 0 : align256(static_cast<size_t>(p_.g.n * p_.g.h * p_.g.w * p_.g.c)); }
   // Bytes before the library's workspace: the quantized X, then (tactics that need it) the [M, K]
-  // accumulator.
-  size_t x_bytes() const { return align256(static_cast<size_t>(p_.g.n * p_.g.h * p_.g.w * p_.g.c)); }
-  size_t scratch_full() const { return x_bytes() + align256(static_cast<size_t>(p_.m() * p_.g.k) * 4); }
-  size_t scratch() const { return path_ == Path::kIgemm || path_ == Path::kGraph ? x_bytes() : scratch_full(); }
+  // accumulator; the igemm and cuDNN graph tactics write Y directly.
+  size_t scratch_full() const { return qx_bytes() + align256(static_cast<size_t>(p_.m() * p_.g.k) * 4); }
+  size_t scratch() const { return path_ == Path::kIgemm || path_ == Path::kGraph ? qx_bytes() : scratch_full(); }
   void query_heuristics(ExecState& s) {
     heur_.clear();
     lt_cap_ = std::min(s.workspace_bytes - std::min(s.workspace_bytes, scratch_full()), kLibWorkspace);
@@ -305,9 +338,10 @@ class QuantConvLayer : public Layer {
     cublasLtMatmulPreferenceDestroy(pref);
   }
   void describe(const std::string& how) {
-    tactic = "quant_conv " + std::string(p_.fp8 ? "fp8e4m3" : "int8") + (how.empty() ? "" : " " + how) + " " +
-             storage_name(p_.y_type) + " nhwc" + (p_.has_bias ? " +bias" : "") + (p_.has_residual ? " +residual" : "") +
-             (p_.relu ? " +relu" : "");
+    tactic = "quant_conv " + std::string(p_.fp8 ? "fp8e4m3" : "int8") + (how.empty() ? "" : " " + how) +
+             (p_.x_8bit ? " x=" + std::string(storage_name(p_.x_type)) : "") + " " +
+             (p_.y_8bit ? "y=" : "") + storage_name(p_.y_type) + " nhwc" + (p_.has_bias ? " +bias" : "") +
+             (p_.has_residual ? " +residual" : "") + (p_.relu ? " +relu" : "");
   }
 
   QuantConvParams p_;
@@ -370,7 +404,27 @@ Status lower_quant_conv(LowerContext& ctx, const ir::Node& n, const std::string&
   KILN_ASSIGN_OR_RETURN(int xa, ctx.activation(n.inputs[0]));
   xa = ctx.as_layout(xa, true);
   p.x_type = ctx.value_type(xa);
+  const StorageType codes = p.fp8 ? StorageType::kF8E4M3 : StorageType::kI8;
+  p.x_8bit = p.x_type == StorageType::kI8 || p.x_type == StorageType::kF8E4M3;
+  if (p.x_8bit && p.x_type != codes)
+    return unsupported(where + "8-bit input stored as " + storage_name(p.x_type) + ", the weight is " +
+                       (p.fp8 ? "fp8e4m3" : "int8"));
+  if (!p.x_8bit && !storage_is_float(p.x_type))
+    return unsupported(where + "input stored as " + storage_name(p.x_type));
+  p.res_type = ctx.storage();
   p.y_type = ctx.storage();
+  if (const std::string yt = n.attr_string("y_type", ""); !yt.empty()) {
+    const DataType d = dtype_from_name(yt);
+    if (d != DataType::kInt8 && d != DataType::kFloat8E4M3FN)
+      return invalid_argument(where + "y_type '" + yt + "', expected int8 or fp8e4m3fn");
+    p.y_8bit = true;
+    p.y_type = d == DataType::kInt8 ? StorageType::kI8 : StorageType::kF8E4M3;
+    p.y_scale = n.attr_float("y_scale", 0.f);
+    p.y_zero_point = static_cast<int>(n.attr_int("y_zero_point", 0));
+    if (!(p.y_scale > 0) || !std::isfinite(p.y_scale)) return invalid_argument(where + "y_scale must be a finite number > 0");
+    if (d == DataType::kInt8 ? (p.y_zero_point < -128 || p.y_zero_point > 127) : p.y_zero_point != 0)
+      return invalid_argument(where + "y_zero_point " + std::to_string(p.y_zero_point) + " out of range for " + yt);
+  }
   // KCRS -> KRSC, byte for byte (the 8-bit codes are not converted).
   std::vector<uint8_t> krsc(static_cast<size_t>(wc->numel()));
   const uint8_t* src = wc->data<uint8_t>();
@@ -395,7 +449,8 @@ Status lower_quant_conv(LowerContext& ctx, const ir::Node& n, const std::string&
     const void* src_b = has_bias ? bc->raw() : static_cast<const void*>(zeros.data());
     KILN_ASSIGN_OR_RETURN(bv, ctx.upload_raw(n.name + ":bias", {K}, src_b, static_cast<size_t>(K) * 4, where + "bias"));
   }
-  {  // the FP8 graph's and the igemm epilogue's per-channel scale
+  {
+    // x_scale * w_scale [K]: the FP8 graph's S and the implicit-GEMM epilogue's scale (kernels_conv8.h).
     std::vector<float> s8(static_cast<size_t>(K));
     for (int64_t k = 0; k < K; ++k) s8[k] = p.x_scale * sc->data<float>()[k];
     KILN_ASSIGN_OR_RETURN(s8v, ctx.upload_raw(n.name + ":scale", {K}, s8.data(), s8.size() * 4, where + "scale"));
@@ -403,13 +458,13 @@ Status lower_quant_conv(LowerContext& ctx, const ir::Node& n, const std::string&
   if (has_res) {
     KILN_ASSIGN_OR_RETURN(int ra, ctx.activation(n.inputs[4]));
     rv = ctx.as_layout(ra, true);
-    if (ctx.value_type(rv) != p.y_type)
-      return unsupported(where + "residual stored as " + storage_name(ctx.value_type(rv)) + ", the output as " +
-                         storage_name(p.y_type));
+    if (ctx.value_type(rv) != p.res_type)
+      return unsupported(where + "residual stored as " + storage_name(ctx.value_type(rv)) + ", the layer's float storage is " +
+                         storage_name(p.res_type));
   }
   auto layer = std::make_unique<QuantConvLayer>();
   KILN_RETURN_IF_ERROR(layer->init(p));
-  const int out = ctx.new_value(g.value(n.outputs[0]).name, y, ctx.storage(), true);
+  const int out = ctx.new_value(g.value(n.outputs[0]).name, y, p.y_type, true);
   ctx.add_layer(std::move(layer), n.name, {xa, wv, sv, sumv, bv, rv, s8v}, {out}, n.origin);
   ctx.bind(n.outputs[0], out);
   return Status::Ok();

@@ -34,6 +34,8 @@ cudnnDataType_t cudnn_type(StorageType t) {
     case StorageType::kI32: return CUDNN_DATA_INT32;
     case StorageType::kI64: return CUDNN_DATA_INT64;
     case StorageType::kBool: return CUDNN_DATA_BOOLEAN;
+    case StorageType::kI8: return CUDNN_DATA_INT8;
+    case StorageType::kF8E4M3: return CUDNN_DATA_FP8_E4M3;
     case StorageType::kF64: return CUDNN_DATA_DOUBLE;
     case StorageType::kU64: return CUDNN_DATA_INT64;  // not a cuDNN type; no cuDNN layer reads it
     case StorageType::kF32: break;
@@ -811,6 +813,8 @@ cudaDataType_t cuda_type(StorageType t) {
     case StorageType::kI32: return CUDA_R_32I;
     case StorageType::kI64: return CUDA_R_64I;
     case StorageType::kBool: return CUDA_R_8U;
+    case StorageType::kI8: return CUDA_R_8I;
+    case StorageType::kF8E4M3: return CUDA_R_8F_E4M3;
     case StorageType::kF64: return CUDA_R_64F;
     case StorageType::kU64: return CUDA_R_64U;
     case StorageType::kF32: break;

@@ -500,6 +500,8 @@ class Lowering final : public LowerContext {
     }
     std::vector<bool> int_in;
     for (ir::ValueId v : n.inputs) int_in.push_back(act_.count(v) && !storage_is_float(m_->vals[act_.at(v)].type));
+    // A QuantConv's X may be the 8-bit codes another QuantConv wrote (docs/decisions/0081).
+    if (n.op == ir::OpKind::kQuantConv && !int_in.empty()) int_in[0] = false;
     KILN_RETURN_IF_ERROR(check_int_operands(n, int_in));
     for (size_t k = 0; k < n.outputs.size(); ++k) {
       const ir::ValueId v = n.outputs[k];
@@ -511,7 +513,10 @@ class Lowering final : public LowerContext {
       const bool dropout_mask = n.op == ir::OpKind::kDropout && k == 1 && vs_.dtypes[v] == DataType::kBool;
       const bool topk_indices = n.op == ir::OpKind::kTopK && k == 1 && vs_.dtypes[v] == DataType::kInt64;
       const bool unique_ints = n.op == ir::OpKind::kUnique && k >= 1 && vs_.dtypes[v] == DataType::kInt64;
-      if (!is_float(vs_.dtypes[v]) && !pool_indices && !dropout_mask && !topk_indices && !unique_ints)
+      // QuantConv's 8-bit output: the next QuantConv's X codes (docs/decisions/0081).
+      const bool quant_codes = n.op == ir::OpKind::kQuantConv && k == 0 &&
+                               (vs_.dtypes[v] == DataType::kInt8 || vs_.dtypes[v] == DataType::kFloat8E4M3FN);
+      if (!is_float(vs_.dtypes[v]) && !pool_indices && !dropout_mask && !topk_indices && !unique_ints && !quant_codes)
         return unsupported(where + std::string("output dtype ") + dtype_name(vs_.dtypes[v]));
     }
     if (LayerFactory f = find_layer_factory(n.op)) return f(*this, n, where);
@@ -554,6 +559,8 @@ class Lowering final : public LowerContext {
           break;
         }
         case StorageType::kBool: *p = (int_src ? k != 0 : d != 0.0) ? 1 : 0; break;
+        case StorageType::kI8: *p = static_cast<uint8_t>(static_cast<int8_t>(int_src ? k : static_cast<int64_t>(d))); break;
+        case StorageType::kF8E4M3: *p = double_to_fp8e4m3fn(d); break;
         case StorageType::kF64: {
           const double v = c.dtype() == DataType::kInt64 ? static_cast<double>(k) : d;
           std::memcpy(p, &v, 8);

@@ -83,6 +83,8 @@ DataType storage_host_dtype(StorageType t) {
     case StorageType::kI64: return DataType::kInt64;
     case StorageType::kI32: return DataType::kInt32;
     case StorageType::kBool: return DataType::kBool;
+    case StorageType::kI8: return DataType::kInt8;
+    case StorageType::kF8E4M3: return DataType::kFloat8E4M3FN;
     case StorageType::kF64: return DataType::kFloat64;
     case StorageType::kU64: return DataType::kUInt64;
     case StorageType::kF16: return DataType::kFloat16;

@@ -22,14 +22,19 @@ constexpr int kMaxRank = 8;  // the rank the GPU kernels index (ONNX node cases 
 // output has that dtype (docs/decisions/0051). kF64 holds float64 tensors exactly (IEEE double,
 // row-major): like the integer types it is never a float kernel's storage; the exact kernels
 // compute on it in double (docs/decisions/0075). kU64 holds uint64 tensors exactly; only the exact
-// kernels that take it compute on it, with unsigned semantics (docs/decisions/0075).
-enum class StorageType : int { kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3, kI64 = 4, kBool = 5, kF64 = 16, kU64 = 17 };
+// kernels that take it compute on it, with unsigned semantics (docs/decisions/0075). kI8 / kF8E4M3
+// hold 8-bit quantization codes (int8; FP8 E4M3FN bits), one byte per element: the activations
+// QuantConv layers pass to each other (docs/decisions/0081); only the QuantConv factory writes and
+// reads them (never a float kernel's or an exact kernel's storage).
+enum class StorageType : int {
+  kF32 = 0, kF16 = 1, kBF16 = 2, kI32 = 3, kI64 = 4, kBool = 5, kI8 = 6, kF8E4M3 = 7, kF64 = 16, kU64 = 17
+};
 inline int storage_bytes(StorageType t) {
   switch (t) {
     case StorageType::kI64: case StorageType::kF64: case StorageType::kU64: return 8;
     case StorageType::kF32: case StorageType::kI32: return 4;
     case StorageType::kF16: case StorageType::kBF16: return 2;
-    case StorageType::kBool: return 1;
+    case StorageType::kBool: case StorageType::kI8: case StorageType::kF8E4M3: return 1;
   }
   return 4;
 }
@@ -40,6 +45,8 @@ inline bool storage_is_float(StorageType t) {
 inline const char* storage_name(StorageType t) {
   switch (t) {
     case StorageType::kBool: return "bool";
+    case StorageType::kI8: return "int8";
+    case StorageType::kF8E4M3: return "fp8e4m3";
     case StorageType::kF16: return "fp16";
     case StorageType::kBF16: return "bf16";
     case StorageType::kI32: return "int32";

@@ -255,7 +255,7 @@ cudaError_t launch_cast_to_narrow(const void* x, StorageType xt, void* y, Storag
     case StorageType::kBF16: return run(static_cast<const __nv_bfloat16*>(x));
     case StorageType::kI32: return run(static_cast<const int32_t*>(x));
     case StorageType::kI64: return run(static_cast<const int64_t*>(x));
-    case StorageType::kBool: return cudaErrorInvalidValue;
+    case StorageType::kBool: case StorageType::kI8: case StorageType::kF8E4M3: return cudaErrorInvalidValue;
   }
   return cudaErrorInvalidValue;
 }

@@ -25,17 +25,39 @@ __global__ void quantize_kernel(StorageType xt, const void* x, int8_t* q, int64_
   }
 }
 
+// The epilogue's value, each step rounded to float32 as the CPU reference computes it (no fused
+// multiply-add): ((a - zp * ws) * (sx * s) + b) + r, then ReLU.
+__device__ __forceinline__ float epilogue_value(float a, float zp, float ws, float sx, float s, float b, float r,
+                                                bool relu) {
+  if (zp != 0.f) a = __fsub_rn(a, __fmul_rn(zp, ws));
+  const float o = __fadd_rn(__fadd_rn(__fmul_rn(a, __fmul_rn(sx, s)), b), r);
+  return relu && o < 0.f ? 0.f : o;
+}
+
+// QuantizeLinear of v (Requant8): the int8 code, or the E4M3FN byte when fp8 — quantize_kernel's
+// conversions (a division, not * 1/scale).
+__device__ __forceinline__ uint8_t requantize(float v, float ys, int yz, bool fp8) {
+  const float f = __fdiv_rn(v, ys);
+  if (fp8) return __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3);
+  const float r = rintf(f) + static_cast<float>(yz);
+  return static_cast<uint8_t>(static_cast<int8_t>(r < -128.f ? -128.f : (r > 127.f ? 127.f : r)));
+}
+
+bool eight_bit(StorageType t) { return t == StorageType::kI8 || t == StorageType::kF8E4M3; }
+
+// rt: the residual's storage (yt for a float y); ys / yz: Requant8 when yt is 8-bit.
 __global__ void epilogue_kernel(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
                                 float sx, const float* sw, const float* wsum, int zp, const float* bias, bool relu,
-                                const void* res) {
+                                const void* res, StorageType rt, float ys, int yz) {
+  const bool y8 = yt == StorageType::kI8 || yt == StorageType::kF8E4M3;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < m * n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c = i % n;
-    float a = acc_int ? static_cast<float>(static_cast<const int32_t*>(acc)[i]) : static_cast<const float*>(acc)[i];
-    if (wsum && zp) a -= static_cast<float>(zp) * wsum[c];
-    float o = a * (sx * sw[c]) + (bias ? bias[c] : 0.f);
-    if (res) o += load(res, i, yt);
-    store(y, i, relu && o < 0.f ? 0.f : o, yt);
+    const float a = acc_int ? static_cast<float>(static_cast<const int32_t*>(acc)[i]) : static_cast<const float*>(acc)[i];
+    const float o = epilogue_value(a, wsum ? static_cast<float>(zp) : 0.f, wsum ? wsum[c] : 0.f, sx, sw[c],
+                                   bias ? bias[c] : 0.f, res ? load(res, i, rt) : 0.f, relu);
+    if (y8) static_cast<uint8_t*>(y)[i] = requantize(o, ys, yz, yt == StorageType::kF8E4M3);
+    else store(y, i, o, yt);
   }
 }
 
@@ -120,7 +142,7 @@ __global__ void quantize8_kernel(const T* x, int8_t* q, int64_t groups, float sc
 // float4, one store of 4 values.
 __global__ void epilogue4_kernel(const void* acc, bool acc_int, void* y, StorageType yt, int64_t groups, int64_t n4,
                                  float sx, const float* sw, const float* wsum, int zp, const float* bias, bool relu,
-                                 const void* res) {
+                                 const void* res, StorageType rt, float ys, int yz) {
   for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t c4 = g % n4;
@@ -146,12 +168,12 @@ __global__ void epilogue4_kernel(const void* acc, bool acc_int, void* y, Storage
     }
     float rr[4] = {0.f, 0.f, 0.f, 0.f};
     if (res) {
-      if (yt == StorageType::kF16) {
+      if (rt == StorageType::kF16) {
         const uint2 v = reinterpret_cast<const uint2*>(res)[g];
         const __half2* h = reinterpret_cast<const __half2*>(&v);
         const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
         rr[0] = f0.x; rr[1] = f0.y; rr[2] = f1.x; rr[3] = f1.y;
-      } else if (yt == StorageType::kBF16) {
+      } else if (rt == StorageType::kBF16) {
         const uint2 v = reinterpret_cast<const uint2*>(res)[g];
         const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
         const float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
@@ -162,11 +184,14 @@ __global__ void epilogue4_kernel(const void* acc, bool acc_int, void* y, Storage
       }
     }
     float o[4];
-    for (int j = 0; j < 4; ++j) {
-      o[j] = (a[j] - static_cast<float>(zp) * ws[j]) * (sx * sc[j]) + bb[j] + rr[j];
-      if (relu) o[j] = o[j] > 0.f ? o[j] : 0.f;
-    }
-    if (yt == StorageType::kF16) {
+    for (int j = 0; j < 4; ++j)
+      o[j] = epilogue_value(a[j], wsum ? static_cast<float>(zp) : 0.f, ws[j], sx, sc[j], bb[j], rr[j], relu);
+    if (yt == StorageType::kI8 || yt == StorageType::kF8E4M3) {
+      const bool f8 = yt == StorageType::kF8E4M3;
+      const uint32_t b0 = requantize(o[0], ys, yz, f8), b1 = requantize(o[1], ys, yz, f8),
+                     b2 = requantize(o[2], ys, yz, f8), b3 = requantize(o[3], ys, yz, f8);
+      reinterpret_cast<uint32_t*>(y)[g] = b0 | (b1 << 8) | (b2 << 16) | (b3 << 24);
+    } else if (yt == StorageType::kF16) {
       __half2 h[2] = {__floats2half2_rn(o[0], o[1]), __floats2half2_rn(o[2], o[3])};
       reinterpret_cast<uint2*>(y)[g] = *reinterpret_cast<const uint2*>(h);
     } else if (yt == StorageType::kBF16) {
@@ -214,19 +239,29 @@ cudaError_t launch_quantize_8bit(StorageType xt, const void* x, int8_t* q, int64
 
 cudaError_t launch_dequant_epilogue(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
                                     float x_scale, const float* w_scale, const float* wsum, int zero_point,
-                                    const float* bias, bool relu, cudaStream_t stream, const void* residual) {
+                                    const float* bias, bool relu, cudaStream_t stream, const void* residual,
+                                    const Requant8* out8) {
   if (m * n <= 0) return cudaSuccess;
-  const uintptr_t ymask = yt == StorageType::kF32 ? 15 : 7;
+  const bool y8 = eight_bit(yt);
+  if (y8 && !out8) return cudaErrorInvalidValue;
+  const StorageType rt = y8 ? out8->res_type : yt;
+  const float ys = y8 ? out8->y_scale : 1.f;
+  const int yz = y8 ? out8->y_zero_point : 0;
+  if (y8 && (!(ys > 0.f) || eight_bit(rt))) return cudaErrorInvalidValue;
+  auto mask = [](StorageType t) -> uintptr_t { return t == StorageType::kF32 ? 15 : (eight_bit(t) ? 3 : 7); };
+  auto is_float = [](StorageType t) {
+    return t == StorageType::kF32 || t == StorageType::kF16 || t == StorageType::kBF16;
+  };
   if (n % 4 == 0 && aligned16(acc) && aligned16(w_scale) && (!bias || aligned16(bias)) && (!wsum || aligned16(wsum)) &&
-      (reinterpret_cast<uintptr_t>(y) & ymask) == 0 && (reinterpret_cast<uintptr_t>(residual) & ymask) == 0 &&
-      (yt == StorageType::kF32 || yt == StorageType::kF16 || yt == StorageType::kBF16)) {
+      (reinterpret_cast<uintptr_t>(y) & mask(yt)) == 0 && (reinterpret_cast<uintptr_t>(residual) & mask(rt)) == 0 &&
+      (is_float(yt) || y8) && (!residual || is_float(rt))) {
     const int64_t groups = m * n / 4;
     epilogue4_kernel<<<blocks_for(groups), kThreads, 0, stream>>>(acc, acc_int, y, yt, groups, n / 4, x_scale, w_scale,
-                                                                  wsum, zero_point, bias, relu, residual);
+                                                                  wsum, zero_point, bias, relu, residual, rt, ys, yz);
     return cudaGetLastError();
   }
   epilogue_kernel<<<blocks_for(m * n), kThreads, 0, stream>>>(acc, acc_int, y, yt, m, n, x_scale, w_scale, wsum,
-                                                              zero_point, bias, relu, residual);
+                                                              zero_point, bias, relu, residual, rt, ys, yz);
   return cudaGetLastError();
 }
 

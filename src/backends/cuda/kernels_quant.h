@@ -20,14 +20,29 @@ namespace kiln::cuda {
 cudaError_t launch_quantize_8bit(StorageType xt, const void* x, int8_t* q, int64_t count, float scale,
                                  int zero_point, bool fp8, cudaStream_t stream);
 
-// y[m, n] = act((acc[m, n] - zero_point * wsum[n]) * x_scale * w_scale[n] + bias[n] + r[m, n]) for
-// the row-major [M, N] accumulator (int32 when acc_int, else float32), y and the residual r in
-// storage `yt` (an NHWC conv output is row-major [N*H*W, K]); act = ReLU when `relu`, else
-// identity; wsum / bias / residual may be null. One pass over the accumulator; 4 outputs per thread
-// when N % 4 == 0 and the pointers are 16-byte aligned (8-byte for 16-bit y and r).
+// The 8-bit output of the epilogue (QuantConv's y_scale / y_zero_point; docs/decisions/0081): y
+// (storage kI8 or kF8E4M3) receives QuantizeLinear(v, y_scale, y_zero_point) of each value v:
+// int8 rint(v / y_scale) + y_zero_point saturated to [-128, 127], or the nearest E4M3FN value of
+// v / y_scale saturating at +-448 (zero point 0) — the CPU reference's rounding. The residual is
+// then read in `res_type` (a float storage).
+struct Requant8 {
+  float y_scale = 1.f;
+  int y_zero_point = 0;
+  StorageType res_type = StorageType::kF32;
+};
+
+// v[m, n] = act((acc[m, n] - zero_point * wsum[n]) * (x_scale * w_scale[n]) + bias[n] + r[m, n]) for
+// the row-major [M, N] accumulator (int32 when acc_int, else float32), each step rounded to float32
+// as the CPU reference does it (no fused multiply-add); act = ReLU when `relu`, else identity;
+// wsum / bias / residual may be null. y[m, n] = v in float storage `yt` (fp32 / fp16 / bf16; the
+// residual r in the same storage), or, when yt is kI8 / kF8E4M3, the 8-bit code of v as *out8 says
+// (out8 required then; cudaErrorInvalidValue without it). An NHWC conv output is row-major
+// [N*H*W, K]. One pass over the accumulator; 4 outputs per thread when N % 4 == 0 and the pointers
+// are aligned (16 bytes for acc, scales and fp32 data, 8 for 16-bit data, 4 for 8-bit y).
 cudaError_t launch_dequant_epilogue(const void* acc, bool acc_int, void* y, StorageType yt, int64_t m, int64_t n,
                                     float x_scale, const float* w_scale, const float* wsum, int zero_point,
-                                    const float* bias, bool relu, cudaStream_t stream, const void* residual = nullptr);
+                                    const float* bias, bool relu, cudaStream_t stream, const void* residual = nullptr,
+                                    const Requant8* out8 = nullptr);
 
 // The reference GEMM: acc[m, n] = sum_k q[m, k] * w[n, k] over 8-bit operands (int8 -> int32, or
 // E4M3FN -> float32), one thread per output. For shapes no tensor-core GEMM takes.

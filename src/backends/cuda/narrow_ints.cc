@@ -83,10 +83,14 @@ Status widen_narrow_integers(const ir::Graph& g, ValueShapes* vs) {
   // Only activations count: a narrow *constant* (QuantLinear's int8 weights, a uint8 operand) is
   // read by its factory from the graph as it was before (operand_as converts it by value), and
   // keeps its dtype.
+  // Neither does the int8 output of a QuantConv (its codes for the next QuantConv, stored in one
+  // byte: StorageType::kI8, docs/decisions/0081), which only QuantConvs read.
   DataType wide;
   auto narrow = [&](ir::ValueId v) {
-    return v != ir::kNoValue && static_cast<size_t>(v) < vs->dtypes.size() && !g.value(v).constant &&
-           narrow_int_dtype(vs->dtypes[v], &wide);
+    if (v == ir::kNoValue || static_cast<size_t>(v) >= vs->dtypes.size() || g.value(v).constant) return false;
+    const ir::NodeId p = g.value(v).producer;
+    if (p >= 0 && g.node(p).op == ir::OpKind::kQuantConv) return false;
+    return narrow_int_dtype(vs->dtypes[v], &wide);
   };
   bool any = false;
   for (const ir::Value& v : g.values) any |= narrow(v.id);

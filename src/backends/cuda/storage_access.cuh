@@ -19,6 +19,8 @@ __device__ __forceinline__ float load(const void* p, int64_t i, StorageType t) {
     case StorageType::kI32: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
     case StorageType::kI64: return static_cast<float>(static_cast<const int64_t*>(p)[i]);
     case StorageType::kBool: return static_cast<const uint8_t*>(p)[i] != 0 ? 1.f : 0.f;
+    case StorageType::kI8: return static_cast<float>(static_cast<const int8_t*>(p)[i]);  // the code, not its value
+    case StorageType::kF8E4M3: return static_cast<float>(static_cast<const uint8_t*>(p)[i]);
     case StorageType::kF64: return static_cast<float>(static_cast<const double*>(p)[i]);
     case StorageType::kU64: return static_cast<float>(static_cast<const uint64_t*>(p)[i]);
     case StorageType::kF32: break;
@@ -32,6 +34,8 @@ __device__ __forceinline__ void store(void* p, int64_t i, float v, StorageType t
     case StorageType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); return;
     case StorageType::kI64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
     case StorageType::kBool: static_cast<uint8_t*>(p)[i] = v != 0.f ? 1 : 0; return;
+    case StorageType::kI8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); return;  // no float kernel writes codes
+    case StorageType::kF8E4M3: static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(v); return;
     case StorageType::kF64: static_cast<double*>(p)[i] = v; return;
     case StorageType::kU64: static_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v); return;
     case StorageType::kF32: break;
@@ -108,6 +112,7 @@ cudaError_t with_storage_type(StorageType t, bool with_bool, F f) {
     case StorageType::kF64: return f(double{});
     case StorageType::kU64: return f(uint64_t{});
     case StorageType::kBool: return with_bool ? f(uint8_t{}) : cudaErrorInvalidValue;
+    case StorageType::kI8: case StorageType::kF8E4M3: return cudaErrorInvalidValue;  // QuantConv's codes only
   }
   return cudaErrorInvalidValue;
 }
