@@ -127,7 +127,9 @@ struct BuilderConfig {
   // QuantConv took 72.2 ms against 23.5 ms for the unfused Q/DQ form (cuDNN 9.19's legacy INT8
   // 3x3 convolutions are slow on Hopper), while FP8 QuantConv took 14.2 ms against 29.3 ms.
   // QuantConv has no float fallback tactic for the builder to pick per layer yet.
-  // `kiln build --quant-conv`.
+  // `kiln build --quant-conv`. It also makes FP8 convolutions pass 8-bit activations to each
+  // other (INT8 QuantConvs always do); by default an FP8 QuantConv writes a float output, so cuDNN's
+  // FP8 graph convolution stays a candidate tactic (docs/decisions/0081 addendum).
   bool quant_conv = false;
   TargetDevice target = TargetDevice::kAuto;  // kAuto: CUDA when built with it and a GPU is present
   int opt_level = 2;  // 0..3: how much the pass pipeline may rewrite (0: none, 1: cleanups, 2: + fusions)

@@ -148,6 +148,8 @@ Status optimize(ir::Graph* g, const BuilderConfig& c, const std::vector<Optimiza
   // INT8 convolutions become QuantConv only when asked for (BuilderConfig::quant_conv; decision
   // 0078 addendum); FP8 ones always do.
   opts.int8_quant_conv = c.quant_conv;
+  // FP8 QuantConvs pass 8-bit activations only when asked for too (decision 0081 addendum).
+  opts.fp8_conv_activations_8bit = c.quant_conv;
   opts.dump_after = c.dump_after_pass;
   opts.verify_each = c.verify_passes;
   opts.evaluator = &reference_evaluator();  // constant folding on the CPU reference kernels

@@ -27,6 +27,11 @@ struct PassOptions {
   // false each records the rule "INT8 QuantConv not enabled" instead. The builder sets it from
   // BuilderConfig::quant_conv (docs/decisions/0078 addendum).
   bool int8_quant_conv = true;
+  // requantize_quant_conv: FP8 QuantConvs pass 8-bit activations too (INT8 ones always do). The
+  // builder sets it from BuilderConfig::quant_conv: by default an FP8 conv keeps a float output,
+  // which lets the builder time cuDNN's FP8 graph convolution (float Y only) against Kiln's kernels
+  // (docs/decisions/0081 addendum).
+  bool fp8_conv_activations_8bit = true;
 };
 
 struct Pass {

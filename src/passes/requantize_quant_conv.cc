@@ -31,7 +31,7 @@ DataType quant_type(const ir::Graph& g, const ir::Node& n) {
 
 }  // namespace
 
-Status requantize_quant_conv(ir::Graph& g, const PassOptions&) {
+Status requantize_quant_conv(ir::Graph& g, const PassOptions& opts) {
   remove_dead_nodes(g);
   const std::vector<std::vector<ir::NodeId>> consumers = g.consumers();
   std::set<std::string> pinned;
@@ -62,6 +62,7 @@ Status requantize_quant_conv(ir::Graph& g, const PassOptions&) {
       }
     }
     if (!ok || t == DataType::kUndefined) continue;
+    if (t == DataType::kFloat8E4M3FN && !opts.fp8_conv_activations_8bit) continue;
     p.attrs["y_scale"] = ir::Attribute::of_float(s);
     p.attrs["y_zero_point"] = ir::Attribute::of_int(z);
     p.attrs["y_type"] = ir::Attribute::of_string(dtype_name(t));

@@ -77,6 +77,7 @@ struct Row {
   // (an unoptimized block, an op a fusion would rewrite) turns the optimizer down.
   int opt_level = 2;
   std::set<std::string> disabled_passes;
+  bool quant_conv = false;  // BuilderConfig::quant_conv (FP8 QuantConv rows about 8-bit activations)
   size_t workspace_limit = 0;  // BuilderConfig::workspace_limit, bytes (0: none); CUDA layers are checked to keep to it
   bool cuda_graph = false;     // CUDA: also run through a captured CUDA graph and replay it: same bits
   bool cuda = true;            // false: a CPU-only row (the CUDA backend does not lower it)

@@ -102,6 +102,7 @@ StatusOr<Ran> run_product_path(const OpCase& c, const Param& p) {
   config.workspace_limit = p.row->workspace_limit;
   config.opt_level = p.row->opt_level;
   config.disabled_passes = p.row->disabled_passes;
+  config.quant_conv = p.row->quant_conv;
   config.timing_iterations = 2;
   if (p.cuda) config.tactic_sources = p.row->tactic_sources;
   KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> plan, build_from_graph(c.graph, config));
