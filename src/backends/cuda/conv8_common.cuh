@@ -91,6 +91,65 @@ __device__ __forceinline__ void store8(const Conv8Epilogue& e, int64_t i, const 
   *reinterpret_cast<float4*>(y + 4) = make_float4(v[4], v[5], v[6], v[7]);
 }
 
+// The loads of one reduction tile, shared by both kernels: A = kBM im2col rows of the NHWC input
+// (one per output pixel), B = kBN rows of the KRSC weight, kChunks 16-byte chunks of each row per
+// tile (kBK = 16 * kChunks bytes). Thread t loads chunk column t % kChunks of rows t / kChunks +
+// i * (kThreads / kChunks). A chunk is 16 channels of one tap (C % 16 == 0); chunks in the padding,
+// past the reduction's end or past M / K are zero-filled. `at(row, chunk)` is the kernel's swizzled
+// byte offset of a chunk in its shared-memory tile.
+template <int kBM, int kBN, int kThreads, int kChunks>
+struct TileLoader {
+  static constexpr int kRowsPerPass = kThreads / kChunks;
+  static constexpr int kARows = kBM / kRowsPerPass, kBRows = kBN / kRowsPerPass;
+  static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0, "tile rows must cover the threads");
+  int64_t a_img[kARows];  // the pixel's image base offset
+  int a_ih[kARows], a_iw[kARows];  // its window's top-left corner (may be negative: padding)
+  bool a_ok[kARows];
+  int chunk, row0;
+
+  __device__ __forceinline__ TileLoader(const Conv8Geometry& g, int64_t m0, int tid)
+      : chunk(tid % kChunks), row0(tid / kChunks) {
+    const int64_t m_total = g.n * g.oh * g.ow;
+#pragma unroll
+    for (int i = 0; i < kARows; ++i) {
+      const int64_t m = m0 + row0 + i * kRowsPerPass;
+      a_ok[i] = m < m_total;
+      const int64_t mm = a_ok[i] ? m : 0;
+      const int64_t ox = mm % g.ow, t = mm / g.ow;
+      const int64_t oy = t % g.oh, b = t / g.oh;
+      a_img[i] = b * g.h * g.w * g.c;
+      a_ih[i] = static_cast<int>(oy * g.stride_h - g.pad_h);
+      a_iw[i] = static_cast<int>(ox * g.stride_w - g.pad_w);
+    }
+  }
+
+  template <typename At>
+  __device__ __forceinline__ void load(const int8_t* x, const int8_t* w, const Conv8Geometry& g, int n0,
+                                       int64_t k_red, int64_t kt, uint8_t* sa, uint8_t* sb, At at) const {
+    const int64_t kk = kt * (16 * kChunks) + chunk * 16;
+    const bool k_ok = kk < k_red;
+    const int64_t tap = k_ok ? kk / g.c : 0;
+    const int64_t ch = k_ok ? kk - tap * g.c : 0;
+    const int r = static_cast<int>(tap / g.s), s = static_cast<int>(tap - (tap / g.s) * g.s);
+#pragma unroll
+    for (int i = 0; i < kARows; ++i) {
+      const int row = row0 + i * kRowsPerPass;
+      const int ih = a_ih[i] + r * static_cast<int>(g.dil_h), iw = a_iw[i] + s * static_cast<int>(g.dil_w);
+      const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+      const int8_t* src = ok ? x + a_img[i] + (static_cast<int64_t>(ih) * g.w + iw) * g.c + ch : x;
+      cp_async16(smem_addr(sa + at(row, chunk)), src, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < kBRows; ++i) {
+      const int row = row0 + i * kRowsPerPass;
+      const int kout = n0 + row;
+      const bool ok = k_ok && kout < g.k;
+      const int8_t* src = ok ? w + static_cast<int64_t>(kout) * k_red + kk : w;
+      cp_async16(smem_addr(sb + at(row, chunk)), src, ok);
+    }
+  }
+};
+
 // The epilogue's staging tile: float [kBM][kBN] in shared memory, each row's 16-byte chunks
 // XOR-swizzled by the row (chunk c of row r at c ^ (r & 7)), so the 8 rows a warp's accumulator
 // fragment covers at once land in different banks.

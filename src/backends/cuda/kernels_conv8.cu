@@ -73,9 +73,6 @@ __global__ void __launch_bounds__(kWM * kWN * 32, kFp8 ? 1 : 2)
   constexpr int kTM = kBM / kWM, kTN = kBN / kWN;  // warp tile
   constexpr int kMI = kTM / 16, kNI = kTN / 8;      // mma tiles per warp
   static_assert(kNI % 2 == 0, "B fragments are loaded two n8 tiles at a time");
-  constexpr int kRowsPerPass = kThreadsPerBlock / 4;  // each thread loads one 16-byte chunk column
-  constexpr int kARows = kBM / kRowsPerPass, kBRows = kBN / kRowsPerPass;
-  static_assert(kBM % kRowsPerPass == 0 && kBN % kRowsPerPass == 0, "tile rows must cover the threads");
 
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* sa = smem;                             // [kStages][kBM][kBK]
@@ -87,47 +84,10 @@ __global__ void __launch_bounds__(kWM * kWN * 32, kFp8 ? 1 : 2)
   const int64_t k_red = g.r * g.s * g.c;  // reduction length, a multiple of 16
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
   const int n0 = blockIdx.y * kBN;
-  const int chunk = tid & 3;
-  const int row0 = tid >> 2;
-
-  // The pixels this thread loads A rows for: the image's base and the window's top-left corner.
-  int64_t a_img[kARows];
-  int a_ih[kARows], a_iw[kARows];
-  bool a_ok[kARows];
-  for (int i = 0; i < kARows; ++i) {
-    const int64_t m = m0 + row0 + i * kRowsPerPass;
-    a_ok[i] = m < m_total;
-    const int64_t mm = a_ok[i] ? m : 0;
-    const int64_t ox = mm % g.ow, t = mm / g.ow;
-    const int64_t oy = t % g.oh, b = t / g.oh;
-    a_img[i] = b * g.h * g.w * g.c;
-    a_ih[i] = static_cast<int>(oy * g.stride_h - g.pad_h);
-    a_iw[i] = static_cast<int>(ox * g.stride_w - g.pad_w);
-  }
-
+  const TileLoader<kBM, kBN, kThreadsPerBlock, kBK / 16> loader(g, m0, tid);
   const int64_t k_tiles = (k_red + kBK - 1) / kBK;
   auto load_tile = [&](int64_t kt, int stage) {
-    const int64_t kk = kt * kBK + chunk * 16;
-    const bool k_ok = kk < k_red;
-    const int64_t tap = k_ok ? kk / g.c : 0;
-    const int64_t ch = k_ok ? kk - tap * g.c : 0;
-    const int r = static_cast<int>(tap / g.s), s = static_cast<int>(tap - (tap / g.s) * g.s);
-    uint8_t* sa_s = sa + stage * kBM * kBK;
-    uint8_t* sb_s = sb + stage * kBN * kBK;
-    for (int i = 0; i < kARows; ++i) {
-      const int row = row0 + i * kRowsPerPass;
-      const int ih = a_ih[i] + r * static_cast<int>(g.dil_h), iw = a_iw[i] + s * static_cast<int>(g.dil_w);
-      const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
-      const int8_t* src = ok ? x + a_img[i] + (static_cast<int64_t>(ih) * g.w + iw) * g.c + ch : x;
-      cp_async16(smem_addr(sa_s + swz(row, chunk)), src, ok);
-    }
-    for (int i = 0; i < kBRows; ++i) {
-      const int row = row0 + i * kRowsPerPass;
-      const int kout = n0 + row;
-      const bool ok = k_ok && kout < g.k;
-      const int8_t* src = ok ? w + static_cast<int64_t>(kout) * k_red + kk : w;
-      cp_async16(smem_addr(sb_s + swz(row, chunk)), src, ok);
-    }
+    loader.load(x, w, g, n0, k_red, kt, sa + stage * kBM * kBK, sb + stage * kBN * kBK, [](int r, int c) { return swz(r, c); });
   };
 
   Acc acc[kMI][kNI][4];

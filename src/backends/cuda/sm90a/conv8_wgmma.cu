@@ -185,8 +185,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Acc = typename std::conditional<kFp8, float, int32_t>::type;
   constexpr int kAcc = kBN / 2;
-  constexpr int kRowsPerPass = kThreads / 8;  // each thread loads one 16-byte chunk column of 8
-  constexpr int kARows = kBM / kRowsPerPass, kBRows = kBN / kRowsPerPass;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);  // 1024-byte aligned atoms
   uint8_t* sa = smem;                        // [kStages][kBM][kBK]
@@ -198,45 +196,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t k_red = g.r * g.s * g.c;
   const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kBM;
   const int n0 = blockIdx.y * kBN;
-  const int chunk = tid & 7;
-  const int row0 = tid >> 3;
-
-  int64_t a_img[kARows];
-  int a_ih[kARows], a_iw[kARows];
-  bool a_ok[kARows];
-  for (int i = 0; i < kARows; ++i) {
-    const int64_t m = m0 + row0 + i * kRowsPerPass;
-    a_ok[i] = m < m_total;
-    const int64_t mm = a_ok[i] ? m : 0;
-    const int64_t ox = mm % g.ow, t = mm / g.ow;
-    const int64_t oy = t % g.oh, b = t / g.oh;
-    a_img[i] = b * g.h * g.w * g.c;
-    a_ih[i] = static_cast<int>(oy * g.stride_h - g.pad_h);
-    a_iw[i] = static_cast<int>(ox * g.stride_w - g.pad_w);
-  }
+  const TileLoader<kBM, kBN, kThreads, kBK / 16> loader(g, m0, tid);
   const int64_t k_tiles = (k_red + kBK - 1) / kBK;
   auto load_tile = [&](int64_t kt, int stage) {
-    const int64_t kk = kt * kBK + chunk * 16;
-    const bool k_ok = kk < k_red;
-    const int64_t tap = k_ok ? kk / g.c : 0;
-    const int64_t ch = k_ok ? kk - tap * g.c : 0;
-    const int r = static_cast<int>(tap / g.s), s = static_cast<int>(tap - (tap / g.s) * g.s);
-    uint8_t* sa_s = sa + stage * kBM * kBK;
-    uint8_t* sb_s = sb + stage * kBN * kBK;
-    for (int i = 0; i < kARows; ++i) {
-      const int row = row0 + i * kRowsPerPass;
-      const int ih = a_ih[i] + r * static_cast<int>(g.dil_h), iw = a_iw[i] + s * static_cast<int>(g.dil_w);
-      const bool ok = k_ok && a_ok[i] && ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
-      const int8_t* src = ok ? x + a_img[i] + (static_cast<int64_t>(ih) * g.w + iw) * g.c + ch : x;
-      cp_async16(smem_addr(sa_s + sw128(row, chunk)), src, ok);
-    }
-    for (int i = 0; i < kBRows; ++i) {
-      const int row = row0 + i * kRowsPerPass;
-      const int kout = n0 + row;
-      const bool ok = k_ok && kout < g.k;
-      const int8_t* src = ok ? w + static_cast<int64_t>(kout) * k_red + kk : w;
-      cp_async16(smem_addr(sb_s + sw128(row, chunk)), src, ok);
-    }
+    loader.load(x, w, g, n0, k_red, kt, sa + stage * kBM * kBK, sb + stage * kBN * kBK, [](int r, int c) { return sw128(r, c); });
   };
 
   Acc d[kAcc];
