@@ -7,8 +7,16 @@
 // and either transB (concatenation is along N of the [K, N] view). On the CPU reference the Split
 // copies its outputs; a backend may instead hand out views of Y (a layout decision for that
 // backend's lowering, not the plan's). Conv branches are fuse_horizontal_conv's business.
+// 8-bit linear layers (QuantLinear, docs/decisions/0055) group the same way when they also share
+// x_scale, x_zero_point, the weight's 8-bit type, the activation and whether they have a bias:
+//   W = [W_1; ...; W_n] ([sum N_i, K], rows concatenated, codes unchanged), w_scale and bias
+//   concatenated — each output channel keeps its own scale, so the fused layer computes exactly
+//   the members' values (X is quantized once instead of n times).
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <map>
+#include <string>
 
 #include "passes/passes.h"
 #include "passes/pattern.h"
@@ -120,6 +128,80 @@ void fuse_group(ir::Graph& g, std::vector<Member>& group) {
   g.add_node(std::move(split));
 }
 
+// QuantLinear members of one input: the key of what must be equal to share one wide layer.
+std::string quant_key(const ir::Graph& g, const ir::Node& n, ir::ValueId x) {
+  if (n.removed || n.op != ir::OpKind::kQuantLinear || n.inputs.size() < 3 || n.inputs[0] != x ||
+      n.outputs.size() != 1)
+    return "";
+  const auto& w = g.value(n.inputs[1]).constant;
+  const auto& sc = g.value(n.inputs[2]).constant;
+  const bool has_b = n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue;
+  const auto& b = has_b ? g.value(n.inputs[3]).constant : nullptr;
+  if (!w || w->rank() != 2 || !sc || sc->dtype() != DataType::kFloat32 || sc->numel() != w->dim(0)) return "";
+  if (has_b && (!b || b->dtype() != DataType::kFloat32 || b->numel() != w->dim(0))) return "";
+  if (n.inputs[1] == x || n.inputs[2] == x || (has_b && n.inputs[3] == x)) return "";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", static_cast<double>(n.attr_float("x_scale", 0.f)));
+  return std::string(buf) + "|" + std::to_string(n.attr_int("x_zero_point", 0)) + "|" +
+         std::to_string(static_cast<int>(w->dtype())) + "|" + std::to_string(w->dim(1)) + "|" +
+         n.attr_string("activation", "") + "|" + (has_b ? "b" : "");
+}
+
+// Fuses one QuantLinear group in place (the first member becomes the wide layer) + a Split.
+void fuse_quant_group(ir::Graph& g, std::vector<ir::Node*>& group) {
+  const ir::Node& h0 = *group[0];
+  const Tensor& w0 = *g.value(h0.inputs[1]).constant;
+  const int64_t k = w0.dim(1);
+  const size_t esize = w0.nbytes() / static_cast<size_t>(w0.numel());
+  const bool has_b = h0.inputs.size() > 3 && h0.inputs[3] != ir::kNoValue;
+  int64_t total = 0;
+  for (const ir::Node* n : group) total += g.value(n->inputs[1]).constant->dim(0);
+  Tensor w(w0.dtype(), {total, k}), sc(DataType::kFloat32, {total}), b(DataType::kFloat32, {total});
+  std::vector<int64_t> sizes;
+  int64_t off = 0;
+  for (const ir::Node* n : group) {
+    const Tensor& wi = *g.value(n->inputs[1]).constant;
+    const int64_t ni = wi.dim(0);
+    std::memcpy(static_cast<uint8_t*>(w.raw()) + static_cast<size_t>(off * k) * esize, wi.raw(), wi.nbytes());
+    std::memcpy(sc.data<float>() + off, g.value(n->inputs[2]).constant->raw(), static_cast<size_t>(ni) * 4);
+    if (has_b) std::memcpy(b.data<float>() + off, g.value(n->inputs[3]).constant->raw(), static_cast<size_t>(ni) * 4);
+    sizes.push_back(ni);
+    off += ni;
+  }
+  ir::Node& head = *group[0];
+  const std::string base = head.name + "_hfused";
+  std::vector<ir::ValueId> outs;
+  for (const ir::Node* n : group) outs.push_back(n->outputs[0]);
+  std::string yname = base + "_out";
+  while (g.find_value(yname) != ir::kNoValue) yname += "_";
+  const ir::ValueId y = g.add_value(yname, g.value(head.outputs[0]).dtype);
+  if (g.value(head.outputs[0]).shape) {
+    ir::SymShape s = *g.value(head.outputs[0]).shape;
+    s.back() = ir::Dim::known(total);
+    g.value(y).shape = s;
+  }
+  head.inputs[1] = pattern::add_constant(g, base + "_W", std::move(w));
+  head.inputs[2] = pattern::add_constant(g, base + "_w_scale", std::move(sc));
+  if (has_b) head.inputs[3] = pattern::add_constant(g, base + "_b", std::move(b));
+  head.outputs = {y};
+  g.value(y).producer = head.id;
+  for (size_t i = 1; i < group.size(); ++i) {
+    head.origin.insert(head.origin.end(), group[i]->origin.begin(), group[i]->origin.end());
+    group[i]->removed = true;
+  }
+  ir::Node split;
+  split.name = base + "_split";
+  split.op = ir::OpKind::kSplit;
+  const int64_t opset = g.opset_imports.count("") ? g.opset_imports.at("") : 13;
+  split.opset = static_cast<int>(std::max<int64_t>(opset, 13));
+  Tensor st(DataType::kInt64, {static_cast<int64_t>(sizes.size())});
+  std::copy(sizes.begin(), sizes.end(), st.data<int64_t>());
+  split.inputs = {y, pattern::add_constant(g, base + "_sizes", std::move(st))};
+  split.outputs = outs;
+  split.attrs["axis"] = ir::Attribute::of_int(-1);
+  g.add_node(std::move(split));
+}
+
 }  // namespace
 
 Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions&) {
@@ -129,8 +211,19 @@ Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions&) {
   // keeps the Member pointers valid while they are.
   g.nodes.reserve(g.nodes.size() + g.nodes.size() / 2 + 1);
   std::vector<std::vector<Member>> groups;
+  std::vector<std::vector<ir::Node*>> quant_groups;
   for (size_t x = 0; x < consumers.size(); ++x) {
     if (consumers[x].size() < 2) continue;
+    std::map<std::string, std::vector<ir::Node*>> by_quant;
+    for (ir::NodeId id : consumers[x]) {
+      ir::Node& n = g.node(id);
+      const std::string key = quant_key(g, n, static_cast<ir::ValueId>(x));
+      if (key.empty() || pinned.count(g.value(n.outputs[0]).name)) continue;
+      auto& v = by_quant[key];
+      if (std::find(v.begin(), v.end(), &n) == v.end()) v.push_back(&n);
+    }
+    for (auto& [key, members] : by_quant)
+      if (members.size() >= 2) quant_groups.push_back(members);
     std::map<int, std::vector<Member>> by_kind;  // key: the op
     for (ir::NodeId id : consumers[x]) {
       ir::Node& n = g.node(id);
@@ -152,6 +245,7 @@ Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions&) {
     }
   }
   for (auto& gr : groups) fuse_group(g, gr);
+  for (auto& gr : quant_groups) fuse_quant_group(g, gr);
   return Status::Ok();
 }
 

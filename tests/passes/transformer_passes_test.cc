@@ -374,6 +374,37 @@ TEST(TransformerPasses, HorizontalFusionOfPlainMatMuls) {
   EXPECT_EQ(count_op(opt, OpKind::kSplit), 1);
 }
 
+// 8-bit QuantLinears of one input with the same x_scale / zero point / weight type / activation /
+// bias presence fuse into one wide QuantLinear + Split (each channel keeps its scale: the values are
+// the members' exactly); one with another x_scale, and one of another weight type, stay apart.
+TEST(TransformerPasses, HorizontalFusionOfQuantLinears) {
+  for (DataType wt : {DataType::kInt8, DataType::kFloat8E4M3FN}) {
+    SCOPED_TRACE(dtype_name(wt));
+    TinyGraph t;
+    auto x = t.input("x", {3, 16});
+    auto ql = [&](const std::string& name, int64_t n, float xs, DataType type, uint32_t seed) {
+      Tensor w(type, {n, 16});
+      for (int64_t i = 0; i < w.numel(); ++i)
+        w.data<int8_t>()[i] = static_cast<int8_t>(type == DataType::kInt8 ? (i * 37 + seed) % 200 - 100
+                                                                          : ((i * 29 + seed) % 0x70) | (i % 3 ? 0x80 : 0));
+      Tensor sc = random_tensor({n}, seed, 0.01f, 0.02f);
+      return t.node(OpKind::kQuantLinear, name,
+                    {x, t.constant(name + "_w", w), t.constant(name + "_s", sc), t.constant(name + "_b", random_tensor({n}, seed + 1))},
+                    {3, n}, {{"x_scale", ir::Attribute::of_float(xs)}, {"x_zero_point", ir::Attribute::of_int(0)}});
+    };
+    const DataType other = wt == DataType::kInt8 ? DataType::kFloat8E4M3FN : DataType::kInt8;
+    t.g.outputs = {ql("q", 16, 0.02f, wt, 1), ql("k", 16, 0.02f, wt, 2), ql("v", 32, 0.02f, wt, 3),
+                   ql("other_scale", 16, 0.03f, wt, 4), ql("other_type", 16, 0.02f, other, 5)};
+    ir::Graph opt = check_pass(t.g, passes::fuse_horizontal_gemm, {random_tensor({3, 16}, 6, -2.f, 2.f)});
+    EXPECT_EQ(count_op(opt, OpKind::kQuantLinear), 3);
+    EXPECT_EQ(count_op(opt, OpKind::kSplit), 1);
+    int wide = 0;
+    for (const ir::Node& n : opt.nodes)
+      if (!n.removed && n.op == OpKind::kQuantLinear && opt.value(n.inputs[1]).constant->dim(0) == 64) ++wide;
+    EXPECT_EQ(wide, 1);
+  }
+}
+
 // Shape(x) -> Gather -> Unsqueeze -> Concat -> Reshape with x's shape known folds to a constant
 // target; only the Reshape is left.
 TEST(TransformerPasses, StaticShapeArithmeticFolds) {
