@@ -185,7 +185,11 @@ void fuse_quant_group(ir::Graph& g, std::vector<ir::Node*>& group) {
   if (has_b) head.inputs[3] = pattern::add_constant(g, base + "_b", std::move(b));
   head.outputs = {y};
   g.value(y).producer = head.id;
+  // Each member's nodes stay named in the fused layer's origin (its own name where it has none:
+  // a graph built in code, e.g. the LLM step graph's projections).
+  if (head.origin.empty()) head.origin.push_back(head.name);
   for (size_t i = 1; i < group.size(); ++i) {
+    if (group[i]->origin.empty()) head.origin.push_back(group[i]->name);
     head.origin.insert(head.origin.end(), group[i]->origin.begin(), group[i]->origin.end());
     group[i]->removed = true;
   }
