@@ -1,6 +1,6 @@
 // Micro benchmark of Kiln's 8-bit implicit-GEMM convolution (kernels_conv8.h, decision 0080) on the
 // convolutions of ResNet-50 (NHWC, batch from argv[1], default 256): every tile variant, INT8 and
-// FP8, CUDA-event median of 20 runs after 3 warm-ups; prints one JSON object per line
+// FP8, CUDA-event median of 20 runs after 3 warm-ups (micro_timing.cuh); prints one JSON object per line
 // {"shape", "fmt", "variant", "us", "tops"} and a last line with the ResNet-50 sum of each shape's
 // fastest variant times its count in the network. Inputs are random 8-bit codes; the epilogue
 // writes fp16 with a per-channel scale, bias and ReLU (QuantConv's usual form).
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cuda/kernels_conv8.h"
+#include "micro_timing.cuh"
 
 using kiln::cuda::Conv8Epilogue;
 using kiln::cuda::Conv8Geometry;
@@ -40,27 +41,15 @@ const Shape kShapes[] = {
     {"s4_1x1_512_2048", 512, 7, 2048, 1, 1, 3},  {"s4_proj_1024_2048_s2", 1024, 14, 2048, 1, 2, 1},
 };
 
-#define CHECK(x)                                                                        \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? std::atoll(argv[1]) : 256;
   int dev = 0, major = 0, minor = 0;
-  CHECK(cudaGetDevice(&dev));
-  CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   const int sm = major * 10 + minor;
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
   for (bool fp8 : {false, true}) {
     double total_us = 0;
     for (const Shape& s : kShapes) {
@@ -75,16 +64,16 @@ int main(int argc, char** argv) {
       int8_t *x, *w;
       void* y;
       float *scale, *bias;
-      CHECK(cudaMalloc(&x, xn));
-      CHECK(cudaMalloc(&w, wn));
-      CHECK(cudaMalloc(&y, yn * 2));
-      CHECK(cudaMalloc(&scale, g.k * 4));
-      CHECK(cudaMalloc(&bias, g.k * 4));
-      CHECK(cudaMemset(x, 0x11, xn));
-      CHECK(cudaMemset(w, 0x13, wn));
+      CK(cudaMalloc(&x, xn));
+      CK(cudaMalloc(&w, wn));
+      CK(cudaMalloc(&y, yn * 2));
+      CK(cudaMalloc(&scale, g.k * 4));
+      CK(cudaMalloc(&bias, g.k * 4));
+      CK(cudaMemset(x, 0x11, xn));
+      CK(cudaMemset(w, 0x13, wn));
       std::vector<float> ones(g.k, 0.001f);
-      CHECK(cudaMemcpy(scale, ones.data(), g.k * 4, cudaMemcpyHostToDevice));
-      CHECK(cudaMemcpy(bias, ones.data(), g.k * 4, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(scale, ones.data(), g.k * 4, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(bias, ones.data(), g.k * 4, cudaMemcpyHostToDevice));
       Conv8Epilogue e;
       e.scale = scale;
       e.bias = bias;
@@ -94,29 +83,18 @@ int main(int argc, char** argv) {
       const double ops = 2.0 * g.n * g.oh * g.ow * g.k * g.r * g.s * g.c;
       double best = 1e30;
       for (int v = 0; v < variants; ++v) {
-        for (int i = 0; i < 3; ++i) CHECK(kiln::cuda::launch_conv8_igemm(x, w, g, fp8, e, v, nullptr));
-        std::vector<float> ms;
-        for (int i = 0; i < 20; ++i) {
-          CHECK(cudaEventRecord(a));
-          CHECK(kiln::cuda::launch_conv8_igemm(x, w, g, fp8, e, v, nullptr));
-          CHECK(cudaEventRecord(b));
-          CHECK(cudaEventSynchronize(b));
-          float t = 0;
-          CHECK(cudaEventElapsedTime(&t, a, b));
-          ms.push_back(t);
-        }
-        std::sort(ms.begin(), ms.end());
-        const double us = ms[ms.size() / 2] * 1000.0;
+        const double us =
+            1000.0 * kiln::bench::median_ms(nullptr, [&] { CK(kiln::cuda::launch_conv8_igemm(x, w, g, fp8, e, v, nullptr)); }, 20, 1, 3);
         best = std::min(best, us);
         std::printf("{\"shape\": \"%s\", \"batch\": %lld, \"fmt\": \"%s\", \"variant\": %d, \"us\": %.2f, \"tops\": %.1f}\n",
                     s.name, static_cast<long long>(batch), fp8 ? "fp8" : "int8", v, us, ops / us / 1e6);
       }
       total_us += best * s.count;
-      CHECK(cudaFree(x));
-      CHECK(cudaFree(w));
-      CHECK(cudaFree(y));
-      CHECK(cudaFree(scale));
-      CHECK(cudaFree(bias));
+      CK(cudaFree(x));
+      CK(cudaFree(w));
+      CK(cudaFree(y));
+      CK(cudaFree(scale));
+      CK(cudaFree(bias));
     }
     std::printf("{\"resnet50_convs_sum_best_us\": %.1f, \"fmt\": \"%s\", \"batch\": %lld, \"sm\": %d}\n", total_us,
                 fp8 ? "fp8" : "int8", static_cast<long long>(batch), sm);

@@ -29,15 +29,8 @@
 #include <vector>
 
 #include "backends/cuda/kernels_flash_attention.h"
+#include "micro_timing.cuh"
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 using kiln::cuda::AttentionMask;
 using kiln::cuda::FlashAttentionParams;
@@ -130,27 +123,6 @@ __global__ void max_abs_diff(const T* o, const float* ref, int64_t n, float* res
   if ((threadIdx.x & 31) == 0) atomicMax(reinterpret_cast<int*>(result), __float_as_int(m));  // m >= 0
 }
 
-template <typename F>
-float median_us(cudaStream_t s, F&& launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 5; ++i) launch();
-  std::vector<float> t;
-  for (int i = 0; i < 30; ++i) {
-    CK(cudaEventRecord(a, s));
-    for (int r = 0; r < 10; ++r) launch();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 100.f);  // us per launch
-  }
-  std::sort(t.begin(), t.end());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
 
 uint16_t to_storage(float x, bool bf16) {
   if (bf16) {
@@ -270,7 +242,7 @@ bool run_case(const Case& c, const char* label, cudaStream_t stream) {
                 static_cast<long long>(c.hkv), static_cast<long long>(c.sq), static_cast<long long>(c.sk), c.d,
                 c.bf16 ? "bf16" : "fp16", c.causal ? "true" : "false", err, pass ? "true" : "false");
     if (c.timed) {
-      const float us = median_us(stream, [&] { CK(launch_flash_attention(p, st, stream)); });
+      const float us = kiln::bench::median_ms(stream, [&] { CK(launch_flash_attention(p, st, stream)); }, 30, 10) * 1000.f;
       std::printf(", \"us\": %.2f, \"tflops\": %.1f", us, flops / (us * 1e-6) / 1e12);
     }
     std::printf("}\n");

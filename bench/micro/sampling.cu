@@ -19,39 +19,13 @@
 #include <vector>
 
 #include "backends/cuda/kernels_sampling.h"
+#include "micro_timing.cuh"
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+using kiln::bench::median_ms;
+
 
 using kiln::cuda::SamplingRow;
 
-template <class F>
-float median_ms(cudaStream_t s, F&& launch) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  for (int i = 0; i < 5; ++i) launch();
-  std::vector<float> t;
-  for (int i = 0; i < 50; ++i) {
-    CK(cudaEventRecord(a, s));
-    launch();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  std::sort(t.begin(), t.end());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return t[t.size() / 2];
-}
 
 int main() {
   cudaStream_t s;
