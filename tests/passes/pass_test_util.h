@@ -13,6 +13,16 @@
 
 namespace kiln::testing {
 
+// A scalar Q/DQ parameter of type t: a float32 scale v, an int8 zero point v, or the float8e4m3fn
+// zero point (code 0) whatever v.
+inline Tensor qdq_scalar(DataType t, float v) {
+  Tensor s(t, Shape{});
+  if (t == DataType::kFloat32) s.data<float>()[0] = v;
+  else if (t == DataType::kInt8) s.data<int8_t>()[0] = static_cast<int8_t>(v);
+  else s.data<uint8_t>()[0] = 0;  // float8e4m3fn 0
+  return s;
+}
+
 inline Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   Tensor t(DataType::kFloat32, std::move(shape));
   std::mt19937 rng(seed);

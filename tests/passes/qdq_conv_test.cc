@@ -12,23 +12,16 @@ namespace {
 
 using testing::check_pass;
 using testing::count_op;
+using testing::qdq_scalar;
 using testing::random_tensor;
 using testing::TinyGraph;
-
-Tensor scalar(DataType t, float v) {
-  Tensor s(t, Shape{});
-  if (t == DataType::kFloat32) s.data<float>()[0] = v;
-  else if (t == DataType::kInt8) s.data<int8_t>()[0] = static_cast<int8_t>(v);
-  else s.data<uint8_t>()[0] = 0;  // float8e4m3fn 0
-  return s;
-}
 
 struct ConvGraph : TinyGraph {
   DataType type = DataType::kInt8;
   // x -> Q(s, z) -> DQ(s, z).
   ir::ValueId fq(ir::ValueId x, const Shape& shape, float s, int z) {
-    const ir::ValueId sv = constant("act_s", scalar(DataType::kFloat32, s));
-    const ir::ValueId zv = constant("act_z", scalar(type, static_cast<float>(z)));
+    const ir::ValueId sv = constant("act_s", qdq_scalar(DataType::kFloat32, s));
+    const ir::ValueId zv = constant("act_z", qdq_scalar(type, static_cast<float>(z)));
     const ir::ValueId q = node(ir::OpKind::kQuantizeLinear, "act_q", {x, sv, zv}, shape);
     g.value(q).dtype = type;
     return node(ir::OpKind::kDequantizeLinear, "act_dq", {q, sv, zv}, shape);
