@@ -9,3 +9,8 @@ CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
 export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 PY=/opt/torch/.venv/bin/python
 [ -x "$PY" ] || PY=python3
+# Progress lines with the seconds since the script started (a script may set T0 before sourcing
+# this file), and `has STEP`: whether STEP is one of the words of $STEPS.
+T0=${T0:-$(date +%s)}
+stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+has() { case " ${STEPS:-} " in *" $1 "*) return 0;; *) return 1;; esac; }

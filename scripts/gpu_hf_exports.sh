@@ -10,8 +10,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . scripts/gpu_env.sh  # C, PY, LD_LIBRARY_PATH
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if [ "${KILN_HF_TESTS:-1}" = 1 ]; then
   stamp "== GPU tests"

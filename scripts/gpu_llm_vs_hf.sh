@@ -13,8 +13,6 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . scripts/gpu_env.sh  # C, PY, LD_LIBRARY_PATH
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 W=/tmp/llm; mkdir -p $W
 MODELS=${KILN_LLM_MODELS:-gpt2,llama1b,qwen05b}
 BATCHES=${KILN_LLM_BATCHES:-1,8,64}

@@ -18,8 +18,6 @@ rm -rf "$R" && mkdir -p "$R" "$M"
 pack() { tar czf "$OUT/python_results.tgz" -C "$R" . ; }
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 export PYTHONPATH=$PWD/$C/python
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 
 stamp "== import"
 $PY -c "import torch, kiln; print('kiln', kiln.__version__, 'cuda', kiln._kiln.cuda_available(), 'torch', torch.__version__)" 2>&1 | tee "$R/import.txt"

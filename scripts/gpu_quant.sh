@@ -17,8 +17,6 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 STEPS=" ${KILN_QUANT_STEPS:-tests ocr mlp resnet llm} "
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 

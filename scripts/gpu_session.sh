@@ -17,7 +17,6 @@ SECTIONS=",${KILN_SECTIONS:-tests,sanitizer,cli,transformers,streams,agreement,b
 want() { [[ "$SECTIONS" == *",$1,"* ]]; }
 pack() { tar czf "$OUT/results.tgz" -C "$R" . ; }
 T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
 BATCHES=${KILN_BENCH_BATCHES:-1,8,64,256}
 

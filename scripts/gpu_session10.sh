@@ -16,9 +16,6 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . scripts/gpu_env.sh
 STEPS=${KILN_STEPS:-tests dyn hf conf}
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-has() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 if has tests; then KILN_STEPS=tests OUT=$OUT scripts/gpu_session9.sh; fi
 if has dyn; then
   stamp "== dynamic batch: shape switches"

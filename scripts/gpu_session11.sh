@@ -19,9 +19,6 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . scripts/gpu_env.sh
 STEPS=${KILN_STEPS:-tests micro resnet hf}
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-has() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 if has tests; then
   stamp "== GPU tests"
   F=${KILN_TEST_FILTER:-'GpuConv8*:GpuQuantConv*:OpTable/OpTableCuda.*Quant*:OpTable/OpTableCuda.*Attention*:OpTable/OpTableCuda.*TransformerBlock*:OpTable/OpTableCuda.*DecoderBlock*:GpuTransformer*:GpuFlashAttention*:FlashAttentionFragments*:*HfExports*:TransformerPasses*:GpuAttention*:GpuModel*'}

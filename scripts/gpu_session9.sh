@@ -14,9 +14,6 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . scripts/gpu_env.sh
 STEPS=${KILN_STEPS:-tests conf hf llm greedy}
-T0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-has() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 if has tests; then
   stamp "== tests"
   $C/kiln_tests --gtest_filter="${KILN_GTEST_FILTER:-OpTable/OpTableCuda.*:Gpu*:*Gpu*:*PagedAttention*:CudaPlan*:FlashAttentionFragments*:*Rope*:*RmsNorm*:AssignLayouts*}" \
