@@ -30,6 +30,7 @@
 #include "backends/cuda/conv8_graph.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device.h"
+#include "backends/cuda/gemm8.h"
 #include "backends/cuda/kernels_conv8.h"
 #include "backends/cuda/kernels_quant.h"
 #include "backends/cuda/layer_factory.h"
@@ -69,10 +70,6 @@ constexpr uint32_t kCudnnIpg = static_cast<uint32_t>(CUDNN_CONVOLUTION_FWD_ALGO_
 class QuantConvLayer : public Layer {
  public:
   ~QuantConvLayer() override {
-    if (desc_) cublasLtMatmulDescDestroy(desc_);
-    if (a_) cublasLtMatrixLayoutDestroy(a_);
-    if (b_) cublasLtMatrixLayoutDestroy(b_);
-    if (c_) cublasLtMatrixLayoutDestroy(c_);
     if (xd_) cudnnDestroyTensorDescriptor(xd_);
     if (yd_) cudnnDestroyTensorDescriptor(yd_);
     if (wd_) cudnnDestroyFilterDescriptor(wd_);
@@ -83,19 +80,8 @@ class QuantConvLayer : public Layer {
     p_ = p;
     op = "QuantConv";
     const Conv8Geometry& g = p.g;
-    if (p.gemm_like()) {
-      // Row-major Y[M, K] = Xq[M, C] W[K, C]^T as column-major Y^T = op(A) op(B), A = W (C x K,
-      // transposed), B = Xq (C x M): the "TN" form 8-bit GEMMs require (factory_quant_linear.cc).
-      const cudaDataType_t in_t = p.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_8I;
-      const cudaDataType_t acc_t = p.fp8 ? CUDA_R_32F : CUDA_R_32I;
-      KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, p.fp8 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32I, acc_t));
-      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, in_t, g.c, g.k, g.c));
-      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, in_t, g.c, p.m(), g.c));
-      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_, acc_t, g.k, p.m(), g.k));
-    }
+    // A 1x1 conv is the GEMM Y[M, K] = Xq[M, C] W[K, C]^T (gemm8.h).
+    if (p.gemm_like()) KILN_RETURN_IF_ERROR(gemm_.init(p.m(), g.k, g.c, p.fp8));
     if (!p.fp8 && g.c % 4 == 0 && g.k % 4 == 0) {
       KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&xd_));
       KILN_CUDNN_CHECK(cudnnCreateTensorDescriptor(&yd_));
@@ -140,7 +126,7 @@ class QuantConvLayer : public Layer {
                          " bytes of workspace for the quantized input and the accumulator, the cap is " +
                          std::to_string(s.workspace_bytes));
     }
-    if (desc_) {
+    if (gemm_.ready()) {
       query_heuristics(s);
       for (size_t i = 0; i < heur_.size(); ++i) c.push_back(make_tactic_id(TacticSource::kCublasLt, static_cast<uint32_t>(i)));
     }
@@ -170,7 +156,7 @@ class QuantConvLayer : public Layer {
       cap_ = 0;
       fallback.clear();
       describe("kiln.conv8_igemm v" + std::to_string(v));
-    } else if (tactic_id_source(id) == TacticSource::kCublasLt && desc_) {
+    } else if (tactic_id_source(id) == TacticSource::kCublasLt && gemm_.ready()) {
       if (heur_.empty()) query_heuristics(s);
       const uint32_t i = tactic_id_variant(id);
       if (i >= heur_.size())
@@ -243,15 +229,9 @@ class QuantConvLayer : public Layer {
     }
     bool acc_int = !p_.fp8;
     switch (path_) {
-      case Path::kGemm: {
-        const int32_t ia = 1, ib = 0;
-        const float fa = 1.f, fb = 0.f;
-        const void* alpha = p_.fp8 ? static_cast<const void*>(&fa) : static_cast<const void*>(&ia);
-        const void* beta = p_.fp8 ? static_cast<const void*>(&fb) : static_cast<const void*>(&ib);
-        KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, alpha, w, a_, qx, b_, beta, acc, c_, acc, c_, &algo_, lib_ws, cap_,
-                                         s.stream));
+      case Path::kGemm:
+        KILN_RETURN_IF_ERROR(gemm_.run(s.lt, w, qx, acc, algo_, lib_ws, cap_, s.stream));
         break;
-      }
       case Path::kCudnn: {
         const float one = 1.f, zero = 0.f;
         KILN_CUDNN_CHECK(cudnnSetStream(s.cudnn, s.stream));
@@ -324,18 +304,8 @@ class QuantConvLayer : public Layer {
   size_t scratch_full() const { return qx_bytes() + align256(static_cast<size_t>(p_.m() * p_.g.k) * 4); }
   size_t scratch() const { return path_ == Path::kIgemm || path_ == Path::kGraph ? qx_bytes() : scratch_full(); }
   void query_heuristics(ExecState& s) {
-    heur_.clear();
     lt_cap_ = std::min(s.workspace_bytes - std::min(s.workspace_bytes, scratch_full()), kLibWorkspace);
-    cublasLtMatmulPreference_t pref;
-    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return;
-    cublasLtMatmulHeuristicResult_t res[kHeuristics];
-    int returned = 0;
-    if (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_cap_,
-                                             sizeof lt_cap_) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_, b_, c_, c_, pref, kHeuristics, res, &returned) ==
-            CUBLAS_STATUS_SUCCESS)
-      for (int i = 0; i < returned; ++i) heur_.push_back(res[i].algo);
-    cublasLtMatmulPreferenceDestroy(pref);
+    heur_ = gemm_.algorithms(s.lt, lt_cap_, kHeuristics);
   }
   void describe(const std::string& how) {
     tactic = "quant_conv " + std::string(p_.fp8 ? "fp8e4m3" : "int8") + (how.empty() ? "" : " " + how) +
@@ -347,8 +317,7 @@ class QuantConvLayer : public Layer {
   QuantConvParams p_;
   Path path_ = Path::kReference;
   int igemm_variant_ = 0;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  Gemm8 gemm_;  // the 1x1 conv's cuBLASLt GEMM (only when gemm_like)
   cublasLtMatmulAlgo_t algo_{};
   std::vector<cublasLtMatmulAlgo_t> heur_;
   size_t cap_ = 0, lt_cap_ = 0;

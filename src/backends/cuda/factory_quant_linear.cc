@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gemm8.h"
 #include "core/numerics.h"
 #include "backends/cuda/kernels_quant.h"
 #include "backends/cuda/layer_factory.h"
@@ -44,29 +45,17 @@ size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 class QuantLinearLayer : public Layer {
  public:
   ~QuantLinearLayer() override {
-    if (desc_) cublasLtMatmulDescDestroy(desc_);
-    if (a_) cublasLtMatrixLayoutDestroy(a_);
-    if (b_) cublasLtMatrixLayoutDestroy(b_);
-    if (c_) cublasLtMatrixLayoutDestroy(c_);
     if (fdesc_) cublasLtMatmulDescDestroy(fdesc_);
     if (d_) cublasLtMatrixLayoutDestroy(d_);
   }
-  // Row-major Y[M, N] = X[M, K] W[N, K]^T is column-major Y^T[N, M] = op(A) op(B) with A = W as
-  // K x N (ld K, transposed) and B = X as K x M (ld K): the "TN" form 8-bit GEMMs require.
+  // Y[M, N] = X[M, K] W[N, K]^T through the 8-bit "TN" GEMM (gemm8.h).
   Status init(const QuantLinearParams& p) {
     p_ = p;
     op = "QuantLinear";
-    const cudaDataType_t in_t = p.fp8 ? CUDA_R_8F_E4M3 : CUDA_R_8I;
-    const cudaDataType_t acc_t = p.fp8 ? CUDA_R_32F : CUDA_R_32I;
-    KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, p.fp8 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32I, acc_t));
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, in_t, p.k, p.n, p.k));
-    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, in_t, p.k, p.m, p.k));
-    KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&c_, acc_t, p.n, p.m, p.n));
+    KILN_RETURN_IF_ERROR(gemm_.init(p.m, p.n, p.k, p.fp8));
     if (p.fp8 && (p.y_type == StorageType::kF16 || p.y_type == StorageType::kBF16)) {
       const cudaDataType_t y_t = p.y_type == StorageType::kF16 ? CUDA_R_16F : CUDA_R_16BF;
+      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
       KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&fdesc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
       KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
       KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
@@ -155,17 +144,12 @@ class QuantLinearLayer : public Layer {
       }
       const float fa = 1.f, fb = 0.f;
       void* y = s.ptr(outs[0]);
-      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, fdesc_, &fa, w, a_, qx, b_, &fb, y, d_, y, d_, &algo_, ws + scratch(), cap_,
-                                       s.stream));
+      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, fdesc_, &fa, w, gemm_.a(), qx, gemm_.b(), &fb, y, d_, y, d_, &algo_,
+                                       ws + scratch(), cap_, s.stream));
       return Status::Ok();
     }
     if (use_lt_) {
-      const int32_t ia = 1, ib = 0;
-      const float fa = 1.f, fb = 0.f;
-      const void* alpha = p_.fp8 ? static_cast<const void*>(&fa) : static_cast<const void*>(&ia);
-      const void* beta = p_.fp8 ? static_cast<const void*>(&fb) : static_cast<const void*>(&ib);
-      KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, alpha, w, a_, qx, b_, beta, acc, c_, acc, c_, &algo_,
-                                       ws + scratch(), cap_, s.stream));
+      KILN_RETURN_IF_ERROR(gemm_.run(s.lt, w, qx, acc, algo_, ws + scratch(), cap_, s.stream));
     } else {
       KILN_CUDA_CHECK(launch_gemm_8bit_reference(qx, w, acc, p_.m, p_.n, p_.k, p_.fp8, s.stream));
     }
@@ -197,31 +181,18 @@ class QuantLinearLayer : public Layer {
   // cuBLASLt's list for this problem within the cap left after the scratch; none (an empty
   // list, not an error) where it has no 8-bit kernel (shapes, GPU generation).
   void query_heuristics(ExecState& s) {
-    heur_.clear();
-    fheur_.clear();
     lt_cap_ = std::min(s.workspace_bytes - scratch_full(), kLtWorkspace);
-    cublasLtMatmulPreference_t pref;
-    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return;
-    cublasLtMatmulHeuristicResult_t res[kHeuristics];
-    int returned = 0;
-    if (cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt_cap_,
-                                             sizeof lt_cap_) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatmulAlgoGetHeuristic(s.lt, desc_, a_, b_, c_, c_, pref, kHeuristics, res, &returned) ==
-            CUBLAS_STATUS_SUCCESS)
-      for (int i = 0; i < returned; ++i) heur_.push_back(res[i].algo);
-    returned = 0;
-    if (fdesc_ && cublasLtMatmulAlgoGetHeuristic(s.lt, fdesc_, a_, b_, d_, d_, pref, kHeuristics, res, &returned) ==
-                      CUBLAS_STATUS_SUCCESS)
-      for (int i = 0; i < returned; ++i) fheur_.push_back(res[i].algo);
-    cublasLtMatmulPreferenceDestroy(pref);
+    heur_ = gemm_.algorithms(s.lt, lt_cap_, kHeuristics);
+    fheur_.clear();
+    if (fdesc_) fheur_ = lt_algorithms(s.lt, fdesc_, gemm_.a(), gemm_.b(), d_, lt_cap_, kHeuristics);
   }
+
   void describe(const std::string& gemm) {
     tactic = "quant_linear " + std::string(p_.fp8 ? "fp8e4m3" : "int8") + (gemm.empty() ? "" : " " + gemm) + " " +
              storage_name(p_.y_type) + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "");
   }
   QuantLinearParams p_;
-  cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  Gemm8 gemm_;
   cublasLtMatmulAlgo_t algo_{};
   bool use_lt_ = false, fused_ = false;
   size_t cap_ = 0, lt_cap_ = 0;
