@@ -11,7 +11,8 @@
 //  - the weight is stored quantized (INT8 or E4M3FN initializer) with one scale per output
 //    channel (Conv axis 0, Gemm axis 0 with transB = 1 else 1, MatMul axis 1; per tensor below
 //    opset 13, where DequantizeLinear has no axis): scale_c = max|W_c| / qmax, q = round-half-even
-//    (W / scale_c) (INT8) or the nearest E4M3FN value (saturating), then DequantizeLinear.
+//    (W / scale_c) (INT8) or the nearest E4M3FN value (saturating), then DequantizeLinear;
+//    with per_tensor_weights, Gemm / MatMul weights get one scalar scale instead (see there).
 // Biases stay float (TensorRT's explicit-quantization form; the fused layer scales them).
 #pragma once
 
@@ -65,6 +66,13 @@ struct QuantizeConfig {
   // 448) instead of E4M3FN; weights stay E4M3FN. Each pattern must match a quantized layer.
   // TensorRT has no E5M2 Q/DQ; ONNX QuantizeLinear-19 does.
   std::vector<std::string> e5m2;
+  // Gemm / MatMul weights with one per-tensor scale (a scalar DequantizeLinear scale) instead of
+  // one per output channel: scale = amax / qmax, amax the largest |W| over every linear layer
+  // reading the same activation (so Q/K/V share it and stay one scalar once fused horizontally).
+  // Transformer Engine's and ModelOpt's FP8 recipe; on Hopper the FP8 QuantLinear then runs as one
+  // cuBLASLt GEMM with the scales, bias and 16-bit output fused (decision 0085). Convs keep per-
+  // channel scales. `kiln quantize|build --weight-scales per-tensor`.
+  bool per_tensor_weights = false;
   // Accuracy budget (docs/decisions/0062). max_error in (0, 1): split `data` into its first
   // calib_split share of samples (calibration) and the rest (held out); measure the error
   //   max over outputs o of  1 - cos(o_quantized, o_fp32)

@@ -134,13 +134,22 @@ ValueId emit_act(GraphEmitter& e, Act act, ValueId x, const std::string& name) {
 
 // y = x W (+ b): x [..., in], W [in, out] -> [..., out]. A projection named in the emitter's
 // fp8_x_scales becomes QuantLinear(x, Wq [out, in] float8e4m3fn, w_scale [out], b?){x_scale}
-// (ops.def), the bias kept float; W's float constant is then left unread (plans drop it).
-ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::string& name) {
+// (ops.def), the bias kept float; W's float constant is then left unread (plans drop it). With
+// per-tensor weight scales, `group` holds the weights that share x (W among them): one scale from
+// their common amax, so the horizontally fused layer (q/k/v, gate/up) keeps a single scalar scale.
+ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::string& name,
+               const std::vector<ValueId>& group = {}) {
   if (const std::map<std::string, float>* scales = e.fp8_x_scales()) {
     auto it = scales->find(name);
     const std::shared_ptr<const Tensor>& wt = e.graph().value(w).constant;
     if (it != scales->end() && wt) {
-      StatusOr<Fp8Weight> q = quantize_weight_fp8(*wt, name);
+      double amax = -1;
+      if (e.fp8_per_tensor_weights()) {
+        amax = max_abs_weight(*wt);
+        for (ValueId o : group)
+          if (const std::shared_ptr<const Tensor>& ot = e.graph().value(o).constant) amax = std::max(amax, max_abs_weight(*ot));
+      }
+      StatusOr<Fp8Weight> q = quantize_weight_fp8(*wt, name, amax);
       if (!q.ok()) {
         e.fail(q.status());
         return x;
@@ -235,16 +244,17 @@ StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelC
     KILN_ASSIGN_OR_RETURN(ValueId bd, B(c.mlp_bias, "mlp.down_proj.bias"));
 
     ValueId h = e.op(OpKind::kRMSNormalization, n + ".input_layernorm", {x, in_norm}, rms_attrs);
-    ValueId q = layout.split_heads(e, linear(e, h, wq, bq, n + ".q_proj"), H, hd, n + ".q");
-    ValueId k = layout.split_heads(e, linear(e, h, wk, bk, n + ".k_proj"), KV, hd, n + ".k");
-    ValueId v = layout.split_heads(e, linear(e, h, wv, bv, n + ".v_proj"), KV, hd, n + ".v");
+    const std::vector<ValueId> qkv = {wq, wk, wv};
+    ValueId q = layout.split_heads(e, linear(e, h, wq, bq, n + ".q_proj", qkv), H, hd, n + ".q");
+    ValueId k = layout.split_heads(e, linear(e, h, wk, bk, n + ".k_proj", qkv), KV, hd, n + ".k");
+    ValueId v = layout.split_heads(e, linear(e, h, wv, bv, n + ".v_proj", qkv), KV, hd, n + ".v");
     q = emit_rope(e, inv_freq, positions, q, layout.head_axis(), n + ".q.rope");
     k = emit_rope(e, inv_freq, positions, k, layout.head_axis(), n + ".k.rope");
     ValueId a = layout.attend(e, c, l, q, k, v, n + ".attn");
     x = e.op(OpKind::kAdd, n + ".attn.residual", {x, linear(e, a, wo, bo, n + ".o_proj")});
     h = e.op(OpKind::kRMSNormalization, n + ".post_attention_layernorm", {x, post_norm}, rms_attrs);
-    ValueId g = emit_act(e, act, linear(e, h, wg, bg, n + ".gate_proj"), n + ".act");
-    ValueId u = linear(e, h, wu, bu, n + ".up_proj");
+    ValueId g = emit_act(e, act, linear(e, h, wg, bg, n + ".gate_proj", {wu}), n + ".act");
+    ValueId u = linear(e, h, wu, bu, n + ".up_proj", {wg});
     ValueId m = e.op(OpKind::kMul, n + ".gate_up", {g, u});
     x = e.op(OpKind::kAdd, n + ".mlp.residual", {x, linear(e, m, wd, bd, n + ".down_proj")});
   }
@@ -278,7 +288,16 @@ std::vector<Projection> decoder_projections(const ModelConfig& c) {
   return out;
 }
 
-StatusOr<Fp8Weight> quantize_weight_fp8(const Tensor& w, const std::string& name) {
+double max_abs_weight(const Tensor& w) {
+  double m = 0;
+  if (w.dtype() != DataType::kFloat32) return m;
+  const float* v = w.data<float>();
+  for (int64_t i = 0; i < w.numel(); ++i)
+    if (std::isfinite(v[i])) m = std::max(m, static_cast<double>(std::fabs(v[i])));
+  return m;
+}
+
+StatusOr<Fp8Weight> quantize_weight_fp8(const Tensor& w, const std::string& name, double tensor_amax) {
   if (w.rank() != 2 || w.dtype() != DataType::kFloat32)
     return invalid_argument("fp8 weight of projection '" + name + "': expected a 2-D float32 [K, N] matrix");
   const int64_t K = w.dim(0), N = w.dim(1);
@@ -295,6 +314,10 @@ StatusOr<Fp8Weight> quantize_weight_fp8(const Tensor& w, const std::string& name
                                 ", " + std::to_string(n) + "] (in x W layout)");
       amax[n] = std::max(amax[n], static_cast<double>(std::fabs(v)));
     }
+  if (tensor_amax >= 0) {  // one scale for the tensor (it must cover every channel's amax)
+    for (int64_t n = 0; n < N; ++n) tensor_amax = std::max(tensor_amax, amax[n]);
+    std::fill(amax.begin(), amax.end(), tensor_amax);
+  }
   float* scale = r.scale.data<float>();
   for (int64_t n = 0; n < N; ++n) scale[n] = amax[n] > 0 ? static_cast<float>(amax[n] / 448.0) : 1.f;
   uint8_t* dst = r.w.data<uint8_t>();

@@ -37,6 +37,11 @@ class GraphEmitter {
   // QuantLinear (emit_projection); nullptr = float MatMuls.
   void set_fp8_x_scales(const std::map<std::string, float>* scales) { fp8_ = scales; }
   const std::map<std::string, float>* fp8_x_scales() const { return fp8_; }
+  // Weight scales of those projections: per output channel (false, the default) or one per tensor,
+  // shared by the projections that read one input (q/k/v, gate/up; StepGraphOptions::
+  // fp8_per_tensor_weights).
+  void set_fp8_per_tensor_weights(bool on) { fp8_per_tensor_ = on; }
+  bool fp8_per_tensor_weights() const { return fp8_per_tensor_; }
   const ir::Graph& graph() const { return *g_; }
   // The first error of an emission step that cannot return one (a projection's fp8 weight);
   // the graph builders check status() after the layers.
@@ -49,6 +54,7 @@ class GraphEmitter {
   ir::Graph* g_;
   std::map<std::string, ir::ValueId> shared_;
   const std::map<std::string, float>* fp8_ = nullptr;
+  bool fp8_per_tensor_ = false;
   Status status_ = Status::Ok();
 };
 
@@ -63,16 +69,21 @@ struct Projection {
 // Every projection of `c`, layer by layer in graph order.
 std::vector<Projection> decoder_projections(const ModelConfig& c);
 
-// FP8 E4M3FN weight of a projection, per output channel: from W [K, N] float32 (the graphs'
-// x W layout), Wq [N, K] float8e4m3fn with Wq[n, k] = E4M3FN(W[k, n] / w_scale[n]) (core
-// double_to_fp8e4m3fn: round to nearest even, saturating at ±448) and w_scale [N] float32 =
-// max_k |W[k, n]| / 448 (1 for an all-zero channel). InvalidArgument for a non-2-D or non-float32
-// W, or a non-finite weight, naming `name`.
+// FP8 E4M3FN weight of a projection: from W [K, N] float32 (the graphs' x W layout), Wq [N, K]
+// float8e4m3fn with Wq[n, k] = E4M3FN(W[k, n] / w_scale[n]) (core double_to_fp8e4m3fn: round to
+// nearest even, saturating at ±448) and w_scale [N] float32. Per output channel (tensor_amax < 0):
+// w_scale[n] = max_k |W[k, n]| / 448 (1 for an all-zero channel). Per tensor (tensor_amax >= 0, the
+// amax of W — or of several weights sharing one scale, which must cover W's own — as
+// max_abs_weight gives it): every w_scale[n] = tensor_amax / 448 (1 for 0), Transformer Engine's and
+// ModelOpt's FP8 recipe, which cuBLASLt's FP8 GEMM applies as a scalar in its epilogue (decision
+// 0085). InvalidArgument for a non-2-D or non-float32 W, or a non-finite weight, naming `name`.
 struct Fp8Weight {
   Tensor w;      // [N, K] float8e4m3fn
   Tensor scale;  // [N] float32
 };
-StatusOr<Fp8Weight> quantize_weight_fp8(const Tensor& w, const std::string& name);
+StatusOr<Fp8Weight> quantize_weight_fp8(const Tensor& w, const std::string& name, double tensor_amax = -1);
+// max |W| over a float32 tensor's finite values (0 for an empty one).
+double max_abs_weight(const Tensor& w);
 
 ir::Attribute int_attr(int64_t v);
 ir::Attribute float_attr(double v);

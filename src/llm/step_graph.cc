@@ -95,6 +95,7 @@ StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint
   GraphEmitter e(&g);
   if (!options.fp8_x_scales.empty()) {
     e.set_fp8_x_scales(&options.fp8_x_scales);
+    e.set_fp8_per_tensor_weights(options.fp8_per_tensor_weights);
     g.name += "_fp8";
   }
   CheckpointWeights w(checkpoint, &e);

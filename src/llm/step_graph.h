@@ -55,6 +55,10 @@ struct StepGraphOptions {
   // as E4M3FN [N, K] with a per-output-channel w_scale = amax_row / 448 (quantize_weight_fp8),
   // the sum in float32, the bias (GPT-2, Qwen2 q/k/v) added in float.
   std::map<std::string, float> fp8_x_scales;
+  // With fp8_x_scales: one weight scale per tensor instead (amax / 448, shared by the projections
+  // of one input — q/k/v, gate/up — so their fused layer keeps one scalar scale; quantize_weight_fp8),
+  // ModelOpt's FP8 recipe and the form cuBLASLt's fused FP8 GEMM runs on Hopper (decision 0085).
+  bool fp8_per_tensor_weights = false;
 };
 
 inline constexpr const char* kStepInputIdsName = "input_ids";

@@ -131,6 +131,7 @@ struct Target {
   std::string weight;       // the initializer
   int weight_input = 1;
   int64_t weight_axis = 0;  // output-channel axis of the weight
+  bool linear = false;      // Gemm / MatMul (QuantizeConfig::per_tensor_weights applies)
 };
 
 // What one activation's samples showed.
@@ -463,9 +464,11 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
       if (wr != 2) { skip("weight is not 2-D"); continue; }
       if (trans_a) { skip("transA = 1"); continue; }
       t.weight_axis = trans_b ? 0 : 1;
+      t.linear = true;
     } else {
       if (wr != 2) { skip("weight is not 2-D"); continue; }
       t.weight_axis = 1;
+      t.linear = true;
     }
     targets.push_back(t);
   }
@@ -652,6 +655,21 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
   std::map<std::string, std::string> weight_dq;  // weight initializer -> its DQ output
   std::set<std::string> quantized_weights;
   std::vector<onnx::TensorProto> new_inits;
+  // Per-tensor weight scales (QuantizeConfig::per_tensor_weights): the amax over every linear
+  // target's weight of one activation, so the layers reading it (Q/K/V) share one scale.
+  std::map<std::string, double> group_amax;  // activation -> max |W| of its linear targets
+  if (config.per_tensor_weights)
+    for (const Target& t : targets) {
+      if (!t.linear) continue;
+      KILN_ASSIGN_OR_RETURN(Tensor w, onnx_import::tensor_from_proto(*constant_proto(t.weight), base_dir));
+      double m = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const float v = w.data<float>()[i];
+        if (std::isfinite(v)) m = std::max(m, static_cast<double>(std::fabs(v)));
+      }
+      double& g = group_amax[t.activation];
+      g = std::max(g, m);
+    }
   for (const Target& t : targets) {
     std::vector<onnx::NodeProto>& ins = before[t.node];
     if (!act_dq.count(t.activation)) {
@@ -686,11 +704,12 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
     if (!weight_dq.count(t.weight)) {
       KILN_ASSIGN_OR_RETURN(Tensor w, onnx_import::tensor_from_proto(*constant_proto(t.weight), base_dir));
       const Shape& ws = w.shape();
-      const int64_t channels = per_axis ? ws[t.weight_axis] : 1;
+      const bool w_axis = per_axis && !(config.per_tensor_weights && t.linear);
+      const int64_t channels = w_axis ? ws[t.weight_axis] : 1;
       int64_t outer = 1, inner = 1;
       for (int64_t d = 0; d < t.weight_axis; ++d) outer *= ws[d];
       for (size_t d = t.weight_axis + 1; d < ws.size(); ++d) inner *= ws[d];
-      if (!per_axis) {
+      if (!w_axis) {
         outer = 1;
         inner = w.numel();
       }
@@ -704,6 +723,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
             const float v = wv[(o * channels + c) * inner + i];
             if (std::isfinite(v)) m = std::max(m, static_cast<double>(std::fabs(v)));
           }
+        if (config.per_tensor_weights && t.linear) m = std::max(m, group_amax[t.activation]);
         ch_scale[c] = m > 0 ? static_cast<float>(m / qmax) : 1.0f;
       }
       std::vector<uint8_t> q(static_cast<size_t>(w.numel()));
@@ -725,7 +745,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
       const std::string dn = unique_name(names, t.weight + "_dequantized");
       onnx::TensorProto qt, st, zt;
       set_raw(&qt, qn, q_type, ws, q.data(), q.size());
-      const Shape sshape = per_axis ? Shape{channels} : Shape{};
+      const Shape sshape = w_axis ? Shape{channels} : Shape{};
       set_raw(&st, sn, onnx::TensorProto::FLOAT, sshape, ch_scale.data(), ch_scale.size() * sizeof(float));
       std::vector<uint8_t> zeros(static_cast<size_t>(channels), 0);
       set_raw(&zt, zn, q_type, sshape, zeros.data(), zeros.size());
@@ -739,7 +759,7 @@ StatusOr<std::string> quantize_onnx(const std::string& onnx_path, const Quantize
       d.add_input(sn);
       d.add_input(zn);
       d.add_output(dn);
-      if (per_axis) {
+      if (w_axis) {
         auto* a = d.add_attribute();
         a->set_name("axis");
         a->set_type(onnx::AttributeProto::INT);

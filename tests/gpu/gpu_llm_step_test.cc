@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <set>
 
@@ -57,9 +58,11 @@ constexpr int64_t kRows = 4, kMaxBlocks = 4, kBlockSize = 8, kNumBlocks = 12, kM
 
 using Fp8Scales = std::map<std::string, float>;
 
-StatusOr<ir::Graph> step_graph(const Model& m, const std::string& cache_dtype, const Fp8Scales& fp8 = {}) {
+StatusOr<ir::Graph> step_graph(const Model& m, const std::string& cache_dtype, const Fp8Scales& fp8 = {},
+                               bool per_tensor = false) {
   StepGraphOptions o;
   o.fp8_x_scales = fp8;
+  o.fp8_per_tensor_weights = per_tensor;
   o.max_rows = kRows;
   o.max_blocks_per_seq = kMaxBlocks;
   o.block_size = kBlockSize;
@@ -148,9 +151,10 @@ TEST(GpuLlmStepLowering, Fp8StepGraphLowersWithoutACpuRun) {
 // CUDA plan), all zero at the start.
 class StepPlan {
  public:
-  StepPlan(const Model& m, const std::string& cache_dtype, TargetDevice dev, bool fp16, const Fp8Scales& fp8 = {})
+  StepPlan(const Model& m, const std::string& cache_dtype, TargetDevice dev, bool fp16, const Fp8Scales& fp8 = {},
+           bool per_tensor = false)
       : dev_(dev) {
-    auto g = step_graph(m, cache_dtype, fp8);
+    auto g = step_graph(m, cache_dtype, fp8, per_tensor);
     EXPECT_TRUE(g.ok()) << g.status().to_string();
     if (!g.ok()) return;
     auto plan = build_from_graph(*g, step_config(dev, fp16));
@@ -180,6 +184,7 @@ class StepPlan {
       for (void* p : pools_) cudaFree(p);
   }
   bool ready() const { return ctx_ != nullptr; }
+  const Engine& engine() const { return *engine_; }
 
   // Logits [R, vocab] of one step: tokens (sequence row or -1, position, id) and the logit rows.
   StatusOr<Tensor> step(const std::vector<std::array<int64_t, 3>>& toks, const std::vector<int64_t>& logit_rows) {
@@ -249,8 +254,10 @@ double row_diff(const float* a, const float* b, int64_t n) {
 }
 
 // Two sequences (rows 0 and 2) of `ids` through five steps on both plans.
-void expect_cuda_matches_cpu(const Model& m, const std::string& cache_dtype, bool fp16, double tol, const Fp8Scales& fp8 = {}) {
-  SCOPED_TRACE(cache_dtype + (fp16 ? " fp16" : " fp32") + (fp8.empty() ? "" : " fp8 projections"));
+void expect_cuda_matches_cpu(const Model& m, const std::string& cache_dtype, bool fp16, double tol, const Fp8Scales& fp8 = {},
+                             bool per_tensor = false) {
+  SCOPED_TRACE(cache_dtype + (fp16 ? " fp16" : " fp32") + (fp8.empty() ? "" : " fp8 projections") +
+               (per_tensor ? " (per-tensor weight scales)" : ""));
   const std::vector<std::vector<int64_t>> ids = {{1, 17, 5, 33, 8, 2, 39, 11, 29, 60, 3, 44}, {3, 30, 12, 7, 21, 36, 4, 9, 50}};
   const int64_t row_of[2] = {0, 2};
   const int64_t vocab = m.ck.config().vocab_size;
@@ -268,8 +275,25 @@ void expect_cuda_matches_cpu(const Model& m, const std::string& cache_dtype, boo
       {{tok(0, 11), tok(-1, 0), tok(1, 6), tok(-1, 0)}, {0, 2}},                    // padded
       {{tok(1, 7), tok(1, 8)}, {0, 1}},
   };
-  StepPlan cpu(m, cache_dtype, TargetDevice::kCpu, false, fp8), gpu(m, cache_dtype, TargetDevice::kCuda, fp16, fp8);
+  StepPlan cpu(m, cache_dtype, TargetDevice::kCpu, false, fp8, per_tensor),
+      gpu(m, cache_dtype, TargetDevice::kCuda, fp16, fp8, per_tensor);
   ASSERT_TRUE(cpu.ready() && gpu.ready());
+  if (per_tensor && fp16) {
+    // Per-tensor weight scales on Hopper: cuBLASLt's FP8 GEMM applies both scales, the bias and the
+    // fp16 store itself (the fused form, decision 0085); the builder times it against the unfused one.
+    int dev = 0, major = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    int quant = 0, fused = 0;
+    for (const LayerInfo& l : gpu.engine().layers())
+      if (l.op == "QuantLinear") {
+        ++quant;
+        fused += l.tactic.find("fused-scale") != std::string::npos;
+        std::printf("[fp8 per-tensor] %s: %s\n", l.name.c_str(), l.tactic.c_str());
+      }
+    EXPECT_GT(quant, 0);
+    if (major >= 9) EXPECT_EQ(fused, quant) << "QuantLinear layers running cuBLASLt's fused scalar-scale FP8 GEMM";
+  }
   const int64_t V = m.ck.config().vocab_size;
   for (size_t si = 0; si < steps.size(); ++si) {
     auto c = cpu.step(steps[si].toks, steps[si].logit_rows);
@@ -354,6 +378,21 @@ TEST(GpuLlmStep, Fp8ProjectionsCudaPlanMatchesCpuPlan) {
     // 0.064. A wrong scale or packing gives O(1).
     expect_cuda_matches_cpu(m, "float32", false, 6e-2, cal->x_scales);
     expect_cuda_matches_cpu(m, "float16", true, 1.2e-1, cal->x_scales);
+  }
+#endif
+}
+
+// Per-tensor FP8 weight scales (StepGraphOptions::fp8_per_tensor_weights, build-llm's default):
+// the same comparison; fp16 plans run the fused cuBLASLt form on Hopper (checked above).
+TEST(GpuLlmStep, Fp8PerTensorWeightsCudaPlanMatchesCpuPlan) {
+  REQUIRE_GPU();
+#ifdef KILN_HAVE_CUDA
+  for (const std::string& config : {llama_config(), gpt2_config()}) {
+    const Model m = make_model("gpu_step_fp8t", config, 5);
+    auto cal = calibrate_fp8(m.ck, {1, 17, 5, 33, 8, 2, 39, 11, 29, 60, 3, 44});
+    ASSERT_TRUE(cal.ok()) << cal.status().to_string();
+    expect_cuda_matches_cpu(m, "float32", false, 6e-2, cal->x_scales, true);
+    expect_cuda_matches_cpu(m, "float16", true, 1.2e-1, cal->x_scales, true);
   }
 #endif
 }

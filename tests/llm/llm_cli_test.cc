@@ -225,6 +225,7 @@ TEST_F(LlmCli, BuildLlmFp8) {
   ASSERT_TRUE(info.ok()) << info.status().to_string();
   EXPECT_EQ(info->quant, "fp8");
   EXPECT_NE(info->quant_scales.find("text '" + calib + "' (86 tokens in 3 prefill steps"), std::string::npos) << info->quant_scales;
+  EXPECT_NE(info->quant_scales.find("weights per-tensor"), std::string::npos) << info->quant_scales;  // the default
   r = build16(tmp_ + "/e32", "");
   ASSERT_EQ(r.rc, 0) << r.err;
   auto plain = read_engine_info(tmp_ + "/e32");
@@ -247,6 +248,14 @@ TEST_F(LlmCli, BuildLlmFp8) {
   // --calib-ids works too; errors name what is wrong.
   r = build16(tmp_ + "/e8b", "--quant fp8 --calib-ids 5,70,200,31,9");
   ASSERT_EQ(r.rc, 0) << r.err;
+  r = build16(tmp_ + "/e8d", "--quant fp8 --calib-ids 5,70,200,31,9 --weight-scales per-channel");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto pc = read_engine_info(tmp_ + "/e8d");
+  ASSERT_TRUE(pc.ok());
+  EXPECT_NE(pc->quant_scales.find("weights per-channel"), std::string::npos) << pc->quant_scales;
+  r = build16(tmp_ + "/e8c", "--quant fp8 --calib-ids 1 --weight-scales per-row");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--weight-scales 'per-row'"), std::string::npos) << r.err;
   r = build16(tmp_ + "/e8c", "--quant fp8");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--calib-text FILE or --calib-ids"), std::string::npos) << r.err;

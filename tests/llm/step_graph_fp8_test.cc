@@ -61,12 +61,13 @@ class SeqEngine {
  public:
   static constexpr int64_t kRows = 8, kBlocks = 8, kBlockSize = 4;  // up to 32 tokens
 
-  SeqEngine(const Model& m, std::map<std::string, float> fp8) : c_(m.ck.config()) {
+  SeqEngine(const Model& m, std::map<std::string, float> fp8, bool per_tensor = false) : c_(m.ck.config()) {
     StepGraphOptions o;
     o.max_rows = kRows;
     o.max_blocks_per_seq = kBlocks;
     o.block_size = kBlockSize;
     o.fp8_x_scales = std::move(fp8);
+    o.fp8_per_tensor_weights = per_tensor;
     auto g = build_step_graph(c_, m.ck, o);
     EXPECT_TRUE(g.ok()) << g.status().to_string();
     if (!g.ok()) return;
@@ -156,13 +157,23 @@ double cosine(const float* a, const float* b, int64_t n) {
 
 const std::vector<int32_t> kCalib = {1, 9, 23, 4, 17, 33, 2, 40, 11, 7, 29, 5, 38, 13, 21, 3, 30, 8, 26, 15};
 
-void expect_fp8_close_to_float(const std::string& tag, const std::string& config, uint32_t seed) {
+// The w_scale values of projection `name`'s QuantLinear node.
+std::vector<float> w_scales(const ir::Graph& g, const std::string& name) {
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && n.name == name && n.op == ir::OpKind::kQuantLinear) {
+      const auto& s = g.value(n.inputs[2]).constant;
+      return std::vector<float>(s->data<float>(), s->data<float>() + s->numel());
+    }
+  return {};
+}
+
+void expect_fp8_close_to_float(const std::string& tag, const std::string& config, uint32_t seed, bool per_tensor = false) {
   const Model m = make_model(tag, config, seed);
   const ModelConfig& c = m.ck.config();
   auto cal = calibrate_fp8(m.ck, kCalib);
   ASSERT_TRUE(cal.ok()) << cal.status().to_string();
   EXPECT_EQ(cal->tokens, static_cast<int64_t>(kCalib.size()));
-  SeqEngine f32(m, {}), f8(m, cal->x_scales);
+  SeqEngine f32(m, {}), f8(m, cal->x_scales, per_tensor);
   ASSERT_TRUE(f32.ready() && f8.ready());
 
   // Structure: every projection a QuantLinear of fp8 weights; the embedding and lm_head float.
@@ -189,6 +200,22 @@ void expect_fp8_close_to_float(const std::string& tag, const std::string& config
   }
   EXPECT_EQ(by_name.at("lm_head")->op, ir::OpKind::kMatMul);
   EXPECT_EQ(by_name.at("embed.tokens")->op, ir::OpKind::kGather);
+  // Weight scales: per tensor, one value for each projection, shared by q/k/v and by gate/up (so
+  // their fused layer keeps one scalar scale); per channel, the channels differ.
+  for (const Projection& p : projections) {
+    const std::vector<float> ws = w_scales(f8.graph(), p.name);
+    ASSERT_EQ(ws.size(), static_cast<size_t>(p.n)) << p.name;
+    const bool uniform = std::all_of(ws.begin(), ws.end(), [&](float v) { return v == ws[0]; });
+    EXPECT_EQ(uniform, per_tensor) << p.name;
+  }
+  if (per_tensor && c.architecture != Architecture::kGpt2)
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const std::string L = "layers." + std::to_string(l);
+      EXPECT_EQ(w_scales(f8.graph(), L + ".q_proj")[0], w_scales(f8.graph(), L + ".k_proj")[0]) << L;
+      EXPECT_EQ(w_scales(f8.graph(), L + ".q_proj")[0], w_scales(f8.graph(), L + ".v_proj")[0]) << L;
+      EXPECT_EQ(w_scales(f8.graph(), L + ".gate_proj")[0], w_scales(f8.graph(), L + ".up_proj")[0]) << L;
+      EXPECT_NE(w_scales(f8.graph(), L + ".q_proj")[0], w_scales(f8.graph(), L + ".o_proj")[0]) << L;
+    }
   // The plan keeps them in QuantLinear layers (projections of one input share one wide layer,
   // fuse_horizontal_gemm, and name the others in its origin).
   std::set<std::string> covered;
@@ -215,7 +242,7 @@ void expect_fp8_close_to_float(const std::string& tag, const std::string& config
   EXPECT_TRUE(differ) << "fp8 logits equal the float ones: the projections were not quantized";
 
   // Greedy: 12 tokens after a 5-token prompt from fresh engines; the leading tokens agree.
-  SeqEngine g32(m, {}), g8(m, cal->x_scales);
+  SeqEngine g32(m, {}), g8(m, cal->x_scales, per_tensor);
   ASSERT_TRUE(g32.ready() && g8.ready());
   const std::vector<int32_t> p5 = {7, 1, 30, 12, 4};
   const std::vector<int32_t> t32 = g32.greedy(p5, 12), t8 = g8.greedy(p5, 12);
@@ -230,6 +257,10 @@ void expect_fp8_close_to_float(const std::string& tag, const std::string& config
 TEST(LlmStepGraphFp8, LlamaCloseToFloat) { expect_fp8_close_to_float("fp8_llama", llama16(), 5); }
 TEST(LlmStepGraphFp8, Gpt2CloseToFloat) { expect_fp8_close_to_float("fp8_gpt2", gpt2_16(), 6); }
 TEST(LlmStepGraphFp8, Qwen2WithBiasesCloseToFloat) { expect_fp8_close_to_float("fp8_qwen2", qwen2_16(), 7); }
+// Per-tensor weight scales (StepGraphOptions::fp8_per_tensor_weights, build-llm's default).
+TEST(LlmStepGraphFp8, LlamaPerTensorWeightsCloseToFloat) { expect_fp8_close_to_float("fp8t_llama", llama16(), 5, true); }
+TEST(LlmStepGraphFp8, Gpt2PerTensorWeightsCloseToFloat) { expect_fp8_close_to_float("fp8t_gpt2", gpt2_16(), 6, true); }
+TEST(LlmStepGraphFp8, Qwen2PerTensorWeightsCloseToFloat) { expect_fp8_close_to_float("fp8t_qwen2", qwen2_16(), 7, true); }
 
 // Layer 0's q/k/v read input_layernorm(embed[id]): RMSNorm by hand, max |.| over the calibration
 // tokens, is the amax each of them gets (and x_scale = amax / 448); other data, other amax.
@@ -290,6 +321,29 @@ TEST(LlmStepGraphFp8, WeightQuantizationPerOutputChannel) {
   auto bad = quantize_weight_fp8(w, "layers.3.up_proj");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("layers.3.up_proj"), std::string::npos) << bad.status().message();
+}
+
+TEST(LlmStepGraphFp8, WeightQuantizationPerTensor) {
+  // The same W with one scale: the tensor's amax 1 (channel 1's zeros share it), or a group's
+  // larger amax 2 given by the caller (then 1 -> 224, -0.5 -> -112).
+  Tensor w(DataType::kFloat32, {3, 2});
+  const float v[] = {1.f, 0.f, -0.5f, 0.f, 0.3f, 0.f};
+  std::copy(v, v + 6, w.data<float>());
+  EXPECT_DOUBLE_EQ(max_abs_weight(w), 1.0);
+  auto q = quantize_weight_fp8(w, "test", max_abs_weight(w));
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_FLOAT_EQ(q->scale.data<float>()[0], 1.f / 448.f);
+  EXPECT_FLOAT_EQ(q->scale.data<float>()[1], 1.f / 448.f);
+  EXPECT_EQ(fp8e4m3fn_to_float(q->w.data<uint8_t>()[0]), 448.f);
+  auto g = quantize_weight_fp8(w, "test", 2.0);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_FLOAT_EQ(g->scale.data<float>()[1], 2.f / 448.f);
+  EXPECT_EQ(fp8e4m3fn_to_float(g->w.data<uint8_t>()[0]), 224.f);
+  EXPECT_EQ(fp8e4m3fn_to_float(g->w.data<uint8_t>()[1]), -112.f);
+  // A group amax below W's own is raised to it (the scale must cover W).
+  auto low = quantize_weight_fp8(w, "test", 0.25);
+  ASSERT_TRUE(low.ok());
+  EXPECT_FLOAT_EQ(low->scale.data<float>()[0], 1.f / 448.f);
 }
 
 TEST(LlmStepGraphFp8, BadScalesAndDimsAreErrors) {

@@ -205,11 +205,13 @@ Row matmul_bias_residual(const Shape& a, uint32_t seed) {
 
 // QuantLinear (passes/fuse_qdq_linear.cc): X [*, K] quantized per tensor, an 8-bit weight [N, K]
 // (int8, or E4M3FN bytes), a scale per output channel, an optional bias; int8 with a zero point
-// too (the epilogue's row-sum correction).
-Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uint32_t seed, bool relu = false) {
+// too (the epilogue's row-sum correction). per_tensor: every channel the same scale (per-tensor
+// weight scales; FP8 with a 16-bit Y then runs cuBLASLt's fused scalar-scale GEMM, decision 0085).
+Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uint32_t seed, bool relu = false,
+                 bool per_tensor = false) {
   Row r;
   r.name = std::string("QuantLinear_") + (fp8 ? "fp8_" : "int8_") + dims_name(x) + "_n" + std::to_string(n) +
-           (bias ? "_bias" : "") + (zp ? "_zp" : "") + (relu ? "_relu" : "");
+           (bias ? "_bias" : "") + (zp ? "_zp" : "") + (relu ? "_relu" : "") + (per_tensor ? "_wtensor" : "");
   r.make = [=] {
     TinyGraph t;
     const int64_t k = x.back();
@@ -225,7 +227,8 @@ Row quant_linear(const Shape& x, int64_t n, bool fp8, bool bias, int64_t zp, uin
       w.data<int8_t>()[i] = fp8 ? static_cast<int8_t>((v & 0x80) | ((v & 0x7f) % 0x39)) : static_cast<int8_t>(v % 255 - 127);
     }
     Tensor ws = nonzero({n}, seed + 1);
-    for (int64_t i = 0; i < n; ++i) ws.data<float>()[i] = 0.002f + 0.01f * std::fabs(ws.data<float>()[i]);
+    for (int64_t i = 0; i < n; ++i)
+      ws.data<float>()[i] = per_tensor ? 0.007f : 0.002f + 0.01f * std::fabs(ws.data<float>()[i]);
     std::vector<ir::ValueId> ins = {xi, t.constant("w", w), t.constant("w_scale", ws)};
     if (bias) ins.push_back(t.constant("b", nonzero({n}, seed + 2)));
     std::map<std::string, Attribute> attrs = {{"x_scale", Attribute::of_float(0.02f)},
@@ -524,6 +527,8 @@ std::vector<Row> transformer_rows() {
       quant_linear({2, 8, 32}, 48, false, true, 0, 1200), quant_linear({16, 64}, 32, false, false, 3, 1210),
       quant_linear({2, 8, 32}, 48, true, true, 0, 1220), quant_linear({3, 5, 48}, 16, true, false, 0, 1230),
       quant_linear({64, 32}, 64, false, true, 0, 1240, true), quant_linear({64, 32}, 64, true, true, 0, 1250, true),
+      quant_linear({2, 8, 32}, 48, true, true, 0, 1260, false, true), quant_linear({1, 64}, 32, true, false, 0, 1270, false, true),
+      quant_linear({64, 32}, 64, true, true, 0, 1280, true, true),
       quant_conv({2, 32, 6, 6}, 48, 1, 1, false, true, true, 0, 1260), quant_conv({2, 32, 6, 6}, 48, 1, 1, true, true, true, 0, 1270),
       quant_conv({1, 16, 5, 5}, 32, 1, 1, false, false, false, 3, 1280), quant_conv({2, 8, 7, 7}, 12, 3, 1, false, true, true, 0, 1290),
       quant_conv({1, 16, 9, 9}, 16, 3, 2, false, false, true, 0, 1295),

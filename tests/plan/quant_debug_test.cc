@@ -257,6 +257,7 @@ TEST_F(QuantDebug, MaxErrorBadInputIsAClearError) {
   expect_error(base + "--calib " + dir_ + "/calib --max-error -0.5", "give a value in (0, 1)");
   expect_error(base + "--calib " + dir_ + "/calib --max-error 1", "give a value in (0, 1)");
   expect_error(base + "--calib " + dir_ + "/calib --max-error 0.01 --calib-split 1", "--calib-split 1");
+  expect_error(base + "--calib " + dir_ + "/calib --weight-scales per-row", "--weight-scales 'per-row': expected per-channel or per-tensor");
   // A fixed batch of 8: 40 samples split 0.9 leave 4 held out, less than one batch.
   const std::string fixed = three_layer_mlp(true, 8).save(dir_ + "/fixed.onnx");
   expect_error("build " + fixed + " -o " + dir_ + "/p.plan --device cpu --int8 --calib " + dir_ +

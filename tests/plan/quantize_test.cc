@@ -479,6 +479,81 @@ TEST_F(Quantize, QdqLinearLayersFuseAndMatchTheUnfusedGraph) {
   }
 }
 
+// Per-tensor weight scales (QuantizeConfig::per_tensor_weights, `--weight-scales per-tensor`):
+// y = MatMul(MatMul(x, Wa) + MatMul(x, Wb), Wc). Wa and Wb read x and share one scalar scale (the
+// larger amax of the two / qmax), Wc gets its own; no DequantizeLinear of a weight has an axis, and
+// the CPU plan's QuantLinear layers give the unfused Q/DQ graph's values (INT8 and FP8).
+TEST_F(Quantize, PerTensorWeightScalesAreSharedByTheLayersOfOneInput) {
+  OnnxModel m(19);
+  m.input("x", onnx::TensorProto::FLOAT, {std::string("batch"), int64_t{32}});
+  const std::vector<float> wa = ramp(32 * 16, -0.3f, 0.3f, 31), wb = ramp(32 * 16, -0.7f, 0.7f, 32),
+                           wc = ramp(16 * 16, -0.2f, 0.2f, 33);
+  m.initializer("Wa", {32, 16}, wa);
+  m.initializer("Wb", {32, 16}, wb);
+  m.initializer("Wc", {16, 16}, wc);
+  m.node("MatMul", {"x", "Wa"}, {"a"}, "qa");
+  m.node("MatMul", {"x", "Wb"}, {"b"}, "qb");
+  m.node("Add", {"a", "b"}, {"s"}, "sum");
+  m.node("MatMul", {"s", "Wc"}, {"y"}, "out");
+  m.output("y", onnx::TensorProto::FLOAT, {std::string("batch"), int64_t{16}});
+  const std::string model = m.save(dir_ + "/pt.onnx");
+  Tensor xs(DataType::kFloat32, {16, 32});
+  const std::vector<float> xv = ramp(16 * 32, -2.f, 2.f, 34);
+  std::copy(xv.begin(), xv.end(), xs.data<float>());
+  const std::string data = dir_ + "/pt.npz";
+  ASSERT_TRUE(io::write_npz(data, {{"x", xs}}).ok());
+  auto amax = [](const std::vector<float>& v) {
+    float r = 0;
+    for (float f : v) r = std::max(r, std::fabs(f));
+    return r;
+  };
+  for (QuantFormat f : {QuantFormat::kInt8, QuantFormat::kFp8E4M3}) {
+    SCOPED_TRACE(quant_format_name(f));
+    const float qmax = f == QuantFormat::kInt8 ? 127.f : 448.f;
+    QuantizeConfig qc;
+    qc.data = data;
+    qc.format = f;
+    qc.per_tensor_weights = true;
+    auto bytes = quantize_onnx(model, qc);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    onnx::ModelProto q;
+    ASSERT_TRUE(q.ParseFromString(*bytes));
+    auto scale_of = [&](const std::string& w) {
+      const onnx::TensorProto* t = find_init(q, w + "_scale");
+      EXPECT_NE(t, nullptr) << w;
+      if (!t) return 0.f;
+      EXPECT_EQ(t->dims_size(), 0) << w << ": a scalar scale";
+      float v = 0;
+      std::memcpy(&v, t->raw_data().data(), 4);
+      return v;
+    };
+    EXPECT_FLOAT_EQ(scale_of("Wa"), std::max(amax(wa), amax(wb)) / qmax);
+    EXPECT_FLOAT_EQ(scale_of("Wb"), scale_of("Wa"));
+    EXPECT_FLOAT_EQ(scale_of("Wc"), amax(wc) / qmax);
+    for (const auto& n : q.graph().node())
+      if (n.op_type() == "DequantizeLinear" && n.input(0).rfind("W", 0) == 0) EXPECT_EQ(n.attribute_size(), 0) << n.name();
+    const std::string qpath = dir_ + "/pt.qdq.onnx";
+    {
+      std::ofstream o(qpath, std::ios::binary);
+      o << *bytes;
+    }
+    Tensor x(DataType::kFloat32, {5, 32});
+    const std::vector<float> v = ramp(5 * 32, -2.5f, 2.5f, 35);
+    std::copy(v.begin(), v.end(), x.data<float>());
+    std::vector<std::string> fused_ops;
+    const Tensor fused = testing::run_cpu_plan(qpath, BuilderConfig{}, x, &fused_ops, {1, 32}, {64, 32});
+    BuilderConfig off;
+    off.disabled_passes = {"fuse_qdq_linear"};
+    const Tensor plain = testing::run_cpu_plan(qpath, off, x, nullptr, {1, 32}, {64, 32});
+    ASSERT_TRUE(fused.defined() && plain.defined());
+    EXPECT_GE(std::count(fused_ops.begin(), fused_ops.end(), "QuantLinear"), 2) << ::testing::PrintToString(fused_ops);
+    double max_ref = 0;
+    for (int64_t i = 0; i < fused.numel(); ++i)
+      max_ref = std::max(max_ref, static_cast<double>(std::fabs(plain.data<float>()[i])));
+    testing::expect_within_one_quantization_step(fused, plain, max_ref);
+  }
+}
+
 // DQ(Q(x)), DQ(W) -> Conv (+ bias, residual Add, Relu) become QuantConv layers (docs/decisions/0078)
 // whose integer arithmetic gives the unfused Q/DQ graph's values (up to that graph's float
 // summation), INT8 and FP8: all three convs, one of them with the residual Add and the Relu.

@@ -30,8 +30,11 @@ void BuildLlmOptions::add_to(CLI::App* app) {
   app->add_option("--kv-cache-dtype", build.cache_dtype, "float32, float16 or bfloat16 (default: the --dtype's)");
   app->add_option("--max-gpu-mem", build.max_gpu_mem_gib, "GiB for weights + activations + KV cache (default: 90% of free memory)");
   app->add_option("--timing-cache", build.timing_cache, "CUDA tactic timing cache file (read, then rewritten)");
-  app->add_option("--quant", build.quant, "fp8: E4M3 weights (per output channel) and activations (per tensor) in every "
+  app->add_option("--quant", build.quant, "fp8: E4M3 weights (see --weight-scales) and activations (per tensor) in every "
                   "attention / MLP projection (not the embedding or lm_head)");
+  app->add_option("--weight-scales", build.weight_scales,
+                  "--quant fp8: per-tensor (default; shared by q/k/v and gate/up, cuBLASLt's fused FP8 GEMM) or "
+                  "per-channel weight scales");
   app->add_option("--calib-text", build.calib_text, "--quant fp8: UTF-8 text whose tokens (the checkpoint's tokenizer) calibrate "
                   "the activation scales");
   app->add_option("--calib-ids", build.calib_ids, "--quant fp8: calibration token ids, e.g. 1,2,3 (checkpoints without a tokenizer)");

@@ -54,6 +54,8 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
     return bad("--calib-text / --calib-ids calibrate --quant fp8; pass --quant fp8 too");
   if (o.quant == "fp8" && o.calib_text.empty() == o.calib_ids.empty())
     return bad("--quant fp8 needs exactly one of --calib-text FILE or --calib-ids IDS (the activation scales' data)");
+  if (o.weight_scales != "per-tensor" && o.weight_scales != "per-channel")
+    return bad("--weight-scales '" + o.weight_scales + "': expected per-tensor or per-channel");
   if (o.quant == "fp8" && o.calib_max_seq_len < 1)
     return bad("--calib-max-seq-len " + std::to_string(o.calib_max_seq_len) + ": expected >= 1");
   if (o.quant == "fp8") {
@@ -106,9 +108,11 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
     co.block_size = o.block_size;
     KILN_ASSIGN_OR_RETURN(llm::Fp8Calibration cal, llm::calibrate_fp8(ck, ids, co));
     so.fp8_x_scales = std::move(cal.x_scales);
+    so.fp8_per_tensor_weights = o.weight_scales == "per-tensor";
     info.quant = "fp8";
     info.quant_scales = "calibration: " + source + " (" + std::to_string(cal.tokens) + " tokens in " +
-                        std::to_string(cal.sequences) + " prefill steps, min-max amax / 448)";
+                        std::to_string(cal.sequences) + " prefill steps, min-max amax / 448); weights " +
+                        o.weight_scales;
   }
   KILN_ASSIGN_OR_RETURN(out.graph, llm::build_step_graph(mc, ck, so));
 

@@ -21,11 +21,15 @@ struct LlmBuildOptions {
   std::string cache_dtype;      // float32 | float16 | bfloat16; "" = the plan's dtype (fp32 -> float32)
   double max_gpu_mem_gib = 0;   // GiB bounding weights + activations + KV pool; 0 = the runner's default
   std::string timing_cache;     // CUDA: timing cache file ("" = none)
-  // "" (float projections) or "fp8": every projection a QuantLinear of E4M3FN weights (per output
-  // channel) and activations (per tensor, scales calibrated by llm::calibrate_fp8 on the float
-  // step graph; decision 0059, addendum). fp8 needs exactly one of calib_text (a UTF-8 text file,
-  // tokenized with the checkpoint's tokenizer) or calib_ids ("1,2,3": token ids).
+  // "" (float projections) or "fp8": every projection a QuantLinear of E4M3FN weights and
+  // activations (per tensor, scales calibrated by llm::calibrate_fp8 on the float step graph;
+  // decision 0059, addendum). fp8 needs exactly one of calib_text (a UTF-8 text file, tokenized
+  // with the checkpoint's tokenizer) or calib_ids ("1,2,3": token ids).
   std::string quant;
+  // fp8 weight scales: "per-tensor" (the default: one scale per weight, shared by q/k/v and by
+  // gate/up — ModelOpt's FP8 recipe, run by cuBLASLt's fused FP8 GEMM; decision 0085) or
+  // "per-channel" (one per output channel).
+  std::string weight_scales = "per-tensor";
   std::string calib_text;
   std::string calib_ids;
   int64_t calib_max_seq_len = 512;  // calibration tokens per prefill step

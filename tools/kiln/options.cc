@@ -84,6 +84,9 @@ void CalibrationOptions::add_to(CLI::App* app) {
   g->add_option("--fp8-e5m2", e5m2,
                 "FP8: quantize this node's input activation to E5M2 (range 57344) instead of E4M3 (exact name, or a "
                 "prefix ending in '*'; repeatable)");
+  g->add_option("--weight-scales", weight_scales,
+                "Gemm / MatMul weight scales: per-channel (default) or per-tensor (one scale shared by the layers of "
+                "one input; FP8's fused cuBLASLt GEMM on Hopper, docs/decisions/0085)");
   g->add_option_function<double>(
       "--max-error",
       [this](const double& v) {
@@ -109,7 +112,10 @@ StatusOr<QuantizeConfig> CalibrationOptions::to_config() const {
   if (!(calib_split > 0 && calib_split < 1))
     return invalid_argument("--calib-split " + std::to_string(calib_split) +
                             ": give the calibrating share of the samples in (0, 1), e.g. 0.8");
+  if (weight_scales != "per-channel" && weight_scales != "per-tensor")
+    return invalid_argument("--weight-scales '" + weight_scales + "': expected per-channel or per-tensor");
   QuantizeConfig q;
+  q.per_tensor_weights = weight_scales == "per-tensor";
   q.data = data;
   q.cache = cache;
   q.calibrator = calibrator;

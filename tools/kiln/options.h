@@ -38,6 +38,7 @@ struct CalibrationOptions {
   int max_batches = 0;     // --calib-max-batches N
   std::vector<std::string> exclude;  // --quant-exclude NODE[*]
   std::vector<std::string> e5m2;     // --fp8-e5m2 NODE[*] (also --layer-precisions NODE[*]:fp8e5m2 in kiln build)
+  std::string weight_scales = "per-channel";  // --weight-scales per-channel|per-tensor (Gemm / MatMul weights)
   double max_error = 0;              // --max-error E (1 - cosine vs FP32 on held-out data)
   bool max_error_given = false;      // --max-error was passed (then E must be in (0, 1))
   double calib_split = 0.8;          // --calib-split S (calibrating share of --calib's samples)

@@ -8,14 +8,18 @@
 // Tactics: each entry of cuBLASLt's heuristic list (source cublaslt, variant = index) and Kiln's
 // reference GEMM (one thread per output; source kiln), which runs any shape: the builder times them.
 // FP8 with a 16-bit output also has the fused form (source cublaslt, variant kFusedBase + index;
-// decision 0080 addendum): one cuBLASLt FP8 GEMM that applies the per-output-channel weight scale
-// (A scale mode CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F), the per-tensor activation scale (B scale,
-// a device scalar), the bias and ReLU in its epilogue and writes Y in fp16 / bf16 directly — no
-// accumulator in memory and no separate epilogue pass. cuBLASLt lists it where it has such kernels
-// (its FP8 outer-vector scaling); elsewhere the list is empty and the unfused form runs.
+// decision 0080 addendum, 0085): one cuBLASLt FP8 GEMM that applies the weight scale (A scale), the
+// per-tensor activation scale (B scale, a device scalar), the bias and ReLU in its epilogue and
+// writes Y in fp16 / bf16 directly — no accumulator in memory and no separate epilogue pass. A
+// weight whose N scales are all equal (per-tensor weight scales: `--weight-scales per-tensor`,
+// build-llm's FP8 default) gives cuBLASLt a scalar A scale (CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F,
+// w_scale[0]), which cuBLASLt 13.1 lists on Hopper; per-channel scales ask for the outer-vector mode
+// (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F), which it lists only where it has such kernels —
+// elsewhere the list is empty and the unfused form runs.
 // The weight is uploaded as stored in the plan's graph (1 byte per element), never converted.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -34,6 +38,7 @@ struct QuantLinearParams {
   int zero_point = 0;
   bool has_bias = false;
   bool relu = false;
+  bool uniform_w_scale = false;  // every w_scale[n] equal: cuBLASLt's scalar A scale
   StorageType x_type = StorageType::kF32, y_type = StorageType::kF32;
 };
 
@@ -60,7 +65,8 @@ class QuantLinearLayer : public Layer {
       KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
       KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
       const int32_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, scalar = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof outer));
+      const int32_t a_mode = p.uniform_w_scale ? scalar : outer;
+      KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof a_mode));
       KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &scalar, sizeof scalar));
       const cublasLtEpilogue_t ep = p.has_bias ? (p.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                                : (p.relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
@@ -165,7 +171,7 @@ class QuantLinearLayer : public Layer {
     return "quant_linear m=" + std::to_string(p_.m) + " n=" + std::to_string(p_.n) + " k=" + std::to_string(p_.k) +
            (p_.fp8 ? " fp8e4m3" : " int8") + " x=" + storage_name(p_.x_type) + " y=" + storage_name(p_.y_type) +
            (p_.zero_point ? " zp" : "") + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
-           " ws<=" + std::to_string(lt_cap_);
+           (p_.uniform_w_scale ? " wscale=tensor" : "") + " ws<=" + std::to_string(lt_cap_);
   }
 
  private:
@@ -230,6 +236,10 @@ Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::strin
   const std::string act = n.attr_string("activation", "");
   if (!act.empty() && act != "Relu") return unsupported(where + "activation '" + act + "'");
   p.relu = act == "Relu";
+  {
+    const float* ws = sc->data<float>();
+    p.uniform_w_scale = std::all_of(ws, ws + nn, [&](float v) { return v == ws[0]; });
+  }
   if (!(p.x_scale > 0)) return invalid_argument(where + "x_scale must be > 0");
   KILN_ASSIGN_OR_RETURN(int xa, ctx.activation(n.inputs[0]));
   xa = ctx.as_layout(xa, false);
