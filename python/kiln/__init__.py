@@ -102,12 +102,14 @@ def quantize(model: Union[str, os.PathLike], calib: Optional[Union[str, os.PathL
              output: Optional[Union[str, os.PathLike]] = None, *, format: str = "int8",
              cache: Optional[Union[str, os.PathLike]] = None, calibrator: str = "", batch_size: int = 0,
              max_batches: int = 0, exclude: Sequence[str] = (), max_error: float = 0.0,
-             calib_split: float = 0.8) -> dict:
+             calib_split: float = 0.8, weight_scales: str = "per-channel") -> dict:
     """Post-training quantization (`kiln quantize`, docs/decisions/0050): calibrates the activations
     feeding Conv / Gemm / MatMul on `calib` (a .npz or a directory of <input>.npy, samples stacked on
     dim 0) or takes the scales from `cache`, and writes the model as standard Q/DQ ONNX to `output`
     (replaced only once complete). format: "int8" or "fp8" (E4M3FN, opset 19+). calibrator: "minmax"
     (default), "entropy", "percentile[:P]", "mse", "delayed[:N[:max|most_recent[:M]]]".
+    weight_scales: "per-channel" (default) or "per-tensor" Gemm / MatMul weight scales (one scale
+    shared by the layers reading one activation; FP8's fused cuBLASLt GEMM on Hopper, decision 0085).
     max_error in (0, 1): the accuracy budget (docs/decisions/0062): calibrate on the first
     calib_split of the samples and keep the fewest, most sensitive layers float until
     1 - cosine(outputs, FP32 outputs) on the held-out rest is <= max_error; the report then adds
@@ -120,7 +122,7 @@ def quantize(model: Union[str, os.PathLike], calib: Optional[Union[str, os.PathL
     """
     data, report = _kiln.quantize_onnx(os.fspath(model), format, os.fspath(calib) if calib else "",
                                        os.fspath(cache) if cache else "", calibrator, batch_size, max_batches,
-                                       list(exclude), max_error, calib_split)
+                                       list(exclude), max_error, calib_split, weight_scales)
     if output is not None:
         out = os.fspath(output)
         tmp = out + ".tmp"
@@ -146,7 +148,7 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
     (callable(BuildProgress)), logger (callable(LogSeverity, str)); quantize ("int8" | "fp8") with
     calib (calibration data) and/or calib_cache, calibrator: post-training quantization first (see
     quantize); max_error (0 < E < 1) and calib_split (default 0.8) with calib: the accuracy budget
-    (see quantize; the chosen layers are in engine.quantize_report). cuda_graph: the Engine replays CUDA graphs of its enqueue (device inputs).
+    (see quantize; the chosen layers are in engine.quantize_report); weight_scales (see quantize). cuda_graph: the Engine replays CUDA graphs of its enqueue (device inputs).
     The GIL is released while building. Raises NotFoundError, UnsupportedError (e.nodes: every
     unsupported node), InvalidModelError, InvalidArgumentError.
     """
@@ -156,6 +158,7 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
     quant = settings.pop("quantize", None)  # "int8" | "fp8" with calib / calib_cache
     max_error = settings.pop("max_error", 0.0)
     calib_split = settings.pop("calib_split", 0.8)
+    weight_scales = settings.pop("weight_scales", "per-channel")
     if (calib or calib_cache) and quant not in ("int8", "fp8"):
         raise _invalid("calib / calib_cache calibrate INT8 or FP8 layers: pass quantize='int8' or 'fp8'")
     if max_error and not calib:
@@ -167,7 +170,7 @@ def build(model: Union[str, os.PathLike], precision: str = "fp32",
         import tempfile
         setattr(cfg, quant, True)
         report = quantize(model, calib, format=quant, cache=calib_cache, calibrator=calibrator,
-                          max_error=max_error, calib_split=calib_split)
+                          max_error=max_error, calib_split=calib_split, weight_scales=weight_scales)
         with tempfile.TemporaryDirectory() as d:
             qpath = os.path.join(d, "model.qdq.onnx")
             with open(qpath, "wb") as f:

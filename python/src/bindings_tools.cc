@@ -40,8 +40,11 @@ void init_tools(pyb::module_& m) {
       "quantize_onnx",
       [](const std::string& model, const std::string& format, const std::string& data, const std::string& cache,
          const std::string& calibrator, int batch_size, int max_batches, const std::vector<std::string>& exclude,
-         double max_error, double calib_split) {
+         double max_error, double calib_split, const std::string& weight_scales) {
         QuantizeConfig c;
+        if (weight_scales != "per-channel" && weight_scales != "per-tensor")
+          throw StatusError{invalid_argument("weight_scales '" + weight_scales + "': expected per-channel or per-tensor")};
+        c.per_tensor_weights = weight_scales == "per-tensor";
         if (format == "int8") c.format = QuantFormat::kInt8;
         else if (format == "fp8") c.format = QuantFormat::kFp8E4M3;
         else throw StatusError{invalid_argument("format '" + format + "': expected int8 or fp8")};
@@ -87,6 +90,7 @@ void init_tools(pyb::module_& m) {
       pyb::arg("model"), pyb::arg("format") = "int8", pyb::arg("data") = "", pyb::arg("cache") = "",
       pyb::arg("calibrator") = "", pyb::arg("batch_size") = 0, pyb::arg("max_batches") = 0,
       pyb::arg("exclude") = std::vector<std::string>{}, pyb::arg("max_error") = 0.0, pyb::arg("calib_split") = 0.8,
+      pyb::arg("weight_scales") = "per-channel",
       "kiln::quantize_onnx (kiln/quantize.h): (Q/DQ ONNX bytes, report dict). The GIL is released while it runs.");
 
   m.def("inspect", [](const Engine& e) { return to_python(cli::engine_json(e)); }, pyb::arg("engine"),

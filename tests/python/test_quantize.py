@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 import pytest
 
 import kiln
@@ -29,6 +30,18 @@ def test_quantize_writes_qdq_with_minmax_scales(models, calib):
     ops = [n.op_type for n in m.graph.node]
     assert ops.count("QuantizeLinear") == 1 and ops.count("DequantizeLinear") == 2
     assert isinstance(rep["model"], bytes) and rep["model"] == open(out, "rb").read()
+
+
+def test_per_tensor_weight_scales_write_a_scalar_scale(models, calib):
+    out = os.path.join(calib["dir"], "mlp.int8t.onnx")
+    kiln.quantize(models["mlp"], calib["path"], out, weight_scales="per-tensor")
+    m = onnx.load(out)
+    w = [n for n in m.graph.node if n.op_type == "DequantizeLinear" and not any(a.name == "axis" for a in n.attribute)]
+    assert len(w) == 2  # x's and the weight's: both per tensor
+    scales = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    assert all(scales[n.input[1]].shape == () for n in w)
+    with pytest.raises(kiln.InvalidArgumentError, match="weight_scales 'per-row'"):
+        kiln.quantize(models["mlp"], calib["path"], weight_scales="per-row")
 
 
 def test_build_quantized_near_float_and_cache_reused(models, calib):
