@@ -22,6 +22,9 @@ OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 STEPS=${KILN_STEPS:-tests bert llm}
 BATCHES=${KILN_LLM_BATCHES:-1,64}
 W=/tmp/llm; mkdir -p $W
+# Seconds left of the call's budget (KILN_BUDGET_S, default 560 of the device tool's 600); a step that needs
+# more than what is left is skipped, so what ran still comes back.
+left() { echo $(( ${KILN_BUDGET_S:-560} - ($(date +%s) - T0) )); }
 # A command's wall seconds and peak resident set (its children's ru_maxrss), as JSON on the last line of $2.
 measured() {
   local log=$1; shift
@@ -48,7 +51,77 @@ if has tests; then
   grep -E "Failure|error:" -A 3 "$OUT/gpu_tests.txt" | head -40
   grep -E "^\[fp8 per-tensor\]" "$OUT/gpu_tests.txt" | sort | uniq -c | head -12
 fi
-if has bert; then
+# build_and_bench NAME CKPT TAG FLAGS...: build-llm into $W/engine_NAME_TAG (wall, peak RSS) and bench-llm it;
+# one JSON line to $OUT/$JSONL.
+build_and_bench() {
+  local name=$1 ck=$2 tag=$3; shift 3
+  local e=$W/engine_${name}_$tag
+  if [ "$(left)" -lt "${NEED_S:-90}" ]; then stamp "== $name $tag: skipped ($(left) s left)"; return; fi
+  stamp "== $name $tag: build-llm $*"
+  if [ ! -f $e/kiln_llm.json ]; then
+    measured $W/build_${name}_$tag.txt timeout $(( $(left) - 15 )) "$C/kiln" build-llm "$ck" -o "$e" --device gpu --dtype fp16 --max-batch 64 \
+      --max-seq-len ${KILN_LLM_MAX_SEQ:-512} --max-num-tokens 2048 "$@" || { tail -n 8 $W/build_${name}_$tag.txt; return; }
+  fi
+  grep -vE "^\s*$" $W/build_${name}_$tag.txt | tail -n 3
+  stamp "== $name $tag: bench-llm"
+  timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) "$C/kiln" bench-llm "$e" --batch "$BATCHES" --input-len 128 --output-len 128 --cuda-graph --json $W/kb_${name}_$tag.json \
+    > $W/kb_${name}_$tag.txt 2>&1 || tail -n 5 $W/kb_${name}_$tag.txt
+  tail -n 4 $W/kb_${name}_$tag.txt
+  "$PY" - "$name" "$tag" $W/build_${name}_$tag.txt $W/kb_${name}_$tag.json "$e" <<'PYEOF' >> "$OUT/$JSONL"
+import json, os, sys
+name, tag, build, kb, e = sys.argv[1:6]
+d = {"model": name, "config": tag}
+try: d["build"] = json.loads(open(build).read().strip().splitlines()[-1])
+except Exception as x: d["build"] = str(x)
+try: d["kiln"] = json.load(open(kb))
+except Exception as x: d["kiln"] = str(x)
+d["plan_bytes"] = sum(os.path.getsize(os.path.join(e, f)) for f in os.listdir(e)) if os.path.isdir(e) else None
+print(json.dumps(d))
+PYEOF
+}
+IDS=$("$PY" -c "import random; r=random.Random(3); print(','.join(str(r.randrange(100, 50000)) for _ in range(${KILN_CALIB_TOKENS:-256})))")
+if has llm8b; then
+  JSONL=llm8b.jsonl; [ -f "$OUT/$JSONL" ] || : > "$OUT/$JSONL"
+  stamp "== llama8b checkpoint"
+  nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
+  "$PY" scripts/llm_hf_peer.py make $W --models llama8b 2>&1 | grep -v Warning | tail -3
+  du -sh $W/llama8b
+  # The decode bound: a step reads every weight once; the device's copy rate from a 4 GiB D2D copy.
+  "$PY" - $W/llama8b <<'PYEOF' | tee -a "$OUT/$JSONL"
+import json, os, sys, torch
+ck = sys.argv[1]
+nbytes = sum(os.path.getsize(os.path.join(ck, f)) for f in os.listdir(ck) if f.endswith(".safetensors"))
+a = torch.empty(2 << 30, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
+for _ in range(3): b.copy_(a)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+ts = []
+for _ in range(10):
+    s.record(); b.copy_(a); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+ms = sorted(ts)[len(ts) // 2]
+bw = 2 * a.numel() / (ms / 1e3)  # read + write bytes / s
+print(json.dumps({"bound": "decode step reads every weight once", "weight_bytes": nbytes, "copy_bw_GBps": round(bw / 1e9, 1),
+                  "tpot_bound_ms": round(nbytes / bw * 1e3, 3), "gpu": torch.cuda.get_device_name()}))
+PYEOF
+  for cfg in ${KILN_LLM8B_CONFIGS:-fp16 fp8t}; do
+    case $cfg in
+      fp16) NEED_S=240 build_and_bench llama8b $W/llama8b fp16 ;;
+      fp8t) NEED_S=240 build_and_bench llama8b $W/llama8b fp8t --quant fp8 --calib-ids "$(echo $IDS | cut -d, -f1-64)" --calib-max-seq-len 64 ;;
+    esac
+    rm -rf $W/engine_llama8b_$cfg  # 16 GB each on a 64 GB disk
+  done
+fi
+if has llm; then
+  : > "$OUT/llm_fp8.jsonl"; JSONL=llm_fp8.jsonl
+  SMALL=${KILN_LLM_SMALL:-llama1b,gpt2}
+  "$PY" scripts/llm_hf_peer.py make $W --models "$SMALL" 2>&1 | grep -v Warning | tail -3
+  for m in ${SMALL//,/ }; do
+    build_and_bench $m $W/$m fp16
+    build_and_bench $m $W/$m fp8t --quant fp8 --calib-ids "$IDS"
+    build_and_bench $m $W/$m fp8c --quant fp8 --calib-ids "$IDS" --weight-scales per-channel
+    "$C/kiln" inspect $W/engine_${m}_fp8t/model.plan 2>/dev/null | grep -oE "quant_linear [a-z0-9]+ [a-z.]+( fused-scale)? " | sort | uniq -c
+  done
+fi
+if has bert && [ "$(left)" -gt 150 ]; then
   stamp "== BERT-base FP8 per-tensor / per-channel, INT8 vs FP16"
   mkdir -p models /tmp/qb
   [ -f models/bert_base.onnx ] || $PY scripts/export_models.py --model bert_base -o models/bert_base.onnx 2>&1 | tail -n 1
@@ -80,74 +153,6 @@ print(json.dumps(d))
 PYEOF
   done
   cp /tmp/qb/prof_*.json "$OUT/" 2>/dev/null
-fi
-# build_and_bench NAME CKPT TAG FLAGS...: build-llm into $W/engine_NAME_TAG (wall, peak RSS) and bench-llm it;
-# one JSON line to $OUT/$JSONL.
-build_and_bench() {
-  local name=$1 ck=$2 tag=$3; shift 3
-  local e=$W/engine_${name}_$tag
-  stamp "== $name $tag: build-llm $*"
-  if [ ! -f $e/kiln_llm.json ]; then
-    measured $W/build_${name}_$tag.txt "$C/kiln" build-llm "$ck" -o "$e" --device gpu --dtype fp16 --max-batch 64 \
-      --max-seq-len ${KILN_LLM_MAX_SEQ:-512} --max-num-tokens 2048 "$@" || { tail -n 8 $W/build_${name}_$tag.txt; return; }
-  fi
-  grep -vE "^\s*$" $W/build_${name}_$tag.txt | tail -n 3
-  stamp "== $name $tag: bench-llm"
-  "$C/kiln" bench-llm "$e" --batch "$BATCHES" --input-len 128 --output-len 128 --cuda-graph --json $W/kb_${name}_$tag.json \
-    > $W/kb_${name}_$tag.txt 2>&1 || tail -n 5 $W/kb_${name}_$tag.txt
-  tail -n 4 $W/kb_${name}_$tag.txt
-  "$PY" - "$name" "$tag" $W/build_${name}_$tag.txt $W/kb_${name}_$tag.json "$e" <<'PYEOF' >> "$OUT/$JSONL"
-import json, os, sys
-name, tag, build, kb, e = sys.argv[1:6]
-d = {"model": name, "config": tag}
-try: d["build"] = json.loads(open(build).read().strip().splitlines()[-1])
-except Exception as x: d["build"] = str(x)
-try: d["kiln"] = json.load(open(kb))
-except Exception as x: d["kiln"] = str(x)
-d["plan_bytes"] = sum(os.path.getsize(os.path.join(e, f)) for f in os.listdir(e)) if os.path.isdir(e) else None
-print(json.dumps(d))
-PYEOF
-}
-IDS=$("$PY" -c "import random; r=random.Random(3); print(','.join(str(r.randrange(100, 50000)) for _ in range(${KILN_CALIB_TOKENS:-256})))")
-if has llm; then
-  : > "$OUT/llm_fp8.jsonl"; JSONL=llm_fp8.jsonl
-  SMALL=${KILN_LLM_SMALL:-gpt2,llama1b}
-  "$PY" scripts/llm_hf_peer.py make $W --models "$SMALL" 2>&1 | grep -v Warning | tail -3
-  for m in ${SMALL//,/ }; do
-    build_and_bench $m $W/$m fp16
-    build_and_bench $m $W/$m fp8t --quant fp8 --calib-ids "$IDS"
-    build_and_bench $m $W/$m fp8c --quant fp8 --calib-ids "$IDS" --weight-scales per-channel
-    "$C/kiln" inspect $W/engine_${m}_fp8t/model.plan 2>/dev/null | grep -oE "quant_linear [a-z0-9]+ [a-z.]+( fused-scale)? " | sort | uniq -c
-  done
-fi
-if has llm8b; then
-  JSONL=llm8b.jsonl; [ -f "$OUT/$JSONL" ] || : > "$OUT/$JSONL"
-  stamp "== llama8b checkpoint"
-  nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
-  "$PY" scripts/llm_hf_peer.py make $W --models llama8b 2>&1 | grep -v Warning | tail -3
-  du -sh $W/llama8b
-  # The decode bound: a step reads every weight once; the device's copy rate from a 4 GiB D2D copy.
-  "$PY" - $W/llama8b <<'PYEOF' | tee -a "$OUT/$JSONL"
-import json, os, sys, torch
-ck = sys.argv[1]
-nbytes = sum(os.path.getsize(os.path.join(ck, f)) for f in os.listdir(ck) if f.endswith(".safetensors"))
-a = torch.empty(2 << 30, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
-for _ in range(3): b.copy_(a)
-s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-ts = []
-for _ in range(10):
-    s.record(); b.copy_(a); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
-ms = sorted(ts)[len(ts) // 2]
-bw = 2 * a.numel() / (ms / 1e3)  # read + write bytes / s
-print(json.dumps({"bound": "decode step reads every weight once", "weight_bytes": nbytes, "copy_bw_GBps": round(bw / 1e9, 1),
-                  "tpot_bound_ms": round(nbytes / bw * 1e3, 3), "gpu": torch.cuda.get_device_name()}))
-PYEOF
-  for cfg in ${KILN_LLM8B_CONFIGS:-fp16 fp8t}; do
-    case $cfg in
-      fp16) build_and_bench llama8b $W/llama8b fp16 ;;
-      fp8t) build_and_bench llama8b $W/llama8b fp8t --quant fp8 --calib-ids "$(echo $IDS | cut -d, -f1-64)" --calib-max-seq-len 64 ;;
-    esac
-  done
 fi
 if has peer8b; then
   stamp "== transformers peer (static cache + torch.compile), llama8b"
