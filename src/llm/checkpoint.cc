@@ -99,6 +99,7 @@ StatusOr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
   const std::string config_path = dir + "/config.json";
   if (!exists(config_path)) return not_found("checkpoint '" + dir + "' has no config.json");
   KILN_ASSIGN_OR_RETURN(c.config_, read_model_config(config_path));
+  KILN_ASSIGN_OR_RETURN(c.fp8_, read_fp8_quantization(dir));
   const std::string gen_path = dir + "/generation_config.json";
   if (exists(gen_path)) {
     KILN_ASSIGN_OR_RETURN(GenerationConfig g, read_generation_config(gen_path));
@@ -119,7 +120,7 @@ StatusOr<Checkpoint> Checkpoint::open(const std::string& dir_in) {
                      (torch ? " (pytorch_model.bin is not read: save it with safe_serialization=True)" : ""));
   }
   if (c.config_.architecture == Architecture::kGpt2 && c.tensors_.count("transformer.wte.weight")) c.prefix_ = "transformer.";
-  KILN_RETURN_IF_ERROR(check_weights(c.config_, c.prefix_, c.tensors_, "'" + dir + "'"));
+  KILN_RETURN_IF_ERROR(check_weights(c.config_, c.prefix_, c.tensors_, "'" + dir + "'", c.fp8_ ? &*c.fp8_ : nullptr));
   return c;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/status.h"
+#include "llm/fp8_checkpoint.h"
 #include "llm/model_config.h"
 #include "llm/safetensors.h"
 
@@ -23,11 +24,17 @@ class Checkpoint {
   // weight file is NotFound; a malformed file (safetensors.h's checks), an index entry pointing
   // at a shard that lacks the tensor, a tensor in a shard the index does not list there, a tensor
   // name present in two shards, a missing, unexpected or wrongly shaped weight is InvalidModel;
-  // an unknown architecture or a weight dtype other than F32/F16/BF16 is Unsupported.
+  // an unknown architecture or a weight dtype other than F32/F16/BF16 is Unsupported. An FP8
+  // checkpoint (config.json quantization_config / hf_quant_config.json, fp8_checkpoint.h) may
+  // store its linear layers' weights in F8_E4M3 with their scales (checked here too, each error
+  // naming the tensor and file); other quantizations are Unsupported naming the file.
   static StatusOr<Checkpoint> open(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
+  // The FP8 quantization the checkpoint declares (fp8_checkpoint.h; docs/decisions/0086), nullopt
+  // for a float checkpoint.
+  const std::optional<Fp8CheckpointQuant>& fp8_quantization() const { return fp8_; }
   // generation_config.json when present.
   const std::optional<GenerationConfig>& generation_config() const { return generation_; }
   // The token ids that end generation: generation_config.json's when present, else config.json's.
@@ -48,6 +55,7 @@ class Checkpoint {
   std::string dir_;
   ModelConfig config_;
   std::optional<GenerationConfig> generation_;
+  std::optional<Fp8CheckpointQuant> fp8_;
   std::map<std::string, SafetensorsTensor> tensors_;
   std::vector<std::string> files_;
   std::string prefix_;

@@ -89,7 +89,8 @@ std::string present_value_name(int64_t layer) { return "present_value." + std::t
 
 StatusOr<ir::Graph> build_decoder_graph(const ModelConfig& config, const Checkpoint& checkpoint,
                                         const DecoderGraphOptions& options) {
-  KILN_RETURN_IF_ERROR(check_weights(config, checkpoint.weight_prefix(), checkpoint.tensors(), "'" + checkpoint.dir() + "'"));
+  KILN_RETURN_IF_ERROR(check_weights(config, checkpoint.weight_prefix(), checkpoint.tensors(), "'" + checkpoint.dir() + "'",
+                                     checkpoint.fp8_quantization() ? &*checkpoint.fp8_quantization() : nullptr));
   ir::Graph g;
   g.name = std::string(architecture_name(config.architecture)) + "_decoder_step";
   GraphEmitter e(&g);

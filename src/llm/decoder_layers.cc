@@ -93,11 +93,33 @@ StatusOr<ValueId> CheckpointWeights::transposed(const std::string& name) {
   return e_->constant(name + ".T", std::move(out));
 }
 
+StatusOr<LinearWeight> CheckpointWeights::linear(const std::string& module) {
+  const std::string name = module + ".weight";
+  const SafetensorsTensor* st = ck_.find(name);
+  LinearWeight r;
+  if (keep_fp8_ && st && st->dtype == DataType::kFloat8E4M3FN && ck_.fp8_quantization()) {
+    StatusOr<Fp8Linear> l = read_fp8_linear(module, ck_.tensors(), *ck_.fp8_quantization());
+    if (!l.ok()) return Status(l.status().code(), where(name) + ": " + l.status().message());
+    r.fp8 = std::move(*l);
+    return r;
+  }
+  KILN_ASSIGN_OR_RETURN(r.w, transposed(name));
+  return r;
+}
+
 StatusOr<Tensor> CheckpointWeights::load(const std::string& name) {
   const SafetensorsTensor* st = ck_.find(name);
   if (!st) return invalid_model(where(name) + " is missing");
   Tensor raw = st->to_tensor();
   if (raw.dtype() == DataType::kFloat32) return raw;
+  const std::string suffix = ".weight";
+  if (raw.dtype() == DataType::kFloat8E4M3FN && ck_.fp8_quantization() && name.size() > suffix.size() &&
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    // An FP8 checkpoint's linear weight read as float: W = fp8 · weight_scale.
+    StatusOr<Fp8Linear> l = read_fp8_linear(name.substr(0, name.size() - suffix.size()), ck_.tensors(), *ck_.fp8_quantization());
+    if (!l.ok()) return Status(l.status().code(), where(name) + ": " + l.status().message());
+    return dequantize_fp8_linear(*l, where(name) + " dequantized");
+  }
   if (raw.dtype() != DataType::kFloat16 && raw.dtype() != DataType::kBFloat16)
     return unsupported(where(name) + " has dtype " + dtype_name(raw.dtype()) + "; F32, F16 or BF16 are read");
   StatusOr<Tensor> f = cast_tensor(raw, DataType::kFloat32);
@@ -146,8 +168,10 @@ ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::stri
       double amax = -1;
       if (e.fp8_per_tensor_weights()) {
         amax = max_abs_weight(*wt);
-        for (ValueId o : group)
+        for (ValueId o : group) {
+          if (o == ir::kNoValue) continue;
           if (const std::shared_ptr<const Tensor>& ot = e.graph().value(o).constant) amax = std::max(amax, max_abs_weight(*ot));
+        }
       }
       StatusOr<Fp8Weight> q = quantize_weight_fp8(*wt, name, amax);
       if (!q.ok()) {
@@ -163,6 +187,27 @@ ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::stri
   }
   ValueId y = e.op(OpKind::kMatMul, name, {x, w});
   return b == ir::kNoValue ? y : e.op(OpKind::kAdd, name + ".bias", {y, b});
+}
+
+// The same for a LinearWeight: an FP8 checkpoint's layer kept as stored is QuantLinear(x, W
+// [out, in] as stored (or requantized by share_input), w_scale [out], b?){x_scale = input_scale}.
+ValueId linear(GraphEmitter& e, ValueId x, const LinearWeight& lw, ValueId b, const std::string& name,
+               const std::vector<ValueId>& group = {}) {
+  if (!lw.fp8) return linear(e, x, lw.w, b, name, group);
+  std::vector<ValueId> in = {x, e.constant(name + ".weight_fp8", lw.fp8->w), e.constant(name + ".w_scale", lw.fp8->w_scale)};
+  if (b != ir::kNoValue) in.push_back(b);
+  return e.op(OpKind::kQuantLinear, name, std::move(in),
+              {{"x_scale", ir::Attribute::of_float(lw.fp8->x_scale)}, {"x_zero_point", int_attr(0)}});
+}
+
+// Layers of one input (q/k/v, gate/up) kept FP8: one x_scale, so the horizontally fused layer
+// quantizes the input once, and with the emitter's per-tensor weight scales one scalar weight
+// scale too (share_fp8_input; decision 0086).
+void share_input(const GraphEmitter& e, std::initializer_list<LinearWeight*> group) {
+  std::vector<Fp8Linear*> f;
+  for (LinearWeight* w : group)
+    if (w->fp8) f.push_back(&*w->fp8);
+  if (f.size() > 1) share_fp8_input(f, e.fp8_per_tensor_weights());
 }
 
 StatusOr<ValueId> emit_gpt2(GraphEmitter& e, CheckpointWeights& w, const ModelConfig& c, const std::string& p,
@@ -221,30 +266,32 @@ StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelC
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string L = "model.layers." + std::to_string(l) + ".";
     const std::string n = "layers." + std::to_string(l);
-    auto T = [&](const std::string& name) { return w.transposed(L + name); };
+    auto P = [&](const std::string& module) { return w.linear(L + module); };
     auto B = [&](bool has, const std::string& name) -> StatusOr<ValueId> {
       if (!has) return ir::kNoValue;
       return w.as_is(L + name);
     };
     KILN_ASSIGN_OR_RETURN(ValueId in_norm, w.as_is(L + "input_layernorm.weight"));
     KILN_ASSIGN_OR_RETURN(ValueId post_norm, w.as_is(L + "post_attention_layernorm.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wq, T("self_attn.q_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wk, T("self_attn.k_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wv, T("self_attn.v_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wo, T("self_attn.o_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(LinearWeight wq, P("self_attn.q_proj"));
+    KILN_ASSIGN_OR_RETURN(LinearWeight wk, P("self_attn.k_proj"));
+    KILN_ASSIGN_OR_RETURN(LinearWeight wv, P("self_attn.v_proj"));
+    KILN_ASSIGN_OR_RETURN(LinearWeight wo, P("self_attn.o_proj"));
     KILN_ASSIGN_OR_RETURN(ValueId bq, B(c.attention_bias, "self_attn.q_proj.bias"));
     KILN_ASSIGN_OR_RETURN(ValueId bk, B(c.attention_bias, "self_attn.k_proj.bias"));
     KILN_ASSIGN_OR_RETURN(ValueId bv, B(c.attention_bias, "self_attn.v_proj.bias"));
     KILN_ASSIGN_OR_RETURN(ValueId bo, B(c.attention_out_bias, "self_attn.o_proj.bias"));
-    KILN_ASSIGN_OR_RETURN(ValueId wg, T("mlp.gate_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wu, T("mlp.up_proj.weight"));
-    KILN_ASSIGN_OR_RETURN(ValueId wd, T("mlp.down_proj.weight"));
+    KILN_ASSIGN_OR_RETURN(LinearWeight wg, P("mlp.gate_proj"));
+    KILN_ASSIGN_OR_RETURN(LinearWeight wu, P("mlp.up_proj"));
+    KILN_ASSIGN_OR_RETURN(LinearWeight wd, P("mlp.down_proj"));
     KILN_ASSIGN_OR_RETURN(ValueId bg, B(c.mlp_bias, "mlp.gate_proj.bias"));
     KILN_ASSIGN_OR_RETURN(ValueId bu, B(c.mlp_bias, "mlp.up_proj.bias"));
     KILN_ASSIGN_OR_RETURN(ValueId bd, B(c.mlp_bias, "mlp.down_proj.bias"));
 
     ValueId h = e.op(OpKind::kRMSNormalization, n + ".input_layernorm", {x, in_norm}, rms_attrs);
-    const std::vector<ValueId> qkv = {wq, wk, wv};
+    share_input(e, {&wq, &wk, &wv});
+    share_input(e, {&wg, &wu});
+    const std::vector<ValueId> qkv = {wq.w, wk.w, wv.w};
     ValueId q = layout.split_heads(e, linear(e, h, wq, bq, n + ".q_proj", qkv), H, hd, n + ".q");
     ValueId k = layout.split_heads(e, linear(e, h, wk, bk, n + ".k_proj", qkv), KV, hd, n + ".k");
     ValueId v = layout.split_heads(e, linear(e, h, wv, bv, n + ".v_proj", qkv), KV, hd, n + ".v");
@@ -253,8 +300,8 @@ StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelC
     ValueId a = layout.attend(e, c, l, q, k, v, n + ".attn");
     x = e.op(OpKind::kAdd, n + ".attn.residual", {x, linear(e, a, wo, bo, n + ".o_proj")});
     h = e.op(OpKind::kRMSNormalization, n + ".post_attention_layernorm", {x, post_norm}, rms_attrs);
-    ValueId g = emit_act(e, act, linear(e, h, wg, bg, n + ".gate_proj", {wu}), n + ".act");
-    ValueId u = linear(e, h, wu, bu, n + ".up_proj", {wg});
+    ValueId g = emit_act(e, act, linear(e, h, wg, bg, n + ".gate_proj", {wu.w}), n + ".act");
+    ValueId u = linear(e, h, wu, bu, n + ".up_proj", {wg.w});
     ValueId m = e.op(OpKind::kMul, n + ".gate_up", {g, u});
     x = e.op(OpKind::kAdd, n + ".mlp.residual", {x, linear(e, m, wd, bd, n + ".down_proj")});
   }
@@ -270,19 +317,19 @@ std::vector<Projection> decoder_projections(const ModelConfig& c) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     if (c.architecture == Architecture::kGpt2) {
       const std::string n = "h." + std::to_string(l);
-      out.push_back({n + ".attn.c_attn", D, 3 * D});
-      out.push_back({n + ".attn.c_proj", D, D});
-      out.push_back({n + ".mlp.c_fc", D, I});
-      out.push_back({n + ".mlp.c_proj", I, D});
+      out.push_back({n + ".attn.c_attn", D, 3 * D, n + ".attn.c_attn"});
+      out.push_back({n + ".attn.c_proj", D, D, n + ".attn.c_proj"});
+      out.push_back({n + ".mlp.c_fc", D, I, n + ".mlp.c_fc"});
+      out.push_back({n + ".mlp.c_proj", I, D, n + ".mlp.c_proj"});
     } else {
-      const std::string n = "layers." + std::to_string(l);
-      out.push_back({n + ".q_proj", D, q});
-      out.push_back({n + ".k_proj", D, kv});
-      out.push_back({n + ".v_proj", D, kv});
-      out.push_back({n + ".o_proj", q, D});
-      out.push_back({n + ".gate_proj", D, I});
-      out.push_back({n + ".up_proj", D, I});
-      out.push_back({n + ".down_proj", I, D});
+      const std::string n = "layers." + std::to_string(l), m = "model.layers." + std::to_string(l);
+      out.push_back({n + ".q_proj", D, q, m + ".self_attn.q_proj"});
+      out.push_back({n + ".k_proj", D, kv, m + ".self_attn.k_proj"});
+      out.push_back({n + ".v_proj", D, kv, m + ".self_attn.v_proj"});
+      out.push_back({n + ".o_proj", q, D, m + ".self_attn.o_proj"});
+      out.push_back({n + ".gate_proj", D, I, m + ".mlp.gate_proj"});
+      out.push_back({n + ".up_proj", D, I, m + ".mlp.up_proj"});
+      out.push_back({n + ".down_proj", I, D, m + ".mlp.down_proj"});
     }
   }
   return out;

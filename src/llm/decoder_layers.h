@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
 #include "kiln/status.h"
 #include "llm/checkpoint.h"
+#include "llm/fp8_checkpoint.h"
 #include "llm/model_config.h"
 
 namespace kiln::llm {
@@ -39,7 +41,9 @@ class GraphEmitter {
   const std::map<std::string, float>* fp8_x_scales() const { return fp8_; }
   // Weight scales of those projections: per output channel (false, the default) or one per tensor,
   // shared by the projections that read one input (q/k/v, gate/up; StepGraphOptions::
-  // fp8_per_tensor_weights).
+  // fp8_per_tensor_weights). For an FP8 checkpoint's layers kept as stored (CheckpointWeights::
+  // set_keep_fp8): whether q/k/v and gate/up are requantized to one weight scale per group
+  // (share_fp8_input, decision 0086).
   void set_fp8_per_tensor_weights(bool on) { fp8_per_tensor_ = on; }
   bool fp8_per_tensor_weights() const { return fp8_per_tensor_; }
   const ir::Graph& graph() const { return *g_; }
@@ -61,10 +65,13 @@ class GraphEmitter {
 // One linear projection of the decoder layers (the attention and MLP matrices; not the embedding,
 // not lm_head): its node name in the graphs ("h.L.attn.c_attn", "h.L.attn.c_proj", "h.L.mlp.c_fc",
 // "h.L.mlp.c_proj" for GPT-2; "layers.L.{q,k,v,o}_proj", "layers.L.{gate,up,down}_proj" for the
-// Llama family), in features K and out features N (y [.., N] = x [.., K] W).
+// Llama family), in features K and out features N (y [.., N] = x [.., K] W), and the checkpoint's
+// module ("model.layers.L.self_attn.q_proj", "model.layers.L.mlp.gate_proj"; GPT-2's Conv1D
+// "h.L.attn.c_attn" without the optional "transformer." prefix).
 struct Projection {
   std::string name;
   int64_t k = 0, n = 0;
+  std::string module;
 };
 // Every projection of `c`, layer by layer in graph order.
 std::vector<Projection> decoder_projections(const ModelConfig& c);
@@ -89,8 +96,17 @@ ir::Attribute int_attr(int64_t v);
 ir::Attribute float_attr(double v);
 ir::Attribute ints_attr(std::vector<int64_t> v);
 
+// A linear layer's weight as the layers emit it: a float32 constant [in, out] (the graphs' x W
+// layout), or — an FP8 checkpoint's layer kept as stored (CheckpointWeights::set_keep_fp8) — its
+// E4M3FN weight [out, in] with scales, QuantLinear's operands (fp8_checkpoint.h).
+struct LinearWeight {
+  ir::ValueId w = ir::kNoValue;  // float32 [in, out]; kNoValue when fp8 is set
+  std::optional<Fp8Linear> fp8;
+};
+
 // The checkpoint's weights as float32 constant values (F16/BF16 converted once; F32 weights kept
-// as stored wrap the file's mapping). Errors name the tensor and the checkpoint directory.
+// as stored wrap the file's mapping; an FP8 checkpoint's F8_E4M3 weights dequantized, W = fp8 ·
+// weight_scale). Errors name the tensor and the checkpoint directory.
 class CheckpointWeights {
  public:
   CheckpointWeights(const Checkpoint& ck, GraphEmitter* e) : ck_(ck), e_(e) {}
@@ -98,6 +114,12 @@ class CheckpointWeights {
   StatusOr<ir::ValueId> as_is(const std::string& name);
   // A 2-D weight [rows, cols] stored transposed, [cols, rows] (nn.Linear's [out, in] -> [in, out]).
   StatusOr<ir::ValueId> transposed(const std::string& name);
+  // The nn.Linear `module`'s weight ("module.weight"): transposed to float32 [in, out], or with
+  // set_keep_fp8(true) and an F8_E4M3 weight, the stored E4M3 weight and scales (read_fp8_linear).
+  StatusOr<LinearWeight> linear(const std::string& module);
+  // FP8 checkpoints: keep F8_E4M3 linear weights as stored for QuantLinear (the step graph's
+  // StepGraphOptions::checkpoint_fp8) instead of dequantizing them to float32.
+  void set_keep_fp8(bool on) { keep_fp8_ = on; }
 
  private:
   std::string where(const std::string& name) const;
@@ -105,6 +127,7 @@ class CheckpointWeights {
 
   const Checkpoint& ck_;
   GraphEmitter* e_;
+  bool keep_fp8_ = false;
 };
 
 // How a graph lays out its tokens and attends; the layers are written against it. Hidden states

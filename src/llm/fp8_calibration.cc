@@ -39,6 +39,7 @@ StatusOr<Fp8Calibration> calibrate_fp8(const Checkpoint& ck, const std::vector<i
   so.max_rows = 1;
   so.max_blocks_per_seq = blocks;
   so.block_size = o.block_size;
+  so.checkpoint_fp8 = false;  // an FP8 checkpoint is calibrated on its dequantized weights
   KILN_ASSIGN_OR_RETURN(ir::Graph g, build_step_graph(c, ck, so));
 
   // The value each projection reads (its MatMul's input 0), and one histogram per such value.

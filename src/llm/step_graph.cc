@@ -79,6 +79,23 @@ Status check_fp8_scales(const ModelConfig& c, const std::map<std::string, float>
   return Status::Ok();
 }
 
+// A checkpoint's FP8 projections kept as stored: no calibrated scales beside them, and the 8-bit
+// GEMMs' alignment for each (checked once the weights passed check_weights).
+Status check_checkpoint_fp8(const ModelConfig& c, const Checkpoint& ck, const StepGraphOptions& o) {
+  if (!o.fp8_x_scales.empty())
+    return invalid_argument("fp8: checkpoint '" + ck.dir() + "' carries its own FP8 scales (" + ck.fp8_quantization()->describe() +
+                            "); fp8_x_scales apply to float weights (set checkpoint_fp8 = false to dequantize them first)");
+  for (const Projection& p : decoder_projections(c)) {
+    const SafetensorsTensor* t = ck.find(p.module + ".weight");
+    if (!t || t->dtype != DataType::kFloat8E4M3FN) continue;
+    if (p.k % 16 != 0 || p.n % 16 != 0)
+      return invalid_argument("fp8: " + std::string(architecture_name(c.architecture)) + " projection '" + p.name +
+                              "' (FP8 in checkpoint '" + ck.dir() + "') is [K " + std::to_string(p.k) + ", N " +
+                              std::to_string(p.n) + "]; FP8 QuantLinear needs K and N multiples of 16");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int64_t kv_block_elements(const ModelConfig& config, int64_t block_size) {
@@ -89,7 +106,10 @@ StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint
                                      const StepGraphOptions& options) {
   KILN_RETURN_IF_ERROR(check_options(options));
   KILN_RETURN_IF_ERROR(check_fp8_scales(config, options.fp8_x_scales));
-  KILN_RETURN_IF_ERROR(check_weights(config, checkpoint.weight_prefix(), checkpoint.tensors(), "'" + checkpoint.dir() + "'"));
+  KILN_RETURN_IF_ERROR(check_weights(config, checkpoint.weight_prefix(), checkpoint.tensors(), "'" + checkpoint.dir() + "'",
+                                     checkpoint.fp8_quantization() ? &*checkpoint.fp8_quantization() : nullptr));
+  const bool checkpoint_fp8 = options.checkpoint_fp8 && checkpoint.fp8_quantization().has_value();
+  if (checkpoint_fp8) KILN_RETURN_IF_ERROR(check_checkpoint_fp8(config, checkpoint, options));
   ir::Graph g;
   g.name = std::string(architecture_name(config.architecture)) + "_paged_step";
   GraphEmitter e(&g);
@@ -99,6 +119,11 @@ StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint
     g.name += "_fp8";
   }
   CheckpointWeights w(checkpoint, &e);
+  if (checkpoint_fp8) {
+    w.set_keep_fp8(true);
+    e.set_fp8_per_tensor_weights(options.fp8_per_tensor_weights);
+    g.name += "_fp8";
+  }
   const ir::Dim t = ir::Dim::sym(kStepTokensDim);
   const ir::Dim r = ir::Dim::known(options.max_rows);
   ValueId ids = e.input(kStepInputIdsName, DataType::kInt64, ir::SymShape{t});

@@ -59,6 +59,19 @@ struct StepGraphOptions {
   // of one input — q/k/v, gate/up — so their fused layer keeps one scalar scale; quantize_weight_fp8),
   // ModelOpt's FP8 recipe and the form cuBLASLt's fused FP8 GEMM runs on Hopper (decision 0085).
   bool fp8_per_tensor_weights = false;
+  // FP8 checkpoints (Checkpoint::fp8_quantization(): ModelOpt, compressed-tensors, AutoFP8;
+  // fp8_checkpoint.h, decision 0086). true: every projection whose weight the checkpoint stores as
+  // F8_E4M3 is a QuantLinear of that weight as stored ([out, in] = QuantLinear's [N, K]), w_scale
+  // = weight_scale broadcast to [N] (or its per-channel column) and x_scale = input_scale, no
+  // calibration; q/k/v and gate/up each take their group's largest input_scale (one quantization of
+  // their shared input). With fp8_per_tensor_weights, per-tensor weight scales that differ within
+  // such a group are requantized to the group's largest (share_fp8_input), so the fused layer
+  // keeps one scalar scale (cuBLASLt's fused FP8 GEMM); without, every weight keeps its stored
+  // codes and scale (exact; the fused layer's w_scale varies by member). fp8_x_scales must then
+  // be empty. false: those weights are dequantized to float32
+  // (W = fp8 · weight_scale) and the graph is the float one (or fp8_x_scales' calibrated one).
+  // No effect on float checkpoints; lm_head stays float either way.
+  bool checkpoint_fp8 = true;
 };
 
 inline constexpr const char* kStepInputIdsName = "input_ids";
@@ -80,7 +93,8 @@ int64_t kv_block_elements(const ModelConfig& config, int64_t block_size);
 // < 1 or a cache_dtype other than float32 / float16 / bfloat16; InvalidArgument for fp8_x_scales
 // that lack a projection, name something that is not one, hold a scale that is not finite and
 // > 0, or for a projection whose K or N is not a multiple of 16 (the 8-bit GEMMs' alignment,
-// decision 0055), naming the projection; Unsupported as build_decoder_graph
+// decision 0055), naming the projection — also for a checkpoint's FP8 projections under
+// checkpoint_fp8, and fp8_x_scales given with them; Unsupported as build_decoder_graph
 // for activations and RoPE types the layers do not implement. The graph passes ir::verify.
 StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint& checkpoint,
                                      const StepGraphOptions& options);

@@ -86,9 +86,13 @@ bool is_ignored_buffer(const ModelConfig& config, const std::string& name) {
 }
 
 Status check_weights(const ModelConfig& config, const std::string& prefix,
-                     const std::map<std::string, SafetensorsTensor>& tensors, const std::string& where) {
+                     const std::map<std::string, SafetensorsTensor>& tensors, const std::string& where,
+                     const Fp8CheckpointQuant* fp8) {
   const std::string arch = std::string(architecture_name(config.architecture)) + " checkpoint " + where;
-  std::set<std::string> expected;
+  if (fp8 && config.architecture == Architecture::kGpt2)
+    return unsupported(arch + ": " + fp8->source + " declares " + fp8_checkpoint_format_name(fp8->format) +
+                       " FP8 quantization; FP8 checkpoints are read for the Llama family (llama, mistral, qwen2)");
+  std::set<std::string> expected, fp8_modules;
   for (const ExpectedWeight& e : expected_weights(config, prefix)) {
     expected.insert(e.name);
     auto it = tensors.find(e.name);
@@ -97,21 +101,35 @@ Status check_weights(const ModelConfig& config, const std::string& prefix,
       return invalid_model(arch + ": weight '" + e.name + "' " + shape_str(e.shape) + " is missing");
     }
     const SafetensorsTensor& t = it->second;
-    if (t.dtype == DataType::kFloat8E4M3FN || t.dtype == DataType::kFloat8E5M2)
+    const bool linear = ends_with(e.name, "_proj.weight") || e.name == "lm_head.weight";
+    if (t.dtype == DataType::kFloat8E4M3FN && fp8 && linear) {
+      const std::string module = e.name.substr(0, e.name.size() - std::string(".weight").size());
+      if (Status s = read_fp8_linear(module, tensors, *fp8).status(); !s.ok()) return Status(s.code(), arch + ": " + s.message());
+      fp8_modules.insert(module);
+    } else if (t.dtype == DataType::kFloat8E4M3FN || t.dtype == DataType::kFloat8E5M2) {
       return unsupported(arch + ": " + where_tensor(t) + " is " + safetensors_dtype_name(t.dtype) +
-                         "; FP8 checkpoints are not read yet (F32, F16, BF16 weights are)");
-    if (t.dtype != DataType::kFloat32 && t.dtype != DataType::kFloat16 && t.dtype != DataType::kBFloat16)
+                         (fp8 ? std::string("; FP8 checkpoints are read with F8_E4M3 weights of linear layers only")
+                              : std::string("; FP8 checkpoints are read with their declared scales (config.json "
+                                            "quantization_config or hf_quant_config.json: ModelOpt, compressed-tensors, "
+                                            "AutoFP8), and this one declares none")));
+    } else if (t.dtype != DataType::kFloat32 && t.dtype != DataType::kFloat16 && t.dtype != DataType::kBFloat16) {
       return unsupported(arch + ": " + where_tensor(t) + " has dtype " + safetensors_dtype_name(t.dtype) +
                          "; weights must be F32, F16 or BF16");
+    }
     if (t.shape != e.shape)
       return invalid_model(arch + ": " + where_tensor(t) + " has shape " + shape_str(t.shape) + ", the config implies " +
                            shape_str(e.shape));
   }
+  if (fp8 && fp8_modules.empty())
+    return invalid_model(arch + ": " + fp8->source + " declares " + fp8_checkpoint_format_name(fp8->format) +
+                         " FP8 quantization but no linear layer's weight is F8_E4M3");
   for (const auto& [name, t] : tensors) {
     if (expected.count(name) || is_ignored_buffer(config, name)) continue;
+    if (fp8 && (is_kv_cache_scale(name) || fp8_modules.count(fp8_scale_module(name)))) continue;
     return invalid_model(arch + ": unexpected " + where_tensor(t) + " (not a weight of " + architecture_name(config.architecture) +
                          " with " + std::to_string(config.num_layers) + " layers" +
-                         (config.architecture == Architecture::kGpt2 ? ", names prefixed '" + prefix + "'" : std::string()) + ")");
+                         (config.architecture == Architecture::kGpt2 ? ", names prefixed '" + prefix + "'" : std::string()) +
+                         (fp8 ? ", nor a scale of one of its F8_E4M3 linear layers" : "") + ")");
   }
   return Status::Ok();
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kiln/status.h"
+#include "llm/fp8_checkpoint.h"
 #include "llm/model_config.h"
 #include "llm/safetensors.h"
 
@@ -38,9 +39,15 @@ bool is_ignored_buffer(const ModelConfig& config, const std::string& name);
 
 // Checks `tensors` (name -> tensor; each knows its file) against the spec: every required
 // weight present, no tensor outside the spec and the ignored buffers, shapes equal, dtypes
-// F32/F16/BF16 (FP8 and integer weights are Unsupported until quantized checkpoints are read).
-// `where` names the checkpoint directory in errors; each error also names the tensor and file.
+// F32/F16/BF16. With `fp8` (the checkpoint's FP8 declaration, fp8_checkpoint.h; Llama family
+// only — GPT-2 is Unsupported) a linear layer's weight (the *_proj.weight projections and
+// lm_head.weight) may also be F8_E4M3, when its weight_scale and input_scale pass
+// read_fp8_linear's checks; those scales and FP8 KV-cache scales are then expected tensors, and a
+// declaration without any F8_E4M3 weight is InvalidModel. Without it, or for other weights, FP8
+// and integer dtypes are Unsupported. `where` names the checkpoint directory in errors; each
+// error also names the tensor and file.
 Status check_weights(const ModelConfig& config, const std::string& prefix,
-                     const std::map<std::string, SafetensorsTensor>& tensors, const std::string& where);
+                     const std::map<std::string, SafetensorsTensor>& tensors, const std::string& where,
+                     const Fp8CheckpointQuant* fp8 = nullptr);
 
 }  // namespace kiln::llm

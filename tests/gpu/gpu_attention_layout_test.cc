@@ -6,9 +6,6 @@
 // are rounded to the storage type before the reference runs. GPU only.
 #include <gtest/gtest.h>
 
-#include <cublasLt.h>
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,6 +18,9 @@
 #include "passes/pass_test_util.h"
 
 #ifdef KILN_HAVE_CUDA
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
 #include "backends/cuda/gpu_transformer.h"
 #include "core/numerics.h"
 #endif

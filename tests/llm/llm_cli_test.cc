@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "llm/engine_info.h"
+#include "llm/fp8_test_checkpoint.h"
 #include "llm/random_checkpoint.h"
 #include "llm/runner.h"
 
@@ -274,6 +275,65 @@ TEST_F(LlmCli, BuildLlmFp8) {
   r = build16(tmp_ + "/e8c", "--calib-ids 1");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("pass --quant fp8"), std::string::npos) << r.err;
+}
+
+// An FP8 checkpoint (ModelOpt's export, quantized in the test): build-llm without any quant or
+// calibration flag builds FP8 projections from the checkpoint's scales — kiln_llm.json says fp8
+// and "checkpoint: modelopt ..." — and generates; its greedy tokens start as the float original's.
+// Calibration flags are refused naming the checkpoint; --quant fp8 alone is accepted.
+TEST_F(LlmCli, BuildLlmFromAnFp8Checkpoint) {
+  json c = json::parse(testing::tiny_llama16_config());
+  c["vocab_size"] = 260;
+  const std::string fdir = tmp_ + "/f32", qdir = tmp_ + "/fp8ck";
+  const std::vector<testing::FloatWeight> weights = testing::random_weights(c.dump(), 31);
+  testing::write_checkpoint(fdir, c.dump(), weights, "F16");
+  auto float_ck = Checkpoint::open(fdir);
+  ASSERT_TRUE(float_ck.ok()) << float_ck.status().to_string();
+  testing::write_fp8_checkpoint(qdir, c.dump(), testing::fp8_tensors(weights, testing::fp8_input_scales(*float_ck), {}), {});
+  for (const std::string& d : {fdir, qdir}) testing::write_file(d + "/tokenizer.json", byte_tokenizer_json());
+  auto build = [&](const std::string& ck, const std::string& out, const std::string& extra) {
+    return run("kiln", "build-llm " + ck + " -o " + out +
+                           " --device cpu --dtype fp32 --max-batch 2 --max-seq-len 48 --max-num-tokens 16 --block-size 8 " + extra,
+               tmp_);
+  };
+  CliRun r = build(qdir, tmp_ + "/e8", "");
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("fp8 projections, scales from checkpoint: modelopt, per-tensor"), std::string::npos) << r.out;
+  auto info = read_engine_info(tmp_ + "/e8");
+  ASSERT_TRUE(info.ok()) << info.status().to_string();
+  EXPECT_EQ(info->quant, "fp8");
+  EXPECT_NE(info->quant_scales.find("checkpoint: modelopt, per-tensor weight scales"), std::string::npos) << info->quant_scales;
+  EXPECT_NE(info->quant_scales.find(qdir + "/config.json"), std::string::npos) << info->quant_scales;
+  r = build(fdir, tmp_ + "/e32", "");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string ids = " --prompt-ids 72,105,33,32 --max-new-tokens 8 --ignore-eos --json";
+  CliRun g8 = run("kiln", "generate " + tmp_ + "/e8" + ids, tmp_);
+  CliRun g32 = run("kiln", "generate " + tmp_ + "/e32" + ids, tmp_);
+  ASSERT_EQ(g8.rc, 0) << g8.err;
+  ASSERT_EQ(g32.rc, 0) << g32.err;
+  const json t8 = json::parse(g8.out)["tokens"], t32 = json::parse(g32.out)["tokens"];
+  ASSERT_EQ(t8.size(), 8u);
+  size_t agree = 0;
+  while (agree < 8 && t8[agree] == t32[agree]) ++agree;
+  std::printf("build-llm of an FP8 checkpoint: %zu of 8 greedy tokens agree with the float original's engine\n", agree);
+  EXPECT_GE(agree, 3u);
+  // The checkpoint itself generates on the CPU reference (weights dequantized).
+  CliRun ref = run("kiln_llm_generate", qdir + ids, tmp_);
+  ASSERT_EQ(ref.rc, 0) << ref.err;
+  EXPECT_EQ(json::parse(ref.out)["tokens"].size(), 8u);
+  EXPECT_NE(info->quant_scales.find("one scale per fused q/k/v and gate/up layer"), std::string::npos) << info->quant_scales;
+  r = build(qdir, tmp_ + "/e8b", "--quant fp8 --weight-scales per-channel");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto kept = read_engine_info(tmp_ + "/e8b");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_NE(kept->quant_scales.find("weights as stored"), std::string::npos) << kept->quant_scales;
+  r = build(qdir, tmp_ + "/e8c", "--quant fp8 --calib-ids 1,2,3");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("carries its FP8 scales"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(qdir), std::string::npos) << r.err;
+  r = build(qdir, tmp_ + "/e8c", "--calib-ids 1,2,3");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("drop the calibration flags"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -169,4 +169,34 @@ inline std::string tiny_qwen2_config() {
       .dump();
 }
 
+// Tiny models whose projection dims are multiples of 16 (FP8 QuantLinear's alignment): Llama with
+// GQA (head_dim 16, k/v 32 wide), GPT-2, Qwen2 with q/k/v biases.
+inline std::string tiny_llama16_config() {
+  nlohmann::json c = nlohmann::json::parse(tiny_llama_config(2));
+  c["hidden_size"] = 64;
+  c["intermediate_size"] = 128;
+  c["num_attention_heads"] = 4;
+  c["num_key_value_heads"] = 2;
+  c["vocab_size"] = 96;
+  return c.dump();
+}
+inline std::string tiny_gpt2_16_config() {
+  nlohmann::json c = nlohmann::json::parse(tiny_gpt2_config(2));
+  c["n_embd"] = 64;  // n_inner 4 x 64
+  c["n_head"] = 4;
+  c["vocab_size"] = 80;
+  c["n_positions"] = 64;
+  return c.dump();
+}
+inline std::string tiny_qwen2_16_config() {
+  nlohmann::json c = nlohmann::json::parse(tiny_qwen2_config());
+  c["hidden_size"] = 64;
+  c["intermediate_size"] = 96;
+  c["num_attention_heads"] = 4;
+  c["num_key_value_heads"] = 2;
+  c["num_hidden_layers"] = 2;
+  c["vocab_size"] = 80;
+  return c.dump();
+}
+
 }  // namespace kiln::llm::testing

@@ -19,141 +19,21 @@
 #include "llm/decoder_layers.h"
 #include "llm/fp8_calibration.h"
 #include "llm/random_checkpoint.h"
+#include "llm/step_engine.h"
 #include "llm/step_graph.h"
 
 namespace kiln::llm {
 namespace {
 
 using nlohmann::json;
+using testing::cosine;
 using testing::make_model;
 using testing::Model;
+using testing::SeqEngine;
 
-std::string llama16() {
-  json c = json::parse(testing::tiny_llama_config(2));
-  c["hidden_size"] = 64;
-  c["intermediate_size"] = 128;
-  c["num_attention_heads"] = 4;  // head_dim 16
-  c["num_key_value_heads"] = 2;  // k/v: N = 32
-  c["vocab_size"] = 96;
-  return c.dump();
-}
-std::string gpt2_16() {
-  json c = json::parse(testing::tiny_gpt2_config(2));
-  c["n_embd"] = 64;  // n_inner 4 x 64
-  c["n_head"] = 4;
-  c["vocab_size"] = 80;
-  c["n_positions"] = 64;
-  return c.dump();
-}
-std::string qwen2_16() {  // q/k/v biases
-  json c = json::parse(testing::tiny_qwen2_config());
-  c["hidden_size"] = 64;
-  c["intermediate_size"] = 96;
-  c["num_attention_heads"] = 4;
-  c["num_key_value_heads"] = 2;
-  c["num_hidden_layers"] = 2;
-  c["vocab_size"] = 80;
-  return c.dump();
-}
-
-// One sequence (block-table row 0) through a step-graph CPU plan.
-class SeqEngine {
- public:
-  static constexpr int64_t kRows = 8, kBlocks = 8, kBlockSize = 4;  // up to 32 tokens
-
-  SeqEngine(const Model& m, std::map<std::string, float> fp8, bool per_tensor = false) : c_(m.ck.config()) {
-    StepGraphOptions o;
-    o.max_rows = kRows;
-    o.max_blocks_per_seq = kBlocks;
-    o.block_size = kBlockSize;
-    o.fp8_x_scales = std::move(fp8);
-    o.fp8_per_tensor_weights = per_tensor;
-    auto g = build_step_graph(c_, m.ck, o);
-    EXPECT_TRUE(g.ok()) << g.status().to_string();
-    if (!g.ok()) return;
-    graph_ = std::move(*g);
-    BuilderConfig config;
-    config.target = TargetDevice::kCpu;
-    OptimizationProfile p;
-    for (const char* name : {kStepInputIdsName, kStepPositionIdsName, kStepTokenSeqName})
-      EXPECT_TRUE(p.set_dimensions(name, {1}, {4}, {kRows}).ok());
-    config.profiles = {p};
-    auto plan = build_from_graph(graph_, config);
-    EXPECT_TRUE(plan.ok()) << plan.status().to_string();
-    if (!plan.ok()) return;
-    auto e = Runtime::deserialize_engine(*plan);
-    EXPECT_TRUE(e.ok()) << e.status().to_string();
-    if (!e.ok()) return;
-    engine_ = *e;
-    ctx_ = engine_->create_execution_context();
-    pools_.assign(static_cast<size_t>(c_.num_layers),
-                  std::vector<float>(static_cast<size_t>(kBlocks * kv_block_elements(c_, kBlockSize)), 0.f));
-  }
-  bool ready() const { return ctx_ != nullptr; }
-  const ir::Graph& graph() const { return graph_; }
-  const Engine& engine() const { return *engine_; }
-
-  // Tokens `ids` at positions start.. of the sequence; logits of each, [n, vocab] (n <= kRows).
-  StatusOr<Tensor> step(const std::vector<int32_t>& ids, int64_t start) {
-    const int64_t t = static_cast<int64_t>(ids.size());
-    Tensor in(DataType::kInt64, {t}), pos(DataType::kInt64, {t}), seq(DataType::kInt32, {t}),
-        table(DataType::kInt32, {kRows, kBlocks}), pools(DataType::kInt64, {c_.num_layers, 2}), rows(DataType::kInt64, {kRows});
-    for (int64_t i = 0; i < t; ++i) {
-      in.data<int64_t>()[i] = ids[i];
-      pos.data<int64_t>()[i] = start + i;
-      seq.data<int32_t>()[i] = 0;
-    }
-    for (int64_t i = 0; i < kRows * kBlocks; ++i) table.data<int32_t>()[i] = static_cast<int32_t>(i % kBlocks);
-    for (int64_t l = 0; l < c_.num_layers; ++l) {
-      pools.data<int64_t>()[2 * l] = static_cast<int64_t>(reinterpret_cast<intptr_t>(pools_[l].data()));
-      pools.data<int64_t>()[2 * l + 1] = kBlocks;
-    }
-    for (int64_t r = 0; r < kRows; ++r) rows.data<int64_t>()[r] = std::min(r, t - 1);
-    KILN_RETURN_IF_ERROR(ctx_->set_input(kStepInputIdsName, in));
-    KILN_RETURN_IF_ERROR(ctx_->set_input(kStepPositionIdsName, pos));
-    KILN_RETURN_IF_ERROR(ctx_->set_input(kStepTokenSeqName, seq));
-    KILN_RETURN_IF_ERROR(ctx_->set_input(kStepBlockTableName, table));
-    KILN_RETURN_IF_ERROR(ctx_->set_input(kStepKvPoolsName, pools));
-    KILN_RETURN_IF_ERROR(ctx_->set_input(kStepLogitRowsName, rows));
-    KILN_RETURN_IF_ERROR(ctx_->execute());
-    KILN_ASSIGN_OR_RETURN(Tensor out, ctx_->output(kStepLogitsName));
-    return out.clone();
-  }
-
-  // Greedy generation: `prompt` prefilled, then `n` tokens decoded one per step.
-  std::vector<int32_t> greedy(const std::vector<int32_t>& prompt, int n) {
-    std::vector<int32_t> out;
-    auto l = step(prompt, 0);
-    EXPECT_TRUE(l.ok()) << l.status().to_string();
-    int64_t row = static_cast<int64_t>(prompt.size()) - 1;
-    for (int i = 0; l.ok() && i < n; ++i) {
-      const float* r = l->data<float>() + row * c_.vocab_size;
-      const int32_t next = static_cast<int32_t>(std::max_element(r, r + c_.vocab_size) - r);
-      out.push_back(next);
-      l = step({next}, static_cast<int64_t>(prompt.size()) + i);
-      EXPECT_TRUE(l.ok()) << l.status().to_string();
-      row = 0;
-    }
-    return out;
-  }
-
- private:
-  ModelConfig c_;
-  ir::Graph graph_;
-  std::shared_ptr<Engine> engine_;
-  std::unique_ptr<ExecutionContext> ctx_;
-  std::vector<std::vector<float>> pools_;
-};
-
-double cosine(const float* a, const float* b, int64_t n) {
-  double ab = 0, aa = 0, bb = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
+std::string llama16() { return testing::tiny_llama16_config(); }
+std::string gpt2_16() { return testing::tiny_gpt2_16_config(); }
+std::string qwen2_16() { return testing::tiny_qwen2_16_config(); }
 
 const std::vector<int32_t> kCalib = {1, 9, 23, 4, 17, 33, 2, 40, 11, 7, 29, 5, 38, 13, 21, 3, 30, 8, 26, 15};
 

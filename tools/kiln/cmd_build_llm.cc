@@ -2,7 +2,8 @@
 // --max-seq-len L [--max-num-tokens N] [--block-size 32] [--max-gpu-mem GiB]
 // [--quant fp8 --calib-text FILE | --calib-ids 1,2,3]`: builds the LLM step
 // graph of a Hugging Face checkpoint into ENGINE_DIR/model.plan with kiln_llm.json beside it
-// (llm_build.h). `kiln generate` and `kiln bench-llm` hand over to kiln_llm_generate (below).
+// (llm_build.h). An FP8 checkpoint (ModelOpt / compressed-tensors / AutoFP8 scales) builds FP8
+// projections from its own scales with no --quant or calibration flag (decision 0086). `kiln generate` and `kiln bench-llm` hand over to kiln_llm_generate (below).
 #include <unistd.h>
 
 #include <chrono>
@@ -31,10 +32,11 @@ void BuildLlmOptions::add_to(CLI::App* app) {
   app->add_option("--max-gpu-mem", build.max_gpu_mem_gib, "GiB for weights + activations + KV cache (default: 90% of free memory)");
   app->add_option("--timing-cache", build.timing_cache, "CUDA tactic timing cache file (read, then rewritten)");
   app->add_option("--quant", build.quant, "fp8: E4M3 weights (see --weight-scales) and activations (per tensor) in every "
-                  "attention / MLP projection (not the embedding or lm_head)");
+                  "attention / MLP projection (not the embedding or lm_head); FP8 checkpoints need no flag: their own scales are used");
   app->add_option("--weight-scales", build.weight_scales,
                   "--quant fp8: per-tensor (default; shared by q/k/v and gate/up, cuBLASLt's fused FP8 GEMM) or "
-                  "per-channel weight scales");
+                  "per-channel weight scales; FP8 checkpoints: per-tensor requantizes q/k/v and gate/up to one scale per group, "
+                  "per-channel keeps every weight as stored");
   app->add_option("--calib-text", build.calib_text, "--quant fp8: UTF-8 text whose tokens (the checkpoint's tokenizer) calibrate "
                   "the activation scales");
   app->add_option("--calib-ids", build.calib_ids, "--quant fp8: calibration token ids, e.g. 1,2,3 (checkpoints without a tokenizer)");

@@ -50,13 +50,19 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
     return bad("--kv-cache-dtype '" + cache + "': expected float32, float16 or bfloat16");
 
   if (!o.quant.empty() && o.quant != "fp8") return bad("--quant '" + o.quant + "': expected fp8");
+  // An FP8 checkpoint's projections are built from its own scales (decision 0086): calibration
+  // flags are refused rather than silently ignored; --quant fp8 alone says what happens anyway.
+  const std::optional<llm::Fp8CheckpointQuant>& ck_fp8 = ck.fp8_quantization();
+  if (ck_fp8 && (!o.calib_text.empty() || !o.calib_ids.empty()))
+    return bad("--calib-text / --calib-ids: checkpoint '" + ck.dir() + "' carries its FP8 scales (" + ck_fp8->describe() +
+               "); its projections are built from them without calibration: drop the calibration flags");
   if (o.quant.empty() && (!o.calib_text.empty() || !o.calib_ids.empty()))
     return bad("--calib-text / --calib-ids calibrate --quant fp8; pass --quant fp8 too");
-  if (o.quant == "fp8" && o.calib_text.empty() == o.calib_ids.empty())
+  if (o.quant == "fp8" && !ck_fp8 && o.calib_text.empty() == o.calib_ids.empty())
     return bad("--quant fp8 needs exactly one of --calib-text FILE or --calib-ids IDS (the activation scales' data)");
   if (o.weight_scales != "per-tensor" && o.weight_scales != "per-channel")
     return bad("--weight-scales '" + o.weight_scales + "': expected per-tensor or per-channel");
-  if (o.quant == "fp8" && o.calib_max_seq_len < 1)
+  if (o.quant == "fp8" && !ck_fp8 && o.calib_max_seq_len < 1)
     return bad("--calib-max-seq-len " + std::to_string(o.calib_max_seq_len) + ": expected >= 1");
   if (o.quant == "fp8") {
     // Refuse before calibrating: FP8 QuantLinear needs K and N multiples of 16 (decision 0055).
@@ -91,7 +97,16 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
   so.max_blocks_per_seq = info.max_blocks_per_seq;
   so.block_size = info.block_size;
   so.cache_dtype = cache;
-  if (o.quant == "fp8") {
+  if (ck_fp8) {
+    // Per-tensor (the default): q/k/v and gate/up weights requantized to their group's largest
+    // scale, one scalar scale per fused layer; per-channel: every weight as stored.
+    so.fp8_per_tensor_weights = o.weight_scales == "per-tensor";
+    info.quant = "fp8";
+    info.quant_scales = "checkpoint: " + ck_fp8->describe() + "; weights " +
+                        (ck_fp8->per_channel_weights ? std::string("per-channel, as stored")
+                         : so.fp8_per_tensor_weights ? std::string("per-tensor, one scale per fused q/k/v and gate/up layer")
+                                                     : std::string("as stored"));
+  } else if (o.quant == "fp8") {
     std::vector<int32_t> ids;
     std::string source;
     if (!o.calib_text.empty()) {

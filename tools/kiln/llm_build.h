@@ -39,7 +39,9 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& checkpoint, co
 // naming the option: a dtype, device or cache dtype not listed above, sizes < 1, max_seq_len past
 // the model's max_position_embeddings, max_num_tokens < max_batch; a quant other than "" / fp8,
 // fp8 without exactly one of calib_text / calib_ids, calibration errors (fp8_calibration.h), a
-// projection whose K or N is not a multiple of 16 (naming it). Build errors as the builder's.
+// projection whose K or N is not a multiple of 16 (naming it), calibration flags for an FP8
+// checkpoint (built from its own scales: info.quant "fp8", quant_scales "checkpoint: ..."). Build
+// errors as the builder's.
 StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& checkpoint, const LlmBuildOptions& options);
 
 // Writes `dir` (created if needed): the plan, kiln_llm.json, the checkpoint's config.json and

@@ -24,7 +24,11 @@ struct LlmBuildOptions {
   // "" (float projections) or "fp8": every projection a QuantLinear of E4M3FN weights and
   // activations (per tensor, scales calibrated by llm::calibrate_fp8 on the float step graph;
   // decision 0059, addendum). fp8 needs exactly one of calib_text (a UTF-8 text file, tokenized
-  // with the checkpoint's tokenizer) or calib_ids ("1,2,3": token ids).
+  // with the checkpoint's tokenizer) or calib_ids ("1,2,3": token ids). An FP8 checkpoint
+  // (llm::Checkpoint::fp8_quantization(), decision 0086) is built with its own scales whatever
+  // quant says ("" or "fp8"); calibration flags are then an error, and weight_scales says whether
+  // per-tensor q/k/v and gate/up weights are requantized to one scale per group ("per-tensor") or
+  // kept as stored ("per-channel": the fused layer's scales then vary by member).
   std::string quant;
   // fp8 weight scales: "per-tensor" (the default: one scale per weight, shared by q/k/v and by
   // gate/up — ModelOpt's FP8 recipe, run by cuBLASLt's fused FP8 GEMM; decision 0085) or
