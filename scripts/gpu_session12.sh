@@ -80,6 +80,17 @@ print(json.dumps(d))
 PYEOF
 }
 IDS=$("$PY" -c "import random; r=random.Random(3); print(','.join(str(r.randrange(100, 50000)) for _ in range(${KILN_CALIB_TOKENS:-256})))")
+if has llm; then
+  : > "$OUT/llm_fp8.jsonl"; JSONL=llm_fp8.jsonl
+  SMALL=${KILN_LLM_SMALL:-llama1b,gpt2}
+  "$PY" scripts/llm_hf_peer.py make $W --models "$SMALL" 2>&1 | grep -v Warning | tail -3
+  for m in ${SMALL//,/ }; do
+    build_and_bench $m $W/$m fp16
+    build_and_bench $m $W/$m fp8t --quant fp8 --calib-ids "$IDS"
+    build_and_bench $m $W/$m fp8c --quant fp8 --calib-ids "$IDS" --weight-scales per-channel
+    "$C/kiln" inspect $W/engine_${m}_fp8t/model.plan 2>/dev/null | grep -oE "quant_linear [a-z0-9]+ [a-z.]+( fused-scale)? " | sort | uniq -c
+  done
+fi
 if has llm8b; then
   JSONL=llm8b.jsonl; [ -f "$OUT/$JSONL" ] || : > "$OUT/$JSONL"
   stamp "== llama8b checkpoint"
@@ -108,17 +119,6 @@ PYEOF
       fp8t) NEED_S=240 build_and_bench llama8b $W/llama8b fp8t --quant fp8 --calib-ids "$(echo $IDS | cut -d, -f1-64)" --calib-max-seq-len 64 ;;
     esac
     rm -rf $W/engine_llama8b_$cfg  # 16 GB each on a 64 GB disk
-  done
-fi
-if has llm; then
-  : > "$OUT/llm_fp8.jsonl"; JSONL=llm_fp8.jsonl
-  SMALL=${KILN_LLM_SMALL:-llama1b,gpt2}
-  "$PY" scripts/llm_hf_peer.py make $W --models "$SMALL" 2>&1 | grep -v Warning | tail -3
-  for m in ${SMALL//,/ }; do
-    build_and_bench $m $W/$m fp16
-    build_and_bench $m $W/$m fp8t --quant fp8 --calib-ids "$IDS"
-    build_and_bench $m $W/$m fp8c --quant fp8 --calib-ids "$IDS" --weight-scales per-channel
-    "$C/kiln" inspect $W/engine_${m}_fp8t/model.plan 2>/dev/null | grep -oE "quant_linear [a-z0-9]+ [a-z.]+( fused-scale)? " | sort | uniq -c
   done
 fi
 if has bert && [ "$(left)" -gt 150 ]; then
