@@ -9,8 +9,7 @@
 #           vs old; bandwidth) -> $OUT/micro_*.jsonl
 #   resnet  scripts/gpu_quant.sh's ResNet step (KILN_QUANT_* as there; default ResNet-50, batch 256
 #           and 1, FP16 / INT8 QuantConv / FP8 QuantConv)
-#   bert    BERT-base (scripts/export_models.py) batch 32 x 128: FP16 vs INT8 vs FP8 plans (random-token
-#           calibration), kiln bench --cuda-graph and the last hidden state's cosine vs FP16
+#   bert    BERT-base batch 32 x 128, FP16 vs 8-bit plans: scripts/gpu_session12.sh's bert step
 #           -> $OUT/bert_quant.jsonl
 #   hf      transformers exports, per-layer profiles and the batch-32 bench vs torch.compile
 #           (gpu_session9.sh's step)
@@ -44,36 +43,8 @@ if has resnet; then
   KILN_QUANT_STEPS=resnet KILN_QUANT_RESNETS=${KILN_QUANT_RESNETS:-resnet50} KILN_QUANT_BATCHES=${KILN_QUANT_BATCHES:-256 1} \
     KILN_QUANT_CONFIGS=${KILN_QUANT_CONFIGS:-fp16 int8qc fp8qc} OUT=$OUT scripts/gpu_quant.sh
 fi
-if has bert; then
-  stamp "== BERT-base INT8 / FP8 vs FP16"
-  mkdir -p models /tmp/qb
-  [ -f models/bert_base.onnx ] || $PY scripts/export_models.py --model bert_base -o models/bert_base.onnx 2>&1 | tail -n 1
-  $PY -c "
-import numpy as np; r = np.random.default_rng(0)
-np.savez('/tmp/qb/calib.npz', input_ids=r.integers(0, 30522, (32, 128)).astype(np.int64), attention_mask=np.ones((32, 128), np.int64))
-np.save('/tmp/qb/ids.npy', r.integers(0, 30522, (32, 128)).astype(np.int64)); np.save('/tmp/qb/mask.npy', np.ones((32, 128), np.int64))"
-  : > "$OUT/bert_quant.jsonl"
-  for cfg in "fp16:--fp16" "int8:--fp16 --int8 --calib /tmp/qb/calib.npz" "fp8:--fp16 --fp8 --calib /tmp/qb/calib.npz"; do
-    tag=bert_${cfg%%:*}; flags=${cfg#*:}
-    if ! $C/kiln build models/bert_base.onnx -o /tmp/qb/$tag.plan --device gpu $flags --shapes input_ids:32x128,attention_mask:32x128 \
-        > /tmp/qb/$tag.build.txt 2>&1; then echo "$tag build failed"; tail -n 5 /tmp/qb/$tag.build.txt; continue; fi
-    grep -E "quantization:" /tmp/qb/$tag.build.txt | sed "s/^/$tag /"
-    $C/kiln inspect /tmp/qb/$tag.plan 2>/dev/null | grep -oE "quant_linear [a-z0-9]+ [a-z.]+( fused-scale)? " | sort | uniq -c
-    $C/kiln bench /tmp/qb/$tag.plan --cuda-graph --iterations 200 --json /tmp/qb/$tag.json --dump-profile /tmp/qb/prof_$tag.json > /dev/null 2>&1
-    $C/kiln run /tmp/qb/$tag.plan --input input_ids=/tmp/qb/ids.npy --input attention_mask=/tmp/qb/mask.npy --output-dir /tmp/qb/out_$tag > /dev/null 2>&1
-    $PY - "$tag" /tmp/qb/$tag.json <<'PYEOF' | tee -a "$OUT/bert_quant.jsonl"
-import glob, json, sys, numpy as np
-tag, jp = sys.argv[1:3]
-ms = json.load(open(jp))["gpu_compute_ms"]["median"]
-d = {"config": tag, "batch": 32, "seq": 128, "gpu_median_ms": ms}
-ref, got = glob.glob("/tmp/qb/out_bert_fp16/*.npy"), glob.glob(f"/tmp/qb/out_{tag}/*.npy")
-if ref and got:
-    y, r = np.load(sorted(got)[0]).astype(np.float64), np.load(sorted(ref)[0]).astype(np.float64)
-    d["cosine_vs_fp16"] = round(float((y * r).sum() / np.linalg.norm(y) / np.linalg.norm(r)), 6)
-print(json.dumps(d))
-PYEOF
-  done
-  cp /tmp/qb/prof_*.json "$OUT/" 2>/dev/null
+if has bert; then  # session 12's step: the same configs plus FP8 with per-tensor weight scales
+  KILN_STEPS=bert OUT=$OUT T0=$T0 scripts/gpu_session12.sh
 fi
 if has hf; then KILN_STEPS=hf OUT=$OUT scripts/gpu_session9.sh; fi
 stamp "done"
