@@ -157,22 +157,16 @@ ValueId emit_act(GraphEmitter& e, Act act, ValueId x, const std::string& name) {
 // y = x W (+ b): x [..., in], W [in, out] -> [..., out]. A projection named in the emitter's
 // fp8_x_scales becomes QuantLinear(x, Wq [out, in] float8e4m3fn, w_scale [out], b?){x_scale}
 // (ops.def), the bias kept float; W's float constant is then left unread (plans drop it). With
-// per-tensor weight scales, `group` holds the weights that share x (W among them): one scale from
-// their common amax, so the horizontally fused layer (q/k/v, gate/up) keeps a single scalar scale.
-ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::string& name,
-               const std::vector<ValueId>& group = {}) {
+// per-tensor weight scales, `group_amax` is the amax of the weights that share x (fp8_group_amax:
+// q/k/v, gate/up), so the horizontally fused layer keeps a single scalar scale; -1 for a layer of
+// its own (its own amax).
+ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::string& name, double group_amax = -1) {
   if (const std::map<std::string, float>* scales = e.fp8_x_scales()) {
     auto it = scales->find(name);
     const std::shared_ptr<const Tensor>& wt = e.graph().value(w).constant;
     if (it != scales->end() && wt) {
-      double amax = -1;
-      if (e.fp8_per_tensor_weights()) {
-        amax = max_abs_weight(*wt);
-        for (ValueId o : group) {
-          if (o == ir::kNoValue) continue;
-          if (const std::shared_ptr<const Tensor>& ot = e.graph().value(o).constant) amax = std::max(amax, max_abs_weight(*ot));
-        }
-      }
+      // quantize_weight_fp8 raises a per-tensor amax to W's own, so 0 stands for "W's amax".
+      const double amax = e.fp8_per_tensor_weights() ? std::max(group_amax, 0.0) : -1;
       StatusOr<Fp8Weight> q = quantize_weight_fp8(*wt, name, amax);
       if (!q.ok()) {
         e.fail(q.status());
@@ -192,12 +186,23 @@ ValueId linear(GraphEmitter& e, ValueId x, ValueId w, ValueId b, const std::stri
 // The same for a LinearWeight: an FP8 checkpoint's layer kept as stored is QuantLinear(x, W
 // [out, in] as stored (or requantized by share_input), w_scale [out], b?){x_scale = input_scale}.
 ValueId linear(GraphEmitter& e, ValueId x, const LinearWeight& lw, ValueId b, const std::string& name,
-               const std::vector<ValueId>& group = {}) {
-  if (!lw.fp8) return linear(e, x, lw.w, b, name, group);
+               double group_amax = -1) {
+  if (!lw.fp8) return linear(e, x, lw.w, b, name, group_amax);
   std::vector<ValueId> in = {x, e.constant(name + ".weight_fp8", lw.fp8->w), e.constant(name + ".w_scale", lw.fp8->w_scale)};
   if (b != ir::kNoValue) in.push_back(b);
   return e.op(OpKind::kQuantLinear, name, std::move(in),
               {{"x_scale", ir::Attribute::of_float(lw.fp8->x_scale)}, {"x_zero_point", int_attr(0)}});
+}
+
+// The common amax of float weights that read one input, for their per-tensor FP8 scale (linear's
+// group_amax): computed once per group, and only when the emitter quantizes per tensor (-1 else).
+double fp8_group_amax(const GraphEmitter& e, std::initializer_list<ValueId> weights) {
+  if (!e.fp8_x_scales() || !e.fp8_per_tensor_weights()) return -1;
+  double amax = 0;
+  for (ValueId w : weights)
+    if (w != ir::kNoValue)
+      if (const std::shared_ptr<const Tensor>& t = e.graph().value(w).constant) amax = std::max(amax, max_abs_weight(*t));
+  return amax;
 }
 
 // Layers of one input (q/k/v, gate/up) kept FP8: one x_scale, so the horizontally fused layer
@@ -291,7 +296,7 @@ StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelC
     ValueId h = e.op(OpKind::kRMSNormalization, n + ".input_layernorm", {x, in_norm}, rms_attrs);
     share_input(e, {&wq, &wk, &wv});
     share_input(e, {&wg, &wu});
-    const std::vector<ValueId> qkv = {wq.w, wk.w, wv.w};
+    const double qkv = fp8_group_amax(e, {wq.w, wk.w, wv.w}), gate_up = fp8_group_amax(e, {wg.w, wu.w});
     ValueId q = layout.split_heads(e, linear(e, h, wq, bq, n + ".q_proj", qkv), H, hd, n + ".q");
     ValueId k = layout.split_heads(e, linear(e, h, wk, bk, n + ".k_proj", qkv), KV, hd, n + ".k");
     ValueId v = layout.split_heads(e, linear(e, h, wv, bv, n + ".v_proj", qkv), KV, hd, n + ".v");
@@ -300,8 +305,8 @@ StatusOr<ValueId> emit_llama(GraphEmitter& e, CheckpointWeights& w, const ModelC
     ValueId a = layout.attend(e, c, l, q, k, v, n + ".attn");
     x = e.op(OpKind::kAdd, n + ".attn.residual", {x, linear(e, a, wo, bo, n + ".o_proj")});
     h = e.op(OpKind::kRMSNormalization, n + ".post_attention_layernorm", {x, post_norm}, rms_attrs);
-    ValueId g = emit_act(e, act, linear(e, h, wg, bg, n + ".gate_proj", {wu.w}), n + ".act");
-    ValueId u = linear(e, h, wu, bu, n + ".up_proj", {wg.w});
+    ValueId g = emit_act(e, act, linear(e, h, wg, bg, n + ".gate_proj", gate_up), n + ".act");
+    ValueId u = linear(e, h, wu, bu, n + ".up_proj", gate_up);
     ValueId m = e.op(OpKind::kMul, n + ".gate_up", {g, u});
     x = e.op(OpKind::kAdd, n + ".mlp.residual", {x, linear(e, m, wd, bd, n + ".down_proj")});
   }
