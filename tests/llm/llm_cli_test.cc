@@ -23,6 +23,24 @@ CliRun run(const std::string& binary, const std::string& args, const std::string
   return testing::run_tool(binary, args, tmp);
 }
 
+// `kiln generate` of 8 greedy tokens after one prompt on engines `a` and `b`: how many leading
+// tokens agree (printed under `what`); test failures when either run fails or stops short.
+size_t greedy_agreement(const std::string& a, const std::string& b, const std::string& tmp, const std::string& what) {
+  const std::string ids = " --prompt-ids 72,105,33,32 --max-new-tokens 8 --ignore-eos --json";
+  CliRun ga = run("kiln", "generate " + a + ids, tmp);
+  CliRun gb = run("kiln", "generate " + b + ids, tmp);
+  EXPECT_EQ(ga.rc, 0) << ga.err;
+  EXPECT_EQ(gb.rc, 0) << gb.err;
+  if (ga.rc != 0 || gb.rc != 0) return 0;
+  const json ta = json::parse(ga.out)["tokens"], tb = json::parse(gb.out)["tokens"];
+  EXPECT_EQ(ta.size(), 8u);
+  EXPECT_EQ(tb.size(), 8u);
+  size_t agree = 0;
+  while (agree < std::min(ta.size(), tb.size()) && ta[agree] == tb[agree]) ++agree;
+  std::printf("%s: %zu of 8 greedy tokens agree\n", what.c_str(), agree);
+  return agree;
+}
+
 class LlmCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -235,17 +253,7 @@ TEST_F(LlmCli, BuildLlmFp8) {
   EXPECT_EQ(slurp(tmp_ + "/e32/kiln_llm.json").find("quant"), std::string::npos);
   // The fp8 plan stores 1 byte per projection weight: smaller than the float one.
   EXPECT_LT(std::filesystem::file_size(tmp_ + "/e8/model.plan"), std::filesystem::file_size(tmp_ + "/e32/model.plan"));
-  const std::string ids = " --prompt-ids 72,105,33,32 --max-new-tokens 8 --ignore-eos --json";
-  CliRun g8 = run("kiln", "generate " + tmp_ + "/e8" + ids, tmp_);
-  CliRun g32 = run("kiln", "generate " + tmp_ + "/e32" + ids, tmp_);
-  ASSERT_EQ(g8.rc, 0) << g8.err;
-  ASSERT_EQ(g32.rc, 0) << g32.err;
-  const json t8 = json::parse(g8.out)["tokens"], t32 = json::parse(g32.out)["tokens"];
-  ASSERT_EQ(t8.size(), 8u);
-  size_t agree = 0;
-  while (agree < 8 && t8[agree] == t32[agree]) ++agree;
-  std::printf("build-llm --quant fp8: %zu of 8 greedy tokens agree with the float engine\n", agree);
-  EXPECT_GE(agree, 3u);
+  EXPECT_GE(greedy_agreement(tmp_ + "/e8", tmp_ + "/e32", tmp_, "build-llm --quant fp8 vs the float engine"), 3u);
   // --calib-ids works too; errors name what is wrong.
   r = build16(tmp_ + "/e8b", "--quant fp8 --calib-ids 5,70,200,31,9");
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -306,17 +314,9 @@ TEST_F(LlmCli, BuildLlmFromAnFp8Checkpoint) {
   EXPECT_NE(info->quant_scales.find(qdir + "/config.json"), std::string::npos) << info->quant_scales;
   r = build(fdir, tmp_ + "/e32", "");
   ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_GE(greedy_agreement(tmp_ + "/e8", tmp_ + "/e32", tmp_, "build-llm of an FP8 checkpoint vs the float original's engine"),
+            3u);
   const std::string ids = " --prompt-ids 72,105,33,32 --max-new-tokens 8 --ignore-eos --json";
-  CliRun g8 = run("kiln", "generate " + tmp_ + "/e8" + ids, tmp_);
-  CliRun g32 = run("kiln", "generate " + tmp_ + "/e32" + ids, tmp_);
-  ASSERT_EQ(g8.rc, 0) << g8.err;
-  ASSERT_EQ(g32.rc, 0) << g32.err;
-  const json t8 = json::parse(g8.out)["tokens"], t32 = json::parse(g32.out)["tokens"];
-  ASSERT_EQ(t8.size(), 8u);
-  size_t agree = 0;
-  while (agree < 8 && t8[agree] == t32[agree]) ++agree;
-  std::printf("build-llm of an FP8 checkpoint: %zu of 8 greedy tokens agree with the float original's engine\n", agree);
-  EXPECT_GE(agree, 3u);
   // The checkpoint itself generates on the CPU reference (weights dequantized).
   CliRun ref = run("kiln_llm_generate", qdir + ids, tmp_);
   ASSERT_EQ(ref.rc, 0) << ref.err;
