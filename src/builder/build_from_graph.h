@@ -21,6 +21,10 @@ StatusOr<ir::Graph> import_for_build(const std::string& onnx_path, const Builder
 // Builder::build without the import: profiles -> kernel check -> passes -> tactics -> plan
 // bytes. `graph` is copied, not changed. Errors as Builder::build's.
 StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config);
+// The same, taking the graph: constants the passes replace (the q/k/v and gate/up weights that
+// horizontal fusion concatenates) are freed as soon as the pass pipeline drops them, instead of
+// staying alive in the caller's copy for the whole build (an 8B LLM's are 18 GB of float32).
+StatusOr<std::vector<uint8_t>> build_from_graph(ir::Graph&& graph, const BuilderConfig& config);
 
 // The graph after Builder::build's pass pipeline alone (config checks, profiles, kernel check, the
 // optimizer at config.opt_level), before the precision decision and layouts: for tests of the

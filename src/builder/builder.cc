@@ -224,13 +224,21 @@ std::vector<std::vector<Shape>> tuning_shapes(const ir::Graph& g, const Optimiza
 }
 
 
-static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config);
+static StatusOr<std::vector<uint8_t>> build_graph(ir::Graph graph, const BuilderConfig& config);
 
 StatusOr<std::vector<uint8_t>> build_from_graph(const ir::Graph& graph, const BuilderConfig& config) {
   // Kernels run at build time (constant folding) report allocation failures as Statuses
   // (backends/cpu/interpreter.cc); anything else allocating a Tensor past the limits ends here.
   try {
     return build_graph(graph, config);
+  } catch (const TensorAllocationError& e) {
+    return e.status().with_context("build");
+  }
+}
+
+StatusOr<std::vector<uint8_t>> build_from_graph(ir::Graph&& graph, const BuilderConfig& config) {
+  try {
+    return build_graph(std::move(graph), config);
   } catch (const TensorAllocationError& e) {
     return e.status().with_context("build");
   }
@@ -331,7 +339,7 @@ struct Prepared {
 };
 
 // `decide_precisions` false stops after the pass pipeline (optimized_graph).
-static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderConfig& config, bool check_target,
+static StatusOr<Prepared> prepare_graph(ir::Graph graph, const BuilderConfig& config, bool check_target,
                                         bool decide_precisions = true) {
   if (config.opt_level < 0 || config.opt_level > 3)
     return invalid_argument("builder config: opt_level " + std::to_string(config.opt_level) + ", expected 0..3");
@@ -374,7 +382,7 @@ static StatusOr<Prepared> prepare_graph(const ir::Graph& graph, const BuilderCon
   KILN_RETURN_IF_ERROR(verify_kernels(graph, "cpu"));
   report(config, "verify", 1, 1);
 
-  out.graph = graph;
+  out.graph = std::move(graph);
   KILN_RETURN_IF_ERROR(set_output_types(&out.graph, config.output_types));
   KILN_RETURN_IF_ERROR(optimize(&out.graph, config, profiles));
   // The one precision decision per layer (docs/decisions/0033): the CUDA lowering and layouts read it.
@@ -420,8 +428,8 @@ StatusOr<ir::Graph> cuda_layer_graph(const ir::Graph& graph, const BuilderConfig
   }
 }
 
-static StatusOr<std::vector<uint8_t>> build_graph(const ir::Graph& graph, const BuilderConfig& config) {
-  KILN_ASSIGN_OR_RETURN(Prepared prep, prepare_graph(graph, config, true));
+static StatusOr<std::vector<uint8_t>> build_graph(ir::Graph graph, const BuilderConfig& config) {
+  KILN_ASSIGN_OR_RETURN(Prepared prep, prepare_graph(std::move(graph), config, true));
   const PrecisionConfig& precision = prep.precision;
   const TacticSources& sources = prep.sources;
   const bool want_gpu = prep.want_gpu;
@@ -541,7 +549,7 @@ StatusOr<ir::Graph> import_for_build(const std::string& onnx_path, const Builder
 
 StatusOr<std::vector<uint8_t>> Builder::build(const std::string& onnx_path, const BuilderConfig& config) {
   KILN_ASSIGN_OR_RETURN(ir::Graph graph, import_for_build(onnx_path, config));
-  return build_from_graph(graph, config);
+  return build_from_graph(std::move(graph), config);
 }
 
 }  // namespace kiln

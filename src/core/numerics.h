@@ -31,6 +31,10 @@ float fp16_to_float(uint16_t h);
 uint16_t float_to_fp16(float f);
 float bf16_to_float(uint16_t b);
 uint16_t float_to_bf16(float f);
+// dst[i] = fp16_to_float(src[i]) / bf16_to_float(src[i]) for i < n (the bulk form of a weight
+// conversion; single-threaded, see core/parallel.h to split it).
+void fp16_to_float_n(const uint16_t* src, float* dst, int64_t n);
+void bf16_to_float_n(const uint16_t* src, float* dst, int64_t n);
 // From double, rounded once (a float64 -> float32 -> fp16 path would round twice).
 uint16_t double_to_fp16(double f);
 uint16_t double_to_bf16(double f);

@@ -1,12 +1,16 @@
 // Tensor storage and whole-tensor conversions.
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/checked_size.h"
+#include "core/host_memory.h"
 #include "core/numerics.h"
+#include "core/parallel.h"
 
 namespace kiln {
 
@@ -50,6 +54,17 @@ Status allocate_storage(DataType dtype, const Shape& shape, const std::string& w
   // Past physical memory, an overcommitted allocation would "succeed" and the memset below would
   // bring in the OOM killer; refuse it here instead.
   if (limit > 0 && alloc > limit) return oom();
+  if (alloc >= kHugeAllocationBytes) {
+    // Large tensors (weights, plan-sized buffers): their own anonymous mapping, which the kernel
+    // zero-fills on first touch (no memset pass), on 2 MiB transparent huge pages where the
+    // system allows them (madvise mode): a multi-GiB weight then faults in 512x fewer pages,
+    // which dominated LLM builds (docs/decisions/0087).
+    void* p = map_huge(static_cast<size_t>(alloc));
+    if (!p) return oom();
+    const size_t len = huge_mapping_bytes(static_cast<size_t>(alloc));
+    *storage = std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
+    return Status::Ok();
+  }
   void* p = std::aligned_alloc(64, static_cast<size_t>(alloc));
   if (!p) return oom();
   std::memset(p, 0, static_cast<size_t>(alloc));
@@ -148,6 +163,17 @@ StatusOr<Tensor> cast_tensor(const Tensor& t, DataType to, bool saturate) {
   Tensor out(to, t.shape());
   const int64_t n = t.numel();
   if (t.dtype() == to) return t.clone();
+  if (to == DataType::kFloat32 && (t.dtype() == DataType::kFloat16 || t.dtype() == DataType::kBFloat16)) {
+    // Widening is exact: the bulk conversion on several threads (checkpoint weights, GiBs).
+    const auto* src = static_cast<const uint16_t*>(t.raw());
+    float* dst = out.data<float>();
+    const bool half = t.dtype() == DataType::kFloat16;
+    parallel_for(n, n, [&](int64_t b, int64_t e) {
+      if (half) fp16_to_float_n(src + b, dst + b, e - b);
+      else bf16_to_float_n(src + b, dst + b, e - b);
+    });
+    return out;
+  }
   const bool src_int = dtype_is_integer(t.dtype()) || t.dtype() == DataType::kBool;
   const bool dst_int = dtype_is_integer(to) || to == DataType::kBool;
   if (src_int && dst_int) {

@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 
+#include "core/parallel.h"
 #include "passes/passes.h"
 #include "passes/pattern.h"
 
@@ -80,8 +81,11 @@ void fuse_group(ir::Graph& g, std::vector<Member>& group) {
   int64_t off = 0;
   for (const Member& m : group) {
     const int64_t n = m.w.dim(1);
-    for (int64_t i = 0; i < k; ++i)
-      std::copy(m.w.data<float>() + i * n, m.w.data<float>() + (i + 1) * n, w.data<float>() + i * total + off);
+    // Rows copied on several threads: an LLM's q/k/v and gate/up weights are GiBs.
+    parallel_for(k, k * n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        std::copy(m.w.data<float>() + i * n, m.w.data<float>() + (i + 1) * n, w.data<float>() + i * total + off);
+    });
     for (int64_t j = 0; j < n; ++j) b.data<float>()[off + j] = m.b.defined() ? m.b.data<float>()[j] : 0.f;
     sizes.push_back(n);
     off += n;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/host_memory.h"
 #include "kiln/status.h"
 
 namespace kiln::plan {
@@ -44,6 +45,13 @@ class ByteWriter {
   }
   void pad_to(size_t alignment) {
     while (bytes_.size() % alignment) bytes_.push_back(0);
+  }
+  void zeros(size_t n) { bytes_.insert(bytes_.end(), n, uint8_t{0}); }
+  // Capacity for `n` more bytes up front (one allocation, huge pages for a plan of GiBs:
+  // core/host_memory.h), so appending never reallocates.
+  void reserve_more(size_t n) {
+    bytes_.reserve(bytes_.size() + n);
+    if (bytes_.capacity() >= (size_t{64} << 20)) advise_huge_pages(bytes_.data(), bytes_.capacity());
   }
   size_t size() const { return bytes_.size(); }
   std::vector<uint8_t>& bytes() { return bytes_; }

@@ -313,22 +313,31 @@ bool decode_attr(ByteReader& r, const WeightsView& wv, int depth, ir::Attribute*
 
 }  // namespace
 
-uint64_t WeightsWriter::add_bytes(const uint8_t* data, size_t bytes) {
-  bytes_.pad_to(kAlign);
-  const uint64_t offset = bytes_.size();
-  if (bytes) bytes_.raw(data, bytes);
+uint64_t WeightsWriter::place(const uint8_t* data, size_t bytes) {
+  const uint64_t offset = (size_ + kAlign - 1) / kAlign * kAlign;
+  if (bytes) chunks_.push_back(Chunk{data, bytes, offset});
+  size_ = offset + bytes;
   return offset;
 }
+
+uint64_t WeightsWriter::add_bytes(const uint8_t* data, size_t bytes) { return place(data, bytes); }
 
 uint64_t WeightsWriter::add(const Tensor& t) {
   const auto key = std::make_pair(t.raw(), t.nbytes());
   auto it = seen_.find(key);
   if (it != seen_.end()) return it->second;
-  bytes_.pad_to(kAlign);
-  const uint64_t offset = bytes_.size();
-  if (t.nbytes()) bytes_.raw(t.raw(), t.nbytes());
+  const uint64_t offset = place(static_cast<const uint8_t*>(t.raw()), t.nbytes());
   seen_[key] = offset;
   return offset;
+}
+
+void WeightsWriter::write_to(ByteWriter& out) const {
+  const size_t base = out.size();
+  for (const Chunk& c : chunks_) {
+    out.zeros(base + c.offset - out.size());
+    out.raw(c.data, c.bytes);
+  }
+  out.zeros(base + size_ - out.size());
 }
 
 void encode_graph(const ir::Graph& g, ByteWriter& w, WeightsWriter& weights, const std::vector<ir::ValueId>* elided) {

@@ -17,14 +17,28 @@ namespace kiln::plan {
 
 // Collects constant tensors at 64-byte aligned offsets; a tensor shared by several values is
 // stored once.
+// The weights section as it is encoded: each constant's bytes are referenced, not copied, until
+// write_to appends the whole section once (an LLM plan's weights are GiBs; a growing copy of them
+// cost seconds and doubled the build's peak memory). The referenced bytes (the plan's tensors and
+// packed weights) must outlive write_to.
 class WeightsWriter {
  public:
-  uint64_t add(const Tensor& t);  // offset in the weights section
+  uint64_t add(const Tensor& t);  // offset in the weights section (one per distinct buffer)
   uint64_t add_bytes(const uint8_t* data, size_t bytes);  // raw bytes (packed weights), not deduplicated
-  ByteWriter& bytes() { return bytes_; }
+  uint64_t size() const { return size_; }  // the section's bytes
+  // Appends the section to `out`: every added buffer at its offset (relative to where the section
+  // starts, which must be kAlign-aligned in `out`), zeros between.
+  void write_to(ByteWriter& out) const;
 
  private:
-  ByteWriter bytes_;
+  uint64_t place(const uint8_t* data, size_t bytes);
+  struct Chunk {
+    const uint8_t* data;
+    size_t bytes;
+    uint64_t offset;
+  };
+  std::vector<Chunk> chunks_;
+  uint64_t size_ = 0;
   std::map<std::pair<const void*, size_t>, uint64_t> seen_;
 };
 

@@ -90,14 +90,19 @@ std::vector<uint8_t> write_plan(const Plan& p) {
   build.u64(p.build.workspace_limit);
   build.i32(p.build.max_aux_streams);
 
+  // The weights section (nullptr below) is appended straight from the plan's buffers.
   const std::pair<SectionTag, ByteWriter*> sections[] = {{SectionTag::kGraph, &graph},
                                                          {SectionTag::kProfiles, &profiles},
                                                          {SectionTag::kLayers, &layers},
                                                          {SectionTag::kBuild, &build},
-                                                         {SectionTag::kWeights, &weights.bytes()}};
+                                                         {SectionTag::kWeights, nullptr}};
+  auto section_size = [&](const ByteWriter* w) -> uint64_t { return w ? w->size() : weights.size(); };
   constexpr uint32_t kCount = 5;
   const size_t header_size = (kOffSectionTable + kCount * kSectionEntryBytes + kAlign - 1) / kAlign * kAlign;
+  uint64_t total = header_size;
+  for (const auto& [tag, w] : sections) total = (total + kAlign - 1) / kAlign * kAlign + section_size(w);
   ByteWriter out;
+  out.reserve_more(static_cast<size_t>(total));  // one allocation for the whole plan
   out.raw(kMagic, kMagicBytes);
   out.u32(p.header.format_version);
   out.u32(static_cast<uint32_t>(header_size));
@@ -121,12 +126,13 @@ std::vector<uint8_t> write_plan(const Plan& p) {
     out.u32(static_cast<uint32_t>(tag));
     out.u32(0);
     out.u64(off);
-    out.u64(w->size());
-    off = (off + w->size() + kAlign - 1) / kAlign * kAlign;
+    out.u64(section_size(w));
+    off = (off + section_size(w) + kAlign - 1) / kAlign * kAlign;
   }
   for (const auto& [tag, w] : sections) {
     out.pad_to(kAlign);
-    out.raw(w->bytes().data(), w->size());
+    if (w) out.raw(w->bytes().data(), w->size());
+    else weights.write_to(out);
   }
   std::vector<uint8_t>& b = out.bytes();
   store_u64(b, kOffPayloadLength, b.size() - header_size);

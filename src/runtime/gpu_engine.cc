@@ -126,13 +126,26 @@ StatusOr<GpuBuild> select_tactics(const ir::Graph& g, const std::vector<Shape>& 
   GpuBuild out;
   out.tactic_data = model->tactic_data();
   out.elided_constants = model->elidable_constants(g);
-  {
-    // The packed bytes move into one shared buffer per weight the plan writer reads.
-    auto keep = std::make_shared<std::map<std::string, std::vector<uint8_t>>>(model->packed_weights());
-    for (const auto& [key, bytes] : *keep)
-      out.packed_weights[key] = plan::Plan::PackedBlob{keep, bytes.data(), bytes.size()};
+  // The packed bytes move (no copy: an LLM's are GiBs) into one shared buffer the plan writer
+  // reads, and the other shape sets below lower from them as a plan load does: each weight is
+  // converted and laid out once per build, not once per tuned shape set.
+  auto keep = std::make_shared<std::map<std::string, std::vector<uint8_t>>>(model->take_packed_weights());
+  cuda::PackedWeights packed;
+  packed.owner = keep;
+  for (const auto& [key, bytes] : *keep) {
+    out.packed_weights[key] = plan::Plan::PackedBlob{keep, bytes.data(), bytes.size()};
+    packed.by_key[key] = cuda::PackedWeight{bytes.data(), bytes.size()};
   }
   out.shape_tactics.push_back(layer_tactics(*model, opt_shapes));
+  std::map<std::string, plan::PlanTactic> by_name;
+  for (const auto& l : model->layers()) by_name[l.name] = plan::PlanTactic{l.tactic, l.tactic_id, l.tuned_ms};
+  // Concats whose inputs all write in place (docs/decisions/0009) show as such in `kiln inspect`.
+  for (const auto& name : model->eliminated_layers()) by_name[name] = plan::PlanTactic{"cuda.concat_eliminated"};
+  for (const ir::Node& n : g.nodes) {
+    auto it = by_name.find(n.name);
+    out.tactics.push_back(it == by_name.end() ? plan::PlanTactic{"cuda.view"} : it->second);
+  }
+  model.reset();  // its activations and workspaces: the larger shape sets below need the memory
   // More shapes of the profile: tuned the same way (same selector and cache), so a context at
   // those shapes runs tactics chosen for them (issue 10 item 4).
   for (const auto& shapes : tuning_shapes) {
@@ -141,6 +154,7 @@ StatusOr<GpuBuild> select_tactics(const ir::Graph& g, const std::vector<Shape>& 
     for (const Shape& s : shapes) label += (label.empty() ? "" : ",") + shape_str(s);
     cuda::GpuBuildOptions so = o;
     so.record_packed = false;
+    so.packed = &packed;
     // A shape set that cannot be tuned (out of device memory at a large max, ...) is left out:
     // contexts there take the nearest other set's tactics, each checked to run.
     auto skip = [&](const Status& why) {
@@ -179,14 +193,6 @@ StatusOr<GpuBuild> select_tactics(const ir::Graph& g, const std::vector<Shape>& 
       log("timing cache: ... " + std::to_string(cache.missed().size() - kShown) + " more misses");
     KILN_RETURN_IF_ERROR(cache.save(settings.timing_cache_path));
     log("timing cache: wrote '" + settings.timing_cache_path + "'");
-  }
-  std::map<std::string, plan::PlanTactic> by_name;
-  for (const auto& l : model->layers()) by_name[l.name] = plan::PlanTactic{l.tactic, l.tactic_id, l.tuned_ms};
-  // Concats whose inputs all write in place (docs/decisions/0009) show as such in `kiln inspect`.
-  for (const auto& name : model->eliminated_layers()) by_name[name] = plan::PlanTactic{"cuda.concat_eliminated"};
-  for (const ir::Node& n : g.nodes) {
-    auto it = by_name.find(n.name);
-    out.tactics.push_back(it == by_name.end() ? plan::PlanTactic{"cuda.view"} : it->second);
   }
   return out;
 }

@@ -292,7 +292,9 @@ void expect_cuda_matches_cpu(const Model& m, const std::string& cache_dtype, boo
         std::printf("[fp8 per-tensor] %s: %s\n", l.name.c_str(), l.tactic.c_str());
       }
     EXPECT_GT(quant, 0);
-    if (major >= 9) EXPECT_EQ(fused, quant) << "QuantLinear layers running cuBLASLt's fused scalar-scale FP8 GEMM";
+    if (major >= 9) {
+      EXPECT_EQ(fused, quant) << "QuantLinear layers running cuBLASLt's fused scalar-scale FP8 GEMM";
+    }
   }
   const int64_t V = m.ck.config().vocab_size;
   for (size_t si = 0; si < steps.size(); ++si) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/numerics.h"
+#include "core/tensor.h"
 
 namespace kiln {
 namespace {
@@ -275,6 +276,31 @@ TEST(NumericsFp16, EveryCodeDecodesAndRoundTrips) {
       continue;
     }
     ASSERT_EQ(float_to_fp16(f), h) << "fp16 code " << h;
+  }
+}
+
+// The bulk conversions (checkpoint weights) agree bit for bit with the scalar decoders, for
+// every code, and cast_tensor's multi-threaded F16/BF16 -> float32 path with both.
+TEST(NumericsFp16, BulkDecodeAndCastEqualScalarForEveryCode) {
+  std::vector<uint16_t> codes(65536 * 3);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint16_t>(i * 7919u);
+  std::vector<float> h(codes.size()), b(codes.size());
+  fp16_to_float_n(codes.data(), h.data(), static_cast<int64_t>(codes.size()));
+  bf16_to_float_n(codes.data(), b.data(), static_cast<int64_t>(codes.size()));
+  for (DataType dt : {DataType::kFloat16, DataType::kBFloat16}) {
+    Tensor t(dt, {static_cast<int64_t>(codes.size())});
+    std::memcpy(t.raw(), codes.data(), codes.size() * 2);
+    StatusOr<Tensor> f = cast_tensor(t, DataType::kFloat32);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const float want = dt == DataType::kFloat16 ? fp16_to_float(codes[i]) : bf16_to_float(codes[i]);
+      uint32_t wb, hb, cb;
+      std::memcpy(&wb, &want, 4);
+      std::memcpy(&hb, dt == DataType::kFloat16 ? &h[i] : &b[i], 4);
+      std::memcpy(&cb, &f->data<float>()[i], 4);
+      ASSERT_EQ(hb, wb) << dtype_name(dt) << " code " << codes[i];
+      ASSERT_EQ(cb, wb) << dtype_name(dt) << " code " << codes[i] << " (cast_tensor)";
+    }
   }
 }
 

@@ -98,7 +98,7 @@ int cmd_build(const BuildOptions& o) {
   if (!graph.ok()) return report_error("build", graph.status());
   // trtexec's habit: dynamic dims without shapes build with 1 (and say so).
   for (const std::string& w : fill_dynamic_dims(*graph, &*config)) std::fprintf(stderr, "kiln build: warning: %s\n", w.c_str());
-  auto plan = build_from_graph(*graph, *config);
+  auto plan = build_from_graph(std::move(*graph), *config);
   tuning.finish();
   if (!plan.ok()) return report_error("build", plan.status());
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

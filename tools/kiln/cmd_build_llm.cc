@@ -4,6 +4,7 @@
 // graph of a Hugging Face checkpoint into ENGINE_DIR/model.plan with kiln_llm.json beside it
 // (llm_build.h). An FP8 checkpoint (ModelOpt / compressed-tensors / AutoFP8 scales) builds FP8
 // projections from its own scales with no --quant or calibration flag (decision 0086). `kiln generate` and `kiln bench-llm` hand over to kiln_llm_generate (below).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -51,16 +52,33 @@ int cmd_build_llm(const BuildLlmOptions& o) {
   if (!ck.ok()) return report_error("build-llm", ck.status());
   LlmBuildOptions b = o.build;
   const bool verbose = o.verbose;
-  b.progress = [verbose](const BuildProgress& p) {
+  // -v: every step with the seconds since the start and the process's peak host memory (where
+  // a build of a large checkpoint spends its time and memory).
+  auto stamp = [t0]() {
+    struct rusage u {};
+    ::getrusage(RUSAGE_SELF, &u);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "[%7.1f s %6.1f GiB] ", s, static_cast<double>(u.ru_maxrss) / 1048576.0);
+    return std::string(buf);
+  };
+  b.progress = [verbose, stamp](const BuildProgress& p) {
     if (p.step == "tuning") {
-      if (p.total > 0 && p.done >= p.total) std::fprintf(stderr, "tuning done: %d layers\n", p.total);
+      if (p.total > 0 && p.done >= p.total)
+        std::fprintf(stderr, "%stuning done: %d layers\n", verbose ? stamp().c_str() : "", p.total);
       return;
     }
-    if (verbose && !p.detail.empty()) std::fprintf(stderr, "%s: %s\n", p.step.c_str(), p.detail.c_str());
+    if (!verbose) return;
+    if (!p.detail.empty())
+      std::fprintf(stderr, "%s%s: %s\n", stamp().c_str(), p.step.c_str(), p.detail.c_str());
+    else if (p.done == 0 || (p.total > 0 && p.done >= p.total))
+      std::fprintf(stderr, "%s%s %s\n", stamp().c_str(), p.step.c_str(), p.done == 0 ? "..." : "done");
   };
   auto built = build_llm_engine(*ck, b);
   if (!built.ok()) return report_error("build-llm", built.status());
+  b.progress(BuildProgress{"write", 0, 1, ""});
   if (Status s = write_llm_engine_dir(*ck, *built, o.output); !s.ok()) return report_error("build-llm", s);
+  b.progress(BuildProgress{"write", 1, 1, ""});
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const llm::LlmEngineInfo& i = built->info;
   if (!i.quant.empty()) std::printf("%s projections, scales from %s\n", i.quant.c_str(), i.quant_scales.c_str());

@@ -121,7 +121,9 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
     llm::Fp8CalibrationOptions co;
     co.max_seq_len = std::min(o.calib_max_seq_len, L);
     co.block_size = o.block_size;
+    if (o.progress) o.progress(BuildProgress{"fp8 calibration", 0, 1, ""});
     KILN_ASSIGN_OR_RETURN(llm::Fp8Calibration cal, llm::calibrate_fp8(ck, ids, co));
+    if (o.progress) o.progress(BuildProgress{"fp8 calibration", 1, 1, ""});
     so.fp8_x_scales = std::move(cal.x_scales);
     so.fp8_per_tensor_weights = o.weight_scales == "per-tensor";
     info.quant = "fp8";
@@ -129,7 +131,9 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
                         std::to_string(cal.sequences) + " prefill steps, min-max amax / 448); weights " +
                         o.weight_scales;
   }
+  if (o.progress) o.progress(BuildProgress{"step graph", 0, 1, ""});
   KILN_ASSIGN_OR_RETURN(out.graph, llm::build_step_graph(mc, ck, so));
+  if (o.progress) o.progress(BuildProgress{"step graph", 1, 1, ""});
 
   BuilderConfig& bc = out.config;
   bc.target = target;
@@ -156,7 +160,7 @@ StatusOr<LlmEngineBuild> build_llm_engine(const llm::Checkpoint& ck, const LlmBu
   KILN_ASSIGN_OR_RETURN(LlmBuildInputs in, prepare_llm_build(ck, o));
   LlmEngineBuild out;
   out.info = std::move(in.info);
-  KILN_ASSIGN_OR_RETURN(out.plan, build_from_graph(in.graph, in.config));
+  KILN_ASSIGN_OR_RETURN(out.plan, build_from_graph(std::move(in.graph), in.config));
   return out;
 }
 

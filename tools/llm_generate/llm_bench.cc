@@ -108,6 +108,12 @@ int llm_bench_main(int argc, char** argv) {
   ro.load_tokenizer = false;
   ro.cuda_graph = cuda_graph;
   ro.device_sampling = !host_sampling;
+  // Engine::load_phases as {"read": ms, "parse": ms, ...}: where a large plan's load goes.
+  auto load_phases_json = [](const Engine& e) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const Engine::LoadPhase& p : e.load_phases()) j[p.name] = p.ms;
+    return j;
+  };
   auto t_load = std::chrono::steady_clock::now();
   auto runner = llm::LlmRunner::from_dir(dir, ro);
   if (!runner.ok()) {
@@ -127,6 +133,7 @@ int llm_bench_main(int argc, char** argv) {
                         {"kv_pool_bytes", r.pool().bytes()},
                         {"weights_bytes", r.engine().weights_bytes()},
                         {"load_ms", load_ms},
+                        {"load_phases_ms", load_phases_json(r.engine())},
                         {"input_len", input_len},
                         {"output_len", output_len},
                         {"sampling",

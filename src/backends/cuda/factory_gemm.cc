@@ -266,7 +266,11 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
   const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
   const Shape w_shape = p.weight_is_nk ? Shape{nw, p.k} : Shape{p.k, nw};
   KILN_ASSIGN_OR_RETURN(int wa, ctx.upload(g.value(n.inputs[1]).name, n.inputs[1], static_cast<size_t>(nw * p.k),
-                                           w_shape, false, [&] {
+                                           w_shape, false, [&]() -> const float* {
+                                             // A float32 weight as it is needs no copy (an
+                                             // LLM's are GiBs).
+                                             if (wc->dtype() == DataType::kFloat32 && alpha == 1.f && nw == p.n)
+                                               return wc->data<float>();
                                              w = floats_of(*wc);
                                              for (float& v : w) v *= alpha;
                                              if (nw == p.n) return w.data();

@@ -419,7 +419,10 @@ class Lowering final : public LowerContext {
       const ScopedMs copy_timer(o_.logger ? &trace_ms_["(weights: hash + copy)"] : nullptr);
       KILN_ASSIGN_OR_RETURN(p, device_copy(host, bytes, what));
     }
-    if (o_.record_packed) record_packed(key, layer, src, host, bytes);
+    if (o_.record_packed) {
+      record_packed(key, layer, src, host, bytes);
+      if (o_.weight_cache) o_.weight_cache->remember_packed(key, p);
+    }
     m_->vals[id].weight = p;
     m_->weights += bytes;
     return id;
@@ -981,6 +984,7 @@ size_t GpuModel::arena_bytes() const { return impl_->arena; }
 size_t GpuModel::activation_bytes_sum() const { return impl_->act_sum; }
 size_t GpuModel::weight_bytes() const { return impl_->weights; }
 const std::map<std::string, std::vector<uint8_t>>& GpuModel::packed_weights() const { return impl_->packed; }
+std::map<std::string, std::vector<uint8_t>> GpuModel::take_packed_weights() { return std::move(impl_->packed); }
 int GpuModel::packed_hits() const { return impl_->packed_hits; }
 
 std::vector<int> GpuModel::elidable_constants(const ir::Graph& g) const {

@@ -79,6 +79,9 @@ class WeightCache {
   // The device copy of the plan's packed weight `key` (PackedWeights; uploaded on first use).
   // Keyed by name, not content: the bytes are not hashed again at every load.
   StatusOr<void*> get_packed(const std::string& key, const void* host, size_t bytes);
+  // A build's packed weight `key`, already uploaded at `device` (by get): later get_packed(key)
+  // calls (the build's other tuned shape sets) take that copy instead of uploading again.
+  void remember_packed(const std::string& key, void* device);
   size_t device_bytes() const;  // bytes held on the device
   int uploads() const;          // distinct weights uploaded
 
@@ -306,6 +309,8 @@ class GpuModel {
   std::map<std::string, std::string> tactic_data() const;
   // With GpuBuildOptions::record_packed: every weight as uploaded, by packed_weight_key.
   const std::map<std::string, std::vector<uint8_t>>& packed_weights() const;
+  // The same, moved out (the build's plan takes them; packed_weights() is then empty).
+  std::map<std::string, std::vector<uint8_t>> take_packed_weights();
   // Constants of the graph whose every reading layer uploaded them as a recorded packed weight
   // (float, at least kMinElidedElements elements, not a graph output): the plan may store them
   // only packed. Empty without record_packed.

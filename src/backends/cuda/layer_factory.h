@@ -18,6 +18,7 @@
 #include "backends/cuda/gpu_layers.h"
 #include "backends/cuda/gpu_model.h"
 #include "backends/cuda/kernels.h"
+#include "core/parallel.h"
 #include "ir/graph.h"
 #include "kiln/status.h"
 
@@ -239,10 +240,9 @@ bool layout_free(const Shape& s);
 StorageType stored_float_type(const LowerContext& ctx, ir::ValueId v);
 // A constant's elements as floats (load_as_double for non-float32 dtypes), in its row-major order.
 std::vector<float> floats_of(const Tensor& t);
-// f(begin, end) over [0, n) in contiguous chunks on up to 16 threads (the calling one included)
-// when `work` (elements touched) is large enough to pay for the threads; else inline. Weight
-// preparation at load time (layout change, fp16/bf16 conversion) is ~40% of a ResNet-101 plan load.
-void parallel_for(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& f);
+// parallel_for (core/parallel.h): weight preparation at load time (layout change, fp16/bf16
+// conversion) is ~40% of a ResNet-101 plan load.
+using kiln::parallel_for;
 
 // The spatial geometry of a Conv / pooling node at input shape `x` [N, C, spatial...] (the CPU
 // reference's make_geom, backends/cpu/ops_nn.cc; ONNX Operators.md Conv / MaxPool): strides,

@@ -67,6 +67,11 @@ StatusOr<void*> WeightCache::get_packed(const std::string& key, const void* host
   return p;
 }
 
+void WeightCache::remember_packed(const std::string& key, void* device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  packed_.emplace(key, device);
+}
+
 size_t WeightCache::device_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return bytes_;

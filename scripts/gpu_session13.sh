@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Session 13's GPU checks (carry .gpu-carry from scripts/gpu_carry.sh):
+#   run(command="KILN_STEPS='tests llm1b llm8b' scripts/gpu_session13.sh", carry=[".gpu-carry"])
+# Steps (KILN_STEPS):
+#   tests   kiln_tests on KILN_TEST_FILTER (default: plan load / packed weights / LLM step / FP8 rows)
+#   llm1b   the Llama-3.2-1B shape: build-llm fp16 with -v (each build step's seconds and peak host
+#           memory: decision 0087), bench-llm -> $OUT/llm.jsonl, the build log -> $OUT/build_llama1b_fp16.txt
+#   llm8b   the Llama-3.1-8B shape (scripts/llm_hf_peer.py make llama8b: transformers' init on the GPU, fp16,
+#           16 GB) and its decode bound (weight bytes / measured device copy rate); build-llm for each of
+#           KILN_LLM8B_CONFIGS (fp16, fp8t = --quant fp8 per-tensor) with -v, bench-llm at KILN_LLM_BATCHES
+#           -> $OUT/llm.jsonl
+#   peer8b  transformers static cache + torch.compile on the same 8B checkpoint and shapes -> $OUT/llm8b_peer.json
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
+. scripts/gpu_env.sh
+STEPS=${KILN_STEPS:-tests llm1b llm8b}
+BATCHES=${KILN_LLM_BATCHES:-1,64}
+W=/tmp/llm; mkdir -p $W
+left() { echo $(( ${KILN_BUDGET_S:-570} - ($(date +%s) - T0) )); }
+measured() {
+  local log=$1; shift
+  "$PY" - "$log" "$@" <<'PYEOF'
+import json, resource, subprocess, sys, time
+log, cmd = sys.argv[1], sys.argv[2:]
+t = time.time()
+with open(log, "w") as f:
+    rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+wall = time.time() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1048576
+with open(log, "a") as f:
+    f.write("\n" + json.dumps({"rc": rc, "wall_s": round(wall, 1), "peak_rss_gib": round(rss, 2)}) + "\n")
+sys.exit(rc)
+PYEOF
+}
+stamp "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, THP $(cat /sys/kernel/mm/transparent_hugepage/enabled), disk $(df -h /tmp | awk 'NR==2{print $4}') free"
+if has tests; then
+  stamp "== GPU tests"
+  F=${KILN_TEST_FILTER:-'GpuPlanLoad*:GpuPackedDynamic*:GpuLlmStep*:LlmStepGraphFp8*:OpTable/OpTableCuda.*QuantLinear*:HostMemory*:ParallelFor*:NumericsFp16*'}
+  timeout $(( $(left) - 30 )) $C/kiln_tests --gtest_filter="$F" > "$OUT/gpu_tests.txt" 2>&1
+  echo "rc=$?" >> "$OUT/gpu_tests.txt"
+  grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|tests ran|rc=" "$OUT/gpu_tests.txt" | head -30
+  grep -E "Failure|error:" -A 3 "$OUT/gpu_tests.txt" | head -30
+fi
+# build_and_bench NAME CKPT TAG FLAGS...: build-llm -v into $W/engine_NAME_TAG (wall, peak RSS, the step
+# timeline to $OUT/build_NAME_TAG.txt) and bench-llm it; one JSON line to $OUT/llm.jsonl.
+build_and_bench() {
+  local name=$1 ck=$2 tag=$3; shift 3
+  local e=$W/engine_${name}_$tag
+  if [ "$(left)" -lt "${NEED_S:-90}" ]; then stamp "== $name $tag: skipped ($(left) s left)"; return; fi
+  stamp "== $name $tag: build-llm $*"
+  measured $OUT/build_${name}_$tag.txt timeout $(( $(left) - 15 )) "$C/kiln" build-llm "$ck" -o "$e" --device gpu --dtype fp16 --max-batch 64 \
+    --max-seq-len ${KILN_LLM_MAX_SEQ:-512} --max-num-tokens 2048 -v "$@" || { tail -n 8 $OUT/build_${name}_$tag.txt; return; }
+  grep -E "step graph|passes: fuse_horizontal|tuning|serialize|write|^engine|wall_s" $OUT/build_${name}_$tag.txt | tail -n 14
+  stamp "== $name $tag: bench-llm"
+  timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) "$C/kiln" bench-llm "$e" --batch "$BATCHES" --input-len 128 --output-len 128 --cuda-graph --json $W/kb_${name}_$tag.json \
+    > $W/kb_${name}_$tag.txt 2>&1 || tail -n 5 $W/kb_${name}_$tag.txt
+  tail -n 4 $W/kb_${name}_$tag.txt
+  "$PY" - "$name" "$tag" $OUT/build_${name}_$tag.txt $W/kb_${name}_$tag.json "$e" <<'PYEOF' | tee -a "$OUT/llm.jsonl"
+import json, os, sys
+name, tag, build, kb, e = sys.argv[1:6]
+d = {"model": name, "config": tag}
+try: d["build"] = json.loads(open(build).read().strip().splitlines()[-1])
+except Exception as x: d["build"] = str(x)
+try:
+    k = json.load(open(kb)); d["kiln"] = k
+    d["summary"] = {"load_ms": round(k["load_ms"]), "load_phases_ms": {p: round(v) for p, v in k.get("load_phases_ms", {}).items()},
+                    **{f"b{r['batch']}": {"tpot_ms": round(r["tpot_ms_p50"], 3), "tok_s": round(r["output_tokens_per_s"]),
+                                          "ttft_ms": round(r["ttft_ms_p50"], 2)} for r in k["results"]}}
+except Exception as x: d["kiln"] = str(x)
+d["plan_bytes"] = sum(os.path.getsize(os.path.join(e, f)) for f in os.listdir(e)) if os.path.isdir(e) else None
+print(json.dumps(d.get("summary", d)), file=sys.stderr)
+print(json.dumps(d))
+PYEOF
+}
+IDS=$("$PY" -c "import random; r=random.Random(3); print(','.join(str(r.randrange(100, 50000)) for _ in range(${KILN_CALIB_TOKENS:-256})))")
+if has llm1b; then
+  "$PY" scripts/llm_hf_peer.py make $W --models llama1b 2>&1 | grep -v Warning | tail -1
+  build_and_bench llama1b $W/llama1b fp16
+  rm -rf $W/engine_llama1b_fp16
+fi
+if has llm8b || has peer8b; then
+  stamp "== llama8b checkpoint"
+  "$PY" scripts/llm_hf_peer.py make $W --models llama8b 2>&1 | grep -v Warning | tail -1
+fi
+if has llm8b; then
+  "$PY" - $W/llama8b <<'PYEOF' | tee -a "$OUT/llm.jsonl"
+import json, os, sys, torch
+ck = sys.argv[1]
+nbytes = sum(os.path.getsize(os.path.join(ck, f)) for f in os.listdir(ck) if f.endswith(".safetensors"))
+a = torch.empty(2 << 30, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
+for _ in range(3): b.copy_(a)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+ts = []
+for _ in range(10):
+    s.record(); b.copy_(a); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
+ms = sorted(ts)[len(ts) // 2]
+bw = 2 * a.numel() / (ms / 1e3)  # read + write bytes / s
+print(json.dumps({"bound": "decode step reads every weight once", "weight_bytes": nbytes, "copy_bw_GBps": round(bw / 1e9, 1),
+                  "tpot_bound_ms": round(nbytes / bw * 1e3, 3), "gpu": torch.cuda.get_device_name()}))
+PYEOF
+  for cfg in ${KILN_LLM8B_CONFIGS:-fp16}; do
+    case $cfg in
+      fp16) NEED_S=150 build_and_bench llama8b $W/llama8b fp16 ;;
+      fp8t) NEED_S=200 build_and_bench llama8b $W/llama8b fp8t --quant fp8 --calib-ids "$(echo $IDS | cut -d, -f1-64)" --calib-max-seq-len 64 ;;
+    esac
+    rm -rf $W/engine_llama8b_$cfg  # 16 GB each on a 64 GB disk
+  done
+fi
+if has peer8b && [ "$(left)" -gt 120 ]; then
+  stamp "== transformers peer (static cache + torch.compile), llama8b"
+  "$PY" scripts/llm_hf_peer.py bench $W/llama8b --batch "$BATCHES" --input-len 128 --output-len 128 --compile \
+    --max-seconds $(( $(left) - 30 )) --out "$OUT/llm8b_peer.json" 2>&1 | grep "^\[peer\]"
+fi
+stamp "done"
