@@ -77,6 +77,17 @@ IDS=$("$PY" -c "import random; r=random.Random(3); print(','.join(str(r.randrang
 if has llm1b; then
   "$PY" scripts/llm_hf_peer.py make $W --models llama1b 2>&1 | grep -v Warning | tail -1
   build_and_bench llama1b $W/llama1b fp16
+  # Where a batch-1 decode step's time goes, per kernel (nsys, when the machine has it).
+  NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -n 1)
+  if [ -n "$NSYS" ] && [ -d $W/engine_llama1b_fp16 ] && [ "$(left)" -gt 200 ]; then
+    stamp "== nsys: llama1b fp16 decode, batch 1"
+    timeout 90 "$NSYS" profile -o $W/decode1b --force-overwrite true --cuda-graph-trace=node --trace=cuda \
+      "$C/kiln" bench-llm $W/engine_llama1b_fp16 --batch 1 --input-len 128 --output-len 64 --cuda-graph > $W/nsys.txt 2>&1
+    timeout 60 "$NSYS" stats --report cuda_gpu_kern_sum --format csv -o $OUT/decode1b $W/decode1b.nsys-rep > /dev/null 2>&1
+    ls $OUT/decode1b* 2>/dev/null && head -n 25 $OUT/decode1b*.csv | cut -c1-220
+  else
+    stamp "nsys: not found (${NSYS:-none})"
+  fi
   rm -rf $W/engine_llama1b_fp16
 fi
 if has llm8b || has peer8b; then
