@@ -2,6 +2,8 @@
 // MatMulBias (fuse_matmul_add) and RMSNormalization (fuse_rmsnorm); and PagedAttention and Rope (src/llm). Their semantics are documented in ops.def and
 // docs/decisions/0006-attention-op.md; the rules check what the kernels would reject, so a bad
 // graph fails at build time with the node's name.
+#include <cmath>
+
 #include "ir/shape_rules.h"
 
 namespace kiln::ir {
@@ -134,8 +136,12 @@ Status paged_attention_rule(ShapeContext& ctx) {
   if (n.attr_int("block_size", 0) <= 0) return ctx.fail("attribute block_size must be > 0");
   if (n.attr_int("layer", -1) < 0) return ctx.fail("attribute layer must be >= 0");
   const std::string cd = n.attr_string("cache_dtype", "");
-  if (cd != "float32" && cd != "float16" && cd != "bfloat16")
-    return ctx.fail("cache_dtype '" + cd + "' is not float32, float16 or bfloat16");
+  if (cd != "float32" && cd != "float16" && cd != "bfloat16" && cd != "fp8e4m3fn")
+    return ctx.fail("cache_dtype '" + cd + "' is not float32, float16, bfloat16 or fp8e4m3fn");
+  for (const char* a : {"k_scale", "v_scale"}) {
+    const float sc = n.attr_float(a, 1.f);
+    if (!(sc > 0) || !std::isfinite(sc)) return ctx.fail(std::string(a) + " " + std::to_string(sc) + " must be finite and > 0");
+  }
   if (n.attr_int("sliding_window", 0) != 0) return ctx.fail("sliding_window " + std::to_string(n.attr_int("sliding_window", 0)) + " is not supported (only 0)");
   const auto& kv = ctx.shape(6);
   if (kv && dims_conflict((*kv)[1], Dim::known(2))) return ctx.fail("kv_pools " + sym_shape_str(*kv) + " is not [L, 2]");

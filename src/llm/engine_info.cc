@@ -34,6 +34,7 @@ std::string engine_info_json(const LlmEngineInfo& i) {
     j["quant"] = i.quant;
     j["quant_scales"] = i.quant_scales;
   }
+  if (!i.kv_cache_scales.empty()) j["kv_cache_scales"] = i.kv_cache_scales;
   return j.dump(2) + "\n";
 }
 
@@ -115,8 +116,9 @@ StatusOr<LlmEngineInfo> parse_engine_info(const std::string& text, const std::st
   std::string cache;
   KILN_RETURN_IF_ERROR(r.get_string(j, "cache_dtype", &cache));
   i.cache_dtype = dtype_from_name(cache);
-  if (i.cache_dtype != DataType::kFloat32 && i.cache_dtype != DataType::kFloat16 && i.cache_dtype != DataType::kBFloat16)
-    return r.err("cache_dtype", "is '" + cache + "', expected float32, float16 or bfloat16");
+  if (i.cache_dtype != DataType::kFloat32 && i.cache_dtype != DataType::kFloat16 && i.cache_dtype != DataType::kBFloat16 &&
+      i.cache_dtype != DataType::kFloat8E4M3FN)
+    return r.err("cache_dtype", "is '" + cache + "', expected float32, float16, bfloat16 or fp8e4m3fn");
   int64_t mem = 0;
   KILN_RETURN_IF_ERROR(r.get_int(j, "max_memory_bytes", &mem, /*positive=*/false));
   if (mem < 0) return r.err("max_memory_bytes", "is negative");
@@ -131,6 +133,7 @@ StatusOr<LlmEngineInfo> parse_engine_info(const std::string& text, const std::st
     if (i.quant != "fp8") return r.err("quant", "is '" + i.quant + "', expected fp8 (or no field)");
     if (j.contains("quant_scales")) KILN_RETURN_IF_ERROR(r.get_string(j, "quant_scales", &i.quant_scales));
   }
+  if (j.contains("kv_cache_scales")) KILN_RETURN_IF_ERROR(r.get_string(j, "kv_cache_scales", &i.kv_cache_scales));
   return i;
 }
 

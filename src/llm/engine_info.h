@@ -34,7 +34,7 @@ struct LlmEngineInfo {
   int64_t max_blocks_per_seq = 0;        // MB: block-table columns = ceil(max_seq_len / block_size)
   int64_t max_seq_len = 0;               // prompt + generated tokens of one sequence at most
   int64_t max_num_tokens = 0;            // N: tokens of one step at most (the T profile's max)
-  DataType cache_dtype = DataType::kFloat32;  // pool elements: float32, float16 or bfloat16
+  DataType cache_dtype = DataType::kFloat32;  // pool elements: float32, float16, bfloat16 or fp8e4m3fn
   // Memory: the total device-memory budget (weights + activations + KV pool), bytes; 0 = the
   // runner's default (CPU plans: a pool for max_rows full-length sequences; CUDA plans: 90% of
   // the device's free memory after the engine is loaded).
@@ -48,6 +48,9 @@ struct LlmEngineInfo {
   // min-max)". Informational: the plan holds the scales.
   std::string quant;
   std::string quant_scales;
+  // fp8e4m3fn KV caches: where the per-layer K/V scales came from ("calibration: ..." or "1
+  // (no calibration data)"); written only when set. Informational: the plan holds the scales.
+  std::string kv_cache_scales;
 };
 
 // The file's JSON text (pretty-printed).

@@ -68,6 +68,16 @@ StatusOr<Fp8Calibration> calibrate_fp8(const Checkpoint& ck, const std::vector<i
     if (it == input_of.end()) return internal_error("fp8 calibration: the step graph has no projection '" + p.name + "'");
     hist.emplace(it->second, Seen{});
   }
+  // Each layer's keys and values as PagedAttention appends them (its inputs 1 and 2).
+  std::vector<std::pair<ir::ValueId, ir::ValueId>> kv_of(static_cast<size_t>(c.num_layers), {ir::kNoValue, ir::kNoValue});
+  for (const ir::Node& n : g.nodes)
+    if (!n.removed && n.op == ir::OpKind::kPagedAttention && n.inputs.size() >= 3) {
+      const int64_t l = n.attr_int("layer", -1);
+      if (l < 0 || l >= c.num_layers) return internal_error("fp8 calibration: PagedAttention '" + n.name + "' has layer " + std::to_string(l));
+      kv_of[static_cast<size_t>(l)] = {n.inputs[1], n.inputs[2]};
+      hist.emplace(n.inputs[1], Seen{});
+      hist.emplace(n.inputs[2], Seen{});
+    }
   InterpreterOptions io;
   io.on_node = [&](const ir::Node& n, const std::vector<Tensor>& outs, double) {
     for (size_t i = 0; i < n.outputs.size() && i < outs.size(); ++i) {
@@ -109,6 +119,13 @@ StatusOr<Fp8Calibration> calibrate_fp8(const Checkpoint& ck, const std::vector<i
                               std::to_string(h.non_finite) + " non-finite)");
     out.amax[p.name] = h.amax;
     out.x_scales[p.name] = h.amax > 0 ? static_cast<float>(h.amax / kE4M3Max) : 1.f;
+  }
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const auto [kv, vv] = kv_of[static_cast<size_t>(l)];
+    if (kv == ir::kNoValue) return internal_error("fp8 calibration: the step graph has no PagedAttention of layer " + std::to_string(l));
+    const double ka = hist.at(kv).amax, va = hist.at(vv).amax;
+    out.kv_amax.emplace_back(ka, va);
+    out.kv_scales.emplace_back(ka > 0 ? static_cast<float>(ka / kE4M3Max) : 1.f, va > 0 ? static_cast<float>(va / kE4M3Max) : 1.f);
   }
   return out;
 }

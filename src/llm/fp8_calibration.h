@@ -4,7 +4,8 @@
 // (decoder_projections(), decoder_layers.h) observed, and per projection the min-max amax (the
 // largest finite |x|, src/quant/calibrator.h's minmax_amax) turned into the per-tensor scale
 // x_scale = amax / 448 (E4M3FN's largest finite value; 1 for an all-zero input, as the ONNX
-// calibrator does). The q/k/v (and gate/up) projections read one tensor and get one scale.
+// calibrator does). The q/k/v (and gate/up) projections read one tensor and get one scale. The
+// same run observes each layer's PagedAttention K and V inputs for the FP8 KV cache's scales.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,10 @@ struct Fp8CalibrationOptions {
 struct Fp8Calibration {
   std::map<std::string, float> x_scales;  // projection name -> amax / 448 (StepGraphOptions::fp8_x_scales)
   std::map<std::string, double> amax;     // projection name -> the largest finite |x| of its input
+  // Per decoder layer: the largest finite |x| of the keys (after RoPE) and values it appends to the
+  // KV cache, and the FP8 pool scales amax / 448 (1 for an all-zero tensor; StepGraphOptions::kv_scales).
+  std::vector<std::pair<double, double>> kv_amax;
+  std::vector<std::pair<float, float>> kv_scales;
   int64_t tokens = 0;                     // calibration tokens run
   int64_t sequences = 0;                  // prefill steps run
 };

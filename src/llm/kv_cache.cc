@@ -20,6 +20,7 @@ size_t cache_elem_bytes(DataType t) {
     case DataType::kFloat32: return 4;
     case DataType::kFloat16:
     case DataType::kBFloat16: return 2;
+    case DataType::kFloat8E4M3FN: return 1;
     default: return 0;
   }
 }

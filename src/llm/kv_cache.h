@@ -30,7 +30,7 @@ struct KvCacheLayout {
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
   int64_t block_size = 32;                    // tokens per block
-  DataType cache_dtype = DataType::kFloat32;  // kFloat32, kFloat16 or kBFloat16
+  DataType cache_dtype = DataType::kFloat32;  // kFloat32, kFloat16, kBFloat16 or kFloat8E4M3FN
 
   // Bytes of one block of one layer: 2 * num_kv_heads * block_size * head_dim * element size.
   size_t block_bytes() const;

@@ -36,11 +36,20 @@ class PackedLayout final : public TokenLayout {
                       {"block_size", int_attr(o_.block_size)},
                       {"scale", float_attr(1.0 / std::sqrt(static_cast<double>(c.head_dim)))},
                       {"cache_dtype", ir::Attribute::of_string(o_.cache_dtype)},
+                      {"k_scale", float_attr(kv_scale(l, 0))},
+                      {"v_scale", float_attr(kv_scale(l, 1))},
                       {"sliding_window", int_attr(0)}});
     return e.op(OpKind::kReshape, name + ".merge", {a, e.shared_ints("shape.merge", {0, c.num_heads * c.head_dim})});
   }
 
  private:
+  // Layer l's FP8 pool scale of K (kv 0) or V (kv 1): StepGraphOptions::kv_scales, 1 without.
+  double kv_scale(int64_t l, int kv) const {
+    if (o_.cache_dtype != "fp8e4m3fn" || o_.kv_scales.empty()) return 1.0;
+    const std::pair<float, float>& s = o_.kv_scales[static_cast<size_t>(l)];
+    return kv == 0 ? s.first : s.second;
+  }
+
   Cache cache_;
   const StepGraphOptions& o_;
 };
@@ -53,9 +62,15 @@ Status check_options(const StepGraphOptions& o) {
   KILN_RETURN_IF_ERROR(positive(o.max_rows, "max_rows"));
   KILN_RETURN_IF_ERROR(positive(o.max_blocks_per_seq, "max_blocks_per_seq"));
   KILN_RETURN_IF_ERROR(positive(o.block_size, "block_size"));
-  if (o.cache_dtype != "float32" && o.cache_dtype != "float16" && o.cache_dtype != "bfloat16")
+  if (o.cache_dtype != "float32" && o.cache_dtype != "float16" && o.cache_dtype != "bfloat16" &&
+      o.cache_dtype != "fp8e4m3fn")
     return invalid_argument("step graph options: cache_dtype '" + o.cache_dtype +
-                            "', expected float32, float16 or bfloat16");
+                            "', expected float32, float16, bfloat16 or fp8e4m3fn");
+  for (size_t l = 0; l < o.kv_scales.size(); ++l)
+    for (float sc : {o.kv_scales[l].first, o.kv_scales[l].second})
+      if (!std::isfinite(sc) || sc <= 0)
+        return invalid_argument("step graph options: kv_scales of layer " + std::to_string(l) + ": " +
+                                std::to_string(sc) + ", expected finite and > 0");
   return Status::Ok();
 }
 
@@ -105,6 +120,9 @@ int64_t kv_block_elements(const ModelConfig& config, int64_t block_size) {
 StatusOr<ir::Graph> build_step_graph(const ModelConfig& config, const Checkpoint& checkpoint,
                                      const StepGraphOptions& options) {
   KILN_RETURN_IF_ERROR(check_options(options));
+  if (!options.kv_scales.empty() && static_cast<int64_t>(options.kv_scales.size()) != config.num_layers)
+    return invalid_argument("step graph options: kv_scales has " + std::to_string(options.kv_scales.size()) +
+                            " entries, the model has " + std::to_string(config.num_layers) + " layers");
   KILN_RETURN_IF_ERROR(check_fp8_scales(config, options.fp8_x_scales));
   KILN_RETURN_IF_ERROR(check_weights(config, checkpoint.weight_prefix(), checkpoint.tensors(), "'" + checkpoint.dir() + "'",
                                      checkpoint.fp8_quantization() ? &*checkpoint.fp8_quantization() : nullptr));

@@ -45,7 +45,12 @@ struct StepGraphOptions {
   int64_t max_rows = 1;            // R: sequences a step may hold (block_table and logits rows)
   int64_t max_blocks_per_seq = 1;  // MB: block_table columns (a sequence's length <= MB · block_size)
   int64_t block_size = 32;         // tokens per pool block
-  std::string cache_dtype = "float32";  // the pool's elements: "float32", "float16" or "bfloat16"
+  std::string cache_dtype = "float32";  // the pool's elements: "float32", "float16", "bfloat16", "fp8e4m3fn"
+  // fp8e4m3fn pools: per layer (K scale, V scale), each finite > 0 — the pool stores E4M3(x /
+  // scale) (PagedAttention, ops.def). Calibrated: amax / 448 of the layer's keys (after RoPE) and
+  // values (fp8_calibration.h); empty: 1 for every layer (TensorRT-LLM's default without a
+  // calibrated kv_cache_scaling_factor). Otherwise one entry per decoder layer.
+  std::vector<std::pair<float, float>> kv_scales;
   // FP8 projections (issue 13 item 3; decision 0059, addendum "FP8 projections"). Empty: every
   // linear layer a float MatMul. Otherwise one entry per projection of decoder_projections(config)
   // (decoder_layers.h: q/k/v/o, gate/up/down, GPT-2's c_attn/c_proj/c_fc/c_proj; never the

@@ -35,7 +35,8 @@ struct Geometry {
   int64_t block_size = 16, rows = 4, max_blocks = 40;  // 640 positions per sequence
   int64_t num_blocks = 170;  // > rows * max_blocks: some blocks belong to no row
   std::string cache_dtype = "float32";
-  size_t elem() const { return cache_dtype == "float32" ? 4 : 2; }
+  float k_scale = 0.0025f, v_scale = 0.003f;  // fp8e4m3fn pools only: the stored code is x / scale
+  size_t elem() const { return cache_dtype == "float32" ? 4 : cache_dtype == "fp8e4m3fn" ? 1 : 2; }
   int64_t pool_elems() const { return num_blocks * 2 * hkv * block_size * d; }
 };
 
@@ -69,7 +70,9 @@ ir::Graph paged_graph(const Geometry& geo, int64_t t, int64_t layers = 2) {
   n.outputs = {out};
   n.attrs = {{"layer", ir::Attribute::of_int(layers - 1)},
              {"block_size", ir::Attribute::of_int(geo.block_size)},
-             {"cache_dtype", ir::Attribute::of_string(geo.cache_dtype)}};
+             {"cache_dtype", ir::Attribute::of_string(geo.cache_dtype)},
+             {"k_scale", ir::Attribute::of_float(geo.k_scale)},
+             {"v_scale", ir::Attribute::of_float(geo.v_scale)}};
   g.add_node(std::move(n));
   g.outputs = {out};
   return g;
@@ -205,8 +208,13 @@ TEST(GpuPagedAttentionLowering, WhatTheKernelDoesNotTakeIsRefusedByName) {
 
 // ---------------------------------------------------------------- against the CPU plan (GPU)
 #ifdef KILN_HAVE_CUDA
-// A pool element of the cache dtype as float.
-float pool_value(const std::vector<uint8_t>& pool, int64_t i, const std::string& cache_dtype) {
+// Whether pool element i is a V (else a K): [num_blocks, 2, Hkv, block_size, D].
+bool is_value(const Geometry& geo, int64_t i) { return (i / (geo.hkv * geo.block_size * geo.d)) % 2 == 1; }
+
+// A pool element of the cache dtype as float (fp8: code * its K or V scale).
+float pool_value(const Geometry& geo, const std::vector<uint8_t>& pool, int64_t i) {
+  const std::string& cache_dtype = geo.cache_dtype;
+  if (cache_dtype == "fp8e4m3fn") return fp8e4m3fn_to_float(pool[i]) * (is_value(geo, i) ? geo.v_scale : geo.k_scale);
   if (cache_dtype == "float32") {
     float f;
     std::memcpy(&f, pool.data() + i * 4, 4);
@@ -226,6 +234,8 @@ std::vector<uint8_t> random_pool(const Geometry& geo, uint32_t seed) {
     const float f = u(rng);
     if (geo.cache_dtype == "float32") {
       std::memcpy(pool.data() + i * 4, &f, 4);
+    } else if (geo.cache_dtype == "fp8e4m3fn") {
+      pool[i] = double_to_fp8e4m3fn(static_cast<double>(f / (is_value(geo, i) ? geo.v_scale : geo.k_scale)), true);
     } else {
       const uint16_t h = geo.cache_dtype == "float16" ? float_to_fp16(f) : float_to_bf16(f);
       std::memcpy(pool.data() + i * 2, &h, 2);
@@ -344,9 +354,14 @@ void expect_pools_match(const Geometry& geo, const std::vector<uint8_t>& gpu, co
                         bool exact, const std::string& what) {
   int64_t bad = 0;
   for (int64_t i = 0; i < geo.pool_elems(); ++i) {
-    const float g = pool_value(gpu, i, geo.cache_dtype), c = pool_value(cpu, i, geo.cache_dtype);
+    const float g = pool_value(geo, gpu, i), c = pool_value(geo, cpu, i);
+    // Not exact: the CUDA plan rounded K/V to fp16 storage before the pool's type. One step of a
+    // 16-bit pool is within 2^-7 relative; of an E4M3 pool 2^-3 (or its smallest subnormal step).
+    const double step = geo.cache_dtype == "fp8e4m3fn"
+                            ? std::max(std::ldexp(std::fabs(c), -3), std::ldexp(1.0, -9) * (is_value(geo, i) ? geo.v_scale : geo.k_scale))
+                            : std::ldexp(std::fabs(c), -7);
     const bool ok = exact ? std::memcmp(gpu.data() + i * geo.elem(), cpu.data() + i * geo.elem(), geo.elem()) == 0
-                          : std::fabs(g - c) <= std::ldexp(std::fabs(c), -7);
+                          : std::fabs(g - c) <= step * 1.0001;
     if (!ok && bad++ < 3) ADD_FAILURE() << what << ": pool element " << i << " is " << g << " on the GPU, " << c << " on the CPU";
   }
   EXPECT_EQ(bad, 0) << what;
@@ -416,6 +431,9 @@ TEST(GpuPagedAttention, MatchesTheCpuPlanWithThePoolAfterTheStep) {
       {16, 1, 128, "float16", false}, // MQA 16: two blocks of 8 heads
       {6, 2, 20, "float16", true},    // head dim 20: the element-by-element variant
       {4, 4, 4, "float32", false},    // head dim 4 (the tiny test checkpoints')
+      {8, 2, 128, "fp8e4m3fn", false},  // FP8 E4M3 pool with K/V scales: codes bit-identical from fp32
+      {8, 2, 64, "fp8e4m3fn", true},    // FP8 pool from fp16 storage
+      {6, 2, 20, "fp8e4m3fn", true},    // FP8, head dim 20: the element-by-element variant
   };
   for (const Config& c : configs) {
     Geometry geo;

@@ -282,7 +282,29 @@ TEST_F(LlmCli, BuildLlmFp8) {
   EXPECT_NE(r.err.find("--quant 'int4'"), std::string::npos) << r.err;
   r = build16(tmp_ + "/e8c", "--calib-ids 1");
   EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("pass --quant fp8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("calibrate --quant fp8 or an fp8 --kv-cache-dtype"), std::string::npos) << r.err;
+
+  // An FP8 KV cache (TensorRT-LLM's --kv_cache_dtype fp8): per-layer K/V scales calibrated on the
+  // ids, float projections; or scale 1 for every layer without calibration data.
+  r = build16(tmp_ + "/ekv", "--kv-cache fp8 --calib-ids 5,70,200,31,9,44,12,90,17,3");
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("fp8 KV cache, scales: calibration: ids (10 tokens"), std::string::npos) << r.out;
+  auto kv = read_engine_info(tmp_ + "/ekv");
+  ASSERT_TRUE(kv.ok()) << kv.status().to_string();
+  EXPECT_EQ(kv->cache_dtype, DataType::kFloat8E4M3FN);
+  EXPECT_TRUE(kv->quant.empty()) << kv->quant;
+  EXPECT_GE(greedy_agreement(tmp_ + "/ekv", tmp_ + "/e32", tmp_, "build-llm --kv-cache fp8 vs the float engine"), 3u);
+  r = build16(tmp_ + "/ekv1", "--kv-cache-dtype float8e4m3fn");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto kv1 = read_engine_info(tmp_ + "/ekv1");
+  ASSERT_TRUE(kv1.ok());
+  EXPECT_NE(kv1->kv_cache_scales.find("1 for every layer"), std::string::npos) << kv1->kv_cache_scales;
+  r = build16(tmp_ + "/ekv2", "--kv-cache fp4");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--kv-cache-dtype 'fp4'"), std::string::npos) << r.err;
+  r = build16(tmp_ + "/ekv2", "--kv-cache fp8 --calib-ids 1,2 --calib-text " + calib);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("give one of them"), std::string::npos) << r.err;
 }
 
 // An FP8 checkpoint (ModelOpt's export, quantized in the test): build-llm without any quant or

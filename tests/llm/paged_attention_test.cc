@@ -22,7 +22,8 @@ using ir::OpKind;
 struct Geometry {
   int64_t hq = 4, hkv = 2, d = 8, block_size = 4, num_blocks = 12, rows = 2, max_blocks = 3;
   std::string cache_dtype = "float32";
-  size_t elem() const { return cache_dtype == "float32" ? 4 : 2; }
+  float k_scale = 1.f, v_scale = 1.f;  // fp8e4m3fn pools: the stored code is x / scale
+  size_t elem() const { return cache_dtype == "float32" ? 4 : cache_dtype == "fp8e4m3fn" ? 1 : 2; }
   size_t pool_bytes() const { return static_cast<size_t>(num_blocks * 2 * hkv * block_size * d) * elem(); }
 };
 
@@ -49,9 +50,11 @@ std::vector<Token> random_sequence(const Geometry& g, int32_t row, int64_t len, 
 }
 
 // The value as the pool stores it.
-float as_stored(float x, const std::string& cache_dtype) {
+float as_stored(float x, const std::string& cache_dtype, float scale = 1.f) {
   if (cache_dtype == "float16") return fp16_to_float(float_to_fp16(x));
   if (cache_dtype == "bfloat16") return bf16_to_float(float_to_bf16(x));
+  // OCP OFP8 E4M3FN, nearest even, saturating at +-448 (ONNX QuantizeLinear with saturate).
+  if (cache_dtype == "fp8e4m3fn") return fp8e4m3fn_to_float(double_to_fp8e4m3fn(static_cast<double>(x / scale), true)) * scale;
   return x;
 }
 
@@ -67,14 +70,14 @@ std::vector<double> naive(const Geometry& g, const std::vector<Token>& seq, int6
     for (int64_t j = 0; j <= p; ++j) {
       double dot = 0;
       for (int64_t i = 0; i < g.d; ++i)
-        dot += static_cast<double>(seq[p].q[h * g.d + i]) * as_stored(seq[j].k[kvh * g.d + i], g.cache_dtype);
+        dot += static_cast<double>(seq[p].q[h * g.d + i]) * as_stored(seq[j].k[kvh * g.d + i], g.cache_dtype, g.k_scale);
       w[j] = dot * scale;
       mx = std::max(mx, w[j]);
     }
     for (double& x : w) sum += (x = std::exp(x - mx));
     for (int64_t j = 0; j <= p; ++j)
       for (int64_t i = 0; i < g.d; ++i)
-        out[h * g.d + i] += w[j] / sum * as_stored(seq[j].v[kvh * g.d + i], g.cache_dtype);
+        out[h * g.d + i] += w[j] / sum * as_stored(seq[j].v[kvh * g.d + i], g.cache_dtype, g.v_scale);
   }
   return out;
 }
@@ -110,6 +113,10 @@ ir::Graph paged_graph(const Geometry& geo, int64_t t, int64_t layers, std::map<s
   n.attrs = {{"layer", ir::Attribute::of_int(layers - 1)},
              {"block_size", ir::Attribute::of_int(geo.block_size)},
              {"cache_dtype", ir::Attribute::of_string(geo.cache_dtype)}};
+  if (geo.cache_dtype == "fp8e4m3fn") {
+    n.attrs["k_scale"] = ir::Attribute::of_float(geo.k_scale);
+    n.attrs["v_scale"] = ir::Attribute::of_float(geo.v_scale);
+  }
   for (auto& [k, a] : attrs) n.attrs[k] = a;
   g.add_node(std::move(n));
   g.outputs = {out};
@@ -269,6 +276,41 @@ void check_half_pool(const std::string& cache_dtype) {
   auto o = run_step(geo, rest, table, pool.data());
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   EXPECT_LT(rel_error(geo, *o, rest, seqs), 1e-6);
+}
+
+// FP8 E4M3FN pool with per-tensor K and V scales (TensorRT-LLM's FP8 KV cache): the pool holds
+// E4M3(x / scale) exactly (nearest even; a value past 448 * scale saturates), position 0 reads
+// back V as stored (code * v_scale), and later steps match naive attention over the stored values.
+TEST(PagedAttention, Float8E4M3Pool) {
+  const Geometry geo{.cache_dtype = "fp8e4m3fn", .k_scale = 0.004f, .v_scale = 0.003f};
+  std::vector<std::vector<Token>> seqs = {random_sequence(geo, 0, 7, 37)};
+  seqs[0][0].k[3] = 5.f;   // 1250 codes: saturates to 448
+  seqs[0][0].v[1] = -4.f;  // -1333: saturates to -448
+  const std::vector<int32_t> table = {1, 5, 0, 0, 0, 0};
+  std::vector<uint8_t> pool(geo.pool_bytes(), 0);
+  auto first = run_step(geo, {seqs[0][0]}, table, pool.data());
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  for (int64_t h = 0; h < geo.hkv; ++h)
+    for (int64_t i = 0; i < geo.d; ++i) {
+      const int64_t at = ((1 * 2 + 0) * geo.hkv + h) * geo.block_size * geo.d + i;
+      const float k = seqs[0][0].k[h * geo.d + i], v = seqs[0][0].v[h * geo.d + i];
+      EXPECT_EQ(pool[at], double_to_fp8e4m3fn(static_cast<double>(k / geo.k_scale), true)) << "k " << h << "," << i;
+      EXPECT_EQ(pool[at + geo.hkv * geo.block_size * geo.d], double_to_fp8e4m3fn(static_cast<double>(v / geo.v_scale), true))
+          << "v " << h << "," << i;
+    }
+  EXPECT_EQ(fp8e4m3fn_to_float(pool[((1 * 2 + 0) * geo.hkv) * geo.block_size * geo.d + 3]), 448.f) << "saturated K";
+  for (int64_t h = 0; h < geo.hq; ++h)
+    for (int64_t i = 0; i < geo.d; ++i)
+      EXPECT_EQ(first->data<float>()[h * geo.d + i], as_stored(seqs[0][0].v[(h / 2) * geo.d + i], geo.cache_dtype, geo.v_scale));
+  std::vector<Token> rest(seqs[0].begin() + 1, seqs[0].end());
+  auto o = run_step(geo, rest, table, pool.data());
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_LT(rel_error(geo, *o, rest, seqs), 1e-6);
+  // A non-positive scale is refused, naming the node.
+  auto bad = interpret(paged_graph(geo, 1, 1, {{"k_scale", ir::Attribute::of_float(0.f)}}),
+                       step_inputs(geo, {seqs[0][0]}, table, pool.data()));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("k_scale"), std::string::npos) << bad.status().to_string();
 }
 
 TEST(PagedAttention, Float16Pool) { check_half_pool("float16"); }

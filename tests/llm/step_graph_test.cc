@@ -12,6 +12,7 @@
 #include "builder/build_from_graph.h"
 #include "kiln/runtime.h"
 #include "llm/cpu_runner.h"
+#include "llm/fp8_calibration.h"
 #include "llm/random_checkpoint.h"
 #include "llm/step_graph.h"
 
@@ -37,13 +38,15 @@ class PagedModel {
   // Sequence s lives in block_table row kSeqRow[s].
   static constexpr int32_t kSeqRow[2] = {0, 2};
 
-  explicit PagedModel(const Model& m, const std::string& cache_dtype = "float32") {
+  explicit PagedModel(const Model& m, const std::string& cache_dtype = "float32",
+                      std::vector<std::pair<float, float>> kv_scales = {}) {
     const ModelConfig& c = m.ck.config();
     StepGraphOptions o;
     o.max_rows = kRows;
     o.max_blocks_per_seq = kMaxBlocks;
     o.block_size = kBlockSize;
     o.cache_dtype = cache_dtype;
+    o.kv_scales = std::move(kv_scales);
     auto g = build_step_graph(c, m.ck, o);
     EXPECT_TRUE(g.ok()) << g.status().to_string();
     if (!g.ok()) return;
@@ -61,7 +64,7 @@ class PagedModel {
     if (!e.ok()) return;
     engine_ = *e;
     ctx_ = engine_->create_execution_context();
-    const size_t elem = cache_dtype == "float32" ? 4 : 2;
+    const size_t elem = cache_dtype == "float32" ? 4 : cache_dtype == "fp8e4m3fn" ? 1 : 2;
     pools_.assign(static_cast<size_t>(c.num_layers),
                   std::vector<uint8_t>(static_cast<size_t>(kNumBlocks * kv_block_elements(c, kBlockSize)) * elem, 0));
     // Blocks scattered over the pool: A at rows 0 (blocks 5 1 7), B at row 2 (blocks 2 6 0).
@@ -138,12 +141,13 @@ std::vector<float> reference_logits(const Model& m, const std::vector<int32_t>& 
   return l.ok() ? std::vector<float>(l->data<float>(), l->data<float>() + l->numel()) : std::vector<float>{};
 }
 
-void expect_interleaved_matches_decoder(const Model& m, double tol = kTol, const std::string& cache_dtype = "float32") {
+void expect_interleaved_matches_decoder(const Model& m, double tol = kTol, const std::string& cache_dtype = "float32",
+                                        std::vector<std::pair<float, float>> kv_scales = {}) {
   const std::vector<std::vector<int32_t>> seqs = {{1, 17, 5, 33, 8, 2, 39, 11, 29}, {3, 30, 12, 7, 21, 36, 4}};
   const int64_t V = m.ck.config().vocab_size;
   const std::vector<std::vector<float>> ref = {reference_logits(m, seqs[0]), reference_logits(m, seqs[1])};
   ASSERT_FALSE(ref[0].empty() || ref[1].empty());
-  PagedModel pm(m, cache_dtype);
+  PagedModel pm(m, cache_dtype, std::move(kv_scales));
   ASSERT_TRUE(pm.ready());
   struct Step {
     std::vector<StepToken> toks;
@@ -181,6 +185,30 @@ TEST(LlmStepGraph, Qwen2InterleavedMatchesDecoderGraph) {
 // A bfloat16 pool rounds every cached K/V (2^-9 relative): logits move by about that, no more.
 TEST(LlmStepGraph, Bfloat16PoolStaysCloseToDecoderGraph) {
   expect_interleaved_matches_decoder(make_model("step_bf16", testing::tiny_llama_config(), 1), 3e-2, "bfloat16");
+}
+
+// An FP8 E4M3 pool with per-layer K/V scales calibrated on other tokens (amax / 448 of each
+// layer's keys after RoPE and values, fp8_calibration.h): 3 mantissa bits move the logits by a few
+// percent of their range, no more.
+TEST(LlmStepGraph, Float8PoolWithCalibratedScalesStaysCloseToDecoderGraph) {
+  const Model m = make_model("step_fp8kv", testing::tiny_llama_config(), 1);
+  auto cal = calibrate_fp8(m.ck, {2, 19, 7, 33, 12, 25, 4, 30, 9, 14, 27, 6});
+  ASSERT_TRUE(cal.ok()) << cal.status().to_string();
+  ASSERT_EQ(cal->kv_scales.size(), static_cast<size_t>(m.ck.config().num_layers));
+  for (size_t l = 0; l < cal->kv_scales.size(); ++l) {
+    EXPECT_GT(cal->kv_amax[l].first, 0);
+    EXPECT_GT(cal->kv_amax[l].second, 0);
+    EXPECT_FLOAT_EQ(cal->kv_scales[l].first, static_cast<float>(cal->kv_amax[l].first / 448.0));
+    EXPECT_FLOAT_EQ(cal->kv_scales[l].second, static_cast<float>(cal->kv_amax[l].second / 448.0));
+  }
+  expect_interleaved_matches_decoder(m, 0.12, "fp8e4m3fn", cal->kv_scales);
+  // Scales of the wrong count are refused.
+  StepGraphOptions o;
+  o.cache_dtype = "fp8e4m3fn";
+  o.kv_scales = {{1.f, 1.f}};
+  auto g = build_step_graph(m.ck.config(), m.ck, o);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("kv_scales"), std::string::npos) << g.status().to_string();
 }
 
 // The same step padded with -1 tokens (T 3 -> 8, padding first and between) gives the same logits

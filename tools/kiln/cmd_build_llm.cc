@@ -29,7 +29,9 @@ void BuildLlmOptions::add_to(CLI::App* app) {
   app->add_option("--max-seq-len", build.max_seq_len, "Tokens per sequence, prompt + generated (default: max_position_embeddings)");
   app->add_option("--max-num-tokens", build.max_num_tokens, "Tokens per step (default: max(max-batch, min(max-seq-len, 2048)))");
   app->add_option("--block-size", build.block_size, "Tokens per KV-cache block")->capture_default_str();
-  app->add_option("--kv-cache-dtype", build.cache_dtype, "float32, float16 or bfloat16 (default: the --dtype's)");
+  app->add_option("--kv-cache-dtype,--kv-cache", build.cache_dtype,
+                  "float32, float16, bfloat16 or fp8 (E4M3, per-layer K/V scales from --calib-text / --calib-ids, "
+                  "else 1); default: the --dtype's");
   app->add_option("--max-gpu-mem", build.max_gpu_mem_gib, "GiB for weights + activations + KV cache (default: 90% of free memory)");
   app->add_option("--timing-cache", build.timing_cache, "CUDA tactic timing cache file (read, then rewritten)");
   app->add_option("--quant", build.quant, "fp8: E4M3 weights (see --weight-scales) and activations (per tensor) in every "
@@ -82,6 +84,7 @@ int cmd_build_llm(const BuildLlmOptions& o) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const llm::LlmEngineInfo& i = built->info;
   if (!i.quant.empty()) std::printf("%s projections, scales from %s\n", i.quant.c_str(), i.quant_scales.c_str());
+  if (!i.kv_cache_scales.empty()) std::printf("fp8 KV cache, scales: %s\n", i.kv_cache_scales.c_str());
   std::printf("engine %s: %s %s, %s plan %.1f MiB; max batch %lld, max seq len %lld, %lld tokens per step, "
               "KV blocks of %lld tokens (%s); %.1f s\n",
               o.output.c_str(), i.architecture.c_str(), i.dtype.c_str(), i.device.c_str(), built->plan.size() / 1048576.0,

@@ -45,9 +45,16 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
     return bad("--max-gpu-mem " + std::to_string(o.max_gpu_mem_gib) + ": expected GiB >= 0");
   std::string cache = o.cache_dtype;
   if (cache.empty()) cache = o.dtype == "fp16" ? "float16" : o.dtype == "bf16" ? "bfloat16" : "float32";
+  // TensorRT-LLM's spellings too (--kv-cache fp8 | fp16 | bf16).
+  if (cache == "fp8" || cache == "float8e4m3fn") cache = "fp8e4m3fn";
+  else if (cache == "fp16") cache = "float16";
+  else if (cache == "bf16") cache = "bfloat16";
+  else if (cache == "fp32") cache = "float32";
   const DataType cache_dt = dtype_from_name(cache);
-  if (cache_dt != DataType::kFloat32 && cache_dt != DataType::kFloat16 && cache_dt != DataType::kBFloat16)
-    return bad("--kv-cache-dtype '" + cache + "': expected float32, float16 or bfloat16");
+  if (cache_dt != DataType::kFloat32 && cache_dt != DataType::kFloat16 && cache_dt != DataType::kBFloat16 &&
+      cache_dt != DataType::kFloat8E4M3FN)
+    return bad("--kv-cache-dtype '" + cache + "': expected float32, float16, bfloat16 or fp8 (fp8e4m3fn)");
+  const bool kv_fp8 = cache_dt == DataType::kFloat8E4M3FN;
 
   if (!o.quant.empty() && o.quant != "fp8") return bad("--quant '" + o.quant + "': expected fp8");
   // An FP8 checkpoint's projections are built from its own scales (decision 0086): calibration
@@ -56,13 +63,15 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
   if (ck_fp8 && (!o.calib_text.empty() || !o.calib_ids.empty()))
     return bad("--calib-text / --calib-ids: checkpoint '" + ck.dir() + "' carries its FP8 scales (" + ck_fp8->describe() +
                "); its projections are built from them without calibration: drop the calibration flags");
-  if (o.quant.empty() && (!o.calib_text.empty() || !o.calib_ids.empty()))
-    return bad("--calib-text / --calib-ids calibrate --quant fp8; pass --quant fp8 too");
+  if (o.quant.empty() && !kv_fp8 && (!o.calib_text.empty() || !o.calib_ids.empty()))
+    return bad("--calib-text / --calib-ids calibrate --quant fp8 or an fp8 --kv-cache-dtype; pass one of them too");
+  if (kv_fp8 && !o.calib_text.empty() && !o.calib_ids.empty())
+    return bad("--calib-text and --calib-ids: give one of them (the calibration data)");
   if (o.quant == "fp8" && !ck_fp8 && o.calib_text.empty() == o.calib_ids.empty())
     return bad("--quant fp8 needs exactly one of --calib-text FILE or --calib-ids IDS (the activation scales' data)");
   if (o.weight_scales != "per-tensor" && o.weight_scales != "per-channel")
     return bad("--weight-scales '" + o.weight_scales + "': expected per-tensor or per-channel");
-  if (o.quant == "fp8" && !ck_fp8 && o.calib_max_seq_len < 1)
+  if ((o.quant == "fp8" || kv_fp8) && !ck_fp8 && o.calib_max_seq_len < 1)
     return bad("--calib-max-seq-len " + std::to_string(o.calib_max_seq_len) + ": expected >= 1");
   if (o.quant == "fp8") {
     // Refuse before calibrating: FP8 QuantLinear needs K and N multiples of 16 (decision 0055).
@@ -106,7 +115,7 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
                         (ck_fp8->per_channel_weights ? std::string("per-channel, as stored")
                          : so.fp8_per_tensor_weights ? std::string("per-tensor, one scale per fused q/k/v and gate/up layer")
                                                      : std::string("as stored"));
-  } else if (o.quant == "fp8") {
+  } else if (o.quant == "fp8" || (kv_fp8 && (!o.calib_text.empty() || !o.calib_ids.empty()))) {
     std::vector<int32_t> ids;
     std::string source;
     if (!o.calib_text.empty()) {
@@ -124,13 +133,21 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
     if (o.progress) o.progress(BuildProgress{"fp8 calibration", 0, 1, ""});
     KILN_ASSIGN_OR_RETURN(llm::Fp8Calibration cal, llm::calibrate_fp8(ck, ids, co));
     if (o.progress) o.progress(BuildProgress{"fp8 calibration", 1, 1, ""});
-    so.fp8_x_scales = std::move(cal.x_scales);
-    so.fp8_per_tensor_weights = o.weight_scales == "per-tensor";
-    info.quant = "fp8";
-    info.quant_scales = "calibration: " + source + " (" + std::to_string(cal.tokens) + " tokens in " +
-                        std::to_string(cal.sequences) + " prefill steps, min-max amax / 448); weights " +
-                        o.weight_scales;
+    const std::string how = "calibration: " + source + " (" + std::to_string(cal.tokens) + " tokens in " +
+                            std::to_string(cal.sequences) + " prefill steps, min-max amax / 448)";
+    if (o.quant == "fp8") {
+      so.fp8_x_scales = std::move(cal.x_scales);
+      so.fp8_per_tensor_weights = o.weight_scales == "per-tensor";
+      info.quant = "fp8";
+      info.quant_scales = how + "; weights " + o.weight_scales;
+    }
+    if (kv_fp8) {
+      so.kv_scales = std::move(cal.kv_scales);
+      info.kv_cache_scales = how + ", per layer for K and V";
+    }
   }
+  if (kv_fp8 && so.kv_scales.empty())
+    info.kv_cache_scales = "1 for every layer (no calibration data: --calib-text or --calib-ids calibrates them)";
   if (o.progress) o.progress(BuildProgress{"step graph", 0, 1, ""});
   KILN_ASSIGN_OR_RETURN(out.graph, llm::build_step_graph(mc, ck, so));
   if (o.progress) o.progress(BuildProgress{"step graph", 1, 1, ""});

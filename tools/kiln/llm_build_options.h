@@ -18,7 +18,7 @@ struct LlmBuildOptions {
   int64_t max_seq_len = 0;      // tokens per sequence (prompt + generated); 0 = max_position_embeddings
   int64_t max_num_tokens = 0;   // N: tokens per step; 0 = max(max_batch, min(max_seq_len, 2048))
   int64_t block_size = 32;      // tokens per KV block
-  std::string cache_dtype;      // float32 | float16 | bfloat16; "" = the plan's dtype (fp32 -> float32)
+  std::string cache_dtype;      // float32 | float16 | bfloat16 | fp8 (fp8e4m3fn); "" = the plan's dtype (fp32 -> float32)
   double max_gpu_mem_gib = 0;   // GiB bounding weights + activations + KV pool; 0 = the runner's default
   std::string timing_cache;     // CUDA: timing cache file ("" = none)
   // "" (float projections) or "fp8": every projection a QuantLinear of E4M3FN weights and

@@ -2,7 +2,9 @@
 // a decoder layer's attention for a step of packed tokens over a paged KV cache the caller owns
 // in host memory. Every index is checked before the first write, so a bad step writes nothing
 // and fails with the node's name. Scores, softmax and the weighted sum are computed in double
-// from the pool's stored values (so a token attends to its own key as stored in cache_dtype).
+// from the pool's stored values (so a token attends to its own key as stored in cache_dtype). An
+// FP8 E4M3FN pool stores E4M3(x / k_scale) and E4M3(x / v_scale) (round to nearest even,
+// saturating at +-448: the ONNX QuantizeLinear rule) and reads back code * scale.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -15,33 +17,41 @@ namespace kiln::cpu {
 
 namespace {
 
-enum class CacheType : uint8_t { kFloat32, kFloat16, kBFloat16 };
+enum class CacheType : uint8_t { kFloat32, kFloat16, kBFloat16, kFloat8E4M3FN };
 
 bool parse_cache_dtype(const std::string& s, CacheType* t) {
   if (s == "float32") *t = CacheType::kFloat32;
   else if (s == "float16") *t = CacheType::kFloat16;
   else if (s == "bfloat16") *t = CacheType::kBFloat16;
+  else if (s == "fp8e4m3fn") *t = CacheType::kFloat8E4M3FN;
   else return false;
   return true;
 }
 
-size_t element_bytes(CacheType t) { return t == CacheType::kFloat32 ? 4 : 2; }
+size_t element_bytes(CacheType t) {
+  return t == CacheType::kFloat32 ? 4 : t == CacheType::kFloat8E4M3FN ? 1 : 2;
+}
 
-// One element of the pool, as stored, read as a float / written rounding to nearest even.
-float load(const void* base, int64_t i, CacheType t) {
+// One element of the pool, as stored, read as a float / written rounding to nearest even. `scale`
+// is the FP8 pool's dequantization scale (the stored code is x / scale); 16/32-bit pools ignore it.
+float load(const void* base, int64_t i, CacheType t, float scale) {
   switch (t) {
     case CacheType::kFloat32: return static_cast<const float*>(base)[i];
     case CacheType::kFloat16: return fp16_to_float(static_cast<const uint16_t*>(base)[i]);
     case CacheType::kBFloat16: return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+    case CacheType::kFloat8E4M3FN: return fp8e4m3fn_to_float(static_cast<const uint8_t*>(base)[i]) * scale;
   }
   return 0.f;
 }
 
-void store(void* base, int64_t i, CacheType t, float v) {
+void store(void* base, int64_t i, CacheType t, float v, float scale) {
   switch (t) {
     case CacheType::kFloat32: static_cast<float*>(base)[i] = v; return;
     case CacheType::kFloat16: static_cast<uint16_t*>(base)[i] = float_to_fp16(v); return;
     case CacheType::kBFloat16: static_cast<uint16_t*>(base)[i] = float_to_bf16(v); return;
+    case CacheType::kFloat8E4M3FN:
+      static_cast<uint8_t*>(base)[i] = double_to_fp8e4m3fn(static_cast<double>(v / scale), /*saturate=*/true);
+      return;
   }
 }
 
@@ -55,15 +65,15 @@ struct Dims {
 
 template <typename F>
 void run(const F* q, const F* k, const F* v, F* o, const int64_t* pos, const int32_t* seq, const int32_t* table,
-         void* pool, CacheType ct, const Dims& n, double scale) {
+         void* pool, CacheType ct, const Dims& n, double scale, float k_scale, float v_scale) {
   // 1. append the step's keys and values.
   for (int64_t t = 0; t < n.t; ++t) {
     if (seq[t] < 0) continue;
     const int64_t p = pos[t], block = table[seq[t] * n.max_blocks + p / n.block_size], slot = p % n.block_size;
     for (int64_t h = 0; h < n.hkv; ++h)
       for (int64_t i = 0; i < n.d; ++i) {
-        store(pool, n.at(block, 0, h, slot) + i, ct, static_cast<float>(k[(t * n.hkv + h) * n.d + i]));
-        store(pool, n.at(block, 1, h, slot) + i, ct, static_cast<float>(v[(t * n.hkv + h) * n.d + i]));
+        store(pool, n.at(block, 0, h, slot) + i, ct, static_cast<float>(k[(t * n.hkv + h) * n.d + i]), k_scale);
+        store(pool, n.at(block, 1, h, slot) + i, ct, static_cast<float>(v[(t * n.hkv + h) * n.d + i]), v_scale);
       }
   }
   // 2. attend over positions 0..p of the token's sequence, read back from the pool.
@@ -81,7 +91,7 @@ void run(const F* q, const F* k, const F* v, F* o, const int64_t* pos, const int
       for (int64_t j = 0; j <= p; ++j) {
         const int64_t base = n.at(row[j / n.block_size], 0, kvh, j % n.block_size);
         double dot = 0;
-        for (int64_t i = 0; i < n.d; ++i) dot += static_cast<double>(qh[i]) * load(pool, base + i, ct);
+        for (int64_t i = 0; i < n.d; ++i) dot += static_cast<double>(qh[i]) * load(pool, base + i, ct, k_scale);
         s[j] = scale * dot;
         mx = std::max(mx, s[j]);
       }
@@ -91,7 +101,7 @@ void run(const F* q, const F* k, const F* v, F* o, const int64_t* pos, const int
       for (int64_t j = 0; j <= p; ++j) {
         const int64_t base = n.at(row[j / n.block_size], 1, kvh, j % n.block_size);
         const double w = s[j] / sum;
-        for (int64_t i = 0; i < n.d; ++i) acc[i] += w * load(pool, base + i, ct);
+        for (int64_t i = 0; i < n.d; ++i) acc[i] += w * load(pool, base + i, ct, v_scale);
       }
       F* oh = o + (t * n.hq + h) * n.d;
       for (int64_t i = 0; i < n.d; ++i) oh[i] = static_cast<F>(acc[i]);
@@ -138,7 +148,11 @@ Status paged_attention(KernelContext& ctx) {
   const std::string cache_dtype = ctx.attr_string("cache_dtype", "");
   CacheType ct;
   if (!parse_cache_dtype(cache_dtype, &ct))
-    return ctx.fail("cache_dtype '" + cache_dtype + "' is not float32, float16 or bfloat16");
+    return ctx.fail("cache_dtype '" + cache_dtype + "' is not float32, float16, bfloat16 or fp8e4m3fn");
+  const float k_scale = ctx.attr_float("k_scale", 1.f), v_scale = ctx.attr_float("v_scale", 1.f);
+  if (!(k_scale > 0) || !(v_scale > 0) || !std::isfinite(k_scale) || !std::isfinite(v_scale))
+    return ctx.fail("k_scale " + std::to_string(k_scale) + " and v_scale " + std::to_string(v_scale) +
+                    " must be finite and > 0");
   if (n.block_size <= 0) return ctx.fail("block_size " + std::to_string(n.block_size) + " must be > 0");
   if (ctx.attr_int("sliding_window", 0) != 0)
     return ctx.unsupported_here("sliding_window " + std::to_string(ctx.attr_int("sliding_window", 0)) +
@@ -183,9 +197,11 @@ Status paged_attention(KernelContext& ctx) {
   const double scale = ctx.attr_float("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(n.d))));
   void* pool = reinterpret_cast<void*>(static_cast<intptr_t>(address));
   if (q.dtype() == DataType::kFloat64)
-    run<double>(q.data<double>(), k.data<double>(), v.data<double>(), o.data<double>(), pp, sp, tp, pool, ct, n, scale);
+    run<double>(q.data<double>(), k.data<double>(), v.data<double>(), o.data<double>(), pp, sp, tp, pool, ct, n, scale,
+                k_scale, v_scale);
   else
-    run<float>(q.data<float>(), k.data<float>(), v.data<float>(), o.data<float>(), pp, sp, tp, pool, ct, n, scale);
+    run<float>(q.data<float>(), k.data<float>(), v.data<float>(), o.data<float>(), pp, sp, tp, pool, ct, n, scale,
+               k_scale, v_scale);
   KILN_ASSIGN_OR_RETURN(Tensor out, nn::from_compute(o, q0.dtype()));
   ctx.set_output(0, std::move(out));
   return Status::Ok();

@@ -95,7 +95,14 @@ Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::st
   if (cache_dtype == "float32") d.cache = StorageType::kF32;
   else if (cache_dtype == "float16") d.cache = StorageType::kF16;
   else if (cache_dtype == "bfloat16") d.cache = StorageType::kBF16;
-  else return invalid_argument(where + "cache_dtype '" + cache_dtype + "' is not float32, float16 or bfloat16");
+  else if (cache_dtype == "fp8e4m3fn") d.cache = StorageType::kF8E4M3;
+  else return invalid_argument(where + "cache_dtype '" + cache_dtype + "' is not float32, float16, bfloat16 or fp8e4m3fn");
+  // FP8 pools: the stored code is x / scale (ops.def); 16/32-bit pools ignore the scales.
+  d.k_scale = n.attr_float("k_scale", 1.f);
+  d.v_scale = n.attr_float("v_scale", 1.f);
+  if (!(d.k_scale > 0) || !(d.v_scale > 0) || !std::isfinite(d.k_scale) || !std::isfinite(d.v_scale))
+    return invalid_argument(where + "k_scale " + std::to_string(d.k_scale) + " / v_scale " + std::to_string(d.v_scale) +
+                            " must be finite and > 0");
   if (n.attr_int("sliding_window", 0) != 0)
     return unsupported(where + "sliding_window " + std::to_string(n.attr_int("sliding_window", 0)) +
                        " (only 0, no window, is implemented)");

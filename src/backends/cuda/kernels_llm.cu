@@ -5,9 +5,12 @@
 // (token, kv head) with 128 / lanes groups in parallel, every group keeping its own running max,
 // sum and weighted V for each of the kG query heads of the GQA group it serves (so K/V are read
 // once per kv head, not once per query head); the groups merge through shuffles and shared memory
-// at the end. Scores are scaled by log2(e) up front so every exponential is an exp2f.
+// at the end. Scores are scaled by log2(e) up front so every exponential is an exp2f. FP8 E4M3 pools
+// (one byte per element, 8-byte row accesses) store x / scale and are read as code * scale, the
+// key scale folded into Q's scaling and the value scale into the output.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -80,7 +83,22 @@ __global__ void paged_append_kernel(const void* k, const void* v, const int64_t*
     const int64_t dst = ((static_cast<int64_t>(blk) * 2 + kv) * d.hkv + h) * d.block_size * d.d +
                         (g.pos % d.block_size) * d.d + i * w;
     char* pool = const_cast<char*>(g.pool);
-    if (w == 8) {
+    if (d.cache == StorageType::kF8E4M3) {
+      // E4M3(x / scale), nearest even, saturating to +-448 (the CPU kernel's double_to_fp8e4m3fn).
+      const float sc = kv == 0 ? d.k_scale : d.v_scale;
+      if (w == 8) {
+        float e[8];
+        load8(src, from, d.io, e);
+        uint8_t b[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) b[j] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(e[j] / sc, __NV_SATFINITE, __NV_E4M3));
+        uint2 u;
+        memcpy(&u, b, 8);
+        *reinterpret_cast<uint2*>(pool + dst) = u;
+      } else {
+        pool[dst] = static_cast<char>(__nv_cvt_float_to_fp8(load(src, from, d.io) / sc, __NV_SATFINITE, __NV_E4M3));
+      }
+    } else if (w == 8) {
       float e[8];
       load8(src, from, d.io, e);
       store8(pool, dst, e, d.cache);
@@ -128,6 +146,28 @@ struct RowScalar {
   static __device__ __forceinline__ float to_f(float x) { return x; }
   static __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
   static __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __forceinline__ float to_f(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
+};
+
+// FP8 E4M3 pools: eight codes in one 8-byte load, decoded pairwise through half2 (exact: every
+// E4M3 value is a half).
+struct Row8Fp8 {
+  uint2 w;
+  __device__ __forceinline__ void ld(const void* p, int64_t i, int /*n: always 8*/) {
+    w = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(p) + i);
+  }
+  __device__ __forceinline__ void zero() { w = make_uint2(0, 0); }
+  __device__ __forceinline__ void to_float(float* v) const {
+    const unsigned u[2] = {w.x, w.y};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>((u[j / 2] >> (16 * (j % 2))) & 0xffffu);
+      const __half2 h = __half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3));
+      const float2 f = __half22float2(h);
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
 };
 
 template <>
@@ -203,7 +243,8 @@ constexpr int min_blocks() {
 // row access one 16-byte load (two for fp32); else element by element.
 template <typename CacheT, int kLanes, int kG, bool kVec>
 __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_attention_kernel(AttnArgs a, PagedAttentionDesc d) {
-  using Row = std::conditional_t<kVec, Row8<CacheT>, RowScalar<CacheT>>;
+  constexpr bool kFp8 = sizeof(CacheT) == 1;
+  using Row = std::conditional_t<kVec, std::conditional_t<kFp8, Row8Fp8, Row8<CacheT>>, RowScalar<CacheT>>;
   constexpr int kGroups = kThreads / kLanes;  // key rows in flight per step of the block
   constexpr int kWarps = kThreads / 32;
   constexpr int kUnroll = kG >= 4 ? 2 : 4;    // key rows per group per step (loads issued together)
@@ -241,7 +282,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
 
   float q[kG][8];
   Online<kG> st;
-  const float qs = d.scale * kLog2e;
+  const float qs = d.scale * kLog2e * (kFp8 ? d.k_scale : 1.f);
+  const float vs = kFp8 ? d.v_scale : 1.f;  // the value codes' scale, applied to the output
 #pragma unroll
   for (int g = 0; g < kG; ++g) {
     if (g < nh && active) {
@@ -371,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
     }
     const int64_t head = t * d.hq + head0 + g;
     if (d.splits == 1) {
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = l > 0.f ? vs / l : 0.f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[i] *= inv;
       if constexpr (kVec) {
@@ -380,6 +422,8 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
         for (int i = 0; i < 8 && ln * 8 + i < d.d; ++i) store(a.out, head * d.d + ln * 8 + i, acc[i], d.io);
       }
     } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] *= vs;  // partial sums are linear in V: scaled before the merge
       float* w = a.ws_acc + (head * d.splits + split) * d.d + ln * 8;
       if constexpr (kVec) {
         Vec8<float>::st(w, 0, acc);
@@ -507,6 +551,7 @@ cudaError_t launch_paged_attention(const void* q, const int64_t* positions, cons
   switch (d.cache) {
     case StorageType::kF16: e = launch_cache<__half>(a, d, grid, kg, stream); break;
     case StorageType::kBF16: e = launch_cache<__nv_bfloat16>(a, d, grid, kg, stream); break;
+    case StorageType::kF8E4M3: e = launch_cache<__nv_fp8_e4m3>(a, d, grid, kg, stream); break;
     default: e = launch_cache<float>(a, d, grid, kg, stream); break;
   }
   if (e != cudaSuccess || d.splits <= 1) return e;

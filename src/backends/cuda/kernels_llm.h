@@ -30,7 +30,11 @@ struct PagedAttentionDesc {
   int64_t layer = 0;                  // row of kv_pools
   float scale = 1.f;                  // applied to Q . K
   StorageType io = StorageType::kF32;
-  StorageType cache = StorageType::kF32;
+  StorageType cache = StorageType::kF32;  // kF32, kF16, kBF16 or kF8E4M3
+  // kF8E4M3 pools (ops.def PagedAttention): the append stores E4M3(x / scale), nearest even,
+  // saturating at +-448; the attention reads code * scale (k_scale folded into Q's scaling,
+  // v_scale into the output). Ignored by the other pools.
+  float k_scale = 1.f, v_scale = 1.f;
   // Flash-decoding (Dao et al. 2023, "Flash-Decoding for long-context inference"): the keys of one
   // (token, kv head) are cut into `splits` partitions of `partition` positions, each a thread
   // block writing an unnormalized partial result (its max, sum and weighted V, fp32) to the
