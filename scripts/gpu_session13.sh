@@ -9,6 +9,8 @@
 #           16 GB) and its decode bound (weight bytes / measured device copy rate); build-llm for each of
 #           KILN_LLM8B_CONFIGS (fp16, fp8t = --quant fp8 per-tensor) with -v, bench-llm at KILN_LLM_BATCHES
 #           -> $OUT/llm.jsonl
+#   kv1b    the Llama-1B shape with an fp16 vs an FP8 KV cache (--kv-cache fp8, calibrated scales): speed, and
+#           greedy agreement of 4 prompts x 32 tokens between the two engines -> $OUT/llm.jsonl
 #   peer8b  transformers static cache + torch.compile on the same 8B checkpoint and shapes -> $OUT/llm8b_peer.json
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,7 +38,7 @@ PYEOF
 stamp "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, THP $(cat /sys/kernel/mm/transparent_hugepage/enabled), disk $(df -h /tmp | awk 'NR==2{print $4}') free"
 if has tests; then
   stamp "== GPU tests"
-  F=${KILN_TEST_FILTER:-'GpuPlanLoad*:GpuPackedDynamic*:GpuLlmStep*:LlmStepGraphFp8*:OpTable/OpTableCuda.*QuantLinear*:HostMemory*:ParallelFor*:NumericsFp16*'}
+  F=${KILN_TEST_FILTER:-'GpuPlanLoad*:GpuPaged*:GpuLlmStep*:LlmStepGraphFp8*:OpTable/OpTableCuda.*QuantLinear*:HostMemory*:ParallelFor*:NumericsFp*:PagedAttention*'}
   timeout $(( $(left) - 30 )) $C/kiln_tests --gtest_filter="$F" > "$OUT/gpu_tests.txt" 2>&1
   echo "rc=$?" >> "$OUT/gpu_tests.txt"
   grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|tests ran|rc=" "$OUT/gpu_tests.txt" | head -30
@@ -89,6 +91,33 @@ if has llm1b; then
     stamp "nsys: not found (${NSYS:-none})"
   fi
   rm -rf $W/engine_llama1b_fp16
+fi
+if has kv1b; then
+  # FP8 KV cache (--kv-cache fp8, per-layer K/V scales calibrated on the seeded ids) vs the fp16 cache, Llama-1B
+  # shape: speed, and greedy tokens of 4 prompts x 32 new tokens from both engines.
+  "$PY" scripts/llm_hf_peer.py make $W --models llama1b 2>&1 | grep -v Warning | tail -1
+  build_and_bench llama1b $W/llama1b fp16
+  build_and_bench llama1b $W/llama1b kvfp8 --kv-cache fp8 --calib-ids "$(echo $IDS | cut -d, -f1-128)" --calib-max-seq-len 128
+  if [ -d $W/engine_llama1b_fp16 ] && [ -d $W/engine_llama1b_kvfp8 ]; then
+    "$PY" - "$C/kiln" $W/engine_llama1b_fp16 $W/engine_llama1b_kvfp8 <<'PYEOF' | tee -a "$OUT/llm.jsonl"
+import json, random, subprocess, sys
+kiln, a, b = sys.argv[1:4]
+r = random.Random(11)
+prompts = [[r.randrange(100, 30000) for _ in range(n)] for n in (9, 24, 64, 120)]
+def gen(e, p):
+    out = subprocess.run([kiln, "generate", e, "--prompt-ids", ",".join(map(str, p)), "--max-new-tokens", "32",
+                          "--ignore-eos", "--json", "--cuda-graph"], capture_output=True, text=True)
+    return json.loads(out.stdout)["tokens"] if out.returncode == 0 else out.stderr[-300:]
+res = []
+for p in prompts:
+    x, y = gen(a, p), gen(b, p)
+    n = 0
+    while isinstance(x, list) and isinstance(y, list) and n < min(len(x), len(y)) and x[n] == y[n]: n += 1
+    res.append({"prompt_len": len(p), "agree": n, "of": 32 if isinstance(x, list) else str(x)})
+print(json.dumps({"check": "greedy tokens, fp8 KV cache vs fp16 KV cache (llama1b)", "prompts": res}))
+PYEOF
+  fi
+  rm -rf $W/engine_llama1b_fp16 $W/engine_llama1b_kvfp8
 fi
 if has llm8b || has peer8b; then
   stamp "== llama8b checkpoint"

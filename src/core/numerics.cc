@@ -160,15 +160,31 @@ float fp8e4m3fn_to_float(uint8_t v) {
 }
 
 uint8_t double_to_fp8e4m3fn(double f, bool saturate) {
-  const uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  if (std::isnan(f)) return 0x7f | sign;
-  if (std::isinf(f)) return saturate ? (sign | 0x7e) : (sign | 0x7f);
-  const double a = std::fabs(f);
-  if (a == 0) return sign;
-  double r;
-  const uint32_t code = encode_magnitude(kE4M3, a, &r);
-  if (r > kE4M3.max_finite) return saturate ? (sign | 0x7e) : (sign | 0x7f);
-  return sign | static_cast<uint8_t>(code);
+  // On the bits of the double (the weight quantizer runs this billions of times): the same
+  // round-to-nearest-even as encode_magnitude, checked over every code's neighbourhood by
+  // tests/unit/numerics_test.cc.
+  uint64_t b;
+  std::memcpy(&b, &f, 8);
+  const uint8_t sign = (b >> 63) ? 0x80 : 0;
+  b &= ~(uint64_t{1} << 63);
+  const int e = static_cast<int>(b >> 52) - 1023;  // a in [2^e, 2^(e+1)) for normal doubles
+  if (e == 1024) return (b & ((uint64_t{1} << 52) - 1)) ? (0x7f | sign) : saturate ? (sign | 0x7e) : (sign | 0x7f);
+  if (e < -6) {
+    // E4M3's subnormals (steps of 2^-9; 8 * 2^-9 is the smallest normal, code 8): exact scaling.
+    double a;
+    std::memcpy(&a, &b, 8);
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0));
+  }
+  uint64_t keep = (b >> 49) & 7;  // the 3 mantissa bits kept
+  const uint64_t rest = b & ((uint64_t{1} << 49) - 1), half = uint64_t{1} << 48;
+  if (rest > half || (rest == half && (keep & 1))) ++keep;
+  int ee = e + 7;
+  if (keep == 8) {
+    keep = 0;
+    ++ee;
+  }
+  if (ee > 15 || (ee == 15 && keep == 7)) return saturate ? (sign | 0x7e) : (sign | 0x7f);  // past 448
+  return sign | static_cast<uint8_t>((ee << 3) | static_cast<int>(keep));
 }
 
 uint8_t float_to_fp8e4m3fn(float f, bool saturate) { return double_to_fp8e4m3fn(f, saturate); }

@@ -358,7 +358,7 @@ void expect_pools_match(const Geometry& geo, const std::vector<uint8_t>& gpu, co
     // Not exact: the CUDA plan rounded K/V to fp16 storage before the pool's type. One step of a
     // 16-bit pool is within 2^-7 relative; of an E4M3 pool 2^-3 (or its smallest subnormal step).
     const double step = geo.cache_dtype == "fp8e4m3fn"
-                            ? std::max(std::ldexp(std::fabs(c), -3), std::ldexp(1.0, -9) * (is_value(geo, i) ? geo.v_scale : geo.k_scale))
+                            ? std::max(std::ldexp(static_cast<double>(std::fabs(c)), -3), std::ldexp(1.0, -9) * (is_value(geo, i) ? geo.v_scale : geo.k_scale))
                             : std::ldexp(std::fabs(c), -7);
     const bool ok = exact ? std::memcmp(gpu.data() + i * geo.elem(), cpu.data() + i * geo.elem(), geo.elem()) == 0
                           : std::fabs(g - c) <= step * 1.0001;

@@ -245,8 +245,10 @@ Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::strin
   xa = ctx.as_layout(xa, false);
   p.x_type = ctx.value_type(xa);
   p.y_type = ctx.storage();
-  KILN_ASSIGN_OR_RETURN(int wv, ctx.upload_raw(n.name + ":weight_q", wc->shape(), wc->raw(), wc->nbytes(), where + "weight"));
-  KILN_ASSIGN_OR_RETURN(int sv, ctx.upload_raw(n.name + ":weight_scale", {nn}, sc->raw(), sc->nbytes(), where + "w_scale"));
+  KILN_ASSIGN_OR_RETURN(int wv, ctx.upload_raw(n.name + ":weight_q", wc->shape(), wc->raw(), wc->nbytes(), where + "weight",
+                                                /*graph_constant=*/true));
+  KILN_ASSIGN_OR_RETURN(int sv, ctx.upload_raw(n.name + ":weight_scale", {nn}, sc->raw(), sc->nbytes(), where + "w_scale",
+                                                /*graph_constant=*/true));
   int sumv = -1, bv = -1;
   if (p.zero_point != 0 && !p.fp8) {
     // sum_k (q - zp) w = sum_k q w - zp * sum_k w: the row sums, exact in float (|sum| < 2^24 for K < 2^17).

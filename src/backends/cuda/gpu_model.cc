@@ -613,13 +613,20 @@ class Lowering final : public LowerContext {
   // Host bytes uploaded as they are (no conversion, not recorded for the plan): e.g. Gather's
   // normalized int64 indices.
   StatusOr<int> upload_raw(const std::string& name, const Shape& shape, const void* host, size_t bytes,
-                           const std::string& what) override {
+                           const std::string& what, bool graph_constant) override {
     const int id = new_val(name, shape, StorageType::kF32, false);
     if (dry_run_) {
       m_->vals[id].weight = &dry_run_;
       return id;
     }
-    KILN_ASSIGN_OR_RETURN(void* dev, device_copy(host, bytes, what));
+    void* dev = nullptr;
+    if (graph_constant && o_.weight_cache) {
+      auto c = o_.weight_cache->get_constant(host, bytes);
+      if (!c.ok()) return c.status().with_context(what);
+      dev = *c;
+    } else {
+      KILN_ASSIGN_OR_RETURN(dev, device_copy(host, bytes, what));
+    }
     m_->vals[id].weight = dev;
     m_->weights += bytes;
     return id;

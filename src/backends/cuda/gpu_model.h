@@ -82,6 +82,10 @@ class WeightCache {
   // A build's packed weight `key`, already uploaded at `device` (by get): later get_packed(key)
   // calls (the build's other tuned shape sets) take that copy instead of uploading again.
   void remember_packed(const std::string& key, void* device);
+  // The device copy of a graph constant's `bytes` bytes at `host`, found by address (the constant
+  // must stay unchanged while this cache lives: the engine's graph owns it); the first call per
+  // address goes through get (one content hash), later ones cost a map lookup.
+  StatusOr<void*> get_constant(const void* host, size_t bytes);
   size_t device_bytes() const;  // bytes held on the device
   int uploads() const;          // distinct weights uploaded
 
@@ -89,6 +93,7 @@ class WeightCache {
   mutable std::mutex mu_;
   std::map<std::pair<uint64_t, size_t>, void*> copies_;
   std::map<std::string, void*> packed_;
+  std::map<std::pair<const void*, size_t>, void*> constants_;  // get_constant, by address
   size_t bytes_ = 0;
   StatusOr<void*> place(const void* host, size_t bytes);  // a new device copy (mu_ held)
   // Weights are carved out of 64 MiB blocks (256-byte aligned; a larger weight gets its own

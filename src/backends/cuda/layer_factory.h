@@ -104,8 +104,11 @@ class LowerContext {
   // `bytes` host bytes uploaded as they are (not converted, not packed in the plan) as a new
   // weight value `name` of `shape` (its GVal's storage type does not describe them: only the layer
   // that asked reads them, e.g. Gather's int64 indices). `what` names them in allocation errors.
+  // `graph_constant`: `host` is a graph constant's storage, unchanged while the graph lives, so the
+  // engine's device copy is found by address, without hashing the bytes again at every lowering
+  // (an 8B model's FP8 weights are 8 GB; WeightCache::get_constant).
   virtual StatusOr<int> upload_raw(const std::string& name, const Shape& shape, const void* host, size_t bytes,
-                                   const std::string& what) = 0;
+                                   const std::string& what, bool graph_constant = false) = 0;
   // A host buffer of at least `count` floats, reused across the layers of this lowering (valid
   // until the next call): a weight's layout change before upload() without fresh pages per weight.
   virtual float* weight_scratch(size_t count) = 0;

@@ -67,6 +67,18 @@ StatusOr<void*> WeightCache::get_packed(const std::string& key, const void* host
   return p;
 }
 
+StatusOr<void*> WeightCache::get_constant(const void* host, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = constants_.find({host, bytes});
+    if (it != constants_.end()) return it->second;
+  }
+  KILN_ASSIGN_OR_RETURN(void* p, get(host, bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  constants_[{host, bytes}] = p;
+  return p;
+}
+
 void WeightCache::remember_packed(const std::string& key, void* device) {
   std::lock_guard<std::mutex> lock(mu_);
   packed_.emplace(key, device);
