@@ -14,3 +14,20 @@ PY=/opt/torch/.venv/bin/python
 T0=${T0:-$(date +%s)}
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 has() { case " ${STEPS:-} " in *" $1 "*) return 0;; *) return 1;; esac; }
+# measured LOG CMD...: runs CMD with its stdout and stderr to LOG, then appends its wall seconds and peak
+# resident set (its children's ru_maxrss) as JSON on the last line of LOG; returns CMD's status.
+measured() {
+  local log=$1; shift
+  "$PY" - "$log" "$@" <<'PYEOF'
+import json, resource, subprocess, sys, time
+log, cmd = sys.argv[1], sys.argv[2:]
+t = time.time()
+with open(log, "w") as f:
+    rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+wall = time.time() - t
+rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1048576
+with open(log, "a") as f:
+    f.write("\n" + json.dumps({"rc": rc, "wall_s": round(wall, 1), "peak_rss_gib": round(rss, 2)}) + "\n")
+sys.exit(rc)
+PYEOF
+}

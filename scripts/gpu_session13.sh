@@ -20,21 +20,6 @@ STEPS=${KILN_STEPS:-tests llm1b llm8b}
 BATCHES=${KILN_LLM_BATCHES:-1,64}
 W=/tmp/llm; mkdir -p $W
 left() { echo $(( ${KILN_BUDGET_S:-570} - ($(date +%s) - T0) )); }
-measured() {
-  local log=$1; shift
-  "$PY" - "$log" "$@" <<'PYEOF'
-import json, resource, subprocess, sys, time
-log, cmd = sys.argv[1], sys.argv[2:]
-t = time.time()
-with open(log, "w") as f:
-    rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
-wall = time.time() - t
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1048576
-with open(log, "a") as f:
-    f.write("\n" + json.dumps({"rc": rc, "wall_s": round(wall, 1), "peak_rss_gib": round(rss, 2)}) + "\n")
-sys.exit(rc)
-PYEOF
-}
 stamp "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, THP $(cat /sys/kernel/mm/transparent_hugepage/enabled), disk $(df -h /tmp | awk 'NR==2{print $4}') free"
 if has tests; then
   stamp "== GPU tests"
@@ -124,21 +109,7 @@ if has llm8b || has peer8b; then
   "$PY" scripts/llm_hf_peer.py make $W --models llama8b 2>&1 | grep -v Warning | tail -1
 fi
 if has llm8b; then
-  "$PY" - $W/llama8b <<'PYEOF' | tee -a "$OUT/llm.jsonl"
-import json, os, sys, torch
-ck = sys.argv[1]
-nbytes = sum(os.path.getsize(os.path.join(ck, f)) for f in os.listdir(ck) if f.endswith(".safetensors"))
-a = torch.empty(2 << 30, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
-for _ in range(3): b.copy_(a)
-s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-ts = []
-for _ in range(10):
-    s.record(); b.copy_(a); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e))
-ms = sorted(ts)[len(ts) // 2]
-bw = 2 * a.numel() / (ms / 1e3)  # read + write bytes / s
-print(json.dumps({"bound": "decode step reads every weight once", "weight_bytes": nbytes, "copy_bw_GBps": round(bw / 1e9, 1),
-                  "tpot_bound_ms": round(nbytes / bw * 1e3, 3), "gpu": torch.cuda.get_device_name()}))
-PYEOF
+  "$PY" scripts/llm_hf_peer.py bound $W/llama8b | tee -a "$OUT/llm.jsonl"
   for cfg in ${KILN_LLM8B_CONFIGS:-fp16}; do
     case $cfg in
       fp16) NEED_S=150 build_and_bench llama8b $W/llama8b fp16 ;;

@@ -169,6 +169,27 @@ def cmd_bench(a):
     json.dump(res, open(a.out, "w"), indent=1)
 
 
+def cmd_bound(a):
+    """The decode bound of a checkpoint: a step reads every weight once, at the device's copy rate (a 2 GiB
+    D2D copy, median of 10; read + write bytes / s)."""
+    nbytes = sum(os.path.getsize(os.path.join(a.ckpt, f)) for f in os.listdir(a.ckpt) if f.endswith(".safetensors"))
+    x = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ts = []
+    for _ in range(10):
+        s.record()
+        y.copy_(x)
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e))
+    bw = 2 * x.numel() / (sorted(ts)[len(ts) // 2] / 1e3)
+    print(json.dumps({"bound": "decode step reads every weight once", "weight_bytes": nbytes, "copy_bw_GBps": round(bw / 1e9, 1),
+                      "tpot_bound_ms": round(nbytes / bw * 1e3, 3), "gpu": torch.cuda.get_device_name()}))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -189,8 +210,10 @@ def main():
     p.add_argument("--compile", action="store_true")
     p.add_argument("--max-seconds", type=float, default=240)
     p.add_argument("--out", required=True)
+    p = sub.add_parser("bound")
+    p.add_argument("ckpt")
     a = ap.parse_args()
-    {"make": cmd_make, "reference": cmd_reference, "bench": cmd_bench}[a.cmd](a)
+    {"make": cmd_make, "reference": cmd_reference, "bench": cmd_bench, "bound": cmd_bound}[a.cmd](a)
 
 
 if __name__ == "__main__":
