@@ -403,7 +403,11 @@ void check_against_cpu(const Geometry& geo, int kind, bool fp16) {
   auto gpu_out = run_engine(*gpu_ctx, s, pools_tensor(dev_pool.p, geo.num_blocks));
   ASSERT_TRUE(gpu_out.ok()) << gpu_out.status().to_string();
 
-  EXPECT_LT(normalized_error(*gpu_out, *cpu_out), fp16 ? 1e-2 : 1e-4);
+  // An FP8 pool from fp16 storage: the CUDA plan rounds K/V to fp16 before E4M3, so some codes sit
+  // one E4M3 step (2^-3 relative) from the CPU plan's; the output moves by a few percent (2.5% at
+  // most on the H100, session 13). From fp32 storage the codes are the same.
+  const double tol = !fp16 ? 1e-4 : geo.cache_dtype == "fp8e4m3fn" ? 5e-2 : 1e-2;
+  EXPECT_LT(normalized_error(*gpu_out, *cpu_out), tol);
   const int64_t row = geo.hq * geo.d;
   for (int64_t i = 0; i < t; ++i) {
     if (s.seq[i] >= 0) continue;
