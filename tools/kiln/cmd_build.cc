@@ -7,11 +7,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <string>
 
 #include "builder/build_from_graph.h"
+#include "io/output_file.h"
 #include "onnx/importer.h"
 #include "tools/kiln/commands.h"
 #include "tools/kiln/dynamic_dims.h"
@@ -105,10 +105,9 @@ int cmd_build(const BuildOptions& o) {
   auto engine = Runtime::deserialize_engine(*plan);
   if (!engine.ok()) return report_error("build", engine.status().with_context("the plan just built does not load"));
 
-  std::ofstream f(o.output, std::ios::binary);
-  if (f) f.write(reinterpret_cast<const char*>(plan->data()), static_cast<std::streamsize>(plan->size()));
-  if (!f) return report_error("build", not_found("cannot write the plan to '" + o.output + "'"));
-  f.close();
+  // Whole or not at all: an existing plan is never half-replaced.
+  if (Status s = io::write_file_atomically(o.output, plan->data(), plan->size(), "plan"); !s.ok())
+    return report_error("build", s);
 
   const Engine& e = **engine;
   std::printf("Built '%s' -> '%s' in %.1f ms", o.model.c_str(), o.output.c_str(), ms);

@@ -3,8 +3,8 @@
 // other runtimes load; `kiln build` of it gives the plan `kiln build --int8 --calib DATA` gives.
 // Prints what was quantized, what was left float and why, and each activation's scale (-v).
 #include <cstdio>
-#include <fstream>
 
+#include "io/output_file.h"
 #include "kiln/quantize.h"
 #include "tools/kiln/commands.h"
 
@@ -23,19 +23,8 @@ int cmd_quantize(const QuantizeOptions& o) {
   auto model = quantize_onnx(o.model, *config, &rep);
   if (!model.ok()) return report_error("quantize", model.status());
   // Written whole to a temporary file, then renamed: an existing output is never half-replaced.
-  const std::string tmp = o.output + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (f) f.write(model->data(), static_cast<std::streamsize>(model->size()));
-    if (!f || !f.flush()) {
-      std::remove(tmp.c_str());
-      return report_error("quantize", invalid_argument("cannot write '" + tmp + "'"));
-    }
-  }
-  if (std::rename(tmp.c_str(), o.output.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return report_error("quantize", invalid_argument("cannot write '" + o.output + "'"));
-  }
+  if (Status s = io::write_file_atomically(o.output, model->data(), model->size(), "quantized model"); !s.ok())
+    return report_error("quantize", s);
   std::printf("Quantized '%s' -> '%s' (%s, calibrator %s, %s)\n", o.model.c_str(), o.output.c_str(),
               quant_format_name(config->format), rep.calibrator.c_str(),
               rep.from_cache ? ("scales from the cache '" + config->cache + "'").c_str()

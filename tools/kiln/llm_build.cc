@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "builder/build_from_graph.h"
+#include "io/output_file.h"
 #include "llm/decoder_layers.h"
 #include "llm/fp8_calibration.h"
 #include "llm/step_graph.h"
@@ -204,12 +204,10 @@ Status write_llm_engine_dir(const llm::Checkpoint& ck, const LlmEngineBuild& bui
     if (fs::exists(fs::path(ck.dir()) / t) && (std::string(t) == "tokenizer.json" || std::string(t) == "tokenizer.model"))
       info.tokenizer_files.push_back(t);
   }
+  // Each file whole or not at all (a temporary file renamed into place).
   auto write = [&](const std::string& name, const char* data, size_t n) -> Status {
     const std::string path = (fs::path(dir) / name).string();
-    std::ofstream f(path, std::ios::binary);
-    f.write(data, static_cast<std::streamsize>(n));
-    if (!f) return invalid_argument("build-llm: cannot write '" + path + "'");
-    return Status::Ok();
+    return io::write_file_atomically(path, data, n, name).with_context("build-llm");
   };
   KILN_RETURN_IF_ERROR(write(info.plan_file, reinterpret_cast<const char*>(build.plan.data()), build.plan.size()));
   const std::string j = llm::engine_info_json(info);
