@@ -27,6 +27,13 @@ void* map_huge(size_t bytes) {
   return p;
 }
 
+std::shared_ptr<void> huge_buffer(size_t bytes) {
+  void* p = map_huge(bytes);
+  if (!p) return nullptr;
+  const size_t len = huge_mapping_bytes(bytes);
+  return std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
+}
+
 void advise_huge_pages(void* p, size_t bytes) {
 #ifdef MADV_HUGEPAGE
   const uintptr_t b = reinterpret_cast<uintptr_t>(p);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace kiln {
 
@@ -16,6 +17,9 @@ size_t huge_mapping_bytes(size_t bytes);
 // and advised MADV_HUGEPAGE; nullptr when the system refuses it. Free with
 // munmap(p, huge_mapping_bytes(bytes)).
 void* map_huge(size_t bytes);
+// map_huge(bytes) owned by the returned pointer, which unmaps it when the last owner goes (the
+// storage of large tensors and loaded plans); null when the system refuses the mapping.
+std::shared_ptr<void> huge_buffer(size_t bytes);
 // madvise(MADV_HUGEPAGE) on the 2 MiB-aligned pages inside [p, p + bytes) of an anonymous
 // mapping (a large std::vector's buffer before it is first written); a no-op elsewhere.
 void advise_huge_pages(void* p, size_t bytes);

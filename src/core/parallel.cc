@@ -1,8 +1,7 @@
-// parallel_for / parallel_memcpy (see parallel.h).
+// parallel_for (see parallel.h).
 #include "core/parallel.h"
 
 #include <algorithm>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -24,17 +23,6 @@ void parallel_for(int64_t n, int64_t work, const std::function<void(int64_t, int
   }
   f(int64_t{0}, std::min(n, chunk));
   for (auto& th : pool) th.join();
-}
-
-void parallel_memcpy(void* dst, const void* src, size_t bytes) {
-  constexpr int64_t kBlock = 1 << 20;  // 1 MiB per unit of work
-  const int64_t blocks = static_cast<int64_t>((bytes + kBlock - 1) / kBlock);
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
-  parallel_for(blocks, static_cast<int64_t>(bytes >> 4), [&](int64_t b, int64_t e) {
-    const size_t lo = static_cast<size_t>(b) * kBlock, hi = std::min(bytes, static_cast<size_t>(e) * kBlock);
-    if (hi > lo) std::memcpy(d + lo, s + lo, hi - lo);
-  });
 }
 
 }  // namespace kiln

@@ -1,5 +1,5 @@
 // Host-side data parallelism for bulk work on large tensors: weight conversion and layout changes
-// at build and load (checkpoint F16/BF16 -> float32, transposes, concatenations, plan copies).
+// at build and load (checkpoint F16/BF16 -> float32, transposes, concatenations, plan reads).
 #pragma once
 
 #include <cstddef>
@@ -13,9 +13,5 @@ namespace kiln {
 // thread); else inline on the calling thread. Returns when every chunk is done. `f` must be safe
 // to call concurrently on disjoint ranges.
 void parallel_for(int64_t n, int64_t work, const std::function<void(int64_t, int64_t)>& f);
-
-// memcpy of `bytes` bytes, split over parallel_for's threads for large copies (fresh pages of a
-// multi-GiB plan or weight fill faster from several cores).
-void parallel_memcpy(void* dst, const void* src, size_t bytes);
 
 }  // namespace kiln

@@ -1,8 +1,6 @@
 // Tensor storage and whole-tensor conversions.
 #include "core/tensor.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -59,10 +57,8 @@ Status allocate_storage(DataType dtype, const Shape& shape, const std::string& w
     // zero-fills on first touch (no memset pass), on 2 MiB transparent huge pages where the
     // system allows them (madvise mode): a multi-GiB weight then faults in 512x fewer pages,
     // which dominated LLM builds (docs/decisions/0087).
-    void* p = map_huge(static_cast<size_t>(alloc));
-    if (!p) return oom();
-    const size_t len = huge_mapping_bytes(static_cast<size_t>(alloc));
-    *storage = std::shared_ptr<void>(p, [len](void* q) { ::munmap(q, len); });
+    *storage = huge_buffer(static_cast<size_t>(alloc));
+    if (!*storage) return oom();
     return Status::Ok();
   }
   void* p = std::aligned_alloc(64, static_cast<size_t>(alloc));

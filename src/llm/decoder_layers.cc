@@ -83,16 +83,11 @@ StatusOr<ValueId> CheckpointWeights::as_is(const std::string& name) {
 StatusOr<ValueId> CheckpointWeights::transposed(const std::string& name) {
   const SafetensorsTensor* st = ck_.find(name);
   if (!st) return invalid_model(where(name) + " is missing");
-  Tensor raw = st->to_tensor();
-  const DataType dt = raw.dtype();
-  const bool direct = dt == DataType::kFloat32 || dt == DataType::kFloat16 || dt == DataType::kBFloat16;
   // F32/F16/BF16 are converted and transposed in one pass; other dtypes (an FP8 checkpoint's
   // weight read as float) go through load() first.
-  Tensor t;
-  if (!direct) {
+  Tensor t = st->to_tensor();
+  if (t.dtype() != DataType::kFloat32 && t.dtype() != DataType::kFloat16 && t.dtype() != DataType::kBFloat16) {
     KILN_ASSIGN_OR_RETURN(t, load(name));
-  } else {
-    t = std::move(raw);
   }
   if (t.rank() != 2) return invalid_model(where(name) + " is not 2-D");
   const int64_t r = t.dim(0), c = t.dim(1);

@@ -2,7 +2,6 @@
 // table, weights shared by every execution context). Refuses plans for another target and
 // plans whose tactics this build cannot run.
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -262,7 +261,7 @@ StatusOr<std::shared_ptr<Engine>> Runtime::load_engine(const std::string& path, 
   const size_t alloc = (static_cast<size_t>(size) + 64) / 64 * 64;
   std::shared_ptr<void> buf;
   if (alloc >= static_cast<size_t>(kHugeAllocationBytes)) {
-    if (void* p = map_huge(alloc)) buf = std::shared_ptr<void>(p, [alloc](void* q) { ::munmap(q, huge_mapping_bytes(alloc)); });
+    buf = huge_buffer(alloc);
   } else {
     buf = std::shared_ptr<void>(std::aligned_alloc(64, alloc), [](void* q) { std::free(q); });
   }

@@ -1,6 +1,6 @@
 // core/parallel.h and core/host_memory.h: parallel_for covers every index exactly once whatever
-// the thread count, parallel_memcpy copies exactly, and large tensors (their own huge-page
-// mappings) are zero-filled, 64-byte aligned, writable, and freed.
+// the thread count, and large tensors (their own huge-page mappings) are zero-filled, 64-byte
+// aligned, writable, and freed.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -33,17 +33,6 @@ TEST(ParallelFor, EveryIndexOnceForSmallAndLargeWork) {
   int calls = 0;
   parallel_for(0, 1 << 30, [&](int64_t, int64_t) { ++calls; });
   EXPECT_EQ(calls, 0);
-}
-
-TEST(ParallelMemcpy, CopiesExactlyAroundBlockEdges) {
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{(1 << 20) - 3}, size_t{(5 << 20) + 17}}) {
-    std::vector<uint8_t> src(bytes + 2), dst(bytes + 2, 0xab);
-    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 31 + 7);
-    parallel_memcpy(dst.data() + 1, src.data() + 1, bytes);
-    EXPECT_EQ(dst[0], 0xab);
-    EXPECT_EQ(dst[bytes + 1], 0xab);
-    EXPECT_EQ(std::memcmp(dst.data() + 1, src.data() + 1, bytes), 0) << bytes;
-  }
 }
 
 TEST(HostMemory, LargeTensorsAreZeroedAlignedAndWritable) {
