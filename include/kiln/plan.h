@@ -46,7 +46,10 @@ namespace kiln {
 //    docs/decisions/0058-gemm-epilogue-activation.md); a reader of 6 would ignore it and skip the Relu.
 // 8: MatMulBias may carry a residual input 3 (passes::fuse_gemm_residual, ops.def); a reader of 7
 //    would refuse the layer's arity, so plans that may carry it say so.
-constexpr uint32_t kPlanFormatVersion = 8;
+// 9: constant-weight GEMMs in 16-bit storage keep their packed weight as [N, K] (transposed at
+//    build from a [K, N] MatMul constant; docs/decisions/0089): a reader of 8 would take a square
+//    one as [K, N], and find no packed weight for the others.
+constexpr uint32_t kPlanFormatVersion = 9;
 // The 8 bytes every plan file starts with (the literal's NUL is not part of the file): lets a
 // tool tell a plan from another file (the ONNX importer names a plan passed as a model).
 inline constexpr char kPlanMagic[] = "KILNPLAN";

@@ -182,6 +182,14 @@ class ExecutionContext {
   // Errors (Status, nothing enqueued): a tensor without an address (named), an input whose
   // dynamic shape is unset, a CPU engine; a failing CUDA call names the layer.
   Status enqueue(CudaStream stream);
+  // Per-layer device times of the last enqueue's work (CUDA engines): every layer runs once more
+  // on `stream`, in order, over the inputs that enqueue copied into the context's arena, with an
+  // event pair per layer and the layers enqueued behind a spin so they run back to back (as a
+  // CUDA graph runs them: the times exclude host launch latency). Synchronizes `stream`. The
+  // outputs are computed again, not copied out; layers that write state (an LLM step's KV append)
+  // write the same values again. Errors: a CPU engine (Unsupported), no enqueue yet
+  // (InvalidArgument).
+  StatusOr<std::vector<LayerTiming>> profile_enqueued(CudaStream stream);
 
  private:
   friend class Engine;

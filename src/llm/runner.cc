@@ -292,6 +292,15 @@ StatusOr<ExecutionContext*> LlmRunner::context_for(int64_t bucket) {
   return it->second.get();
 }
 
+StatusOr<std::vector<LayerTiming>> LlmRunner::profile_step(int64_t tokens) {
+  if (!dio_) return unsupported("profile_step: the engine runs no device io (a CPU plan, or no next_tokens output)");
+  const int64_t tp = bucket(tokens);
+  auto it = contexts_.find(tp);
+  if (it == contexts_.end())
+    return invalid_argument("profile_step: no step of " + std::to_string(tp) + " tokens has run yet");
+  return it->second->profile_enqueued(dio_->stream);
+}
+
 Status LlmRunner::run_device_step(ExecutionContext* ctx, int64_t tp, const std::vector<int32_t>& sample_rows) {
   DeviceIo& d = *dio_;
   // The step, then the sampler over its logits: every step, so the rows' seen-id bitmaps follow

@@ -133,6 +133,12 @@ class LlmRunner {
   // The padded token count of a step with `tokens` real tokens: the next power of two, at most
   // max_num_tokens.
   int64_t bucket(int64_t tokens) const;
+  // Per-layer device times of a step of `tokens` tokens (its bucket): the last step generate() ran
+  // at that bucket runs once more over the inputs it had (ExecutionContext::profile_enqueued on
+  // the runner's stream; its KV append writes the same slots again), one event pair per layer.
+  // For bench-llm --profile-decode. Errors: CPU plans or plans without device io (Unsupported),
+  // no step of that bucket run yet (InvalidArgument).
+  StatusOr<std::vector<LayerTiming>> profile_step(int64_t tokens);
 
  private:
   LlmRunner();

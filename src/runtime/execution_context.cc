@@ -177,6 +177,13 @@ Status ExecutionContext::enqueue(CudaStream stream) {
   return gpu::enqueue(*engine_->impl_->gpu, gpu_, shapes, in, out, stream);
 }
 
+StatusOr<std::vector<LayerTiming>> ExecutionContext::profile_enqueued(CudaStream stream) {
+  if (!engine_->impl_->gpu)
+    return unsupported("profile_enqueued needs a CUDA engine, this plan targets " +
+                       engine_->header().target.to_string());
+  return gpu::profile_enqueued(*engine_->impl_->gpu, gpu_, stream);
+}
+
 Status ExecutionContext::set_input(const std::string& name, Tensor tensor) {
   const ir::Graph& g = engine_->impl_->graph;
   const int i = input_index(g, name);

@@ -516,7 +516,7 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
   if (timings) {
     cudaStream_t s;
     KILN_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    auto ms = ctx->ctx->profile_layers(*staged, s);
+    auto ms = ctx->ctx->profile_layers(staged, s);
     cudaStreamDestroy(s);
     if (!ms.ok()) return ms.status();
     timings->clear();
@@ -538,6 +538,19 @@ Status enqueue(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
                        "set_input / execute");
   KILN_RETURN_IF_ERROR(prepare(e, ctx, shapes));
   return ctx->ctx->enqueue_device(inputs, outputs, stream);
+}
+
+StatusOr<std::vector<LayerTiming>> profile_enqueued(const EngineState& e, const std::shared_ptr<ContextState>& ctx,
+                                                    CudaStream stream) {
+  (void)e;
+  if (!ctx || !ctx->ctx || !ctx->model)
+    return invalid_argument("profile: no enqueue has prepared this execution context for its shapes yet");
+  KILN_ASSIGN_OR_RETURN(std::vector<double> ms, ctx->ctx->profile_layers(nullptr, static_cast<cudaStream_t>(stream)));
+  std::vector<LayerTiming> r;
+  const auto& layers = ctx->model->layers();
+  for (size_t i = 0; i < layers.size() && i < ms.size(); ++i)
+    r.push_back(LayerTiming{layers[i].name, layers[i].op, layers[i].tactic, ms[i]});
+  return r;
 }
 
 Status check_address(const void* p) {
@@ -605,6 +618,9 @@ Status execute(const EngineState&, std::shared_ptr<ContextState>&, const std::ve
 }
 Status enqueue(const EngineState&, std::shared_ptr<ContextState>&, const std::vector<Shape>&,
                const std::vector<const void*>&, const std::vector<void*>&, CudaStream) {
+  return unsupported("this Kiln build has no CUDA backend");
+}
+StatusOr<std::vector<LayerTiming>> profile_enqueued(const EngineState&, const std::shared_ptr<ContextState>&, CudaStream) {
   return unsupported("this Kiln build has no CUDA backend");
 }
 Status check_address(const void*) { return unsupported("this Kiln build has no CUDA backend"); }

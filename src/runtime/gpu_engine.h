@@ -122,6 +122,11 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
 // Unsupported for an engine whose shapes depend on its input values (decision 0069).
 Status enqueue(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Shape>& shapes,
                const std::vector<const void*>& inputs, const std::vector<void*>& outputs, CudaStream stream);
+// ExecutionContext::profile_enqueued: the layers of `ctx` (prepared by an enqueue) run once more on
+// `stream` over what its arena holds, one event pair each (cuda::GpuContext::profile_layers with no
+// inputs); synchronizes. InvalidArgument when no enqueue prepared `ctx`.
+StatusOr<std::vector<LayerTiming>> profile_enqueued(const EngineState& e, const std::shared_ptr<ContextState>& ctx,
+                                                    CudaStream stream);
 // OK when `p` is device, managed or pinned host memory (what an async copy can read or write).
 Status check_address(const void* p);
 // Engine layers of the opt-shape model as the GPU runs them (reformats included), for `kiln inspect`.

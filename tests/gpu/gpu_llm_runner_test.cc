@@ -246,6 +246,44 @@ TEST(GpuLlmRunner, DeviceIoCopiesBackOnlyArgmaxOrTheSampledRows) {
   }
 }
 
+// LlmRunner::profile_step (bench-llm --profile-decode; docs/decisions/0089): before any step of
+// the bucket it is an error; after a generate, every layer of the decode step has a device time
+// (the step graph's GEMMs, PagedAttention and the LM head among them) and running the step again
+// over the arena leaves the next generate's tokens as they were.
+TEST(GpuLlmRunner, ProfileStepTimesEveryLayer) {
+  REQUIRE_GPU();
+  testing::Model m = testing::make_model("gpuprofile", testing::tiny_llama_config(2), 35);
+  const std::vector<LlmRequest> qs = requests(m.ck.config().vocab_size);
+  for (bool graph : {false, true}) {
+    SCOPED_TRACE(graph ? "cuda graph" : "enqueue");
+    auto r = cuda_runner(m.ck, "fp16", graph);
+    ASSERT_TRUE(r);
+    auto none = r->profile_step(1);
+    ASSERT_FALSE(none.ok());
+    EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument) << none.status().to_string();
+    auto first = r->generate(qs);
+    ASSERT_TRUE(first.ok()) << first.status().to_string();
+    auto prof = r->profile_step(1);  // the last steps decode request 4 alone
+    ASSERT_TRUE(prof.ok()) << prof.status().to_string();
+    ASSERT_GT(prof->size(), 10u);
+    double total = 0;
+    bool head = false, paged = false;
+    for (const LayerTiming& l : *prof) {
+      EXPECT_GE(l.ms, 0.0) << l.name;
+      EXPECT_FALSE(l.tactic.empty()) << l.name;
+      total += l.ms;
+      head = head || l.name == "lm_head";
+      paged = paged || l.op == "PagedAttention";
+    }
+    EXPECT_GT(total, 0.0);
+    EXPECT_TRUE(head);
+    EXPECT_TRUE(paged);
+    auto again = r->generate(qs);
+    ASSERT_TRUE(again.ok()) << again.status().to_string();
+    for (size_t i = 0; i < qs.size(); ++i) EXPECT_EQ((*again)[i].tokens, (*first)[i].tokens) << "request " << i;
+  }
+}
+
 TEST(GpuLlmRunner, TheMemoryBudgetSizesThePool) {
   REQUIRE_GPU();
   testing::Model m = testing::make_model("gpubudget", testing::tiny_llama_config(2), 32);

@@ -332,6 +332,24 @@ TEST(LlmRunner, StopConditions) {
   EXPECT_NE(refused.status().message().find("request 1: stop strings"), std::string::npos) << refused.status().message();
 }
 
+// profile_step is for CUDA plans with device io (bench-llm --profile-decode): a CPU plan's runner
+// says so, before and after a generate.
+TEST(LlmRunner, ProfileStepNeedsACudaPlan) {
+  Fixture f = make_fixture(testing::tiny_llama_config(1), 19);
+  auto r = make_runner(f.model.ck, EngineShape{2, 16, 8, 4, 0});
+  ASSERT_TRUE(r);
+  auto p = r->profile_step(1);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
+  LlmRequest q;
+  q.prompt = {1, 2, 3};
+  q.options.max_new_tokens = 2;
+  ASSERT_TRUE(r->generate({q}).ok());
+  p = r->profile_step(1);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("device io"), std::string::npos) << p.status().message();
+}
+
 TEST(LlmRunner, BadRequestsAreErrorsNamingThem) {
   Fixture f = make_fixture(testing::tiny_llama_config(1), 18);
   auto r = make_runner(f.model.ck, EngineShape{2, 16, 8, 4, 0});

@@ -1,6 +1,7 @@
 // kiln bench-llm ENGINE_DIR --batch 1,8,64 --input-len 128 --output-len 128 [--json FILE]
 //     [--seed S] [--warmup N] [--cuda-graph]
 //     [--temperature T --top-k K --top-p P --repetition-penalty R [--host-sampling]]
+//     [--profile-decode]
 // For each batch size B: B requests of input-len random prompt ids (seeded), greedy unless the
 // sampling options say otherwise (request i's sampling seed is S + i; on CUDA engines sampled
 // rows choose their token on the GPU, or with --host-sampling on the host from copied logits
@@ -12,6 +13,10 @@
 // output tokens/s (all new tokens / wall time of the call), and peak memory — the device's used
 // memory (total - free, cudaMemGetInfo, sampled at every B-th token: includes other processes)
 // for CUDA engines, the process's peak resident set for CPU engines.
+// --profile-decode (CUDA engines): after each B, the last decode step (B tokens' bucket) runs once
+// more with an event pair per layer (LlmRunner::profile_step): per-layer device times, summed by
+// layer kind (the name without its "layers.N." prefix) and by op, printed and in the JSON as
+// "decode_profile" — where a token's time goes, since the step otherwise runs as one CUDA graph.
 #include "tools/llm_generate/llm_bench.h"
 
 #include <sys/resource.h>
@@ -23,6 +28,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -42,6 +48,51 @@ double percentile(std::vector<double> v, double p) {
   // nearest rank: the smallest value with at least p% of the values at or below it
   size_t k = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
   return v[std::min(v.size() - 1, k == 0 ? 0 : k - 1)];
+}
+
+// "layers.12.mlp.down_proj" -> "mlp.down_proj": the per-layer kinds of a decoder step.
+std::string layer_kind(const std::string& name) {
+  const std::string pre = "layers.";
+  if (name.compare(0, pre.size(), pre) != 0) return name;
+  size_t i = pre.size();
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == pre.size() || i >= name.size() || name[i] != '.') return name;
+  return name.substr(i + 1);
+}
+
+// The profile as JSON (totals by kind and by op, largest first, and every layer) and a short table.
+nlohmann::json decode_profile_json(const std::vector<LayerTiming>& t, int64_t tokens) {
+  std::map<std::string, std::pair<double, int>> by_kind, by_op;
+  std::map<std::string, std::string> kind_tactic;
+  double total = 0;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerTiming& l : t) {
+    total += l.ms;
+    auto& k = by_kind[layer_kind(l.name)];
+    k.first += l.ms;
+    ++k.second;
+    kind_tactic.emplace(layer_kind(l.name), l.tactic);
+    auto& o = by_op[l.op];
+    o.first += l.ms;
+    ++o.second;
+    layers.push_back({{"name", l.name}, {"op", l.op}, {"tactic", l.tactic}, {"ms", l.ms}});
+  }
+  auto sorted = [](const std::map<std::string, std::pair<double, int>>& m) {
+    std::vector<std::pair<std::string, std::pair<double, int>>> v(m.begin(), m.end());
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    return v;
+  };
+  nlohmann::json kinds = nlohmann::json::array(), ops = nlohmann::json::array();
+  std::printf("  decode step of %lld tokens, per-layer device times: %.3f ms over %zu layers\n",
+              static_cast<long long>(tokens), total, t.size());
+  for (const auto& [k, v] : sorted(by_kind)) {
+    kinds.push_back({{"kind", k}, {"ms", v.first}, {"layers", v.second}, {"tactic", kind_tactic[k]}});
+    if (kinds.size() <= 14)
+      std::printf("  %-36s %8.3f ms %5.1f%%  x%-3d %s\n", k.c_str(), v.first, total > 0 ? 100 * v.first / total : 0.0,
+                  v.second, kind_tactic[k].c_str());
+  }
+  for (const auto& [k, v] : sorted(by_op)) ops.push_back({{"op", k}, {"ms", v.first}, {"layers", v.second}});
+  return {{"tokens", tokens}, {"total_ms", total}, {"by_kind", kinds}, {"by_op", ops}, {"layers", layers}};
 }
 
 bool parse_list(const std::string& s, std::vector<int64_t>* out) {
@@ -68,6 +119,7 @@ int llm_bench_main(int argc, char** argv) {
   int64_t input_len = 128, output_len = 128;
   uint64_t seed = 1;
   int warmup = 1;
+  bool profile_decode = false;
   app.add_option("engine", dir, "engine directory (kiln build-llm)")->required();
   app.add_option("--batch", batches_text, "batch sizes, comma-separated")->capture_default_str();
   app.add_option("--input-len", input_len, "prompt tokens per request")->capture_default_str();
@@ -84,6 +136,8 @@ int llm_bench_main(int argc, char** argv) {
   app.add_option("--top-p", sampling.top_p, "nucleus sampling threshold (1 = off)")->capture_default_str();
   app.add_option("--repetition-penalty", sampling.repetition_penalty, "transformers' repetition penalty (1 = off)")
       ->capture_default_str();
+  app.add_flag("--profile-decode", profile_decode,
+               "CUDA engines: per-layer device times of the last decode step at each batch size");
   app.add_flag("--host-sampling", host_sampling,
                "CUDA engines: copy sampled rows' logits to the host and sample there (the path before GPU sampling)");
   try {
@@ -202,6 +256,15 @@ int llm_bench_main(int argc, char** argv) {
     const llm::LlmRunStats& st = r.last_stats();
     std::printf("%6lld %12.2f %12.2f %12.3f %12.3f %14.1f %12.1f\n", static_cast<long long>(b), percentile(ttft, 50),
                 percentile(ttft, 99), percentile(tpot, 50), percentile(tpot, 99), tps, peak_used / 1048576.0);
+    nlohmann::json profile;
+    if (profile_decode && cuda) {
+      auto prof = r.profile_step(std::min<int64_t>(b, r.info().max_rows));
+      if (!prof.ok()) {
+        std::cerr << "kiln bench-llm: --profile-decode at batch " << b << ": " << prof.status().to_string() << "\n";
+        return 1;
+      }
+      profile = decode_profile_json(*prof, r.bucket(std::min<int64_t>(b, r.info().max_rows)));
+    }
     out["results"].push_back({{"batch", b},
                               {"ttft_ms_p50", percentile(ttft, 50)},
                               {"ttft_ms_p99", percentile(ttft, 99)},
@@ -219,6 +282,7 @@ int llm_bench_main(int argc, char** argv) {
                               {"device_sampling", st.device_sampling},
                               {"device_sampled_tokens", st.device_sampled_tokens},
                               {cuda ? "peak_device_used_bytes" : "peak_rss_bytes", peak_used}});
+    if (!profile.is_null()) out["results"].back()["decode_profile"] = std::move(profile);
   }
   if (!json_path.empty()) {
     std::ofstream f(json_path);

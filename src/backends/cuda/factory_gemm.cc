@@ -1,6 +1,7 @@
 // Gemm, MatMul and MatMulBias (passes/fuse_matmul_add). With a constant 2-D weight B: one cuBLASLt
-// GEMM, A [*, M, K] row-major (leading dims folded into M) x B [K, N] (or [N, K] with Gemm's transB),
-// alpha folded into the weight and beta into the bias, the bias vector of N in the epilogue (ONNX
+// GEMM, A [*, M, K] row-major (leading dims folded into M) x B [K, N] (or [N, K] with Gemm's transB;
+// in 16-bit storage B is stored [N, K] either way, and with M <= 8 Kiln's skinny GEMM is timed
+// beside cuBLASLt's list: kernels_gemv.h, docs/decisions/0089), alpha folded into the weight and beta into the bias, the bias vector of N in the epilogue (ONNX
 // Operators.md Gemm: Y = alpha * A' * B' + beta * C; transA and a C that is not a vector of N are
 // refused); the activation attribute (Relu, passes/fuse_gemm_activation.cc) is cuBLASLt's RELU
 // epilogue. Otherwise MatMul is a batched GEMM over numpy-broadcast batch dims (ONNX MatMul,
@@ -13,6 +14,7 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
+#include "core/parallel.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/layer_factory.h"
 
@@ -180,6 +182,31 @@ Status lower_gemm_general(LowerContext& ctx, const ir::Node& n, const std::strin
   return Status::Ok();
 }
 
+// The [K, N] constant `w` as float32 [nw, K] times alpha (rows n..nw zero): blocks of 64 x 64 on
+// every core (an LLM's weights are GiBs).
+std::vector<float> transposed_weight(const Tensor& w, int64_t nw, float alpha) {
+  const int64_t k = w.dim(0), n = w.dim(1);
+  std::vector<float> conv;
+  const float* src = nullptr;
+  if (w.dtype() == DataType::kFloat32) {
+    src = w.data<float>();
+  } else {
+    conv = floats_of(w);
+    src = conv.data();
+  }
+  std::vector<float> out(static_cast<size_t>(nw * k), 0.f);
+  constexpr int64_t kB = 64;
+  const int64_t col_blocks = (n + kB - 1) / kB;
+  parallel_for(col_blocks, n * k, [&](int64_t b0, int64_t b1) {
+    for (int64_t cb = b0; cb < b1; ++cb)
+      for (int64_t r0 = 0; r0 < k; r0 += kB)
+        for (int64_t c = cb * kB; c < std::min(n, (cb + 1) * kB); ++c)
+          for (int64_t r = r0; r < std::min(k, r0 + kB); ++r)
+            out[static_cast<size_t>(c * k + r)] = src[static_cast<size_t>(r * n + c)] * alpha;
+  });
+  return out;
+}
+
 // A constant 2-D weight behind an input of rank >= 2: one GEMM.
 bool has_2d_weight(const LowerContext& ctx, const ir::Node& n) {
   const auto& c = ctx.graph().value(n.inputs[1]).constant;
@@ -236,13 +263,19 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
   // MatMulBias (A [*, M, K] of rank > 2): the leading dims fold into M, the bias is the epilogue's.
   const bool mm_bias = n.op == ir::OpKind::kMatMulBias;
   if (gemm && (n.attr_int("transA", 0) != 0 || a.size() != 2)) return unsupported(where + "transA");
-  p.weight_is_nk = gemm && n.attr_int("transB", 0) != 0;
+  const bool const_nk = gemm && n.attr_int("transB", 0) != 0;  // the constant is [N, K]
   p.k = a.back();
   p.m = p.k > 0 ? shape_numel(a) / p.k : 0;
-  p.n = p.weight_is_nk ? wc->dim(0) : wc->dim(1);
-  if ((p.weight_is_nk ? wc->dim(1) : wc->dim(0)) != p.k)
+  p.n = const_nk ? wc->dim(0) : wc->dim(1);
+  if ((const_nk ? wc->dim(1) : wc->dim(0)) != p.k)
     return invalid_argument(where + "inner dims differ: " + shape_str(a) + " x " + shape_str(wc->shape()) +
-                            (p.weight_is_nk ? " (transB)" : ""));
+                            (const_nk ? " (transB)" : ""));
+  // In 16-bit storage the weight is stored [N, K] whatever the constant's layout (a [K, N] one
+  // transposed once, at build: the plan keeps it packed): every output's K values contiguous, as
+  // Kiln's skinny GEMM streams them for decode steps and batch 1, and cuBLASLt's "TN" form
+  // (docs/decisions/0089).
+  p.weight_is_nk = const_nk || (ctx.storage() != StorageType::kF32 && p.k % 8 == 0);
+  const bool transpose_w = p.weight_is_nk && !const_nk;
   if (mm_bias && (n.inputs.size() < 3 || n.inputs[2] == ir::kNoValue)) return invalid_argument(where + "bias is required");
   // passes/fuse_gemm_activation.cc's Relu: cuBLASLt's RELU(_BIAS) epilogue, max(0, x) after the
   // bias (cublasLt.h cublasLtEpilogue_t; docs/decisions/0058).
@@ -269,8 +302,13 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
                                            w_shape, false, [&]() -> const float* {
                                              // A float32 weight as it is needs no copy (an
                                              // LLM's are GiBs).
-                                             if (wc->dtype() == DataType::kFloat32 && alpha == 1.f && nw == p.n)
+                                             if (wc->dtype() == DataType::kFloat32 && alpha == 1.f && nw == p.n &&
+                                                 !transpose_w)
                                                return wc->data<float>();
+                                             if (transpose_w) {  // [K, N] -> [nw, K], zero rows n..nw
+                                               w = transposed_weight(*wc, nw, alpha);
+                                               return w.data();
+                                             }
                                              w = floats_of(*wc);
                                              for (float& v : w) v *= alpha;
                                              if (nw == p.n) return w.data();

@@ -213,27 +213,47 @@ Status GpuContext::run(const std::vector<Tensor>& inputs, std::vector<Tensor>* o
   return Status::Ok();
 }
 
-StatusOr<std::vector<double>> GpuContext::profile_layers(const std::vector<Tensor>& inputs, cudaStream_t stream) {
+StatusOr<std::vector<double>> GpuContext::profile_layers(const std::vector<Tensor>* inputs, cudaStream_t stream) {
   const auto* m = impl_->m;
   ExecState st = impl_->state(stream);
-  for (size_t i = 0; i < inputs.size() && i < m->input_vals.size(); ++i)
-    KILN_CUDA_CHECK(cudaMemcpyAsync(st.ptr(m->input_vals[i]), inputs[i].raw(), m->vals[m->input_vals[i]].bytes(),
-                                    cudaMemcpyHostToDevice, stream));
-  std::vector<cudaEvent_t> ev(m->layers.size() + 1);
-  for (auto& e : ev) KILN_CUDA_CHECK(cudaEventCreate(&e));
-  KILN_CUDA_CHECK(cudaEventRecord(ev[0], stream));
-  for (size_t i = 0; i < m->layers.size(); ++i) {
-    KILN_RETURN_IF_ERROR(m->layers[i]->enqueue(st));
-    KILN_CUDA_CHECK(cudaEventRecord(ev[i + 1], stream));
+  if (inputs)
+    for (size_t i = 0; i < inputs->size() && i < m->input_vals.size(); ++i)
+      KILN_CUDA_CHECK(cudaMemcpyAsync(st.ptr(m->input_vals[i]), (*inputs)[i].raw(), m->vals[m->input_vals[i]].bytes(),
+                                      cudaMemcpyHostToDevice, stream));
+  const size_t n = m->layers.size();
+  std::vector<cudaEvent_t> ev(n + 1, nullptr);
+  auto destroy = [&ev] {
+    for (auto& e : ev)
+      if (e) cudaEventDestroy(e);
+  };
+  std::vector<double> ms(n, 0.0);
+  Status status = Status::Ok();
+  for (auto& e : ev) {
+    if (cudaEventCreate(&e) != cudaSuccess) {
+      e = nullptr;
+      destroy();
+      return internal_error("profile: cannot create CUDA events");
+    }
   }
-  KILN_CUDA_CHECK(cudaEventSynchronize(ev.back()));
-  std::vector<double> ms(m->layers.size());
-  for (size_t i = 0; i < m->layers.size(); ++i) {
-    float t = 0;
-    cudaEventElapsedTime(&t, ev[i], ev[i + 1]);
-    ms[i] = t;
+  // Each chunk: the stream held by a spin long enough for the host to enqueue the chunk's layers
+  // (a few microseconds each), then the layers back to back, each followed by its event.
+  for (size_t begin = 0; begin < n && status.ok(); begin += kProfileChunk) {
+    const size_t end = std::min(n, begin + kProfileChunk);
+    cudaError_t e = launch_spin(static_cast<unsigned long long>(end - begin) * 20000ull + 1000000ull, stream);
+    if (e == cudaSuccess) e = cudaEventRecord(ev[begin], stream);
+    for (size_t i = begin; i < end && e == cudaSuccess && status.ok(); ++i) {
+      status = m->layers[i]->enqueue(st);
+      if (status.ok()) e = cudaEventRecord(ev[i + 1], stream);
+    }
+    if (e == cudaSuccess) e = cudaEventSynchronize(ev[end]);
+    if (status.ok() && e != cudaSuccess) status = internal_error(std::string("profile: ") + cudaGetErrorString(e));
+    for (size_t i = begin; i < end && status.ok(); ++i) {
+      float t = 0;
+      if (cudaEventElapsedTime(&t, ev[i], ev[i + 1]) == cudaSuccess) ms[i] = t;
+    }
   }
-  for (auto& e : ev) cudaEventDestroy(e);
+  destroy();
+  if (!status.ok()) return status;
   return ms;
 }
 

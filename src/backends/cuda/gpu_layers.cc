@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/kernels_gemv.h"
 #include "backends/cuda/kernels_more.h"
 
 namespace kiln::cuda {
@@ -267,12 +268,21 @@ class GemmLayer : public Layer {
       pre_bytes_ = x_bytes_ + (p.patches.nchw ? round256(static_cast<size_t>(p.m) * p.n * storage_bytes(t)) : 0);
     }
     op = p.patches.on ? "Conv" : "Gemm";
+    // Kiln's skinny GEMM (kernels_gemv.h) for few rows over a [N, K] weight, beside cuBLASLt's.
+    gemv_.m = p.m;
+    gemv_.n = p.n;
+    gemv_.k = p.k;
+    gemv_.t = t;
+    gemv_.out_f32 = p.out_f32;
+    gemv_.relu = p.relu;
+    gemv_ok_ = p.weight_is_nk && !p.patches.on && !p.gelu_tanh && gemv_supports(gemv_);
     describe(-1);
     return Status::Ok();
   }
   // Before select: the most a candidate may need (the prologue's buffers, the largest padded
   // output, cuBLASLt's cap); after: the selected tactic's.
   size_t workspace() const override {
+    if (gemv_on_) return 0;
     const size_t pad = has_algo_ ? pad_bytes_[static_cast<int>(form_)] : std::max(pad_bytes_[1], pad_bytes_[2]);
     return pre_bytes_ + pad + cap_;
   }
@@ -286,9 +296,27 @@ class GemmLayer : public Layer {
     for (int f = 0; f < 3; ++f)
       for (size_t i = 0; i < heur_[f].size(); ++i)
         c.push_back(make_tactic_id(TacticSource::kCublasLt, kFormBase[f] + static_cast<uint32_t>(i)));
+    if (gemv_ok_)
+      for (uint32_t r : {1u, 2u, 4u}) c.push_back(make_tactic_id(TacticSource::kKiln, kGemmGemvVariant + r));
     return c;
   }
   Status select(TacticId id, ExecState& s) override {
+    if (tactic_id_source(id) == TacticSource::kKiln) {
+      const uint32_t r = tactic_id_variant(id) - kGemmGemvVariant;
+      if (!gemv_ok_ || (r != 1 && r != 2 && r != 4))
+        return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) +
+                            " is not a skinny-GEMM tactic of this layer (" + signature() + ")");
+      gemv_.rows_per_warp = static_cast<int>(r);
+      gemv_on_ = true;
+      has_algo_ = false;
+      form_ = GemmForm::kDirect;
+      tactic_id = id;
+      restored = false;
+      describe(-1);
+      if (s.verify) return enqueue(s);
+      return Status::Ok();
+    }
+    gemv_on_ = false;
     if (tactic_id_source(id) != TacticSource::kCublasLt)
       return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not a cuBLASLt tactic");
     uint32_t i = tactic_id_variant(id);
@@ -332,6 +360,7 @@ class GemmLayer : public Layer {
   }
 
   Status enqueue(ExecState& s) override {
+    if (gemv_on_) return enqueue_gemv(s);
     const float alpha = 1.f, beta = beta_;
     char* ws = static_cast<char*>(s.workspace);
     size_t ws_bytes = s.workspace_bytes;
@@ -369,6 +398,12 @@ class GemmLayer : public Layer {
     }
     if (p_.patches.nchw)
       KILN_CUDA_CHECK(launch_strided_copy(d, y, static_cast<int>(storage_bytes(t_)), p_.patches.scatter, s.stream));
+    return Status::Ok();
+  }
+  Status enqueue_gemv(ExecState& s) {
+    const void* bias = p_.has_bias ? s.ptr(ins[2]) : nullptr;
+    const void* r = p_.has_residual ? s.ptr(ins[3]) : nullptr;
+    KILN_CUDA_CHECK(launch_gemv(s.ptr(ins[0]), s.ptr(ins[1]), bias, r, s.ptr(outs[0]), gemv_, s.stream));
     return Status::Ok();
   }
 
@@ -467,6 +502,12 @@ class GemmLayer : public Layer {
     return Status::Ok();
   }
   void describe(int idx) {
+    if (gemv_on_) {
+      tactic = "kiln.gemv rows/warp=" + std::to_string(gemv_.rows_per_warp) + " " + storage_name(t_) +
+               (p_.out_f32 ? "->f32 out" : "") + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
+               (p_.has_residual ? " +residual" : "");
+      return;
+    }
     std::string form;
     if (has_algo_ && form_ == GemmForm::kPadded) form = " n_pad=" + std::to_string(p_.n_pad) + "+compact";
     if (has_algo_ && form_ == GemmForm::kPaddedF32) form = " n_pad=" + std::to_string(p_.n_pad) + "+compact_to_f32";
@@ -493,6 +534,9 @@ class GemmLayer : public Layer {
   cublasLtMatmulAlgo_t algo_{};
   bool has_algo_ = false;
   bool queried_ = false;  // heur_ holds cuBLASLt's lists
+  GemvDesc gemv_{};       // the skinny-GEMM tactics' shapes (rows_per_warp: the selected variant's)
+  bool gemv_ok_ = false;  // the layer offers them (weight [N, K], few rows, 16-bit, no GELU or patches)
+  bool gemv_on_ = false;  // one of them is selected
   std::vector<cublasLtMatmulAlgo_t> heur_[3];  // cuBLASLt's heuristic list per form
 };
 

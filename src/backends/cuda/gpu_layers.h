@@ -252,6 +252,10 @@ inline constexpr uint32_t kGemmPaddedVariant = 0x100;
 // workspace, then launch_compact_rows_to_f32 into Y (variant - kGemmPaddedF32Variant = the index in
 // cuBLASLt's list for that layout).
 inline constexpr uint32_t kGemmPaddedF32Variant = 0x200;
+// Kiln's skinny GEMM (kernels_gemv.h; source kKiln, variant kGemmGemvVariant + rows per warp: 1,
+// 2, 4), offered beside cuBLASLt's list when the weight is stored [N, K], M <= kGemvMaxM, the
+// storage is 16-bit and K % 8 == 0 (no GELU epilogue, no conv patches); docs/decisions/0089.
+inline constexpr uint32_t kGemmGemvVariant = 0x300;
 // cuBLASLt matmul Y[M,N] = X[M,K] · W (+ R) (+ bias[N]) (ReLU epilogue optional); source kCublasLt,
 // one tactic per entry of cuBLASLt's heuristic list (variant = index, stable for one version and cap);
 // with n_pad, also one per entry for the padded form (variant kGemmPaddedVariant + index: the GEMM

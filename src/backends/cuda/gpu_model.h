@@ -366,9 +366,15 @@ class GpuContext {
   Status replay(cudaStream_t stream);
   // Captures the layer sequence into a CUDA graph on first use and replays it afterwards.
   void use_cuda_graph(bool on);
-  // Per-layer device times (ms) of one run, in layer order (synchronizes; for --dump-profile).
-  // Layers run one after another on `stream` (no aux streams) so each time is the layer's own.
-  StatusOr<std::vector<double>> profile_layers(const std::vector<Tensor>& inputs, cudaStream_t stream);
+  // Per-layer device times (ms) of one run, in layer order (synchronizes; for --dump-profile and
+  // bench-llm --profile-decode). Layers run one after another on `stream` (no aux streams) so each
+  // time is the layer's own, between an event pair. `inputs` are copied in first; nullptr runs on
+  // what the arena holds — the inputs the last enqueue copied there (the layers must be safe to
+  // run twice on them: an LLM step's KV append writes the same slots again). The layers are
+  // enqueued behind a spin kernel, in chunks of kProfileChunk, so the GPU runs them back to back
+  // as in a CUDA graph and no time is the host's launch latency.
+  StatusOr<std::vector<double>> profile_layers(const std::vector<Tensor>* inputs, cudaStream_t stream);
+  static constexpr size_t kProfileChunk = 96;
 
   struct Impl;
 

@@ -715,6 +715,22 @@ cudaError_t launch_reformat(const void* src, StorageType src_t, bool src_nhwc, v
   return cudaGetLastError();
 }
 
+namespace {
+__global__ void spin_kernel(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+}  // namespace
+
+cudaError_t launch_spin(unsigned long long ns, cudaStream_t stream) {
+  spin_kernel<<<1, 1, 0, stream>>>(ns);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_convert(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count,
                            cudaStream_t stream) {
   if (count == 0) return cudaSuccess;

@@ -123,6 +123,10 @@ cudaError_t launch_reformat(const void* src, StorageType src_t, bool src_nhwc, v
 // (fp32) / 2^11 (fp16) and rounds to nearest beyond; an integer destination truncates.
 cudaError_t launch_convert(const void* src, StorageType src_t, void* dst, StorageType dst_t, int64_t count,
                            cudaStream_t stream);
+// One thread that waits `ns` nanoseconds of the GPU's global timer (%globaltimer, PTX ISA
+// "Special registers"), holding `stream` while the host enqueues work behind it (the per-layer
+// profiler: the layers then run back to back, not at the host's launch rate).
+cudaError_t launch_spin(unsigned long long ns, cudaStream_t stream);
 
 // Softmax (log_softmax when `log`) over the innermost `cols` of a [rows, cols] array: one warp
 // per row (row in registers) when cols is a multiple of 8 up to 1024 and x, y are 16-byte
