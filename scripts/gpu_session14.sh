@@ -26,7 +26,7 @@ left() { echo $(( ${KILN_BUDGET_S:-570} - ($(date +%s) - T0) )); }
 stamp "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, THP $(cat /sys/kernel/mm/transparent_hugepage/enabled), disk $(df -h /tmp | awk 'NR==2{print $4}') free"
 if has tests; then
   stamp "== GPU tests"
-  F=${KILN_TEST_FILTER:-'GpuGemv*:GpuPlanLoad*:GpuPaged*:GpuLlmStep*:GpuLlmRunner*:GpuModel*:GpuIoDtypes*:GpuPackedDynamic*:GpuTransformer*:OpTable/OpTableCuda.*Gemm*:OpTable/OpTableCuda.*MatMul*:LlmStepGraphFp8*'}
+  F=${KILN_TEST_FILTER:-'GpuGemv*:GpuRope*:GpuPlanLoad*:GpuPaged*:GpuLlmStep*:GpuLlmRunner*:GpuModel*:GpuIoDtypes*:GpuPackedDynamic*:GpuTransformer*:OpTable/OpTableCuda.*Gemm*:OpTable/OpTableCuda.*MatMul*:LlmStepGraphFp8*'}
   timeout $(( $(left) - 30 )) $C/kiln_tests --gtest_filter="$F" > "$OUT/gpu_tests.txt" 2>&1
   echo "rc=$?" >> "$OUT/gpu_tests.txt"
   grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|tests ran|rc=" "$OUT/gpu_tests.txt" | head -30

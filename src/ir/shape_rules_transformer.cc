@@ -143,6 +143,16 @@ Status paged_attention_rule(ShapeContext& ctx) {
     if (!(sc > 0) || !std::isfinite(sc)) return ctx.fail(std::string(a) + " " + std::to_string(sc) + " must be finite and > 0");
   }
   if (n.attr_int("sliding_window", 0) != 0) return ctx.fail("sliding_window " + std::to_string(n.attr_int("sliding_window", 0)) + " is not supported (only 0)");
+  if (ctx.has_input(7)) {  // inv_freq of the fused RoPE: float32 [D / 2]
+    if (ctx.dtype(7) != DataType::kUndefined && ctx.dtype(7) != DataType::kFloat32)
+      return ctx.fail(std::string("inv_freq has dtype ") + dtype_name(ctx.dtype(7)) + ", expected float32");
+    const auto& f = ctx.shape(7);
+    const auto& qs = ctx.shape(0);
+    if (f && f->size() != 1) return ctx.fail("inv_freq " + sym_shape_str(*f) + " is not rank 1");
+    if (f && qs && qs->size() == 3 && (*qs)[2].is_known() &&
+        ((*qs)[2].value % 2 != 0 || dims_conflict((*f)[0], Dim::known((*qs)[2].value / 2))))
+      return ctx.fail("inv_freq " + sym_shape_str(*f) + " is not [D / 2] of Q " + sym_shape_str(*qs));
+  }
   const auto& kv = ctx.shape(6);
   if (kv && dims_conflict((*kv)[1], Dim::known(2))) return ctx.fail("kv_pools " + sym_shape_str(*kv) + " is not [L, 2]");
   if (kv && (*kv)[0].is_known() && n.attr_int("layer", -1) >= (*kv)[0].value)

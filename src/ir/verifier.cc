@@ -69,7 +69,7 @@ Arity arity(OpKind op) {
     case OpKind::kRMSNormalization: return {2, 2, 1, 1};
     case OpKind::kRope: return {3, 4, 1, 1};
     case OpKind::kMatMulBias: return {3, 4, 1, 1};
-    case OpKind::kPagedAttention: return {7, 7, 1, 1};
+    case OpKind::kPagedAttention: return {7, 8, 1, 1};
     case OpKind::kQuantLinear: return {3, 4, 1, 1};
     case OpKind::kQuantConv: return {3, 5, 1, 1};
     case OpKind::kDropout: return {1, 3, 1, 2};

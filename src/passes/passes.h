@@ -37,6 +37,7 @@ Status fold_attention_transposes(ir::Graph& g, const PassOptions& opts);  // fol
 Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse_horizontal_gemm.cc
 Status fuse_gemm_activation(ir::Graph& g, const PassOptions& opts);      // fuse_gemm_activation.cc
 Status fuse_gemm_residual(ir::Graph& g, const PassOptions& opts);        // fuse_gemm_activation.cc
+Status fuse_rope_attention(ir::Graph& g, const PassOptions& opts);       // fuse_rope_attention.cc
 Status fuse_pointwise(ir::Graph& g, const PassOptions& opts);            // fuse_pointwise.cc
 Status annotate_qdq(ir::Graph& g, const PassOptions& opts);              // annotate_qdq.cc
 Status propagate_qdq(ir::Graph& g, const PassOptions& opts);             // propagate_qdq.cc

@@ -73,6 +73,8 @@ const std::vector<Pass>& default_pipeline() {
       // would stop that), before fuse_pointwise would take the Relu into a program of its own.
       {"fuse_gemm_activation", 2, fuse_gemm_activation},
       {"fuse_gemm_residual", 2, fuse_gemm_residual},
+      // An LLM step's Rope layers of Q and K into its PagedAttention (docs/decisions/0090).
+      {"fuse_rope_attention", 2, fuse_rope_attention},
       // After every pattern pass (LayerNorm, GELU, MatMul+Add, conv epilogue, horizontal conv), so it
       // takes only the elementwise layers they left: remaining chains and small DAGs become one program each.
       {"fuse_pointwise", 2, fuse_pointwise},

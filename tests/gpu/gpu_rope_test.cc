@@ -133,7 +133,9 @@ StatusOr<std::vector<Tensor>> run(Engine& e, const ir::Graph& g, const std::map<
 }
 
 // ---------------------------------------------------------------- lowering (no GPU needed)
-TEST(GpuRopeLowering, LlamaStepGraphHasOneRopeLayerPerQAndK) {
+// The step graph's RoPE: no Cos / Sin / Concat layers, and the Rope layers of Q and K inside each
+// layer's PagedAttention (passes::fuse_rope_attention, docs/decisions/0090: input 7 inv_freq).
+TEST(GpuRopeLowering, LlamaStepGraphRotatesInsideThePagedAttention) {
 #ifndef KILN_HAVE_CUDA
   GTEST_SKIP() << "built without CUDA";
 #else
@@ -162,17 +164,19 @@ TEST(GpuRopeLowering, LlamaStepGraphHasOneRopeLayerPerQAndK) {
     std::vector<Shape> shapes;
     auto laid = cuda_layer_graph(*g, c, &shapes);
     ASSERT_TRUE(laid.ok()) << laid.status().to_string();
-    int ropes = 0;
+    int ropes = 0, fused = 0;
     for (const ir::Node& n : laid->nodes) {
       if (n.removed) continue;
       EXPECT_NE(n.op, ir::OpKind::kCos) << n.name;
       EXPECT_NE(n.op, ir::OpKind::kSin) << n.name;
       EXPECT_NE(n.op, ir::OpKind::kConcat) << n.name;
-      if (n.op != ir::OpKind::kRope) continue;
-      ++ropes;
+      ropes += n.op == ir::OpKind::kRope;
+      if (n.op != ir::OpKind::kPagedAttention) continue;
+      fused += n.inputs.size() == 8;
       EXPECT_EQ(n.attr_string("precision", ""), fp16 ? "fp16" : "bf16") << n.name;
     }
-    EXPECT_EQ(ropes, 6);  // q and k of 3 layers
+    EXPECT_EQ(ropes, 0);
+    EXPECT_EQ(fused, 3);  // one PagedAttention per layer, each rotating its q and k
     auto vs = cuda::infer_value_shapes_by_reference(*laid, shapes);
     ASSERT_TRUE(vs.ok()) << vs.status().to_string();
     Status s = cuda::check_gpu_support(*laid, *vs, fp16 ? cuda::StorageType::kF16 : cuda::StorageType::kBF16);

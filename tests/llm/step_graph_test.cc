@@ -292,7 +292,9 @@ TEST(LlmStepGraph, InputsOutputsAndOneNodePerLayer) {
 }
 
 // What a CUDA fp16 plan of the step graph lowers (the builder's own pipeline, no GPU needed): one
-// PagedAttention per layer, its integer inputs still the graph's int64 / int32 inputs.
+// PagedAttention per layer, its integer inputs still the graph's int64 / int32 inputs, the Rope
+// layers of Q and K inside it (passes::fuse_rope_attention: input 7 inv_freq, no Rope layer left;
+// the CPU plans of the tests above run the same fused form against the decoder graph's Rope layers).
 TEST(LlmStepGraph, CudaLayerGraphKeepsOnePagedAttentionPerLayer) {
   const Model m = make_model("step_cuda", testing::tiny_llama_config(3), 1);
   StepGraphOptions o;
@@ -313,8 +315,11 @@ TEST(LlmStepGraph, CudaLayerGraphKeepsOnePagedAttentionPerLayer) {
   ASSERT_TRUE(laid.ok()) << laid.status().to_string();
   std::vector<int64_t> layers;
   for (const ir::Node& n : laid->nodes) {
+    EXPECT_TRUE(n.removed || n.op != ir::OpKind::kRope) << n.name << ": a Rope layer was not fused";
     if (n.removed || n.op != ir::OpKind::kPagedAttention) continue;
     layers.push_back(n.attr_int("layer", -1));
+    ASSERT_EQ(n.inputs.size(), 8u) << n.name;
+    EXPECT_EQ(laid->value(n.inputs[7]).dtype, DataType::kFloat32) << n.name;
     const char* names[] = {kStepPositionIdsName, kStepTokenSeqName, kStepBlockTableName, kStepKvPoolsName};
     for (int i = 0; i < 4; ++i) EXPECT_EQ(laid->value(n.inputs[3 + i]).name, names[i]) << n.name;
     EXPECT_EQ(laid->value(n.inputs[4]).dtype, DataType::kInt32);

@@ -4,13 +4,15 @@
 // and fails with the node's name. Scores, softmax and the weighted sum are computed in double
 // from the pool's stored values (so a token attends to its own key as stored in cache_dtype). An
 // FP8 E4M3FN pool stores E4M3(x / k_scale) and E4M3(x / v_scale) (round to nearest even,
-// saturating at +-448: the ONNX QuantizeLinear rule) and reads back code * scale.
+// saturating at +-448: the ONNX QuantizeLinear rule) and reads back code * scale. With inv_freq
+// (input 7), Q and K are rotated first exactly as the Rope kernel rotates them (rope_math.h).
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "backends/cpu/ops_nn_common.h"
+#include "backends/cpu/rope_math.h"
 #include "core/numerics.h"
 
 namespace kiln::cpu {
@@ -109,6 +111,29 @@ void run(const F* q, const F* k, const F* v, F* o, const int64_t* pos, const int
   }
 }
 
+// The fused RoPE (input 7, inv_freq [D / 2]): every row of x [T, H, D] rotated by its token's
+// position as the Rope kernel computes it, then rounded to `dtype` (the dtype the Rope layer's
+// output had) and back.
+template <typename F>
+void rotate_rows(Tensor& x, const int64_t* pos, const float* inv_freq, DataType dtype) {
+  const int64_t t = x.dim(0), h = x.dim(1), d = x.dim(2), half = d / 2;
+  std::vector<F> cs(static_cast<size_t>(2 * half));
+  F* p = x.data<F>();
+  for (int64_t i = 0; i < t; ++i) {
+    for (int64_t k = 0; k < half; ++k) {
+      float c, s;
+      rope_cos_sin(pos[i], inv_freq[k], &c, &s);
+      cs[static_cast<size_t>(k)] = static_cast<F>(c);
+      cs[static_cast<size_t>(half + k)] = static_cast<F>(s);
+    }
+    for (int64_t j = 0; j < h; ++j) rope_rotate_row<F>(p + (i * h + j) * d, half, false, cs.data(), cs.data() + half);
+  }
+  if (dtype == DataType::kFloat16 || dtype == DataType::kBFloat16)
+    for (int64_t i = 0; i < x.numel(); ++i)
+      p[i] = static_cast<F>(dtype == DataType::kFloat16 ? fp16_to_float(float_to_fp16(static_cast<float>(p[i])))
+                                                        : bf16_to_float(float_to_bf16(static_cast<float>(p[i]))));
+}
+
 Status paged_attention(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(7));
   const Tensor &q0 = ctx.in(0), &k0 = ctx.in(1), &v0 = ctx.in(2);
@@ -190,9 +215,30 @@ Status paged_attention(KernelContext& ctx) {
     }
   }
 
+  const bool rope = ctx.num_inputs() > 7 && ctx.has_input(7);
+  if (rope) {
+    const Tensor& f = ctx.in(7);
+    if (f.dtype() != DataType::kFloat32 || n.d % 2 != 0 || f.shape() != Shape{n.d / 2})
+      return ctx.fail("inv_freq " + shape_str(f.shape()) + " " + dtype_name(f.dtype()) + " is not float32 [D / 2 = " +
+                      std::to_string(n.d / 2) + "]");
+  }
+
   KILN_ASSIGN_OR_RETURN(Tensor q, nn::to_compute(ctx, q0));
   KILN_ASSIGN_OR_RETURN(Tensor k, nn::to_compute(ctx, k0));
   KILN_ASSIGN_OR_RETURN(Tensor v, nn::to_compute(ctx, v0));
+  if (rope) {
+    // to_compute may return the input itself: rotate copies.
+    q = q.clone();
+    k = k.clone();
+    const float* f = ctx.in(7).data<float>();
+    if (q.dtype() == DataType::kFloat64) {
+      rotate_rows<double>(q, pp, f, q0.dtype());
+      rotate_rows<double>(k, pp, f, q0.dtype());
+    } else {
+      rotate_rows<float>(q, pp, f, q0.dtype());
+      rotate_rows<float>(k, pp, f, q0.dtype());
+    }
+  }
   Tensor o(q.dtype(), q.shape());  // zero-filled: padding tokens keep 0
   const double scale = ctx.attr_float("scale", static_cast<float>(1.0 / std::sqrt(static_cast<double>(n.d))));
   void* pool = reinterpret_cast<void*>(static_cast<intptr_t>(address));

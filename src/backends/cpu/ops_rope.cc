@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cpu/ops_nn_common.h"
+#include "backends/cpu/rope_math.h"
 
 namespace kiln::cpu {
 
@@ -36,13 +37,8 @@ void rotate(const T* x, T* y, const RopeDims& n, const std::vector<T>& cs) {
         const int64_t base = ((o * n.heads + h) * n.inner + i) * n.d;
         const T* xp = x + base;
         T* yp = y + base;
-        for (int64_t j = 2 * n.half; j < n.d; ++j) yp[j] = xp[j];
-        for (int64_t k = 0; k < n.half; ++k) {
-          const int64_t a = n.interleaved ? 2 * k : k, b = n.interleaved ? 2 * k + 1 : k + n.half;
-          const T x1 = xp[a], x2 = xp[b];
-          yp[a] = x1 * c[k] - x2 * s[k];
-          yp[b] = x2 * c[k] + x1 * s[k];
-        }
+        for (int64_t j = 0; j < n.d; ++j) yp[j] = xp[j];
+        rope_rotate_row<T>(yp, n.half, n.interleaved, c, s);
       }
 }
 
@@ -87,11 +83,10 @@ Status rope(KernelContext& ctx) {
       const float* f = inv.data<float>();
       for (int64_t row = 0; row < rows; ++row)
         for (int64_t k = 0; k < n.half; ++k) {
-          // float32 angle (one rounding of the product, as the Cast / Mul graph and transformers'
-          // inv_freq @ position_ids compute it), its cos / sin in float32.
-          const float a = static_cast<float>(position_at(pos, row)) * f[k];
-          cs[static_cast<size_t>(row * 2 * n.half + k)] = static_cast<T>(std::cos(a));
-          cs[static_cast<size_t>(row * 2 * n.half + n.half + k)] = static_cast<T>(std::sin(a));
+          float c, s;
+          rope_cos_sin(position_at(pos, row), f[k], &c, &s);
+          cs[static_cast<size_t>(row * 2 * n.half + k)] = static_cast<T>(c);
+          cs[static_cast<size_t>(row * 2 * n.half + n.half + k)] = static_cast<T>(s);
         }
     } else {
       KILN_ASSIGN_OR_RETURN(Tensor cc, nn::to_compute(ctx, ctx.in(2)));

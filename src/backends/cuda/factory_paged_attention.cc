@@ -15,20 +15,27 @@
 namespace kiln::cuda {
 namespace {
 
-// ins: Q, K, V, positions, token_seq, block_table, kv_pools; out: O.
+// ins: Q, K, V, positions, token_seq, block_table, kv_pools (, inv_freq: the fused RoPE,
+// docs/decisions/0090); out: O.
 class PagedAttentionLayer : public Layer {
  public:
   explicit PagedAttentionLayer(const PagedAttentionDesc& d) : d_(d) {
     op = "PagedAttention";
     tactic = std::string("kiln.paged_attention ") + storage_name(d.io) + " cache=" + storage_name(d.cache) +
-             (d.splits > 1 ? " splits=" + std::to_string(d.splits) + "x" + std::to_string(d.partition) : "");
+             (d.splits > 1 ? " splits=" + std::to_string(d.splits) + "x" + std::to_string(d.partition) : "") +
+             (d.rope ? " +rope" : "");
   }
   std::string signature() const override {
     return op + " T=" + std::to_string(d_.tokens) + " hq=" + std::to_string(d_.hq) + " hkv=" + std::to_string(d_.hkv) +
            " d=" + std::to_string(d_.d) + " bs=" + std::to_string(d_.block_size) + " mb=" + std::to_string(d_.max_blocks) +
            " " + tactic;
   }
-  size_t workspace() const override { return paged_attention_workspace(d_); }
+  // With the fused RoPE, the rotated Q [T, Hq, D] first (256-byte aligned), then the attention's.
+  size_t q_bytes() const {
+    if (!d_.rope) return 0;
+    return (static_cast<size_t>(d_.tokens * d_.hq * d_.d) * storage_bytes(d_.io) + 255) / 256 * 256;
+  }
+  size_t workspace() const override { return q_bytes() + paged_attention_workspace(d_); }
   Status select(TacticId id, ExecState& s) override {
     KILN_RETURN_IF_ERROR(Layer::select(id, s));
     if (s.workspace_bytes < workspace())
@@ -41,10 +48,19 @@ class PagedAttentionLayer : public Layer {
     const auto* token_seq = static_cast<const int32_t*>(s.ptr(ins[4]));
     const auto* block_table = static_cast<const int32_t*>(s.ptr(ins[5]));
     const auto* kv_pools = static_cast<const int64_t*>(s.ptr(ins[6]));
-    KILN_CUDA_CHECK(launch_paged_kv_append(s.ptr(ins[1]), s.ptr(ins[2]), positions, token_seq, block_table, kv_pools, d_,
-                                           s.stream));
-    KILN_CUDA_CHECK(launch_paged_attention(s.ptr(ins[0]), positions, token_seq, block_table, kv_pools, s.ptr(outs[0]),
-                                           s.workspace, d_, s.stream));
+    const void* q = s.ptr(ins[0]);
+    char* ws = static_cast<char*>(s.workspace);
+    if (d_.rope) {  // Q and K rotated in the append; the attention reads the rotated Q
+      KILN_CUDA_CHECK(launch_paged_rope_append(q, s.ptr(ins[1]), s.ptr(ins[2]), static_cast<const float*>(s.ptr(ins[7])),
+                                               positions, token_seq, block_table, kv_pools, ws, d_, s.stream));
+      q = ws;
+      ws += q_bytes();
+    } else {
+      KILN_CUDA_CHECK(launch_paged_kv_append(s.ptr(ins[1]), s.ptr(ins[2]), positions, token_seq, block_table, kv_pools,
+                                             d_, s.stream));
+    }
+    KILN_CUDA_CHECK(launch_paged_attention(q, positions, token_seq, block_table, kv_pools, s.ptr(outs[0]),
+                                           paged_attention_workspace(d_) > 0 ? ws : nullptr, d_, s.stream));
     return Status::Ok();
   }
 
@@ -55,8 +71,8 @@ class PagedAttentionLayer : public Layer {
 }  // namespace
 
 Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::string& where) {
-  if (n.inputs.size() != 7)
-    return invalid_argument(where + "expects 7 inputs (Q, K, V, positions, token_seq, block_table, kv_pools), has " +
+  if (n.inputs.size() != 7 && n.inputs.size() != 8)
+    return invalid_argument(where + "expects 7 inputs (Q, K, V, positions, token_seq, block_table, kv_pools) or 8 (+ inv_freq), has " +
                             std::to_string(n.inputs.size()));
   for (size_t k = 0; k < n.inputs.size(); ++k)
     if (n.inputs[k] == ir::kNoValue) return invalid_argument(where + "input " + std::to_string(k) + " is missing");
@@ -111,6 +127,13 @@ Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::st
                        ": the CUDA kernel takes multiples of 8 up to 256 (16-byte row accesses) and any up to 64");
   if (!storage_is_float(d.io)) return unsupported(where + "output storage " + storage_name(d.io));
   d.scale = n.attr_float("scale", 1.f / std::sqrt(static_cast<float>(d.d)));
+  d.rope = n.inputs.size() == 8;
+  if (d.rope) {  // passes::fuse_rope_attention's inv_freq: float32 [D / 2]
+    const Shape& f = ctx.shape(n.inputs[7]);
+    if (d.d % 2 != 0 || f != Shape{d.d / 2} || ctx.dtype(n.inputs[7]) != DataType::kFloat32)
+      return invalid_argument(where + "inv_freq " + shape_str(f) + " " + dtype_name(ctx.dtype(n.inputs[7])) +
+                              " is not float32 [D / 2] of head dim " + std::to_string(d.d));
+  }
   plan_paged_attention_splits(&d, ctx.options().workspace_limit / 2);
 
   std::vector<int> ins;
@@ -121,6 +144,10 @@ Status lower_paged_attention(LowerContext& ctx, const ir::Node& n, const std::st
   const StorageType int_types[4] = {StorageType::kI64, StorageType::kI32, StorageType::kI32, StorageType::kI64};
   for (int i = 0; i < 4; ++i) {
     KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(n.inputs[3 + i], int_types[i]));
+    ins.push_back(a);
+  }
+  if (d.rope) {
+    KILN_ASSIGN_OR_RETURN(int a, ctx.operand_as(n.inputs[7], StorageType::kF32));
     ins.push_back(a);
   }
   ctx.add_layer(std::make_unique<PagedAttentionLayer>(d), n.name, ins, {ctx.new_output(n)}, n.origin);

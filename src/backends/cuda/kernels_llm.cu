@@ -108,6 +108,103 @@ __global__ void paged_append_kernel(const void* k, const void* v, const int64_t*
   }
 }
 
+// ---------------------------------------------------------------- append with RoPE
+// n (8 or 1) values of one K (kv 0) or V (kv 1) row to the pool at element dst, converted as the
+// plain append converts them.
+__device__ __forceinline__ void pool_store(char* pool, int64_t dst, const float* e, int n, const PagedAttentionDesc& d,
+                                           int kv) {
+  if (d.cache == StorageType::kF8E4M3) {
+    const float sc = kv == 0 ? d.k_scale : d.v_scale;
+    for (int j = 0; j < n; ++j)
+      pool[dst + j] = static_cast<char>(__nv_cvt_float_to_fp8(e[j] / sc, __NV_SATFINITE, __NV_E4M3));
+  } else if (n == 8) {
+    store8(pool, dst, e, d.cache);
+  } else {
+    store(pool, dst, e[0], d.cache);
+  }
+}
+
+// x rounded to storage t (the value a Rope layer's output would hold).
+__device__ __forceinline__ float round_to(float x, StorageType t) {
+  if (t == StorageType::kF16) return __half2float(__float2half_rn(x));
+  if (t == StorageType::kBF16) return __bfloat162float(__float2bfloat16_rn(x));
+  return x;
+}
+
+// Items per token: (Hq + Hkv) rotated rows of `rc` chunks (w pairs each), then Hkv V rows of `vc`
+// chunks (vw values each).
+__global__ void paged_rope_append_kernel(const void* q, const void* k, const void* v, const float* inv_freq,
+                                         const int64_t* positions, const int32_t* token_seq,
+                                         const int32_t* block_table, const int64_t* kv_pools, void* q_out,
+                                         PagedAttentionDesc d) {
+  const int64_t half = d.d / 2;
+  const int w = half % 8 == 0 ? 8 : 1;
+  const int vw = d.d % 8 == 0 ? 8 : 1;
+  const int64_t rc = half / w, vc = d.d / vw;
+  const int64_t per = (d.hq + d.hkv) * rc + d.hkv * vc;
+  const int64_t total = d.tokens * per;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = idx / per, r = idx % per;
+    Target g;
+    const bool follow = token_target(d, positions, token_seq, kv_pools, t, &g);
+    int32_t blk = -1;
+    if (follow) {
+      blk = block_table[g.row * d.max_blocks + g.pos / d.block_size];
+      if (blk >= g.num_blocks) blk = -1;
+    }
+    char* pool = const_cast<char*>(g.pool);
+    if (r < (d.hq + d.hkv) * rc) {
+      const int64_t head = r / rc, c = r % rc;
+      const bool is_q = head < d.hq;
+      if (!is_q && blk < 0) continue;
+      const int64_t h = is_q ? head : head - d.hq, H = is_q ? d.hq : d.hkv;
+      const int64_t base = (t * H + h) * d.d, i0 = c * w;
+      const void* src = is_q ? q : k;
+      float a[8], b[8];
+      if (w == 8) {
+        load8(src, base + i0, d.io, a);
+        load8(src, base + i0 + half, d.io, b);
+      } else {
+        a[0] = load(src, base + i0, d.io);
+        b[0] = load(src, base + i0 + half, d.io);
+      }
+      const float p = static_cast<float>(positions[t]);
+      for (int m = 0; m < w; ++m) {
+        float s, co;
+        sincosf(p * inv_freq[i0 + m], &s, &co);
+        const float x1 = a[m], x2 = b[m];
+        a[m] = round_to(x1 * co - x2 * s, d.io);
+        b[m] = round_to(x2 * co + x1 * s, d.io);
+      }
+      if (is_q) {
+        if (w == 8) {
+          store8(q_out, base + i0, a, d.io);
+          store8(q_out, base + i0 + half, b, d.io);
+        } else {
+          store(q_out, base + i0, a[0], d.io);
+          store(q_out, base + i0 + half, b[0], d.io);
+        }
+        continue;
+      }
+      const int64_t dst = ((static_cast<int64_t>(blk) * 2) * d.hkv + h) * d.block_size * d.d +
+                          (g.pos % d.block_size) * d.d + i0;
+      pool_store(pool, dst, a, w, d, 0);
+      pool_store(pool, dst + half, b, w, d, 0);
+    } else {
+      if (blk < 0) continue;
+      const int64_t rv = r - (d.hq + d.hkv) * rc;
+      const int64_t h = rv / vc, i = (rv % vc) * vw;
+      float e[8];
+      if (vw == 8) load8(v, (t * d.hkv + h) * d.d + i, d.io, e);
+      else e[0] = load(v, (t * d.hkv + h) * d.d + i, d.io);
+      const int64_t dst = ((static_cast<int64_t>(blk) * 2 + 1) * d.hkv + h) * d.block_size * d.d +
+                          (g.pos % d.block_size) * d.d + i;
+      pool_store(pool, dst, e, vw, d, 1);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- attention
 // Eight pool elements as loaded (16 bytes; 32 for fp32), converted to float only when used: the
 // loads of several key rows stay in flight in half the registers.
@@ -532,6 +629,22 @@ cudaError_t launch_paged_kv_append(const void* k, const void* v, const int64_t* 
   const unsigned threads = 256;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total, threads), 65535LL * 16));
   paged_append_kernel<<<blocks, threads, 0, stream>>>(k, v, positions, token_seq, block_table, kv_pools, d);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_paged_rope_append(const void* q, const void* k, const void* v, const float* inv_freq,
+                                     const int64_t* positions, const int32_t* token_seq, const int32_t* block_table,
+                                     const int64_t* kv_pools, void* q_out, const PagedAttentionDesc& d,
+                                     cudaStream_t stream) {
+  if (d.d % 2 != 0) return cudaErrorInvalidValue;
+  const int64_t half = d.d / 2;
+  const int64_t rc = half % 8 == 0 ? half / 8 : half, vc = d.d % 8 == 0 ? d.d / 8 : d.d;
+  const int64_t total = d.tokens * ((d.hq + d.hkv) * rc + d.hkv * vc);
+  if (total == 0) return cudaSuccess;
+  const unsigned threads = 256;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total, threads), 65535LL * 16));
+  paged_rope_append_kernel<<<blocks, threads, 0, stream>>>(q, k, v, inv_freq, positions, token_seq, block_table,
+                                                           kv_pools, q_out, d);
   return cudaGetLastError();
 }
 

@@ -42,6 +42,9 @@ struct PagedAttentionDesc {
   // chunk) writes the output directly, no workspace.
   int64_t splits = 1;
   int64_t partition = 0;              // positions per split (splits > 1)
+  // PagedAttention's input 7 (docs/decisions/0090): Q and K arrive before RoPE; the append is
+  // launch_paged_rope_append, which rotates them first.
+  bool rope = false;
 };
 
 // The split count and partition size for a layer of `d`'s shapes (d.splits / d.partition are
@@ -62,6 +65,18 @@ size_t paged_attention_workspace(const PagedAttentionDesc& d);
 cudaError_t launch_paged_kv_append(const void* k, const void* v, const int64_t* positions, const int32_t* token_seq,
                                    const int32_t* block_table, const int64_t* kv_pools, const PagedAttentionDesc& d,
                                    cudaStream_t stream);
+
+// Phase 1 with the fused RoPE (PagedAttention input 7, inv_freq float32 [D / 2]; decision 0090):
+// every token's Q and K rows are rotated as the Rope kernel computes it (rotate_half pairs
+// (i, i + D / 2), sincosf of float32(positions[t]) * inv_freq[i]) and rounded to `io`; rotated Q
+// goes to q_out [T, Hq, D] (io; the attention's Q), rotated K and V to the pool as
+// launch_paged_kv_append stores them (padding and unfollowable tokens store nothing; their Q rows
+// are still written). One thread per 8 rotated pairs (16-byte loads when D / 2 % 8 == 0, else per
+// pair) or per 8 V values.
+cudaError_t launch_paged_rope_append(const void* q, const void* k, const void* v, const float* inv_freq,
+                                     const int64_t* positions, const int32_t* token_seq, const int32_t* block_table,
+                                     const int64_t* kv_pools, void* q_out, const PagedAttentionDesc& d,
+                                     cudaStream_t stream);
 
 // Phase 2 (attend), after the append on the same stream: out[t][h] = sum_{j <= p} softmax_j(scale *
 // q[t][h] . Kc(s, j)) Vc(s, j) over the pool's stored keys and values of kv head h / (Hq / Hkv),
