@@ -27,7 +27,8 @@ stamp "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, THP $(c
 if has tests; then
   stamp "== GPU tests"
   F=${KILN_TEST_FILTER:-'GpuGemv*:GpuRope*:GpuPlanLoad*:GpuPaged*:GpuLlmStep*:GpuLlmRunner*:GpuModel*:GpuIoDtypes*:GpuPackedDynamic*:GpuTransformer*:OpTable/OpTableCuda.*Gemm*:OpTable/OpTableCuda.*MatMul*:LlmStepGraphFp8*'}
-  timeout $(( $(left) - 30 )) $C/kiln_tests --gtest_filter="$F" > "$OUT/gpu_tests.txt" 2>&1
+  TMAX=$(( $(left) - 30 )); [ "$TMAX" -gt "${KILN_TEST_MAX_S:-100000}" ] && TMAX=$KILN_TEST_MAX_S
+  timeout $TMAX $C/kiln_tests --gtest_filter="$F" > "$OUT/gpu_tests.txt" 2>&1
   echo "rc=$?" >> "$OUT/gpu_tests.txt"
   grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|tests ran|rc=" "$OUT/gpu_tests.txt" | head -30
   grep -E "Failure|error:" -A 3 "$OUT/gpu_tests.txt" | head -30

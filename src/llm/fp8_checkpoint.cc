@@ -254,6 +254,46 @@ bool is_kv_cache_scale(const std::string& name) {
   return false;
 }
 
+StatusOr<std::vector<std::pair<float, float>>> read_kv_cache_scales(
+    const std::map<std::string, SafetensorsTensor>& tensors, int64_t num_layers) {
+  std::vector<std::pair<float, float>> out;
+  int64_t with = 0;
+  std::string first_missing;
+  for (int64_t l = 0; l < num_layers; ++l) {
+    const std::string a = "model.layers." + std::to_string(l) + ".self_attn.";
+    float kv[2] = {0, 0};
+    bool found[2] = {false, false};
+    for (int which = 0; which < 2; ++which) {
+      const char* x = which == 0 ? "k" : "v";
+      for (const std::string& name : {a + x + "_scale", a + x + "_proj." + x + "_scale", a + "kv_scale"}) {
+        auto it = tensors.find(name);
+        if (it == tensors.end()) continue;
+        KILN_ASSIGN_OR_RETURN(std::vector<float> v,
+                              scale_values(it->second, {Shape{}, Shape{1}}, "[] or [1] (a per-layer KV-cache scale)"));
+        kv[which] = v[0];
+        found[which] = true;
+        break;
+      }
+    }
+    if (found[0] != found[1])
+      return invalid_model("layer " + std::to_string(l) + " carries an FP8 KV-cache scale for " +
+                           (found[0] ? "K but not V" : "V but not K") + " (" + a + (found[0] ? "v_scale" : "k_scale") +
+                           " or its other names)");
+    if (!found[0]) {
+      if (first_missing.empty()) first_missing = a + "k_scale";
+      out.emplace_back(1.f, 1.f);
+      continue;
+    }
+    ++with;
+    out.emplace_back(kv[0], kv[1]);
+  }
+  if (with == 0) return std::vector<std::pair<float, float>>{};
+  if (with != num_layers)
+    return invalid_model(std::to_string(with) + " of " + std::to_string(num_layers) +
+                         " layers carry FP8 KV-cache scales; '" + first_missing + "' (or its other names) is missing");
+  return out;
+}
+
 std::string fp8_scale_module(const std::string& name) {
   for (const char* s : {".weight_scale", ".input_scale"})
     if (ends_with(name, s)) return name.substr(0, name.size() - std::string(s).size());

@@ -19,7 +19,8 @@
 //     "kv_cache_quant_algo"?, "exclude_modules"?}}; when both files declare, they must agree.
 // Which modules are quantized is read from the weights' dtypes (F8_E4M3 or float), not matched
 // against the ignore / exclude lists (which may hold regexes or globs); FP8 KV-cache scales
-// (self_attn.{k,v,kv}_scale, self_attn.{k,v}_proj.{k,v}_scale) are accepted and ignored.
+// (self_attn.{k,v,kv}_scale, self_attn.{k,v}_proj.{k,v}_scale) are read by read_kv_cache_scales
+// for an FP8 KV cache (kiln build-llm --kv-cache fp8) and ignored otherwise.
 #pragma once
 
 #include <cstdint>
@@ -68,10 +69,19 @@ StatusOr<std::optional<Fp8CheckpointQuant>> parse_fp8_quantization(const std::st
 // The same for a model directory: DIR/config.json and DIR/hf_quant_config.json when present.
 StatusOr<std::optional<Fp8CheckpointQuant>> read_fp8_quantization(const std::string& dir);
 
-// An FP8 KV cache's scale tensor (accepted, ignored): model.layers.N.self_attn.{k_scale, v_scale,
-// kv_scale} (compressed-tensors, older exports) or .self_attn.k_proj.k_scale / .v_proj.v_scale
-// (ModelOpt).
+// An FP8 KV cache's scale tensor: model.layers.N.self_attn.{k_scale, v_scale, kv_scale}
+// (compressed-tensors / vLLM, kv_scale: older exports, one scale for both) or
+// .self_attn.k_proj.k_scale / .v_proj.v_scale (ModelOpt).
 bool is_kv_cache_scale(const std::string& name);
+// The FP8 KV-cache scales `tensors` carry, per layer (K scale, V scale): the cache stores
+// E4M3(x / scale) of the keys after RoPE and of the values (vLLM's and TensorRT-LLM's
+// kv_cache_scaling_factor; Kiln's PagedAttention k_scale / v_scale, decision 0088). Per layer the
+// first present of self_attn.k_scale, self_attn.k_proj.k_scale, self_attn.kv_scale (and the same
+// for V), each [] or [1] in F32, F16 or BF16, finite and > 0. Empty when no layer carries any;
+// InvalidModel naming the tensor and file for a bad one, and naming the layer when only some
+// layers (or only K or only V of a layer) carry them.
+StatusOr<std::vector<std::pair<float, float>>> read_kv_cache_scales(
+    const std::map<std::string, SafetensorsTensor>& tensors, int64_t num_layers);
 // "X.weight_scale" / "X.input_scale" -> "X"; "" for other names.
 std::string fp8_scale_module(const std::string& name);
 

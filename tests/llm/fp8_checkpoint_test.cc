@@ -178,9 +178,49 @@ void expect_checkpoint_fp8(const std::string& tag, const std::string& config, ui
   EXPECT_GE(same, 9u) << tag;
 }
 
+// The KV-cache scales a checkpoint carries (read_kv_cache_scales): every layer's K and V scale, under
+// ModelOpt's names or vLLM's; none is an empty list; a layer without them, or a bad value, is an
+// error naming it.
+TEST(LlmFp8Checkpoint, KvCacheScales) {
+  Fp8Export x;
+  x.kv_scales = true;
+  const Fp8Model m = make_fp8("ckfp8_kv", testing::tiny_llama16_config(), 6, x);
+  const int64_t L = m.ck.config().num_layers;
+  auto s = read_kv_cache_scales(m.ck.tensors(), L);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_EQ(static_cast<int64_t>(s->size()), L);
+  for (const auto& [k, v] : *s) {
+    EXPECT_EQ(k, 0.5f);
+    EXPECT_EQ(v, 0.25f);
+  }
+  // vLLM's names (self_attn.k_scale / v_scale) for layer 0 win over ModelOpt's.
+  std::map<std::string, SafetensorsTensor> t = m.ck.tensors();
+  const SafetensorsTensor k0 = t.at("model.layers.0.self_attn.k_proj.k_scale");
+  t["model.layers.0.self_attn.k_scale"] = t.at("model.layers.0.self_attn.v_proj.v_scale");
+  t["model.layers.0.self_attn.v_scale"] = k0;
+  s = read_kv_cache_scales(t, L);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  EXPECT_EQ((*s)[0], (std::pair<float, float>{0.25f, 0.5f}));
+  // A layer without its V scale; a checkpoint where one layer has none.
+  t = m.ck.tensors();
+  t.erase("model.layers.1.self_attn.v_proj.v_scale");
+  s = read_kv_cache_scales(t, L);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("layer 1 carries an FP8 KV-cache scale for K but not V"), std::string::npos)
+      << s.status().message();
+  t.erase("model.layers.1.self_attn.k_proj.k_scale");
+  s = read_kv_cache_scales(t, L);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("model.layers.1.self_attn.k_scale"), std::string::npos) << s.status().message();
+  // No KV scales at all: an empty list (the float checkpoint's tensors).
+  s = read_kv_cache_scales(m.f.ck.tensors(), L);
+  ASSERT_TRUE(s.ok());
+  EXPECT_TRUE(s->empty());
+}
+
 TEST(LlmFp8Checkpoint, ModelOptLlama) {
   Fp8Export x;
-  x.kv_scales = true;  // accepted, ignored
+  x.kv_scales = true;  // read only for an FP8 KV cache (KvCacheScales)
   expect_checkpoint_fp8("ckfp8_mo", testing::tiny_llama16_config(), 5, x, Fp8CheckpointFormat::kModelOpt, true);
   expect_checkpoint_fp8("ckfp8_mo", testing::tiny_llama16_config(), 5, x, Fp8CheckpointFormat::kModelOpt, false);
 }

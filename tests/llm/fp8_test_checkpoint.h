@@ -25,7 +25,7 @@ struct Fp8Export {
   bool per_channel = false;               // compressed-tensors strategy "channel": weight_scale [out, 1]
   std::set<std::string> float_modules;    // projections left float (listed in the ignore list)
   std::string dtype = "F32";              // the float tensors' dtype
-  bool kv_scales = false;                 // also write k_scale / v_scale tensors (ignored by Kiln)
+  bool kv_scales = false;                 // also write k_scale (0.5) / v_scale (0.25) tensors (ModelOpt's names)
 };
 
 // One quantized projection as written: its codes and scales (for the tests' expectations).
@@ -112,7 +112,7 @@ inline std::vector<StTensor> fp8_tensors(const std::vector<FloatWeight>& weights
                         q.w_scale));
     out.push_back(f32(module + ".input_scale", {}, {q.x_scale}));
     if (x.kv_scales && ends_with(module, ".k_proj")) out.push_back(f32(module + ".k_scale", {}, {0.5f}));
-    if (x.kv_scales && ends_with(module, ".v_proj")) out.push_back(f32(module + ".v_scale", {}, {0.5f}));
+    if (x.kv_scales && ends_with(module, ".v_proj")) out.push_back(f32(module + ".v_scale", {}, {0.25f}));
     if (written) (*written)[module] = std::move(q);
   }
   return out;

@@ -3,13 +3,16 @@
 // tokens and text kiln_llm_generate's CPU reference generates from the checkpoint itself.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "kiln/runtime.h"
 #include "llm/engine_info.h"
 #include "llm/fp8_test_checkpoint.h"
 #include "llm/random_checkpoint.h"
 #include "llm/runner.h"
+#include "runtime/engine_impl.h"
 
 namespace kiln::llm {
 namespace {
@@ -356,6 +359,33 @@ TEST_F(LlmCli, BuildLlmFromAnFp8Checkpoint) {
   r = build(qdir, tmp_ + "/e8c", "--calib-ids 1,2,3");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("drop the calibration flags"), std::string::npos) << r.err;
+
+  // --kv-cache fp8: the checkpoint's own KV-cache scales when it carries them (k 0.5, v 0.25 in
+  // every layer's PagedAttention), else 1.
+  testing::Fp8Export kvx;
+  kvx.kv_scales = true;
+  const std::string kvdir = tmp_ + "/fp8kv";
+  testing::write_fp8_checkpoint(kvdir, c.dump(), testing::fp8_tensors(weights, testing::fp8_input_scales(*float_ck), kvx), kvx);
+  testing::write_file(kvdir + "/tokenizer.json", byte_tokenizer_json());
+  for (const auto& [dir, want] : {std::pair{kvdir, std::string("checkpoint: self_attn k / v scales")},
+                                  std::pair{qdir, std::string("1 for every layer")}}) {
+    r = build(dir, tmp_ + "/ekv", "--kv-cache fp8");
+    ASSERT_EQ(r.rc, 0) << r.err << r.out;
+    auto kv = read_engine_info(tmp_ + "/ekv");
+    ASSERT_TRUE(kv.ok()) << kv.status().to_string();
+    EXPECT_NE(kv->kv_cache_scales.find(want), std::string::npos) << kv->kv_cache_scales;
+    auto engine = Runtime::load_engine(tmp_ + "/ekv/" + kv->plan_file);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    int paged = 0;
+    for (const ir::Node& n : engine_impl(**engine).graph.nodes) {
+      if (n.op != ir::OpKind::kPagedAttention) continue;
+      ++paged;
+      EXPECT_EQ(n.attr_float("k_scale", 0), dir == kvdir ? 0.5f : 1.f) << n.name;
+      EXPECT_EQ(n.attr_float("v_scale", 0), dir == kvdir ? 0.25f : 1.f) << n.name;
+    }
+    EXPECT_EQ(paged, c["num_hidden_layers"].get<int>());
+    std::filesystem::remove_all(tmp_ + "/ekv");
+  }
 }
 
 }  // namespace

@@ -146,8 +146,17 @@ StatusOr<LlmBuildInputs> prepare_llm_build(const llm::Checkpoint& ck, const LlmB
       info.kv_cache_scales = how + ", per layer for K and V";
     }
   }
-  if (kv_fp8 && so.kv_scales.empty())
-    info.kv_cache_scales = "1 for every layer (no calibration data: --calib-text or --calib-ids calibrates them)";
+  if (kv_fp8 && so.kv_scales.empty()) {
+    // A checkpoint that carries FP8 KV-cache scales (ModelOpt / compressed-tensors exports): its own.
+    using KvScales = std::vector<std::pair<float, float>>;
+    KILN_ASSIGN_OR_RETURN(KvScales ck_kv, llm::read_kv_cache_scales(ck.tensors(), mc.num_layers));
+    if (!ck_kv.empty()) {
+      so.kv_scales = std::move(ck_kv);
+      info.kv_cache_scales = "checkpoint: self_attn k / v scales, per layer for K and V";
+    } else {
+      info.kv_cache_scales = "1 for every layer (no calibration data: --calib-text or --calib-ids calibrates them)";
+    }
+  }
   if (o.progress) o.progress(BuildProgress{"step graph", 0, 1, ""});
   KILN_ASSIGN_OR_RETURN(out.graph, llm::build_step_graph(mc, ck, so));
   if (o.progress) o.progress(BuildProgress{"step graph", 1, 1, ""});
