@@ -296,13 +296,14 @@ StatusOr<std::vector<LayerTiming>> LlmRunner::profile_step(int64_t tokens) {
   if (!dio_) return unsupported("profile_step: the engine runs no device io (a CPU plan, or no next_tokens output)");
   const int64_t tp = bucket(tokens);
   auto it = contexts_.find(tp);
-  if (it == contexts_.end())
+  if (it == contexts_.end() || !stepped_.count(tp))
     return invalid_argument("profile_step: no step of " + std::to_string(tp) + " tokens has run yet");
   return it->second->profile_enqueued(dio_->stream);
 }
 
 Status LlmRunner::run_device_step(ExecutionContext* ctx, int64_t tp, const std::vector<int32_t>& sample_rows) {
   DeviceIo& d = *dio_;
+  stepped_.insert(tp);
   // The step, then the sampler over its logits: every step, so the rows' seen-id bitmaps follow
   // every token (decision 0077).
   auto record = [&]() -> Status {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -158,6 +159,7 @@ class LlmRunner {
   std::unique_ptr<KvPool> pool_;
   Tensor pool_pointers_;
   std::map<int64_t, std::unique_ptr<ExecutionContext>> contexts_;  // by bucket: each keeps its shapes' arena
+  std::set<int64_t> stepped_;  // buckets a device step has run at (profile_step needs one)
   LlmRunStats stats_;
   bool cuda_graph_ = false;
   std::unique_ptr<DeviceIo> dio_;  // CUDA plans with next_tokens: pinned staging, stream, graphs
