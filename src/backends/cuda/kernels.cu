@@ -281,52 +281,6 @@ __global__ void __launch_bounds__(256) fused_pointwise_vec_kernel(PwDeviceProgra
 }
 
 
-// SwiGLU's gate, silu(a) * b (FusedPointwise "r0=sigmoid(a); r1=mul(a,r0); r2=mul(r1,b)"), over
-// two dense inputs of the output's shape: the program's own arithmetic (ir::pw_apply), without
-// interpreting it per element — LLM decode steps run one per layer.
-template <typename T>
-__global__ void __launch_bounds__(256) silu_mul_kernel(const void* a, const void* b, void* y, uint32_t total) {
-  constexpr int V = 16 / sizeof(T);
-  const uint32_t groups = total / V, stride = gridDim.x * blockDim.x, first = blockIdx.x * blockDim.x + threadIdx.x;
-  auto f = [](float x, float g) {
-    const float s = ir::pw_apply(ir::PwOpcode::kSigmoid, x, 0.f, 0.f);
-    return ir::pw_apply(ir::PwOpcode::kMul, ir::pw_apply(ir::PwOpcode::kMul, x, s, 0.f), g, 0.f);
-  };
-  for (uint32_t g = first; g < groups; g += stride) {
-    const uint4 ua = reinterpret_cast<const uint4*>(a)[g], ub = reinterpret_cast<const uint4*>(b)[g];
-    uint4 uy;
-#pragma unroll
-    for (int j = 0; j < V; ++j) Elem<T>::st(&uy, j, f(elem_of<T>(ua, j), elem_of<T>(ub, j)));
-    reinterpret_cast<uint4*>(y)[g] = uy;
-  }
-  for (uint32_t i = groups * V + first; i < total; i += stride) Elem<T>::st(y, i, f(Elem<T>::ld(a, i), Elem<T>::ld(b, i)));
-}
-
-// Whether `p` is silu(in_a) * in_b over two dense inputs shaped like the output (then *a, *b).
-bool silu_mul_program(const PwDeviceProgram& p, int* a, int* b) {
-  if (p.num_instrs != 3 || p.num_inputs != 2) return false;
-  auto input = [](int32_t s) { return s < 0 && s != kPwImmediate ? -1 - s : -1; };
-  const PwDeviceInstr &s0 = p.instrs[0], &m1 = p.instrs[1], &m2 = p.instrs[2];
-  if (s0.op != static_cast<int32_t>(ir::PwOpcode::kSigmoid) || input(s0.src[0]) < 0) return false;
-  const int x = input(s0.src[0]);
-  if (m1.op != static_cast<int32_t>(ir::PwOpcode::kMul) || m2.op != static_cast<int32_t>(ir::PwOpcode::kMul)) return false;
-  const bool m1_ok = (input(m1.src[0]) == x && m1.src[1] == 0) || (m1.src[0] == 0 && input(m1.src[1]) == x);
-  int g = -1;
-  if (m2.src[0] == 1) g = input(m2.src[1]);
-  else if (m2.src[1] == 1) g = input(m2.src[0]);
-  if (!m1_ok || g < 0 || g == x) return false;
-  for (int k = 0; k < 2; ++k) {  // both dense, the output's own layout
-    int64_t contiguous = 1;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      if (p.out_dims[d] != 1 && p.in_strides[k][d] != contiguous) return false;
-      contiguous *= p.out_dims[d];
-    }
-  }
-  *a = x;
-  *b = g;
-  return true;
-}
-
 // Idx: uint32_t when every index fits (32-bit division is several times cheaper than 64-bit).
 template <typename Idx>
 __global__ void reformat_kernel(const void* src, StorageType src_t, bool snhwc, void* dst, StorageType dst_t, bool dnhwc,
@@ -687,17 +641,6 @@ cudaError_t launch_fused_pointwise(const PwDeviceProgram& p, const PwDevicePoint
   int64_t total = 1;
   for (int k = 0; k < p.rank; ++k) total *= p.out_dims[k];
   if (total == 0) return cudaSuccess;
-  int sa = -1, sb = -1;
-  if (float_storage(t) && total < (int64_t{1} << 31) && aligned16(y) && silu_mul_program(p, &sa, &sb) &&
-      aligned16(in.in[sa]) && aligned16(in.in[sb])) {
-    const int v = t == StorageType::kF32 ? 4 : 8;
-    const unsigned grid = blocks_for_sms(std::max<int64_t>(total / v, 1), 256);
-    const auto n = static_cast<uint32_t>(total);
-    if (t == StorageType::kF16) silu_mul_kernel<__half><<<grid, 256, 0, stream>>>(in.in[sa], in.in[sb], y, n);
-    else if (t == StorageType::kBF16) silu_mul_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(in.in[sa], in.in[sb], y, n);
-    else silu_mul_kernel<float><<<grid, 256, 0, stream>>>(in.in[sa], in.in[sb], y, n);
-    return cudaGetLastError();
-  }
   // The vector path: every input periodic (the output's shape, a [S, H] row table under [B, S, H]
   // — BERT's position embeddings —, a [H] channel vector, one element) and 16-byte aligned.
   if (float_storage(t) && total < (int64_t{1} << 31) && aligned16(y)) {
