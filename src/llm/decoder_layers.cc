@@ -7,6 +7,7 @@
 
 #include "core/numerics.h"
 #include "core/parallel.h"
+#include "core/transpose.h"
 #include "ir/verifier.h"
 #include "llm/rope.h"
 
@@ -92,27 +93,7 @@ StatusOr<ValueId> CheckpointWeights::transposed(const std::string& name) {
   if (t.rank() != 2) return invalid_model(where(name) + " is not 2-D");
   const int64_t r = t.dim(0), c = t.dim(1);
   KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DataType::kFloat32, {c, r}, where(name) + " transposed"));
-  float* dst = out.data<float>();
-  const DataType from = t.dtype();
-  const void* src = t.raw();
-  // Tiles of 64 x 64 keep both sides in cache; the output's tile rows are split over threads.
-  constexpr int64_t kBlock = 64;
-  const int64_t col_blocks = (c + kBlock - 1) / kBlock;
-  parallel_for(col_blocks, r * c, [&](int64_t jb0, int64_t jb1) {
-    float tile[kBlock];
-    for (int64_t j0 = jb0 * kBlock; j0 < std::min(c, jb1 * kBlock); j0 += kBlock)
-      for (int64_t i0 = 0; i0 < r; i0 += kBlock)
-        for (int64_t i = i0; i < std::min(r, i0 + kBlock); ++i) {
-          const int64_t w = std::min(c, j0 + kBlock) - j0;
-          if (from == DataType::kFloat16)
-            fp16_to_float_n(static_cast<const uint16_t*>(src) + i * c + j0, tile, w);
-          else if (from == DataType::kBFloat16)
-            bf16_to_float_n(static_cast<const uint16_t*>(src) + i * c + j0, tile, w);
-          else
-            std::memcpy(tile, static_cast<const float*>(src) + i * c + j0, static_cast<size_t>(w) * sizeof(float));
-          for (int64_t j = 0; j < w; ++j) dst[(j0 + j) * r + i] = tile[j];
-        }
-  });
+  transpose_to_float32(t.raw(), t.dtype(), r, c, 1.f, out.data<float>());
   return e_->constant(name + ".T", std::move(out));
 }
 

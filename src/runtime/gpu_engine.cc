@@ -481,6 +481,17 @@ Status prepare(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
 std::vector<Shape> prepared_shapes(const ContextState& ctx) { return ctx.shapes; }
 std::vector<Shape> output_shapes(const ContextState& ctx) { return ctx.model->output_shapes(); }
 
+namespace {
+// The model's layers (name, op, tactic) with the device times GpuContext::profile_layers measured.
+std::vector<LayerTiming> layer_timings(const cuda::GpuModel& m, const std::vector<double>& ms) {
+  std::vector<LayerTiming> r;
+  const auto& layers = m.layers();
+  for (size_t i = 0; i < layers.size() && i < ms.size(); ++i)
+    r.push_back(LayerTiming{layers[i].name, layers[i].op, layers[i].tactic, ms[i]});
+  return r;
+}
+}  // namespace
+
 Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const std::vector<Tensor>& inputs,
                std::vector<Tensor>* outputs, bool cuda_graph, std::vector<LayerTiming>* timings) {
   std::vector<Shape> shapes;
@@ -519,10 +530,7 @@ Status execute(const EngineState& e, std::shared_ptr<ContextState>& ctx, const s
     auto ms = ctx->ctx->profile_layers(staged, s);
     cudaStreamDestroy(s);
     if (!ms.ok()) return ms.status();
-    timings->clear();
-    const auto& layers = ctx->model->layers();
-    for (size_t i = 0; i < layers.size(); ++i)
-      timings->push_back(LayerTiming{layers[i].name, layers[i].op, layers[i].tactic, (*ms)[i]});
+    *timings = layer_timings(*ctx->model, *ms);
   }
   return Status::Ok();
 }
@@ -546,11 +554,7 @@ StatusOr<std::vector<LayerTiming>> profile_enqueued(const EngineState& e, const 
   if (!ctx || !ctx->ctx || !ctx->model)
     return invalid_argument("profile: no enqueue has prepared this execution context for its shapes yet");
   KILN_ASSIGN_OR_RETURN(std::vector<double> ms, ctx->ctx->profile_layers(nullptr, static_cast<cudaStream_t>(stream)));
-  std::vector<LayerTiming> r;
-  const auto& layers = ctx->model->layers();
-  for (size_t i = 0; i < layers.size() && i < ms.size(); ++i)
-    r.push_back(LayerTiming{layers[i].name, layers[i].op, layers[i].tactic, ms[i]});
-  return r;
+  return layer_timings(*ctx->model, ms);
 }
 
 Status check_address(const void* p) {

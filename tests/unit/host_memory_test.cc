@@ -1,6 +1,7 @@
-// core/parallel.h and core/host_memory.h: parallel_for covers every index exactly once whatever
-// the thread count, and large tensors (their own huge-page mappings) are zero-filled, 64-byte
-// aligned, writable, and freed.
+// core/parallel.h, core/transpose.h and core/host_memory.h: parallel_for covers every index exactly
+// once whatever the thread count; transpose_to_float32 moves every element (F32 / F16 / BF16,
+// scaled, tile edges included) and refuses other dtypes; large tensors (their own huge-page
+// mappings) are zero-filled, 64-byte aligned, writable, and freed.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -11,8 +12,10 @@
 #include <vector>
 
 #include "core/host_memory.h"
+#include "core/numerics.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "core/transpose.h"
 
 namespace kiln {
 namespace {
@@ -33,6 +36,35 @@ TEST(ParallelFor, EveryIndexOnceForSmallAndLargeWork) {
   int calls = 0;
   parallel_for(0, 1 << 30, [&](int64_t, int64_t) { ++calls; });
   EXPECT_EQ(calls, 0);
+}
+
+TEST(Transpose, EveryElementOfEveryDtype) {
+  // 130 x 67: partial tiles on both axes; 300 x 1000: enough work for several threads.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{130, 67}, {300, 1000}}) {
+    std::vector<float> f(static_cast<size_t>(rows * cols));
+    for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(static_cast<int64_t>(i % 2001) - 1000) / 8.f;
+    std::vector<uint16_t> h(f.size()), b(f.size());
+    for (size_t i = 0; i < f.size(); ++i) {
+      h[i] = float_to_fp16(f[i]);
+      b[i] = float_to_bf16(f[i]);
+    }
+    const std::pair<DataType, const void*> srcs[] = {
+        {DataType::kFloat32, f.data()}, {DataType::kFloat16, h.data()}, {DataType::kBFloat16, b.data()}};
+    for (const auto& [dt, src] : srcs) {
+      std::vector<float> out(f.size(), -1.f);
+      ASSERT_TRUE(transpose_to_float32(src, dt, rows, cols, 2.f, out.data()));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const size_t i = static_cast<size_t>(r * cols + c);  // the element as stored, decoded exactly
+          const float x = dt == DataType::kFloat16 ? fp16_to_float(h[i]) : dt == DataType::kBFloat16 ? bf16_to_float(b[i]) : f[i];
+          ASSERT_EQ(out[static_cast<size_t>(c * rows + r)], 2.f * x) << dtype_name(dt) << " " << r << "," << c;
+        }
+    }
+  }
+  std::vector<double> d(4, 1.0);
+  std::vector<float> out(4, -1.f);
+  EXPECT_FALSE(transpose_to_float32(d.data(), DataType::kFloat64, 2, 2, 1.f, out.data()));
+  EXPECT_EQ(out[0], -1.f);  // nothing written
 }
 
 TEST(HostMemory, LargeTensorsAreZeroedAlignedAndWritable) {

@@ -258,12 +258,13 @@ int llm_bench_main(int argc, char** argv) {
                 percentile(ttft, 99), percentile(tpot, 50), percentile(tpot, 99), tps, peak_used / 1048576.0);
     nlohmann::json profile;
     if (profile_decode && cuda) {
-      auto prof = r.profile_step(std::min<int64_t>(b, r.info().max_rows));
+      const int64_t decode_tokens = std::min<int64_t>(b, r.info().max_rows);  // the last steps' rows
+      auto prof = r.profile_step(decode_tokens);
       if (!prof.ok()) {
         std::cerr << "kiln bench-llm: --profile-decode at batch " << b << ": " << prof.status().to_string() << "\n";
         return 1;
       }
-      profile = decode_profile_json(*prof, r.bucket(std::min<int64_t>(b, r.info().max_rows)));
+      profile = decode_profile_json(*prof, r.bucket(decode_tokens));
     }
     out["results"].push_back({{"batch", b},
                               {"ttft_ms_p50", percentile(ttft, 50)},

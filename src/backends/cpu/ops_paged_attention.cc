@@ -111,11 +111,10 @@ void run(const F* q, const F* k, const F* v, F* o, const int64_t* pos, const int
   }
 }
 
-// The fused RoPE (input 7, inv_freq [D / 2]): every row of x [T, H, D] rotated by its token's
-// position as the Rope kernel computes it, then rounded to `dtype` (the dtype the Rope layer's
-// output had) and back.
+// The fused RoPE (input 7, inv_freq [D / 2]): every row of x [T, H, D] rotated in place by its
+// token's position as the Rope kernel computes it.
 template <typename F>
-void rotate_rows(Tensor& x, const int64_t* pos, const float* inv_freq, DataType dtype) {
+void rotate_rows(Tensor& x, const int64_t* pos, const float* inv_freq) {
   const int64_t t = x.dim(0), h = x.dim(1), d = x.dim(2), half = d / 2;
   std::vector<F> cs(static_cast<size_t>(2 * half));
   F* p = x.data<F>();
@@ -128,10 +127,6 @@ void rotate_rows(Tensor& x, const int64_t* pos, const float* inv_freq, DataType 
     }
     for (int64_t j = 0; j < h; ++j) rope_rotate_row<F>(p + (i * h + j) * d, half, false, cs.data(), cs.data() + half);
   }
-  if (dtype == DataType::kFloat16 || dtype == DataType::kBFloat16)
-    for (int64_t i = 0; i < x.numel(); ++i)
-      p[i] = static_cast<F>(dtype == DataType::kFloat16 ? fp16_to_float(float_to_fp16(static_cast<float>(p[i])))
-                                                        : bf16_to_float(float_to_bf16(static_cast<float>(p[i]))));
 }
 
 Status paged_attention(KernelContext& ctx) {
@@ -231,12 +226,12 @@ Status paged_attention(KernelContext& ctx) {
     q = q.clone();
     k = k.clone();
     const float* f = ctx.in(7).data<float>();
-    if (q.dtype() == DataType::kFloat64) {
-      rotate_rows<double>(q, pp, f, q0.dtype());
-      rotate_rows<double>(k, pp, f, q0.dtype());
-    } else {
-      rotate_rows<float>(q, pp, f, q0.dtype());
-      rotate_rows<float>(k, pp, f, q0.dtype());
+    for (Tensor* x : {&q, &k}) {
+      if (x->dtype() == DataType::kFloat64) rotate_rows<double>(*x, pp, f);
+      else rotate_rows<float>(*x, pp, f);
+      // Rounded to Q's dtype as the Rope layer's output was (a no-op for float32 / float64).
+      KILN_ASSIGN_OR_RETURN(Tensor stored, nn::from_compute(*x, q0.dtype()));
+      KILN_ASSIGN_OR_RETURN(*x, nn::to_compute(ctx, stored));
     }
   }
   Tensor o(q.dtype(), q.shape());  // zero-filled: padding tokens keep 0

@@ -14,7 +14,7 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
-#include "core/parallel.h"
+#include "core/transpose.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/layer_factory.h"
 
@@ -182,28 +182,14 @@ Status lower_gemm_general(LowerContext& ctx, const ir::Node& n, const std::strin
   return Status::Ok();
 }
 
-// The [K, N] constant `w` as float32 [nw, K] times alpha (rows n..nw zero): blocks of 64 x 64 on
-// every core (an LLM's weights are GiBs).
+// The [K, N] constant `w` as float32 [nw, K] times alpha (rows n..nw zero; core/transpose.h).
 std::vector<float> transposed_weight(const Tensor& w, int64_t nw, float alpha) {
   const int64_t k = w.dim(0), n = w.dim(1);
-  std::vector<float> conv;
-  const float* src = nullptr;
-  if (w.dtype() == DataType::kFloat32) {
-    src = w.data<float>();
-  } else {
-    conv = floats_of(w);
-    src = conv.data();
-  }
   std::vector<float> out(static_cast<size_t>(nw * k), 0.f);
-  constexpr int64_t kB = 64;
-  const int64_t col_blocks = (n + kB - 1) / kB;
-  parallel_for(col_blocks, n * k, [&](int64_t b0, int64_t b1) {
-    for (int64_t cb = b0; cb < b1; ++cb)
-      for (int64_t r0 = 0; r0 < k; r0 += kB)
-        for (int64_t c = cb * kB; c < std::min(n, (cb + 1) * kB); ++c)
-          for (int64_t r = r0; r < std::min(k, r0 + kB); ++r)
-            out[static_cast<size_t>(c * k + r)] = src[static_cast<size_t>(r * n + c)] * alpha;
-  });
+  if (!transpose_to_float32(w.raw(), w.dtype(), k, n, alpha, out.data())) {
+    const std::vector<float> conv = floats_of(w);  // float64, integer constants
+    transpose_to_float32(conv.data(), DataType::kFloat32, k, n, alpha, out.data());
+  }
   return out;
 }
 

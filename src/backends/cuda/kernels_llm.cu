@@ -61,6 +61,30 @@ __device__ __forceinline__ bool token_target(const PagedAttentionDesc& d, const 
 }
 
 // ---------------------------------------------------------------- append
+// n (8 or 1) values of one K (kv 0) or V (kv 1) row to the pool at element dst in the cache
+// storage: 16/32-bit with round-to-nearest-even; FP8 as E4M3(x / scale), nearest even,
+// saturating to +-448 (the CPU kernel's double_to_fp8e4m3fn), 8 codes in one 8-byte store.
+__device__ __forceinline__ void pool_store(char* pool, int64_t dst, const float* e, int n, const PagedAttentionDesc& d,
+                                           int kv) {
+  if (d.cache == StorageType::kF8E4M3) {
+    const float sc = kv == 0 ? d.k_scale : d.v_scale;
+    if (n == 8) {
+      uint8_t b[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) b[j] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(e[j] / sc, __NV_SATFINITE, __NV_E4M3));
+      uint2 u;
+      memcpy(&u, b, 8);
+      *reinterpret_cast<uint2*>(pool + dst) = u;
+    } else {
+      pool[dst] = static_cast<char>(__nv_cvt_float_to_fp8(e[0] / sc, __NV_SATFINITE, __NV_E4M3));
+    }
+  } else if (n == 8) {
+    store8(pool, dst, e, d.cache);
+  } else {
+    store(pool, dst, e[0], d.cache);
+  }
+}
+
 // One thread per w elements of one K or V row (w = 8, one 16-byte access, when D % 8 == 0; else
 // 1): idx = ((t * Hkv + h) * 2 + kv) * (D / w) + i.
 __global__ void paged_append_kernel(const void* k, const void* v, const int64_t* positions, const int32_t* token_seq,
@@ -82,48 +106,14 @@ __global__ void paged_append_kernel(const void* k, const void* v, const int64_t*
     const int64_t from = (t * d.hkv + h) * d.d + i * w;
     const int64_t dst = ((static_cast<int64_t>(blk) * 2 + kv) * d.hkv + h) * d.block_size * d.d +
                         (g.pos % d.block_size) * d.d + i * w;
-    char* pool = const_cast<char*>(g.pool);
-    if (d.cache == StorageType::kF8E4M3) {
-      // E4M3(x / scale), nearest even, saturating to +-448 (the CPU kernel's double_to_fp8e4m3fn).
-      const float sc = kv == 0 ? d.k_scale : d.v_scale;
-      if (w == 8) {
-        float e[8];
-        load8(src, from, d.io, e);
-        uint8_t b[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) b[j] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(e[j] / sc, __NV_SATFINITE, __NV_E4M3));
-        uint2 u;
-        memcpy(&u, b, 8);
-        *reinterpret_cast<uint2*>(pool + dst) = u;
-      } else {
-        pool[dst] = static_cast<char>(__nv_cvt_float_to_fp8(load(src, from, d.io) / sc, __NV_SATFINITE, __NV_E4M3));
-      }
-    } else if (w == 8) {
-      float e[8];
-      load8(src, from, d.io, e);
-      store8(pool, dst, e, d.cache);
-    } else {
-      store(pool, dst, load(src, from, d.io), d.cache);
-    }
+    float e[8];
+    if (w == 8) load8(src, from, d.io, e);
+    else e[0] = load(src, from, d.io);
+    pool_store(const_cast<char*>(g.pool), dst, e, static_cast<int>(w), d, static_cast<int>(kv));
   }
 }
 
 // ---------------------------------------------------------------- append with RoPE
-// n (8 or 1) values of one K (kv 0) or V (kv 1) row to the pool at element dst, converted as the
-// plain append converts them.
-__device__ __forceinline__ void pool_store(char* pool, int64_t dst, const float* e, int n, const PagedAttentionDesc& d,
-                                           int kv) {
-  if (d.cache == StorageType::kF8E4M3) {
-    const float sc = kv == 0 ? d.k_scale : d.v_scale;
-    for (int j = 0; j < n; ++j)
-      pool[dst + j] = static_cast<char>(__nv_cvt_float_to_fp8(e[j] / sc, __NV_SATFINITE, __NV_E4M3));
-  } else if (n == 8) {
-    store8(pool, dst, e, d.cache);
-  } else {
-    store(pool, dst, e[0], d.cache);
-  }
-}
-
 // x rounded to storage t (the value a Rope layer's output would hold).
 __device__ __forceinline__ float round_to(float x, StorageType t) {
   if (t == StorageType::kF16) return __half2float(__float2half_rn(x));
