@@ -6,7 +6,8 @@ C=.gpu-carry
 # decompressed in place, once, for every script that sources this file.
 find $C -name '*.xz' -exec xz -d -f {} + 2>/dev/null || true
 CUDNN=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cudnn/lib
-export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# NVRTC (generated FusedPointwise kernels, decision 0091): the toolkit's, else the venv's cu13 copy.
+export LD_LIBRARY_PATH=$PWD/$C/lib:$CUDNN:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}:/opt/torch/.venv/lib/python3.12/site-packages/nvidia/cu13/lib
 PY=/opt/torch/.venv/bin/python
 [ -x "$PY" ] || PY=python3
 # Progress lines with the seconds since the script started (a script may set T0 before sourcing

@@ -4,7 +4,9 @@
 # (BERT-base, GPT-2 at 4 x 128, ViT-B/16 at batch 4); 2) Kiln speed: `kiln build --fp16` ->
 # `kiln bench --cuda-graph` (GPU compute median) at batch 1 and 32 (ViT: 1 and 64); 3) the PyTorch
 # peers on the same modules (bench/peers/transformer_peers.py: eager in a CUDA graph, torch.compile
-# reduce-overhead). Results: $OUT/transformers.jsonl.
+# reduce-overhead). Results: $OUT/transformers.jsonl. KILN_TF_CONFIGS (model:batch list) picks the speed
+# runs, KILN_TF_PEERS=0 skips the peers, KILN_TF_PROFILE=1 keeps each plan's per-layer profile
+# (`kiln bench --dump-profile`) in $OUT/profile_MODEL.BATCH.json.
 set -uo pipefail
 OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 . "$(dirname "$0")/gpu_env.sh"  # C, PY, LD_LIBRARY_PATH
@@ -27,14 +29,19 @@ for m in bert_base gpt2 vit_b_16; do
 done
 echo "== Kiln FP16 (kiln bench --cuda-graph)"
 : > "$OUT/transformers.jsonl"
-for cfg in bert_base:1 bert_base:32 gpt2:1 gpt2:32 vit_b_16:1 vit_b_16:64; do
+CONFIGS=${KILN_TF_CONFIGS:-bert_base:1 bert_base:32 gpt2:1 gpt2:32 vit_b_16:1 vit_b_16:64}
+for cfg in $CONFIGS; do
   m=${cfg%:*}; b=${cfg#*:}
   $C/kiln build models/$m.onnx -o /tmp/tf/$m.$b.plan --device gpu --fp16 --shapes "$(shapes $m $b)" > /dev/null 2>&1 || { echo "$cfg: build failed"; continue; }
   $C/kiln bench /tmp/tf/$m.$b.plan --cuda-graph --iterations 200 --json /tmp/tf/$m.$b.json > /dev/null 2>&1 || { echo "$cfg: bench failed"; continue; }
+  if [ "${KILN_TF_PROFILE:-0}" = 1 ]; then
+    $C/kiln bench /tmp/tf/$m.$b.plan --iterations 20 --dump-profile $OUT/profile_$m.$b.json > /dev/null 2>&1 || echo "$cfg: profile failed"
+  fi
   $PY -c "
 import json; j = json.load(open('/tmp/tf/$m.$b.json')); ms = j['gpu_compute_ms']['median']
 print(json.dumps({'model': '$m', 'batch': $b, 'seq': 128, 'peer': 'kiln', 'gpu_median_ms': ms, 'items_per_s': round($b / ms * 1000.0, 1)}))" | tee -a "$OUT/transformers.jsonl"
 done
+[ "${KILN_TF_PEERS:-1}" = 0 ] && exit 0
 echo "== PyTorch peers"
-timeout ${KILN_PEER_TIMEOUT:-300} $PY bench/peers/transformer_peers.py --configs bert_base:1,bert_base:32,gpt2:1,gpt2:32,vit_b_16:1,vit_b_16:64 \
+timeout ${KILN_PEER_TIMEOUT:-300} $PY bench/peers/transformer_peers.py --configs "$(echo $CONFIGS | tr " " ",")" \
   ${KILN_PEER_COMPILE:---compile} 2>/dev/null | grep '^{' | tee -a "$OUT/transformers.jsonl"

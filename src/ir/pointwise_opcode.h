@@ -1,12 +1,16 @@
 // The instruction set of FusedPointwise programs (see ir/pointwise_program.h and
 // docs/decisions/0005-pointwise-programs.md) and the one scalar definition of each opcode,
 // shared by the CPU reference kernel and the CUDA kernel so both compute the same formula.
-// Dependency-free (no STL): kernels.cu includes it.
+// Dependency-free (no STL): kernels.cu includes it, and its text is the prelude of the kernels
+// NVRTC compiles for FusedPointwise programs (backends/cuda/pw_jit.h), where the math functions
+// are built in and the generated source defines int32_t.
 #pragma once
 
+#ifndef __CUDACC_RTC__
 #include <math.h>
 
 #include <cstdint>
+#endif
 
 #ifdef __CUDACC__
 #define KILN_HOST_DEVICE __host__ __device__

@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels_gemv.h"
 #include "backends/cuda/kernels_more.h"
+#include "backends/cuda/pw_jit.h"
 
 namespace kiln::cuda {
 
@@ -562,22 +563,106 @@ class PointwiseLayer : public Layer {
   float alpha_, beta_;
 };
 
+// A FusedPointwise program: the interpreter (launch_fused_pointwise; variant 0), or the program
+// compiled to its own kernel (pw_jit.h; variant 1) when its inputs are read in whole 16-byte
+// vectors and NVRTC or the plan's cubin is there. The builder times both.
 class FusedPointwiseLayer : public Layer {
  public:
-  FusedPointwiseLayer(const PwDeviceProgram& p, StorageType t) : p_(p), t_(t) {
+  static constexpr TacticId kInterpreter = make_tactic_id(TacticSource::kKiln, 0);
+  static constexpr TacticId kGenerated = make_tactic_id(TacticSource::kKiln, 1);
+  FusedPointwiseLayer(const PwDeviceProgram& p, StorageType t) : p_(p), t_(t), shape_(pw_jit_shape(p, t)) {
     op = "FusedPointwise";
-    tactic = std::string("kiln.fused_pointwise ") + storage_name(t) + " instrs=" + std::to_string(p.num_instrs);
+    describe();
+  }
+  // The program, the output's dims and each input's strides: what the time depends on.
+  std::string signature() const override {
+    std::string sig = "fused_pointwise " + std::string(storage_name(t_)) + " dims=";
+    for (int d = 0; d < p_.rank; ++d) sig += (d ? "x" : "") + std::to_string(p_.out_dims[d]);
+    for (int k = 0; k < p_.num_inputs; ++k) {
+      sig += " in" + std::to_string(k) + "=";
+      for (int d = 0; d < p_.rank; ++d) sig += (d ? "," : "") + std::to_string(p_.in_strides[k][d]);
+    }
+    sig += " prog=";
+    for (int j = 0; j < p_.num_instrs; ++j) {
+      const PwDeviceInstr& in = p_.instrs[j];
+      sig += (j ? ";" : "") + std::to_string(in.op) + "(";
+      for (int q = 0; q < ir::kMaxPwArgs; ++q) {
+        uint32_t bits;
+        std::memcpy(&bits, &in.imm[q], sizeof bits);
+        sig += (q ? "," : "") + (in.src[q] == kPwImmediate ? "#" + std::to_string(bits) : std::to_string(in.src[q]));
+      }
+      sig += ")";
+    }
+    return sig;
+  }
+  StatusOr<std::vector<TacticId>> candidates(ExecState& s) override {
+    std::vector<TacticId> c;
+    if (shape_.ok && (s.tactic_data || nvrtc_available())) c.push_back(kGenerated);
+    c.push_back(kInterpreter);
+    return c;
+  }
+  Status select(TacticId id, ExecState& s) override {
+    restored = false;
+    if (id == kInterpreter) {
+      jit_.reset();
+    } else if (id == kGenerated && shape_.ok) {
+      const int arch = current_arch();
+      const std::string src = pw_jit_source(p_, t_, shape_.mode);
+      key_ = pw_jit_key(src, arch);
+      const std::string* cubin = nullptr;
+      if (s.tactic_data)
+        if (auto it = s.tactic_data->find(key_); it != s.tactic_data->end()) cubin = &it->second;
+      auto k = pw_jit_kernel(key_, src, cubin, arch);
+      if (!k.ok()) return Status(k.status().code(), "layer '" + name + "': " + k.status().message());
+      jit_ = *k;
+      restored = cubin != nullptr;
+    } else {
+      return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) + " is not one of its tactics" +
+                          (id == kGenerated ? " (" + shape_.why + ")" : ""));
+    }
+    tactic_id = id;
+    describe();
+    if (s.verify) return enqueue(s);
+    return Status::Ok();
+  }
+  // The generated kernel's cubin, so a load needs no NVRTC (and compiles nothing).
+  void export_tactic_data(std::map<std::string, std::string>* out) const override {
+    if (jit_) (*out)[key_] = jit_->cubin();
   }
   Status enqueue(ExecState& s) override {
     PwDevicePointers ptrs;
     for (size_t k = 0; k < ins.size() && k < static_cast<size_t>(ir::kMaxPwInputs); ++k) ptrs.in[k] = s.ptr(ins[k]);
-    KILN_CUDA_CHECK(launch_fused_pointwise(p_, ptrs, s.ptr(outs[0]), t_, s.stream));
+    void* y = s.ptr(outs[0]);
+    if (jit_) {
+      PwJitArgs a;
+      a.y = y;
+      a.total = shape_.total;
+      bool aligned = reinterpret_cast<uintptr_t>(y) % 16 == 0;
+      for (int k = 0; k < p_.num_inputs; ++k) {
+        a.in[k] = ptrs.in[k];
+        a.period[k] = shape_.period[k];
+        aligned &= shape_.mode[k] == PwJitInput::kScalar || reinterpret_cast<uintptr_t>(ptrs.in[k]) % 16 == 0;
+      }
+      // Arena offsets are 256-byte aligned; a view at an odd offset runs the interpreter.
+      if (aligned) {
+        KILN_CUDA_CHECK(jit_->launch(a, t_, s.stream));
+        return Status::Ok();
+      }
+    }
+    KILN_CUDA_CHECK(launch_fused_pointwise(p_, ptrs, y, t_, s.stream));
     return Status::Ok();
   }
 
  private:
+  void describe() {
+    tactic = std::string(jit_ ? "kiln.pw_jit " : "kiln.fused_pointwise ") + storage_name(t_) +
+             " instrs=" + std::to_string(p_.num_instrs);
+  }
   PwDeviceProgram p_;
   StorageType t_;
+  PwJitShape shape_;
+  std::string key_;                            // the generated kernel's tactic-data key
+  std::shared_ptr<const PwJitKernel> jit_;     // the generated kernel, when selected
 };
 
 class ReformatLayer : public Layer {
