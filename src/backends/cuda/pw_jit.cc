@@ -180,12 +180,16 @@ std::string pw_jit_source(const PwDeviceProgram& p, StorageType t, const std::ar
     std::string args;
     for (int q = 0; q < ir::kMaxPwArgs; ++q) {
       const int32_t src = in.src[q];
-      std::string a = src >= 0 ? "r" + std::to_string(src)
-                      : src == kPwImmediate ? float_bits(in.imm[q])
-                                            : "x" + std::to_string(-1 - src);
-      args += (q ? ", " : "") + a;
+      if (q) args += ", ";
+      if (src == kPwImmediate) {
+        args += float_bits(in.imm[q]);
+      } else {
+        args += src >= 0 ? 'r' : 'x';
+        args += std::to_string(src >= 0 ? src : -1 - src);
+      }
     }
-    const std::string r = "r" + std::to_string(j);
+    std::string r(1, 'r');
+    r += std::to_string(j);
     s += "  float " + r + " = kiln::ir::pw_apply(static_cast<kiln::ir::PwOpcode>(" + std::to_string(in.op) + "), " + args +
          ");\n  asm(\"\" : \"+f\"(" + r + "));\n";
   }
