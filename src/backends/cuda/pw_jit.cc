@@ -31,31 +31,22 @@ std::string float_bits(float v) {
 
 // Loads, stores and 16-byte vector lanes of one storage type (conversions as cuda_fp16.h /
 // cuda_bf16.h do them on sm_80+: cvt.f32.f16, cvt.rn.f16.f32, a shift, cvt.rn.bf16.f32).
-const char* storage_helpers(StorageType t) {
-  switch (t) {
-    case StorageType::kF32:
-      return R"(__device__ __forceinline__ float kiln_ld(const void* p, unsigned i) { return ((const float*)p)[i]; }
+std::string storage_helpers(StorageType t) {
+  if (t == StorageType::kF32)
+    return R"(__device__ __forceinline__ float kiln_ld(const void* p, unsigned i) { return ((const float*)p)[i]; }
 __device__ __forceinline__ void kiln_st(void* p, unsigned i, float v) { ((float*)p)[i] = v; }
 __device__ __forceinline__ float kiln_el(const KilnU4& u, int j) { return __uint_as_float(u.w[j]); }
 __device__ __forceinline__ void kiln_set(KilnU4& u, int j, float v) { u.w[j] = __float_as_uint(v); }
 )";
-    case StorageType::kF16:
-      return R"(__device__ __forceinline__ float kiln_cvt(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+  // 16-bit storage: the type's two conversions, then the same accessors over them.
+  std::string h = t == StorageType::kF16
+      ? R"(__device__ __forceinline__ float kiln_cvt(unsigned short h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ unsigned short kiln_rnd(float f) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 )"
-             R"(__device__ __forceinline__ float kiln_ld(const void* p, unsigned i) { return kiln_cvt(((const unsigned short*)p)[i]); }
-__device__ __forceinline__ void kiln_st(void* p, unsigned i, float v) { ((unsigned short*)p)[i] = kiln_rnd(v); }
-__device__ __forceinline__ float kiln_el(const KilnU4& u, int j) { return kiln_cvt((unsigned short)(u.w[j >> 1] >> ((j & 1) * 16))); }
-__device__ __forceinline__ void kiln_set(KilnU4& u, int j, float v) {
-  const unsigned sh = (j & 1) * 16;
-  u.w[j >> 1] = (u.w[j >> 1] & ~(0xffffu << sh)) | ((unsigned)kiln_rnd(v) << sh);
-}
-)";
-    default:  // kBF16
-      return R"(__device__ __forceinline__ float kiln_cvt(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+      : R"(__device__ __forceinline__ float kiln_cvt(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
 __device__ __forceinline__ unsigned short kiln_rnd(float f) { unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-)"
-             R"(__device__ __forceinline__ float kiln_ld(const void* p, unsigned i) { return kiln_cvt(((const unsigned short*)p)[i]); }
+)";
+  return h + R"(__device__ __forceinline__ float kiln_ld(const void* p, unsigned i) { return kiln_cvt(((const unsigned short*)p)[i]); }
 __device__ __forceinline__ void kiln_st(void* p, unsigned i, float v) { ((unsigned short*)p)[i] = kiln_rnd(v); }
 __device__ __forceinline__ float kiln_el(const KilnU4& u, int j) { return kiln_cvt((unsigned short)(u.w[j >> 1] >> ((j & 1) * 16))); }
 __device__ __forceinline__ void kiln_set(KilnU4& u, int j, float v) {
@@ -63,7 +54,6 @@ __device__ __forceinline__ void kiln_set(KilnU4& u, int j, float v) {
   u.w[j >> 1] = (u.w[j >> 1] & ~(0xffffu << sh)) | ((unsigned)kiln_rnd(v) << sh);
 }
 )";
-  }
 }
 
 // ---- NVRTC through dlopen
