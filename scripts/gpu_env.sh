@@ -14,6 +14,8 @@ PY=/opt/torch/.venv/bin/python
 # this file), and `has STEP`: whether STEP is one of the words of $STEPS.
 T0=${T0:-$(date +%s)}
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
+# Seconds left of the call's budget (KILN_BUDGET_S, default 570) since T0.
+left() { echo $(( ${KILN_BUDGET_S:-570} - ($(date +%s) - T0) )); }
 has() { case " ${STEPS:-} " in *" $1 "*) return 0;; *) return 1;; esac; }
 # measured LOG CMD...: runs CMD with its stdout and stderr to LOG, then appends its wall seconds and peak
 # resident set (its children's ru_maxrss) as JSON on the last line of LOG; returns CMD's status.

@@ -22,7 +22,6 @@ OUT=${OUT:-/tmp/kiln-out}; mkdir -p "$OUT"
 STEPS=${KILN_STEPS:-tests llm1b llm8b}
 BATCHES=${KILN_LLM_BATCHES:-1,64}
 W=/tmp/llm; mkdir -p $W
-left() { echo $(( ${KILN_BUDGET_S:-570} - ($(date +%s) - T0) )); }
 stamp "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, THP $(cat /sys/kernel/mm/transparent_hugepage/enabled), disk $(df -h /tmp | awk 'NR==2{print $4}') free"
 if has tests; then
   stamp "== GPU tests"

@@ -17,7 +17,6 @@ export KILN_TEST_MAX_S=${KILN_TEST_MAX_S:-170}
 LLM=$(for s in $STEPS; do case $s in tests|llm1b|kv1b|llm8b|peer8b) echo -n "$s ";; esac; done)
 [ -n "$LLM" ] && KILN_STEPS="$LLM" scripts/gpu_session14.sh
 . scripts/gpu_env.sh
-left() { echo $(( ${KILN_BUDGET_S:-570} - ($(date +%s) - T0) )); }
 if has tf && [ "$(left)" -gt 60 ]; then
   stamp "== transformers ($(left) s left)"
   KILN_TF_CONFIGS=${KILN_TF_CONFIGS:-bert_base:1 bert_base:32 gpt2:1 gpt2:32} KILN_TF_PEERS=${KILN_TF_PEERS:-0} KILN_TF_PROFILE=${KILN_TF_PROFILE:-1} \
