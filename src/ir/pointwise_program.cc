@@ -184,4 +184,24 @@ std::string pw_program_text(const PwProgram& p) {
   return s;
 }
 
+bool pw_is_silu_gate(const PwProgram& p) {
+  if (p.instrs.size() != 3 || p.num_inputs != 2) return false;
+  auto is = [](const PwOperand& o, PwOperand::Kind k, int i) { return o.kind == k && o.index == i; };
+  auto mul_of = [&](const PwInstr& in, PwOperand::Kind ka, int a, PwOperand::Kind kb, int b) {
+    return in.op == PwOpcode::kMul && ((is(in.args[0], ka, a) && is(in.args[1], kb, b)) ||
+                                       (is(in.args[0], kb, b) && is(in.args[1], ka, a)));
+  };
+  using K = PwOperand::Kind;
+  return p.instrs[0].op == PwOpcode::kSigmoid && is(p.instrs[0].args[0], K::kInput, 0) &&
+         mul_of(p.instrs[1], K::kInput, 0, K::kRegister, 0) && mul_of(p.instrs[2], K::kRegister, 1, K::kInput, 1);
+}
+
+PwProgram pw_swap_inputs01(PwProgram p) {
+  for (PwInstr& in : p.instrs)
+    for (PwOperand& o : in.args)
+      if (o.kind == PwOperand::Kind::kInput && (o.index == 0 || o.index == 1)) o.index = 1 - o.index;
+  if (p.num_inputs < 2) p.num_inputs = 2;
+  return p;
+}
+
 }  // namespace kiln::ir

@@ -46,4 +46,13 @@ StatusOr<PwProgram> parse_pw_program(std::string_view text);
 // Program -> text (parse_pw_program(pw_program_text(p)) gives p back bit for bit).
 std::string pw_program_text(const PwProgram& p);
 
+// Whether p is silu(in0) * in1 as fuse_pointwise writes a gated MLP's activation — Sigmoid(in0);
+// Mul(in0, r0); Mul(r1, in1), either operand order of each Mul (IEEE multiplication commutes
+// exactly) —, the gate program the GPU's gated GEMM computes with constant opcodes
+// (passes::fuse_gated_gemm, docs/decisions/0092).
+bool pw_is_silu_gate(const PwProgram& p);
+
+// p with inputs 0 and 1 exchanged (a gate whose halves arrive in the other order).
+PwProgram pw_swap_inputs01(PwProgram p);
+
 }  // namespace kiln::ir

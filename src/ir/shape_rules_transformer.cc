@@ -4,6 +4,7 @@
 // graph fails at build time with the node's name.
 #include <cmath>
 
+#include "ir/pointwise_program.h"
 #include "ir/shape_rules.h"
 
 namespace kiln::ir {
@@ -60,6 +61,28 @@ Status matmul_bias_rule(ShapeContext& ctx) {
   const auto& b = ctx.shape(2);
   if (s && !s->empty() && b && (b->size() != 1 || dims_conflict((*b)[0], s->back())))
     return ctx.fail("bias " + sym_shape_str(*b) + " does not match the product's last dim " + sym_shape_str(*s));
+  // A gate (passes::fuse_gated_gemm): Y holds one output per pair of columns (j, N + j) of the product.
+  const std::string gate = ctx.node().attr_string("gate", "");
+  if (!gate.empty()) {
+    StatusOr<PwProgram> prog = parse_pw_program(gate);
+    if (!prog.ok()) return ctx.fail("gate: " + prog.status().message());
+    if (prog->num_inputs > 2) return ctx.fail("gate program reads " + std::to_string(prog->num_inputs) + " inputs, at most 2");
+    if (ctx.node().inputs.size() > 3 && ctx.node().inputs[3] != kNoValue) return ctx.fail("a gate with a residual");
+    if (!ctx.node().attr_string("activation", "").empty()) return ctx.fail("a gate with an activation");
+    if (s && !s->empty()) {
+      Dim& n = s->back();
+      if (!n.is_known()) return ctx.fail("a gate needs the product's last dim known, got " + sym_shape_str(*s));
+      if (n.value % 2 != 0) return ctx.fail("a gate needs an even product width, got " + sym_shape_str(*s));
+      n = Dim::known(n.value / 2);
+    }
+  }
+  // The norm scale (passes::fuse_rmsnorm_gemm): one value per column of A.
+  if (ctx.node().inputs.size() > 4 && ctx.node().inputs[4] != kNoValue) {
+    const auto& a = ctx.shape(0);
+    const auto& sc = ctx.shape(4);
+    if (a && sc && !a->empty() && (sc->size() != 1 || dims_conflict((*sc)[0], a->back())))
+      return ctx.fail("norm scale " + sym_shape_str(*sc) + " is not [K] of the input " + sym_shape_str(*a));
+  }
   if (ctx.node().inputs.size() > 3 && ctx.node().inputs[3] != kNoValue) {
     const auto& r = ctx.shape(3);
     bool differs = s && r && r->size() != s->size();

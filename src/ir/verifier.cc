@@ -68,7 +68,7 @@ Arity arity(OpKind op) {
     case OpKind::kAttention: return {3, 4, 1, 1};
     case OpKind::kRMSNormalization: return {2, 2, 1, 1};
     case OpKind::kRope: return {3, 4, 1, 1};
-    case OpKind::kMatMulBias: return {3, 4, 1, 1};
+    case OpKind::kMatMulBias: return {3, 5, 1, 1};
     case OpKind::kPagedAttention: return {7, 8, 1, 1};
     case OpKind::kQuantLinear: return {3, 4, 1, 1};
     case OpKind::kQuantConv: return {3, 5, 1, 1};

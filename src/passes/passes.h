@@ -38,6 +38,8 @@ Status fuse_horizontal_gemm(ir::Graph& g, const PassOptions& opts);      // fuse
 Status fuse_gemm_activation(ir::Graph& g, const PassOptions& opts);      // fuse_gemm_activation.cc
 Status fuse_gemm_residual(ir::Graph& g, const PassOptions& opts);        // fuse_gemm_activation.cc
 Status fuse_rope_attention(ir::Graph& g, const PassOptions& opts);       // fuse_rope_attention.cc
+Status fuse_rmsnorm_gemm(ir::Graph& g, const PassOptions& opts);         // fuse_rmsnorm_gemm.cc
+Status fuse_gated_gemm(ir::Graph& g, const PassOptions& opts);           // fuse_gated_gemm.cc
 Status fuse_pointwise(ir::Graph& g, const PassOptions& opts);            // fuse_pointwise.cc
 Status annotate_qdq(ir::Graph& g, const PassOptions& opts);              // annotate_qdq.cc
 Status propagate_qdq(ir::Graph& g, const PassOptions& opts);             // propagate_qdq.cc

@@ -73,11 +73,18 @@ const std::vector<Pass>& default_pipeline() {
       // would stop that), before fuse_pointwise would take the Relu into a program of its own.
       {"fuse_gemm_activation", 2, fuse_gemm_activation},
       {"fuse_gemm_residual", 2, fuse_gemm_residual},
+      // An RMSNorm read only by the GEMM after it becomes that GEMM's prologue (docs/decisions/0092):
+      // after fuse_horizontal_gemm (one wide GEMM reads the norm) and fuse_gemm_residual (the
+      // MatMulBias forms settled), before fuse_pointwise could see the norm's readers change.
+      {"fuse_rmsnorm_gemm", 2, fuse_rmsnorm_gemm},
       // An LLM step's Rope layers of Q and K into its PagedAttention (docs/decisions/0090).
       {"fuse_rope_attention", 2, fuse_rope_attention},
       // After every pattern pass (LayerNorm, GELU, MatMul+Add, conv epilogue, horizontal conv), so it
       // takes only the elementwise layers they left: remaining chains and small DAGs become one program each.
       {"fuse_pointwise", 2, fuse_pointwise},
+      // silu(gate) * up over the halves of the wide gate/up GEMM becomes its epilogue: needs the
+      // program fuse_pointwise just made and the Split fuse_horizontal_gemm made (0092).
+      {"fuse_gated_gemm", 2, fuse_gated_gemm},
       // After the rewrites: whatever they left unread goes.
       {"eliminate_dead_layers", 1, eliminate_dead_layers},
       // An analysis, not a rewrite: it needs the final producers and readers of every Concat input.

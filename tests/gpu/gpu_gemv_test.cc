@@ -101,6 +101,67 @@ TEST(GpuGemv, SkinnyGemmMatchesTheReference) {
   }
 }
 
+// A decoder layer's RMSNorm -> gate/up -> silu(gate) * up (docs/decisions/0092): the passes make one
+// GEMM with the norm in its prologue and the gate in its epilogue. The skinny GEMM ("kiln") and
+// cuBLASLt with the norm kernel before and the gate kernel after ("cublaslt") both match the CPU
+// reference, M from 1 to 8 — K = 4096 at M = 8 puts 64 KiB of normalized rows in shared memory.
+// Without the gate (q/k/v: the norm alone) the same.
+TinyGraph norm_mlp_graph(int64_t m, int64_t k, int64_t n, bool gate, uint32_t seed) {
+  TinyGraph t;
+  auto x = t.input("x", {m, k});
+  auto h = t.node(ir::OpKind::kRMSNormalization, "norm", {x, t.constant("scale", random_tensor({k}, seed, 0.5f, 1.5f))},
+                  {m, k}, {{"axis", ir::Attribute::of_int(-1)}, {"epsilon", ir::Attribute::of_float(1e-5f)}});
+  auto g = t.node(ir::OpKind::kMatMul, "gate_proj", {h, t.constant("wg", random_tensor({k, n}, seed + 1, -0.05f, 0.05f))},
+                  {m, n});
+  if (!gate) {
+    t.g.outputs = {g};
+    return t;
+  }
+  auto u = t.node(ir::OpKind::kMatMul, "up_proj", {h, t.constant("wu", random_tensor({k, n}, seed + 2, -0.05f, 0.05f))},
+                  {m, n});
+  auto s = t.node(ir::OpKind::kSigmoid, "act.sigmoid", {g}, {m, n});
+  auto a = t.node(ir::OpKind::kMul, "act", {g, s}, {m, n});
+  t.g.outputs = {t.node(ir::OpKind::kMul, "gate_up", {a, u}, {m, n})};
+  return t;
+}
+
+TEST(GpuGemv, NormPrologueAndSiluGateEpilogue) {
+  REQUIRE_GPU();
+  struct NCase {
+    int64_t m, k, n;
+    bool gate;
+  };
+  const std::vector<NCase> cases = {{1, 4096, 1024, true}, {3, 512, 200, true},  {8, 4096, 512, true},
+                                    {1, 4096, 1536, false}, {5, 1024, 96, false}, {8, 4096, 256, false}};
+  uint32_t seed = 900;
+  for (const NCase& c : cases) {
+    const TinyGraph t = norm_mlp_graph(c.m, c.k, c.n, c.gate, seed);
+    const std::vector<Tensor> in = {random_tensor({c.m, c.k}, seed + 5, -2.f, 2.f)};
+    seed += 10;
+    auto ref = interpret(t.g, in);
+    ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+    for (bool bf16 : {false, true}) {
+      const std::string what = "m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n) +
+                               (c.gate ? " gate" : "") + (bf16 ? " bf16" : " fp16");
+      const double tol = bf16 ? 3e-2 : 4e-3;
+      std::vector<Tensor> outs;
+      for (const char* sources : {"kiln", "cublaslt"}) {
+        auto r = build_and_run(t.g, in, bf16, sources);
+        ASSERT_TRUE(r.ok()) << what << " " << sources << ": " << r.status().to_string();
+        ASSERT_EQ(r->gemm_tactics.size(), 1u) << what << " " << sources << ": the norm and gate are one layer";
+        const std::string& tac = r->gemm_tactics[0];
+        EXPECT_NE(tac.find("rms_norm"), std::string::npos) << what << ": " << tac;
+        EXPECT_EQ(tac.find("silu_gate") != std::string::npos, c.gate) << what << ": " << tac;
+        EXPECT_EQ(tac.rfind(sources[0] == 'k' ? "kiln.gemv" : "cublaslt.matmul", 0), 0u) << what << ": " << tac;
+        EXPECT_LE(relative_diff(*ref, r->out), tol) << what << " (" << tac << ")";
+        outs.push_back(r->out.at(0).clone());
+      }
+      // The two tactics agree with each other more closely than either with the float32 reference.
+      EXPECT_LE(relative_diff({outs[0]}, {outs[1]}), bf16 ? 2e-2 : 2e-3) << what;
+    }
+  }
+}
+
 // Above kGemvMaxM rows the skinny GEMM is not offered: a "kiln"-only build has no GEMM tactic.
 TEST(GpuGemv, NotOfferedForManyRows) {
   REQUIRE_GPU();
@@ -131,6 +192,23 @@ TEST(GpuGemv, SupportBounds) {
   EXPECT_FALSE(cuda::gemv_supports(d));
   d.k = 4096;
   d.rows_per_warp = 3;
+  EXPECT_FALSE(cuda::gemv_supports(d));
+  // The norm keeps M x K 16-bit values in shared memory; the gate takes 1 or 2 outputs per warp.
+  d.rows_per_warp = 1;
+  d.norm = true;
+  EXPECT_TRUE(cuda::gemv_supports(d));  // 8 x 4096 x 2 = 64 KiB
+  d.k = 8192;
+  EXPECT_FALSE(cuda::gemv_supports(d));  // 128 KiB
+  d.k = 4096;
+  d.out_f32 = true;
+  EXPECT_FALSE(cuda::gemv_supports(d));
+  d.out_f32 = false;
+  d.gate = true;
+  EXPECT_TRUE(cuda::gemv_supports(d));
+  d.rows_per_warp = 4;
+  EXPECT_FALSE(cuda::gemv_supports(d));
+  d.rows_per_warp = 2;
+  d.relu = true;
   EXPECT_FALSE(cuda::gemv_supports(d));
 #endif
 }

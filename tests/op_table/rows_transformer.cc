@@ -600,8 +600,15 @@ std::vector<Row> transformer_rows() {
       graph_row("TransformerBlock_ViT_B_sizes",
                 [] { return OpCase{transformer_block(1, 197, 768, 12), {nonzero({1, 197, 768}, 31)}}; },
                 {"Attention", "MatMulBias"}, {1e-3, 2e-2, 6e-2}),
+      // The RMSNorm is the q/k/v GEMM's prologue (docs/decisions/0092).
       graph_row("DecoderBlock_fused_2x37x128", [] { return OpCase{decoder_block(2, 37, 128, 2), {nonzero({2, 37, 128}, 1100)}}; },
-                {"Attention", "RMSNormalization", "MatMulBias"}),
+                {"Attention", "MatMulBias"}),
+      // The gated MLP: 3 rows (the GPU's skinny GEMM with the norm and the gate inside), 74 rows
+      // (cuBLASLt with the norm kernel before it and the gate kernel after).
+      graph_row("DecoderMlp_norm_silu_gate_1x3x256", [] { return OpCase{decoder_mlp(1, 3, 256, 136), {nonzero({1, 3, 256}, 1210)}}; },
+                {"MatMulBias"}),
+      graph_row("DecoderMlp_norm_silu_gate_2x37x128", [] { return OpCase{decoder_mlp(2, 37, 128, 200), {nonzero({2, 37, 128}, 1220)}}; },
+                {"MatMulBias"}),
       graph_row("ClassTokenHead_shape_arithmetic", [] { return OpCase{class_token_head(), {nonzero({2, 4, 8}, 53)}}; },
                 {"LayerNormalization"}),
   };

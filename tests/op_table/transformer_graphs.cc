@@ -149,6 +149,24 @@ ir::Graph decoder_block(int64_t B, int64_t S, int64_t D, int64_t H) {
   return t.g;
 }
 
+ir::Graph decoder_mlp(int64_t B, int64_t S, int64_t D, int64_t F) {
+  TinyGraph t;
+  uint32_t seed = 1200;
+  auto w = [&](const std::string& name, const Shape& s, float scale) { return t.constant(name, nonzero(s, seed++, scale)); };
+  auto x = t.input("x", {B, S, D});
+  auto h = t.node(OpKind::kRMSNormalization, "post_attention_layernorm", {x, w("norm.w", {D}, 1.f)}, {B, S, D},
+                  {{"axis", Attribute::of_int(-1)}, {"epsilon", Attribute::of_float(1e-5f)}});
+  const float sd = 1.f / std::sqrt(static_cast<float>(D)), sf = 1.f / std::sqrt(static_cast<float>(F));
+  auto g = t.node(OpKind::kMatMul, "gate_proj", {h, w("gate.w", {D, F}, sd)}, {B, S, F});
+  auto u = t.node(OpKind::kMatMul, "up_proj", {h, w("up.w", {D, F}, sd)}, {B, S, F});
+  auto sg = t.node(OpKind::kSigmoid, "act.sigmoid", {g}, {B, S, F});
+  auto a = t.node(OpKind::kMul, "act", {g, sg}, {B, S, F});
+  auto m = t.node(OpKind::kMul, "gate_up", {a, u}, {B, S, F});
+  auto d = t.node(OpKind::kMatMul, "down_proj", {m, w("down.w", {F, D}, sf)}, {B, S, D});
+  t.g.outputs = {t.node(OpKind::kAdd, "mlp.residual", {x, d}, {B, S, D})};
+  return t.g;
+}
+
 ir::Graph class_token_head() {
   TinyGraph t;
   auto x = t.input("x", {2, 4, 8});

@@ -33,6 +33,12 @@ ir::Graph transformer_block(int64_t B, int64_t S, int64_t D, int64_t H);
 // fuse_rmsnorm, fuse_matmul_add, fuse_horizontal_gemm and fuse_attention (is_causal) all fire.
 ir::Graph decoder_block(int64_t B, int64_t S, int64_t D, int64_t H);
 
+// A Llama MLP after its attention: x [B, S, D] -> RMSNormalization -> gate_proj, up_proj (MatMul
+// [D, F]) -> silu(gate) * up (Sigmoid, Mul, Mul) -> down_proj [F, D] -> residual Add, so
+// fuse_horizontal_gemm, fuse_rmsnorm_gemm, fuse_pointwise, fuse_gated_gemm and fuse_gemm_residual
+// leave two MatMulBias layers (docs/decisions/0092).
+ir::Graph decoder_mlp(int64_t B, int64_t S, int64_t D, int64_t F);
+
 // A dynamic-batch export's shape arithmetic (as torch writes ViT's class token): Shape -> Gather
 // -> Unsqueeze -> Concat feeding Expand and Reshape; x[:, 0] is a Gather. x is [2, 4, 8].
 ir::Graph class_token_head();

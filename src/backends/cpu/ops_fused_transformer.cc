@@ -229,18 +229,46 @@ Status rms_norm(KernelContext& ctx) {
   return Status::Ok();
 }
 
-// MatMulBias (ops.def): the MatMul kernel, the bias, then the residual (input 3) or the
-// activation ("", Relu or GeluTanh), each in float32 in the unfused graph's order.
+// MatMulBias (ops.def): the norm prologue (input 4: the RMSNormalization kernel over A's last
+// axis, as the layer it absorbed), the MatMul kernel, the bias, then the residual (input 3), the
+// gate (the FusedPointwise kernel over the product's two halves) or the activation ("", Relu or
+// GeluTanh), each in float32 in the unfused graph's order.
 Status matmul_bias(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
   KILN_ASSIGN_OR_RETURN(const nn::GemmAct act, nn::gemm_activation(ctx));
   KernelFn matmul = KernelRegistry::get().find(ir::OpKind::kMatMul);
   if (!matmul) return ctx.unsupported_here("no CPU MatMul kernel");
-  ir::Node mm = ctx.node();
+  const ir::Node& node = ctx.node();
+  // Runs the registered kernel of `op` on `in` as a node of its own (this node's name and attrs).
+  auto run = [&](ir::OpKind op, std::vector<const Tensor*> in, std::map<std::string, ir::Attribute> attrs,
+                 Tensor* out) -> Status {
+    KernelFn fn = KernelRegistry::get().find(op);
+    if (!fn) return ctx.unsupported_here(std::string("no CPU ") + ir::op_name(op) + " kernel");
+    ir::Node sub = node;
+    sub.op = op;
+    sub.inputs.resize(in.size());
+    sub.attrs = std::move(attrs);
+    std::vector<Tensor> outs(1);
+    KernelContext sctx(sub, std::move(in), &outs, nullptr);
+    KILN_RETURN_IF_ERROR(fn(sctx));
+    *out = std::move(outs[0]);
+    return Status::Ok();
+  };
+  const Tensor* a = ctx.input(0);
+  Tensor normed;
+  if (node.inputs.size() > 4 && node.inputs[4] != ir::kNoValue) {
+    KILN_RETURN_IF_ERROR(run(ir::OpKind::kRMSNormalization, {a, ctx.input(4)},
+                             {{"axis", ir::Attribute::of_int(-1)},
+                              {"epsilon", ir::Attribute::of_float(node.attr_float("norm_epsilon", 1e-5f))}},
+                             &normed));
+    a = &normed;
+  }
+  ir::Node mm = node;
   mm.op = ir::OpKind::kMatMul;
   mm.inputs.resize(2);
+  mm.attrs.clear();
   std::vector<Tensor> out(1);
-  KernelContext mctx(mm, {ctx.input(0), ctx.input(1)}, &out, nullptr);
+  KernelContext mctx(mm, {a, ctx.input(1)}, &out, nullptr);
   KILN_RETURN_IF_ERROR(matmul(mctx));
   Tensor y = std::move(out[0]);
   const Tensor& b = ctx.in(2);
@@ -252,12 +280,27 @@ Status matmul_bias(KernelContext& ctx) {
   const float* bp = b.data<float>();
   for (int64_t i = 0; i < y.numel(); i += n)
     for (int64_t j = 0; j < n; ++j) yp[i + j] += bp[j];
-  if (ctx.node().inputs.size() > 3 && ctx.node().inputs[3] != ir::kNoValue) {
+  if (node.inputs.size() > 3 && node.inputs[3] != ir::kNoValue) {
     const Tensor& r = ctx.in(3);
     if (r.dtype() != DataType::kFloat32 || r.shape() != y.shape())
       return ctx.fail("residual " + shape_str(r.shape()) + " is not the product's shape " + shape_str(y.shape()));
     const float* rp = r.data<float>();
     for (int64_t i = 0; i < y.numel(); ++i) yp[i] += rp[i];
+  }
+  const std::string gate = node.attr_string("gate", "");
+  if (!gate.empty()) {
+    if (y.rank() < 1 || n % 2 != 0) return ctx.fail("a gate needs an even product width, got " + shape_str(y.shape()));
+    const int64_t h = n / 2, rows = y.numel() / std::max<int64_t>(n, 1);
+    Shape hs = y.shape();
+    hs.back() = h;
+    Tensor lo(DataType::kFloat32, hs), hi(DataType::kFloat32, hs);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy(yp + r * n, yp + r * n + h, lo.data<float>() + r * h);
+      std::copy(yp + r * n + h, yp + (r + 1) * n, hi.data<float>() + r * h);
+    }
+    KILN_RETURN_IF_ERROR(
+        run(ir::OpKind::kFusedPointwise, {&lo, &hi}, {{"program", ir::Attribute::of_string(gate)}}, &y));
+    yp = y.data<float>();
   }
   nn::gemm_activation_in_place(act, yp, y.numel());
   ctx.set_output(0, std::move(y));

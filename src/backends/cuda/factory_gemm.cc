@@ -17,6 +17,7 @@
 #include "core/transpose.h"
 #include "backends/cuda/gpu_ops.h"
 #include "backends/cuda/layer_factory.h"
+#include "ir/pointwise_program.h"
 
 namespace kiln::cuda {
 namespace {
@@ -275,11 +276,22 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
   p.gelu_tanh = act == "GeluTanh" && !gelu_layer;
   const StorageType st = ctx.storage();
   const bool has_residual = mm_bias && n.inputs.size() > 3 && n.inputs[3] != ir::kNoValue;
+  // passes::fuse_rmsnorm_gemm's norm scale (input 4) and fuse_gated_gemm's gate (docs/decisions/0092).
+  p.norm = mm_bias && n.inputs.size() > 4 && n.inputs[4] != ir::kNoValue;
+  p.norm_eps = n.attr_float("norm_epsilon", 1e-5f);
+  const std::string gate = mm_bias ? n.attr_string("gate", "") : "";
+  if (!gate.empty()) {
+    StatusOr<ir::PwProgram> prog = ir::parse_pw_program(gate);
+    if (!prog.ok() || !ir::pw_is_silu_gate(*prog))
+      return unsupported(where + "gate program '" + gate + "': the GPU's gated GEMM computes silu(in0) * in1 only");
+    if (has_residual || !act.empty()) return unsupported(where + "a gate with a residual or an activation");
+    p.gate = true;
+  }
   // An N whose rows are not 16-byte aligned (GPT-2's vocabulary of 50,257): the weight and bias are
   // stored padded with zeros to n_pad outputs, so the layer may also run as the padded GEMM + a
   // compacting copy (gpu_layers.h gemm_padded_n; the builder times both forms). Only large N (the
   // LM heads this is for) and no residual (the padded form has no C in Y's layout).
-  p.n_pad = p.n >= 256 && !has_residual ? gemm_padded_n(p.n, st) : 0;
+  p.n_pad = p.n >= 256 && !has_residual && !p.gate ? gemm_padded_n(p.n, st) : 0;
   const int64_t nw = p.n_pad > 0 ? p.n_pad : p.n;  // outputs stored
   std::vector<float> w;
   const float alpha = gemm ? n.attr_float("alpha", 1.f) : 1.f;
@@ -313,7 +325,15 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
   std::vector<int> ins;
   KILN_ASSIGN_OR_RETURN(int xa, ctx.activation(n.inputs[0]));
   ins = {ctx.as_layout(xa, false), wa};
-  if ((gemm || mm_bias) && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue) {
+  // A bias of zeros (the passes' MatMulBias of a bias-free MatMul) adds nothing: left out.
+  const auto zero_bias = [&](const Tensor& b) {
+    if (b.dtype() != DataType::kFloat32) return false;
+    const float* v = b.data<float>();
+    return std::all_of(v, v + b.numel(), [](float f) { return f == 0.f; });
+  };
+  const bool skip_bias = mm_bias && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue &&
+                         g.value(n.inputs[2]).constant && zero_bias(*g.value(n.inputs[2]).constant);
+  if ((gemm || mm_bias) && n.inputs.size() > 2 && n.inputs[2] != ir::kNoValue && !skip_bias) {
     const auto& bc = g.value(n.inputs[2]).constant;
     if (!bc || bc->numel() != p.n) return unsupported(where + "bias must be a constant vector of N");
     std::vector<float> b;
@@ -335,10 +355,21 @@ Status lower_gemm(LowerContext& ctx, const ir::Node& n, const std::string& where
     ins.push_back(ctx.as_layout(ra, false));
     p.has_residual = true;
   }
+  if (p.norm) {  // S [K] as a weight in the layer's storage (the norm kernel's scale)
+    const ir::ValueId sv = n.inputs[4];
+    const auto& sc = g.value(sv).constant;
+    if (!sc || sc->numel() != p.k) return unsupported(where + "the norm scale must be a constant vector of K");
+    std::vector<float> sf;
+    KILN_ASSIGN_OR_RETURN(int sa, ctx.upload(g.value(sv).name, sv, static_cast<size_t>(p.k), {p.k}, false, [&] {
+      sf = floats_of(*sc);
+      return sf.data();
+    }));
+    ins.push_back(sa);
+  }
   const Shape& ys = ctx.shape(n.outputs[0]);
   // A 16-bit GEMM whose output is only a graph output declared float32 (an LM head's logits)
   // writes that float32 itself: no fp16 copy, no output reformat (docs/decisions/0083).
-  p.out_f32 = !gelu_layer && !p.has_bias && !p.has_residual && only_float32_output(ctx, n.outputs[0], st);
+  p.out_f32 = !gelu_layer && !p.has_bias && !p.has_residual && !p.gate && only_float32_output(ctx, n.outputs[0], st);
   const int out = ctx.new_value(g.value(n.outputs[0]).name, ys, p.out_f32 ? StorageType::kF32 : st, false);
   KILN_ASSIGN_OR_RETURN(auto layer, make_gemm_layer(p, st, ctx.options().precision.tf32));
   if (!gelu_layer) {

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernels_gemv.h"
+#include "backends/cuda/kernels_transformer.h"
 #include "backends/cuda/kernels_more.h"
 #include "backends/cuda/pw_jit.h"
 
@@ -227,6 +228,14 @@ class GemmLayer : public Layer {
     if (p.patches.on && p.n_pad > p.n) return invalid_argument("GEMM over conv patches with a padded N");
     if (p.patches.on && p.patches.nchw && p.has_residual)
       return invalid_argument("GEMM over NCHW conv patches with a residual");
+    if (p.gate && (p.has_residual || p.relu || p.gelu_tanh || p.out_f32 || p.n_pad > p.n || p.n % 2 != 0))
+      return invalid_argument("gated GEMM: an even N, no residual, activation, padded N or float32 output");
+    if ((p.norm || p.gate) && p.patches.on) return invalid_argument("GEMM over conv patches with a norm or a gate");
+    // Where each optional input is: [x, w, bias?, residual?, norm scale?].
+    int next = 2;
+    bias_in_ = p.has_bias ? next++ : -1;
+    res_in_ = p.has_residual ? next++ : -1;
+    norm_in_ = p.norm ? next++ : -1;
     const cudaDataType_t dt = cuda_type(t), ot = cuda_type(out_t_);
     // FP32 accumulation and FP32 alpha/beta for every storage type.
     const cublasComputeType_t ct =
@@ -268,14 +277,21 @@ class GemmLayer : public Layer {
       x_bytes_ = round256(static_cast<size_t>(p.m) * p.k * storage_bytes(t));
       pre_bytes_ = x_bytes_ + (p.patches.nchw ? round256(static_cast<size_t>(p.m) * p.n * storage_bytes(t)) : 0);
     }
+    // The norm's X' [M, K], then the gate's product [M, N], before cuBLASLt's workspace.
+    if (p.norm) x_bytes_ = round256(static_cast<size_t>(p.m) * p.k * storage_bytes(t));
+    if (p.norm || p.gate)
+      pre_bytes_ = x_bytes_ + (p.gate ? round256(static_cast<size_t>(p.m) * p.n * storage_bytes(t)) : 0);
     op = p.patches.on ? "Conv" : "Gemm";
     // Kiln's skinny GEMM (kernels_gemv.h) for few rows over a [N, K] weight, beside cuBLASLt's.
     gemv_.m = p.m;
-    gemv_.n = p.n;
+    gemv_.n = p.gate ? p.n / 2 : p.n;
     gemv_.k = p.k;
     gemv_.t = t;
     gemv_.out_f32 = p.out_f32;
     gemv_.relu = p.relu;
+    gemv_.norm = p.norm;
+    gemv_.norm_eps = p.norm_eps;
+    gemv_.gate = p.gate;
     gemv_ok_ = p.weight_is_nk && !p.patches.on && !p.gelu_tanh && gemv_supports(gemv_);
     describe(-1);
     return Status::Ok();
@@ -298,15 +314,22 @@ class GemmLayer : public Layer {
       for (size_t i = 0; i < heur_[f].size(); ++i)
         c.push_back(make_tactic_id(TacticSource::kCublasLt, kFormBase[f] + static_cast<uint32_t>(i)));
     if (gemv_ok_)
-      for (uint32_t r : {1u, 2u, 4u}) c.push_back(make_tactic_id(TacticSource::kKiln, kGemmGemvVariant + r));
+      for (uint32_t r : {1u, 2u, 4u}) {
+        GemvDesc d = gemv_;
+        d.rows_per_warp = static_cast<int>(r);
+        if (gemv_supports(d)) c.push_back(make_tactic_id(TacticSource::kKiln, kGemmGemvVariant + r));
+      }
     return c;
   }
   Status select(TacticId id, ExecState& s) override {
     if (tactic_id_source(id) == TacticSource::kKiln) {
       const uint32_t r = tactic_id_variant(id) - kGemmGemvVariant;
-      if (!gemv_ok_ || (r != 1 && r != 2 && r != 4))
+      GemvDesc d = gemv_;
+      d.rows_per_warp = static_cast<int>(r);
+      if (!gemv_ok_ || (r != 1 && r != 2 && r != 4) || !gemv_supports(d))
         return invalid_plan("layer '" + name + "': tactic id " + std::to_string(id) +
                             " is not a skinny-GEMM tactic of this layer (" + signature() + ")");
+      KILN_CUDA_CHECK(gemv_prepare(d));
       gemv_.rows_per_warp = static_cast<int>(r);
       gemv_on_ = true;
       has_algo_ = false;
@@ -356,7 +379,7 @@ class GemmLayer : public Layer {
   }
   void finalize(const std::vector<GVal>& vals) override {
     if (!p_.has_bias) return;
-    const void* bias = vals[ins[2]].weight;  // the bias is always an uploaded weight
+    const void* bias = vals[ins[bias_in_]].weight;  // the bias is always an uploaded weight
     cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
   }
 
@@ -379,6 +402,15 @@ class GemmLayer : public Layer {
       ws += pre_bytes_;
       ws_bytes -= pre_bytes_;
     }
+    if (p_.norm || p_.gate) {  // X' = RMSNorm(X) into the workspace; the gate's product after it
+      if (p_.norm) {
+        KILN_CUDA_CHECK(launch_rms_norm(x, s.ptr(ins[norm_in_]), p_.k, ws, t_, p_.m, p_.k, p_.norm_eps, s.stream));
+        x = ws;
+      }
+      if (p_.gate) d = ws + x_bytes_;
+      ws += pre_bytes_;
+      ws_bytes -= pre_bytes_;
+    }
     if (has_algo_ && form_ != GemmForm::kDirect) {  // GEMM into the workspace's [M, n_pad], then its first N columns
       void* dp = ws;
       ws += pad;
@@ -393,18 +425,20 @@ class GemmLayer : public Layer {
         KILN_CUDA_CHECK(
             launch_compact_rows(dp, d, static_cast<int>(storage_bytes(out_t_)), p_.m, p_.n_pad, p_.n, s.stream));
     } else {
-      const void* c = p_.has_residual ? s.ptr(ins[3]) : d;
+      const void* c = p_.has_residual ? s.ptr(ins[res_in_]) : d;
       KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, desc_, &alpha, s.ptr(ins[1]), a_, x, b_, &beta, c, c_, d, c_,
                                        has_algo_ ? &algo_ : nullptr, ws, std::min(ws_bytes, cap_), s.stream));
     }
+    if (p_.gate) KILN_CUDA_CHECK(launch_silu_gate(d, y, p_.m, p_.n / 2, t_, s.stream));
     if (p_.patches.nchw)
       KILN_CUDA_CHECK(launch_strided_copy(d, y, static_cast<int>(storage_bytes(t_)), p_.patches.scatter, s.stream));
     return Status::Ok();
   }
   Status enqueue_gemv(ExecState& s) {
-    const void* bias = p_.has_bias ? s.ptr(ins[2]) : nullptr;
-    const void* r = p_.has_residual ? s.ptr(ins[3]) : nullptr;
-    KILN_CUDA_CHECK(launch_gemv(s.ptr(ins[0]), s.ptr(ins[1]), bias, r, s.ptr(outs[0]), gemv_, s.stream));
+    const void* bias = p_.has_bias ? s.ptr(ins[bias_in_]) : nullptr;
+    const void* r = p_.has_residual ? s.ptr(ins[res_in_]) : nullptr;
+    const void* scale = p_.norm ? s.ptr(ins[norm_in_]) : nullptr;
+    KILN_CUDA_CHECK(launch_gemv(s.ptr(ins[0]), s.ptr(ins[1]), bias, r, scale, s.ptr(outs[0]), gemv_, s.stream));
     return Status::Ok();
   }
 
@@ -414,7 +448,7 @@ class GemmLayer : public Layer {
                       (p_.weight_is_nk ? " w=nk " : " w=kn ") + storage_name(t_);
     if (t_ == StorageType::kF32) sig += tf32_ ? " tf32" : " fma";
     return sig + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") + (p_.gelu_tanh ? " +gelu_tanh" : "") +
-           (p_.has_residual ? " +residual" : "") +
+           (p_.has_residual ? " +residual" : "") + (p_.norm ? " +rms_norm" : "") + (p_.gate ? " +silu_gate" : "") +
            (p_.n_pad > p_.n ? " n_pad=" + std::to_string(p_.n_pad) : "") + (p_.out_f32 ? " out=f32" : "") +
            patches_note() + " ws<=" + std::to_string(cap_);
   }
@@ -484,8 +518,10 @@ class GemmLayer : public Layer {
   Status query_heuristics(ExecState& s) {
     const size_t r = room(s);
     if (pre_bytes_ > 0 && r < 256)
-      return unsupported("layer '" + name + "': the GEMM over conv patches needs " + std::to_string(pre_bytes_) +
-                         " bytes of workspace besides cuBLASLt's, " + std::to_string(s.workspace_bytes) + " allowed");
+      return unsupported("layer '" + name + "': the GEMM's " +
+                         (p_.patches.on ? "conv patches need " : "norm / gate buffers need ") +
+                         std::to_string(pre_bytes_) + " bytes of workspace besides cuBLASLt's, " +
+                         std::to_string(s.workspace_bytes) + " allowed");
     cap_ = std::min(r, kGemmWorkspace);
     KILN_RETURN_IF_ERROR(heuristic(GemmForm::kDirect, cap_, s, &heur_[0]));
     // The padded forms, when the workspace holds their output besides cuBLASLt's own workspace.
@@ -505,8 +541,8 @@ class GemmLayer : public Layer {
   void describe(int idx) {
     if (gemv_on_) {
       tactic = "kiln.gemv rows/warp=" + std::to_string(gemv_.rows_per_warp) + " " + storage_name(t_) +
-               (p_.out_f32 ? "->f32 out" : "") + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
-               (p_.has_residual ? " +residual" : "");
+               (p_.out_f32 ? "->f32 out" : "") + (p_.norm ? " rms_norm+" : "") + (p_.has_bias ? " +bias" : "") +
+               (p_.relu ? " +relu" : "") + (p_.has_residual ? " +residual" : "") + (p_.gate ? " +silu_gate" : "");
       return;
     }
     std::string form;
@@ -514,9 +550,11 @@ class GemmLayer : public Layer {
     if (has_algo_ && form_ == GemmForm::kPaddedF32) form = " n_pad=" + std::to_string(p_.n_pad) + "+compact_to_f32";
     std::string pre;
     if (p_.patches.on) pre = p_.patches.nchw ? " patchify nchw" : " patchify nhwc";
+    if (p_.norm) pre += " rms_norm->";
     tactic = std::string("cublaslt.matmul") + (idx >= 0 ? " heuristic#" + std::to_string(idx) : "") + pre + form + " " +
              storage_name(t_) + (p_.out_f32 ? "->f32 out" : "") + (p_.has_bias ? " +bias" : "") +
-             (p_.relu ? " +relu" : "") + (p_.gelu_tanh ? " +gelu_tanh" : "") + (p_.has_residual ? " +residual" : "");
+             (p_.relu ? " +relu" : "") + (p_.gelu_tanh ? " +gelu_tanh" : "") + (p_.has_residual ? " +residual" : "") +
+             (p_.gate ? " ->silu_gate" : "");
   }
   GemmParams p_{};
   StorageType t_ = StorageType::kF32;
@@ -530,7 +568,8 @@ class GemmLayer : public Layer {
   cublasLtMatrixLayout_t c_pad16_ = nullptr;                   // the padded 16-bit output (out_f32)
   size_t pad_bytes_[3] = {0, 0, 0};  // per form: its [M, n_pad] output in the workspace, 256-byte aligned
   size_t x_bytes_ = 0;    // patches: P [M, K] at the workspace's start, 256-byte aligned
-  size_t pre_bytes_ = 0;  // patches: P and (NCHW) the GEMM's output staging, before cuBLASLt's workspace
+  size_t pre_bytes_ = 0;  // patches: P and (NCHW) the GEMM's output staging; norm / gate: X', the product
+  int bias_in_ = -1, res_in_ = -1, norm_in_ = -1;  // positions in ins of the optional inputs
   GemmForm form_ = GemmForm::kDirect;  // the selected tactic's form
   cublasLtMatmulAlgo_t algo_{};
   bool has_algo_ = false;

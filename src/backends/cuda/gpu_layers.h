@@ -234,6 +234,16 @@ struct GemmParams {
   bool out_f32 = false;
   // X is gathered from a conv input first (the patchify conv; m, k, n are the GEMM's).
   ConvPatches patches;
+  // MatMulBias input 4 (passes::fuse_rmsnorm_gemm; docs/decisions/0092): X is RMS-normalized per
+  // row with the norm scale S [K] (an uploaded weight, the last input) and norm_eps first — the
+  // skinny GEMM in its prologue, cuBLASLt's tactics by launch_rms_norm into the workspace.
+  bool norm = false;
+  float norm_eps = 1e-5f;
+  // MatMulBias attribute gate (passes::fuse_gated_gemm): Y [M, n / 2] = silu(P[:, j]) · P[:, n / 2 + j]
+  // over the product P [M, n] stored in the layer's storage — the skinny GEMM (16-bit) in its
+  // epilogue, cuBLASLt's tactics into the workspace and then launch_silu_gate. No residual, no
+  // activation, no padded N or float32 output with it.
+  bool gate = false;
 };
 // n rounded up to 64 when its rows would not be 16-byte aligned in storage t (cuBLASLt's fast
 // kernels need that: on an H200 GPT-2's LM head, 4096 x 768 x 50,257 fp16, runs 2.51 ms with
