@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backends/cuda/kernels_gemv.h"
+#include "backends/cuda/pdl.cuh"
 #include "ir/pointwise_opcode.h"
 
 namespace kiln::cuda {
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                 const T* __restrict__ scale, Y* __restrict__ y, int64_t n, int64_t k, bool relu, float eps) {
   constexpr int RW = GATE ? 2 * R : R;  // rows of W per warp
   extern __shared__ uint4 xs_norm[];    // NORM: [M, K / 8] normalized chunks
+  pdl_trigger();  // the next layer may launch and start its own weight stream (pdl.cuh)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * R;
@@ -129,7 +131,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int r = 0; r < RW; ++r) wq[u][r] = c < kv ? __ldcs(wr[r] + c) : make_uint4(0, 0, 0, 0);
     }
   };
-  if (active) load(lane);
+  if (active) load(lane);  // W is a weight: read before the wait, while the layer before finishes
+  pdl_wait();               // X, the residual and Y belong to the step: after it
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   if constexpr (NORM) {
     __shared__ float part[kWarps][M];
@@ -227,12 +230,19 @@ cudaError_t launch_typed(const void* x, const void* w, const void* bias, const v
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   }
   const int64_t warps = (d.n + R - 1) / R;
-  const dim3 grid(static_cast<unsigned>((warps + kWarps - 1) / kWarps));
-  kernel<<<grid, kWarps * 32, smem, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
-                                               static_cast<const T*>(bias), static_cast<const T*>(res),
-                                               static_cast<const T*>(scale), static_cast<Y*>(y), d.n, d.k, d.relu,
-                                               d.norm_eps);
-  return cudaGetLastError();
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>((warps + kWarps - 1) / kWarps));
+  cfg.blockDim = dim3(kWarps * 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = d.pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(x), static_cast<const T*>(w),
+                            static_cast<const T*>(bias), static_cast<const T*>(res), static_cast<const T*>(scale),
+                            static_cast<Y*>(y), d.n, d.k, d.relu, d.norm_eps);
 }
 
 template <typename T, typename Y, int R, bool NORM, bool GATE>

@@ -37,6 +37,10 @@ struct GemvDesc {
   bool norm = false;                  // RMSNorm prologue (norm_scale [K], norm_eps)
   float norm_eps = 1e-5f;
   bool gate = false;                  // silu(G) · U epilogue; rows_per_warp 1 or 2
+  // Launched as a programmatic dependent launch (pdl.cuh; compute capability 9.0+ only): the kernel
+  // issues its first weight loads while the kernel before it on the stream finishes, then waits
+  // for it before reading X. Every Kiln kernel of a decode step signals it early.
+  bool pdl = false;
 };
 
 // Whether launch_gemv takes these: 1 <= m <= kGemvMaxM, n >= 1, k >= 8 with k % 8 == 0 (rows of

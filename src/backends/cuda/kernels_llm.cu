@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "backends/cuda/kernels_llm.h"
+#include "backends/cuda/pdl.cuh"
 #include "backends/cuda/storage_access.cuh"
 
 namespace kiln::cuda {
@@ -127,6 +128,7 @@ __global__ void paged_rope_append_kernel(const void* q, const void* k, const voi
                                          const int64_t* positions, const int32_t* token_seq,
                                          const int32_t* block_table, const int64_t* kv_pools, void* q_out,
                                          PagedAttentionDesc d) {
+  pdl_trigger();  // the layers after it may launch (they wait for it: pdl.cuh)
   const int64_t half = d.d / 2;
   const int w = half % 8 == 0 ? 8 : 1;
   const int vw = d.d % 8 == 0 ? 8 : 1;
@@ -337,6 +339,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
   constexpr int kUnroll = kG >= 4 ? 2 : 4;    // key rows per group per step (loads issued together)
   __shared__ float sh_acc[kWarps][kG][kLanes * 8];
   __shared__ float sh_m[kWarps][kG], sh_l[kWarps][kG];
+  pdl_trigger();
 
   const int64_t group = d.hq / d.hkv;
   const int64_t chunks = (group + kG - 1) / kG;
@@ -525,6 +528,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
 // Flash-decoding's second phase: one block per (token, query head), one thread per dim;
 // partitions with an empty sum (past the position, padding) carry no weight.
 __global__ void paged_merge_kernel(const float* ws_acc, const float2* ws_ml, void* out, PagedAttentionDesc d) {
+  pdl_trigger();
   const int64_t head = blockIdx.x;  // t * Hq + h
   const float2* ml = ws_ml + head * d.splits;
   float mx = -INFINITY;
