@@ -129,6 +129,7 @@ __global__ void paged_rope_append_kernel(const void* q, const void* k, const voi
                                          const int32_t* block_table, const int64_t* kv_pools, void* q_out,
                                          PagedAttentionDesc d) {
   pdl_trigger();  // the layers after it may launch (they wait for it: pdl.cuh)
+  pdl_wait();     // launched early itself: Q, K, V are the GEMM's before it
   const int64_t half = d.d / 2;
   const int w = half % 8 == 0 ? 8 : 1;
   const int vw = d.d % 8 == 0 ? 8 : 1;
@@ -340,6 +341,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
   __shared__ float sh_acc[kWarps][kG][kLanes * 8];
   __shared__ float sh_m[kWarps][kG], sh_l[kWarps][kG];
   pdl_trigger();
+  pdl_wait();
 
   const int64_t group = d.hq / d.hkv;
   const int64_t chunks = (group + kG - 1) / kG;
@@ -529,6 +531,7 @@ __global__ void __launch_bounds__(kThreads, min_blocks<CacheT, kG>()) paged_atte
 // partitions with an empty sum (past the position, padding) carry no weight.
 __global__ void paged_merge_kernel(const float* ws_acc, const float2* ws_ml, void* out, PagedAttentionDesc d) {
   pdl_trigger();
+  pdl_wait();
   const int64_t head = blockIdx.x;  // t * Hq + h
   const float2* ml = ws_ml + head * d.splits;
   float mx = -INFINITY;
@@ -549,13 +552,14 @@ __global__ void paged_merge_kernel(const float* ws_acc, const float2* ws_ml, voi
 
 template <typename CacheT, int kLanes, bool kVec = true>
 cudaError_t launch_lanes(const AttnArgs& a, const PagedAttentionDesc& d, dim3 grid, int kg, cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
   switch (kg) {
-    case 1: paged_attention_kernel<CacheT, kLanes, 1, kVec><<<grid, kThreads, 0, stream>>>(a, d); break;
-    case 2: paged_attention_kernel<CacheT, kLanes, 2, kVec><<<grid, kThreads, 0, stream>>>(a, d); break;
-    case 4: paged_attention_kernel<CacheT, kLanes, 4, kVec><<<grid, kThreads, 0, stream>>>(a, d); break;
-    default: paged_attention_kernel<CacheT, kLanes, 8, kVec><<<grid, kThreads, 0, stream>>>(a, d); break;
+    case 1: err = launch_pdl(grid, dim3(kThreads), 0, stream, paged_attention_kernel<CacheT, kLanes, 1, kVec>, a, d); break;
+    case 2: err = launch_pdl(grid, dim3(kThreads), 0, stream, paged_attention_kernel<CacheT, kLanes, 2, kVec>, a, d); break;
+    case 4: err = launch_pdl(grid, dim3(kThreads), 0, stream, paged_attention_kernel<CacheT, kLanes, 4, kVec>, a, d); break;
+    default: err = launch_pdl(grid, dim3(kThreads), 0, stream, paged_attention_kernel<CacheT, kLanes, 8, kVec>, a, d); break;
   }
-  return cudaGetLastError();
+  return err;
 }
 
 template <typename CacheT>
@@ -637,9 +641,8 @@ cudaError_t launch_paged_rope_append(const void* q, const void* k, const void* v
   if (total == 0) return cudaSuccess;
   const unsigned threads = 256;
   const auto blocks = static_cast<unsigned>(std::min<int64_t>(ceil_div(total, threads), 65535LL * 16));
-  paged_rope_append_kernel<<<blocks, threads, 0, stream>>>(q, k, v, inv_freq, positions, token_seq, block_table,
-                                                           kv_pools, q_out, d);
-  return cudaGetLastError();
+  return launch_pdl(dim3(blocks), dim3(threads), 0, stream, paged_rope_append_kernel, q, k, v, inv_freq, positions,
+                    token_seq, block_table, kv_pools, q_out, d);
 }
 
 cudaError_t launch_paged_attention(const void* q, const int64_t* positions, const int32_t* token_seq,
@@ -663,8 +666,8 @@ cudaError_t launch_paged_attention(const void* q, const int64_t* positions, cons
   }
   if (e != cudaSuccess || d.splits <= 1) return e;
   const unsigned threads = static_cast<unsigned>(std::min<int64_t>(256, ceil_div(d.d, 32) * 32));
-  paged_merge_kernel<<<static_cast<unsigned>(d.tokens * d.hq), threads, 0, stream>>>(a.ws_acc, a.ws_ml, out, d);
-  return cudaGetLastError();
+  return launch_pdl(dim3(static_cast<unsigned>(d.tokens * d.hq)), dim3(threads), 0, stream, paged_merge_kernel,
+                    static_cast<const float*>(a.ws_acc), static_cast<const float2*>(a.ws_ml), out, d);
 }
 
 }  // namespace kiln::cuda
