@@ -115,6 +115,19 @@ Status quant_linear_rule(ShapeContext& ctx) {
     y = *x;
     y->back() = (*w)[0];
   }
+  // A gate (passes::fuse_gated_gemm): one output per pair of columns (j, N / 2 + j).
+  const std::string gate = ctx.node().attr_string("gate", "");
+  if (!gate.empty()) {
+    StatusOr<PwProgram> prog = parse_pw_program(gate);
+    if (!prog.ok()) return ctx.fail("gate: " + prog.status().message());
+    if (prog->num_inputs > 2) return ctx.fail("gate program reads " + std::to_string(prog->num_inputs) + " inputs, at most 2");
+    if (!ctx.node().attr_string("activation", "").empty()) return ctx.fail("a gate with an activation");
+    if (y) {
+      Dim& n = y->back();
+      if (!n.is_known() || n.value % 2 != 0) return ctx.fail("a gate needs an even, known N, got " + sym_shape_str(*y));
+      n = Dim::known(n.value / 2);
+    }
+  }
   ctx.set_output(0, ctx.dtype(0), y);
   return Status::Ok();
 }

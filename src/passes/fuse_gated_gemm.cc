@@ -3,6 +3,8 @@
 //   P = MatMul(A, [Wg | Wu]) or MatMulBias(A, [Wg | Wu], b, -, S?);  g, u = Split(P, axis = -1, [N, N]);
 //   Y = FusedPointwise(g, u){program}
 //     -> Y = MatMulBias(A, [Wg | Wu], b, -, S?){gate = program}       (ops.def MatMulBias, attribute gate)
+// and the same for an 8-bit QuantLinear(A, [Wg; Wu], w_scale, b?) (an FP8 plan's gate/up layer):
+//     -> Y = QuantLinear(...){gate = program}
 // after fuse_horizontal_gemm made the wide GEMM + Split and fuse_pointwise the program. Only the
 // program the GPU's gated GEMM computes with constant opcodes joins: silu(g) * u
 // (ir::pw_is_silu_gate; the halves in either input order — the program is rewritten to read
@@ -52,16 +54,18 @@ Status fuse_gated_gemm(ir::Graph& g, const PassOptions&) {
     if (mm.removed || mm.outputs.size() != 1 || mm.inputs.size() < 2) continue;
     const bool plain = mm.op == ir::OpKind::kMatMul && mm.inputs.size() == 2;
     const bool biased = mm.op == ir::OpKind::kMatMulBias && mm.inputs.size() >= 3 &&
-                        (mm.inputs.size() < 4 || mm.inputs[3] == ir::kNoValue) && !mm.attrs.count("gate") &&
-                        mm.attr_string("activation", "").empty();
-    if (!plain && !biased) continue;
+                        (mm.inputs.size() < 4 || mm.inputs[3] == ir::kNoValue);
+    const bool quant = mm.op == ir::OpKind::kQuantLinear && mm.inputs.size() >= 3;
+    if ((!plain && !biased && !quant) || mm.attrs.count("gate") || !mm.attr_string("activation", "").empty()) continue;
     const std::shared_ptr<const Tensor> w = g.value(mm.inputs[1]).constant;
-    if (!w || w->rank() != 2 || w->dtype() != DataType::kFloat32) continue;
+    // The product's width: W [K, N] float32, or QuantLinear's 8-bit W [N, K].
+    if (!w || w->rank() != 2 || (!quant && w->dtype() != DataType::kFloat32)) continue;
+    const int64_t width = quant ? w->dim(0) : w->dim(1);
     const ir::ValueId p = mm.outputs[0];
     const int rank = pt::rank_of(g, p);
     if (rank < 2 || !pt::is_float_dtype(g.value(p).dtype) || pinned.count(g.value(p).name)) continue;
     ir::Node* split = pt::sole_consumer(g, consumers, p, ir::OpKind::kSplit);
-    if (!split || split->inputs.empty() || split->inputs[0] != p || !halves(g, *split, rank, w->dim(1))) continue;
+    if (!split || split->inputs.empty() || split->inputs[0] != p || !halves(g, *split, rank, width)) continue;
     const ir::ValueId lo = split->outputs[0], hi = split->outputs[1];
     if (lo == ir::kNoValue || hi == ir::kNoValue || pinned.count(g.value(lo).name) || pinned.count(g.value(hi).name))
       continue;

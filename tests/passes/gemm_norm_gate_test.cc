@@ -5,6 +5,7 @@
 // or whose intermediate values something else reads, are left alone; the whole pipeline leaves a
 // Llama MLP as two layers.
 #include <algorithm>
+#include <random>
 
 #include "ir/pointwise_program.h"
 #include "ir/verifier.h"
@@ -140,6 +141,36 @@ TEST(GatedGemm, SiluGateJoinsTheWideGemm) {
     EXPECT_EQ(opt.value(mm->inputs[1]).constant->shape(), (Shape{16, 48}));
     EXPECT_TRUE(ir::verify(opt).ok());
   }
+}
+
+// The 8-bit form (an FP8 / INT8 plan's gate/up): two QuantLinears of one input and scale become one
+// wide QuantLinear, then its gate.
+TEST(GatedGemm, QuantLinearGateJoins) {
+  TinyGraph t;
+  const Shape xs = {3, 16}, hs = {3, 24};
+  auto x = t.input("x", xs);
+  auto q8 = [&](const std::string& name, uint32_t seed) {
+    Tensor w(DataType::kInt8, {24, 16});
+    std::mt19937 rng(seed);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+    return t.node(OpKind::kQuantLinear, name,
+                  {x, t.constant(name + ".w", std::move(w)), t.constant(name + ".s", random_tensor({24}, seed + 1, 0.001f, 0.01f))},
+                  hs, {{"x_scale", ir::Attribute::of_float(0.02f)}, {"x_zero_point", ir::Attribute::of_int(0)}});
+  };
+  auto g = q8("gate_proj", 41);
+  auto u = q8("up_proj", 43);
+  auto sg = t.node(OpKind::kSigmoid, "act.sigmoid", {g}, hs);
+  auto a = t.node(OpKind::kMul, "act", {g, sg}, hs);
+  t.g.outputs = {t.node(OpKind::kMul, "gate_up", {a, u}, hs)};
+  const std::vector<Tensor> in = {random_tensor(xs, 45, -2.f, 2.f)};
+  ir::Graph opt = through_gate(t.g, in);
+  EXPECT_EQ(count_op(opt, OpKind::kSplit), 0);
+  EXPECT_EQ(count_op(opt, OpKind::kFusedPointwise), 0);
+  const ir::Node* q = only(opt, OpKind::kQuantLinear);
+  ASSERT_NE(q, nullptr);
+  EXPECT_FALSE(q->attr_string("gate", "").empty());
+  EXPECT_EQ(opt.value(q->outputs[0]).shape, sym(hs));
+  EXPECT_TRUE(ir::verify(opt).ok());
 }
 
 // A gate other than silu (here erf GELU) stays a FusedPointwise: the GPU computes silu only.

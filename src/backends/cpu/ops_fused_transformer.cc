@@ -229,6 +229,33 @@ Status rms_norm(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// A gate (MatMulBias / QuantLinear attribute, ops.def): *y [*, 2N] float32 becomes
+// program(y[..., :N], y[..., N:]) [*, N] by the FusedPointwise kernel.
+Status apply_gate(KernelContext& ctx, const std::string& gate, Tensor* y) {
+  const int64_t n = y->rank() ? y->dim(-1) : 1;
+  if (y->rank() < 1 || n % 2 != 0) return ctx.fail("a gate needs an even product width, got " + shape_str(y->shape()));
+  KernelFn fn = KernelRegistry::get().find(ir::OpKind::kFusedPointwise);
+  if (!fn) return ctx.unsupported_here("no CPU FusedPointwise kernel");
+  const int64_t h = n / 2, rows = y->numel() / std::max<int64_t>(n, 1);
+  Shape hs = y->shape();
+  hs.back() = h;
+  Tensor lo(DataType::kFloat32, hs), hi(DataType::kFloat32, hs);
+  const float* yp = y->data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(yp + r * n, yp + r * n + h, lo.data<float>() + r * h);
+    std::copy(yp + r * n + h, yp + (r + 1) * n, hi.data<float>() + r * h);
+  }
+  ir::Node sub = ctx.node();
+  sub.op = ir::OpKind::kFusedPointwise;
+  sub.inputs.resize(2);
+  sub.attrs = {{"program", ir::Attribute::of_string(gate)}};
+  std::vector<Tensor> outs(1);
+  KernelContext sctx(sub, {&lo, &hi}, &outs, nullptr);
+  KILN_RETURN_IF_ERROR(fn(sctx));
+  *y = std::move(outs[0]);
+  return Status::Ok();
+}
+
 // MatMulBias (ops.def): the norm prologue (input 4: the RMSNormalization kernel over A's last
 // axis, as the layer it absorbed), the MatMul kernel, the bias, then the residual (input 3), the
 // gate (the FusedPointwise kernel over the product's two halves) or the activation ("", Relu or
@@ -289,17 +316,7 @@ Status matmul_bias(KernelContext& ctx) {
   }
   const std::string gate = node.attr_string("gate", "");
   if (!gate.empty()) {
-    if (y.rank() < 1 || n % 2 != 0) return ctx.fail("a gate needs an even product width, got " + shape_str(y.shape()));
-    const int64_t h = n / 2, rows = y.numel() / std::max<int64_t>(n, 1);
-    Shape hs = y.shape();
-    hs.back() = h;
-    Tensor lo(DataType::kFloat32, hs), hi(DataType::kFloat32, hs);
-    for (int64_t r = 0; r < rows; ++r) {
-      std::copy(yp + r * n, yp + r * n + h, lo.data<float>() + r * h);
-      std::copy(yp + r * n + h, yp + (r + 1) * n, hi.data<float>() + r * h);
-    }
-    KILN_RETURN_IF_ERROR(
-        run(ir::OpKind::kFusedPointwise, {&lo, &hi}, {{"program", ir::Attribute::of_string(gate)}}, &y));
+    KILN_RETURN_IF_ERROR(apply_gate(ctx, gate, &y));
     yp = y.data<float>();
   }
   nn::gemm_activation_in_place(act, yp, y.numel());
@@ -313,6 +330,7 @@ Status matmul_bias(KernelContext& ctx) {
 // int64 is exact beyond); fp8: E4M3FN values summed in double — then one float scale per output
 // channel and the bias. The fused form of the unfused Q/DQ graph's arithmetic: the two differ only
 // by the float rounding of the unfused graph's sum.
+// With attribute gate (passes::fuse_gated_gemm), then the program over Y's halves.
 Status quant_linear(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
   KILN_ASSIGN_OR_RETURN(Tensor x, nn::to_compute(ctx, ctx.in(0)));
@@ -371,6 +389,11 @@ Status quant_linear(KernelContext& ctx) {
       const float v = acc * (sx * wsp[c]) + (bp ? bp[c] : 0.f);
       yp[r * n + c] = relu && v < 0.f ? 0.f : v;
     }
+  const std::string gate = ctx.attr_string("gate", "");
+  if (!gate.empty()) {
+    if (relu) return ctx.fail("a gate with an activation");
+    KILN_RETURN_IF_ERROR(apply_gate(ctx, gate, &y));
+  }
   KILN_ASSIGN_OR_RETURN(Tensor out, nn::from_compute(y, ctx.in(0).dtype()));
   ctx.set_output(0, std::move(out));
   return Status::Ok();

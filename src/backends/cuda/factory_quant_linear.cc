@@ -26,7 +26,9 @@
 #include "backends/cuda/gemm8.h"
 #include "core/numerics.h"
 #include "backends/cuda/kernels_quant.h"
+#include "backends/cuda/kernels_gemv.h"
 #include "backends/cuda/layer_factory.h"
+#include "ir/pointwise_program.h"
 
 namespace kiln::cuda {
 namespace {
@@ -39,6 +41,9 @@ struct QuantLinearParams {
   bool has_bias = false;
   bool relu = false;
   bool uniform_w_scale = false;  // every w_scale[n] equal: cuBLASLt's scalar A scale
+  // Attribute gate (passes::fuse_gated_gemm, docs/decisions/0092): the [M, N] product goes to the
+  // workspace in Y's storage and launch_silu_gate writes Y [M, N / 2] from its halves.
+  bool gate = false;
   StorageType x_type = StorageType::kF32, y_type = StorageType::kF32;
 };
 
@@ -135,7 +140,10 @@ class QuantLinearLayer : public Layer {
   Status enqueue(ExecState& s) override {
     char* ws = static_cast<char*>(s.workspace);
     int8_t* qx = reinterpret_cast<int8_t*>(ws);
-    void* acc = ws + align256(static_cast<size_t>(p_.m * p_.k));
+    // With the gate the product [M, N] after the quantized X, the accumulator after it.
+    void* prod = ws + align256(static_cast<size_t>(p_.m * p_.k));
+    void* acc = static_cast<char*>(prod) + gate_bytes();
+    void* y = p_.gate ? prod : s.ptr(outs[0]);
     KILN_CUDA_CHECK(launch_quantize_8bit(p_.x_type, s.ptr(ins[0]), qx, p_.m * p_.k, p_.x_scale, p_.zero_point, p_.fp8,
                                          s.stream));
     const int8_t* w = static_cast<const int8_t*>(s.ptr(ins[1]));
@@ -149,9 +157,9 @@ class QuantLinearLayer : public Layer {
         KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(fdesc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
       }
       const float fa = 1.f, fb = 0.f;
-      void* y = s.ptr(outs[0]);
       KILN_CUBLAS_CHECK(cublasLtMatmul(s.lt, fdesc_, &fa, w, gemm_.a(), qx, gemm_.b(), &fb, y, d_, y, d_, &algo_,
                                        ws + scratch(), cap_, s.stream));
+      if (p_.gate) KILN_CUDA_CHECK(launch_silu_gate(prod, s.ptr(outs[0]), p_.m, p_.n / 2, p_.y_type, s.stream));
       return Status::Ok();
     }
     if (use_lt_) {
@@ -161,9 +169,10 @@ class QuantLinearLayer : public Layer {
     }
     const float* wsum = ins[3] >= 0 ? static_cast<const float*>(s.ptr(ins[3])) : nullptr;
     const float* bias = ins[4] >= 0 ? static_cast<const float*>(s.ptr(ins[4])) : nullptr;
-    KILN_CUDA_CHECK(launch_dequant_epilogue(acc, !p_.fp8, s.ptr(outs[0]), p_.y_type, p_.m, p_.n, p_.x_scale,
+    KILN_CUDA_CHECK(launch_dequant_epilogue(acc, !p_.fp8, y, p_.y_type, p_.m, p_.n, p_.x_scale,
                                             static_cast<const float*>(s.ptr(ins[2])), wsum, p_.zero_point, bias,
                                             p_.relu, s.stream));
+    if (p_.gate) KILN_CUDA_CHECK(launch_silu_gate(prod, s.ptr(outs[0]), p_.m, p_.n / 2, p_.y_type, s.stream));
     return Status::Ok();
   }
 
@@ -171,7 +180,7 @@ class QuantLinearLayer : public Layer {
     return "quant_linear m=" + std::to_string(p_.m) + " n=" + std::to_string(p_.n) + " k=" + std::to_string(p_.k) +
            (p_.fp8 ? " fp8e4m3" : " int8") + " x=" + storage_name(p_.x_type) + " y=" + storage_name(p_.y_type) +
            (p_.zero_point ? " zp" : "") + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
-           (p_.uniform_w_scale ? " wscale=tensor" : "") + " ws<=" + std::to_string(lt_cap_);
+           (p_.uniform_w_scale ? " wscale=tensor" : "") + (p_.gate ? " +silu_gate" : "") + " ws<=" + std::to_string(lt_cap_);
   }
 
  private:
@@ -181,9 +190,15 @@ class QuantLinearLayer : public Layer {
   // Bytes before cuBLASLt's own workspace: the quantized X, then (unfused forms) the [M, N]
   // accumulator.
   size_t scratch_full() const {
-    return align256(static_cast<size_t>(p_.m * p_.k)) + align256(static_cast<size_t>(p_.m * p_.n) * 4);
+    return align256(static_cast<size_t>(p_.m * p_.k)) + gate_bytes() + align256(static_cast<size_t>(p_.m * p_.n) * 4);
   }
-  size_t scratch() const { return fused_ ? align256(static_cast<size_t>(p_.m * p_.k)) : scratch_full(); }
+  size_t scratch() const {
+    return fused_ ? align256(static_cast<size_t>(p_.m * p_.k)) + gate_bytes() : scratch_full();
+  }
+  // The gate's [M, N] product in Y's storage (0 without a gate).
+  size_t gate_bytes() const {
+    return p_.gate ? align256(static_cast<size_t>(p_.m * p_.n) * storage_bytes(p_.y_type)) : 0;
+  }
   // cuBLASLt's list for this problem within the cap left after the scratch; none (an empty
   // list, not an error) where it has no 8-bit kernel (shapes, GPU generation).
   void query_heuristics(ExecState& s) {
@@ -195,7 +210,8 @@ class QuantLinearLayer : public Layer {
 
   void describe(const std::string& gemm) {
     tactic = "quant_linear " + std::string(p_.fp8 ? "fp8e4m3" : "int8") + (gemm.empty() ? "" : " " + gemm) + " " +
-             storage_name(p_.y_type) + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "");
+             storage_name(p_.y_type) + (p_.has_bias ? " +bias" : "") + (p_.relu ? " +relu" : "") +
+             (p_.gate ? " ->silu_gate" : "");
   }
   QuantLinearParams p_;
   Gemm8 gemm_;
@@ -236,6 +252,14 @@ Status lower_quant_linear(LowerContext& ctx, const ir::Node& n, const std::strin
   const std::string act = n.attr_string("activation", "");
   if (!act.empty() && act != "Relu") return unsupported(where + "activation '" + act + "'");
   p.relu = act == "Relu";
+  const std::string gate = n.attr_string("gate", "");
+  if (!gate.empty()) {
+    StatusOr<ir::PwProgram> prog = ir::parse_pw_program(gate);
+    if (!prog.ok() || !ir::pw_is_silu_gate(*prog))
+      return unsupported(where + "gate program '" + gate + "': the GPU computes silu(in0) * in1 only");
+    if (p.relu || nn % 2 != 0) return unsupported(where + "a gate needs an even N and no activation");
+    p.gate = true;
+  }
   {
     const float* ws = sc->data<float>();
     p.uniform_w_scale = std::all_of(ws, ws + nn, [&](float v) { return v == ws[0]; });
