@@ -81,10 +81,7 @@ Status fuse_gated_gemm(ir::Graph& g, const PassOptions&) {
     ir::PwProgram gate = f->inputs[0] == lo ? *prog : ir::pw_swap_inputs01(*prog);
     if (!ir::pw_is_silu_gate(gate)) continue;
     if (plain) {
-      auto zero = Tensor::allocate(DataType::kFloat32, {w->dim(1)}, "zero bias");
-      if (!zero.ok()) return zero.status();
-      std::fill_n(zero->data<float>(), zero->numel(), 0.f);
-      const ir::ValueId b = pt::add_constant(g, mm.name + "_zero_bias", std::move(*zero));
+      KILN_ASSIGN_OR_RETURN(const ir::ValueId b, pt::add_zero_bias(g, mm.name + "_zero_bias", w->dim(1)));
       mm.op = ir::OpKind::kMatMulBias;
       mm.inputs.push_back(b);
     }

@@ -108,11 +108,8 @@ Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
     // R must exist where the GEMM runs: layers run in index order.
     if (const ir::NodeId p = g.value(r).producer; p >= n.id) continue;
     if (plain) {
-      const Tensor& w = *g.value(n.inputs[1]).constant;
-      auto zero = Tensor::allocate(w.dtype(), {w.dim(1)}, "zero bias");
-      if (!zero.ok()) return zero.status();
-      std::fill_n(static_cast<uint8_t*>(zero->raw()), zero->nbytes(), uint8_t{0});
-      const ir::ValueId b = pt::add_constant(g, n.name + "_zero_bias", std::move(*zero));  // a value, no node
+      const int64_t nn = g.value(n.inputs[1]).constant->dim(1);
+      KILN_ASSIGN_OR_RETURN(const ir::ValueId b, pt::add_zero_bias(g, n.name + "_zero_bias", nn));  // a value, no node
       n.op = ir::OpKind::kMatMulBias;
       n.inputs.push_back(b);
     }

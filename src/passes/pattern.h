@@ -160,6 +160,15 @@ inline ir::ValueId add_constant(ir::Graph& g, std::string base, Tensor t) {
   return v;
 }
 
+// A new float32 constant of n zeros named after `base` (the bias a bias-free MatMul gets when it
+// becomes a MatMulBias: adding +0 changes no value).
+inline StatusOr<ir::ValueId> add_zero_bias(ir::Graph& g, const std::string& base, int64_t n) {
+  auto zero = Tensor::allocate(DataType::kFloat32, {n}, "zero bias");
+  if (!zero.ok()) return zero.status();
+  std::fill_n(zero->data<float>(), zero->numel(), 0.f);
+  return add_constant(g, base, std::move(*zero));
+}
+
 // `fused` takes over the matched layers: their names join its origin, they are removed.
 inline void absorb(ir::Node& fused, const std::vector<ir::Node*>& matched) {
   for (ir::Node* n : matched) {

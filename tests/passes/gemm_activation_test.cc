@@ -16,14 +16,8 @@ namespace {
 using ir::OpKind;
 
 const ir::Node& only(const ir::Graph& g, OpKind op) {
-  const ir::Node* found = nullptr;
-  for (const auto& n : g.nodes)
-    if (!n.removed && n.op == op) {
-      EXPECT_EQ(found, nullptr) << "more than one " << ir::op_name(op);
-      found = &n;
-    }
-  EXPECT_NE(found, nullptr) << "no " << ir::op_name(op);
   static const ir::Node kNone{};
+  const ir::Node* found = only_node(g, op);
   return found ? *found : kNone;
 }
 

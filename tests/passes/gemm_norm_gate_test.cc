@@ -16,16 +16,7 @@ namespace {
 
 using ir::OpKind;
 
-const ir::Node* only(const ir::Graph& g, OpKind op) {
-  const ir::Node* found = nullptr;
-  for (const auto& n : g.nodes)
-    if (!n.removed && n.op == op) {
-      EXPECT_EQ(found, nullptr) << "more than one " << ir::op_name(op);
-      found = &n;
-    }
-  EXPECT_NE(found, nullptr) << "no " << ir::op_name(op);
-  return found;
-}
+const ir::Node* only(const ir::Graph& g, OpKind op) { return only_node(g, op); }
 
 std::map<std::string, ir::Attribute> rms_attrs(float eps) {
   return {{"axis", ir::Attribute::of_int(-1)}, {"epsilon", ir::Attribute::of_float(eps)}};

@@ -123,6 +123,19 @@ inline ir::Graph check_pass(const ir::Graph& g, Status (*pass)(ir::Graph&, const
   return opt;
 }
 
+// The one live node of `op` (a failure, and nullptr, where there are none or several).
+inline const ir::Node* only_node(const ir::Graph& g, ir::OpKind op) {
+  const ir::Node* found = nullptr;
+  for (const auto& n : g.nodes)
+    if (!n.removed && n.op == op) {
+      EXPECT_EQ(found, nullptr) << "more than one " << ir::op_name(op);
+      if (found) return nullptr;
+      found = &n;
+    }
+  EXPECT_NE(found, nullptr) << "no " << ir::op_name(op);
+  return found;
+}
+
 inline int count_op(const ir::Graph& g, ir::OpKind op) {
   int n = 0;
   for (const auto& node : g.nodes) n += !node.removed && node.op == op;

@@ -230,19 +230,10 @@ cudaError_t launch_typed(const void* x, const void* w, const void* bias, const v
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   }
   const int64_t warps = (d.n + R - 1) / R;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>((warps + kWarps - 1) / kWarps));
-  cfg.blockDim = dim3(kWarps * 32);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = d.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(x), static_cast<const T*>(w),
-                            static_cast<const T*>(bias), static_cast<const T*>(res), static_cast<const T*>(scale),
-                            static_cast<Y*>(y), d.n, d.k, d.relu, d.norm_eps);
+  const dim3 grid(static_cast<unsigned>((warps + kWarps - 1) / kWarps));
+  return launch_maybe_pdl(d.pdl, grid, dim3(kWarps * 32), smem, stream, kernel, static_cast<const T*>(x),
+                          static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(res),
+                          static_cast<const T*>(scale), static_cast<Y*>(y), d.n, d.k, d.relu, d.norm_eps);
 }
 
 template <typename T, typename Y, int R, bool NORM, bool GATE>
