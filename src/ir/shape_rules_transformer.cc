@@ -56,26 +56,33 @@ Status attention_rule(ShapeContext& ctx) {
 }
 
 // MatMul's numpy shape; bias [N] must match the product's last dim.
+// The gate attribute of MatMulBias and QuantLinear (passes::fuse_gated_gemm): a program of at
+// most two inputs, no activation beside it, and one output per pair of the product's columns
+// (j, N + j) — *y's last dim, known and even, halved.
+Status gate_rule(ShapeContext& ctx, std::optional<SymShape>* y) {
+  const std::string gate = ctx.node().attr_string("gate", "");
+  if (gate.empty()) return Status::Ok();
+  StatusOr<PwProgram> prog = parse_pw_program(gate);
+  if (!prog.ok()) return ctx.fail("gate: " + prog.status().message());
+  if (prog->num_inputs > 2) return ctx.fail("gate program reads " + std::to_string(prog->num_inputs) + " inputs, at most 2");
+  if (!ctx.node().attr_string("activation", "").empty()) return ctx.fail("a gate with an activation");
+  if (*y && !(*y)->empty()) {
+    Dim& n = (*y)->back();
+    if (!n.is_known()) return ctx.fail("a gate needs the product's last dim known, got " + sym_shape_str(**y));
+    if (n.value % 2 != 0) return ctx.fail("a gate needs an even product width, got " + sym_shape_str(**y));
+    n = Dim::known(n.value / 2);
+  }
+  return Status::Ok();
+}
+
 Status matmul_bias_rule(ShapeContext& ctx) {
   KILN_ASSIGN_OR_RETURN(auto s, matmul_shape(ctx, ctx.shape(0), ctx.shape(1)));
   const auto& b = ctx.shape(2);
   if (s && !s->empty() && b && (b->size() != 1 || dims_conflict((*b)[0], s->back())))
     return ctx.fail("bias " + sym_shape_str(*b) + " does not match the product's last dim " + sym_shape_str(*s));
-  // A gate (passes::fuse_gated_gemm): Y holds one output per pair of columns (j, N + j) of the product.
-  const std::string gate = ctx.node().attr_string("gate", "");
-  if (!gate.empty()) {
-    StatusOr<PwProgram> prog = parse_pw_program(gate);
-    if (!prog.ok()) return ctx.fail("gate: " + prog.status().message());
-    if (prog->num_inputs > 2) return ctx.fail("gate program reads " + std::to_string(prog->num_inputs) + " inputs, at most 2");
-    if (ctx.node().inputs.size() > 3 && ctx.node().inputs[3] != kNoValue) return ctx.fail("a gate with a residual");
-    if (!ctx.node().attr_string("activation", "").empty()) return ctx.fail("a gate with an activation");
-    if (s && !s->empty()) {
-      Dim& n = s->back();
-      if (!n.is_known()) return ctx.fail("a gate needs the product's last dim known, got " + sym_shape_str(*s));
-      if (n.value % 2 != 0) return ctx.fail("a gate needs an even product width, got " + sym_shape_str(*s));
-      n = Dim::known(n.value / 2);
-    }
-  }
+  if (!ctx.node().attr_string("gate", "").empty() && ctx.node().inputs.size() > 3 && ctx.node().inputs[3] != kNoValue)
+    return ctx.fail("a gate with a residual");
+  KILN_RETURN_IF_ERROR(gate_rule(ctx, &s));
   // The norm scale (passes::fuse_rmsnorm_gemm): one value per column of A.
   if (ctx.node().inputs.size() > 4 && ctx.node().inputs[4] != kNoValue) {
     const auto& a = ctx.shape(0);
@@ -115,19 +122,7 @@ Status quant_linear_rule(ShapeContext& ctx) {
     y = *x;
     y->back() = (*w)[0];
   }
-  // A gate (passes::fuse_gated_gemm): one output per pair of columns (j, N / 2 + j).
-  const std::string gate = ctx.node().attr_string("gate", "");
-  if (!gate.empty()) {
-    StatusOr<PwProgram> prog = parse_pw_program(gate);
-    if (!prog.ok()) return ctx.fail("gate: " + prog.status().message());
-    if (prog->num_inputs > 2) return ctx.fail("gate program reads " + std::to_string(prog->num_inputs) + " inputs, at most 2");
-    if (!ctx.node().attr_string("activation", "").empty()) return ctx.fail("a gate with an activation");
-    if (y) {
-      Dim& n = y->back();
-      if (!n.is_known() || n.value % 2 != 0) return ctx.fail("a gate needs an even, known N, got " + sym_shape_str(*y));
-      n = Dim::known(n.value / 2);
-    }
-  }
+  KILN_RETURN_IF_ERROR(gate_rule(ctx, &y));
   ctx.set_output(0, ctx.dtype(0), y);
   return Status::Ok();
 }

@@ -80,11 +80,7 @@ Status fuse_gated_gemm(ir::Graph& g, const PassOptions&) {
     if (!prog.ok()) continue;
     ir::PwProgram gate = f->inputs[0] == lo ? *prog : ir::pw_swap_inputs01(*prog);
     if (!ir::pw_is_silu_gate(gate)) continue;
-    if (plain) {
-      KILN_ASSIGN_OR_RETURN(const ir::ValueId b, pt::add_zero_bias(g, mm.name + "_zero_bias", w->dim(1)));
-      mm.op = ir::OpKind::kMatMulBias;
-      mm.inputs.push_back(b);
-    }
+    if (plain) KILN_RETURN_IF_ERROR(pt::to_matmul_bias(g, mm, w->dim(1)));
     mm.attrs["gate"] = ir::Attribute::of_string(ir::pw_program_text(gate));
     mm.outputs[0] = f->outputs[0];
     g.value(f->outputs[0]).producer = mm.id;

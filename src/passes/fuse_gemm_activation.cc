@@ -107,12 +107,7 @@ Status fuse_gemm_residual(ir::Graph& g, const PassOptions&) {
     if (!known) continue;
     // R must exist where the GEMM runs: layers run in index order.
     if (const ir::NodeId p = g.value(r).producer; p >= n.id) continue;
-    if (plain) {
-      const int64_t nn = g.value(n.inputs[1]).constant->dim(1);
-      KILN_ASSIGN_OR_RETURN(const ir::ValueId b, pt::add_zero_bias(g, n.name + "_zero_bias", nn));  // a value, no node
-      n.op = ir::OpKind::kMatMulBias;
-      n.inputs.push_back(b);
-    }
+    if (plain) KILN_RETURN_IF_ERROR(pt::to_matmul_bias(g, n, g.value(n.inputs[1]).constant->dim(1)));
     n.inputs.push_back(r);
     n.outputs[0] = add->outputs[0];
     g.value(add->outputs[0]).producer = n.id;

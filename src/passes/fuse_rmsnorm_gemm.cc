@@ -46,11 +46,7 @@ Status fuse_rmsnorm_gemm(ir::Graph& g, const PassOptions&) {
     // The scale as [K] (a [1, K] or other all-ones-but-last constant reads the same values).
     ir::ValueId s = norm.inputs[1];
     if (sc->rank() != 1) s = pt::add_constant(g, g.value(s).name + "_k", sc->reshaped({kd.value}));
-    if (plain) {
-      KILN_ASSIGN_OR_RETURN(const ir::ValueId b, pt::add_zero_bias(g, mm.name + "_zero_bias", w->dim(1)));
-      mm.op = ir::OpKind::kMatMulBias;
-      mm.inputs.push_back(b);
-    }
+    if (plain) KILN_RETURN_IF_ERROR(pt::to_matmul_bias(g, mm, w->dim(1)));
     if (mm.inputs.size() == 3) mm.inputs.push_back(ir::kNoValue);  // no residual
     mm.inputs[0] = x;
     mm.inputs.push_back(s);

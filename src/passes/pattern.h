@@ -160,13 +160,16 @@ inline ir::ValueId add_constant(ir::Graph& g, std::string base, Tensor t) {
   return v;
 }
 
-// A new float32 constant of n zeros named after `base` (the bias a bias-free MatMul gets when it
-// becomes a MatMulBias: adding +0 changes no value).
-inline StatusOr<ir::ValueId> add_zero_bias(ir::Graph& g, const std::string& base, int64_t n) {
-  auto zero = Tensor::allocate(DataType::kFloat32, {n}, "zero bias");
+// A plain MatMul `n` against a constant [K, width] weight becomes MatMulBias(A, W, 0): a new
+// float32 constant of `width` zeros as its bias (adding +0 changes no value), a value, no node.
+inline Status to_matmul_bias(ir::Graph& g, ir::Node& n, int64_t width) {
+  auto zero = Tensor::allocate(DataType::kFloat32, {width}, "zero bias");
   if (!zero.ok()) return zero.status();
   std::fill_n(zero->data<float>(), zero->numel(), 0.f);
-  return add_constant(g, base, std::move(*zero));
+  const ir::ValueId b = add_constant(g, n.name + "_zero_bias", std::move(*zero));
+  n.op = ir::OpKind::kMatMulBias;
+  n.inputs.push_back(b);
+  return Status::Ok();
 }
 
 // `fused` takes over the matched layers: their names join its origin, they are removed.

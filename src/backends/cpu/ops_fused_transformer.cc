@@ -229,13 +229,28 @@ Status rms_norm(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// Runs the registered CPU kernel of `op` on `in`, as a node of its own with this node's name and
+// `attrs`, into *out (the fused layers' parts: MatMulBias's norm, product and gate).
+Status run_part(KernelContext& ctx, ir::OpKind op, std::vector<const Tensor*> in,
+                std::map<std::string, ir::Attribute> attrs, Tensor* out) {
+  KernelFn fn = KernelRegistry::get().find(op);
+  if (!fn) return ctx.unsupported_here(std::string("no CPU ") + ir::op_name(op) + " kernel");
+  ir::Node sub = ctx.node();
+  sub.op = op;
+  sub.inputs.resize(in.size());
+  sub.attrs = std::move(attrs);
+  std::vector<Tensor> outs(1);
+  KernelContext sctx(sub, std::move(in), &outs, nullptr);
+  KILN_RETURN_IF_ERROR(fn(sctx));
+  *out = std::move(outs[0]);
+  return Status::Ok();
+}
+
 // A gate (MatMulBias / QuantLinear attribute, ops.def): *y [*, 2N] float32 becomes
 // program(y[..., :N], y[..., N:]) [*, N] by the FusedPointwise kernel.
 Status apply_gate(KernelContext& ctx, const std::string& gate, Tensor* y) {
   const int64_t n = y->rank() ? y->dim(-1) : 1;
   if (y->rank() < 1 || n % 2 != 0) return ctx.fail("a gate needs an even product width, got " + shape_str(y->shape()));
-  KernelFn fn = KernelRegistry::get().find(ir::OpKind::kFusedPointwise);
-  if (!fn) return ctx.unsupported_here("no CPU FusedPointwise kernel");
   const int64_t h = n / 2, rows = y->numel() / std::max<int64_t>(n, 1);
   Shape hs = y->shape();
   hs.back() = h;
@@ -245,15 +260,7 @@ Status apply_gate(KernelContext& ctx, const std::string& gate, Tensor* y) {
     std::copy(yp + r * n, yp + r * n + h, lo.data<float>() + r * h);
     std::copy(yp + r * n + h, yp + (r + 1) * n, hi.data<float>() + r * h);
   }
-  ir::Node sub = ctx.node();
-  sub.op = ir::OpKind::kFusedPointwise;
-  sub.inputs.resize(2);
-  sub.attrs = {{"program", ir::Attribute::of_string(gate)}};
-  std::vector<Tensor> outs(1);
-  KernelContext sctx(sub, {&lo, &hi}, &outs, nullptr);
-  KILN_RETURN_IF_ERROR(fn(sctx));
-  *y = std::move(outs[0]);
-  return Status::Ok();
+  return run_part(ctx, ir::OpKind::kFusedPointwise, {&lo, &hi}, {{"program", ir::Attribute::of_string(gate)}}, y);
 }
 
 // MatMulBias (ops.def): the norm prologue (input 4: the RMSNormalization kernel over A's last
@@ -263,41 +270,18 @@ Status apply_gate(KernelContext& ctx, const std::string& gate, Tensor* y) {
 Status matmul_bias(KernelContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_inputs(3));
   KILN_ASSIGN_OR_RETURN(const nn::GemmAct act, nn::gemm_activation(ctx));
-  KernelFn matmul = KernelRegistry::get().find(ir::OpKind::kMatMul);
-  if (!matmul) return ctx.unsupported_here("no CPU MatMul kernel");
   const ir::Node& node = ctx.node();
-  // Runs the registered kernel of `op` on `in` as a node of its own (this node's name and attrs).
-  auto run = [&](ir::OpKind op, std::vector<const Tensor*> in, std::map<std::string, ir::Attribute> attrs,
-                 Tensor* out) -> Status {
-    KernelFn fn = KernelRegistry::get().find(op);
-    if (!fn) return ctx.unsupported_here(std::string("no CPU ") + ir::op_name(op) + " kernel");
-    ir::Node sub = node;
-    sub.op = op;
-    sub.inputs.resize(in.size());
-    sub.attrs = std::move(attrs);
-    std::vector<Tensor> outs(1);
-    KernelContext sctx(sub, std::move(in), &outs, nullptr);
-    KILN_RETURN_IF_ERROR(fn(sctx));
-    *out = std::move(outs[0]);
-    return Status::Ok();
-  };
   const Tensor* a = ctx.input(0);
   Tensor normed;
   if (node.inputs.size() > 4 && node.inputs[4] != ir::kNoValue) {
-    KILN_RETURN_IF_ERROR(run(ir::OpKind::kRMSNormalization, {a, ctx.input(4)},
-                             {{"axis", ir::Attribute::of_int(-1)},
-                              {"epsilon", ir::Attribute::of_float(node.attr_float("norm_epsilon", 1e-5f))}},
-                             &normed));
+    KILN_RETURN_IF_ERROR(run_part(ctx, ir::OpKind::kRMSNormalization, {a, ctx.input(4)},
+                                  {{"axis", ir::Attribute::of_int(-1)},
+                                   {"epsilon", ir::Attribute::of_float(node.attr_float("norm_epsilon", 1e-5f))}},
+                                  &normed));
     a = &normed;
   }
-  ir::Node mm = node;
-  mm.op = ir::OpKind::kMatMul;
-  mm.inputs.resize(2);
-  mm.attrs.clear();
-  std::vector<Tensor> out(1);
-  KernelContext mctx(mm, {a, ctx.input(1)}, &out, nullptr);
-  KILN_RETURN_IF_ERROR(matmul(mctx));
-  Tensor y = std::move(out[0]);
+  Tensor y;
+  KILN_RETURN_IF_ERROR(run_part(ctx, ir::OpKind::kMatMul, {a, ctx.input(1)}, {}, &y));
   const Tensor& b = ctx.in(2);
   if (y.dtype() != DataType::kFloat32 || b.dtype() != DataType::kFloat32)
     return ctx.unsupported_here("MatMulBias computes float32 only");

@@ -292,7 +292,6 @@ class GemmLayer : public Layer {
     gemv_.norm = p.norm;
     gemv_.norm_eps = p.norm_eps;
     gemv_.gate = p.gate;
-    gemv_.pdl = current_arch() >= 90;
     gemv_ok_ = p.weight_is_nk && !p.patches.on && !p.gelu_tanh && gemv_supports(gemv_);
     describe(-1);
     return Status::Ok();

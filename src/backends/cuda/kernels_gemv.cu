@@ -231,9 +231,9 @@ cudaError_t launch_typed(const void* x, const void* w, const void* bias, const v
   }
   const int64_t warps = (d.n + R - 1) / R;
   const dim3 grid(static_cast<unsigned>((warps + kWarps - 1) / kWarps));
-  return launch_maybe_pdl(d.pdl, grid, dim3(kWarps * 32), smem, stream, kernel, static_cast<const T*>(x),
-                          static_cast<const T*>(w), static_cast<const T*>(bias), static_cast<const T*>(res),
-                          static_cast<const T*>(scale), static_cast<Y*>(y), d.n, d.k, d.relu, d.norm_eps);
+  return launch_pdl(grid, dim3(kWarps * 32), smem, stream, kernel, static_cast<const T*>(x), static_cast<const T*>(w),
+                    static_cast<const T*>(bias), static_cast<const T*>(res), static_cast<const T*>(scale),
+                    static_cast<Y*>(y), d.n, d.k, d.relu, d.norm_eps);
 }
 
 template <typename T, typename Y, int R, bool NORM, bool GATE>

@@ -37,10 +37,6 @@ struct GemvDesc {
   bool norm = false;                  // RMSNorm prologue (norm_scale [K], norm_eps)
   float norm_eps = 1e-5f;
   bool gate = false;                  // silu(G) · U epilogue; rows_per_warp 1 or 2
-  // Launched as a programmatic dependent launch (pdl.cuh; compute capability 9.0+ only): the kernel
-  // issues its first weight loads while the kernel before it on the stream finishes, then waits
-  // for it before reading X. Every Kiln kernel of a decode step signals it early.
-  bool pdl = false;
 };
 
 // Whether launch_gemv takes these: 1 <= m <= kGemvMaxM, n >= 1, k >= 8 with k % 8 == 0 (rows of
@@ -60,7 +56,9 @@ cudaError_t gemv_prepare(const GemvDesc& d);
 // lanes, and lane j < M·rows_per_warp writes one output with bias, residual and ReLU applied.
 // bias and residual may be null. X, W, R and Y must be 16-byte aligned (the arena's and the
 // weight cache's 256-byte alignment).
-// norm_scale: S [K] with d.norm, else ignored.
+// norm_scale: S [K] with d.norm, else ignored. On compute capability 9.0+ a programmatic dependent
+// launch (pdl.cuh): the kernel issues its first weight loads while the kernel before it on the
+// stream finishes, then waits for it before reading X.
 cudaError_t launch_gemv(const void* x, const void* w, const void* bias, const void* residual, const void* norm_scale,
                         void* y, const GemvDesc& d, cudaStream_t stream);
 

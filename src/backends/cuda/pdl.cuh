@@ -46,11 +46,12 @@ inline bool pdl_available() {
   return v == 2;
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when `pdl`
-// (the kernel must call pdl_wait() before touching the step's tensors). Returns the launch's error.
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch where the
+// device takes one (pdl_available(); the kernel must call pdl_wait() before touching the step's
+// tensors). Returns the launch's error.
 template <typename... Params, typename... Args>
-cudaError_t launch_maybe_pdl(bool pdl, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                             void (*kernel)(Params...), Args&&... args) {
+cudaError_t launch_pdl(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void (*kernel)(Params...),
+                       Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -60,15 +61,8 @@ cudaError_t launch_maybe_pdl(bool pdl, dim3 grid, dim3 block, size_t smem, cudaS
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = pdl_available() ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-}
-
-// The same where the device takes a programmatic dependent launch (pdl_available()).
-template <typename... Params, typename... Args>
-cudaError_t launch_pdl(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, void (*kernel)(Params...),
-                       Args&&... args) {
-  return launch_maybe_pdl(pdl_available(), grid, block, smem, stream, kernel, std::forward<Args>(args)...);
 }
 
 }  // namespace kiln::cuda
